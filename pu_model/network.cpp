@@ -1,0 +1,139 @@
+#include "pu_model/network.hpp"
+
+#include <limits>
+
+#include "pu_model/errors.hpp"
+
+namespace aimcemu {
+
+const char* to_string(LayerKind kind) {
+    switch (kind) {
+        case LayerKind::Conv: return "conv";
+        case LayerKind::Linear: return "linear";
+        case LayerKind::Add: return "add";
+        case LayerKind::MaxPool: return "max_pool";
+        case LayerKind::AvgPool: return "avg_pool";
+    }
+    return "?";
+}
+
+LayerKind layer_kind_from_string(const std::string& name, const std::string& source) {
+    for (auto k : {LayerKind::Conv, LayerKind::Linear, LayerKind::Add, LayerKind::MaxPool, LayerKind::AvgPool})
+        if (name == to_string(k)) return k;
+    throw FormatError(source, "kind", "unknown layer type '" + name +
+                                          "' (expected conv, linear, add, max_pool or avg_pool)");
+}
+
+std::int64_t Layer::gemm_n() const {
+    if (kind == LayerKind::AvgPool) return in_shape.c;
+    return out_channels;
+}
+std::int64_t Layer::gemm_m() const {
+    if (kind == LayerKind::Linear) return in_shape.size();
+    return std::int64_t(kernel) * kernel * in_shape.c;
+}
+std::int64_t Layer::gemm_p() const { return std::int64_t(out_shape.h) * out_shape.w; }
+
+const Shape3& Network::shape_of(int producer) const {
+    return producer == kNetworkInput ? input_shape : layers.at(producer).out_shape;
+}
+
+int Network::find_layer(const std::string& layer_name) const {
+    for (std::size_t i = 0; i < layers.size(); ++i)
+        if (layers[i].name == layer_name) return int(i);
+    return -1;
+}
+
+std::int64_t Network::total_weights() const {
+    std::int64_t n = 0;
+    for (const auto& l : layers) n += std::int64_t(l.weights.size());
+    return n;
+}
+
+namespace {
+
+void require(bool ok, const std::string& source, const std::string& field, const std::string& what) {
+    if (!ok) throw FormatError(source, field, what);
+}
+
+void check_producer(const Network& net, int index, int producer, const std::string& source,
+                    const std::string& field) {
+    require(producer >= kNetworkInput && producer < index, source, field,
+            "must name an earlier layer or the network input (got " + std::to_string(producer) + ")");
+}
+
+void resolve_gemm(Layer& l, const Network& net, const std::string& src, const std::string& f) {
+    require(l.out_channels > 0, src, f + "out_channels", "must be positive");
+    if (l.kind == LayerKind::Linear) {
+        require(l.kernel == 1 && l.stride == 1 && l.pad == 0, src, f + "kernel",
+                "linear layers take kernel 1, stride 1, pad 0");
+        l.out_shape = {1, 1, l.out_channels};
+    } else {
+        l.out_shape = {window_out(l.in_shape.h, l.kernel, l.stride, l.pad),
+                       window_out(l.in_shape.w, l.kernel, l.stride, l.pad), l.out_channels};
+    }
+    const std::int64_t m = l.gemm_m();
+    require(std::int64_t(l.weights.size()) == l.out_channels * m, src, f + "weights",
+            "expected " + std::to_string(l.out_channels * m) + " int8 values (N=" +
+                std::to_string(l.out_channels) + " x M=" + std::to_string(m) + "), got " +
+                std::to_string(l.weights.size()));
+    require(std::int64_t(l.bias.size()) == l.out_channels, src, f + "bias",
+            "expected " + std::to_string(l.out_channels) + " values, got " + std::to_string(l.bias.size()));
+    require(l.bias_shift >= 0 && l.bias_shift <= 24, src, f + "bias_shift", "must be in 0..24");
+    // The accumulator must be exact in int32: |sum w*x| <= M*128*128, |bias| <= 128 << bias_shift.
+    const std::int64_t worst = m * 128 * 128 + (std::int64_t(128) << l.bias_shift);
+    require(worst < (std::int64_t(1) << 31), src, f + "weights",
+            "M=" + std::to_string(m) + " can overflow the int32 accumulator");
+}
+
+}  // namespace
+
+void Network::resolve(const std::string& src) {
+    require(input_shape.h > 0 && input_shape.w > 0 && input_shape.c > 0, src, "input_shape",
+            "every dimension must be positive");
+    require(!layers.empty(), src, "layers", "the network has no layers");
+    require(output_layer >= -1 && output_layer < int(layers.size()), src, "output_layer", "out of range");
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        Layer& l = layers[i];
+        const std::string f = "layers/" + std::to_string(i) + " (" + l.name + ")/";
+        require(!l.name.empty(), src, "layers/" + std::to_string(i) + "/name", "must not be empty");
+        for (std::size_t j = 0; j < i; ++j)
+            require(layers[j].name != l.name, src, f + "name", "duplicate layer name");
+        check_producer(*this, int(i), l.input, src, f + "input");
+        l.in_shape = shape_of(l.input);
+        require(l.out_shift >= 0 && l.out_shift <= 31, src, f + "out_shift", "must be in 0..31");
+        require(l.residual_shift >= -8 && l.residual_shift <= 8, src, f + "residual_shift", "must be in -8..8");
+        require(l.input_shift >= -8 && l.input_shift <= 8, src, f + "input_shift", "must be in -8..8");
+        const bool windowed = l.kind == LayerKind::Conv || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool;
+        if (windowed) {
+            require(l.kernel >= 1, src, f + "kernel", "must be >= 1");
+            require(l.stride >= 1, src, f + "stride", "must be >= 1");
+            require(l.pad >= 0 && l.pad < l.kernel, src, f + "pad", "must be in 0..kernel-1");
+            require(l.in_shape.h + 2 * l.pad >= l.kernel && l.in_shape.w + 2 * l.pad >= l.kernel, src,
+                    f + "kernel", "window larger than the padded input");
+        }
+        switch (l.kind) {
+            case LayerKind::Conv:
+            case LayerKind::Linear: resolve_gemm(l, *this, src, f); break;
+            case LayerKind::Add:
+                require(l.residual_input >= 0, src, f + "residual_input", "an add layer needs a second operand");
+                l.out_shape = l.in_shape;
+                break;
+            case LayerKind::MaxPool:
+            case LayerKind::AvgPool:
+                l.out_shape = {window_out(l.in_shape.h, l.kernel, l.stride, l.pad),
+                               window_out(l.in_shape.w, l.kernel, l.stride, l.pad), l.in_shape.c};
+                require(l.weights.empty() && l.bias.empty(), src, f + "weights", "pool layers carry no weights");
+                if (l.kind == LayerKind::AvgPool)
+                    require(l.avg_mult >= 1 && l.avg_mult <= 127, src, f + "avg_mult", "must be in 1..127");
+                break;
+        }
+        if (l.residual_input >= 0) {
+            check_producer(*this, int(i), l.residual_input, src, f + "residual_input");
+            require(shape_of(l.residual_input) == l.out_shape, src, f + "residual_input",
+                    "residual operand shape differs from the layer's output shape");
+        }
+    }
+}
+
+}  // namespace aimcemu

@@ -1,0 +1,94 @@
+// The quantized network: INT8 weights and activations with power-of-two scales.
+//
+// This is the in-memory form every path shares (model file, PU functional model, timing model,
+// NIU).  The arithmetic it implies is the contract in docs/arithmetic.md:
+//
+//   conv / linear:  acc = sum(w * x) + (bias << bias_shift)            (exact, int32 checked)
+//                   y   = sat8((acc + (1 << (out_shift-1))) >> out_shift)  [round half up]
+//                   y   = relu(y)                  if relu
+//                   y   = sat8(y + align(r, residual_shift)), then relu  if residual_input >= 0
+//   add:            y   = sat8(align(a, shift_a) + align(b, residual_shift)), optional relu
+//   max_pool:       exact max over the window (padding never wins)
+//   avg_pool:       acc = avg_mult * sum(window); y = sat8(round_shift(acc, out_shift))  (a GEMM)
+//
+// Activations are HWC int8.  A linear layer flattens its input in HWC order (M = H*W*C).
+// Conv weights are stored [N][kh][kw][Cin], i.e. one row of the GEMM weight matrix per output
+// channel with M = kh*kw*Cin in the same (ky, kx, c) order that IM2COL produces.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aimcemu {
+
+struct Shape3 {
+    int h = 0, w = 0, c = 0;
+    std::int64_t size() const { return std::int64_t(h) * w * c; }
+    bool operator==(const Shape3&) const = default;
+};
+
+enum class LayerKind : std::uint8_t { Conv, Linear, Add, MaxPool, AvgPool };
+
+const char* to_string(LayerKind kind);
+LayerKind layer_kind_from_string(const std::string& name, const std::string& source);
+
+// The index of the network input when used as a producer.
+inline constexpr int kNetworkInput = -1;
+
+struct Layer {
+    std::string name;
+    LayerKind kind = LayerKind::Conv;
+    int input = kNetworkInput;     // producer layer index (kNetworkInput = the image)
+
+    // Geometry (conv, pools).  Linear layers use kernel 1, stride 1, pad 0 on a flattened input.
+    int kernel = 1;
+    int stride = 1;
+    int pad = 0;
+    int out_channels = 0;          // conv / linear: N
+
+    // GEMM operands (conv / linear).  weights: N*M int8, bias: N int8.
+    std::vector<std::int8_t> weights;
+    std::vector<std::int8_t> bias;
+    int bias_shift = 0;            // bias is added as bias << bias_shift (0..24)
+
+    // Requantisation and post-processing.
+    int out_shift = 0;             // power-of-two requantisation, round half up (0..31)
+    bool relu = false;
+    int residual_input = -1;       // conv/linear/add: second operand layer index, -1 = none
+    int residual_shift = 0;        // align(r): r << s for s >= 0, round_shift(r, -s) for s < 0
+    bool relu_after_residual = false;
+    int input_shift = 0;           // add only: align of the first operand
+
+    int avg_mult = 1;              // avg_pool: the int8 multiplier applied to the window sum
+
+    // Filled by Network::resolve().
+    Shape3 in_shape, out_shape;
+
+    bool is_gemm() const { return kind == LayerKind::Conv || kind == LayerKind::Linear; }
+    // GEMM dimensions as the PU sees them: weights N x M, activations M x P.
+    std::int64_t gemm_n() const;
+    std::int64_t gemm_m() const;
+    std::int64_t gemm_p() const;
+};
+
+struct Network {
+    std::string name;
+    Shape3 input_shape;
+    int input_frac_bits = 0;       // input int8 = round(x * 2^input_frac_bits)
+    std::vector<Layer> layers;     // topological order
+    int output_layer = -1;         // -1 = last layer
+    std::vector<std::string> class_names;
+
+    // Infers every layer's in/out shape and validates every field; throws FormatError naming
+    // `source` (a file path or "<memory>") and the offending field.
+    void resolve(const std::string& source = "<memory>");
+    int output_index() const { return output_layer < 0 ? int(layers.size()) - 1 : output_layer; }
+    const Shape3& shape_of(int producer) const;
+    int find_layer(const std::string& layer_name) const;  // -1 if absent
+    std::int64_t total_weights() const;
+};
+
+// Output spatial size of a window op: floor((in + 2p - k) / s) + 1.
+inline int window_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+}  // namespace aimcemu

@@ -1,0 +1,47 @@
+"""The ``aimcemu`` command.
+
+Each subcommand lives in ``aimcemu/commands/<name>.py`` and provides ``HELP`` (one line),
+``add_arguments(parser)`` and ``main(args) -> int``.  They are discovered here, so adding a
+command never edits this file.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import commands
+
+
+def _command_modules():
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            yield info.name, importlib.import_module(f"{commands.__name__}.{info.name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aimcemu", description="AIMC noise emulation on an FPGA accelerator model")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module in _command_modules():
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_main", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except (ValueError, FileNotFoundError, KeyError) as exc:  # bad input: say what, not a traceback
+        print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``aimcemu`` CLI (one module each; see aimcemu.cli)."""

@@ -1,0 +1,106 @@
+// Bindings for the quantized network (pu_model/network.hpp) and the model zoo.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "pu_model/errors.hpp"
+#include "pu_model/network.hpp"
+#include "pu_model/zoo.hpp"
+
+namespace py = pybind11;
+using namespace aimcemu;
+
+namespace {
+
+py::array_t<std::int8_t> to_array(const std::vector<std::int8_t>& v) {
+    return py::array_t<std::int8_t>(py::ssize_t(v.size()), v.data());
+}
+
+// Accepts any integer array whose values fit int8; anything else is a FormatError naming the field.
+std::vector<std::int8_t> from_array(const py::array& a, const std::string& field) {
+    if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
+        throw FormatError("<memory>", field, "expected an integer array, got dtype " + std::string(py::str(a.dtype())));
+    auto as64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>(a);
+    std::vector<std::int8_t> out(std::size_t(as64.size()));
+    const std::int64_t* p = as64.data();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (p[i] < -128 || p[i] > 127) throw FormatError("<memory>", field, "value out of int8 range");
+        out[i] = std::int8_t(p[i]);
+    }
+    return out;
+}
+
+void bind_network(py::module_& m) {
+    py::enum_<LayerKind>(m, "LayerKind")
+        .value("conv", LayerKind::Conv)
+        .value("linear", LayerKind::Linear)
+        .value("add", LayerKind::Add)
+        .value("max_pool", LayerKind::MaxPool)
+        .value("avg_pool", LayerKind::AvgPool);
+
+    py::class_<Shape3>(m, "Shape3")
+        .def(py::init<>())
+        .def(py::init([](int h, int w, int c) { return Shape3{h, w, c}; }), py::arg("h"), py::arg("w"), py::arg("c"))
+        .def_readwrite("h", &Shape3::h)
+        .def_readwrite("w", &Shape3::w)
+        .def_readwrite("c", &Shape3::c)
+        .def("__eq__", &Shape3::operator==)
+        .def("__iter__", [](const Shape3& s) { return py::iter(py::make_tuple(s.h, s.w, s.c)); })
+        .def("__repr__", [](const Shape3& s) {
+            return "Shape3(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ", " + std::to_string(s.c) + ")";
+        });
+
+    py::class_<Layer>(m, "Layer")
+        .def(py::init<>())
+        .def_readwrite("name", &Layer::name)
+        .def_readwrite("kind", &Layer::kind)
+        .def_readwrite("input", &Layer::input)
+        .def_readwrite("kernel", &Layer::kernel)
+        .def_readwrite("stride", &Layer::stride)
+        .def_readwrite("pad", &Layer::pad)
+        .def_readwrite("out_channels", &Layer::out_channels)
+        .def_property("weights", [](const Layer& l) { return to_array(l.weights); },
+                      [](Layer& l, const py::array& a) { l.weights = from_array(a, "layers/" + l.name + "/weights"); })
+        .def_property("bias", [](const Layer& l) { return to_array(l.bias); },
+                      [](Layer& l, const py::array& a) { l.bias = from_array(a, "layers/" + l.name + "/bias"); })
+        .def_readwrite("bias_shift", &Layer::bias_shift)
+        .def_readwrite("out_shift", &Layer::out_shift)
+        .def_readwrite("relu", &Layer::relu)
+        .def_readwrite("residual_input", &Layer::residual_input)
+        .def_readwrite("residual_shift", &Layer::residual_shift)
+        .def_readwrite("relu_after_residual", &Layer::relu_after_residual)
+        .def_readwrite("input_shift", &Layer::input_shift)
+        .def_readwrite("avg_mult", &Layer::avg_mult)
+        .def_readonly("in_shape", &Layer::in_shape)
+        .def_readonly("out_shape", &Layer::out_shape)
+        .def_property_readonly("is_gemm", &Layer::is_gemm)
+        .def_property_readonly("gemm_n", &Layer::gemm_n)
+        .def_property_readonly("gemm_m", &Layer::gemm_m)
+        .def_property_readonly("gemm_p", &Layer::gemm_p)
+        .def("__repr__", [](const Layer& l) { return "<Layer " + l.name + " " + to_string(l.kind) + ">"; });
+
+    py::class_<Network>(m, "Network")
+        .def(py::init<>())
+        .def_readwrite("name", &Network::name)
+        .def_readwrite("input_shape", &Network::input_shape)
+        .def_readwrite("input_frac_bits", &Network::input_frac_bits)
+        .def_readwrite("layers", &Network::layers)
+        .def_readwrite("output_layer", &Network::output_layer)
+        .def_readwrite("class_names", &Network::class_names)
+        .def("resolve", &Network::resolve, py::arg("source") = "<memory>")
+        .def("output_index", &Network::output_index)
+        .def("find_layer", &Network::find_layer)
+        .def("total_weights", &Network::total_weights);
+
+    auto zoo = m.def_submodule("zoo", "Built-in topologies with deterministic synthetic weights");
+    zoo.def("resnet18", &zoo::resnet18, py::arg("seed") = 1, py::arg("image_size") = 224, py::arg("num_classes") = 1000);
+    zoo.def("resnet50", [](bool v1_5, std::uint64_t seed, int image_size, int num_classes) {
+        return zoo::resnet50(v1_5 ? zoo::ResNetVariant::V1_5 : zoo::ResNetVariant::V1, seed, image_size, num_classes);
+    }, py::arg("v1_5") = false, py::arg("seed") = 1, py::arg("image_size") = 224, py::arg("num_classes") = 1000);
+    zoo.def("by_name", &zoo::by_name, py::arg("name"), py::arg("seed") = 1);
+    zoo.def("names", &zoo::names);
+}
+
+}  // namespace
+
+AIMCEMU_REGISTER_BINDINGS(0, bind_network);

@@ -1,0 +1,76 @@
+// Shape inference, validation errors and the zoo topologies.
+#include <gtest/gtest.h>
+
+#include "pu_model/errors.hpp"
+#include "pu_model/network.hpp"
+#include "pu_model/zoo.hpp"
+
+using namespace aimcemu;
+
+TEST(Zoo, ResNet50HasPublishedParameterCount) {
+    const Network net = zoo::resnet50();
+    // torchvision's resnet50 has 25,557,032 parameters, 53,120 of them in batch norm (folded
+    // here) and 1,000 in the fc bias: 25,502,912 conv/fc weights.
+    std::int64_t conv_fc_weights = 0;
+    for (const auto& l : net.layers) conv_fc_weights += std::int64_t(l.weights.size());
+    EXPECT_EQ(conv_fc_weights, 25502912);
+    EXPECT_EQ(net.layers.back().out_shape, (Shape3{1, 1, 1000}));
+}
+
+TEST(Zoo, ResNet18ShapesAndCounts) {
+    const Network net = zoo::resnet18();
+    EXPECT_EQ(net.total_weights(), 11678912);  // torchvision: 11,689,512 params - 9,600 BN - 1000 fc bias
+    EXPECT_EQ(net.layers[0].out_shape, (Shape3{112, 112, 64}));
+    EXPECT_EQ(net.layers[1].out_shape, (Shape3{56, 56, 64}));
+    const int avg = net.find_layer("avgpool");
+    ASSERT_GE(avg, 0);
+    EXPECT_EQ(net.layers[avg].in_shape, (Shape3{7, 7, 512}));
+    EXPECT_EQ(net.layers[avg].avg_mult, 84);   // 84 / 2^12 ~ 1/49
+    EXPECT_EQ(net.layers[avg].out_shift, 12);
+}
+
+TEST(Zoo, ResNet50VariantsPlaceTheStrideDifferently) {
+    const Network v1 = zoo::resnet50(zoo::ResNetVariant::V1);
+    const Network v15 = zoo::resnet50(zoo::ResNetVariant::V1_5);
+    const int a = v1.find_layer("layer2.0.conv1");
+    EXPECT_EQ(v1.layers[a].stride, 2);
+    EXPECT_EQ(v15.layers[a].stride, 1);
+    EXPECT_EQ(v15.layers[v15.find_layer("layer2.0.conv2")].stride, 2);
+    EXPECT_EQ(v1.layers.back().in_shape, v15.layers.back().in_shape);
+}
+
+TEST(Network, ValidationNamesTheField) {
+    Network net = zoo::resnet18();
+    net.layers[3].weights.pop_back();
+    try {
+        net.resolve("model.h5");
+        FAIL() << "expected FormatError";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(e.source(), "model.h5");
+        EXPECT_NE(e.field().find("weights"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find(net.layers[3].name), std::string::npos);
+    }
+}
+
+TEST(Network, RejectsForwardReferencesAndBadShifts) {
+    Network net = zoo::resnet18();
+    net.layers[2].input = 5;
+    EXPECT_THROW(net.resolve(), FormatError);
+    net = zoo::resnet18();
+    net.layers[0].out_shift = 40;
+    EXPECT_THROW(net.resolve(), FormatError);
+    EXPECT_THROW(layer_kind_from_string("deconv", "x.h5"), FormatError);
+}
+
+TEST(Network, RejectsAccumulatorOverflow) {
+    Network net;
+    net.input_shape = {1, 1, 200000};
+    Layer l;
+    l.name = "fc";
+    l.kind = LayerKind::Linear;
+    l.out_channels = 1;
+    l.weights.assign(200000, 1);
+    l.bias.assign(1, 0);
+    net.layers.push_back(l);
+    EXPECT_THROW(net.resolve(), FormatError);
+}
