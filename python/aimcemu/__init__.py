@@ -7,6 +7,27 @@ and does not pull in torch, dask or matplotlib unless they are used.
 from __future__ import annotations
 
 import importlib
+import os
+
+
+def _load_dev_core() -> None:
+    """Developers who build the extension in their own CMake folder set AIMCEMU_CORE_DIR to the
+    folder holding _core*.so; that build is then used instead of the installed one."""
+    import glob
+    import importlib.util
+    import sys
+
+    found = glob.glob(os.path.join(os.environ["AIMCEMU_CORE_DIR"], "_core*.so"))
+    if not found:
+        raise ImportError(f"AIMCEMU_CORE_DIR={os.environ['AIMCEMU_CORE_DIR']} holds no _core*.so")
+    spec = importlib.util.spec_from_file_location(f"{__name__}._core", found[0])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+
+
+if os.environ.get("AIMCEMU_CORE_DIR"):
+    _load_dev_core()
 
 from . import _core
 from ._core import FormatError
