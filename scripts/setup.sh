@@ -28,6 +28,9 @@ python3 -m pip install -q "${PIP_PACKAGES[@]}"
 echo "setup: building the Python package (aimcemu._core)"
 python3 -m pip install -q --no-build-isolation -e .
 
+# pyenv installs console scripts behind shims; make `aimcemu` visible at once.
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
+
 echo "setup: building the C++ core, tests and benchmarks"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
