@@ -1,0 +1,126 @@
+// The polymorphic device noise model: program a layer's weights into a chip's devices, then
+// read them at any time since programming, any number of rounds.
+//
+//   LayerState s = model.program(weights, shape, {seed, chip, layer});   // chip-fixed draws
+//   std::vector<double> w = model.read(s, t, round);                     // fresh read draws
+//
+// program() draws programming noise and drift exponents once (keyed by seed, chip, layer,
+// device index); read() draws read noise keyed additionally by `round`.  Reading the same state
+// at several t drifts the same programmed devices.  Conductances are in uS, t in seconds since
+// programming (aihwkit's t_inference).  Models never share random streams (see rng.hpp).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "noise_models/converter.hpp"
+#include "noise_models/params.hpp"
+#include "noise_models/rng.hpp"
+
+namespace aimcemu::noise {
+
+// Fault code of a device (generic model); other models leave every device Healthy.
+enum class Fault : std::uint8_t { Healthy = 0, StuckLow = 1, StuckHigh = 2 };
+
+// Which conductances drift and read noise start from.
+//   Reconverted (aihwkit parity): W_prog = convert_back(g_prog) is re-converted with a scale
+//     refitted on max|W_prog|, as aihwkit's apply_drift_noise does; so the "off" device of a
+//     pair is zero again and the scale absorbs the programming noise of the largest weight.
+//   Programmed (physical): the devices drift from the conductances actually programmed.
+enum class DriftReference : std::uint8_t { Reconverted = 0, Programmed = 1 };
+
+// The programmed devices of one layer of one chip.  Arrays are [weight][device].
+struct LayerState {
+    ChipKey key;
+    std::vector<std::int64_t> shape;  // weight array shape; shape[0] = output channels
+    std::vector<double> weights;      // the clean weights that were programmed
+    Conversion conversion;            // the converter fit at programming
+    int devices_per_weight = 0;
+    std::vector<double> g_target;     // uS
+    std::vector<double> g_prog;       // uS, after programming noise
+    std::vector<double> nu;           // drift exponents (or model-specific drift parameter)
+    std::vector<std::uint8_t> fault;  // Fault codes
+
+    std::size_t num_weights() const { return weights.size(); }
+    std::size_t rows() const { return shape.empty() ? 1 : std::size_t(shape[0]); }
+};
+
+// The random inputs of one device, one standard normal (or uniform) per purpose.
+struct DeviceDraws {
+    double prog = 0.0;       // N(0,1), Purpose::Programming
+    double nu = 0.0;         // N(0,1), Purpose::DriftExponent
+    double fault = 0.0;      // U[0,1), Purpose::Fault
+    double read = 0.0;       // N(0,1), Purpose::Read
+    double relaxation = 0.0; // N(0,1), Purpose::Relaxation
+};
+
+// What program_device() returns for one device.
+struct ProgrammedDevice {
+    double g_prog = 0.0;
+    double nu = 0.0;
+    Fault fault = Fault::Healthy;
+};
+
+// One device as read_device() sees it.
+struct DeviceAtRead {
+    double g_target = 0.0;  // uS, as converted at programming
+    double g_start = 0.0;   // uS, where drift starts (g_prog, or re-converted: DriftReference)
+    double nu = 0.0;
+    Fault fault = Fault::Healthy;
+};
+
+class NoiseModel {
+public:
+    explicit NoiseModel(std::unique_ptr<ConductanceConverter> converter);
+    virtual ~NoiseModel() = default;
+    NoiseModel(const NoiseModel&) = delete;
+    NoiseModel& operator=(const NoiseModel&) = delete;
+
+    // Factory name ("pcm_like", ...) and the full parameter set, so that
+    // make_noise_model(name(), params()) rebuilds an identical model.
+    virtual std::string name() const = 0;
+    virtual NoiseParams params() const;
+
+    // Programs one layer.  weights: row-major, shape[0] = output channels.
+    LayerState program(std::span<const double> weights, std::vector<std::int64_t> shape, const ChipKey& key) const;
+    // Conductances ([weight][device], uS) of one read at time t after programming.
+    std::vector<double> read_conductances(const LayerState& state, double t, std::uint64_t round) const;
+    // Weights of one read at time t after programming (converted back with the read's scale).
+    std::vector<double> read(const LayerState& state, double t, std::uint64_t round) const;
+    // Programmed weights (no drift, no read noise): convert_back(g_prog).
+    std::vector<double> programmed_weights(const LayerState& state) const;
+
+    const ConductanceConverter& converter() const { return *converter_; }
+    DriftReference drift_reference() const { return drift_reference_; }
+    void set_drift_reference(DriftReference r) { drift_reference_ = r; }
+    // Worker threads for program/read (0 = hardware concurrency).  Results do not depend on it.
+    void set_num_threads(int n) { num_threads_ = n; }
+    int num_threads() const { return num_threads_; }
+
+    // Per-device physics, implemented by each model.  Draws for purposes not listed in
+    // uses_purpose() are zero.
+    virtual ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const = 0;
+    virtual double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const = 0;
+    virtual bool uses_purpose(Purpose p) const = 0;
+    // Called once per read before any read_device(); throws FormatError for a bad t.
+    virtual void check_time(double t) const;
+
+protected:
+    // Reads the parameters every model shares (drift_reference); call from derived readers.
+    void read_common(ParamReader& reader);
+
+private:
+    std::unique_ptr<ConductanceConverter> converter_;
+    DriftReference drift_reference_ = DriftReference::Reconverted;
+    int num_threads_ = 0;
+};
+
+// Builds a model from its factory name and parameters; unknown names, unknown parameters and
+// invalid values throw FormatError naming the field.  Names: pcm_like, hermes,
+// custom_drift_pcm, state_independent, reram_wan2022, reram_cmo, generic.
+std::unique_ptr<NoiseModel> make_noise_model(const std::string& name, const NoiseParams& params);
+std::vector<std::string> noise_model_names();
+
+}  // namespace aimcemu::noise

@@ -1,0 +1,136 @@
+// The PCM family: models where a device is programmed with Gaussian noise of sigma(g_target),
+// gets a drift exponent nu = drift_scale*|nu_mean(g) + nu_std(g)*xi|, drifts as (t/t0)^-nu and
+// accumulates 1/f read noise of relative sigma Q_s(g_prog)*sqrt(ln((t_total+t_read)/(2 t_read))).
+//
+//   PcmLikeModel            aihwkit PCMLikeNoiseModel (Nandakumar 2019, Joshi 2020)
+//   HermesModel             aihwkit HermesNoiseModel, 1 or 2 devices (Le Gallo 2023)
+//   StateIndependentModel   aihwkit StateIndependentNoiseModel
+//   CustomDriftPcmModel     aihwkit CustomDriftPCMLikeNoiseModel (nu tables, N. Li 2023)
+//
+// The closed forms below are public because the NIU compiler builds its fixed-point tables
+// from them and the statistical tests compare samples against them.  All in uS and seconds.
+#pragma once
+#include <vector>
+
+#include "noise_models/noise_model.hpp"
+
+namespace aimcemu::noise {
+
+struct PcmCommon {
+    double t0 = 20.0;          // s, drift reference time
+    double t_read = 250e-9;    // s, read duration
+    double prog_noise_scale = 1.0;
+    double read_noise_scale = 1.0;
+    double drift_scale = 1.0;
+};
+
+class PcmFamilyModel : public NoiseModel {
+public:
+    PcmFamilyModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common);
+
+    // sigma of programming noise at g_target (before prog_noise_scale).
+    virtual double prog_sigma(double g_target) const = 0;
+    // Mean and standard deviation of the Gaussian that is folded into nu (before drift_scale).
+    virtual double nu_mean(double g_target) const = 0;
+    virtual double nu_std(double g_target) const = 0;
+    // Relative read-noise coefficient Q_s at the programmed conductance.
+    virtual double read_q(double g_prog) const = 0;
+
+    // sqrt(ln((t_total + t_read) / (2 t_read))), t_total = t + t0.
+    double read_time_factor(double t) const;
+    // (t_total / t0)^-nu for t_total > t0, else 1.
+    double drift_factor(double nu, double t) const;
+
+    double g_max() const { return converter().g_max(); }
+    double t0() const { return common_.t0; }
+    double t_read() const { return common_.t_read; }
+    double prog_noise_scale() const { return common_.prog_noise_scale; }
+    double read_noise_scale() const { return common_.read_noise_scale; }
+    double drift_scale() const { return common_.drift_scale; }
+
+    NoiseParams params() const override;
+    ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
+    double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const override;
+    bool uses_purpose(Purpose p) const override;
+    void check_time(double t) const override;
+
+protected:
+    PcmCommon common_;
+};
+
+class PcmLikeModel final : public PcmFamilyModel {
+public:
+    // prog_coeff: sigma polynomial in x = g/g_max (uS), fitted at prog_coeff_g_max_reference.
+    PcmLikeModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common,
+                 std::vector<double> prog_coeff = {0.26348, 1.9650, -1.1731}, double prog_coeff_g_max_reference = 25.0);
+    static std::unique_ptr<PcmLikeModel> from_params(const NoiseParams& params);
+    std::string name() const override { return "pcm_like"; }
+    NoiseParams params() const override;
+    double prog_sigma(double g_target) const override;
+    double nu_mean(double g_target) const override;
+    double nu_std(double g_target) const override;
+    double read_q(double g_prog) const override;
+
+private:
+    std::vector<double> prog_coeff_;
+    double prog_coeff_g_max_reference_;
+};
+
+class HermesModel final : public PcmFamilyModel {
+public:
+    // num_devices 1 or 2 selects the fit; g_max defaults 20.7 (2) or 10.35 (1) uS.
+    HermesModel(int num_devices, std::unique_ptr<ConductanceConverter> converter, PcmCommon common);
+    static std::unique_ptr<HermesModel> from_params(const NoiseParams& params);
+    std::string name() const override { return "hermes"; }
+    NoiseParams params() const override;
+    int num_devices() const { return num_devices_; }
+    double prog_sigma(double g_target) const override;
+    double nu_mean(double g_target) const override;
+    double nu_std(double g_target) const override;
+    double read_q(double g_prog) const override;
+
+private:
+    int num_devices_;
+    double g_max_reference_;
+};
+
+class StateIndependentModel final : public PcmFamilyModel {
+public:
+    // read_q defaults to 1/g_max: aihwkit's read sigma |g_drift/g_max|*factor (uS), see docs.
+    StateIndependentModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common,
+                          std::vector<double> prog_coeff = {0.2, 0.0, 0.0}, double drift_nu_mean = 0.1,
+                          double drift_nu_std = 0.05, double read_q = -1.0);
+    static std::unique_ptr<StateIndependentModel> from_params(const NoiseParams& params);
+    std::string name() const override { return "state_independent"; }
+    NoiseParams params() const override;
+    double prog_sigma(double g_target) const override;
+    double nu_mean(double) const override { return drift_nu_mean_; }
+    double nu_std(double) const override { return drift_nu_std_; }
+    double read_q(double) const override { return read_q_; }
+
+private:
+    std::vector<double> prog_coeff_;
+    double drift_nu_mean_, drift_nu_std_, read_q_;
+};
+
+class CustomDriftPcmModel final : public PcmFamilyModel {
+public:
+    // nu_mean/nu_std are linear interpolations over g_lst (uS, ascending), clipped at the ends.
+    CustomDriftPcmModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common, std::vector<double> g_lst,
+                        std::vector<double> nu_mean_lst, std::vector<double> nu_std_lst,
+                        std::vector<double> prog_coeff = {0.26348, 1.9650, -1.1731},
+                        double prog_coeff_g_max_reference = 25.0);
+    static std::unique_ptr<CustomDriftPcmModel> from_params(const NoiseParams& params);
+    std::string name() const override { return "custom_drift_pcm"; }
+    NoiseParams params() const override;
+    double prog_sigma(double g_target) const override;
+    double nu_mean(double g_target) const override;
+    double nu_std(double g_target) const override;
+    double read_q(double g_prog) const override;
+
+private:
+    PcmLikeModel base_;  // programming sigma and Q_s are the PCM-like ones
+    std::vector<double> g_lst_, nu_mean_lst_, nu_std_lst_;
+};
+
+}  // namespace aimcemu::noise
