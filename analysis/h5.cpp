@@ -1,0 +1,350 @@
+// RAII layer over the HDF5 C API: see h5.hpp.
+#include "analysis/h5.hpp"
+
+#include <hdf5_hl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace aimcemu::h5 {
+
+namespace {
+
+// Collects the messages of the current thread's error stack, innermost call last.
+herr_t collect_error(unsigned, const H5E_error2_t* err, void* client) {
+    auto* text = static_cast<std::string*>(client);
+    if (!text->empty()) *text += "; ";
+    *text += err->func_name ? err->func_name : "?";
+    *text += ": ";
+    *text += err->desc ? err->desc : "";
+    return 0;
+}
+
+std::string error_stack_text() {
+    std::string text;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &text);
+    H5Eclear2(H5E_DEFAULT);
+    return text;
+}
+
+}  // namespace
+
+void silence_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+std::int64_t check(std::int64_t result, const std::string& what) {
+    if (result < 0) {
+        const std::string stack = error_stack_text();
+        throw Error(what + " failed" + (stack.empty() ? "" : " (" + stack + ")"));
+    }
+    return result;
+}
+
+void Handle::reset() {
+    if (id_ >= 0) {
+        H5Idec_ref(id_);  // destructors cannot report; File::close() is the checked path
+        id_ = H5I_INVALID_HID;
+    }
+}
+
+std::string TypeInfo::describe() const {
+    switch (type_class) {
+        case H5T_INTEGER: return std::string(is_signed ? "int" : "uint") + std::to_string(8 * size);
+        case H5T_FLOAT: return "float" + std::to_string(8 * size);
+        case H5T_STRING: return "string";
+        default: return "HDF5 type class " + std::to_string(int(type_class));
+    }
+}
+
+namespace {
+
+TypeInfo describe_type(hid_t type) {
+    TypeInfo info;
+    info.type_class = H5Tget_class(type);
+    info.size = H5Tget_size(type);
+    info.is_string = info.type_class == H5T_STRING;
+    if (info.type_class == H5T_INTEGER) info.is_signed = H5Tget_sign(type) == H5T_SGN_2;
+    return info;
+}
+
+Dims space_dims(hid_t space) {
+    const int rank = int(check(H5Sget_simple_extent_ndims(space), "H5Sget_simple_extent_ndims"));
+    Dims dims(std::size_t(rank), 0);
+    if (rank > 0) check(H5Sget_simple_extent_dims(space, dims.data(), nullptr), "H5Sget_simple_extent_dims");
+    return dims;
+}
+
+Handle utf8_string_type() {
+    Handle type(check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
+    check(H5Tset_size(type.id(), H5T_VARIABLE), "H5Tset_size");
+    check(H5Tset_cset(type.id(), H5T_CSET_UTF8), "H5Tset_cset");
+    return type;
+}
+
+// A group creation property list that tracks (and indexes) link creation order.
+Handle ordered_group_plist(hid_t plist_class) {
+    Handle plist(check(H5Pcreate(plist_class), "H5Pcreate"));
+    check(H5Pset_link_creation_order(plist.id(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
+          "H5Pset_link_creation_order");
+    return plist;
+}
+
+herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* client) {
+    static_cast<std::vector<std::string>*>(client)->emplace_back(name);
+    return 0;
+}
+
+// Reads a variable- or fixed-length string attribute (scalar or 1-D) into strings.
+std::vector<std::string> read_strings(hid_t attr, hid_t stored_type, std::size_t n) {
+    std::vector<std::string> out;
+    if (H5Tis_variable_str(stored_type) > 0) {
+        Handle mem = utf8_string_type();
+        std::vector<char*> raw(std::max<std::size_t>(n, 1), nullptr);
+        check(H5Aread(attr, mem.id(), raw.data()), "H5Aread");
+        for (std::size_t i = 0; i < n; ++i) out.emplace_back(raw[i] ? raw[i] : "");
+        Handle space(check(H5Aget_space(attr), "H5Aget_space"));
+        H5Dvlen_reclaim(mem.id(), space.id(), H5P_DEFAULT, raw.data());
+    } else {
+        const std::size_t len = H5Tget_size(stored_type);
+        std::vector<char> raw(len * std::max<std::size_t>(n, 1) + 1, '\0');
+        Handle mem(check(H5Tcopy(stored_type), "H5Tcopy"));
+        check(H5Aread(attr, mem.id(), raw.data()), "H5Aread");
+        for (std::size_t i = 0; i < n; ++i) {
+            std::string s(raw.data() + i * len, len);
+            s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
+            out.push_back(s);
+        }
+    }
+    return out;
+}
+
+std::size_t element_count(const Dims& dims) {
+    std::size_t n = 1;
+    for (auto d : dims) n *= d;
+    return n;
+}
+
+}  // namespace
+
+Dims choose_chunk(const Dims& dims, std::size_t element_size, std::size_t target_bytes) {
+    Dims chunk(dims.size(), 1);
+    std::size_t bytes = element_size;
+    // Walk from the last axis: take whole axes while they fit, then a part of the next one.
+    for (std::size_t i = dims.size(); i-- > 0;) {
+        const hsize_t extent = std::max<hsize_t>(dims[i], 1);
+        if (bytes * extent <= target_bytes) {
+            chunk[i] = extent;
+            bytes *= extent;
+        } else {
+            chunk[i] = std::max<hsize_t>(1, target_bytes / bytes);
+            break;
+        }
+    }
+    return chunk;
+}
+
+// ---- Location ----
+
+Location Location::create_group(const std::string& name) const {
+    Handle gcpl = ordered_group_plist(H5P_GROUP_CREATE);
+    return Location(Handle(check(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, gcpl.id(), H5P_DEFAULT),
+                                 "H5Gcreate2 " + name)));
+}
+
+Location Location::open_group(const std::string& name) const {
+    return Location(Handle(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), "H5Gopen2 " + name)));
+}
+
+bool Location::has_link(const std::string& name) const {
+    return check(H5Lexists(id(), name.c_str(), H5P_DEFAULT), "H5Lexists " + name) > 0;
+}
+
+std::vector<std::string> Location::children_in_creation_order() const {
+    std::vector<std::string> names;
+    hsize_t index = 0;
+    check(H5Literate(id(), H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, collect_name, &names),
+          "H5Literate (in creation order)");
+    return names;
+}
+
+Dataset Location::create_dataset(const std::string& name, hid_t file_type, const Dims& dims,
+                                 const Storage& storage) const {
+    Handle space(check(H5Screate_simple(int(dims.size()), dims.data(), nullptr), "H5Screate_simple " + name));
+    Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"));
+    // An empty dataset cannot be chunked with fixed dimensions; it stays contiguous.
+    if (!storage.chunk.empty() && element_count(dims) > 0) {
+        Dims chunk = storage.chunk;
+        for (std::size_t i = 0; i < chunk.size() && i < dims.size(); ++i)
+            chunk[i] = std::clamp<hsize_t>(chunk[i], 1, dims[i]);
+        check(H5Pset_chunk(dcpl.id(), int(chunk.size()), chunk.data()), "H5Pset_chunk " + name);
+        if (storage.deflate > 0) check(H5Pset_deflate(dcpl.id(), unsigned(storage.deflate)), "H5Pset_deflate");
+    }
+    return Dataset(Handle(check(H5Dcreate2(id(), name.c_str(), file_type, space.id(), H5P_DEFAULT, dcpl.id(),
+                                           H5P_DEFAULT),
+                                "H5Dcreate2 " + name)));
+}
+
+Dataset Location::open_dataset(const std::string& name) const {
+    return Dataset(Handle(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "H5Dopen2 " + name)));
+}
+
+bool Location::has_attribute(const std::string& name) const {
+    return check(H5Aexists(id(), name.c_str()), "H5Aexists " + name) > 0;
+}
+
+void Location::write_attribute(const std::string& name, const std::string& value) const {
+    Handle type = utf8_string_type();
+    Handle space(check(H5Screate(H5S_SCALAR), "H5Screate"));
+    Handle attr(check(H5Acreate2(id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
+                      "H5Acreate2 " + name));
+    const char* p = value.c_str();
+    check(H5Awrite(attr.id(), type.id(), &p), "H5Awrite " + name);
+}
+
+void Location::write_attribute_strings(const std::string& name, const std::vector<std::string>& values) const {
+    Handle type = utf8_string_type();
+    const hsize_t n = values.size();
+    Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"));
+    Handle attr(check(H5Acreate2(id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
+                      "H5Acreate2 " + name));
+    std::vector<const char*> ptrs;
+    for (const auto& v : values) ptrs.push_back(v.c_str());
+    if (n > 0) check(H5Awrite(attr.id(), type.id(), ptrs.data()), "H5Awrite " + name);
+}
+
+TypeInfo Location::attribute_type(const std::string& name) const {
+    Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "H5Aopen " + name));
+    Handle type(check(H5Aget_type(attr.id()), "H5Aget_type " + name));
+    return describe_type(type.id());
+}
+
+Dims Location::attribute_dims(const std::string& name) const {
+    Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "H5Aopen " + name));
+    Handle space(check(H5Aget_space(attr.id()), "H5Aget_space " + name));
+    return space_dims(space.id());
+}
+
+std::vector<std::int64_t> Location::read_attribute_ints(const std::string& name) const {
+    const TypeInfo t = attribute_type(name);
+    if (t.type_class != H5T_INTEGER) throw Error("attribute " + name + " holds " + t.describe() + ", not integers");
+    Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "H5Aopen " + name));
+    std::vector<std::int64_t> out(std::max<std::size_t>(element_count(attribute_dims(name)), 1));
+    check(H5Aread(attr.id(), H5T_NATIVE_INT64, out.data()), "H5Aread " + name);
+    out.resize(element_count(attribute_dims(name)));
+    return out;
+}
+
+std::int64_t Location::read_attribute_int(const std::string& name) const {
+    if (!attribute_dims(name).empty()) throw Error("attribute " + name + " is an array, expected a scalar");
+    return read_attribute_ints(name).at(0);
+}
+
+double Location::read_attribute_double(const std::string& name) const {
+    const TypeInfo t = attribute_type(name);
+    if (t.type_class != H5T_INTEGER && t.type_class != H5T_FLOAT)
+        throw Error("attribute " + name + " holds " + t.describe() + ", not a number");
+    if (!attribute_dims(name).empty()) throw Error("attribute " + name + " is an array, expected a scalar");
+    Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "H5Aopen " + name));
+    double value = 0;
+    check(H5Aread(attr.id(), H5T_NATIVE_DOUBLE, &value), "H5Aread " + name);
+    return value;
+}
+
+std::vector<std::string> Location::read_attribute_strings(const std::string& name) const {
+    Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "H5Aopen " + name));
+    Handle type(check(H5Aget_type(attr.id()), "H5Aget_type " + name));
+    if (H5Tget_class(type.id()) != H5T_STRING)
+        throw Error("attribute " + name + " holds " + describe_type(type.id()).describe() + ", not strings");
+    Handle space(check(H5Aget_space(attr.id()), "H5Aget_space " + name));
+    return read_strings(attr.id(), type.id(), element_count(space_dims(space.id())));
+}
+
+std::string Location::read_attribute_string(const std::string& name) const {
+    if (!attribute_dims(name).empty()) throw Error("attribute " + name + " is an array, expected a scalar string");
+    return read_attribute_strings(name).at(0);
+}
+
+// ---- Dataset ----
+
+Dims Dataset::dims() const {
+    Handle space(check(H5Dget_space(id()), "H5Dget_space"));
+    return space_dims(space.id());
+}
+
+TypeInfo Dataset::type() const {
+    Handle type(check(H5Dget_type(id()), "H5Dget_type"));
+    return describe_type(type.id());
+}
+
+void Dataset::make_scale(const std::string& name) const { check(H5DSset_scale(id(), name.c_str()), "H5DSset_scale " + name); }
+
+void Dataset::attach_scale(const Dataset& scale, unsigned axis) const {
+    check(H5DSattach_scale(id(), scale.id(), axis), "H5DSattach_scale");
+}
+
+// ---- File ----
+
+File File::create(const std::string& path, bool exclusive) {
+    silence_error_printing();
+    Handle fcpl = ordered_group_plist(H5P_FILE_CREATE);  // root group lists in creation order too
+    File f;
+    f.handle_ = Handle(check(H5Fcreate(path.c_str(), exclusive ? H5F_ACC_EXCL : H5F_ACC_TRUNC, fcpl.id(), H5P_DEFAULT),
+                             "H5Fcreate " + path));
+    return f;
+}
+
+File File::open_read(const std::string& path) {
+    silence_error_printing();
+    File f;
+    f.handle_ = Handle(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen " + path));
+    return f;
+}
+
+void File::close() {
+    if (!handle_.valid()) return;
+    // Give up ownership first so that a failed close is never retried by the destructor.
+    check(H5Fclose(handle_.release()), "H5Fclose");
+}
+
+// ---- AtomicFile ----
+
+namespace {
+
+// A temporary name beside `path` (same folder, so rename() is atomic); unique per process and
+// call, and created exclusively so that two writers never share one.
+std::string temp_path_for(const std::string& path) {
+    namespace fs = std::filesystem;
+    static std::atomic<unsigned> counter{0};
+    const fs::path target(path);
+    const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::string name = ".";  // hidden, so a listing never shows an unfinished file
+    name += target.filename().string();
+    name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    return (folder / name).string();
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path), temp_path_(temp_path_for(path)) {
+    if (std::filesystem::is_directory(path)) throw Error("cannot write " + path + ": it is a folder");
+    file_ = File::create(temp_path_, /*exclusive=*/true);  // nothing to remove if this fails
+}
+
+AtomicFile::~AtomicFile() {
+    if (committed_) return;
+    file_ = File();  // close before removing
+    std::remove(temp_path_.c_str());
+}
+
+void AtomicFile::commit() {
+    file_.close();
+    std::error_code ec;
+    std::filesystem::rename(temp_path_, path_, ec);
+    if (ec) throw Error("cannot move the finished file to " + path_ + ": " + ec.message());
+    committed_ = true;
+}
+
+}  // namespace aimcemu::h5

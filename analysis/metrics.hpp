@@ -1,0 +1,36 @@
+// Per-layer metrics between noisy and noise-free (reference) int8 activations.
+//
+// Definitions (also in docs/hdf5_layout.md), with sums taken exactly in int64 over all elements:
+//   snr_db        = 10 log10( sum ref^2 / sum (noisy - ref)^2 );  +inf when noisy == ref,
+//                   -inf when ref is all zero but noisy is not.
+//   cosine        = sum ref*noisy / sqrt(sum ref^2 * sum noisy^2);  1 when both are all zero,
+//                   0 when exactly one is.
+//   mismatch_rate = (number of elements where noisy != ref) / (number of elements);  0 when empty.
+#pragma once
+#include <cstdint>
+#include <span>
+
+namespace aimcemu {
+
+// Exact sums that all three metrics derive from; accumulate() adds a block, so a caller can
+// stream a layer in pieces and still get the same numbers.
+struct ActivationErrorSums {
+    std::int64_t ref_energy = 0;     // sum ref^2
+    std::int64_t noisy_energy = 0;   // sum noisy^2
+    std::int64_t cross = 0;          // sum ref*noisy
+    std::int64_t error_energy = 0;   // sum (noisy-ref)^2
+    std::int64_t mismatches = 0;
+    std::int64_t count = 0;
+
+    // Throws std::invalid_argument if the spans differ in length.
+    void accumulate(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);
+    double snr_db() const;
+    double cosine() const;
+    double mismatch_rate() const;
+};
+
+double snr_db(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);
+double cosine_similarity(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);
+double mismatch_rate(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);
+
+}  // namespace aimcemu

@@ -1,0 +1,344 @@
+// The HDF5 results writer: see results.hpp and docs/hdf5_layout.md.
+#include "analysis/results.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "analysis/h5.hpp"
+#include "analysis/metrics.hpp"
+#include "pu_model/errors.hpp"
+
+namespace aimcemu {
+
+namespace {
+
+std::vector<std::int64_t> iota64(std::size_t n) {
+    std::vector<std::int64_t> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+}
+
+// A 1-D index coordinate that is also a dimension scale named `name`.
+h5::Dataset write_scale(const h5::Location& loc, const std::string& name, const std::vector<std::int64_t>& values) {
+    h5::Dataset ds = loc.write_dataset(name, {hsize_t(values.size())}, values.data());
+    ds.make_scale(name);
+    return ds;
+}
+
+void attach_all(const h5::Dataset& ds, std::initializer_list<const h5::Dataset*> scales) {
+    unsigned axis = 0;
+    for (const h5::Dataset* scale : scales) ds.attach_scale(*scale, axis++);
+}
+
+// xarray (CF decoding) turns the variables named here into coordinates of the data variable.
+void mark_round_coordinates(const h5::Dataset& ds) { ds.write_attribute("coordinates", "chip t"); }
+
+// Index of the first maximum of one image's output activations.
+std::int64_t argmax(std::span<const std::int8_t> values) {
+    return std::int64_t(std::max_element(values.begin(), values.end()) - values.begin());
+}
+
+std::vector<std::int64_t> shape_vector(const Shape3& s) { return {s.h, s.w, s.c}; }
+
+struct RoundScales {
+    h5::Dataset round, chip, t;
+};
+
+// Writes round, chip and t of every noisy round into `loc`: round as the dimension scale, chip
+// and t as auxiliary coordinates on it.
+RoundScales write_round_coordinates(const h5::Location& loc, const std::vector<RoundInfo>& rounds) {
+    std::vector<std::int64_t> ids, chips;
+    std::vector<double> times;
+    for (const auto& r : rounds) {
+        ids.push_back(r.round);
+        chips.push_back(r.chip);
+        times.push_back(r.t);
+    }
+    RoundScales s;
+    s.round = write_scale(loc, "round", ids);
+    s.chip = loc.write_dataset("chip", {hsize_t(rounds.size())}, chips.data());
+    s.chip.attach_scale(s.round, 0);
+    s.t = loc.write_dataset("t", {hsize_t(rounds.size())}, times.data());
+    s.t.attach_scale(s.round, 0);
+    s.t.write_attribute("units", "s");
+    return s;
+}
+
+}  // namespace
+
+struct LayerState {
+    h5::Location group;
+    RoundScales rounds;
+    h5::Dataset image, y, x, channel;
+    std::optional<h5::Dataset> activations, reference_ds;
+    std::vector<std::int8_t> reference;  // kept for the metrics
+    bool reference_set = false;
+    std::vector<ActivationErrorSums> sums;  // per round
+    std::vector<bool> round_set;
+};
+
+struct ResultsWriter::State {
+    std::string path;
+    const Network& net;
+    ResultsSpec spec;
+    std::size_t images = 0, rounds = 0, classes = 0;
+    h5::AtomicFile out;
+    RoundScales root_rounds;
+    h5::Dataset image_scale, class_scale;
+    std::vector<LayerState> layers;
+    std::vector<std::int64_t> reference_predictions, round_predictions;  // [image], [round][image]
+    std::vector<std::int8_t> reference_logits, round_logits;             // [image][class], [round][image][class]
+
+    State(const std::string& p, const Network& n, ResultsSpec s)
+        : path(p), net(n), spec(std::move(s)), out(p) {}
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw FormatError(path, field, what);
+    }
+    std::size_t layer_elements(int layer) const { return images * std::size_t(net.layers.at(layer).out_shape.size()); }
+    int output_layer() const { return net.output_index(); }
+    // Hyperslab count of one round of `layer`'s activations: [1, image, y, x, channel].
+    h5::Dims activations_dims(int layer) const {
+        const Shape3& o = net.layers.at(std::size_t(layer)).out_shape;
+        return {1, hsize_t(images), hsize_t(o.h), hsize_t(o.w), hsize_t(o.c)};
+    }
+
+    void write_root();
+    void create_layer(int index, bool store);
+    void record_output(std::optional<std::size_t> round, std::span<const std::int8_t> activations);
+    void write_predictions();
+    void write_layer_metrics(LayerState& layer);
+};
+
+void ResultsWriter::State::write_root() {
+    const h5::File& f = out.file();
+    f.write_attribute("format", kResultsFormat);
+    f.write_attribute<std::int32_t>("format_version", kResultsFormatVersion);
+    f.write_attribute("model", net.name);
+    f.write_attribute("config", spec.config_json);
+    f.write_attribute_strings("class_names", net.class_names);
+    f.write_attribute_strings("layer_names", [&] {
+        std::vector<std::string> names;
+        for (const auto& l : net.layers) names.push_back(l.name);
+        return names;
+    }());
+    root_rounds = write_round_coordinates(f, spec.rounds);
+    image_scale = write_scale(f, "image", iota64(images));
+    class_scale = write_scale(f, "class", iota64(classes));
+    const h5::Dataset labels = f.write_dataset("labels", {hsize_t(images)}, spec.labels.data());
+    labels.attach_scale(image_scale, 0);
+}
+
+void ResultsWriter::State::create_layer(int index, bool store) {
+    const Layer& l = net.layers[std::size_t(index)];
+    LayerState& s = layers[std::size_t(index)];
+    s.group = out.file().open_group("layers").create_group(l.name);
+    s.group.write_attribute("kind", std::string(to_string(l.kind)));
+    s.group.write_attribute<std::int32_t>("index", index);
+    s.group.write_attribute("input", l.input == kNetworkInput ? std::string("input") : net.layers[std::size_t(l.input)].name);
+    s.group.write_attribute_array<std::int64_t>("in_shape", shape_vector(l.in_shape));
+    s.group.write_attribute_array<std::int64_t>("out_shape", shape_vector(l.out_shape));
+    s.group.write_attribute<std::int32_t>("out_shift", l.out_shift);
+    s.group.write_attribute<std::int8_t>("activations_stored", store ? 1 : 0);
+
+    s.rounds = write_round_coordinates(s.group, spec.rounds);
+    s.image = write_scale(s.group, "image", iota64(images));
+    s.y = write_scale(s.group, "y", iota64(std::size_t(l.out_shape.h)));
+    s.x = write_scale(s.group, "x", iota64(std::size_t(l.out_shape.w)));
+    s.channel = write_scale(s.group, "channel", iota64(std::size_t(l.out_shape.c)));
+    s.sums.assign(rounds, {});
+    s.round_set.assign(rounds, false);
+    if (!store) return;
+
+    const h5::Dims ref_dims{hsize_t(images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
+    const h5::Storage ref_storage{h5::choose_chunk(ref_dims, 1), spec.deflate_level};
+    s.reference_ds = s.group.create_dataset("reference", H5T_STD_I8LE, ref_dims, ref_storage);
+    attach_all(*s.reference_ds, {&s.image, &s.y, &s.x, &s.channel});
+
+    h5::Dims act_dims = ref_dims;
+    act_dims.insert(act_dims.begin(), hsize_t(rounds));
+    h5::Dims act_chunk = ref_storage.chunk;
+    act_chunk.insert(act_chunk.begin(), 1);  // one round per chunk: rounds are written one by one
+    s.activations = s.group.create_dataset("activations", H5T_STD_I8LE, act_dims, {act_chunk, spec.deflate_level});
+    attach_all(*s.activations, {&s.rounds.round, &s.image, &s.y, &s.x, &s.channel});
+    mark_round_coordinates(*s.activations);
+}
+
+void ResultsWriter::State::record_output(std::optional<std::size_t> round, std::span<const std::int8_t> activations) {
+    std::int64_t* predictions = round ? &round_predictions[*round * images] : reference_predictions.data();
+    std::int8_t* logits = round ? &round_logits[*round * images * classes] : reference_logits.data();
+    for (std::size_t i = 0; i < images; ++i) {
+        const auto one = activations.subspan(i * classes, classes);
+        predictions[i] = argmax(one);
+        std::copy(one.begin(), one.end(), logits + i * classes);
+    }
+}
+
+namespace {
+double accuracy_of(const std::int64_t* predictions, const std::vector<std::int64_t>& labels) {
+    if (labels.empty()) return 0.0;
+    std::size_t correct = 0;
+    for (std::size_t i = 0; i < labels.size(); ++i) correct += predictions[i] == labels[i];
+    return double(correct) / double(labels.size());
+}
+}  // namespace
+
+void ResultsWriter::State::write_predictions() {
+    const h5::File& f = out.file();
+    const hsize_t r = rounds, n = images, k = classes;
+    const h5::Dataset pred = f.write_dataset("predictions", {r, n}, round_predictions.data());
+    attach_all(pred, {&root_rounds.round, &image_scale});
+    mark_round_coordinates(pred);
+    const h5::Dataset logits = f.write_dataset("logits", {r, n, k}, round_logits.data(), {h5::choose_chunk({r, n, k}, 1), 1});
+    attach_all(logits, {&root_rounds.round, &image_scale, &class_scale});
+    mark_round_coordinates(logits);
+    std::vector<double> acc(rounds);
+    for (std::size_t i = 0; i < rounds; ++i) acc[i] = accuracy_of(&round_predictions[i * images], spec.labels);
+    const h5::Dataset accuracy = f.write_dataset("accuracy", {r}, acc.data());
+    accuracy.attach_scale(root_rounds.round, 0);
+    mark_round_coordinates(accuracy);
+
+    const h5::Dataset ref_pred = f.write_dataset("reference_predictions", {n}, reference_predictions.data());
+    ref_pred.attach_scale(image_scale, 0);
+    const h5::Dataset ref_logits = f.write_dataset("reference_logits", {n, k}, reference_logits.data());
+    attach_all(ref_logits, {&image_scale, &class_scale});
+    const double ref_acc = accuracy_of(reference_predictions.data(), spec.labels);
+    f.write_dataset("reference_accuracy", {}, &ref_acc);
+}
+
+void ResultsWriter::State::write_layer_metrics(LayerState& layer) {
+    const auto write_metric = [&](const char* name, double (ActivationErrorSums::*metric)() const) {
+        std::vector<double> values;
+        for (const auto& s : layer.sums) values.push_back((s.*metric)());
+        const h5::Dataset ds = layer.group.write_dataset(name, {hsize_t(rounds)}, values.data());
+        ds.attach_scale(layer.rounds.round, 0);
+        mark_round_coordinates(ds);
+    };
+    write_metric("snr_db", &ActivationErrorSums::snr_db);
+    write_metric("cosine", &ActivationErrorSums::cosine);
+    write_metric("mismatch_rate", &ActivationErrorSums::mismatch_rate);
+}
+
+// ---- ResultsWriter ----
+
+namespace {
+
+// Which layers store activations, validated against the network.
+std::vector<bool> layers_to_store(const Network& net, const ResultsSpec& spec) {
+    std::vector<bool> store(net.layers.size(), !spec.store_no_activations && spec.stored_layers.empty());
+    for (const auto& name : spec.stored_layers) {
+        const int index = net.find_layer(name);
+        if (index < 0) throw FormatError("<config>", "layers", "no layer named '" + name + "' in model '" + net.name + "'");
+        store[std::size_t(index)] = true;
+    }
+    return store;
+}
+
+}  // namespace
+
+ResultsWriter::ResultsWriter(const std::string& path, const Network& net, ResultsSpec spec) {
+    if (spec.labels.empty()) throw FormatError(path, "labels", "a results file needs at least one image");
+    if (spec.deflate_level < 0 || spec.deflate_level > 9) throw FormatError(path, "deflate_level", "must be in 0..9");
+    if (net.layers.empty() || net.layers.back().out_shape.size() == 0)
+        throw FormatError(path, "model", "the network is not resolved");
+    const std::vector<bool> store = layers_to_store(net, spec);
+    try {
+        state_ = std::make_unique<State>(path, net, std::move(spec));
+        State& s = *state_;
+        s.images = s.spec.labels.size();
+        s.rounds = s.spec.rounds.size();
+        s.classes = std::size_t(net.layers.at(std::size_t(net.output_index())).out_shape.size());
+        s.reference_predictions.assign(s.images, -1);
+        s.round_predictions.assign(s.rounds * s.images, -1);
+        s.reference_logits.assign(s.images * s.classes, 0);
+        s.round_logits.assign(s.rounds * s.images * s.classes, 0);
+        s.layers.resize(net.layers.size());
+        s.write_root();
+        s.out.file().create_group("layers");
+        for (std::size_t i = 0; i < net.layers.size(); ++i) s.create_layer(int(i), store[i]);
+    } catch (const h5::Error& e) {
+        state_.reset();  // removes the temporary file
+        throw FormatError(path, "file", std::string("cannot write results: ") + e.what());
+    }
+}
+
+ResultsWriter::~ResultsWriter() = default;
+
+void ResultsWriter::set_reference(int layer, std::span<const std::int8_t> activations) {
+    State& s = *state_;
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    LayerState& ls = s.layers[std::size_t(layer)];
+    const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/reference";
+    if (activations.size() != s.layer_elements(layer))
+        s.fail(field, "expected " + std::to_string(s.layer_elements(layer)) + " int8 values, got " +
+                          std::to_string(activations.size()));
+    ls.reference.assign(activations.begin(), activations.end());
+    ls.reference_set = true;
+    try {
+        if (ls.reference_ds && !activations.empty()) ls.reference_ds->write(activations.data());
+    } catch (const h5::Error& e) {
+        s.fail(field, std::string("cannot write: ") + e.what());
+    }
+    if (layer == s.output_layer()) s.record_output(std::nullopt, activations);
+}
+
+void ResultsWriter::set_round(std::size_t round_index, int layer, std::span<const std::int8_t> activations) {
+    State& s = *state_;
+    if (round_index >= s.rounds) s.fail("rounds", "round index " + std::to_string(round_index) + " out of range");
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    LayerState& ls = s.layers[std::size_t(layer)];
+    const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/activations";
+    if (!ls.reference_set) s.fail(field, "set the layer's reference before its noisy rounds");
+    if (activations.size() != s.layer_elements(layer))
+        s.fail(field, "expected " + std::to_string(s.layer_elements(layer)) + " int8 values, got " +
+                          std::to_string(activations.size()));
+    ls.sums[round_index] = {};
+    ls.sums[round_index].accumulate(activations, ls.reference);
+    ls.round_set[round_index] = true;
+    try {
+        if (ls.activations && !activations.empty()) {
+            h5::Dims start(5, 0), count = s.activations_dims(layer);
+            start[0] = round_index;
+            ls.activations->write_slab(start, count, activations.data());
+        }
+    } catch (const h5::Error& e) {
+        s.fail(field, std::string("cannot write: ") + e.what());
+    }
+    if (layer == s.output_layer()) s.record_output(round_index, activations);
+}
+
+void ResultsWriter::commit() {
+    State& s = *state_;
+    for (std::size_t i = 0; i < s.layers.size(); ++i) {
+        const std::string& name = s.net.layers[i].name;
+        if (!s.layers[i].reference_set) s.fail("layers/" + name + "/reference", "never set");
+        for (std::size_t r = 0; r < s.rounds; ++r)
+            if (!s.layers[i].round_set[r])
+                s.fail("layers/" + name + "/activations", "round " + std::to_string(r) + " never set");
+    }
+    try {
+        s.write_predictions();
+        for (auto& layer : s.layers) s.write_layer_metrics(layer);
+        s.layers.clear();  // close every handle before the file
+        s.root_rounds = {};
+        s.image_scale = {};
+        s.class_scale = {};
+        s.out.commit();
+    } catch (const h5::Error& e) {
+        s.fail("file", std::string("cannot write results: ") + e.what());
+    }
+}
+
+double ResultsWriter::reference_accuracy() const {
+    return accuracy_of(state_->reference_predictions.data(), state_->spec.labels);
+}
+
+std::vector<double> ResultsWriter::round_accuracy() const {
+    std::vector<double> acc;
+    for (std::size_t r = 0; r < state_->rounds; ++r)
+        acc.push_back(accuracy_of(&state_->round_predictions[r * state_->images], state_->spec.labels));
+    return acc;
+}
+
+}  // namespace aimcemu

@@ -1,0 +1,69 @@
+// The HDF5 results file of one run (layout and metric definitions in docs/hdf5_layout.md).
+//
+// One file per run, written atomically: everything goes to a temporary file beside the target
+// and is renamed over it by commit(); a writer destroyed without commit() (an exception, a full
+// disk) removes its temporary file, so no half-written results file is ever visible.
+//
+// The writer is streamed: the caller hands over the noise-free reference activations of every
+// layer and then, for every noisy round, every layer's activations.  Per-layer metrics (SNR,
+// cosine, mismatch rate) are computed against the reference as data arrives, predictions and
+// accuracy come from the network's output layer, and activations are stored (chunked, deflated)
+// only for the selected layers.  A digital run has zero noisy rounds: only the reference.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pu_model/network.hpp"
+
+namespace aimcemu {
+
+inline constexpr const char* kResultsFormat = "aimcemu-results";
+inline constexpr int kResultsFormatVersion = 1;
+
+// Coordinates of one noisy round.
+struct RoundInfo {
+    std::int64_t round = 0;  // the per-run round index (also the NIU round id)
+    std::int64_t chip = 0;   // chip instance (seed of programming noise and drift)
+    double t = 0.0;          // time since programming, seconds
+};
+
+struct ResultsSpec {
+    std::string config_json = "{}";          // the full resolved configuration
+    std::vector<std::int64_t> labels;        // one per image; fixes the number of images
+    std::vector<RoundInfo> rounds;           // noisy rounds; empty for a digital run
+    std::vector<std::string> stored_layers;  // layers whose activations are stored; empty = all
+    bool store_no_activations = false;       // true: store none (metrics and predictions only)
+    int deflate_level = 1;                   // 1..4 for activations
+};
+
+class ResultsWriter {
+public:
+    // `net` must be resolved and outlive the writer.  Throws FormatError for a bad spec (unknown
+    // layer name, empty labels) and for a path that cannot be written.
+    ResultsWriter(const std::string& path, const Network& net, ResultsSpec spec);
+    ~ResultsWriter();
+    ResultsWriter(const ResultsWriter&) = delete;
+    ResultsWriter& operator=(const ResultsWriter&) = delete;
+
+    // Noise-free activations of `layer`, [image, y, x, channel] int8 in HWC order per image.
+    void set_reference(int layer, std::span<const std::int8_t> activations);
+    // Noisy activations of `layer` in round `round_index` (position in spec.rounds).  The
+    // layer's reference must already be set.
+    void set_round(std::size_t round_index, int layer, std::span<const std::int8_t> activations);
+    // Checks that every reference and round was given, writes predictions, accuracy and metrics,
+    // closes the file and moves it into place.
+    void commit();
+
+    // Results so far (valid for what has been set): accuracy of the reference and of each round.
+    double reference_accuracy() const;
+    std::vector<double> round_accuracy() const;
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace aimcemu

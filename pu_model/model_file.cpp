@@ -1,0 +1,345 @@
+// The versioned HDF5 model file and the data set file: see model_file.hpp and docs/model_format.md.
+#include "pu_model/model_file.hpp"
+
+#include <filesystem>
+#include <limits>
+
+#include "analysis/h5.hpp"
+#include "pu_model/errors.hpp"
+
+namespace aimcemu {
+
+namespace {
+
+// ---- reading with field names ----
+
+// Reads fields of one file, turning every HDF5 failure or bad value into a FormatError that
+// names the file and the field.
+class FieldReader {
+public:
+    explicit FieldReader(std::string path) : path_(std::move(path)) {}
+    const std::string& path() const { return path_; }
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw FormatError(path_, field, what);
+    }
+    void require(bool ok, const std::string& field, const std::string& what) const {
+        if (!ok) fail(field, what);
+    }
+
+    h5::File open() const {
+        std::error_code ec;
+        require(std::filesystem::exists(path_, ec), "file", "no such file");
+        try {
+            return h5::File::open_read(path_);
+        } catch (const h5::Error& e) {
+            fail("file", std::string("not a readable HDF5 file (truncated or corrupt?): ") + e.what());
+        }
+    }
+
+    // Runs `body`, converting HDF5 errors into FormatError for `field`.
+    template <class F>
+    auto guarded(const std::string& field, F&& body) const {
+        try {
+            return body();
+        } catch (const h5::Error& e) {
+            fail(field, std::string("cannot be read: ") + e.what());
+        }
+    }
+
+    void require_attribute(const h5::Location& loc, const std::string& name, const std::string& field) const {
+        require(guarded(field, [&] { return loc.has_attribute(name); }), field, "missing attribute");
+    }
+
+    std::int64_t integer(const h5::Location& loc, const std::string& name, const std::string& field,
+                         std::int64_t lo = std::numeric_limits<int>::min(),
+                         std::int64_t hi = std::numeric_limits<int>::max()) const {
+        require_attribute(loc, name, field);
+        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
+        require(t.type_class == H5T_INTEGER, field, "expected an integer, found " + t.describe());
+        require(guarded(field, [&] { return loc.attribute_dims(name); }).empty(), field,
+                "expected a scalar, found an array");
+        const std::int64_t v = guarded(field, [&] { return loc.read_attribute_int(name); });
+        require(v >= lo && v <= hi, field,
+                "value " + std::to_string(v) + " outside " + std::to_string(lo) + ".." + std::to_string(hi));
+        return v;
+    }
+
+    bool flag(const h5::Location& loc, const std::string& name, const std::string& field) const {
+        return integer(loc, name, field, 0, 1) != 0;
+    }
+
+    std::string text(const h5::Location& loc, const std::string& name, const std::string& field) const {
+        require_attribute(loc, name, field);
+        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
+        require(t.is_string, field, "expected a string, found " + t.describe());
+        require(guarded(field, [&] { return loc.attribute_dims(name); }).empty(), field,
+                "expected one string, found an array");
+        return guarded(field, [&] { return loc.read_attribute_string(name); });
+    }
+
+    std::vector<std::string> texts(const h5::Location& loc, const std::string& name, const std::string& field) const {
+        require_attribute(loc, name, field);
+        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
+        require(t.is_string, field, "expected strings, found " + t.describe());
+        require(guarded(field, [&] { return loc.attribute_dims(name); }).size() == 1, field,
+                "expected a 1-D array of strings");
+        return guarded(field, [&] { return loc.read_attribute_strings(name); });
+    }
+
+    // A 1-D integer attribute of exactly `n` entries.
+    std::vector<std::int64_t> integers(const h5::Location& loc, const std::string& name, const std::string& field,
+                                       std::size_t n) const {
+        require_attribute(loc, name, field);
+        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
+        require(t.type_class == H5T_INTEGER, field, "expected integers, found " + t.describe());
+        const h5::Dims dims = guarded(field, [&] { return loc.attribute_dims(name); });
+        require(dims.size() == 1 && dims[0] == n, field, "expected " + std::to_string(n) + " integers");
+        return guarded(field, [&] { return loc.read_attribute_ints(name); });
+    }
+
+    // Opens a dataset and checks its element type with `type_ok`; returns it with its dims.
+    h5::Dataset dataset(const h5::Location& loc, const std::string& name, const std::string& field,
+                        bool (*type_ok)(const h5::TypeInfo&), const std::string& expected_type) const {
+        require(guarded(field, [&] { return loc.has_link(name); }), field, "missing dataset");
+        h5::Dataset ds = guarded(field, [&] { return loc.open_dataset(name); });
+        const h5::TypeInfo t = guarded(field, [&] { return ds.type(); });
+        require(type_ok(t), field, "expected " + expected_type + ", found " + t.describe());
+        return ds;
+    }
+
+    void check_format(const h5::Location& root, const std::string& format, int version) const {
+        const std::string found = text(root, "format", "format");
+        require(found == format, "format", "expected '" + format + "', found '" + found + "'");
+        const std::int64_t v = integer(root, "format_version", "format_version");
+        require(v == version, "format_version",
+                "this build reads version " + std::to_string(version) + ", the file is version " + std::to_string(v) +
+                    (v > version ? " (written by a newer aimcemu)" : ""));
+    }
+
+private:
+    std::string path_;
+};
+
+bool is_int8(const h5::TypeInfo& t) { return t.type_class == H5T_INTEGER && t.size == 1 && t.is_signed; }
+bool is_integer(const h5::TypeInfo& t) { return t.type_class == H5T_INTEGER; }
+
+std::string dims_text(const h5::Dims& dims) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+}
+
+// ---- model file ----
+
+// Layer attributes stored as scalar integers: name in the file and the member they fill.
+struct IntField {
+    const char* name;
+    int Layer::*member;
+    std::int64_t lo, hi;
+};
+constexpr std::int64_t kIntMin = std::numeric_limits<int>::min();
+constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+const IntField kIntFields[] = {
+    {"input", &Layer::input, -1, kIntMax},          {"kernel", &Layer::kernel, kIntMin, kIntMax},
+    {"stride", &Layer::stride, kIntMin, kIntMax},   {"pad", &Layer::pad, kIntMin, kIntMax},
+    {"out_channels", &Layer::out_channels, kIntMin, kIntMax},
+    {"bias_shift", &Layer::bias_shift, kIntMin, kIntMax},
+    {"out_shift", &Layer::out_shift, kIntMin, kIntMax},
+    {"residual_input", &Layer::residual_input, -1, kIntMax},
+    {"residual_shift", &Layer::residual_shift, kIntMin, kIntMax},
+    {"input_shift", &Layer::input_shift, kIntMin, kIntMax},
+    {"avg_mult", &Layer::avg_mult, kIntMin, kIntMax},
+};
+struct FlagField {
+    const char* name;
+    bool Layer::*member;
+};
+const FlagField kFlagFields[] = {{"relu", &Layer::relu}, {"relu_after_residual", &Layer::relu_after_residual}};
+
+void check_layer_name(const std::string& name, std::size_t index, const std::string& path) {
+    const std::string field = "layers/" + std::to_string(index) + "/name";
+    if (name.empty() || name == "." || name.find('/') != std::string::npos)
+        throw FormatError(path, field, "'" + name + "' cannot name an HDF5 group (empty, '.' or contains '/')");
+}
+
+void write_layer(const h5::Location& layers, const Layer& l) {
+    const h5::Location g = layers.create_group(l.name);
+    g.write_attribute("kind", std::string(to_string(l.kind)));
+    for (const auto& f : kIntFields) g.write_attribute<std::int32_t>(f.name, l.*(f.member));
+    for (const auto& f : kFlagFields) g.write_attribute<std::int8_t>(f.name, l.*(f.member) ? 1 : 0);
+    if (!l.is_gemm()) return;
+    const hsize_t n = hsize_t(l.out_channels);
+    const h5::Dims wdims = l.kind == LayerKind::Conv
+                               ? h5::Dims{n, hsize_t(l.kernel), hsize_t(l.kernel), hsize_t(l.in_shape.c)}
+                               : h5::Dims{n, hsize_t(l.gemm_m())};
+    g.write_dataset("weights", wdims, l.weights.data(), {h5::choose_chunk(wdims, 1), 4});
+    g.write_dataset("bias", {n}, l.bias.data());
+}
+
+Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name) {
+    const std::string f = "layers/" + name + "/";
+    const h5::Location g = r.guarded(f, [&] { return layers.open_group(name); });
+    Layer l;
+    l.name = name;
+    const std::string kind = r.text(g, "kind", f + "kind");
+    try {
+        l.kind = layer_kind_from_string(kind, r.path());
+    } catch (const FormatError& e) {
+        r.fail(f + "kind", "unknown layer kind '" + kind + "' (expected conv, linear, add, max_pool or avg_pool)");
+    }
+    for (const auto& field : kIntFields)
+        l.*(field.member) = int(r.integer(g, field.name, f + field.name, field.lo, field.hi));
+    for (const auto& field : kFlagFields) l.*(field.member) = r.flag(g, field.name, f + field.name);
+
+    const bool has_weights = r.guarded(f + "weights", [&] { return g.has_link("weights"); });
+    const bool has_bias = r.guarded(f + "bias", [&] { return g.has_link("bias"); });
+    if (!l.is_gemm()) {
+        r.require(!has_weights && !has_bias, f + "weights", std::string(to_string(l.kind)) + " layers carry no weights");
+        return l;
+    }
+    const h5::Dataset w = r.dataset(g, "weights", f + "weights", is_int8, "int8");
+    const h5::Dims wd = r.guarded(f + "weights", [&] { return w.dims(); });
+    const hsize_t n = hsize_t(std::max(l.out_channels, 0));
+    if (l.kind == LayerKind::Conv)
+        r.require(wd.size() == 4 && wd[0] == n && wd[1] == hsize_t(l.kernel) && wd[2] == hsize_t(l.kernel), f + "weights",
+                  "expected shape [out_channels=" + std::to_string(n) + ", kernel=" + std::to_string(l.kernel) +
+                      ", kernel, in_channels], found " + dims_text(wd));
+    else
+        r.require(wd.size() == 2 && wd[0] == n, f + "weights",
+                  "expected shape [out_channels=" + std::to_string(n) + ", inputs], found " + dims_text(wd));
+    l.weights = r.guarded(f + "weights", [&] { return w.read<std::int8_t>(); });
+
+    const h5::Dataset b = r.dataset(g, "bias", f + "bias", is_int8, "int8");
+    const h5::Dims bd = r.guarded(f + "bias", [&] { return b.dims(); });
+    r.require(bd.size() == 1 && bd[0] == n, f + "bias",
+              "expected shape [" + std::to_string(n) + "], found " + dims_text(bd));
+    l.bias = r.guarded(f + "bias", [&] { return b.read<std::int8_t>(); });
+    return l;
+}
+
+Network read_model(const FieldReader& r) {
+    const h5::File file = r.open();
+    r.check_format(file, kModelFormat, kModelFormatVersion);
+    Network net;
+    net.name = r.text(file, "name", "name");
+    const auto shape = r.integers(file, "input_shape", "input_shape", 3);
+    for (auto v : shape) r.require(v > 0 && v <= (1 << 20), "input_shape", "every dimension must be in 1..2^20");
+    net.input_shape = {int(shape[0]), int(shape[1]), int(shape[2])};
+    net.input_frac_bits = int(r.integer(file, "input_frac_bits", "input_frac_bits", -31, 31));
+    net.output_layer = int(r.integer(file, "output_layer", "output_layer", -1, kIntMax));
+    net.class_names = r.texts(file, "class_names", "class_names");
+
+    r.require(r.guarded("layers", [&] { return file.has_link("layers"); }), "layers", "missing group");
+    const h5::Location layers = r.guarded("layers", [&] { return file.open_group("layers"); });
+    const auto names = r.guarded("layers", [&] { return layers.children_in_creation_order(); });
+    for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name));
+    return net;
+}
+
+// ---- data set file ----
+
+DataSet read_dataset(const FieldReader& r) {
+    const h5::File file = r.open();
+    r.check_format(file, kDataSetFormat, kDataSetFormatVersion);
+    DataSet data;
+    data.source = r.text(file, "source", "source");
+    data.description = r.text(file, "description", "description");
+    if (r.guarded("input_frac_bits", [&] { return file.has_attribute("input_frac_bits"); }))
+        data.input_frac_bits = int(r.integer(file, "input_frac_bits", "input_frac_bits", -31, 31));
+
+    const h5::Dataset images = r.dataset(file, "images", "images", is_int8, "int8");
+    const h5::Dims id = r.guarded("images", [&] { return images.dims(); });
+    r.require(id.size() == 4 && id[1] > 0 && id[2] > 0 && id[3] > 0, "images",
+              "expected shape [image, y, x, channel] with non-empty images, found " + dims_text(id));
+    data.image_shape = {int(id[1]), int(id[2]), int(id[3])};
+
+    const h5::Dataset labels = r.dataset(file, "labels", "labels", is_integer, "an integer type");
+    const h5::Dims ld = r.guarded("labels", [&] { return labels.dims(); });
+    r.require(ld.size() == 1 && ld[0] == id[0], "labels",
+              "expected shape [" + std::to_string(id[0]) + "] (one per image), found " + dims_text(ld));
+    data.images = r.guarded("images", [&] { return images.read<std::int8_t>(); });
+    data.labels = r.guarded("labels", [&] { return labels.read<std::int64_t>(); });
+    for (auto label : data.labels) r.require(label >= 0, "labels", "negative label " + std::to_string(label));
+    return data;
+}
+
+// Runs `write` on an atomic file at `path`; HDF5 failures become FormatError(path, "file", ...).
+template <class F>
+void write_atomically(const std::string& path, F&& write) {
+    try {
+        h5::AtomicFile out(path);
+        write(out.file());
+        out.commit();
+    } catch (const h5::Error& e) {
+        throw FormatError(path, "file", std::string("cannot write: ") + e.what());
+    }
+}
+
+}  // namespace
+
+void save_model(const Network& net, const std::string& path) {
+    Network checked = net;
+    checked.resolve(path);  // never write a file that load_model would reject
+    for (std::size_t i = 0; i < checked.layers.size(); ++i) check_layer_name(checked.layers[i].name, i, path);
+    write_atomically(path, [&](const h5::File& file) {
+        file.write_attribute("format", kModelFormat);
+        file.write_attribute<std::int32_t>("format_version", kModelFormatVersion);
+        file.write_attribute("name", checked.name);
+        file.write_attribute_array<std::int32_t>("input_shape", {checked.input_shape.h, checked.input_shape.w,
+                                                                 checked.input_shape.c});
+        file.write_attribute<std::int32_t>("input_frac_bits", checked.input_frac_bits);
+        file.write_attribute<std::int32_t>("output_layer", checked.output_layer);
+        file.write_attribute_strings("class_names", checked.class_names);
+        const h5::Location layers = file.create_group("layers");
+        for (const auto& layer : checked.layers) write_layer(layers, layer);
+    });
+}
+
+Network load_model(const std::string& path) {
+    Network net = read_model(FieldReader(path));
+    net.resolve(path);
+    return net;
+}
+
+void save_dataset(const DataSet& data, const std::string& path) {
+    const std::int64_t per_image = data.image_shape.size();
+    if (per_image <= 0) throw FormatError(path, "images", "image shape must be positive");
+    if (std::int64_t(data.images.size()) != data.count() * per_image)
+        throw FormatError(path, "images", "expected " + std::to_string(data.count() * per_image) + " values for " +
+                                              std::to_string(data.count()) + " images, got " +
+                                              std::to_string(data.images.size()));
+    write_atomically(path, [&](const h5::File& file) {
+        file.write_attribute("format", kDataSetFormat);
+        file.write_attribute<std::int32_t>("format_version", kDataSetFormatVersion);
+        file.write_attribute("source", data.source);
+        file.write_attribute("description", data.description);
+        if (data.input_frac_bits >= 0) file.write_attribute<std::int32_t>("input_frac_bits", data.input_frac_bits);
+        const h5::Dims idims{hsize_t(data.count()), hsize_t(data.image_shape.h), hsize_t(data.image_shape.w),
+                             hsize_t(data.image_shape.c)};
+        file.write_dataset("images", idims, data.images.data(), {h5::choose_chunk(idims, 1), 4});
+        file.write_dataset("labels", {hsize_t(data.count())}, data.labels.data());
+    });
+}
+
+DataSet load_dataset(const std::string& path) { return read_dataset(FieldReader(path)); }
+
+void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path) {
+    const auto shape_text = [](const Shape3& s) {
+        return "[" + std::to_string(s.h) + ", " + std::to_string(s.w) + ", " + std::to_string(s.c) + "]";
+    };
+    if (!(data.image_shape == net.input_shape))
+        throw FormatError(path, "images", "image shape " + shape_text(data.image_shape) + " differs from the model's input " +
+                                              shape_text(net.input_shape) + " (model '" + net.name + "')");
+    if (data.input_frac_bits >= 0 && data.input_frac_bits != net.input_frac_bits)
+        throw FormatError(path, "input_frac_bits", "images were quantized with " + std::to_string(data.input_frac_bits) +
+                                                       " fractional bits, the model expects " +
+                                                       std::to_string(net.input_frac_bits));
+    const std::int64_t classes = net.layers.at(std::size_t(net.output_index())).out_shape.size();
+    for (std::size_t i = 0; i < data.labels.size(); ++i)
+        if (data.labels[i] >= classes)
+            throw FormatError(path, "labels", "label " + std::to_string(data.labels[i]) + " of image " + std::to_string(i) +
+                                                  " is not below the model's " + std::to_string(classes) + " outputs");
+}
+
+}  // namespace aimcemu

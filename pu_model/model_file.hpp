@@ -1,0 +1,46 @@
+// The versioned HDF5 model file and the data set file (formats in docs/model_format.md).
+//
+// A model file holds one quantized Network: root attributes (format "aimcemu-model",
+// format_version 1, name, input_shape, input_frac_bits, output_layer, class_names) and one group
+// per layer under /layers, in network order, with the layer's fields as attributes and its int8
+// `weights` and `bias` datasets.  A data set file holds int8 `images` [N, H, W, C], already
+// quantized with the model's input_frac_bits, and integer `labels` [N].
+//
+// Loading validates every field and throws FormatError(path, field, what) on the first problem;
+// the network is then checked as a graph by Network::resolve(path).  Saving writes a temporary
+// file beside the target and renames it, so a failed save never leaves a file behind.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pu_model/network.hpp"
+
+namespace aimcemu {
+
+inline constexpr const char* kModelFormat = "aimcemu-model";
+inline constexpr int kModelFormatVersion = 1;
+inline constexpr const char* kDataSetFormat = "aimcemu-dataset";
+inline constexpr int kDataSetFormatVersion = 1;
+
+// Validates `net` (a copy is resolved) and writes it to `path` atomically.
+void save_model(const Network& net, const std::string& path);
+// Reads and validates a model file; the returned network is resolved.
+Network load_model(const std::string& path);
+
+struct DataSet {
+    Shape3 image_shape;                 // H, W, C of one image
+    std::vector<std::int8_t> images;    // count() * image_shape.size(), HWC per image
+    std::vector<std::int64_t> labels;   // one class index per image
+    int input_frac_bits = -1;           // -1: not recorded in the file
+    std::string source, description;    // free text (provenance)
+    std::int64_t count() const { return std::int64_t(labels.size()); }
+};
+
+void save_dataset(const DataSet& data, const std::string& path);
+DataSet load_dataset(const std::string& path);
+// Checks that `data` (read from `path`) fits `net`: image shape, input_frac_bits when recorded,
+// labels within the network's classes.  Throws FormatError naming `path` and the field.
+void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path);
+
+}  // namespace aimcemu
