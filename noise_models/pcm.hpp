@@ -24,6 +24,10 @@ struct PcmCommon {
     double drift_scale = 1.0;
 };
 
+// The PCM-like closed forms (aihwkit pcm.py), shared by PcmLikeModel and CustomDriftPcmModel.
+double pcm_like_prog_sigma(const std::vector<double>& coeff, double g_max_reference, double g_max, double g_target);
+double pcm_like_read_q(double g_max, double g_prog);
+
 class PcmFamilyModel : public NoiseModel {
 public:
     PcmFamilyModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common);
@@ -129,7 +133,8 @@ public:
     double read_q(double g_prog) const override;
 
 private:
-    PcmLikeModel base_;  // programming sigma and Q_s are the PCM-like ones
+    std::vector<double> prog_coeff_;  // programming sigma and Q_s are the PCM-like ones
+    double prog_coeff_g_max_reference_;
     std::vector<double> g_lst_, nu_mean_lst_, nu_std_lst_;
 };
 

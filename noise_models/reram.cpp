@@ -1,0 +1,159 @@
+// ReRAM models (constants from aihwkit's reram.py; see reram.hpp and docs/noise_models.md).
+#include "noise_models/reram.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "pu_model/errors.hpp"
+
+namespace aimcemu::noise {
+
+namespace {
+void require_non_negative(const std::string& model, const std::string& field, double v) {
+    if (!(v >= 0.0) || !std::isfinite(v)) throw FormatError("noise model '" + model + "'", field, "must be finite and >= 0");
+}
+double polynomial(const std::vector<double>& coeff, double x) {
+    double value = 0.0;
+    for (std::size_t k = coeff.size(); k-- > 0;) value = value * x + coeff[k];
+    return value;
+}
+}  // namespace
+
+// --- Wan 2022 -----------------------------------------------------------------------------------
+const std::map<double, std::vector<double>>& ReRamWan2022Model::coefficients() {
+    static const std::map<double, std::vector<double>> table = {
+        {1.0, {0.348, 16.030, -43.853, 45.393, -16.815}},
+        {86400.0, {0.701, 22.086, -50.773, 47.095, -16.458}},
+        {172800.0, {0.782, 20.274, -43.507, 37.062, -11.934}},
+    };
+    return table;
+}
+
+ReRamWan2022Model::ReRamWan2022Model(std::unique_ptr<ConductanceConverter> converter, double prog_noise_scale,
+                                     double read_noise_scale, double coeff_g_max_reference)
+    : NoiseModel(std::move(converter)),
+      prog_noise_scale_(prog_noise_scale),
+      read_noise_scale_(read_noise_scale),
+      coeff_g_max_reference_(coeff_g_max_reference > 0.0 ? coeff_g_max_reference : this->converter().g_max()) {
+    require_non_negative(name(), "prog_noise_scale", prog_noise_scale_);
+    require_non_negative(name(), "read_noise_scale", read_noise_scale_);
+}
+
+std::unique_ptr<ReRamWan2022Model> ReRamWan2022Model::from_params(const NoiseParams& params) {
+    ParamReader r(params, "reram_wan2022");
+    auto converter = make_converter(r, "single_pair", 25.0, 0.0);
+    const double prog = r.number("prog_noise_scale", 1.0);
+    const double read = r.number("read_noise_scale", 1.0);
+    const double ref = r.number("coeff_g_max_reference", -1.0);
+    if (r.has("coeff_g_max_reference") && !(ref > 0.0))
+        throw FormatError("noise model 'reram_wan2022'", "coeff_g_max_reference", "must be > 0 uS");
+    auto model = std::make_unique<ReRamWan2022Model>(std::move(converter), prog, read, ref);
+    model->read_common(r);
+    r.finish();
+    return model;
+}
+
+NoiseParams ReRamWan2022Model::params() const {
+    NoiseParams p = NoiseModel::params();
+    p["prog_noise_scale"] = prog_noise_scale_;
+    p["read_noise_scale"] = read_noise_scale_;
+    p["coeff_g_max_reference"] = coeff_g_max_reference_;
+    return p;
+}
+
+double ReRamWan2022Model::sigma(double g_target, double t_key) const {
+    const double g_max = converter().g_max();
+    return polynomial(coefficients().at(t_key), g_target / g_max) * (g_max / coeff_g_max_reference_);
+}
+
+void ReRamWan2022Model::check_time(double t) const {
+    if (coefficients().count(t)) return;
+    std::ostringstream keys;
+    for (const auto& [key, coeff] : coefficients()) keys << key << " ";
+    throw FormatError("noise model 'reram_wan2022'", "t", "the fit exists only at t = " + keys.str() + "s");
+}
+
+ProgrammedDevice ReRamWan2022Model::program_device(double g_target, const DeviceDraws& draws) const {
+    const double t_key = coefficients().begin()->first;
+    return {std::max(0.0, g_target + prog_noise_scale_ * sigma(g_target, t_key) * draws.prog), 0.0, Fault::Healthy};
+}
+
+double ReRamWan2022Model::read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const {
+    return std::max(0.0, device.g_target + read_noise_scale_ * sigma(device.g_target, t) * draws.read);
+}
+
+// --- CMO / HfOx ---------------------------------------------------------------------------------
+namespace {
+constexpr double kCmoDecayMean = -0.08900206;
+constexpr double kCmoDecayStd[2] = {0.04201137, 0.41183342};
+constexpr double kCmoReadK = 0.0277316483;
+constexpr double kCmoReadTime = 1e-6;
+
+std::vector<double> cmo_prog_coeff(double acceptance_range) {
+    if (acceptance_range == 0.2) return {0.00081107, 0.00106879};
+    if (acceptance_range == 2.0) return {0.0112185391, 0.01129027418};
+    throw FormatError("noise model 'reram_cmo'", "acceptance_range",
+                      "fits exist for 0.2 and 2 (percent of target); got " + std::to_string(acceptance_range));
+}
+}  // namespace
+
+ReRamCmoModel::ReRamCmoModel(std::unique_ptr<ConductanceConverter> converter, double acceptance_range,
+                             double prog_noise_scale, double read_noise_scale, double drift_scale)
+    : NoiseModel(std::move(converter)),
+      acceptance_range_(acceptance_range),
+      prog_noise_scale_(prog_noise_scale),
+      read_noise_scale_(read_noise_scale),
+      drift_scale_(drift_scale),
+      prog_coeff_(cmo_prog_coeff(acceptance_range)) {
+    require_non_negative(name(), "prog_noise_scale", prog_noise_scale_);
+    require_non_negative(name(), "read_noise_scale", read_noise_scale_);
+    require_non_negative(name(), "drift_scale", drift_scale_);
+}
+
+std::unique_ptr<ReRamCmoModel> ReRamCmoModel::from_params(const NoiseParams& params) {
+    ParamReader r(params, "reram_cmo");
+    auto converter = make_converter(r, "single_device", 88.199997, 9.0);
+    const double acceptance = r.number("acceptance_range", 0.2);
+    const double prog = r.number("prog_noise_scale", 1.0);
+    const double read = r.number("read_noise_scale", 1.0);
+    const double drift = r.number("drift_scale", 1.0);
+    auto model = std::make_unique<ReRamCmoModel>(std::move(converter), acceptance, prog, read, drift);
+    model->read_common(r);
+    r.finish();
+    return model;
+}
+
+NoiseParams ReRamCmoModel::params() const {
+    NoiseParams p = NoiseModel::params();
+    p["acceptance_range"] = acceptance_range_;
+    p["prog_noise_scale"] = prog_noise_scale_;
+    p["read_noise_scale"] = read_noise_scale_;
+    p["drift_scale"] = drift_scale_;
+    return p;
+}
+
+double ReRamCmoModel::prog_sigma(double g) const { return prog_coeff_[0] + prog_coeff_[1] * g; }
+double ReRamCmoModel::relaxation_mean_shift(double t) const { return kCmoDecayMean * std::log(t); }
+double ReRamCmoModel::relaxation_sigma(double t) const { return kCmoDecayStd[0] * std::log(t) + kCmoDecayStd[1]; }
+
+double ReRamCmoModel::read_sigma(double g_drift, double t) const {
+    // aihwkit yields NaN for g <= 0 or t < t_read; here such reads get no read noise.
+    const double log_ratio = std::log((t + kCmoReadTime) / (2.0 * kCmoReadTime));
+    if (g_drift <= 0.0 || log_ratio <= 0.0) return 0.0;
+    return kCmoReadK * std::log10(g_drift) * std::sqrt(log_ratio);
+}
+
+ProgrammedDevice ReRamCmoModel::program_device(double g_target, const DeviceDraws& draws) const {
+    return {g_target + prog_noise_scale_ * prog_sigma(g_target) * draws.prog, 0.0, Fault::Healthy};
+}
+
+double ReRamCmoModel::read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const {
+    if (t == 0.0) return device.g_start;  // aihwkit: no relaxation and no read noise at t = 0
+    const double g_mean = device.g_start + relaxation_mean_shift(t) * drift_scale_;
+    const double g_drift = g_mean + draws.relaxation * relaxation_sigma(t) * drift_scale_;
+    const double g_final = g_drift + draws.read * read_sigma(g_drift, t) * read_noise_scale_;
+    return std::clamp(g_final, converter().g_min(), converter().g_max());
+}
+
+}  // namespace aimcemu::noise

@@ -1,0 +1,63 @@
+// ReRAM models from aihwkit's reram.py.
+//
+//   ReRamWan2022Model  Wan et al., Nature 2022: sigma(g/g_max) is a 4th-order polynomial per
+//                      time key (1 s, 1 day, 2 days); programming uses the 1 s fit, a read at
+//                      time t resamples around g_target with the fit for t (t must be a key).
+//   ReRamCmoModel      IBM Zurich CMO/HfOx: linear programming sigma per acceptance range,
+//                      log-time relaxation of mean and spread, log10(g) read noise; one device
+//                      per weight (SingleDeviceConverter, 9..88.2 uS).
+#pragma once
+#include <map>
+#include <vector>
+
+#include "noise_models/noise_model.hpp"
+
+namespace aimcemu::noise {
+
+class ReRamWan2022Model final : public NoiseModel {
+public:
+    // coeff_g_max_reference <= 0 means "g_max" (aihwkit: the 40 uS reference is never applied).
+    ReRamWan2022Model(std::unique_ptr<ConductanceConverter> converter, double prog_noise_scale,
+                      double read_noise_scale, double coeff_g_max_reference);
+    static std::unique_ptr<ReRamWan2022Model> from_params(const NoiseParams& params);
+    std::string name() const override { return "reram_wan2022"; }
+    NoiseParams params() const override;
+
+    // sigma (uS) of the fit for time key t at g_target (before the noise scales).
+    double sigma(double g_target, double t_key) const;
+    static const std::map<double, std::vector<double>>& coefficients();
+
+    ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
+    double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const override;
+    bool uses_purpose(Purpose p) const override { return p == Purpose::Programming || p == Purpose::Read; }
+    void check_time(double t) const override;
+
+private:
+    double prog_noise_scale_, read_noise_scale_, coeff_g_max_reference_;
+};
+
+class ReRamCmoModel final : public NoiseModel {
+public:
+    ReRamCmoModel(std::unique_ptr<ConductanceConverter> converter, double acceptance_range, double prog_noise_scale,
+                  double read_noise_scale, double drift_scale);
+    static std::unique_ptr<ReRamCmoModel> from_params(const NoiseParams& params);
+    std::string name() const override { return "reram_cmo"; }
+    NoiseParams params() const override;
+
+    double prog_sigma(double g_target) const;    // uS, c0 + c1*g
+    double relaxation_mean_shift(double t) const; // uS, -0.08900206 ln t (before drift_scale)
+    double relaxation_sigma(double t) const;      // uS, 0.04201137 ln t + 0.41183342
+    double read_sigma(double g_drift, double t) const;  // uS, K log10(g) sqrt(ln((t+t_r)/(2 t_r)))
+
+    ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
+    double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const override;
+    bool uses_purpose(Purpose p) const override {
+        return p == Purpose::Programming || p == Purpose::Read || p == Purpose::Relaxation;
+    }
+
+private:
+    double acceptance_range_, prog_noise_scale_, read_noise_scale_, drift_scale_;
+    std::vector<double> prog_coeff_;
+};
+
+}  // namespace aimcemu::noise
