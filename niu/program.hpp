@@ -1,0 +1,80 @@
+// The NIU program and its compiler (docs/niu_datapath.md sections 3 and 5).
+//
+// compile_program() turns a PCM-family noise model (noise_models/pcm.hpp, the single source of
+// the physics), a time t, a chip, a round and per-layer drift compensation into the fixed-point
+// tables, back-conversion scales and RNG stream states that the NIU consumes.  A program has
+// a word image (to_words/from_words) that is what the RTL is loaded with.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "niu_constants.hpp"
+
+namespace aimcemu::noise {
+class NoiseModel;
+}
+
+namespace aimcemu::niu {
+
+inline constexpr int kCodeTable = gen::NIU_CODE_TABLE;
+
+// Everything the NIU needs for one layer.
+struct NiuLayerProgram {
+    std::uint64_t src_addr = 0;   // clean weights (32-byte aligned)
+    std::uint64_t dst_addr = 0;   // PU weight region of the layer (32-byte aligned)
+    std::uint32_t count = 0;      // weights N*M
+    int out_bits = 8;             // output code width B (2..8)
+    std::uint32_t back_k = 0;     // back-conversion scale K
+    std::uint64_t chip_inc = 1, chip_jump_c = 0;
+    std::uint64_t read_inc = 1, read_jump_c = 0;
+    std::vector<std::uint64_t> chip_states;  // state at chip-stream position k, k < P*CHIP_SLOTS
+    std::vector<std::uint64_t> read_states;  // state at read-stream position k, k < P*READ_SLOTS
+    std::array<std::int32_t, kCodeTable> gt{}, sp{}, mu{}, sn{};
+    std::array<std::int32_t, gen::NIU_DF_ENTRIES> df{};
+    std::array<std::int32_t, gen::NIU_RT_ENTRIES> rt{};
+
+    bool operator==(const NiuLayerProgram&) const = default;
+};
+
+struct NiuProgram {
+    std::vector<NiuLayerProgram> layers;
+
+    std::vector<std::uint32_t> to_words() const;
+    // Parses and validates a word image; FormatError names `source` and the bad field.
+    static NiuProgram from_words(std::span<const std::uint32_t> words, const std::string& source = "<memory>");
+    bool operator==(const NiuProgram&) const = default;
+};
+
+// How clean codes map to g/g_max: |c|/A with A the layer's abs-max (aihwkit) or 127.
+enum class AbsMaxMode { Layer, Fixed127 };
+
+// One AIMC layer to compile.
+struct NiuLayerSpec {
+    std::uint64_t layer_id = 0;   // part of the RNG key: unique per layer of the network
+    std::uint32_t count = 0;      // weights N*M
+    int absmax = 127;             // A, 1..127 (see clean_absmax)
+    double alpha = 1.0;           // global drift compensation, folded into K
+    std::uint64_t src_addr = 0;
+    std::uint64_t dst_addr = 0;
+};
+
+// A for a layer's clean codes: min(max|c|, 127) (at least 1) or 127.
+int clean_absmax(std::span<const std::int8_t> clean, AbsMaxMode mode);
+
+struct NiuCompileOptions {
+    std::uint64_t seed = 0;   // master seed of the study
+    std::uint64_t chip = 0;   // chip instance
+    std::uint64_t round = 0;  // inference round (read noise only)
+    double t = 0.0;           // seconds since programming (aihwkit's t_inference), >= 0
+    int out_bits = 8;         // PU weight code width (2..8)
+};
+
+// Throws FormatError for a model outside the PCM family, a converter other than a single pair
+// with g_min = 0, negative or non-finite t, bad alpha, absmax or out_bits.
+NiuProgram compile_program(const noise::NoiseModel& model, const std::vector<NiuLayerSpec>& layers,
+                           const NiuCompileOptions& options);
+
+}  // namespace aimcemu::niu
