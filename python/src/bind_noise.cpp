@@ -1,0 +1,209 @@
+// Bindings for the float64 device noise models (noise_models/): aimcemu._core.noise.
+//
+// The Python API in python/aimcemu/noise.py wraps these; models are built through the factory
+// from a {name, params} pair so that configs, to_dict/from_dict and C++ share one code path.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "noise_models/compensation.hpp"
+#include "noise_models/generic.hpp"
+#include "noise_models/noise_model.hpp"
+#include "noise_models/pcm.hpp"
+#include "noise_models/reram.hpp"
+#include "pu_model/errors.hpp"
+
+namespace py = pybind11;
+using namespace aimcemu::noise;
+
+namespace {
+
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+std::vector<double> to_vector(const DoubleArray& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
+
+py::array_t<double> to_array(const std::vector<double>& v, std::vector<py::ssize_t> shape) {
+    py::array_t<double> out(shape);
+    std::copy(v.begin(), v.end(), out.mutable_data());
+    return out;
+}
+
+std::vector<py::ssize_t> state_shape(const LayerState& s, bool with_devices) {
+    std::vector<py::ssize_t> shape(s.shape.begin(), s.shape.end());
+    if (with_devices) shape.push_back(s.devices_per_weight);
+    return shape;
+}
+
+// Applies a scalar closed form element-wise to an array of any shape.
+template <class Fn>
+py::array_t<double> map_array(const DoubleArray& in, Fn fn) {
+    py::array_t<double> out(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
+    const double* src = in.data();
+    double* dst = out.mutable_data();
+    for (py::ssize_t i = 0; i < in.size(); ++i) dst[i] = fn(src[i]);
+    return out;
+}
+
+std::unique_ptr<ConductanceConverter> converter_from_params(const NoiseParams& params) {
+    ParamReader reader(params, "converter");
+    auto converter = make_converter(reader, "single_pair", 25.0, 0.0);
+    reader.finish();
+    return converter;
+}
+
+void bind_state(py::module_& m) {
+    py::class_<LayerState>(m, "LayerState", "The programmed devices of one layer of one chip.")
+        .def_property_readonly("seed", [](const LayerState& s) { return s.key.seed; })
+        .def_property_readonly("chip", [](const LayerState& s) { return s.key.chip; })
+        .def_property_readonly("layer", [](const LayerState& s) { return s.key.layer; })
+        .def_property_readonly("shape", [](const LayerState& s) { return py::tuple(py::cast(s.shape)); })
+        .def_readonly("devices_per_weight", &LayerState::devices_per_weight)
+        .def_property_readonly("scale", [](const LayerState& s) { return s.conversion.scale; },
+                               "uS per weight unit of the converter fit at programming")
+        .def_property_readonly("weights", [](const LayerState& s) { return to_array(s.weights, state_shape(s, false)); })
+        .def_property_readonly("g_target", [](const LayerState& s) { return to_array(s.g_target, state_shape(s, true)); })
+        .def_property_readonly("g_prog", [](const LayerState& s) { return to_array(s.g_prog, state_shape(s, true)); })
+        .def_property_readonly("nu", [](const LayerState& s) { return to_array(s.nu, state_shape(s, true)); })
+        .def_property_readonly("fault", [](const LayerState& s) {
+            py::array_t<std::uint8_t> out(state_shape(s, true));
+            std::copy(s.fault.begin(), s.fault.end(), out.mutable_data());
+            return out;
+        });
+}
+
+void bind_models(py::module_& m) {
+    py::class_<NoiseModel, std::shared_ptr<NoiseModel>>(m, "NoiseModel")
+        .def_property_readonly("name", &NoiseModel::name)
+        .def("params", &NoiseModel::params)
+        .def_property("num_threads", &NoiseModel::num_threads, &NoiseModel::set_num_threads)
+        .def("program", [](const NoiseModel& model, const DoubleArray& weights, std::uint64_t seed, std::uint64_t chip,
+                           std::uint64_t layer) {
+            std::vector<std::int64_t> shape(weights.shape(), weights.shape() + weights.ndim());
+            if (shape.empty()) shape.push_back(1);
+            const std::vector<double> w = to_vector(weights);
+            py::gil_scoped_release release;
+            return model.program(w, shape, ChipKey{seed, chip, layer});
+        }, py::arg("weights"), py::arg("seed"), py::arg("chip"), py::arg("layer"))
+        .def("read", [](const NoiseModel& model, const LayerState& state, double t, std::uint64_t round) {
+            std::vector<double> w;
+            {
+                py::gil_scoped_release release;
+                w = model.read(state, t, round);
+            }
+            return to_array(w, state_shape(state, false));
+        }, py::arg("state"), py::arg("t"), py::arg("round"))
+        .def("read_conductances", [](const NoiseModel& model, const LayerState& state, double t, std::uint64_t round) {
+            std::vector<double> g;
+            {
+                py::gil_scoped_release release;
+                g = model.read_conductances(state, t, round);
+            }
+            return to_array(g, state_shape(state, true));
+        }, py::arg("state"), py::arg("t"), py::arg("round"))
+        .def("programmed_weights", [](const NoiseModel& model, const LayerState& state) {
+            return to_array(model.programmed_weights(state), state_shape(state, false));
+        });
+
+    py::class_<PcmFamilyModel, NoiseModel, std::shared_ptr<PcmFamilyModel>>(m, "PcmFamilyModel")
+        .def("prog_sigma", [](const PcmFamilyModel& p, const DoubleArray& g) {
+            return map_array(g, [&](double x) { return p.prog_sigma(x); });
+        })
+        .def("nu_mean", [](const PcmFamilyModel& p, const DoubleArray& g) {
+            return map_array(g, [&](double x) { return p.nu_mean(x); });
+        })
+        .def("nu_std", [](const PcmFamilyModel& p, const DoubleArray& g) {
+            return map_array(g, [&](double x) { return p.nu_std(x); });
+        })
+        .def("read_q", [](const PcmFamilyModel& p, const DoubleArray& g) {
+            return map_array(g, [&](double x) { return p.read_q(x); });
+        })
+        .def("read_time_factor", &PcmFamilyModel::read_time_factor, py::arg("t"))
+        .def("drift_factor", [](const PcmFamilyModel& p, const DoubleArray& nu, double t) {
+            return map_array(nu, [&](double x) { return p.drift_factor(x, t); });
+        }, py::arg("nu"), py::arg("t"))
+        .def_property_readonly("g_max", &PcmFamilyModel::g_max)
+        .def_property_readonly("t0", &PcmFamilyModel::t0)
+        .def_property_readonly("t_read", &PcmFamilyModel::t_read);
+    py::class_<PcmLikeModel, PcmFamilyModel, std::shared_ptr<PcmLikeModel>>(m, "PcmLikeModel");
+    py::class_<HermesModel, PcmFamilyModel, std::shared_ptr<HermesModel>>(m, "HermesModel");
+    py::class_<StateIndependentModel, PcmFamilyModel, std::shared_ptr<StateIndependentModel>>(m, "StateIndependentModel");
+    py::class_<CustomDriftPcmModel, PcmFamilyModel, std::shared_ptr<CustomDriftPcmModel>>(m, "CustomDriftPcmModel");
+    py::class_<ReRamWan2022Model, NoiseModel, std::shared_ptr<ReRamWan2022Model>>(m, "ReRamWan2022Model")
+        .def("sigma", [](const ReRamWan2022Model& p, const DoubleArray& g, double t_key) {
+            return map_array(g, [&](double x) { return p.sigma(x, t_key); });
+        }, py::arg("g_target"), py::arg("t_key"));
+    py::class_<ReRamCmoModel, NoiseModel, std::shared_ptr<ReRamCmoModel>>(m, "ReRamCmoModel")
+        .def("prog_sigma", [](const ReRamCmoModel& p, const DoubleArray& g) {
+            return map_array(g, [&](double x) { return p.prog_sigma(x); });
+        })
+        .def("relaxation_mean_shift", &ReRamCmoModel::relaxation_mean_shift)
+        .def("relaxation_sigma", &ReRamCmoModel::relaxation_sigma)
+        .def("read_sigma", &ReRamCmoModel::read_sigma, py::arg("g_drift"), py::arg("t"));
+    py::class_<GenericModel, NoiseModel, std::shared_ptr<GenericModel>>(m, "GenericModel")
+        .def("quantize", [](const GenericModel& p, const DoubleArray& g) {
+            return map_array(g, [&](double x) { return p.quantize(x); });
+        });
+
+    m.def("make_noise_model", [](const std::string& name, const NoiseParams& params) {
+        return std::shared_ptr<NoiseModel>(make_noise_model(name, params));
+    }, py::arg("name"), py::arg("params"));
+    m.def("noise_model_names", &noise_model_names);
+}
+
+void bind_converters(py::module_& m) {
+    // Converters are stateless apart from their parameters, so Python passes the params dict.
+    m.def("converter_params", [](const NoiseParams& params) { return converter_from_params(params)->params(); });
+    m.def("convert_to_conductances", [](const NoiseParams& params, const DoubleArray& weights) {
+        auto conv = converter_from_params(params);
+        const std::vector<double> w = to_vector(weights);
+        const Conversion c = conv->fit(w);
+        std::vector<py::ssize_t> shape(weights.shape(), weights.shape() + weights.ndim());
+        shape.push_back(conv->devices_per_weight());
+        py::dict fit;
+        fit["scale"] = c.scale;
+        fit["w_min"] = c.w_min;
+        fit["w_max"] = c.w_max;
+        return py::make_tuple(to_array(conv->convert(w, c), shape), fit);
+    }, py::arg("params"), py::arg("weights"));
+    m.def("convert_back_to_weights", [](const NoiseParams& params, const DoubleArray& g, const py::dict& fit) {
+        auto conv = converter_from_params(params);
+        const Conversion c{fit["scale"].cast<double>(), fit["w_min"].cast<double>(), fit["w_max"].cast<double>()};
+        if (g.ndim() < 1 || g.shape(g.ndim() - 1) != conv->devices_per_weight())
+            throw aimcemu::FormatError("<memory>", "conductances", "last axis must hold the devices of one weight");
+        std::vector<py::ssize_t> shape(g.shape(), g.shape() + g.ndim() - 1);
+        return to_array(conv->convert_back(to_vector(g), c), shape);
+    }, py::arg("params"), py::arg("conductances"), py::arg("fit"));
+}
+
+void bind_compensation(py::module_& m) {
+    py::class_<DriftCompensation>(m, "DriftCompensation")
+        .def(py::init(&DriftCompensation::from_name), py::arg("kind"), py::arg("exact_reference") = false)
+        .def_property_readonly("kind", &DriftCompensation::name)
+        .def_property_readonly("exact_reference", &DriftCompensation::exact_reference)
+        .def("baseline", [](const DriftCompensation& c, const NoiseModel& model, const LayerState& state) {
+            const auto b = c.baseline(model, state);
+            return to_array(b, {py::ssize_t(b.size())});
+        })
+        .def("alpha", [](const DriftCompensation& c, const DoubleArray& baseline, const DoubleArray& read_weights) {
+            const std::size_t rows = read_weights.ndim() ? std::size_t(read_weights.shape(0)) : 1;
+            const auto a = c.alpha(to_vector(baseline), to_vector(read_weights), rows);
+            return to_array(a, {py::ssize_t(a.size())});
+        })
+        .def("apply", [](const DriftCompensation& c, const DoubleArray& alpha, const DoubleArray& read_weights) {
+            const std::size_t rows = read_weights.ndim() ? std::size_t(read_weights.shape(0)) : 1;
+            const auto w = c.apply(to_vector(alpha), to_vector(read_weights), rows);
+            return to_array(w, std::vector<py::ssize_t>(read_weights.shape(), read_weights.shape() + read_weights.ndim()));
+        });
+}
+
+void bind_noise(py::module_& root) {
+    auto m = root.def_submodule("noise", "Float64 device noise models (the statistical reference)");
+    bind_state(m);
+    bind_models(m);
+    bind_converters(m);
+    bind_compensation(m);
+}
+
+}  // namespace
+
+AIMCEMU_REGISTER_BINDINGS(20, bind_noise);
