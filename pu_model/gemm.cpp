@@ -1,0 +1,242 @@
+// Reference, fast and threaded GEMM paths (see gemm.hpp for the operand layouts).
+#include "pu_model/gemm.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "pu_model/errors.hpp"
+
+#ifdef AIMCEMU_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace aimcemu {
+
+void check_gemm_fits_int32(std::int64_t m, int bias_shift, const std::string& field) {
+    if (m <= 0) throw FormatError("<memory>", field, "GEMM depth M must be positive");
+    if (bias_shift < 0 || bias_shift > 24) throw FormatError("<memory>", field, "bias_shift must be in 0..24");
+    const std::int64_t worst = m * 128 * 128 + (std::int64_t(128) << bias_shift);
+    if (worst >= (std::int64_t(1) << 31))
+        throw FormatError("<memory>", field, "M=" + std::to_string(m) + " can overflow the int32 accumulator");
+}
+
+void gemm_reference(const std::int8_t* w, const std::int8_t* xt, std::int64_t ldx, const std::int8_t* bias,
+                    int bias_shift, std::int64_t n, std::int64_t m, std::int64_t p, std::int32_t* acc) {
+    check_gemm_fits_int32(m, bias_shift, "gemm");
+    for (std::int64_t row = 0; row < n; ++row) {
+        for (std::int64_t col = 0; col < p; ++col) {
+            std::int64_t sum = std::int64_t(bias[row]) * (std::int64_t(1) << bias_shift);
+            for (std::int64_t k = 0; k < m; ++k) sum += std::int64_t(w[row * m + k]) * xt[col * ldx + k];
+            acc[col * n + row] = std::int32_t(sum);
+        }
+    }
+}
+
+const char* to_string(FastKernel kernel) {
+    switch (kernel) {
+        case FastKernel::Auto: return "auto";
+        case FastKernel::Vnni512: return "vnni512";
+        case FastKernel::Dnnl: return "dnnl";
+        case FastKernel::Portable: return "portable";
+    }
+    return "?";
+}
+
+namespace detail {
+
+bool cpu_has_vnni512() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m) { return (n + 15) / 16 * 16 * ((m + 3) / 4 * 4); }
+
+// Panel layout (see gemm_vnni.cpp): panel of up to 64 channels starting at n0, at offset
+// n0 * depth; inside it, group g of 4 depth positions holds `vectors` x 16 lanes x 4 bytes.
+void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed) {
+    const std::int64_t depth = (m + 3) / 4 * 4;
+    std::fill(packed, packed + vnni_packed_size(n, m), std::int8_t(0));
+    for (std::int64_t row = 0; row < n; ++row) {
+        const std::int64_t n0 = row / kVnniPanel * kVnniPanel;
+        const std::int64_t vectors = (std::min<std::int64_t>(n - n0, kVnniPanel) + 15) / 16;
+        const std::int64_t v = (row - n0) / 16, lane = row % 16;
+        std::int8_t* panel = packed + n0 * depth;
+        for (std::int64_t k = 0; k < m; ++k) panel[((k / 4) * vectors + v) * 64 + lane * 4 + k % 4] = w[row * m + k];
+    }
+}
+
+}  // namespace detail
+
+bool fast_kernel_available(FastKernel kernel) {
+    switch (kernel) {
+        case FastKernel::Auto:
+        case FastKernel::Portable: return true;
+        case FastKernel::Vnni512: return detail::cpu_has_vnni512();
+        case FastKernel::Dnnl:
+#ifdef AIMCEMU_HAVE_DNNL
+            return true;
+#else
+            return false;
+#endif
+    }
+    return false;
+}
+
+FastKernel resolve_fast_kernel(FastKernel kernel) {
+    if (kernel != FastKernel::Auto) {
+        if (!fast_kernel_available(kernel))
+            throw FormatError("<memory>", "kernel", std::string("GEMM kernel '") + to_string(kernel) +
+                                                        "' is not available in this build or on this CPU");
+        return kernel;
+    }
+    if (fast_kernel_available(FastKernel::Vnni512)) return FastKernel::Vnni512;
+    if (fast_kernel_available(FastKernel::Dnnl)) return FastKernel::Dnnl;
+    return FastKernel::Portable;
+}
+
+PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n,
+                             std::int64_t m, FastKernel kernel)
+    : kernel_(resolve_fast_kernel(kernel)), n_(n), m_(m), x_row_stride_(m) {
+    check_gemm_fits_int32(m, bias_shift, "gemm");
+    if (n <= 0) throw FormatError("<memory>", "gemm", "N must be positive");
+    column_.assign(std::size_t((n + detail::kVnniPanel - 1) / detail::kVnniPanel * detail::kVnniPanel), 0);
+    for (std::int64_t row = 0; row < n; ++row) column_[std::size_t(row)] = std::int32_t(bias[row]) << bias_shift;
+    if (kernel_ == FastKernel::Vnni512) {
+        x_row_stride_ = (m + 3) / 4 * 4;
+        data_.resize(std::size_t(detail::vnni_packed_size(n, m)));
+        detail::vnni_pack_weights(w, n, m, data_.data());
+        // The +128 offset of X adds 128 * rowsum(w) to every lane; take it off again.  The kernel's
+        // int32 lanes wrap modulo 2^32 and so does this term, so the final sum is exact whenever
+        // the true result fits in int32 (which check_gemm_fits_int32 guarantees).
+        for (std::int64_t row = 0; row < n; ++row) {
+            std::int64_t rowsum = 0;
+            for (std::int64_t k = 0; k < m; ++k) rowsum += w[row * m + k];
+            const std::int64_t value = std::int64_t(column_[std::size_t(row)]) - 128 * rowsum;
+            column_[std::size_t(row)] = std::int32_t(std::uint32_t(std::uint64_t(value)));
+        }
+    } else {
+        data_.assign(w, w + n * m);
+    }
+}
+
+namespace {
+
+// Without VNNI or oneDNN: four output pixels at a time so that each weight row is read once per
+// four dot products; the int32 inner loop vectorises.
+void portable_rows(const std::int8_t* w, const std::int32_t* column, std::int64_t n, std::int64_t m,
+                   const std::int8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
+                   std::int32_t* acc) {
+    std::int64_t col = p_begin;
+    for (; col + 4 <= p_end; col += 4) {
+        const std::int8_t* x0 = xt + col * ldx;
+        for (std::int64_t row = 0; row < n; ++row) {
+            const std::int8_t* wr = w + row * m;
+            std::int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (std::int64_t k = 0; k < m; ++k) {
+                const std::int32_t wk = wr[k];
+                s0 += wk * x0[k];
+                s1 += wk * x0[ldx + k];
+                s2 += wk * x0[2 * ldx + k];
+                s3 += wk * x0[3 * ldx + k];
+            }
+            acc[col * n + row] = s0 + column[row];
+            acc[(col + 1) * n + row] = s1 + column[row];
+            acc[(col + 2) * n + row] = s2 + column[row];
+            acc[(col + 3) * n + row] = s3 + column[row];
+        }
+    }
+    for (; col < p_end; ++col) {
+        for (std::int64_t row = 0; row < n; ++row) {
+            std::int32_t s = 0;
+            for (std::int64_t k = 0; k < m; ++k) s += std::int32_t(w[row * m + k]) * xt[col * ldx + k];
+            acc[col * n + row] = s + column[row];
+        }
+    }
+}
+
+#ifdef AIMCEMU_HAVE_DNNL
+// oneDNN's s8 GEMM on rows [p_begin, p_end): C (P x N) = Xt (P x M) * W^T (M x N) + column.
+void dnnl_rows(const std::int8_t* w, const std::int32_t* column, std::int64_t n, std::int64_t m,
+               const std::int8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
+               std::int32_t* acc) {
+    const dnnl_status_t status = dnnl_gemm_s8s8s32('N', 'T', 'R', p_end - p_begin, n, m, 1.0f, xt + p_begin * ldx,
+                                                   ldx, 0, w, m, 0, 0.0f, acc + p_begin * n, n, column);
+    if (status != dnnl_success)
+        throw FormatError("<memory>", "gemm", "dnnl_gemm_s8s8s32 failed with status " + std::to_string(int(status)));
+}
+#endif
+
+}  // namespace
+
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, std::int32_t* acc, int threads) {
+    const std::int64_t n = packed.n_, m = packed.m_, ldx = packed.x_row_stride_;
+    const std::int8_t* w = packed.data_.data();
+    const std::int32_t* column = packed.column_.data();
+    const std::int8_t* xs = reinterpret_cast<const std::int8_t*>(xt);
+#ifdef AIMCEMU_HAVE_DNNL
+    if (packed.kernel_ == FastKernel::Dnnl) {   // oneDNN threads internally (OpenMP)
+        dnnl_rows(w, column, n, m, xs, ldx, 0, p, acc);
+        return;
+    }
+#endif
+    // Chunks of output pixels: a multiple of the VNNI tile height, small enough to balance.
+    const std::int64_t chunk = 16 * detail::kVnniRowsPerTile;
+    const std::int64_t chunks = (p + chunk - 1) / chunk;
+    parallel_for(chunks, threads, [&](std::int64_t i) {
+        const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
+        if (packed.kernel_ == FastKernel::Vnni512)
+            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, begin, end, acc);
+        else
+            portable_rows(w, column, n, m, xs, ldx, begin, end, acc);
+    });
+}
+
+void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,
+               std::int64_t m, std::int64_t p, std::int32_t* acc, int threads, FastKernel kernel) {
+    const PackedWeights packed(w, bias, bias_shift, n, m, kernel);
+    const std::int64_t stride = packed.x_row_stride();
+    const std::uint8_t mask = packed.x_xor_mask();
+    std::vector<std::uint8_t> x(std::size_t(p * stride), mask);
+    for (std::int64_t row = 0; row < p; ++row)
+        for (std::int64_t k = 0; k < m; ++k) x[std::size_t(row * stride + k)] = std::uint8_t(xt[row * m + k]) ^ mask;
+    gemm_fast(packed, x.data(), p, acc, threads);
+}
+
+int resolve_threads(int threads) {
+    if (threads > 0) return threads;
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : int(hw);
+}
+
+void parallel_for(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fn) {
+    const int workers = int(std::min<std::int64_t>(resolve_threads(threads), count));
+    if (workers <= 1) {
+        for (std::int64_t i = 0; i < count; ++i) fn(i);
+        return;
+    }
+    std::atomic<std::int64_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto work = [&] {
+        for (std::int64_t i = next++; i < count; i = next++) {
+            try {
+                fn(i);
+            } catch (...) {
+                std::lock_guard lock(error_mutex);
+                if (!error) error = std::current_exception();
+                next = count;   // stop handing out work
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < workers; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+}
+
+}  // namespace aimcemu

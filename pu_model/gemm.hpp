@@ -1,0 +1,88 @@
+// The PU's GEMM in exact integer arithmetic: acc = W * X + (bias << bias_shift).
+//
+// W is N x M int8 (one row per output channel, pu_model/network.hpp's weight layout), X is M x P
+// int8.  Every path here takes X *transposed*, as the P x M "patch-major" operand that IM2COL
+// produces (im2col.hpp), and writes acc as P x N int32 (acc[p * N + n]), which is the HWC order of
+// the layer's output.  Three implementations must agree bit for bit (tests/cpp/test_pu_gemm.cpp):
+//
+//   gemm_reference  the definition as a plain triple loop, int64 sums, overflow checked;
+//   gemm_fast       FastKernel::Vnni512: AVX-512 VNNI (vpdpbusd is u8 x s8, so X is offset by
+//                   +128 and 128 * rowsum(W) is subtracted again: exact in int32);
+//                   FastKernel::Dnnl: oneDNN's dnnl_gemm_s8s8s32 (only when built with oneDNN);
+//                   FastKernel::Portable: blocked int32 loops for CPUs with neither;
+//   sa_cycle_gemm   the cycle-level systolic-array model (sa_cycle.hpp).
+//
+// Integer sums are exact and associative, so splitting P across threads cannot change a result.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace aimcemu {
+
+// Throws FormatError unless |acc| < 2^31 is guaranteed for depth m and the given bias shift.
+void check_gemm_fits_int32(std::int64_t m, int bias_shift, const std::string& field);
+
+// The definition.  xt: P rows of M int8 with row stride ldx; acc: P x N int32.
+void gemm_reference(const std::int8_t* w, const std::int8_t* xt, std::int64_t ldx, const std::int8_t* bias,
+                    int bias_shift, std::int64_t n, std::int64_t m, std::int64_t p, std::int32_t* acc);
+
+enum class FastKernel { Auto, Vnni512, Dnnl, Portable };
+const char* to_string(FastKernel kernel);
+bool fast_kernel_available(FastKernel kernel);
+// Auto resolves to Vnni512 when the CPU has it, else Dnnl when linked, else Portable.
+FastKernel resolve_fast_kernel(FastKernel kernel);
+
+// Weights prepared once for a fast kernel (packing is O(N*M), the GEMM O(N*M*P)).
+class PackedWeights {
+public:
+    PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n, std::int64_t m,
+                  FastKernel kernel = FastKernel::Auto);
+
+    FastKernel kernel() const { return kernel_; }
+    std::int64_t n() const { return n_; }
+    std::int64_t m() const { return m_; }
+    // What the X operand handed to gemm_fast must look like: rows of x_row_stride() bytes (M
+    // values, then don't-care padding), each byte XORed with x_xor_mask().
+    std::int64_t x_row_stride() const { return x_row_stride_; }
+    std::uint8_t x_xor_mask() const { return kernel_ == FastKernel::Vnni512 ? 0x80 : 0x00; }
+
+private:
+    friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, std::int32_t*, int);
+    FastKernel kernel_;
+    std::int64_t n_, m_, x_row_stride_;
+    std::vector<std::int8_t> data_;      // kernel-specific weight layout
+    std::vector<std::int32_t> column_;   // per output channel: (bias << shift) - offset correction
+};
+
+// acc (P x N) = W * X + bias for X laid out as packed.x_row_stride()/x_xor_mask() say.
+// threads: 0 = all hardware threads; the result is identical for any value.
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, std::int32_t* acc, int threads);
+
+// Convenience for plain int8 X (P x M, stride M): packs, converts X, runs.
+void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,
+               std::int64_t m, std::int64_t p, std::int32_t* acc, int threads = 1,
+               FastKernel kernel = FastKernel::Auto);
+
+// Threads actually used for a request (0 = hardware concurrency, at least 1).
+int resolve_threads(int threads);
+// Runs fn(i) for i in [0, count) on up to `threads` threads (items taken from a shared counter).
+// Results are deterministic as long as fn(i) writes only item i's outputs.  Rethrows the first
+// exception after all threads stop.
+void parallel_for(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fn);
+
+namespace detail {
+// The AVX-512 VNNI kernel (gemm_vnni.cpp, compiled for that ISA; call only when the CPU has it).
+// Weights are packed in panels of up to 64 output channels (vnni_pack_weights); xt is offset u8.
+inline constexpr int kVnniPanel = 64;
+inline constexpr int kVnniRowsPerTile = 6;
+bool cpu_has_vnni512();
+void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);
+std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
+void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
+                    const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
+                    std::int32_t* acc);
+}  // namespace detail
+
+}  // namespace aimcemu

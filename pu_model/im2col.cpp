@@ -1,0 +1,76 @@
+// IM2COL address generation (see im2col.hpp for the operand's orientation).
+#include "pu_model/im2col.hpp"
+
+#include <cstring>
+
+#include "pu_model/errors.hpp"
+
+namespace aimcemu {
+
+void WindowGeometry::validate(const std::string& field) const {
+    if (in.h <= 0 || in.w <= 0 || in.c <= 0)
+        throw FormatError("<memory>", field, "input shape must be positive");
+    if (kernel < 1) throw FormatError("<memory>", field, "kernel must be >= 1");
+    if (stride < 1) throw FormatError("<memory>", field, "stride must be >= 1");
+    if (pad < 0 || pad >= kernel) throw FormatError("<memory>", field, "pad must be in 0..kernel-1");
+    if (in.h + 2 * pad < kernel || in.w + 2 * pad < kernel)
+        throw FormatError("<memory>", field, "window larger than the padded input");
+}
+
+namespace {
+
+// Copies n bytes XORed with the mask; the mask is uniform, so XOR on 8-byte words is the same.
+void copy_xor(const std::int8_t* src, std::uint8_t mask, std::int64_t n, std::uint8_t* dst) {
+    if (mask == 0) {
+        std::memcpy(dst, src, std::size_t(n));
+        return;
+    }
+    const std::uint64_t mask8 = 0x0101010101010101ull * mask;
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t word;
+        std::memcpy(&word, src + i, 8);
+        word ^= mask8;
+        std::memcpy(dst + i, &word, 8);
+    }
+    for (; i < n; ++i) dst[i] = std::uint8_t(src[i]) ^ mask;
+}
+
+}  // namespace
+
+void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                 std::uint8_t* out) {
+    const int oh = g.out_h(), ow = g.out_w(), k = g.kernel, c = g.in.c;
+    const std::int64_t m = g.m();
+    const std::int64_t kx_run = std::int64_t(k) * c;   // one kernel row of a patch, contiguous in HWC
+    for (int oy = 0; oy < oh; ++oy) {
+        for (int ox = 0; ox < ow; ++ox) {
+            std::uint8_t* row = out + (std::int64_t(oy) * ow + ox) * row_stride;
+            const int x0 = ox * g.stride - g.pad;
+            // Columns of the kernel that fall inside the image: kx in [kx_lo, kx_hi).
+            const int kx_lo = x0 < 0 ? -x0 : 0;
+            const int kx_hi = x0 + k > g.in.w ? g.in.w - x0 : k;
+            for (int ky = 0; ky < k; ++ky) {
+                std::uint8_t* dst = row + ky * kx_run;
+                const int iy = oy * g.stride - g.pad + ky;
+                if (iy < 0 || iy >= g.in.h || kx_lo >= kx_hi) {
+                    std::memset(dst, xor_mask, std::size_t(kx_run));
+                    continue;
+                }
+                std::memset(dst, xor_mask, std::size_t(kx_lo) * c);
+                const std::int8_t* src = x + (std::int64_t(iy) * g.in.w + x0 + kx_lo) * c;
+                copy_xor(src, xor_mask, std::int64_t(kx_hi - kx_lo) * c, dst + std::int64_t(kx_lo) * c);
+                std::memset(dst + std::int64_t(kx_hi) * c, xor_mask, std::size_t(k - kx_hi) * c);
+            }
+            if (row_stride > m) std::memset(row + m, xor_mask, std::size_t(row_stride - m));
+        }
+    }
+}
+
+std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g) {
+    std::vector<std::int8_t> out(std::size_t(g.p() * g.m()));
+    im2col_into(x, g, 0, g.m(), reinterpret_cast<std::uint8_t*>(out.data()));
+    return out;
+}
+
+}  // namespace aimcemu

@@ -1,0 +1,40 @@
+// IM2COL: turns a convolution over an HWC int8 feature map into the activation operand of a GEMM.
+//
+// The PU does this by address generation (ADM commands reading HWC segments from HBM); here it is
+// a gather into a buffer.  Orientation: the operand is stored P x M ("patch-major"): row p is the
+// receptive field of output pixel p = oy * out_w + ox, laid out in (ky, kx, c) order, which is the
+// order of one row of the weight matrix [N][kh][kw][Cin] (pu_model/network.hpp).  So acc[p][n] is a
+// dot product of two contiguous rows, and the GEMM's X[M][P] is this buffer read transposed.
+// Padding positions read as the value 0.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "pu_model/network.hpp"
+
+namespace aimcemu {
+
+// The geometry of one window operation (conv, pool) on an HWC input.
+struct WindowGeometry {
+    Shape3 in;
+    int kernel = 1, stride = 1, pad = 0;
+
+    int out_h() const { return window_out(in.h, kernel, stride, pad); }
+    int out_w() const { return window_out(in.w, kernel, stride, pad); }
+    std::int64_t m() const { return std::int64_t(kernel) * kernel * in.c; }   // GEMM depth
+    std::int64_t p() const { return std::int64_t(out_h()) * out_w(); }        // output pixels
+    // Throws FormatError naming `field` unless the geometry is valid (pad < kernel, window fits).
+    void validate(const std::string& field) const;
+};
+
+// Writes the P x M operand into `out` (row stride `row_stride` >= M bytes).  Every byte is XORed
+// with `xor_mask`: 0 gives the int8 operand, 0x80 gives the operand offset by +128 as uint8 (what
+// VNNI's u8 x s8 instruction wants), with padding then reading 0x80 (= 0 + 128).  Bytes
+// [M, row_stride) of every row are set to xor_mask.
+void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                 std::uint8_t* out);
+
+// Convenience: the plain int8 P x M operand.
+std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g);
+
+}  // namespace aimcemu

@@ -1,0 +1,94 @@
+// Post-processing rules of the PU (see postproc.hpp for the contract).
+#include "pu_model/postproc.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "pu_model/errors.hpp"
+
+namespace aimcemu {
+
+void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool relu, std::int8_t* out) {
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::int8_t y = sat8(round_shift(acc[i], out_shift));
+        out[i] = relu ? relu8(y) : y;
+    }
+}
+
+void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::int8_t sum = sat8(std::int64_t(y[i]) + align(r[i], shift));
+        y[i] = relu ? relu8(sum) : sum;
+    }
+}
+
+void add_tensors(const std::int8_t* a, int shift_a, const std::int8_t* b, int shift_b, std::int64_t count, bool relu,
+                 std::int8_t* out) {
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::int8_t sum = sat8(align(a[i], shift_a) + align(b[i], shift_b));
+        out[i] = relu ? relu8(sum) : sum;
+    }
+}
+
+void relu_inplace(std::int8_t* y, std::int64_t count) {
+    for (std::int64_t i = 0; i < count; ++i) y[i] = relu8(y[i]);
+}
+
+namespace {
+
+// Calls visit(out_index_base, in_pixel_base) for every in-image tap of every output pixel, with
+// the number of taps (including padding) of that window.
+template <typename Start, typename Visit, typename Finish>
+void for_each_window(const WindowGeometry& g, Start start, Visit visit, Finish finish) {
+    const int oh = g.out_h(), ow = g.out_w(), c = g.in.c;
+    for (int oy = 0; oy < oh; ++oy) {
+        for (int ox = 0; ox < ow; ++ox) {
+            const std::int64_t out_base = (std::int64_t(oy) * ow + ox) * c;
+            start(out_base);
+            for (int ky = 0; ky < g.kernel; ++ky) {
+                const int iy = oy * g.stride - g.pad + ky;
+                if (iy < 0 || iy >= g.in.h) continue;
+                for (int kx = 0; kx < g.kernel; ++kx) {
+                    const int ix = ox * g.stride - g.pad + kx;
+                    if (ix < 0 || ix >= g.in.w) continue;
+                    visit(out_base, (std::int64_t(iy) * g.in.w + ix) * c);
+                }
+            }
+            finish(out_base);
+        }
+    }
+}
+
+}  // namespace
+
+void max_pool(const std::int8_t* x, const WindowGeometry& g, std::int8_t* out) {
+    g.validate("max_pool");
+    const int c = g.in.c;
+    // pad < kernel guarantees every window holds at least one in-image tap, so padding never wins.
+    std::vector<std::int8_t> best(std::size_t(c), 0);
+    for_each_window(
+        g, [&](std::int64_t) { std::fill(best.begin(), best.end(), std::int8_t(-128)); },
+        [&](std::int64_t, std::int64_t in) {
+            for (int ch = 0; ch < c; ++ch) best[std::size_t(ch)] = std::max(best[std::size_t(ch)], x[in + ch]);
+        },
+        [&](std::int64_t o) { std::copy(best.begin(), best.end(), out + o); });
+}
+
+void avg_pool(const std::int8_t* x, const WindowGeometry& g, int avg_mult, int out_shift, std::int8_t* out) {
+    g.validate("avg_pool");
+    if (std::int64_t(avg_mult < 0 ? -avg_mult : avg_mult) * 128 * g.kernel * g.kernel >= (std::int64_t(1) << 31))
+        throw FormatError("<memory>", "avg_pool", "avg_mult * 128 * kernel^2 can overflow the int32 accumulator");
+    const int c = g.in.c;
+    std::vector<std::int32_t> sum(std::size_t(c), 0);
+    for_each_window(
+        g, [&](std::int64_t) { std::fill(sum.begin(), sum.end(), 0); },
+        [&](std::int64_t, std::int64_t in) {
+            for (int ch = 0; ch < c; ++ch) sum[std::size_t(ch)] += x[in + ch];
+        },
+        [&](std::int64_t o) {
+            for (int ch = 0; ch < c; ++ch)
+                out[o + ch] = sat8(round_shift(std::int64_t(avg_mult) * sum[std::size_t(ch)], out_shift));
+        });
+}
+
+}  // namespace aimcemu

@@ -1,0 +1,249 @@
+// Post-processing rules, pooling and whole-network inference: backends agree bit for bit, thread
+// counts never change results, a WeightView replaces the weights the PU reads.
+#include <gtest/gtest.h>
+
+#include <pcg_random.hpp>
+
+#include "pu_model/errors.hpp"
+#include "pu_model/inference.hpp"
+#include "pu_model/postproc.hpp"
+#include "pu_model/zoo.hpp"
+
+using namespace aimcemu;
+
+namespace {
+
+Tensor8 random_image(const Shape3& shape, std::uint64_t seed) {
+    pcg32 rng(seed);
+    Tensor8 t{shape, std::vector<std::int8_t>(static_cast<std::size_t>(shape.size()))};
+    for (auto& v : t.data) v = std::int8_t(int(rng(256)) - 128);
+    return t;
+}
+
+std::vector<std::int8_t> random_weights(pcg32& rng, std::int64_t count, int span) {
+    std::vector<std::int8_t> v(static_cast<std::size_t>(count));
+    for (auto& x : v) x = std::int8_t(int(rng(std::uint32_t(2 * span + 1))) - span);
+    return v;
+}
+
+Layer gemm_layer(const std::string& name, LayerKind kind, int input, int k, int s, int p, int n, std::int64_t m,
+                 pcg32& rng, int out_shift) {
+    Layer l;
+    l.name = name;
+    l.kind = kind;
+    l.input = input;
+    l.kernel = k;
+    l.stride = s;
+    l.pad = p;
+    l.out_channels = n;
+    l.weights = random_weights(rng, n * m, 127);
+    l.bias = random_weights(rng, n, 127);
+    l.bias_shift = 3;
+    l.out_shift = out_shift;
+    return l;
+}
+
+// A small network with every layer kind and both residual-align signs.
+Network small_network() {
+    pcg32 rng(17);
+    Network net;
+    net.name = "small";
+    net.input_shape = {9, 11, 5};
+    net.layers.push_back(gemm_layer("c0", LayerKind::Conv, -1, 3, 1, 1, 13, 3 * 3 * 5, rng, 9));
+    net.layers[0].relu = true;
+    Layer mp;
+    mp.name = "mp";
+    mp.kind = LayerKind::MaxPool;
+    mp.input = 0;
+    mp.kernel = 3;
+    mp.stride = 2;
+    mp.pad = 1;
+    net.layers.push_back(mp);                                                      // 5x6x13
+    net.layers.push_back(gemm_layer("c1", LayerKind::Conv, 1, 5, 1, 2, 13, 5 * 5 * 13, rng, 10));
+    net.layers[2].residual_input = 1;
+    net.layers[2].residual_shift = -2;                                             // round-shift align
+    net.layers[2].relu_after_residual = true;
+    net.layers.push_back(gemm_layer("c2", LayerKind::Conv, 2, 1, 1, 0, 13, 13, rng, 6));
+    Layer add;
+    add.name = "add";
+    add.kind = LayerKind::Add;
+    add.input = 3;
+    add.residual_input = 2;
+    add.input_shift = 1;
+    add.residual_shift = -1;
+    add.relu = true;
+    net.layers.push_back(add);
+    net.layers.push_back(gemm_layer("c3", LayerKind::Conv, 4, 7, 2, 3, 70, 7 * 7 * 13, rng, 11));  // 3x3x70
+    Layer ap;
+    ap.name = "ap";
+    ap.kind = LayerKind::AvgPool;
+    ap.input = 5;
+    ap.kernel = 3;
+    ap.stride = 1;
+    ap.pad = 1;
+    ap.avg_mult = 57;
+    ap.out_shift = 9;
+    net.layers.push_back(ap);
+    net.layers.push_back(gemm_layer("fc", LayerKind::Linear, 6, 1, 1, 0, 10, 3 * 3 * 70, rng, 12));
+    net.resolve();
+    return net;
+}
+
+void expect_same_outputs(const std::vector<Tensor8>& a, const std::vector<Tensor8>& b, const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].shape, b[i].shape) << what << " layer " << i;
+        EXPECT_EQ(a[i].data, b[i].data) << what << " layer " << i;
+    }
+}
+
+}  // namespace
+
+TEST(PostProc, RoundHalfUpOnBothSigns) {
+    // x / 2: 1.5 -> 2, 0.5 -> 1, -0.5 -> 0, -1.5 -> -1, -2.5 -> -2 (half up, not half away from 0).
+    EXPECT_EQ(round_shift(3, 1), 2);
+    EXPECT_EQ(round_shift(1, 1), 1);
+    EXPECT_EQ(round_shift(-1, 1), 0);
+    EXPECT_EQ(round_shift(-3, 1), -1);
+    EXPECT_EQ(round_shift(-5, 1), -2);
+    EXPECT_EQ(round_shift(-6, 2), -1);   // -1.5 -> -1
+    EXPECT_EQ(round_shift(-7, 2), -2);   // -1.75 -> -2
+    EXPECT_EQ(round_shift(5, 0), 5);
+    EXPECT_EQ(round_shift(std::int64_t(-2147483647) - 1, 31), -1);
+    EXPECT_EQ(round_shift(2147483647, 31), 1);
+}
+
+TEST(PostProc, RequantizeSaturatesAndRelu) {
+    const std::int32_t acc[] = {2147483647, -2147483647 - 1, 255, 256, -257, -256, 0, 129 * 4 - 2};
+    std::int8_t y[8];
+    requantize(acc, 8, 2, false, y);
+    const std::int8_t expect[] = {127, -128, 64, 64, -64, -64, 0, 127};
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], expect[i]) << i;
+    requantize(acc, 8, 2, true, y);
+    EXPECT_EQ(y[1], 0);
+    EXPECT_EQ(y[4], 0);
+    EXPECT_EQ(y[0], 127);
+}
+
+TEST(PostProc, ResidualAlignBothSignsAndSaturation) {
+    EXPECT_EQ(align(5, 2), 20);
+    EXPECT_EQ(align(-5, 2), -20);
+    EXPECT_EQ(align(5, -1), 3);     // 2.5 -> 3
+    EXPECT_EQ(align(-5, -1), -2);   // -2.5 -> -2
+    EXPECT_EQ(align(-128, -8), 0);  // -128/256 = -0.5 -> round half up: 0
+    std::int8_t y[] = {100, -100, 10, -10};
+    const std::int8_t r[] = {64, -64, -128, 127};
+    residual_add(y, r, 4, 1, false);   // r << 1
+    EXPECT_EQ(y[0], 127);
+    EXPECT_EQ(y[1], -128);
+    EXPECT_EQ(y[2], -128);   // 10 - 256 saturates
+    EXPECT_EQ(y[3], 127);    // -10 + 254 saturates
+    std::int8_t z[] = {10, 10};
+    const std::int8_t s[] = {-21, -23};
+    residual_add(z, s, 2, -1, true);   // -21/2 = -10.5 -> -10; -23/2 = -11.5 -> -11
+    EXPECT_EQ(z[0], 0);
+    EXPECT_EQ(z[1], 0);
+    std::int8_t u[] = {10, 10};
+    residual_add(u, s, 2, -1, false);
+    EXPECT_EQ(u[0], 0);
+    EXPECT_EQ(u[1], -1);
+}
+
+TEST(PostProc, MaxPoolPaddingNeverWins) {
+    // All-negative 2x2x1 input, 3x3 window with pad 1: every output is the max of real pixels.
+    const std::int8_t x[] = {-5, -7, -9, -128};
+    std::int8_t y[4];
+    max_pool(x, WindowGeometry{{2, 2, 1}, 3, 1, 1}, y);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], -5);
+}
+
+TEST(PostProc, AvgPoolIsAScaledWindowSumWithZeroPadding) {
+    // 2x2x2 input, 3x3 window pad 1: every window covers the whole input (and 5 padding zeros).
+    const std::int8_t x[] = {1, -10, 2, -20, 3, -30, 4, -41};
+    std::int8_t y[8];
+    avg_pool(x, WindowGeometry{{2, 2, 2}, 3, 1, 1}, 57, 9, y);   // 57/512 ~ 1/9
+    // channel 0: 57 * 10 = 570 -> (570 + 256) >> 9 = 1; channel 1: 57 * -101 = -5757 -> -11.24 -> -11
+    for (int p = 0; p < 4; ++p) {
+        EXPECT_EQ(y[2 * p], 1);
+        EXPECT_EQ(y[2 * p + 1], -11);
+    }
+    EXPECT_THROW(avg_pool(x, WindowGeometry{{2, 2, 2}, 3, 1, 3}, 57, 9, y), FormatError);
+}
+
+TEST(Inference, AllBackendsAgreeOnASmallNetworkWithEveryLayerKind) {
+    const Network net = small_network();
+    const Tensor8 image = random_image(net.input_shape, 5);
+    const auto reference = run_network(net, image, GemmBackend::Reference);
+    expect_same_outputs(run_network(net, image, GemmBackend::Fast), reference, "fast");
+    expect_same_outputs(run_network(net, image, GemmBackend::CycleSA), reference, "cycle SA");
+    for (FastKernel k : {FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
+        if (!fast_kernel_available(k)) continue;
+        RunOptions opt;
+        opt.kernel = k;
+        opt.threads = 2;
+        expect_same_outputs(run_network(net, image, opt), reference, to_string(k));
+    }
+    // The outputs are not degenerate: every layer has both zero and non-zero values somewhere.
+    for (const auto& t : reference) {
+        int nonzero = 0;
+        for (auto v : t.data) nonzero += v != 0;
+        EXPECT_GT(nonzero, 0);
+    }
+}
+
+TEST(Inference, ResNet18FastEqualsReferenceAtReducedSize) {
+    const Network net = zoo::resnet18(3, 32, 10);
+    const Tensor8 image = random_image(net.input_shape, 8);
+    const auto reference = run_network(net, image, GemmBackend::Reference);
+    expect_same_outputs(run_network(net, image, GemmBackend::Fast), reference, "resnet18 fast");
+    ASSERT_EQ(reference.back().shape, (Shape3{1, 1, 10}));
+}
+
+TEST(Inference, BatchResultsDoNotDependOnThreadCount) {
+    const Network net = zoo::resnet18(4, 32, 10);
+    std::vector<Tensor8> images;
+    for (int i = 0; i < 3; ++i) images.push_back(random_image(net.input_shape, 100 + i));
+    RunOptions opt;
+    opt.threads = 1;
+    const auto serial = run_network_batch(net, images, opt);
+    for (int threads : {2, 3, 0}) {
+        opt.threads = threads;
+        const auto parallel = run_network_batch(net, images, opt);
+        for (std::size_t i = 0; i < images.size(); ++i)
+            expect_same_outputs(parallel[i], serial[i], std::to_string(threads) + " threads image " + std::to_string(i));
+    }
+    // A batch of one spends the threads inside the GEMM instead: same bytes.
+    opt.threads = 2;
+    expect_same_outputs(run_network_batch(net, {images[1]}, opt)[0], serial[1], "single image, 2 GEMM threads");
+}
+
+TEST(Inference, WeightViewReplacesTheWeightsThePuReads) {
+    const Network net = small_network();
+    Network noisy = net;
+    pcg32 rng(77);
+    noisy.layers[2].weights = random_weights(rng, std::int64_t(net.layers[2].weights.size()), 127);
+
+    struct OneLayer : WeightView {
+        const std::int8_t* replacement;
+        const std::int8_t* weights(int i) const override { return i == 2 ? replacement : nullptr; }
+    } view;
+    view.replacement = noisy.layers[2].weights.data();
+
+    const Tensor8 image = random_image(net.input_shape, 6);
+    const auto expect = run_network(noisy, image, GemmBackend::Reference);
+    const auto clean = run_network(net, image, GemmBackend::Reference);
+    expect_same_outputs(run_network(net, image, GemmBackend::Fast, &view), expect, "fast + view");
+    expect_same_outputs(run_network(net, image, GemmBackend::Reference, &view), expect, "reference + view");
+    EXPECT_EQ(run_network(net, image, GemmBackend::Fast, &view)[1].data, clean[1].data);   // before layer 2
+    EXPECT_NE(expect[2].data, clean[2].data);
+}
+
+TEST(Inference, WrongInputShapeIsAFormatError) {
+    const Network net = small_network();
+    Tensor8 image = random_image({9, 11, 4}, 1);
+    EXPECT_THROW(run_network(net, image, GemmBackend::Fast), FormatError);
+    Network unresolved;
+    unresolved.input_shape = {1, 1, 1};
+    unresolved.layers.push_back(Layer{});
+    EXPECT_THROW(run_network(unresolved, random_image({1, 1, 1}, 1), GemmBackend::Fast), FormatError);
+}
