@@ -58,15 +58,18 @@ void check_layer(const NiuLayerSpec& l, std::size_t index) {
 }
 
 // Per-code tables: index a -> target a/A, device physics at g_T = a/A * g_max.
+// Sigmas enter only as sigma * z with z symmetric, and nu as |mu + sigma z|, so storing |sigma|
+// and |mu| leaves every distribution unchanged; it matters where a fitted polynomial leaves its
+// fit range (HERMES' Q_s turns negative above about 1.9 g_max).
 void fill_code_tables(const noise::PcmFamilyModel& m, int absmax, NiuLayerProgram& p) {
     const double g_max = m.g_max();
     for (int a = 0; a < kCodeTable; ++a) {
         const double x = double(std::min(a, absmax)) / absmax;
         const double g_t = x * g_max;
         p.gt[a] = to_fixed(x, NIU_G_FRAC, NIU_G_BITS, "GT");
-        p.sp[a] = to_fixed(m.prog_noise_scale() * m.prog_sigma(g_t) / g_max, NIU_G_FRAC, NIU_G_BITS, "SP");
-        p.mu[a] = to_fixed(m.drift_scale() * m.nu_mean(g_t), NIU_NU_FRAC, NIU_NU_FRAC + 1, "MU");
-        p.sn[a] = to_fixed(m.drift_scale() * m.nu_std(g_t), NIU_NU_FRAC, NIU_NU_FRAC + 1, "SN");
+        p.sp[a] = to_fixed(m.prog_noise_scale() * std::abs(m.prog_sigma(g_t)) / g_max, NIU_G_FRAC, NIU_G_BITS, "SP");
+        p.mu[a] = to_fixed(m.drift_scale() * std::abs(m.nu_mean(g_t)), NIU_NU_FRAC, NIU_NU_FRAC + 1, "MU");
+        p.sn[a] = to_fixed(m.drift_scale() * std::abs(m.nu_std(g_t)), NIU_NU_FRAC, NIU_NU_FRAC + 1, "SN");
     }
 }
 
@@ -83,7 +86,7 @@ void fill_read_table(const noise::PcmFamilyModel& m, double t, NiuLayerProgram& 
     for (int j = 0; j < NIU_RT_ENTRIES; ++j) {
         const int octave = NIU_RT_OCTAVES - 1 - j / segs;  // -1 for the last knot (x = 2)
         const double x = std::ldexp(1.0 + double(j % segs) / segs, -octave);
-        p.rt[j] = to_fixed(m.read_q(x * m.g_max()) * factor, NIU_RT_ONE_BITS, 18, "RT");
+        p.rt[j] = to_fixed(std::abs(m.read_q(x * m.g_max())) * factor, NIU_RT_ONE_BITS, 18, "RT");
     }
 }
 
