@@ -9,8 +9,9 @@ checked against the float accuracy with the independent NumPy reference of the I
 
 Writes, into --out (default models/digits/):
   model.h5     the INT8 network, written by _core.save_model (docs/model_format.md)
-  test_set.h5  the held-out images, int8 [N, 8, 8, 1] quantized with the network's
-               input_frac_bits, int64 labels, and provenance/accuracy attributes
+  test_set.h5  the held-out images as a data set file (_core.save_dataset): int8 [N, 8, 8, 1]
+               quantized with the network's input_frac_bits, int64 labels, plus attributes
+               split_seed, test_fraction, float_accuracy and int8_accuracy
 
 Run from the repository root:  python3 scripts/train_digits.py
 """
@@ -138,23 +139,21 @@ def core_predictions(net, images_int8: np.ndarray) -> np.ndarray | None:
 
 def write_test_set(path: Path, images_int8: np.ndarray, labels: np.ndarray, input_frac_bits: int,
                    float_acc: float, int8_acc: float) -> None:
-    """The held-out set in the aimcemu data set format (docs/model_format.md) plus provenance.
+    """The held-out set as an aimcemu data set file (_core.save_dataset, docs/model_format.md),
+    plus provenance attributes (split seed, float and INT8 accuracy) added with h5py.
 
-    Written to a temporary name and renamed, so a failure never leaves a half-written file."""
+    Built under a temporary name and renamed, so a failure never leaves a half-written file."""
     tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w") as f:
-        f.attrs["format"] = "aimcemu-dataset"
-        f.attrs.create("format_version", 1, dtype=np.int32)
-        f.attrs["source"] = DATASET_SOURCE
-        f.attrs["description"] = (f"load_digits test split (test_size={TEST_FRACTION}, stratified, random_state="
-                                  f"{SPLIT_SEED}), pixels/{PIXEL_MAX:g} quantized to int8 with "
-                                  f"{input_frac_bits} fractional bits; see scripts/train_digits.py")
-        f.attrs.create("input_frac_bits", input_frac_bits, dtype=np.int32)
+    description = (f"load_digits test split (test_size={TEST_FRACTION}, stratified, random_state={SPLIT_SEED}), "
+                   f"pixels/{PIXEL_MAX:g} quantized to int8 with {input_frac_bits} fractional bits; "
+                   "made by scripts/train_digits.py")
+    _core.save_dataset(images_int8.astype(np.int8), labels.astype(np.int64), str(tmp), source=DATASET_SOURCE,
+                       description=description, input_frac_bits=input_frac_bits)
+    with h5py.File(tmp, "a") as f:
         f.attrs.create("split_seed", SPLIT_SEED, dtype=np.int64)
+        f.attrs.create("test_fraction", TEST_FRACTION, dtype=np.float64)
         f.attrs.create("float_accuracy", float_acc, dtype=np.float64)
         f.attrs.create("int8_accuracy", int8_acc, dtype=np.float64)
-        f.create_dataset("images", data=images_int8.astype(np.int8))
-        f.create_dataset("labels", data=labels.astype(np.int64))
     os.replace(tmp, path)
 
 
@@ -180,8 +179,6 @@ def build(out_dir: Path | None) -> dict:
         raise SystemExit(f"INT8 accuracy {int8_acc:.4f} is more than 1 point off float {float_acc:.4f}")
 
     if out_dir is not None:
-        if not hasattr(_core, "save_model"):
-            raise SystemExit("this aimcemu._core has no save_model (pu_model/model_file.hpp not bound yet)")
         out_dir.mkdir(parents=True, exist_ok=True)
         _core.save_model(net, str(out_dir / "model.h5"))
         write_test_set(out_dir / "test_set.h5", test_int8, y_test, imported.input_frac_bits, float_acc, int8_acc)
