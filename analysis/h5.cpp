@@ -162,6 +162,14 @@ bool Location::has_link(const std::string& name) const {
     return check(H5Lexists(id(), name.c_str(), H5P_DEFAULT), "H5Lexists " + name) > 0;
 }
 
+void Location::remove_link(const std::string& name) const {
+    check(H5Ldelete(id(), name.c_str(), H5P_DEFAULT), "H5Ldelete " + name);
+}
+
+void Location::remove_attribute(const std::string& name) const {
+    check(H5Adelete(id(), name.c_str()), "H5Adelete " + name);
+}
+
 std::vector<std::string> Location::children_in_creation_order() const {
     std::vector<std::string> names;
     hsize_t index = 0;
@@ -300,6 +308,13 @@ File File::open_read(const std::string& path) {
     silence_error_printing();
     File f;
     f.handle_ = Handle(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen " + path));
+    return f;
+}
+
+File File::open_write(const std::string& path) {
+    silence_error_printing();
+    File f;
+    f.handle_ = Handle(check(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "H5Fopen " + path));
     return f;
 }
 

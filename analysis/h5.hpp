@@ -103,6 +103,8 @@ public:
     Location create_group(const std::string& name) const;
     Location open_group(const std::string& name) const;
     bool has_link(const std::string& name) const;
+    void remove_link(const std::string& name) const;
+    void remove_attribute(const std::string& name) const;
     // Names of child links in creation order (throws if the group does not track it).
     std::vector<std::string> children_in_creation_order() const;
 
@@ -152,6 +154,7 @@ class File : public Location {
 public:
     static File create(const std::string& path, bool exclusive = false);  // truncates unless exclusive
     static File open_read(const std::string& path);
+    static File open_write(const std::string& path);  // modify in place (tests, tools)
     void close();  // explicit close that reports errors (the destructor cannot)
 };
 

@@ -1,0 +1,166 @@
+// Bindings for the model file, the data set file, the results writer and the activation metrics.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "analysis/metrics.hpp"
+#include "analysis/results.hpp"
+#include "bindings.hpp"
+#include "pu_model/errors.hpp"
+#include "pu_model/model_file.hpp"
+
+namespace py = pybind11;
+using namespace aimcemu;
+
+namespace {
+
+using Int8Array = py::array_t<std::int8_t, py::array::c_style>;
+
+// Accepts only int8 arrays (a silent cast would hide a quantization bug); returns a C-contiguous view.
+Int8Array require_int8(const py::array& a, const std::string& source, const std::string& field) {
+    if (!a.dtype().is(py::dtype::of<std::int8_t>()))
+        throw FormatError(source, field, "expected an int8 array, got dtype " + std::string(py::str(a.dtype())));
+    return Int8Array::ensure(a);
+}
+
+std::span<const std::int8_t> as_span(const Int8Array& a) { return {a.data(), std::size_t(a.size())}; }
+
+std::vector<std::int64_t> require_integers(const py::array& a, const std::string& source, const std::string& field) {
+    if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
+        throw FormatError(source, field, "expected an integer array, got dtype " + std::string(py::str(a.dtype())));
+    if (a.ndim() != 1) throw FormatError(source, field, "expected a 1-D array");
+    auto as64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    return {as64.data(), as64.data() + as64.size()};
+}
+
+py::dict dataset_to_python(const DataSet& d) {
+    py::dict out;
+    const std::vector<py::ssize_t> shape{py::ssize_t(d.count()), d.image_shape.h, d.image_shape.w, d.image_shape.c};
+    out["images"] = py::array_t<std::int8_t>(shape, d.images.data());
+    out["labels"] = py::array_t<std::int64_t>(py::ssize_t(d.labels.size()), d.labels.data());
+    out["source"] = d.source;
+    out["description"] = d.description;
+    out["input_frac_bits"] = d.input_frac_bits < 0 ? py::object(py::none()) : py::object(py::int_(d.input_frac_bits));
+    return out;
+}
+
+void save_dataset_py(const py::array& images, const py::array& labels, const std::string& path, const std::string& source,
+                     const std::string& description, std::optional<int> input_frac_bits) {
+    const Int8Array im = require_int8(images, path, "images");
+    if (im.ndim() != 4) throw FormatError(path, "images", "expected shape [image, y, x, channel]");
+    DataSet d;
+    d.image_shape = {int(im.shape(1)), int(im.shape(2)), int(im.shape(3))};
+    d.images.assign(im.data(), im.data() + im.size());
+    d.labels = require_integers(labels, path, "labels");
+    if (std::int64_t(d.labels.size()) != im.shape(0)) throw FormatError(path, "labels", "expected one label per image");
+    d.source = source;
+    d.description = description;
+    d.input_frac_bits = input_frac_bits.value_or(-1);
+    save_dataset(d, path);
+}
+
+// The streaming results writer with Python-friendly arguments: rounds as (round, chip, t) tuples,
+// layers as names or indices, layers_stored as "all", "none" or a list of names.
+class PyResultsWriter {
+public:
+    PyResultsWriter(const std::string& path, const Network& net, const py::array& labels,
+                    const std::vector<std::tuple<std::int64_t, std::int64_t, double>>& rounds,
+                    const std::string& config_json, const py::object& layers, int deflate)
+        : net_(net) {
+        ResultsSpec spec;
+        spec.config_json = config_json;
+        spec.labels = require_integers(labels, path, "labels");
+        for (const auto& [round, chip, t] : rounds) spec.rounds.push_back({round, chip, t});
+        if (py::isinstance<py::str>(layers)) {
+            const std::string choice = layers.cast<std::string>();
+            if (choice == "none") spec.store_no_activations = true;
+            else if (choice != "all") spec.stored_layers = {choice};
+        } else if (!layers.is_none()) {
+            spec.stored_layers = layers.cast<std::vector<std::string>>();
+            spec.store_no_activations = spec.stored_layers.empty();
+        }
+        spec.deflate_level = deflate;
+        writer_ = std::make_unique<ResultsWriter>(path, net_, std::move(spec));
+    }
+
+    int layer_index(const py::object& layer) const {
+        if (py::isinstance<py::str>(layer)) {
+            const std::string name = layer.cast<std::string>();
+            const int i = net_.find_layer(name);
+            if (i < 0) throw FormatError("<results>", "layers", "no layer named '" + name + "'");
+            return i;
+        }
+        return layer.cast<int>();
+    }
+
+    void set_reference(const py::object& layer, const py::array& activations) {
+        const int i = layer_index(layer);
+        const Int8Array a = require_int8(activations, "<results>", "reference");
+        py::gil_scoped_release release;
+        writer_->set_reference(i, as_span(a));
+    }
+
+    void set_round(std::size_t round_index, const py::object& layer, const py::array& activations) {
+        const int i = layer_index(layer);
+        const Int8Array a = require_int8(activations, "<results>", "activations");
+        py::gil_scoped_release release;
+        writer_->set_round(round_index, i, as_span(a));
+    }
+
+    void commit() {
+        py::gil_scoped_release release;
+        writer_->commit();
+    }
+
+    ResultsWriter& writer() { return *writer_; }
+
+private:
+    Network net_;  // a copy, so the Python object may change or die while the writer lives
+    std::unique_ptr<ResultsWriter> writer_;
+};
+
+void bind_io(py::module_& m) {
+    m.def("save_model", &save_model, py::arg("net"), py::arg("path"),
+          "Validate `net` and write it atomically to the HDF5 model file `path` (docs/model_format.md).");
+    m.def("load_model", &load_model, py::arg("path"),
+          "Read and validate a model file; raises FormatError naming the file and the field.");
+
+    m.def("save_dataset", &save_dataset_py, py::arg("images"), py::arg("labels"), py::arg("path"),
+          py::arg("source") = "", py::arg("description") = "", py::arg("input_frac_bits") = py::none(),
+          "Write a data set file: int8 images [N, H, W, C] (already quantized) and integer labels [N].");
+    m.def("load_dataset", [](const std::string& path, const Network* net) {
+        const DataSet d = load_dataset(path);
+        if (net) check_dataset_fits(d, *net, path);
+        return dataset_to_python(d);
+    }, py::arg("path"), py::arg("net") = nullptr,
+          "Read a data set file as a dict (images, labels, source, description, input_frac_bits); with "
+          "`net`, also check that it fits the network.");
+
+    py::class_<PyResultsWriter>(m, "ResultsWriter", "Streams one run into an HDF5 results file (docs/hdf5_layout.md)")
+        .def(py::init<const std::string&, const Network&, const py::array&,
+                      const std::vector<std::tuple<std::int64_t, std::int64_t, double>>&, const std::string&,
+                      const py::object&, int>(),
+             py::arg("path"), py::arg("net"), py::arg("labels"), py::arg("rounds") = py::list(),
+             py::arg("config_json") = "{}", py::arg("layers") = "all", py::arg("deflate") = 1)
+        .def("set_reference", &PyResultsWriter::set_reference, py::arg("layer"), py::arg("activations"))
+        .def("set_round", &PyResultsWriter::set_round, py::arg("round_index"), py::arg("layer"), py::arg("activations"))
+        .def("commit", &PyResultsWriter::commit)
+        .def_property_readonly("reference_accuracy", [](PyResultsWriter& w) { return w.writer().reference_accuracy(); })
+        .def_property_readonly("round_accuracy", [](PyResultsWriter& w) { return w.writer().round_accuracy(); });
+
+    const auto metric = [&m](const char* name, double (*fn)(std::span<const std::int8_t>, std::span<const std::int8_t>),
+                             const char* doc) {
+        m.def(name, [fn](const py::array& noisy, const py::array& reference) {
+            const Int8Array n = require_int8(noisy, "<memory>", "noisy");
+            const Int8Array r = require_int8(reference, "<memory>", "reference");
+            if (n.size() != r.size()) throw FormatError("<memory>", "noisy", "size differs from the reference");
+            return fn(as_span(n), as_span(r));
+        }, py::arg("noisy"), py::arg("reference"), doc);
+    };
+    metric("snr_db", &snr_db, "10 log10(sum ref^2 / sum (noisy-ref)^2); +inf when equal");
+    metric("cosine_similarity", &cosine_similarity, "sum ref*noisy / sqrt(sum ref^2 sum noisy^2)");
+    metric("mismatch_rate", &mismatch_rate, "fraction of elements where noisy != reference");
+}
+
+}  // namespace
+
+AIMCEMU_REGISTER_BINDINGS(50, bind_io);

@@ -1,0 +1,328 @@
+// Model and data set files: exact round trips, and every kind of bad file raising a FormatError
+// that names the file and the field, with no partial file left by a failed save.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "analysis/h5.hpp"
+#include "pu_model/errors.hpp"
+#include "pu_model/model_file.hpp"
+#include "pu_model/zoo.hpp"
+
+namespace fs = std::filesystem;
+using namespace aimcemu;
+
+namespace {
+
+// A fresh folder per test, removed afterwards.
+class ModelFileTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+        dir_ = fs::temp_directory_path() /
+               ("aimcemu_io_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
+    std::vector<std::string> files() const {
+        std::vector<std::string> names;
+        for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+        return names;
+    }
+    fs::path dir_;
+};
+
+// A small network that uses every layer kind and every field.
+Network tiny_network() {
+    Network net;
+    net.name = "tiny";
+    net.input_shape = {4, 4, 2};
+    net.input_frac_bits = 6;
+    net.class_names = {"zero", "one", "two"};
+    Layer conv;
+    conv.name = "conv";
+    conv.kind = LayerKind::Conv;
+    conv.kernel = 3;
+    conv.pad = 1;
+    conv.out_channels = 2;
+    for (int i = 0; i < 2 * 3 * 3 * 2; ++i) conv.weights.push_back(std::int8_t(i * 7 - 60));
+    conv.bias = {5, -7};
+    conv.bias_shift = 2;
+    conv.out_shift = 4;
+    conv.relu = true;
+    Layer add;
+    add.name = "add";
+    add.kind = LayerKind::Add;
+    add.input = 0;
+    add.residual_input = 0;
+    add.residual_shift = -1;
+    add.input_shift = 1;
+    add.relu_after_residual = true;
+    Layer pool;
+    pool.name = "pool";
+    pool.kind = LayerKind::MaxPool;
+    pool.input = 1;
+    pool.kernel = 2;
+    pool.stride = 2;
+    Layer avg;
+    avg.name = "avg";
+    avg.kind = LayerKind::AvgPool;
+    avg.input = 2;
+    avg.kernel = 2;
+    avg.avg_mult = 32;
+    avg.out_shift = 7;
+    Layer fc;
+    fc.name = "fc";
+    fc.kind = LayerKind::Linear;
+    fc.input = 3;
+    fc.out_channels = 3;
+    fc.weights = {1, -2, 3, -4, 5, -6};
+    fc.bias = {0, 1, -1};
+    fc.out_shift = 1;
+    net.layers = {conv, add, pool, avg, fc};
+    net.resolve();
+    return net;
+}
+
+void expect_same_network(const Network& a, const Network& b) {
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.input_shape, b.input_shape);
+    EXPECT_EQ(a.input_frac_bits, b.input_frac_bits);
+    EXPECT_EQ(a.output_layer, b.output_layer);
+    EXPECT_EQ(a.class_names, b.class_names);
+    ASSERT_EQ(a.layers.size(), b.layers.size());
+    for (std::size_t i = 0; i < a.layers.size(); ++i) {
+        const Layer &x = a.layers[i], &y = b.layers[i];
+        SCOPED_TRACE(x.name);
+        EXPECT_EQ(x.name, y.name);
+        EXPECT_EQ(x.kind, y.kind);
+        EXPECT_EQ(x.input, y.input);
+        EXPECT_EQ(x.kernel, y.kernel);
+        EXPECT_EQ(x.stride, y.stride);
+        EXPECT_EQ(x.pad, y.pad);
+        EXPECT_EQ(x.out_channels, y.out_channels);
+        EXPECT_EQ(x.weights, y.weights);
+        EXPECT_EQ(x.bias, y.bias);
+        EXPECT_EQ(x.bias_shift, y.bias_shift);
+        EXPECT_EQ(x.out_shift, y.out_shift);
+        EXPECT_EQ(x.relu, y.relu);
+        EXPECT_EQ(x.residual_input, y.residual_input);
+        EXPECT_EQ(x.residual_shift, y.residual_shift);
+        EXPECT_EQ(x.relu_after_residual, y.relu_after_residual);
+        EXPECT_EQ(x.input_shift, y.input_shift);
+        EXPECT_EQ(x.avg_mult, y.avg_mult);
+        EXPECT_EQ(x.in_shape, y.in_shape);
+        EXPECT_EQ(x.out_shape, y.out_shape);
+    }
+}
+
+// Expects load_model(path) to throw a FormatError for `field` that names the file.
+void expect_format_error(const std::string& path, const std::string& field, const std::string& fragment = "") {
+    try {
+        load_model(path);
+        FAIL() << "no error for field " << field;
+    } catch (const FormatError& e) {
+        EXPECT_EQ(e.source(), path);
+        EXPECT_EQ(e.field(), field) << e.what();
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+        if (!fragment.empty()) EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+
+TEST_F(ModelFileTest, ResNet18RoundTripsFieldByField) {
+    const Network net = zoo::resnet18(7, 32, 10);
+    save_model(net, path("r18.h5"));
+    expect_same_network(net, load_model(path("r18.h5")));
+    EXPECT_EQ(files(), std::vector<std::string>{"r18.h5"});  // no temporary file left
+}
+
+TEST_F(ModelFileTest, EveryLayerKindAndFieldRoundTrips) {
+    const Network net = tiny_network();
+    save_model(net, path("tiny.h5"));
+    expect_same_network(net, load_model(path("tiny.h5")));
+}
+
+TEST_F(ModelFileTest, LayerGroupsListInNetworkOrder) {
+    save_model(tiny_network(), path("tiny.h5"));
+    const auto f = h5::File::open_read(path("tiny.h5"));
+    EXPECT_EQ(f.open_group("layers").children_in_creation_order(),
+              (std::vector<std::string>{"conv", "add", "pool", "avg", "fc"}));
+    EXPECT_EQ(f.open_group("layers").open_dataset("conv/weights").dims(), (h5::Dims{2, 3, 3, 2}));
+    EXPECT_EQ(f.open_group("layers").open_dataset("fc/weights").dims(), (h5::Dims{3, 2}));
+}
+
+TEST_F(ModelFileTest, OverwritingKeepsTheOldFileUntilTheNewOneIsComplete) {
+    save_model(tiny_network(), path("m.h5"));
+    Network bad = tiny_network();
+    bad.layers[0].bias.pop_back();
+    EXPECT_THROW(save_model(bad, path("m.h5")), FormatError);
+    expect_same_network(tiny_network(), load_model(path("m.h5")));
+    EXPECT_EQ(files(), std::vector<std::string>{"m.h5"});
+}
+
+TEST_F(ModelFileTest, UnwritablePathLeavesNoFile) {
+    EXPECT_THROW(save_model(tiny_network(), path("missing/m.h5")), FormatError);
+    EXPECT_THROW(save_model(tiny_network(), dir_.string()), FormatError);  // a folder
+    EXPECT_TRUE(files().empty());
+}
+
+TEST_F(ModelFileTest, LayerNamesThatCannotNameAGroupAreRejectedOnSave) {
+    Network net = tiny_network();
+    net.layers[2].name = "a/b";
+    EXPECT_THROW(save_model(net, path("m.h5")), FormatError);
+    EXPECT_TRUE(files().empty());
+}
+
+// Each case edits a valid file in place, then expects a FormatError for the named field.
+struct Corruption {
+    std::string name, field, fragment;
+    void (*edit)(const h5::File&);
+};
+
+class ModelFileCorruption : public ModelFileTest, public ::testing::WithParamInterface<Corruption> {};
+
+TEST_P(ModelFileCorruption, RaisesFormatErrorNamingFileAndField) {
+    const std::string p = path("m.h5");
+    save_model(tiny_network(), p);
+    {
+        const auto f = h5::File::open_write(p);
+        GetParam().edit(f);
+    }
+    expect_format_error(p, GetParam().field, GetParam().fragment);
+}
+
+namespace {
+h5::Location layer(const h5::File& f, const std::string& name) { return f.open_group("layers").open_group(name); }
+template <class T>
+void replace_dataset(const h5::Location& g, const std::string& name, const h5::Dims& dims) {
+    if (g.has_link(name)) g.remove_link(name);
+    std::size_t n = 1;
+    for (auto d : dims) n *= d;
+    std::vector<T> zeros(n);
+    g.write_dataset<T>(name, dims, zeros.data());
+}
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ModelFileCorruption,
+    ::testing::Values(
+        Corruption{"WrongFormat", "format", "aimcemu-model",
+                   [](const h5::File& f) { f.remove_attribute("format"); f.write_attribute("format", "something-else"); }},
+        Corruption{"NewerVersion", "format_version", "newer",
+                   [](const h5::File& f) { f.remove_attribute("format_version"); f.write_attribute<std::int32_t>("format_version", 2); }},
+        Corruption{"VersionAsString", "format_version", "integer",
+                   [](const h5::File& f) { f.remove_attribute("format_version"); f.write_attribute("format_version", "1"); }},
+        Corruption{"MissingName", "name", "missing",
+                   [](const h5::File& f) { f.remove_attribute("name"); }},
+        Corruption{"ShortInputShape", "input_shape", "3 integers",
+                   [](const h5::File& f) { f.remove_attribute("input_shape"); f.write_attribute_array<std::int32_t>("input_shape", {4, 4}); }},
+        Corruption{"MissingLayers", "layers", "missing",
+                   [](const h5::File& f) { f.remove_link("layers"); }},
+        Corruption{"MissingLayerAttribute", "layers/conv/out_shift", "missing",
+                   [](const h5::File& f) { layer(f, "conv").remove_attribute("out_shift"); }},
+        Corruption{"FloatShift", "layers/conv/out_shift", "float",
+                   [](const h5::File& f) { layer(f, "conv").remove_attribute("out_shift"); layer(f, "conv").write_attribute<double>("out_shift", 4.0); }},
+        Corruption{"ReluNotAFlag", "layers/conv/relu", "outside 0..1",
+                   [](const h5::File& f) { layer(f, "conv").remove_attribute("relu"); layer(f, "conv").write_attribute<std::int8_t>("relu", 2); }},
+        Corruption{"UnknownKind", "layers/pool/kind", "unknown layer kind 'lstm'",
+                   [](const h5::File& f) { layer(f, "pool").remove_attribute("kind"); layer(f, "pool").write_attribute("kind", "lstm"); }},
+        Corruption{"MissingWeights", "layers/conv/weights", "missing",
+                   [](const h5::File& f) { layer(f, "conv").remove_link("weights"); }},
+        Corruption{"FloatWeights", "layers/conv/weights", "float32",
+                   [](const h5::File& f) { replace_dataset<float>(layer(f, "conv"), "weights", {2, 3, 3, 2}); }},
+        Corruption{"Int16Bias", "layers/fc/bias", "int16",
+                   [](const h5::File& f) { replace_dataset<std::int16_t>(layer(f, "fc"), "bias", {3}); }},
+        Corruption{"UnsignedWeights", "layers/fc/weights", "uint8",
+                   [](const h5::File& f) { replace_dataset<std::uint8_t>(layer(f, "fc"), "weights", {3, 2}); }},
+        Corruption{"WeightsWrongRank", "layers/conv/weights", "expected shape",
+                   [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "conv"), "weights", {2, 18}); }},
+        Corruption{"WeightsWrongKernel", "layers/conv/weights", "expected shape",
+                   [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "conv"), "weights", {2, 1, 1, 18}); }},
+        Corruption{"WeightsWrongInChannels", "layers/0 (conv)/weights", "expected 36",
+                   [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "conv"), "weights", {2, 3, 3, 3}); }},
+        Corruption{"BiasWrongLength", "layers/fc/bias", "expected shape [3]",
+                   [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "fc"), "bias", {4}); }},
+        Corruption{"PoolWithWeights", "layers/pool/weights", "carry no weights",
+                   [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "pool"), "weights", {1}); }},
+        Corruption{"ProducerAfterLayer", "layers/1 (add)/input", "earlier layer",
+                   [](const h5::File& f) { layer(f, "add").remove_attribute("input"); layer(f, "add").write_attribute<std::int32_t>("input", 3); }}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(ModelFileTest, TruncatedFileIsAFormatError) {
+    const std::string p = path("m.h5");
+    save_model(zoo::resnet18(1, 32, 10), p);
+    fs::resize_file(p, fs::file_size(p) / 2);
+    expect_format_error(p, "file", "truncated");
+}
+
+TEST_F(ModelFileTest, NonHdf5AndMissingFilesAreFormatErrors) {
+    std::ofstream(path("text.h5")) << "this is not HDF5\n";
+    expect_format_error(path("text.h5"), "file");
+    expect_format_error(path("absent.h5"), "file", "no such file");
+}
+
+TEST_F(ModelFileTest, DataSetRoundTripsAndIsCheckedAgainstTheNetwork) {
+    const Network net = tiny_network();
+    DataSet d;
+    d.image_shape = net.input_shape;
+    d.labels = {0, 2, 1};
+    for (int i = 0; i < 3 * 32; ++i) d.images.push_back(std::int8_t(i - 48));
+    d.input_frac_bits = 6;
+    d.source = "unit test";
+    d.description = "three images";
+    save_dataset(d, path("d.h5"));
+    const DataSet back = load_dataset(path("d.h5"));
+    EXPECT_EQ(back.images, d.images);
+    EXPECT_EQ(back.labels, d.labels);
+    EXPECT_EQ(back.image_shape, d.image_shape);
+    EXPECT_EQ(back.input_frac_bits, 6);
+    EXPECT_EQ(back.source, "unit test");
+    EXPECT_NO_THROW(check_dataset_fits(back, net, path("d.h5")));
+
+    DataSet wrong_label = back;
+    wrong_label.labels[1] = 3;  // the network has 3 outputs
+    EXPECT_THROW(check_dataset_fits(wrong_label, net, "d"), FormatError);
+    DataSet wrong_bits = back;
+    wrong_bits.input_frac_bits = 5;
+    EXPECT_THROW(check_dataset_fits(wrong_bits, net, "d"), FormatError);
+    DataSet wrong_shape = back;
+    wrong_shape.image_shape = {4, 2, 4};
+    EXPECT_THROW(check_dataset_fits(wrong_shape, net, "d"), FormatError);
+}
+
+TEST_F(ModelFileTest, DataSetErrorsNameTheField) {
+    DataSet d;
+    d.image_shape = {2, 2, 1};
+    d.labels = {0, 1};
+    d.images.assign(8, 1);
+    const std::string p = path("d.h5");
+    const auto expect_field = [&](const std::string& field) {
+        try {
+            load_dataset(p);
+            FAIL() << "no error for " << field;
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), field) << e.what();
+        }
+    };
+    save_dataset(d, p);
+    h5::File::open_write(p).remove_link("labels");
+    expect_field("labels");
+    save_dataset(d, p);
+    replace_dataset<std::int16_t>(h5::File::open_write(p), "images", {2, 2, 2, 1});
+    expect_field("images");
+    save_dataset(d, p);
+    replace_dataset<std::int8_t>(h5::File::open_write(p), "images", {8});
+    expect_field("images");
+    save_dataset(d, p);
+    replace_dataset<std::int64_t>(h5::File::open_write(p), "labels", {3});
+    expect_field("labels");
+    save_dataset(d, p);
+    h5::File::open_write(p).remove_attribute("format");
+    expect_field("format");
+}
