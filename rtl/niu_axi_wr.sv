@@ -1,0 +1,151 @@
+// AXI4 write engine: writes a stream of 256-bit beats to a beat-aligned region of HBM.
+//
+// Two burst generators run in step over the same transfer: one issues AW requests, the other tells
+// the W side where each burst ends (WLAST).  The W channel therefore never waits for an AW
+// handshake, as AXI4's dependency rules require.  When the byte length is not a multiple of a
+// beat, the tail beat carries a partial WSTRB so the bytes after the region stay untouched.
+// The engine is done when every beat is sent and every burst has its B response.
+module niu_axi_wr (
+  input  logic                             clk_i,
+  input  logic                             rst_ni,
+  // Transfer descriptor, sampled on start_i.
+  input  logic                             start_i,
+  input  logic [niu_axi_pkg::AddrW-1:0]    addr_i,
+  input  logic [niu_axi_pkg::LenW-1:0]     len_bytes_i,
+  input  logic [7:0]                       max_len_i,
+  output logic                             done_o,
+  output logic                             error_o,  // sticky: BRESP != OKAY
+  // Beat stream from the noise pipeline.
+  input  logic                             beat_valid_i,
+  output logic                             beat_ready_o,
+  input  logic [niu_axi_pkg::DataW-1:0]    beat_data_i,
+  // AXI4 AW channel.
+  output logic                             aw_valid_o,
+  input  logic                             aw_ready_i,
+  output logic [niu_axi_pkg::AddrW-1:0]    aw_addr_o,
+  output logic [7:0]                       aw_len_o,
+  output logic [2:0]                       aw_size_o,
+  output logic [1:0]                       aw_burst_o,
+  // AXI4 W channel.
+  output logic                             w_valid_o,
+  input  logic                             w_ready_i,
+  output logic [niu_axi_pkg::DataW-1:0]    w_data_o,
+  output logic [niu_axi_pkg::BeatBytes-1:0] w_strb_o,
+  output logic                             w_last_o,
+  // AXI4 B channel.
+  input  logic                             b_valid_i,
+  output logic                             b_ready_o,
+  input  logic [1:0]                       b_resp_i
+);
+
+  localparam int BeatCntW  = niu_axi_pkg::BeatCntW;
+  localparam int BeatBytes = niu_axi_pkg::BeatBytes;
+  localparam int BeatShift = niu_axi_pkg::BeatShift;
+
+  // Beats in the transfer, rounded up, and the byte count of the tail beat (0: a full beat).
+  logic [BeatCntW-1:0]  beats;
+  assign beats = BeatCntW'(len_bytes_i >> BeatShift) + BeatCntW'(len_bytes_i[BeatShift-1:0] != '0);
+
+  logic                 aw_done, w_bursts_done;
+  logic                 w_burst_valid;
+  logic [7:0]           w_burst_len;
+  logic [7:0]           w_beat_in_burst_d, w_beat_in_burst_q;
+  logic [BeatCntW-1:0]  w_beats_left_d, w_beats_left_q;
+  logic [BeatShift-1:0] tail_bytes_d, tail_bytes_q;
+  logic [BeatCntW-1:0]  bursts_open_d, bursts_open_q;  // AW issued minus B received
+  logic                 error_d, error_q;
+
+  niu_burst_gen u_aw_bursts (
+    .clk_i,
+    .rst_ni,
+    .start_i,
+    .addr_i,
+    .beats_i   (beats),
+    .max_len_i,
+    .valid_o   (aw_valid_o),
+    .ready_i   (aw_ready_i),
+    .addr_o    (aw_addr_o),
+    .len_o     (aw_len_o),
+    .done_o    (aw_done)
+  );
+
+  logic [niu_axi_pkg::AddrW-1:0] w_burst_addr_unused;
+  niu_burst_gen u_w_bursts (
+    .clk_i,
+    .rst_ni,
+    .start_i,
+    .addr_i,
+    .beats_i   (beats),
+    .max_len_i,
+    .valid_o   (w_burst_valid),
+    .ready_i   (w_valid_o && w_ready_i && w_last_o),
+    .addr_o    (w_burst_addr_unused),
+    .len_o     (w_burst_len),
+    .done_o    (w_bursts_done)
+  );
+
+  assign aw_size_o  = niu_axi_pkg::AxSizeBeat;
+  assign aw_burst_o = niu_axi_pkg::BurstIncr;
+
+  // W side: data flows whenever a burst is open on the W burst generator.
+  assign w_valid_o    = beat_valid_i && w_burst_valid;
+  assign beat_ready_o = w_ready_i && w_burst_valid;
+  assign w_data_o     = beat_data_i;
+  assign w_last_o     = (w_beat_in_burst_q == w_burst_len);
+
+  // Tail strobe: only the last beat of the transfer can be partial.
+  always_comb begin
+    w_strb_o = '1;
+    if (w_beats_left_q == BeatCntW'(1) && tail_bytes_q != '0) begin
+      for (int b = 0; b < BeatBytes; b++) begin
+        w_strb_o[b] = (BeatShift'(b) < tail_bytes_q);
+      end
+    end
+  end
+
+  assign b_ready_o = 1'b1;
+
+  always_comb begin
+    w_beat_in_burst_d = w_beat_in_burst_q;
+    w_beats_left_d    = w_beats_left_q;
+    tail_bytes_d      = tail_bytes_q;
+    bursts_open_d     = bursts_open_q;
+    error_d           = error_q;
+    if (start_i) begin
+      w_beat_in_burst_d = '0;
+      w_beats_left_d    = beats;
+      tail_bytes_d      = len_bytes_i[BeatShift-1:0];
+      bursts_open_d     = '0;
+      error_d           = 1'b0;
+    end else begin
+      if (w_valid_o && w_ready_i) begin
+        w_beat_in_burst_d = w_last_o ? '0 : w_beat_in_burst_q + 1'b1;
+        w_beats_left_d    = w_beats_left_q - 1'b1;
+      end
+      // One burst opens per AW handshake and closes per B handshake (both may happen at once).
+      bursts_open_d = bursts_open_q + BeatCntW'(aw_valid_o && aw_ready_i)
+                                    - BeatCntW'(b_valid_i);
+      if (b_valid_i && b_resp_i != niu_axi_pkg::RespOkay) error_d = 1'b1;
+    end
+  end
+
+  assign done_o  = aw_done && w_bursts_done && (bursts_open_q == '0);
+  assign error_o = error_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      w_beat_in_burst_q <= '0;
+      w_beats_left_q    <= '0;
+      tail_bytes_q      <= '0;
+      bursts_open_q     <= '0;
+      error_q           <= 1'b0;
+    end else begin
+      w_beat_in_burst_q <= w_beat_in_burst_d;
+      w_beats_left_q    <= w_beats_left_d;
+      tail_bytes_q      <= tail_bytes_d;
+      bursts_open_q     <= bursts_open_d;
+      error_q           <= error_d;
+    end
+  end
+
+endmodule

@@ -1,0 +1,72 @@
+// Splits one transfer (a beat-aligned start address and a beat count) into AXI4 INCR bursts.
+//
+// A burst ends at whichever comes first: the end of the transfer, the next 4 KiB boundary (AXI4
+// forbids crossing it), or the configured maximum burst length.  The maximum is a register so that
+// tests can randomize burst boundaries, and so that a system can limit how long one NIU holds an
+// HBM channel.  The write engine runs two of these in step: one for AW, one to place WLAST, so the
+// W channel never waits for an AW handshake (AXI4 A3.3.1 dependency rules).
+module niu_burst_gen (
+  input  logic                           clk_i,
+  input  logic                           rst_ni,
+  // Transfer to split; sampled when start_i is high.
+  input  logic                           start_i,
+  input  logic [niu_axi_pkg::AddrW-1:0]  addr_i,
+  input  logic [niu_axi_pkg::BeatCntW-1:0] beats_i,
+  input  logic [7:0]                     max_len_i,  // max burst length minus one (AXI AxLEN)
+  // Burst stream.
+  output logic                           valid_o,
+  input  logic                           ready_i,
+  output logic [niu_axi_pkg::AddrW-1:0]  addr_o,
+  output logic [7:0]                     len_o,      // beats minus one (AXI AxLEN)
+  output logic                           done_o      // every burst of the transfer handed out
+);
+
+  localparam int AddrW     = niu_axi_pkg::AddrW;
+  localparam int BeatCntW  = niu_axi_pkg::BeatCntW;
+  localparam int BeatShift = niu_axi_pkg::BeatShift;
+  localparam int PageBeatW = niu_axi_pkg::PageBeatW;
+
+  logic [AddrW-1:0]    addr_d, addr_q;
+  logic [BeatCntW-1:0] beats_left_d, beats_left_q;
+
+  // Beats from the current address to the next 4 KiB boundary: 1..128.
+  logic [PageBeatW-1:0] beats_to_page_end;
+  // Beats allowed by the max-burst register: 1..256, capped to a page (128) below.
+  logic [PageBeatW-1:0] beats_max;
+  logic [PageBeatW-1:0] beats_cap;     // min(page end, max burst): 1..128
+  logic [PageBeatW-1:0] burst_beats;   // min(cap, beats left): 1..128 while valid
+
+  assign beats_to_page_end = PageBeatW'(niu_axi_pkg::PageBeats) - PageBeatW'(addr_q[11:BeatShift]);
+  assign beats_max = (max_len_i >= 8'(niu_axi_pkg::PageBeats - 1)) ? PageBeatW'(niu_axi_pkg::PageBeats)
+                                                                   : PageBeatW'(max_len_i) + 1'b1;
+  assign beats_cap = (beats_max < beats_to_page_end) ? beats_max : beats_to_page_end;
+  assign burst_beats = (BeatCntW'(beats_cap) < beats_left_q) ? beats_cap : PageBeatW'(beats_left_q);
+
+  assign valid_o = (beats_left_q != '0);
+  assign done_o  = (beats_left_q == '0);
+  assign addr_o  = addr_q;
+  assign len_o   = 8'(burst_beats - 1'b1);
+
+  always_comb begin
+    addr_d       = addr_q;
+    beats_left_d = beats_left_q;
+    if (start_i) begin
+      addr_d       = addr_i;
+      beats_left_d = beats_i;
+    end else if (valid_o && ready_i) begin
+      addr_d       = addr_q + (AddrW'(burst_beats) << BeatShift);
+      beats_left_d = beats_left_q - BeatCntW'(burst_beats);
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      addr_q       <= '0;
+      beats_left_q <= '0;
+    end else begin
+      addr_q       <= addr_d;
+      beats_left_q <= beats_left_d;
+    end
+  end
+
+endmodule

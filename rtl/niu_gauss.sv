@@ -1,0 +1,71 @@
+// Standard normal from one 32-bit uniform by a table inverse CDF (docs/niu_datapath.md 4.3).
+//
+//   neg = r[31]; v = max(r[30:0], 1); o = lzc31(v); n = v << o;
+//   j = (30 - o) * 16 + n[29:26]; f = n[25:0];
+//   m = Z[j] + rshr((Z[j+1] - Z[j]) * f, 26);  z = neg ? -m : m      (Q3.12)
+// Three stages, each moving on adv_i: normalise, table look-up, interpolate.
+module niu_gauss (
+  input  logic               clk_i,
+  input  logic               adv_i,   // the noise pipeline moves this cycle
+  input  logic [31:0]        rand_i,
+  output logic signed [15:0] z_o
+);
+
+  localparam int FracBits = niu_constants_pkg::NIU_GAUSS_FRAC_BITS;  // 26
+  localparam int SegBits  = niu_constants_pkg::NIU_GAUSS_SEG_BITS;   // 4
+
+  // Stage 1: sign, octave and segment of the 31-bit magnitude.
+  logic [30:0] v;
+  logic [4:0]  octave_lz;    // leading zeros of v in 31 bits, 0..30
+  logic [29:0] normalized;   // the bits below the leading one, which lands at bit 30
+  assign v = (rand_i[30:0] == '0) ? 31'd1 : rand_i[30:0];
+
+  always_comb begin
+    octave_lz = 5'd30;
+    for (int b = 0; b <= 30; b++) begin
+      if (v[b]) octave_lz = 5'(30 - b);
+    end
+  end
+  assign normalized = 30'(v << octave_lz);
+
+  logic                neg_q1;
+  logic [8:0]          index_q1;
+  logic [FracBits-1:0] frac_q1;
+  always_ff @(posedge clk_i) begin
+    if (adv_i) begin
+      neg_q1   <= rand_i[31];
+      index_q1 <= (9'd30 - 9'(octave_lz)) * 9'(1 << SegBits)
+                + 9'(normalized[FracBits +: SegBits]);
+      frac_q1  <= normalized[FracBits-1:0];
+    end
+  end
+
+  // Stage 2: the two knots around the point.
+  logic signed [15:0]  knot_lo, knot_hi;  // Z[j], Z[j+1]
+  assign knot_lo = niu_constants_pkg::niu_gauss_z(index_q1);
+  assign knot_hi = niu_constants_pkg::niu_gauss_z(index_q1 + 9'd1);
+
+  logic                neg_q2;
+  logic signed [15:0]  knot_q2;
+  logic signed [16:0]  slope_q2;   // Z[j+1] - Z[j]
+  logic [FracBits-1:0] frac_q2;
+  always_ff @(posedge clk_i) begin
+    if (adv_i) begin
+      neg_q2   <= neg_q1;
+      knot_q2  <= knot_lo;
+      slope_q2 <= 17'(knot_hi) - 17'(knot_lo);
+      frac_q2  <= frac_q1;
+    end
+  end
+
+  // Stage 3: linear interpolation with round-half-up, then the sign.
+  logic signed [43:0] slope_times_frac;
+  logic signed [15:0] magnitude;  // |z| <= 6.3 in Q3.12: 15 bits
+  assign slope_times_frac = 44'(slope_q2) * $signed({1'b0, frac_q2});
+  assign magnitude = knot_q2 + 16'((slope_times_frac + (44'sd1 <<< (FracBits - 1))) >>> FracBits);
+
+  always_ff @(posedge clk_i) begin
+    if (adv_i) z_o <= neg_q2 ? -magnitude : magnitude;
+  end
+
+endmodule

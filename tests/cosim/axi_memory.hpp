@@ -1,0 +1,170 @@
+// A cycle-level AXI4 slave memory for co-simulating the NIU RTL, with random back-pressure.
+//
+// The model is deliberately unkind: every ready and valid it drives toggles at random, several
+// read bursts may be outstanding, W beats may arrive before or after their AW, and B responses come
+// late.  It also checks the master's side of the protocol (payload stable while VALID waits for
+// READY, INCR bursts of full beats that never cross 4 KiB, WLAST where AWLEN says, addresses in
+// range) and records every violation in errors(), so a test can assert the list is empty.
+//
+// Use per clock cycle:  drive(top); clk=0, eval; sample(top); clk=1, eval.
+// drive() applies the slave outputs chosen at the previous edge; sample() observes the handshakes
+// of this edge and chooses the next outputs.  Port names follow rtl/niu.sv (axi_*).
+#pragma once
+
+#include <pcg_random.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace aimcemu::cosim {
+
+// Probabilities (0..1) that the slave is willing in a given cycle; 1.0 everywhere is a perfect bus.
+struct BackPressure {
+    double ar_ready = 1.0;
+    double r_valid = 1.0;
+    double aw_ready = 1.0;
+    double w_ready = 1.0;
+    double b_valid = 1.0;
+};
+
+class AxiMemory {
+public:
+    static constexpr int kBeatBytes = 32;
+    static constexpr uint64_t kPageBytes = 4096;
+
+    AxiMemory(std::size_t bytes, uint64_t seed, BackPressure bp)
+        : mem_(bytes, 0), rng_(seed, 0x5eed), bp_(bp) {}
+
+    std::vector<uint8_t>& bytes() { return mem_; }
+    const std::vector<std::string>& errors() const { return errors_; }
+    uint64_t read_bursts() const { return read_bursts_; }
+    uint64_t write_bursts() const { return write_bursts_; }
+    std::size_t max_reads_outstanding() const { return max_reads_outstanding_; }
+
+    template <class Top>
+    void drive(Top& top) const;
+    template <class Top>
+    void sample(const Top& top);
+
+private:
+    struct Burst {
+        uint64_t addr = 0;
+        unsigned beats = 0;
+        unsigned done = 0;
+    };
+    struct WBeat {
+        uint8_t data[kBeatBytes];
+        uint32_t strb = 0;
+        bool last = false;
+    };
+    // A master payload seen with VALID high and READY low must be repeated next cycle.
+    struct Held {
+        bool pending = false;
+        uint64_t addr = 0;
+        unsigned len = 0;
+    };
+
+    bool chance(double p) { return p >= 1.0 || (static_cast<double>(rng_()) < p * 4294967296.0); }
+    void fail(const std::string& what) {
+        if (errors_.size() < 20) errors_.push_back(what);
+    }
+    void check_request(const char* channel, uint64_t addr, unsigned len, unsigned size, unsigned burst);
+    void read_beat(uint64_t addr, uint32_t* words) const;
+    void retire_writes();
+
+    std::vector<uint8_t> mem_;
+    pcg32 rng_;
+    BackPressure bp_;
+    std::vector<std::string> errors_;
+
+    // Slave outputs for the current cycle.
+    bool ar_ready_ = false, aw_ready_ = false, w_ready_ = false;
+    bool r_valid_ = false, r_last_ = false, b_valid_ = false;
+    uint32_t r_data_[kBeatBytes / 4] = {};
+
+    std::deque<Burst> reads_;    // accepted AR bursts, oldest first
+    std::deque<Burst> writes_;   // accepted AW bursts waiting for W data
+    std::deque<WBeat> w_beats_;  // W beats not yet matched to an AW
+    unsigned b_pending_ = 0;     // completed write bursts owed a B response
+    Held ar_held_, aw_held_;
+    bool w_held_ = false;
+    uint64_t read_bursts_ = 0, write_bursts_ = 0;
+    std::size_t max_reads_outstanding_ = 0;
+};
+
+template <class Top>
+void AxiMemory::drive(Top& top) const {
+    top.axi_ar_ready_i = ar_ready_;
+    top.axi_aw_ready_i = aw_ready_;
+    top.axi_w_ready_i = w_ready_;
+    top.axi_r_valid_i = r_valid_;
+    top.axi_r_last_i = r_last_;
+    top.axi_r_resp_i = 0;
+    for (int i = 0; i < kBeatBytes / 4; ++i) top.axi_r_data_i[i] = r_data_[i];
+    top.axi_b_valid_i = b_valid_;
+    top.axi_b_resp_i = 0;
+}
+
+template <class Top>
+void AxiMemory::sample(const Top& top) {
+    // --- Protocol: a payload offered without READY must stay until accepted.
+    if (ar_held_.pending && (!top.axi_ar_valid_o || top.axi_ar_addr_o != ar_held_.addr || top.axi_ar_len_o != ar_held_.len))
+        fail("AR payload changed or dropped before ARREADY");
+    if (aw_held_.pending && (!top.axi_aw_valid_o || top.axi_aw_addr_o != aw_held_.addr || top.axi_aw_len_o != aw_held_.len))
+        fail("AW payload changed or dropped before AWREADY");
+    if (w_held_ && !top.axi_w_valid_o) fail("WVALID dropped before WREADY");
+
+    const bool ar_fire = top.axi_ar_valid_o && ar_ready_;
+    const bool r_fire = r_valid_ && top.axi_r_ready_o;
+    const bool aw_fire = top.axi_aw_valid_o && aw_ready_;
+    const bool w_fire = top.axi_w_valid_o && w_ready_;
+    const bool b_fire = b_valid_ && top.axi_b_ready_o;
+
+    ar_held_ = {top.axi_ar_valid_o && !ar_ready_, top.axi_ar_addr_o, top.axi_ar_len_o};
+    aw_held_ = {top.axi_aw_valid_o && !aw_ready_, top.axi_aw_addr_o, top.axi_aw_len_o};
+    w_held_ = top.axi_w_valid_o && !w_ready_;
+
+    if (ar_fire) {
+        check_request("AR", top.axi_ar_addr_o, top.axi_ar_len_o, top.axi_ar_size_o, top.axi_ar_burst_o);
+        reads_.push_back({top.axi_ar_addr_o, top.axi_ar_len_o + 1u, 0});
+        ++read_bursts_;
+        if (reads_.size() > max_reads_outstanding_) max_reads_outstanding_ = reads_.size();
+    }
+    if (r_fire) {
+        Burst& head = reads_.front();
+        if (++head.done == head.beats) reads_.pop_front();
+    }
+    if (aw_fire) {
+        check_request("AW", top.axi_aw_addr_o, top.axi_aw_len_o, top.axi_aw_size_o, top.axi_aw_burst_o);
+        writes_.push_back({top.axi_aw_addr_o, top.axi_aw_len_o + 1u, 0});
+        ++write_bursts_;
+    }
+    if (w_fire) {
+        WBeat beat;
+        for (int i = 0; i < kBeatBytes / 4; ++i)
+            for (int b = 0; b < 4; ++b) beat.data[4 * i + b] = static_cast<uint8_t>(top.axi_w_data_o[i] >> (8 * b));
+        beat.strb = top.axi_w_strb_o;
+        beat.last = top.axi_w_last_o;
+        w_beats_.push_back(beat);
+    }
+    if (b_fire) --b_pending_;
+    retire_writes();
+
+    // --- Choose the slave outputs for the next cycle.
+    ar_ready_ = chance(bp_.ar_ready);
+    aw_ready_ = chance(bp_.aw_ready);
+    w_ready_ = chance(bp_.w_ready);
+    if (!r_valid_ || r_fire) {  // RVALID, once high, holds until RREADY
+        r_valid_ = !reads_.empty() && chance(bp_.r_valid);
+        if (r_valid_) {
+            const Burst& head = reads_.front();
+            read_beat(head.addr + uint64_t{head.done} * kBeatBytes, r_data_);
+            r_last_ = head.done + 1 == head.beats;
+        }
+    }
+    if (!b_valid_ || b_fire) b_valid_ = b_pending_ > 0 && chance(bp_.b_valid);
+}
+
+}  // namespace aimcemu::cosim
