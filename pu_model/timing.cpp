@@ -1,0 +1,285 @@
+// Analytic per-layer PU timing (see timing.hpp for the model).
+#include "pu_model/timing.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "pu_model/errors.hpp"
+#include "pu_model/uram.hpp"
+
+namespace aimcemu {
+
+const char* to_string(FirstLayerIm2col v) { return v == FirstLayerIm2col::Host ? "host" : "fpga"; }
+const char* to_string(AvgPoolMapping v) { return v == AvgPoolMapping::BlockDiagonal ? "block-diagonal" : "dense"; }
+
+std::int64_t aligned_beats(const PuConfig& pu, std::int64_t address, std::int64_t bytes) {
+    if (bytes <= 0) return 0;
+    const std::int64_t a = pu.align_bytes;
+    const std::int64_t first = address / a, last = (address + bytes - 1) / a;
+    return (last - first + 1) * a / pu.axi_bytes;
+}
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// How a layer's input columns reach the ping-pong buffer.
+enum class InputMode { Linear, Strided, Im2col };
+
+// The GEMM a layer actually runs on the PU, and how its operands move.
+struct GemmPlan {
+    std::int64_t n = 0, m = 0, m_eff = 0, p = 0;
+    std::int64_t tiles = 0, columns = 0;
+    InputMode input = InputMode::Linear;
+    int in_channels = 0;        // bytes per IM2COL command (one kernel pixel), or per strided column
+    int channel_offset_step = 0;  // avg-pool block-diagonal: tile t reads channels [t*R_SA, ...)
+    bool shared_tile = false;   // every tile has the same weights (block-diagonal avg pool)
+    double macs = 0;
+};
+
+GemmPlan plan_gemm(const Network& net, const Layer& l, const PuConfig& pu, const TimingOptions& opt) {
+    GemmPlan g;
+    const Shape3& in = net.shape_of(l.input);
+    g.n = l.gemm_n();
+    g.m = l.gemm_m();
+    g.p = l.gemm_p();
+    g.m_eff = g.m;
+    g.columns = g.p;
+    g.tiles = ceil_div(g.n, pu.r_sa);
+    g.in_channels = in.c;
+    if (l.kind == LayerKind::Linear) {
+        g.input = InputMode::Linear;
+    } else if (l.kind == LayerKind::AvgPool) {
+        g.input = InputMode::Im2col;
+        if (opt.avg_pool == AvgPoolMapping::BlockDiagonal) {
+            g.m_eff = std::int64_t(l.kernel) * l.kernel * std::min<std::int64_t>(pu.r_sa, in.c);
+            g.in_channels = std::min(pu.r_sa, in.c);
+            g.channel_offset_step = pu.r_sa;
+            g.columns = 1;
+            g.shared_tile = true;
+        }
+        return g;  // pools do no useful MACs
+    } else if (l.input == kNetworkInput && opt.first_layer == FirstLayerIm2col::Host) {
+        g.input = InputMode::Linear;  // host-built IM2COL matrix, patches padded to the alignment
+        g.m_eff = ceil_div(g.m, pu.align_bytes) * pu.align_bytes;
+    } else if (l.kernel == 1 && l.pad == 0 && l.stride == 1) {
+        g.input = InputMode::Linear;
+    } else if (l.kernel == 1 && l.pad == 0 && l.stride == 2) {
+        g.input = InputMode::Strided;
+    } else {
+        g.input = InputMode::Im2col;
+    }
+    g.macs = double(g.n) * double(g.m) * double(g.p);
+    return g;
+}
+
+// ADM cost (AXI cycles) of one command of `bytes` at `address`.
+double command_cost(const PuConfig& pu, std::int64_t address, std::int64_t bytes) {
+    return double(aligned_beats(pu, address, bytes)) + pu.adm_command_overhead;
+}
+
+// Input AXI cycles of each column (for IM2COL they differ at the image border).
+std::vector<double> input_axi_cycles(const Network& net, const Layer& l, const GemmPlan& g, const PuConfig& pu,
+                                     std::int64_t tile) {
+    std::vector<double> cycles(std::size_t(g.columns), 0.0);
+    if (g.input == InputMode::Linear) {
+        std::fill(cycles.begin(), cycles.end(), double(g.m_eff) / pu.axi_bytes);
+        return cycles;
+    }
+    if (g.input == InputMode::Strided) {
+        std::fill(cycles.begin(), cycles.end(), double(aligned_beats(pu, 0, g.in_channels)));
+        return cycles;
+    }
+    const Shape3& in = net.shape_of(l.input);
+    const int ow = l.out_shape.w;
+    const bool aligned = (std::int64_t(in.c) % pu.align_bytes == 0) &&
+                         (std::int64_t(g.channel_offset_step) * tile % pu.align_bytes == 0);
+    const double aligned_cost = command_cost(pu, 0, g.in_channels);
+    for (std::int64_t col = 0; col < g.columns; ++col) {
+        const int oy = int(col / ow), ox = int(col % ow);
+        double sum = 0;
+        for (int ky = 0; ky < l.kernel; ++ky) {
+            const int iy = oy * l.stride - l.pad + ky;
+            if (iy < 0 || iy >= in.h) continue;  // padding rows are zeros written by the buffer, no transfer
+            for (int kx = 0; kx < l.kernel; ++kx) {
+                const int ix = ox * l.stride - l.pad + kx;
+                if (ix < 0 || ix >= in.w) continue;
+                if (aligned) {
+                    sum += aligned_cost;
+                } else {
+                    const std::int64_t addr = (std::int64_t(iy) * in.w + ix) * in.c + g.channel_offset_step * tile;
+                    sum += command_cost(pu, addr, g.in_channels);
+                }
+            }
+        }
+        cycles[std::size_t(col)] = sum;
+    }
+    return cycles;
+}
+
+// AXI cycles to move a tile's `rows` bytes of pixel `col` of an N-channel HWC tensor.
+double row_segment_cost(const PuConfig& pu, std::int64_t n, std::int64_t tiles, int rows, std::int64_t tile,
+                        std::int64_t col) {
+    if (tiles == 1 && rows == n) return double(rows) / pu.axi_bytes;  // contiguous across columns: one stream
+    return command_cost(pu, col * n + tile * pu.r_sa, rows);
+}
+
+enum Stage { kSa, kWrb, kIn, kOut, kResidual, kStages };
+constexpr std::array<const char*, kStages> kStageNames = {"SA", "WRB", "ADM-in", "ADM-out", "residual"};
+
+LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const TimingOptions& opt,
+                      std::vector<TileTiming>* tiles_out) {
+    const Layer& l = net.layers[std::size_t(index)];
+    const GemmPlan g = plan_gemm(net, l, pu, opt);
+    LayerTiming t;
+    t.layer = index;
+    t.name = l.name;
+    t.kind = l.kind;
+    t.timed = true;
+    t.n = g.n;
+    t.m = g.m;
+    t.m_eff = g.m_eff;
+    t.p = g.p;
+    t.tiles = g.tiles;
+    t.columns = g.columns;
+    t.macs = g.macs;
+    t.wave_cycles = ceil_div(g.m_eff, pu.c_sa);
+    t.wrb_cycles = ceil_div(pu.r_sa, pu.r_g);
+    t.wrb_condition = pu.r_g * t.wave_cycles >= pu.r_sa;
+    t.sa_cycles = g.tiles * g.columns * t.wave_cycles;
+    const std::int64_t entries = uram_tile_entries(pu, g.m_eff);
+    if (entries > uram_capacity_entries(pu))
+        throw FormatError("<timing:" + net.name + ">", "layers/" + l.name,
+                          "one weight tile needs " + std::to_string(entries) + " URAM entries, more than the " +
+                              std::to_string(uram_capacity_entries(pu)) + " a " + pu.name + " has");
+
+    const double f = pu.fast_per_axi();
+    const bool residual = l.residual_input >= 0;
+    std::array<double, kStages> stage_time{};
+    std::vector<double> in_axi;
+    double in_sum = 0, out_sum = 0, res_sum = 0;
+    for (std::int64_t tile = 0; tile < g.tiles; ++tile) {
+        if (tile == 0 || g.channel_offset_step != 0) in_axi = input_axi_cycles(net, l, g, pu, tile);
+        const int rows = int(std::min<std::int64_t>(pu.r_sa, g.n - tile * pu.r_sa));
+        double tile_cycles = 0, tile_side = 0;
+        for (std::int64_t col = 0; col < g.columns; ++col) {
+            // The tile's output (and residual) segment sits at pixel `col`; block-diagonal avg pool has one pixel.
+            std::array<double, kStages> c{};
+            c[kSa] = double(t.wave_cycles);
+            c[kWrb] = double(t.wrb_cycles);
+            c[kIn] = in_axi[std::size_t(col)] * f;
+            c[kOut] = row_segment_cost(pu, g.n, g.tiles, rows, tile, col) * f;
+            c[kResidual] = residual ? row_segment_cost(pu, g.n, g.tiles, rows, tile, col) * f : 0.0;
+            const auto slowest = std::max_element(c.begin(), c.end());
+            stage_time[std::size_t(slowest - c.begin())] += *slowest;
+            tile_cycles += *slowest;
+            tile_side += c[kResidual];
+            in_sum += c[kIn];
+            out_sum += c[kOut];
+            res_sum += c[kResidual];
+        }
+        t.stream_cycles += tile_cycles;
+        if (tiles_out) {
+            TileTiming tt;
+            tt.layer = index;
+            tt.tile = int(tile);
+            tt.rows = rows;
+            tt.entries = entries;
+            tt.load_bytes = std::int64_t(rows) * g.m_eff + rows;  // weights + the bias byte per row
+            tt.exec_s = tile_cycles / pu.fast_hz;
+            tt.side_port_s = tile_side / pu.fast_hz;
+            tt.shared_static = g.shared_tile;
+            tiles_out->push_back(tt);
+        }
+        t.weight_bytes += (g.shared_tile && tile > 0) ? 0 : std::int64_t(rows) * g.m_eff + rows;
+        t.output_bytes += std::int64_t(rows) * g.columns;
+        if (residual) t.residual_bytes += std::int64_t(rows) * g.columns;
+    }
+    const double waves = double(g.tiles * g.columns);
+    t.in_cycles_per_column = in_sum / waves;
+    t.out_cycles_per_column = out_sum / waves;
+    t.residual_cycles_per_column = res_sum / waves;
+    t.input_bytes = std::int64_t(std::llround(in_sum / f * pu.axi_bytes));
+    t.bound = kStageNames[std::size_t(std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin())];
+
+    // Fill and drain: the first column's load, one HBM read and one write latency, the SA's diagonal
+    // (R_SA + C_SA) plus the DSP pipeline, the post-processing chain, and the WRB drain.
+    const double first_load = in_axi.empty() ? 0.0 : in_axi.front() * f;
+    t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + pu.r_sa + pu.c_sa +
+                    pu.dsp_pipeline + pu.postproc_pipeline + t.wrb_cycles;
+    if (tiles_out && !tiles_out->empty()) {
+        auto& first = (*tiles_out)[tiles_out->size() - std::size_t(g.tiles)];
+        first.exec_s += double(t.fill_cycles) / pu.fast_hz;
+    }
+    t.cycles = t.stream_cycles + double(t.fill_cycles);
+    t.time_s = t.cycles / pu.fast_hz;
+    t.efficiency = t.macs / (t.cycles * pu.macs_per_cycle());
+    return t;
+}
+
+// Element-wise add (not used by the zoo, whose residuals are fused): both operands stream in on
+// the two ports while the sum streams out; the slowest of the three sets the time.
+LayerTiming time_add(const Network& net, int index, const PuConfig& pu) {
+    const Layer& l = net.layers[std::size_t(index)];
+    LayerTiming t;
+    t.layer = index;
+    t.name = l.name;
+    t.kind = l.kind;
+    t.timed = true;
+    t.p = std::int64_t(l.out_shape.h) * l.out_shape.w;
+    const std::int64_t bytes = l.out_shape.size();
+    t.input_bytes = bytes;
+    t.residual_bytes = bytes;
+    t.output_bytes = bytes;
+    t.stream_cycles = double(bytes) / pu.axi_bytes * pu.fast_per_axi();
+    t.fill_cycles = std::int64_t(std::ceil(2.0 * pu.hbm_latency_s * pu.fast_hz)) + pu.postproc_pipeline;
+    t.cycles = t.stream_cycles + double(t.fill_cycles);
+    t.time_s = t.cycles / pu.fast_hz;
+    t.bound = "ADM-in";
+    return t;
+}
+
+LayerTiming time_one(const Network& net, int index, const PuConfig& pu, const TimingOptions& opt,
+                     std::vector<TileTiming>* tiles_out) {
+    const Layer& l = net.layers.at(std::size_t(index));
+    switch (l.kind) {
+        case LayerKind::Conv:
+        case LayerKind::Linear:
+        case LayerKind::AvgPool: return time_gemm(net, index, pu, opt, tiles_out);
+        case LayerKind::Add: return time_add(net, index, pu);
+        case LayerKind::MaxPool: break;
+    }
+    // Max-pool is fused into the producing layer's post-processing (paper Sec. V): no PU time.
+    LayerTiming t;
+    t.layer = index;
+    t.name = l.name;
+    t.kind = l.kind;
+    t.bound = "fused";
+    return t;
+}
+
+}  // namespace
+
+LayerTiming time_layer(const Network& net, int layer, const PuConfig& pu, const TimingOptions& options) {
+    pu.validate();
+    if (layer < 0 || layer >= int(net.layers.size()))
+        throw FormatError("<timing:" + net.name + ">", "layer", "index " + std::to_string(layer) + " out of range");
+    return time_one(net, layer, pu, options, nullptr);
+}
+
+NetworkTiming time_network(const Network& net, const PuConfig& pu, const TimingOptions& options) {
+    pu.validate();
+    NetworkTiming nt;
+    nt.pu = pu;
+    nt.options = options;
+    for (int i = 0; i < int(net.layers.size()); ++i) {
+        nt.layers.push_back(time_one(net, i, pu, options, &nt.tiles));
+        nt.compute_s += nt.layers.back().time_s;
+        nt.macs += nt.layers.back().macs;
+        nt.weight_bytes += nt.layers.back().weight_bytes;
+    }
+    return nt;
+}
+
+}  // namespace aimcemu

@@ -1,0 +1,104 @@
+// Analytic per-layer timing of one PU (PU1x / PU2x) running a quantized network.
+//
+// A GEMM layer (weights N x M, activations M x P) runs tile by tile: tile t is the row-block
+// [t*R_SA, t*R_SA + R_SA) of the weight matrix, and it streams all P input columns through the SA.
+// One column of one tile is a "wave" of ceil(M/C_SA) fast cycles.  The wave's time is the
+// slowest of the stages that work on it in parallel (ping-pong buffered, so loads overlap compute):
+//   SA        ceil(M_eff / C_SA)                         fast cycles
+//   WRB       ceil(R_SA / R_g)   (the read side drains R_SA bytes at R_g bytes/cycle)
+//   ADM in    IM2COL commands: per in-image kernel pixel, its aligned 32-byte beats + overhead;
+//             linear transfers (k=1, p=0, s in {1,2}; FC; host IM2COL) stream at 32 B/AXI cycle
+//   ADM out   the tile's R_SA output bytes of the pixel: aligned beats (+ overhead if strided)
+//   residual  the tile's R_SA residual bytes on the weights/residual port (same cost rule)
+// plus a per-layer fill (first column load, HBM latency, SA and post-processing depth).
+// Weight-tile load stalls are not here: the scheduler (scheduler.hpp) adds them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pu_model/network.hpp"
+#include "pu_model/pu_config.hpp"
+
+namespace aimcemu {
+
+// How the first layer (3 input channels) is fed.
+enum class FirstLayerIm2col {
+    Host,   // host builds the IM2COL matrix, each patch padded to the 32-byte alignment (147 -> 160 B)
+    Fpga,   // the PU's IM2COL unit: one ADM command per kernel pixel of 3 bytes
+};
+
+// How the global average pool is mapped onto the GEMM engine.
+enum class AvgPoolMapping {
+    BlockDiagonal,  // row-block t reads only its R_SA channels: M_eff = k*k*R_SA, P = 1 per tile;
+                    // all tiles share one weight tile (avg_mult on the block diagonal), kept in URAM
+    Dense,          // the full N x (k*k*C) GEMM of Layer::gemm_n/m (mostly zero weights)
+};
+
+const char* to_string(FirstLayerIm2col v);
+const char* to_string(AvgPoolMapping v);
+
+struct TimingOptions {
+    FirstLayerIm2col first_layer = FirstLayerIm2col::Host;
+    AvgPoolMapping avg_pool = AvgPoolMapping::BlockDiagonal;
+};
+
+// One weight tile as the scheduler sees it.
+struct TileTiming {
+    int layer = -1;             // index into Network::layers
+    int tile = 0;               // row-block index inside the layer
+    int rows = 0;               // <= R_SA
+    std::int64_t entries = 0;   // URAM entries per row
+    std::int64_t load_bytes = 0;  // weights + bias bytes moved HBM -> URAM
+    double exec_s = 0;          // execution once loaded (its waves; the layer fill on tile 0)
+    double side_port_s = 0;     // port time its residual fetch takes on the weights port
+    bool shared_static = false; // same weights as every tile of its layer, kept in URAM
+};
+
+struct LayerTiming {
+    int layer = -1;
+    std::string name;
+    LayerKind kind = LayerKind::Conv;
+    bool timed = false;          // false: fused or not a PU operation (max-pool)
+    std::int64_t n = 0, m = 0, m_eff = 0, p = 0;  // GEMM view actually run (m_eff: padded/mapped M)
+    std::int64_t tiles = 0;
+    std::int64_t columns = 0;    // columns streamed per tile
+    std::int64_t wave_cycles = 0;        // ceil(M_eff / C_SA)
+    std::int64_t sa_cycles = 0;          // P * ceil(N/R_SA) * ceil(M/C_SA) with the mapped M and P
+    double in_cycles_per_column = 0;     // average ADM input time of a column, fast cycles
+    double out_cycles_per_column = 0;
+    double residual_cycles_per_column = 0;
+    std::int64_t wrb_cycles = 0;         // ceil(R_SA / R_g)
+    std::int64_t fill_cycles = 0;
+    double stream_cycles = 0;            // sum over tiles and columns of the slowest stage
+    double cycles = 0;                   // stream + fill (no weight stalls)
+    std::string bound;                   // "SA", "ADM-in", "ADM-out", "residual", "WRB", "fused"
+    bool wrb_condition = true;           // R_g >= R_SA / ceil(M/C_SA) (the paper's condition)
+    double macs = 0;                     // useful MACs (conv/linear: N*M*P; pools: 0)
+    std::int64_t weight_bytes = 0;       // weights + bias loaded per inference
+    std::int64_t input_bytes = 0;        // activation bytes read from HBM (all tiles)
+    std::int64_t output_bytes = 0;
+    std::int64_t residual_bytes = 0;
+    double time_s = 0;
+    double efficiency = 0;               // macs / (cycles * R_SA * C_SA)
+};
+
+struct NetworkTiming {
+    PuConfig pu;
+    TimingOptions options;
+    std::vector<LayerTiming> layers;     // one per network layer (untimed ones included)
+    std::vector<TileTiming> tiles;       // execution order
+    double compute_s = 0;                // sum of layer times (no weight stalls)
+    double macs = 0;
+    std::int64_t weight_bytes = 0;
+};
+
+// Throws FormatError for a layer the PU cannot run (e.g. a tile larger than the URAM).
+NetworkTiming time_network(const Network& net, const PuConfig& pu, const TimingOptions& options = {});
+LayerTiming time_layer(const Network& net, int layer, const PuConfig& pu, const TimingOptions& options = {});
+
+// ADM cost of one transfer of `bytes` starting at byte address `address`: the aligned beats it
+// spans (the ADM reads whole aligned 32-byte words).
+std::int64_t aligned_beats(const PuConfig& pu, std::int64_t address, std::int64_t bytes);
+
+}  // namespace aimcemu
