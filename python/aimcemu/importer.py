@@ -25,6 +25,7 @@ from . import _core
 from . import quantize as q
 
 CALIBRATION_BATCH = 256
+NETWORK_INPUT = -1        # kNetworkInput in pu_model/network.hpp: "the producer is the image"
 
 
 class UnsupportedOperationError(NotImplementedError):
@@ -375,7 +376,7 @@ class _GraphMapper:
             tag = self.ops[node].tag
             if tag == "input":
                 input_node = node
-                self.values[node] = _Value(_core_input())
+                self.values[node] = _Value(NETWORK_INPUT)
             elif tag == "output":
                 output_layer = self._output(node)
             else:
@@ -406,7 +407,7 @@ class _GraphMapper:
         """The plan whose current output is `node`, when nothing else reads `node` (so an op on it
         can be fused into that plan without changing what other consumers see)."""
         layer = self.values[node].layer
-        if layer < 0 or len(node.users) != 1:
+        if layer == NETWORK_INPUT or len(node.users) != 1:
             return None
         plan = self.plans[layer]
         return plan if plan.tail is node else None
@@ -460,6 +461,7 @@ class _GraphMapper:
             # Nothing to fuse into (the input, or a value with several readers): a 1x1 max pool
             # with its ReLU flag is an exact standalone ReLU.
             plan = self._add_plan(node, "max_pool", source)
+            plan.op = _Op("max_pool", kernel=1, stride=1, pad=0)
             plan.relu = True
             self.values[node] = _Value(self.values[node].layer, self.values[source].flat_chw)
             return
@@ -497,23 +499,43 @@ class _GraphMapper:
         va, vb = self.values[a], self.values[b]
         if va.flat_chw != vb.flat_chw:
             self._fail(node, "adding a flattened tensor to an unflattened one is not supported")
-        # Fuse into the later-computed GEMM operand when only the add reads it and the other
-        # operand is an earlier layer: that is the accelerator's residual post-processing.
-        candidates = sorted([(va.layer, a, vb.layer), (vb.layer, b, va.layer)], key=lambda c: -c[0])
-        for layer, operand, other in candidates:
+        # The accelerator's post-processing adds a residual to a conv/linear output.  Fuse into the
+        # first operand's layer when possible (ResNet code writes `out += identity`, main path
+        # first, so the shortcut becomes the residual as in the paper), else into the second's.
+        for operand, shortcut in ((a, b), (b, a)):
             plan = self._sole_tail_of(operand)
-            if plan is not None and plan.kind in ("conv", "linear") and plan.residual_input < 0 and 0 <= other < layer:
-                plan.pre_residual = plan.tail
-                plan.residual_input = other
-                plan.tail = node
-                self.values[node] = _Value(layer, va.flat_chw)
-                return
-        first, second = (a, b) if vb.layer >= 0 else (b, a)
-        if self.values[second].layer < 0:
+            layer, other = self.values[operand].layer, self.values[shortcut].layer
+            if (plan is None or plan.kind not in ("conv", "linear") or plan.residual_input >= 0
+                    or other in (NETWORK_INPUT, layer)):
+                continue
+            if layer < other:
+                self._move_to_end(layer)      # the residual operand must be an earlier layer
+            plan.pre_residual = plan.tail
+            plan.residual_input = self.values[shortcut].layer
+            plan.tail = node
+            self.values[node] = _Value(self.values[operand].layer, va.flat_chw)
+            return
+        first, second = (a, b) if vb.layer != NETWORK_INPUT else (b, a)
+        if self.values[second].layer == NETWORK_INPUT:
             self._fail(node, "adding the network input to itself is not supported")
         plan = self._add_plan(node, "add", first)
         plan.residual_input = self.values[second].layer
         self.values[node] = _Value(self.values[node].layer, va.flat_chw)
+
+    def _move_to_end(self, layer: int) -> None:
+        """Moves plan `layer` to the end of the list and renumbers every reference.  Safe when the
+        add being fused is the plan's only reader: then no other plan reads it, and the plans after
+        it do not depend on it."""
+        def renumber(index: int) -> int:
+            return index - 1 if index > layer else index
+
+        moved = self.plans.pop(layer)
+        for plan in self.plans:
+            plan.input, plan.residual_input = renumber(plan.input), renumber(plan.residual_input)
+        self.plans.append(moved)
+        last = len(self.plans) - 1
+        self.values = {node: _Value(last if v.layer == layer else renumber(v.layer), v.flat_chw)
+                       for node, v in self.values.items()}
 
     def _output(self, node: fx.Node) -> int:
         result = node.args[0]
@@ -523,10 +545,6 @@ class _GraphMapper:
         if layer < 0:
             self._fail(node, "the model returns its input unchanged")
         return layer
-
-
-def _core_input() -> int:
-    return -1  # kNetworkInput in pu_model/network.hpp
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,7 +573,7 @@ class _Quantizer:
         return ImportedModel(net, self.input_frac, list(self.frac))
 
     def _frac_of(self, layer: int) -> int:
-        return self.input_frac if layer < 0 else self.frac[layer]
+        return self.input_frac if layer == NETWORK_INPUT else self.frac[layer]
 
     def _fit(self, *nodes: fx.Node) -> int:
         """Finest frac bits at which every node's calibrated range fits int8."""

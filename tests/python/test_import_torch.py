@@ -125,6 +125,80 @@ def test_cpp_layers_match_reference(residual_import):
         np.testing.assert_array_equal(np.asarray(mine).reshape(ref.shape), ref, err_msg=layer.name)
 
 
+class TorchvisionBasicBlock(nn.Module):
+    """torchvision's BasicBlock as written there: `out += identity` with the downsample computed
+    after conv2, so in graph order the shortcut conv comes last."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                           if stride != 1 or cin != cout else None)
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class TinyTorchvisionResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.layer1 = TorchvisionBasicBlock(8, 8, 1)
+        self.layer2 = TorchvisionBasicBlock(8, 16, 2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer2(self.layer1(x))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def test_torchvision_style_resnet():
+    """Every residual add is fused (no add layers), in-place ReLUs are calibrated on the right
+    values, and the logits track the float model (same empirical 5 % bound as above)."""
+    gen = torch.Generator().manual_seed(4)
+    torch.manual_seed(4)
+    model = TinyTorchvisionResNet()
+    randomize_batchnorm(model, gen)
+    model.eval()
+    images = torch.randn(64, 3, 32, 32, generator=gen)
+    imported = convert_torch(model, images)
+    net = imported.network
+    assert "add" not in kinds(net)
+    assert kinds(net).count("conv") == 6
+    # The add is fused into the main path's conv2 (the first operand of `out += identity`), as in
+    # the zoo's ResNets; layer2's shortcut conv is computed later in torch, so conv2 moves after it.
+    fused = [layer.name for layer in net.layers if layer.residual_input >= 0]
+    assert fused == ["layer1.conv2", "layer2.conv2"]
+    layer2_conv2 = net.layers[net.find_layer("layer2.conv2")]
+    assert layer2_conv2.residual_input == net.find_layer("layer2.downsample.0")
+    assert layer2_conv2.input == net.find_layer("layer2.conv1") and layer2_conv2.relu_after_residual
+    assert net.layers[net.find_layer("avgpool")].input == net.find_layer("layer2.conv2")
+    gap_index = net.find_layer("avgpool")
+    gap = net.layers[gap_index]
+    scale = 2.0 ** (imported.frac_bits[gap_index] - imported.frac_bits[gap.input]) / 16
+    assert gap.kernel == 4 and gap.avg_mult / 2 ** gap.out_shift == scale  # 1/16: exact
+    out = run_network_reference(net, imported.quantize_images(images))[-1]
+    got = q.dequantize(out.reshape(len(images), -1), imported.frac_bits[-1])
+    with torch.no_grad():
+        want = model(images).double().numpy()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.05
+
+
 # --- exact numerics --------------------------------------------------------------------------
 
 
