@@ -1,0 +1,274 @@
+// The results writer: read back with the HDF5 C API and compare with what was written, the
+// metrics with analysis/metrics.hpp, and check that failures never leave a file.
+#include <gtest/gtest.h>
+#include <hdf5_hl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "analysis/h5.hpp"
+#include "analysis/metrics.hpp"
+#include "analysis/results.hpp"
+#include "pu_model/errors.hpp"
+
+namespace fs = std::filesystem;
+using namespace aimcemu;
+
+namespace {
+
+constexpr std::size_t kImages = 3;
+
+// conv 4x4x2 -> 4x4x3, max-pool -> 2x2x3, linear -> 4 classes.
+Network small_network() {
+    Network net;
+    net.name = "small";
+    net.input_shape = {4, 4, 2};
+    Layer conv;
+    conv.name = "conv";
+    conv.kernel = 3;
+    conv.pad = 1;
+    conv.out_channels = 3;
+    conv.weights.assign(3 * 3 * 3 * 2, 1);
+    conv.bias.assign(3, 0);
+    Layer pool;
+    pool.name = "pool";
+    pool.kind = LayerKind::MaxPool;
+    pool.input = 0;
+    pool.kernel = 2;
+    pool.stride = 2;
+    Layer fc;
+    fc.name = "fc";
+    fc.kind = LayerKind::Linear;
+    fc.input = 1;
+    fc.out_channels = 4;
+    fc.weights.assign(4 * 12, 1);
+    fc.bias.assign(4, 0);
+    net.layers = {conv, pool, fc};
+    net.resolve();
+    return net;
+}
+
+// Deterministic activations for `layer`; `round` < 0 is the reference, a round changes every
+// (7 - round)-th element by round + 1.
+std::vector<std::int8_t> activations(const Network& net, int layer, int round) {
+    const std::size_t n = kImages * std::size_t(net.layers[std::size_t(layer)].out_shape.size());
+    std::vector<std::int8_t> a(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        int v = int((i * 29 + std::size_t(layer) * 11) % 200) - 100;
+        if (round >= 0 && i % std::size_t(7 - round) == 0) v += round + 1;
+        a[i] = std::int8_t(v);
+    }
+    return a;
+}
+
+class ResultsTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+        dir_ = fs::temp_directory_path() / ("aimcemu_results_" + std::to_string(::getpid()) + "_" + info->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
+    std::size_t file_count() const {
+        return std::size_t(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+    }
+
+    ResultsSpec spec(std::size_t rounds) const {
+        ResultsSpec s;
+        s.config_json = R"({"seed": 3})";
+        s.labels = {0, 3, 1};
+        for (std::size_t r = 0; r < rounds; ++r) s.rounds.push_back({std::int64_t(r), 7, 3600.0 * double(r + 1)});
+        return s;
+    }
+
+    // Writes every reference and round of the small network.
+    void write_all(ResultsWriter& w, const Network& net, std::size_t rounds) {
+        for (int l = 0; l < 3; ++l) w.set_reference(l, activations(net, l, -1));
+        for (std::size_t r = 0; r < rounds; ++r)
+            for (int l = 0; l < 3; ++l) w.set_round(r, l, activations(net, l, int(r)));
+    }
+
+    fs::path dir_;
+};
+
+bool scale_on_every_axis(const h5::Dataset& ds) {
+    for (unsigned axis = 0; axis < ds.dims().size(); ++axis)
+        if (H5DSget_num_scales(ds.id(), axis) != 1) return false;
+    return true;
+}
+
+std::int64_t argmax(const std::vector<std::int8_t>& v, std::size_t begin, std::size_t n) {
+    return std::int64_t(std::max_element(v.begin() + std::ptrdiff_t(begin), v.begin() + std::ptrdiff_t(begin + n)) -
+                        (v.begin() + std::ptrdiff_t(begin)));
+}
+
+}  // namespace
+
+TEST_F(ResultsTest, WritesActivationsMetricsPredictionsAndCoordinates) {
+    const Network net = small_network();
+    {
+        ResultsWriter w(path("r.h5"), net, spec(2));
+        write_all(w, net, 2);
+        w.commit();
+    }
+    EXPECT_EQ(file_count(), 1u);
+    const auto f = h5::File::open_read(path("r.h5"));
+    EXPECT_EQ(f.read_attribute_string("format"), kResultsFormat);
+    EXPECT_EQ(f.read_attribute_int("format_version"), kResultsFormatVersion);
+    EXPECT_EQ(f.read_attribute_string("config"), R"({"seed": 3})");
+    EXPECT_EQ(f.read_attribute_string("model"), "small");
+    EXPECT_EQ(f.open_dataset("round").read<std::int64_t>(), (std::vector<std::int64_t>{0, 1}));
+    EXPECT_EQ(f.open_dataset("chip").read<std::int64_t>(), (std::vector<std::int64_t>{7, 7}));
+    EXPECT_EQ(f.open_dataset("t").read<double>(), (std::vector<double>{3600.0, 7200.0}));
+
+    const auto layers = f.open_group("layers");
+    EXPECT_EQ(layers.children_in_creation_order(), (std::vector<std::string>{"conv", "pool", "fc"}));
+    for (int l = 0; l < 3; ++l) {
+        const std::string name = net.layers[std::size_t(l)].name;
+        SCOPED_TRACE(name);
+        const auto g = layers.open_group(name);
+        const Shape3 o = net.layers[std::size_t(l)].out_shape;
+        const auto acts = g.open_dataset("activations");
+        EXPECT_EQ(acts.dims(), (h5::Dims{2, kImages, hsize_t(o.h), hsize_t(o.w), hsize_t(o.c)}));
+        EXPECT_TRUE(scale_on_every_axis(acts));
+        EXPECT_TRUE(scale_on_every_axis(g.open_dataset("reference")));
+        EXPECT_EQ(g.open_dataset("reference").read<std::int8_t>(), activations(net, l, -1));
+        std::vector<std::int8_t> both = activations(net, l, 0);
+        const auto r1 = activations(net, l, 1);
+        both.insert(both.end(), r1.begin(), r1.end());
+        EXPECT_EQ(acts.read<std::int8_t>(), both);
+        const auto snr = g.open_dataset("snr_db").read<double>();
+        const auto cos = g.open_dataset("cosine").read<double>();
+        const auto mis = g.open_dataset("mismatch_rate").read<double>();
+        for (int r = 0; r < 2; ++r) {
+            const auto noisy = activations(net, l, r), ref = activations(net, l, -1);
+            EXPECT_EQ(snr[std::size_t(r)], snr_db(noisy, ref));
+            EXPECT_EQ(cos[std::size_t(r)], cosine_similarity(noisy, ref));
+            EXPECT_EQ(mis[std::size_t(r)], mismatch_rate(noisy, ref));
+        }
+        EXPECT_EQ(g.read_attribute_int("out_shift"), net.layers[std::size_t(l)].out_shift);
+        EXPECT_EQ(g.read_attribute_string("kind"), to_string(net.layers[std::size_t(l)].kind));
+        EXPECT_FALSE(g.has_attribute("scale_factor"));  // xarray would apply it
+    }
+
+    // Predictions are the first maximum of the output layer; accuracy compares with labels.
+    const auto labels = f.open_dataset("labels").read<std::int64_t>();
+    const auto pred = f.open_dataset("predictions").read<std::int64_t>();
+    const auto acc = f.open_dataset("accuracy").read<double>();
+    ASSERT_EQ(pred.size(), 2 * kImages);
+    for (int r = 0; r < 2; ++r) {
+        const auto out = activations(net, 2, r);
+        int correct = 0;
+        for (std::size_t i = 0; i < kImages; ++i) {
+            EXPECT_EQ(pred[std::size_t(r) * kImages + i], argmax(out, i * 4, 4));
+            correct += pred[std::size_t(r) * kImages + i] == labels[i];
+        }
+        EXPECT_DOUBLE_EQ(acc[std::size_t(r)], correct / double(kImages));
+    }
+    const auto ref_out = activations(net, 2, -1);
+    const auto ref_pred = f.open_dataset("reference_predictions").read<std::int64_t>();
+    for (std::size_t i = 0; i < kImages; ++i) EXPECT_EQ(ref_pred[i], argmax(ref_out, i * 4, 4));
+    EXPECT_EQ(f.open_dataset("logits").dims(), (h5::Dims{2, kImages, 4}));
+}
+
+TEST_F(ResultsTest, ActivationsAreChunkedAndDeflated) {
+    const Network net = small_network();
+    ResultsSpec s = spec(2);
+    s.deflate_level = 3;
+    ResultsWriter w(path("r.h5"), net, s);
+    write_all(w, net, 2);
+    w.commit();
+    const auto f = h5::File::open_read(path("r.h5"));
+    const auto acts = f.open_group("layers").open_dataset("conv/activations");
+    h5::Handle dcpl(H5Dget_create_plist(acts.id()));
+    EXPECT_EQ(H5Pget_layout(dcpl.id()), H5D_CHUNKED);
+    hsize_t chunk[5];
+    ASSERT_EQ(H5Pget_chunk(dcpl.id(), 5, chunk), 5);
+    EXPECT_EQ(chunk[0], 1u);  // one round per chunk
+    ASSERT_EQ(H5Pget_nfilters(dcpl.id()), 1);
+    unsigned flags = 0, level = 0;
+    std::size_t n_values = 1;
+    EXPECT_EQ(H5Pget_filter2(dcpl.id(), 0, &flags, &n_values, &level, 0, nullptr, nullptr), H5Z_FILTER_DEFLATE);
+    EXPECT_EQ(level, 3u);
+}
+
+TEST(ChooseChunk, StaysWithinTenKibToOneMibForLargeArrays) {
+    // ResNet-50 conv1 output of 1000 images (one round of activations).
+    const h5::Dims chunk = h5::choose_chunk({1000, 112, 112, 64}, 1);
+    std::size_t bytes = 1;
+    for (auto c : chunk) bytes *= c;
+    EXPECT_GE(bytes, 10u * 1024);
+    EXPECT_LE(bytes, 1024u * 1024);
+    EXPECT_EQ(chunk[3], 64u);  // whole trailing axes
+    EXPECT_EQ(h5::choose_chunk({3, 2, 2}, 1), (h5::Dims{3, 2, 2}));  // small arrays: one chunk
+}
+
+TEST_F(ResultsTest, DigitalRunHasOnlyTheReference) {
+    const Network net = small_network();
+    ResultsWriter w(path("r.h5"), net, spec(0));
+    write_all(w, net, 0);
+    w.commit();
+    const auto f = h5::File::open_read(path("r.h5"));
+    EXPECT_EQ(f.open_dataset("accuracy").dims(), h5::Dims{0});
+    EXPECT_EQ(f.open_group("layers").open_dataset("conv/activations").dims(), (h5::Dims{0, kImages, 4, 4, 3}));
+    EXPECT_EQ(f.open_group("layers").open_dataset("fc/snr_db").dims(), h5::Dims{0});
+    EXPECT_EQ(f.open_dataset("reference_accuracy").read<double>().at(0), w.reference_accuracy());
+}
+
+TEST_F(ResultsTest, SelectedLayersOnlyStoreTheirActivations) {
+    const Network net = small_network();
+    ResultsSpec s = spec(1);
+    s.stored_layers = {"fc"};
+    ResultsWriter w(path("r.h5"), net, s);
+    write_all(w, net, 1);
+    w.commit();
+    const auto layers = h5::File::open_read(path("r.h5")).open_group("layers");
+    EXPECT_FALSE(layers.open_group("conv").has_link("activations"));
+    EXPECT_FALSE(layers.open_group("conv").has_link("reference"));
+    EXPECT_TRUE(layers.open_group("conv").has_link("snr_db"));  // metrics are always kept
+    EXPECT_EQ(layers.open_group("conv").read_attribute_int("activations_stored"), 0);
+    EXPECT_TRUE(layers.open_group("fc").has_link("activations"));
+}
+
+TEST_F(ResultsTest, UnknownLayerInSelectionIsAFormatError) {
+    ResultsSpec s = spec(1);
+    s.stored_layers = {"conv", "nope"};
+    EXPECT_THROW(ResultsWriter(path("r.h5"), small_network(), s), FormatError);
+    EXPECT_EQ(file_count(), 0u);
+}
+
+TEST_F(ResultsTest, AbandonedOrIncompleteWriterLeavesNoFile) {
+    const Network net = small_network();
+    {
+        ResultsWriter w(path("r.h5"), net, spec(2));
+        w.set_reference(0, activations(net, 0, -1));
+        EXPECT_GT(file_count(), 0u);  // the temporary file exists while writing
+    }
+    EXPECT_EQ(file_count(), 0u);
+    {
+        ResultsWriter w(path("r.h5"), net, spec(1));
+        for (int l = 0; l < 3; ++l) w.set_reference(l, activations(net, l, -1));
+        w.set_round(0, 0, activations(net, 0, 0));
+        EXPECT_THROW(w.commit(), FormatError);  // rounds of pool and fc missing
+    }
+    EXPECT_EQ(file_count(), 0u);
+}
+
+TEST_F(ResultsTest, BadInputsAreFormatErrors) {
+    const Network net = small_network();
+    ResultsWriter w(path("r.h5"), net, spec(1));
+    EXPECT_THROW(w.set_round(0, 0, activations(net, 0, 0)), FormatError);  // reference not set yet
+    EXPECT_THROW(w.set_reference(0, activations(net, 1, -1)), FormatError);  // wrong size
+    EXPECT_THROW(w.set_reference(5, activations(net, 0, -1)), FormatError);
+    w.set_reference(0, activations(net, 0, -1));
+    EXPECT_THROW(w.set_round(1, 0, activations(net, 0, 0)), FormatError);  // only one round
+}
+
+TEST_F(ResultsTest, UnwritablePathIsAFormatErrorAndLeavesNoFile) {
+    EXPECT_THROW(ResultsWriter(path("missing/r.h5"), small_network(), spec(1)), FormatError);
+    EXPECT_THROW(ResultsWriter(dir_.string(), small_network(), spec(1)), FormatError);
+    EXPECT_EQ(file_count(), 0u);
+}
