@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "pu_model/errors.hpp"
+#include "pu_model/hbm.hpp"
 
 namespace aimcemu::niu {
 namespace {
@@ -108,6 +109,16 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
     std::vector<std::int8_t> out(clean.size());
     apply_layer(layer, clean, out, threads);
     return out;
+}
+
+void apply_program(const NiuProgram& program, Hbm& hbm, int threads) {
+    for (const NiuLayerProgram& layer : program.layers) {
+        const auto clean = hbm.bytes(layer.src_addr, layer.count);
+        const auto out = hbm.bytes(layer.dst_addr, layer.count);
+        if (layer.src_addr < layer.dst_addr + layer.count && layer.dst_addr < layer.src_addr + layer.count)
+            throw FormatError("<niu program>", "DST_ADDR", "a layer's clean and noisy regions overlap");
+        apply_layer(layer, clean, out, threads);
+    }
 }
 
 NiuBeatModel::NiuBeatModel(const NiuLayerProgram& layer)

@@ -16,6 +16,10 @@
 #include "niu/niu_rng.hpp"
 #include "niu/program.hpp"
 
+namespace aimcemu {
+class Hbm;
+}
+
 namespace aimcemu::niu {
 
 inline constexpr int kLanes = gen::NIU_LANES;
@@ -36,6 +40,11 @@ std::int8_t noisy_code(const NiuLayerProgram& layer, std::int8_t clean, const We
 void apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, std::span<std::int8_t> out,
                  int threads = 0);
 std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads = 0);
+
+// Runs a whole program against HBM: each layer reads COUNT clean bytes at SRC_ADDR and writes
+// COUNT noisy bytes at DST_ADDR (bytes after the layer in its last beat are left untouched, as
+// the RTL's WSTRB does).  Throws FormatError for a layer outside the memory.
+void apply_program(const NiuProgram& program, Hbm& hbm, int threads = 0);
 
 // Beat-level model of one layer (section 4.2): feed beats in order; tail lanes output 0.
 class NiuBeatModel {
