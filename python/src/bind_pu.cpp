@@ -1,0 +1,246 @@
+// Bindings for the PU functional model: whole-network inference, the GEMM paths, IM2COL and the
+// cycle-level systolic-array model.  Arrays must have exactly the documented dtype and rank; any
+// other input is an aimcemu.FormatError naming the argument.  Compute runs without the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "pu_model/errors.hpp"
+#include "pu_model/gemm.hpp"
+#include "pu_model/im2col.hpp"
+#include "pu_model/inference.hpp"
+#include "pu_model/sa_cycle.hpp"
+
+namespace py = pybind11;
+using namespace aimcemu;
+
+namespace {
+
+using Int8Array = py::array_t<std::int8_t, py::array::c_style>;
+
+// The argument as a C-contiguous int8 array of the given rank (copied only if not contiguous).
+Int8Array int8_arg(const py::handle& obj, int ndim, const std::string& name) {
+    if (!py::isinstance<py::array>(obj))
+        throw FormatError("<memory>", name, "expected a numpy int8 array");
+    const auto a = py::reinterpret_borrow<py::array>(obj);
+    if (!a.dtype().is(py::dtype::of<std::int8_t>()))
+        throw FormatError("<memory>", name, "expected dtype int8, got " + std::string(py::str(a.dtype())));
+    if (a.ndim() != ndim)
+        throw FormatError("<memory>", name, "expected " + std::to_string(ndim) + " dimensions, got " +
+                                                std::to_string(a.ndim()));
+    return Int8Array::ensure(a);
+}
+
+GemmBackend backend_from(const std::string& name) {
+    if (name == "fast") return GemmBackend::Fast;
+    if (name == "reference") return GemmBackend::Reference;
+    if (name == "cycle_sa") return GemmBackend::CycleSA;
+    throw FormatError("<memory>", "backend", "unknown backend '" + name + "' (expected fast, reference or cycle_sa)");
+}
+
+FastKernel kernel_from(const std::string& name) {
+    for (auto k : {FastKernel::Auto, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+        if (name == to_string(k)) return k;
+    throw FormatError("<memory>", "kernel", "unknown kernel '" + name + "' (expected auto, vnni512, dnnl or portable)");
+}
+
+// {layer_index: int8 array} supplied by the caller (e.g. noisy weights from the NIU model).
+class DictWeights : public WeightView {
+public:
+    DictWeights(const Network& net, const py::dict& weights) : table_(net.layers.size(), nullptr) {
+        for (const auto& [key, value] : weights) {
+            const int index = py::cast<int>(key);
+            const std::string field = "weights[" + std::to_string(index) + "]";
+            if (index < 0 || index >= int(net.layers.size()))
+                throw FormatError("<memory>", field, "no such layer index");
+            const Layer& l = net.layers[std::size_t(index)];
+            if (!l.is_gemm()) throw FormatError("<memory>", field, "layer '" + l.name + "' has no weights");
+            if (!py::isinstance<py::array>(value) ||
+                !py::reinterpret_borrow<py::array>(value).dtype().is(py::dtype::of<std::int8_t>()))
+                throw FormatError("<memory>", field, "expected a numpy int8 array");
+            auto array = Int8Array::ensure(py::reinterpret_borrow<py::object>(value));
+            if (array.size() != py::ssize_t(l.weights.size()))
+                throw FormatError("<memory>", field, "expected " + std::to_string(l.weights.size()) +
+                                                         " values (layer '" + l.name + "'), got " +
+                                                         std::to_string(array.size()));
+            table_[std::size_t(index)] = array.data();
+            keep_.push_back(std::move(array));
+        }
+    }
+    const std::int8_t* weights(int index) const override { return table_[std::size_t(index)]; }
+
+private:
+    std::vector<const std::int8_t*> table_;
+    std::vector<Int8Array> keep_;
+};
+
+py::list run_network_py(const Network& net, const py::object& images_obj, const std::string& backend, int threads,
+                        const py::object& weights_obj) {
+    const Int8Array images = int8_arg(images_obj, 4, "images");
+    const Shape3 in{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))};
+    if (!(in == net.input_shape))
+        throw FormatError("<memory>", "images", "expected [N, " + std::to_string(net.input_shape.h) + ", " +
+                                                    std::to_string(net.input_shape.w) + ", " +
+                                                    std::to_string(net.input_shape.c) + "] int8");
+    std::unique_ptr<DictWeights> view;
+    if (!weights_obj.is_none()) {
+        if (!py::isinstance<py::dict>(weights_obj))
+            throw FormatError("<memory>", "weights", "expected a dict {layer_index: int8 array}");
+        view = std::make_unique<DictWeights>(net, weights_obj.cast<py::dict>());
+    }
+    RunOptions options;
+    options.backend = backend_from(backend);
+    options.threads = threads;
+    options.weights = view.get();
+    const std::int64_t count = images.shape(0), image_size = in.size();
+    std::vector<Tensor8> inputs(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i)
+        inputs[std::size_t(i)] = {in, std::vector<std::int8_t>(images.data() + i * image_size,
+                                                               images.data() + (i + 1) * image_size)};
+    std::vector<std::vector<Tensor8>> results;
+    {
+        py::gil_scoped_release release;
+        results = run_network_batch(net, inputs, options);
+    }
+    py::list per_layer;
+    for (std::size_t l = 0; l < net.layers.size(); ++l) {
+        const Shape3& s = net.layers[l].out_shape;
+        Int8Array out({py::ssize_t(count), py::ssize_t(s.h), py::ssize_t(s.w), py::ssize_t(s.c)});
+        for (std::int64_t i = 0; i < count; ++i)
+            std::copy(results[std::size_t(i)][l].data.begin(), results[std::size_t(i)][l].data.end(),
+                      out.mutable_data() + i * s.size());
+        per_layer.append(out);
+    }
+    return per_layer;
+}
+
+struct GemmArgs {
+    Int8Array w, xt, bias;
+    std::int64_t n, m, p;
+};
+
+// Validates (w [N,M], x [M,P], bias [N]) and transposes x into the P x M operand.
+GemmArgs gemm_args(const py::object& w_obj, const py::object& x_obj, const py::object& bias_obj, int bias_shift) {
+    GemmArgs a{int8_arg(w_obj, 2, "w"), Int8Array(), int8_arg(bias_obj, 1, "bias"), 0, 0, 0};
+    const Int8Array x = int8_arg(x_obj, 2, "x");
+    a.n = a.w.shape(0);
+    a.m = a.w.shape(1);
+    a.p = x.shape(1);
+    if (a.n == 0 || a.m == 0 || a.p == 0) throw FormatError("<memory>", "w", "empty operand");
+    if (x.shape(0) != a.m)
+        throw FormatError("<memory>", "x", "expected " + std::to_string(a.m) + " rows (w is [N, M]), got " +
+                                               std::to_string(x.shape(0)));
+    if (a.bias.shape(0) != a.n)
+        throw FormatError("<memory>", "bias", "expected " + std::to_string(a.n) + " values, got " +
+                                                  std::to_string(a.bias.shape(0)));
+    check_gemm_fits_int32(a.m, bias_shift, "bias_shift");
+    a.xt = Int8Array({py::ssize_t(a.p), py::ssize_t(a.m)});
+    auto src = x.unchecked<2>();
+    auto dst = a.xt.mutable_unchecked<2>();
+    for (std::int64_t k = 0; k < a.m; ++k)
+        for (std::int64_t j = 0; j < a.p; ++j) dst(j, k) = src(k, j);
+    return a;
+}
+
+// P x N accumulators back to the [N, P] orientation of the Python API.
+py::array_t<std::int32_t> transpose_acc(const std::vector<std::int32_t>& acc, std::int64_t n, std::int64_t p) {
+    py::array_t<std::int32_t> out({py::ssize_t(n), py::ssize_t(p)});
+    auto o = out.mutable_unchecked<2>();
+    for (std::int64_t j = 0; j < p; ++j)
+        for (std::int64_t i = 0; i < n; ++i) o(i, j) = acc[std::size_t(j * n + i)];
+    return out;
+}
+
+py::dict stats_dict(const SaCycleStats& s) {
+    py::dict d;
+    d["cycles"] = s.cycles;
+    d["waves"] = s.waves;
+    d["cycles_per_wave"] = s.cycles_per_wave;
+    d["chunks"] = s.chunks;
+    d["compute_cycles"] = s.compute_cycles;
+    d["sa_stall_cycles"] = s.sa_stall_cycles;
+    d["wrb_full_cycles"] = s.wrb_full_cycles;
+    d["out_of_order_writes"] = s.out_of_order_writes;
+    d["first_output_cycle"] = s.first_output_cycle;
+    d["max_wrb_chunks"] = s.max_wrb_chunks;
+    return d;
+}
+
+void bind_pu(py::module_& m) {
+    m.def("run_network", &run_network_py, py::arg("net"), py::arg("images"), py::arg("backend") = "fast",
+          py::arg("threads") = 0, py::arg("weights") = py::none(),
+          "Bit-exact INT8 inference of a resolved Network on int8 images [N, H, W, C] (HWC).\n"
+          "Returns one int8 array [N, H, W, C] per layer.  backend: 'fast', 'reference' or 'cycle_sa'.\n"
+          "weights: optional {layer_index: int8 array} replacing the weights the PU reads (e.g. noisy\n"
+          "ones).  threads: 0 = all cores; results never depend on it.");
+
+    m.def("gemm",
+          [](const py::object& w, const py::object& x, const py::object& bias, int bias_shift, const std::string& backend,
+             const std::string& kernel, int threads) {
+              const GemmArgs a = gemm_args(w, x, bias, bias_shift);
+              const GemmBackend b = backend_from(backend);
+              const FastKernel k = kernel_from(kernel);
+              std::vector<std::int32_t> acc(std::size_t(a.n * a.p));
+              {
+                  py::gil_scoped_release release;
+                  if (b == GemmBackend::Fast)
+                      gemm_fast(a.w.data(), a.xt.data(), a.bias.data(), bias_shift, a.n, a.m, a.p, acc.data(), threads, k);
+                  else if (b == GemmBackend::Reference)
+                      gemm_reference(a.w.data(), a.xt.data(), a.m, a.bias.data(), bias_shift, a.n, a.m, a.p, acc.data());
+                  else
+                      sa_cycle_gemm(a.w.data(), a.xt.data(), a.m, a.bias.data(), bias_shift, a.n, a.m, a.p, SaConfig{},
+                                    acc.data());
+              }
+              return transpose_acc(acc, a.n, a.p);
+          },
+          py::arg("w"), py::arg("x"), py::arg("bias"), py::arg("bias_shift"), py::arg("backend") = "fast",
+          py::arg("kernel") = "auto", py::arg("threads") = 1,
+          "acc[N, P] = w[N, M] @ x[M, P] + (bias[N] << bias_shift), exact int32.\n"
+          "kernel (fast backend): 'auto', 'vnni512', 'dnnl' or 'portable'.");
+
+    m.def("im2col",
+          [](const py::object& x_obj, int kernel, int stride, int pad) {
+              const Int8Array x = int8_arg(x_obj, 3, "x");
+              const WindowGeometry g{{int(x.shape(0)), int(x.shape(1)), int(x.shape(2))}, kernel, stride, pad};
+              g.validate("im2col");
+              Int8Array out({py::ssize_t(g.p()), py::ssize_t(g.m())});
+              {
+                  py::gil_scoped_release release;
+                  im2col_into(x.data(), g, 0, g.m(), reinterpret_cast<std::uint8_t*>(out.mutable_data()));
+              }
+              return out;
+          },
+          py::arg("x"), py::arg("kernel"), py::arg("stride") = 1, py::arg("pad") = 0,
+          "IM2COL of an HWC int8 map x[H, W, C]: returns the patch-major operand [P, M] (row p = output\n"
+          "pixel oy*out_w+ox, columns in (ky, kx, c) order, padding reads 0); the GEMM's X is its transpose.");
+
+    m.def("sa_cycle_gemm",
+          [](const py::object& w, const py::object& x, const py::object& bias, int bias_shift, int rows, int cols, int rg,
+             int fifo_depth, int wrb_waves) {
+              const GemmArgs a = gemm_args(w, x, bias, bias_shift);
+              const SaConfig cfg{rows, cols, rg, fifo_depth, wrb_waves};
+              std::vector<std::int32_t> acc(std::size_t(a.n * a.p));
+              SaCycleStats stats;
+              {
+                  py::gil_scoped_release release;
+                  stats = sa_cycle_gemm(a.w.data(), a.xt.data(), a.m, a.bias.data(), bias_shift, a.n, a.m, a.p, cfg,
+                                        acc.data());
+              }
+              return py::make_tuple(transpose_acc(acc, a.n, a.p), stats_dict(stats));
+          },
+          py::arg("w"), py::arg("x"), py::arg("bias"), py::arg("bias_shift"), py::arg("rows") = 64, py::arg("cols") = 8,
+          py::arg("rg") = 8, py::arg("fifo_depth") = SaConfig{}.fifo_depth, py::arg("wrb_waves") = SaConfig{}.wrb_waves,
+          "The GEMM on the cycle-level systolic-array model: returns (acc int32 [N, P], stats dict with\n"
+          "cycles, waves, cycles_per_wave, chunks, compute_cycles, stall and WRB figures).");
+
+    m.def("fast_kernels", [] {
+        std::vector<std::string> names;
+        for (auto k : {FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+            if (fast_kernel_available(k)) names.emplace_back(to_string(k));
+        return names;
+    }, "Fast GEMM kernels available in this build on this CPU; 'auto' picks the first.");
+}
+
+}  // namespace
+
+AIMCEMU_REGISTER_BINDINGS(10, bind_pu);
