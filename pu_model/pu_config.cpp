@@ -29,7 +29,7 @@ void PuConfig::validate(const std::string& source) const {
     require(c_sa * 8 * uram_subregions == uram_weight_bits, source, "c_sa",
             "C_SA * 8 bit * sub-regions must equal the URAM weight width (" + std::to_string(uram_weight_bits) +
                 " bit)");
-    require(dsp_pipeline >= 0 && postproc_pipeline >= 0 && hbm_latency_s >= 0, source, "pipeline",
+    require(postproc_pipeline >= 0 && hbm_latency_s >= 0, source, "pipeline",
             "depths and latency must be >= 0");
 }
 

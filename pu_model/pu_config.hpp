@@ -25,7 +25,7 @@ struct PuConfig {
     // Extra AXI cycles per ADM command that the IM2COL unit issues (one command per in-image
     // kernel pixel, per output segment, per residual segment).  Not in the paper: fitted to the
     // footnote of Table I (ResNet-50 with the first layer's IM2COL in the FPGA); see docs/timing.md.
-    double adm_command_overhead = 1.43;
+    double adm_command_overhead = 1.48;
 
     // URAM weight store: 64 URAMs x 4096 x 72 bit; 64 bits of weights + the spare byte (bias).
     int uram_count = 64;
@@ -33,9 +33,9 @@ struct PuConfig {
     int uram_weight_bits = 64;
     int uram_subregions = 1;          // PU1x: 2 sub-regions of 32 bit, matching its C_SA = 4
 
-    // Pipeline depths (fast cycles) for the per-layer fill and drain.
-    int dsp_pipeline = 4;             // DSP48E2 A/B/M/P registers of one column
-    int postproc_pipeline = 16;       // scale/shift, ReLU, residual SIMD add, ReLU, width/clock conv.
+    // Pipeline depth (fast cycles) after the WRB, for the per-layer drain (the SA's own drain comes
+    // from sa_pipeline_cycles in timing.hpp).
+    int postproc_pipeline = 16;       // ReLU, residual SIMD add, ReLU, width upsizer, clock converter
     double hbm_latency_s = 107e-9;    // HBM read latency (Shuhai, Wang et al. FCCM 2020, page hit)
 
     // Derived quantities.

@@ -64,7 +64,6 @@ public:
         ls_.assign(n, 0);
         le_.assign(n, 0);
         release_.assign(n, 0);
-        memory_free_.assign(n, 0);
         occ_.assign(n, 0);
         loaded_.assign(n, false);
     }
@@ -72,11 +71,12 @@ public:
     // Returns false if the schedule deadlocks (or double buffering meets a tile over half the URAM).
     bool run() {
         const std::size_t n = s_.size();
-        // Port order: by release window, then by tile.
-        std::vector<std::size_t> order(n);
-        std::iota(order.begin(), order.end(), 0);
+        // Port order: by release window, then by tile (a counting sort: windows lie in [-n, n)).
         auto window = [&](std::size_t g) { return g == 0 ? -long(n) : long(g) - leads_[g % t_]; };
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return window(a) < window(b); });
+        std::vector<std::size_t> count(2 * n + 1, 0), order(n);
+        for (std::size_t g = 0; g < n; ++g) ++count[std::size_t(window(g) + long(n)) + 1];
+        for (std::size_t k = 1; k < count.size(); ++k) count[k] += count[k - 1];
+        for (std::size_t g = 0; g < n; ++g) order[count[std::size_t(window(g) + long(n))]++] = g;
         double port_free = 0;
         bool feasible = true;
         for (std::size_t g : order) {
@@ -91,16 +91,14 @@ public:
                     if (g - 2 >= exec_next_) return false;
                     start = std::max(start, e_[g - 2]);
                 }
-                memory_free_[g] = g >= 2 ? e_[g - 2] : 0.0;
             } else {
                 const double room = make_room(t.entries, start);
                 if (room < 0) return false;
-                memory_free_[g] = room;
                 start = std::max(start, room);
             }
             release_alive(start);
             allocated_ += t.entries;
-            alive_.push_back(g);
+            alive_.insert(std::upper_bound(alive_.begin(), alive_.end(), g), g);
             occ_[g] = double(allocated_);
             ls_[g] = start;
             le_[g] = g == 0 ? 0.0 : port_finish(start, t.load_s);
@@ -138,44 +136,31 @@ public:
         return r;
     }
 
-    // True when the URAM, not the window or the port, decided when tile j's load started.
-    bool memory_bound(std::size_t j) const {
-        const std::size_t g = t_ * (kRounds - 1) + j;
-        return memory_free_[g] >= ls_[g] && memory_free_[g] > release_[g];
-    }
+    // Steady-state round time (cheaper than steady_state() when only the total matters).
+    double period() const { return e_.back() - e_[t_ * (kRounds - 1) - 1]; }
 
 private:
     const SchedTile& tile(std::size_t g) const { return p_.tiles[g % t_]; }
 
-    // Frees the tiles that finished executing by time t.
+    // Frees the tiles that finished executing by time t.  alive_ is sorted by tile index, and
+    // tiles finish in index order, so the finished ones are a prefix.
     void release_alive(double t) {
-        for (auto it = alive_.begin(); it != alive_.end();) {
-            if (*it < exec_next_ && e_[*it] <= t) {
-                allocated_ -= tile(*it).entries;
-                it = alive_.erase(it);
-            } else {
-                ++it;
-            }
-        }
+        std::size_t k = 0;
+        while (k < alive_.size() && alive_[k] < exec_next_ && e_[alive_[k]] <= t) allocated_ -= tile(alive_[k++]).entries;
+        alive_.erase(alive_.begin(), alive_.begin() + long(k));
     }
 
-    // Earliest time >= t at which `entries` more fit: tiles free in execution order.  -1 if the
-    // room depends on a tile that cannot run yet (deadlock).
+    // Earliest time >= t at which `entries` more fit: tiles free in execution (= index) order.
+    // -1 if the room depends on a tile that cannot run yet (deadlock).
     double make_room(std::int64_t entries, double t) const {
-        std::int64_t used = 0;
-        std::vector<std::size_t> known;
+        std::int64_t used = allocated_;
         for (std::size_t g : alive_) {
-            if (g < exec_next_ && e_[g] <= t) continue;
-            used += tile(g).entries;
-            if (g < exec_next_) known.push_back(g);
-        }
-        if (used + entries <= p_.capacity) return t;
-        std::sort(known.begin(), known.end());
-        for (std::size_t g : known) {
+            if (used + entries <= p_.capacity) return t;
+            if (g >= exec_next_) return -1.0;
             used -= tile(g).entries;
-            if (used + entries <= p_.capacity) return e_[g];
+            t = std::max(t, e_[g]);
         }
-        return -1.0;
+        return used + entries <= p_.capacity ? t : -1.0;
     }
 
     // Computes execution for every tile whose predecessors ran and whose weights are loaded.
@@ -216,7 +201,7 @@ private:
     const std::vector<int>& leads_;
     bool double_buffer_;
     std::size_t t_;
-    std::vector<double> s_, e_, ls_, le_, release_, memory_free_, occ_;
+    std::vector<double> s_, e_, ls_, le_, release_, occ_;
     std::vector<bool> loaded_;
     std::vector<std::size_t> alive_;
     std::int64_t allocated_ = 0;
@@ -245,9 +230,9 @@ ScheduleResult run_leads(const ScheduleProblem& p, const std::vector<int>& leads
 
 // Paper phase 2.  For each stalled tile, largest stall first, try earlier windows one by one;
 // keep a move if the round's stall drops, otherwise undo it and look further back.  Stop searching
-// for a tile once its stall is gone, or once the URAM (not the window) holds its load back, since
-// earlier windows cannot help then.  `passes` > 1 repeats the phase on the stalls that remain
-// (the paper describes one pass; chains of port-bound tiles need more, see docs/timing.md).
+// for a tile once its stall is gone, or once a window deadlocks the URAM (earlier ones would
+// hold even more).  `passes` > 1 repeats the phase on the stalls that remain (the paper describes
+// one pass; docs/timing.md compares).
 ScheduleResult adaptive(const ScheduleProblem& p, int max_lead, int passes) {
     const std::size_t t = p.tiles.size();
     std::vector<int> leads(t, 1);
@@ -267,10 +252,9 @@ ScheduleResult adaptive(const ScheduleProblem& p, int max_lead, int passes) {
                 leads[j] = lead;
                 Timeline tl(p, leads, false);
                 const bool ok = tl.run();
-                ScheduleResult trial = ok ? tl.steady_state(SchedulePolicy::Adaptive) : infeasible(p, SchedulePolicy::Adaptive);
                 ++tried;
-                if (trial.stall_s < best.stall_s - 1e-12 * std::max(1.0, best.period_s)) {
-                    best = trial;
+                if (ok && tl.period() < best.period_s - 1e-12 * std::max(1.0, best.period_s)) {
+                    best = tl.steady_state(SchedulePolicy::Adaptive);
                     ++kept;
                     if (best.tiles[j].stall <= kEps) break;
                 } else {

@@ -67,7 +67,7 @@ struct ScheduleResult {
 
 // Runs a policy.  Adaptive searches at most `max_lead` windows back per stalled tile, in
 // `passes` passes over the remaining stalls (1 = the paper's single pass).
-ScheduleResult schedule(const ScheduleProblem& problem, SchedulePolicy policy, int max_lead = 64, int passes = 1);
+ScheduleResult schedule(const ScheduleProblem& problem, SchedulePolicy policy, int max_lead = 128, int passes = 1);
 
 // Simulates given leads (one per tile, >= 1) and returns the steady-state round.
 ScheduleResult simulate_schedule(const ScheduleProblem& problem, const std::vector<int>& leads,

@@ -21,8 +21,26 @@ std::int64_t aligned_beats(const PuConfig& pu, std::int64_t address, std::int64_
 }
 
 namespace {
-
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+std::int64_t sa_pipeline_cycles(const PuConfig& pu, std::int64_t n, std::int64_t m, std::int64_t p) {
+    if (n <= 0 || m <= 0 || p <= 0) throw FormatError("<timing>", "gemm", "N, M and P must be positive");
+    if (pu.r_sa % pu.r_g != 0) throw FormatError("<timing>", "r_g", "R_g must divide R_SA");
+    const std::int64_t g = ceil_div(m, pu.c_sa);
+    const std::int64_t sections = ceil_div(n, pu.r_sa);
+    const std::int64_t waves = p * sections;
+    const std::int64_t blocks = pu.r_sa / pu.r_g;
+    const std::int64_t rows_last = n - (sections - 1) * pu.r_sa;
+    const std::int64_t top = ceil_div(rows_last, pu.r_g) - 1;
+    return (waves - 1) * std::max(g, blocks) + g + pu.c_sa + (top + 1) * pu.r_g - 1 + (blocks - 1 - top) + 3;
+}
+
+bool sa_pipeline_exact(const PuConfig& pu, std::int64_t n, std::int64_t m) {
+    return pu.r_g * ceil_div(m, pu.c_sa) >= pu.r_sa && (n <= pu.r_sa || n % pu.r_sa == 0);
+}
+
+namespace {
 
 // How a layer's input columns reach the ping-pong buffer.
 enum class InputMode { Linear, Strided, Im2col };
@@ -203,11 +221,12 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     t.input_bytes = std::int64_t(std::llround(in_sum / f * pu.axi_bytes));
     t.bound = kStageNames[std::size_t(std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin())];
 
-    // Fill and drain: the first column's load, one HBM read and one write latency, the SA's diagonal
-    // (R_SA + C_SA) plus the DSP pipeline, the post-processing chain, and the WRB drain.
+    // Fill and drain: the first column's load, one HBM read and one write latency, the SA pipeline's
+    // drain after the last wave (as the cycle-level model counts it), and the post-processing chain.
     const double first_load = in_axi.empty() ? 0.0 : in_axi.front() * f;
-    t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + pu.r_sa + pu.c_sa +
-                    pu.dsp_pipeline + pu.postproc_pipeline + t.wrb_cycles;
+    const std::int64_t sa_drain = sa_pipeline_cycles(pu, std::min<std::int64_t>(g.n, pu.r_sa), g.m_eff, 1) - t.wave_cycles;
+    t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + sa_drain +
+                    pu.postproc_pipeline;
     if (tiles_out && !tiles_out->empty()) {
         auto& first = (*tiles_out)[tiles_out->size() - std::size_t(g.tiles)];
         first.exec_s += double(t.fill_cycles) / pu.fast_hz;

@@ -97,6 +97,17 @@ struct NetworkTiming {
 NetworkTiming time_network(const Network& net, const PuConfig& pu, const TimingOptions& options = {});
 LayerTiming time_layer(const Network& net, int layer, const PuConfig& pu, const TimingOptions& options = {});
 
+// Cycles of the SA -> aggregator -> WRB pipeline for one GEMM (waves in column order), from the
+// first input cycle to the last WRB read, as the cycle-level model (sa_cycle.hpp) counts them:
+//   (W - 1) * max(G, R_SA/R_g) + G + C_SA + (b + 1) * R_g - 1 + (R_SA/R_g - 1 - b) + 3
+// with W = P * ceil(N/R_SA) waves, G = ceil(M/C_SA), and b the top valid row-block of the last
+// wave: the last chunk leaves the SA's last column after G + C_SA + (b+1) R_g - 1 cycles, climbs
+// R_SA/R_g - 1 - b aggregator slots, and needs one cycle each for the scale/merge stage, the WRB
+// write and the WRB read.  Exact when R_g * G >= R_SA (the paper's WRB condition) and N <= R_SA
+// or N is a multiple of R_SA (a short last row-block can finish before the wave ahead of it).
+std::int64_t sa_pipeline_cycles(const PuConfig& pu, std::int64_t n, std::int64_t m, std::int64_t p);
+bool sa_pipeline_exact(const PuConfig& pu, std::int64_t n, std::int64_t m);
+
 // ADM cost of one transfer of `bytes` starting at byte address `address`: the aligned beats it
 // spans (the ADM reads whole aligned 32-byte words).
 std::int64_t aligned_beats(const PuConfig& pu, std::int64_t address, std::int64_t bytes);
