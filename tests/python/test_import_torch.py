@@ -112,14 +112,16 @@ def test_all_shifts_in_field_ranges(residual_import):
         assert -8 <= layer.residual_shift <= 8 and -8 <= layer.input_shift <= 8
 
 
-def test_cpp_layers_match_reference(residual_import):
-    """The C++ PU model (fast backend) runs the imported network bit for bit like the reference."""
+@pytest.mark.parametrize("backend,count", [("fast", 32), ("reference", 8), ("cycle_sa", 2)])
+def test_cpp_layers_match_reference(residual_import, backend, count):
+    """The C++ PU model runs the imported network bit for bit like the NumPy reference, layer by
+    layer, on every GEMM backend."""
     if not hasattr(_core, "run_network"):
         pytest.skip("_core.run_network is not in this build yet (PU functional model not bound)")
     _, images, imported = residual_import
-    images_int8 = imported.quantize_images(images[:16])
+    images_int8 = imported.quantize_images(images[:count])
     expected = run_network_reference(imported.network, images_int8)
-    got = _core.run_network(imported.network, images_int8, backend="fast")
+    got = _core.run_network(imported.network, images_int8, backend=backend)
     assert len(got) == len(expected)
     for layer, mine, ref in zip(imported.network.layers, got, expected):
         np.testing.assert_array_equal(np.asarray(mine).reshape(ref.shape), ref, err_msg=layer.name)
@@ -192,11 +194,15 @@ def test_torchvision_style_resnet():
     gap = net.layers[gap_index]
     scale = 2.0 ** (imported.frac_bits[gap_index] - imported.frac_bits[gap.input]) / 16
     assert gap.kernel == 4 and gap.avg_mult / 2 ** gap.out_shift == scale  # 1/16: exact
-    out = run_network_reference(net, imported.quantize_images(images))[-1]
-    got = q.dequantize(out.reshape(len(images), -1), imported.frac_bits[-1])
+    images_int8 = imported.quantize_images(images)
+    reference = run_network_reference(net, images_int8)
+    got = q.dequantize(reference[-1].reshape(len(images), -1), imported.frac_bits[-1])
     with torch.no_grad():
         want = model(images).double().numpy()
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.05
+    if hasattr(_core, "run_network"):  # the C++ PU model agrees bit for bit, layer by layer
+        for layer, mine, ref in zip(net.layers, _core.run_network(net, images_int8, backend="fast"), reference):
+            np.testing.assert_array_equal(mine, ref, err_msg=layer.name)
 
 
 # --- exact numerics --------------------------------------------------------------------------
