@@ -412,3 +412,12 @@ def test_calibration_accepts_loader_batches():
     from_batches = import_torch(model, [(data[:4], None), (data[4:], None)])
     assert from_tensor.layers[0].out_shift == from_batches.layers[0].out_shift
     np.testing.assert_array_equal(from_tensor.layers[0].weights, from_batches.layers[0].weights)
+
+
+def test_public_entry_point():
+    import aimcemu
+    from aimcemu import importer
+
+    assert aimcemu.import_torch is importer.import_torch
+    net = aimcemu.import_torch(nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU()).eval(), torch.rand(4, 1, 5, 5), name="tiny")
+    assert net.name == "tiny" and [layer.name for layer in net.layers] == ["0"] and net.layers[0].relu
