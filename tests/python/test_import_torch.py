@@ -55,7 +55,7 @@ class ResidualNet(nn.Module):
         x = F.relu(self.stem_bn(self.stem(x)))
         x = torch.relu(self.bn_a(self.conv_a(x)) + x)         # fusable: conv_a feeds only the add
         b = self.conv_b(x)
-        x = b + b.relu()                                      # b read twice: standalone add
+        x = F.relu(b + b.relu())                              # b read twice: standalone add + ReLU
         x = self.avg(self.pool(x))
         x = self.drop(F.relu(self.fc1(torch.flatten(x, 1))))
         return self.fc2(x)
@@ -90,6 +90,7 @@ def test_fusion_structure(residual_import):
     assert (relu_pool.kernel, relu_pool.stride, relu_pool.pad, relu_pool.relu) == (1, 1, 0, True)
     add = net.layers[4]
     assert {add.input, add.residual_input} == {net.find_layer("conv_b"), 3}
+    assert add.relu and not add.relu_after_residual
     assert layers["fc1"].relu and not layers["fc2"].relu
     assert net.output_index() == len(net.layers) - 1
     assert tuple(net.input_shape) == (8, 8, 3)
