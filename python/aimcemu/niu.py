@@ -1,0 +1,127 @@
+"""The noise injection unit (NIU): bit-exact fixed-point noise on INT8 weights.
+
+The NIU is the hardware block that, each inference round, reads a layer's clean INT8 weights,
+injects one instance of device noise and writes the PU's weight region.  This module compiles
+NIU programs from a noise-model config and runs the bit-exact model, so that Python sees exactly
+the weights the FPGA would::
+
+    from aimcemu import niu
+    noisy = niu.apply(w_int8, {"model": "pcm_like"}, seed=1, chip=0, round=3, t=3600.0)
+
+    prog = niu.compile_program({"model": "hermes"}, [w1, w2], seed=1, chip=0, round=0, t=86400.0)
+    noisy1 = prog.apply(0, w1)
+
+Chips, rounds and time follow aihwkit's program/drift semantics: programming noise and drift
+exponents depend on (seed, chip, layer, weight index) only; read noise is fresh per round and
+does not depend on t (sweeps over t use common random numbers).  Supported models: the PCM
+family (pcm_like, hermes, state_independent, custom_drift_pcm) with a single-pair converter.
+The datapath, its rounding and its differences from the float model are in
+docs/niu_datapath.md.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import _core
+
+_niu = _core.niu
+
+__all__ = ["NiuProgram", "compile_program", "apply", "constants"]
+
+
+def _noise_config(noise: Any) -> tuple[str, dict]:
+    """(model name, core params) from a config dict {"model": name, ...} or a model object."""
+    if hasattr(noise, "to_dict"):
+        noise = noise.to_dict()
+    if not isinstance(noise, Mapping) or "model" not in noise:
+        raise _core.FormatError("noise config: field 'model': expected a dict with a 'model' name")
+    params = {}
+    for key, value in noise.items():
+        if key == "model":
+            continue
+        if isinstance(value, str):
+            params[key] = value
+        elif isinstance(value, (bool, np.bool_)):
+            raise _core.FormatError(f"noise config: field '{key}': expected a number, got a boolean")
+        elif isinstance(value, (int, float, np.integer, np.floating)):
+            params[key] = float(value)
+        elif isinstance(value, (Sequence, np.ndarray)):
+            params[key] = [float(v) for v in value]
+        else:
+            raise _core.FormatError(f"noise config: field '{key}': unsupported value {value!r}")
+    return str(noise["model"]), params
+
+
+def _as_int8(weights: Any, field: str) -> np.ndarray:
+    array = np.asarray(weights)
+    if array.dtype != np.int8:
+        raise _core.FormatError(f"<memory>: field '{field}': expected an int8 array, got dtype {array.dtype}")
+    return np.ascontiguousarray(array)
+
+
+class NiuProgram:
+    """A compiled NIU program: per-layer tables, scales and RNG streams for one (chip, round, t)."""
+
+    def __init__(self, core_program, shapes: Sequence[tuple[int, ...]]):
+        self._program = core_program
+        self._shapes = list(shapes)
+
+    @property
+    def num_layers(self) -> int:
+        return self._program.num_layers
+
+    def words(self) -> np.ndarray:
+        """The 32-bit word image the RTL is loaded with (docs/niu_datapath.md section 5)."""
+        return self._program.words()
+
+    def layer(self, index: int) -> dict:
+        """Tables (GT, SP, MU, SN, DF, RT) and registers of one layer."""
+        return self._program.layer(index)
+
+    def apply(self, index: int, weights: Any, threads: int = 0) -> np.ndarray:
+        """The NIU's noisy int8 weights for layer `index` (same shape as `weights`)."""
+        clean = _as_int8(weights, f"layers[{index}].weights")
+        if index < len(self._shapes) and clean.shape != self._shapes[index]:
+            raise _core.FormatError(
+                f"<memory>: field 'layers[{index}].weights': shape {clean.shape} differs from the compiled {self._shapes[index]}")
+        return _niu.apply_layer(self._program, index, clean, threads)
+
+
+def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: int = 0, round: int = 0,
+                    t: float = 0.0, alpha: float | Sequence[float] = 1.0, absmax: str = "layer",
+                    out_bits: int = 8, layer_ids: Sequence[int] | None = None) -> NiuProgram:
+    """Compiles one NIU program.
+
+    noise:    {"model": name, **params} or an aimcemu.noise model object.
+    layers:   the clean int8 weight arrays of the AIMC layers (row-major, axis 0 = out channels).
+    alpha:    global drift compensation per layer (scalar or one per layer), folded into the
+              back-conversion scale.
+    absmax:   "layer" (aihwkit: the layer's max |code| maps to g_max) or "fixed" (127 does).
+    out_bits: the PU's weight code width (2..8).
+    layer_ids: RNG key of each layer (default 0, 1, ...): keep them fixed across rounds.
+    """
+    name, params = _noise_config(noise)
+    arrays = [_as_int8(w, f"layers[{i}].weights") for i, w in enumerate(layers)]
+    alphas = [float(alpha)] * len(arrays) if np.isscalar(alpha) else [float(a) for a in alpha]
+    ids = list(range(len(arrays))) if layer_ids is None else [int(i) for i in layer_ids]
+    if len(alphas) != len(arrays) or len(ids) != len(arrays):
+        raise _core.FormatError("<memory>: field 'alpha/layer_ids': need one value per layer")
+    specs = [{"layer_id": ids[i], "count": int(a.size), "absmax": _niu.clean_absmax(a, absmax), "alpha": alphas[i]}
+             for i, a in enumerate(arrays)]
+    core = _niu.compile_program(name, params, specs, seed=seed, chip=chip, round=round, t=float(t), out_bits=out_bits)
+    return NiuProgram(core, [a.shape for a in arrays])
+
+
+def apply(weights: Any, noise: Any, *, seed: int = 0, chip: int = 0, round: int = 0, t: float = 0.0,
+          layer: int = 0, alpha: float = 1.0, absmax: str = "layer", out_bits: int = 8, threads: int = 0) -> np.ndarray:
+    """Noisy int8 weights of one layer, exactly as the NIU writes them for (seed, chip, round, t)."""
+    program = compile_program(noise, [weights], seed=seed, chip=chip, round=round, t=t, alpha=alpha,
+                              absmax=absmax, out_bits=out_bits, layer_ids=[layer])
+    return program.apply(0, weights, threads)
+
+
+def constants() -> dict:
+    """The generated NIU constants (bit widths, Gaussian table, program layout)."""
+    return _niu.constants()

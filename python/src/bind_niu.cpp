@@ -1,0 +1,140 @@
+// Bindings for the NIU (niu/): aimcemu._core.niu -- compile a program from a noise-model config,
+// apply the bit-exact NIU to int8 weights, read the program's word image and tables.
+// python/aimcemu/niu.py wraps these.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "niu/niu_model.hpp"
+#include "niu/program.hpp"
+#include "noise_models/noise_model.hpp"
+#include "pu_model/errors.hpp"
+
+namespace py = pybind11;
+using namespace aimcemu;
+using namespace aimcemu::niu;
+
+namespace {
+
+// An int8 array (C order) without conversion: other dtypes are a FormatError naming the field.
+py::array_t<std::int8_t> int8_array(const py::array& a, const std::string& field) {
+    if (a.dtype().kind() != 'i' || a.dtype().itemsize() != 1)
+        throw FormatError("<memory>", field, "expected an int8 array, got dtype " + std::string(py::str(a.dtype())));
+    return py::array_t<std::int8_t, py::array::c_style | py::array::forcecast>(a);
+}
+
+template <std::size_t N>
+py::array_t<std::int32_t> table(const std::array<std::int32_t, N>& t) {
+    return py::array_t<std::int32_t>(py::ssize_t(N), t.data());
+}
+
+py::dict layer_dict(const NiuLayerProgram& l) {
+    py::dict d;
+    d["src_addr"] = l.src_addr;
+    d["dst_addr"] = l.dst_addr;
+    d["count"] = l.count;
+    d["out_bits"] = l.out_bits;
+    d["back_k"] = l.back_k;
+    d["GT"] = table(l.gt);
+    d["SP"] = table(l.sp);
+    d["MU"] = table(l.mu);
+    d["SN"] = table(l.sn);
+    d["DF"] = table(l.df);
+    d["RT"] = table(l.rt);
+    return d;
+}
+
+NiuLayerSpec spec_from_dict(const py::dict& d, std::size_t index) {
+    static const std::vector<std::string> known = {"layer_id", "count", "absmax", "alpha", "src_addr", "dst_addr"};
+    for (auto item : d) {
+        const auto key = py::cast<std::string>(item.first);
+        if (std::find(known.begin(), known.end(), key) == known.end())
+            throw FormatError("<memory>", "layers[" + std::to_string(index) + "]." + key, "unknown field");
+    }
+    NiuLayerSpec s;
+    s.layer_id = d.contains("layer_id") ? py::cast<std::uint64_t>(d["layer_id"]) : index;
+    if (!d.contains("count")) throw FormatError("<memory>", "layers[" + std::to_string(index) + "].count", "missing");
+    s.count = py::cast<std::uint32_t>(d["count"]);
+    if (d.contains("absmax")) s.absmax = py::cast<int>(d["absmax"]);
+    if (d.contains("alpha")) s.alpha = py::cast<double>(d["alpha"]);
+    if (d.contains("src_addr")) s.src_addr = py::cast<std::uint64_t>(d["src_addr"]);
+    if (d.contains("dst_addr")) s.dst_addr = py::cast<std::uint64_t>(d["dst_addr"]);
+    return s;
+}
+
+py::dict generated_constants() {
+    py::dict d;
+#define AIMCEMU_NIU_CONST(name) d[#name] = gen::name
+    AIMCEMU_NIU_CONST(NIU_LANES);
+    AIMCEMU_NIU_CONST(NIU_G_FRAC);
+    AIMCEMU_NIU_CONST(NIU_Z_FRAC);
+    AIMCEMU_NIU_CONST(NIU_RNG_PIPE);
+    AIMCEMU_NIU_CONST(NIU_CHIP_DRAWS);
+    AIMCEMU_NIU_CONST(NIU_READ_DRAWS);
+    AIMCEMU_NIU_CONST(NIU_K_SHIFT);
+    AIMCEMU_NIU_CONST(NIU_LAYER_WORDS);
+    AIMCEMU_NIU_CONST(NIU_PROG_HEADER_WORDS);
+    AIMCEMU_NIU_CONST(NIU_GAUSS_ENTRIES);
+#undef AIMCEMU_NIU_CONST
+    d["NIU_GAUSS_Z"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_Z.size()), gen::NIU_GAUSS_Z.data());
+    return d;
+}
+
+void bind_niu(py::module_& root) {
+    auto m = root.def_submodule("niu", "Noise injection unit: program compiler and bit-exact model");
+
+    py::class_<NiuProgram>(m, "NiuProgram")
+        .def_property_readonly("num_layers", [](const NiuProgram& p) { return p.layers.size(); })
+        .def("words", [](const NiuProgram& p) {
+            const auto w = p.to_words();
+            return py::array_t<std::uint32_t>(py::ssize_t(w.size()), w.data());
+        }, "The program's 32-bit word image (what the RTL is loaded with)")
+        .def_static("from_words", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& w,
+                                     const std::string& source) {
+            return NiuProgram::from_words(std::span(w.data(), std::size_t(w.size())), source);
+        }, py::arg("words"), py::arg("source") = "<memory>")
+        .def("layer", [](const NiuProgram& p, std::size_t i) {
+            if (i >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
+            return layer_dict(p.layers[i]);
+        }, py::arg("index"))
+        .def("__eq__", [](const NiuProgram& a, const NiuProgram& b) { return a == b; });
+
+    m.def("compile_program", [](const std::string& model_name, const noise::NoiseParams& params, const py::list& layers,
+                                std::uint64_t seed, std::uint64_t chip, std::uint64_t round, double t, int out_bits) {
+        auto model = noise::make_noise_model(model_name, params);
+        std::vector<NiuLayerSpec> specs;
+        for (std::size_t i = 0; i < layers.size(); ++i) specs.push_back(spec_from_dict(py::cast<py::dict>(layers[i]), i));
+        return compile_program(*model, specs, {seed, chip, round, t, out_bits});
+    }, py::arg("model"), py::arg("params"), py::arg("layers"), py::arg("seed") = 0, py::arg("chip") = 0,
+       py::arg("round") = 0, py::arg("t") = 0.0, py::arg("out_bits") = 8);
+
+    m.def("clean_absmax", [](const py::array& clean, const std::string& mode) {
+        if (mode != "layer" && mode != "fixed") throw FormatError("<memory>", "absmax", "must be 'layer' or 'fixed', got '" + mode + "'");
+        const auto a = int8_array(clean, "weights");
+        return clean_absmax(std::span(a.data(), std::size_t(a.size())), mode == "layer" ? AbsMaxMode::Layer : AbsMaxMode::Fixed127);
+    }, py::arg("weights"), py::arg("mode") = "layer");
+
+    m.def("apply_layer", [](const NiuProgram& p, std::size_t index, const py::array& clean, int threads) {
+        if (index >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
+        const auto in = int8_array(clean, "weights");
+        py::array_t<std::int8_t> out(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
+        {
+            py::gil_scoped_release release;
+            apply_layer(p.layers[index], std::span(in.data(), std::size_t(in.size())),
+                        std::span(out.mutable_data(), std::size_t(out.size())), threads);
+        }
+        return out;
+    }, py::arg("program"), py::arg("index"), py::arg("weights"), py::arg("threads") = 0);
+
+    m.def("gaussian_q12", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& r) {
+        py::array_t<std::int32_t> out(r.size());
+        for (py::ssize_t i = 0; i < r.size(); ++i) out.mutable_data()[i] = gaussian_q12(r.data()[i]);
+        return out;
+    }, py::arg("uniforms"), "The NIU's table Gaussian (Q3.12) of 32-bit pcg32 outputs");
+
+    m.def("constants", &generated_constants, "Generated NIU constants (generated/niu_constants.hpp)");
+}
+
+}  // namespace
+
+AIMCEMU_REGISTER_BINDINGS(30, bind_niu);
