@@ -44,7 +44,11 @@ void ScheduleProblem::validate() const {
 
 namespace {
 
-constexpr int kRounds = 3;          // round 0 starts cold; the last round is the steady state
+// Round 0 starts cold; rounds 2 and 3 give the steady state; round 4 exists so that round 3 carries
+// the next round's loads like every round in a long run (the final round of a run would not).
+constexpr int kRounds = 5;
+constexpr int kMeasured = 3;        // the round whose tiles are reported
+constexpr int kAveraged = 2;        // rounds averaged for the period (the regime may alternate)
 constexpr double kEps = 1e-15;
 
 // Timeline of kRounds consecutive rounds of the tile sequence.
@@ -112,10 +116,14 @@ public:
     ScheduleResult steady_state(SchedulePolicy policy) const {
         ScheduleResult r;
         r.policy = policy;
-        const std::size_t base = t_ * (kRounds - 1);
+        const std::size_t base = t_ * kMeasured;
         const double origin = e_[base - 1];
-        r.period_s = e_.back() - origin;
+        r.period_s = period();
+        r.last_round_s = e_[base + t_ - 1] - origin;
         r.tiles.resize(t_);
+        r.timeline.reserve(s_.size());
+        for (std::size_t g = 0; g < s_.size(); ++g)
+            r.timeline.push_back(TileInterval{int(g % t_), int(g / t_), ls_[g], e_[g]});
         for (std::size_t j = 0; j < t_; ++j) {
             const std::size_t g = base + j;
             TileSchedule& ts = r.tiles[j];
@@ -137,7 +145,9 @@ public:
     }
 
     // Steady-state round time (cheaper than steady_state() when only the total matters).
-    double period() const { return e_.back() - e_[t_ * (kRounds - 1) - 1]; }
+    double period() const {
+        return (e_[t_ * (kMeasured + 1) - 1] - e_[t_ * (kMeasured + 1 - kAveraged) - 1]) / kAveraged;
+    }
 
 private:
     const SchedTile& tile(std::size_t g) const { return p_.tiles[g % t_]; }

@@ -11,8 +11,9 @@
 //
 // Inference runs round after round, and every tile is fetched in every round (so AIMC weights
 // rewritten by an NIU are always picked up).  Schedules are cyclic: a lead may reach into the
-// previous round.  The first round starts with tile 0 pre-loaded; results are taken from the
-// steady state (the third round).
+// previous round.  The first round starts with tile 0 pre-loaded; the simulation runs five
+// rounds, the period is the mean of rounds 2 and 3 (the regime may alternate between rounds),
+// and the per-tile records are round 3's (round 4 keeps round 3's port as busy as in a long run).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -53,10 +54,19 @@ struct TileSchedule {
     double occupancy = 0;       // URAM entries allocated when this tile's load starts / capacity
 };
 
+// One tile of one simulated round, in absolute time (for independent checks and plots).
+struct TileInterval {
+    int tile = 0;
+    int round = 0;
+    double load_start = 0, exec_end = 0;   // URAM entries are held over [load_start, exec_end)
+};
+
 struct ScheduleResult {
     SchedulePolicy policy = SchedulePolicy::Baseline;
-    std::vector<TileSchedule> tiles;
-    double period_s = 0;        // steady-state round time
+    std::vector<TileSchedule> tiles;       // the reported round (round 3)
+    std::vector<TileInterval> timeline;    // every simulated round
+    double period_s = 0;        // steady-state round time (mean of the last two rounds)
+    double last_round_s = 0;    // the reported round alone (= exec_s + sum of its tiles' stalls)
     double exec_s = 0;          // sum of e_i
     double stall_s = 0;         // period - exec
     double peak_occupancy = 0;  // max URAM occupancy / capacity over the round (<= 1)

@@ -1,0 +1,215 @@
+// Per-layer PU timing: the SA cycle formula, the ADM/WRB bounds, URAM layout, and the paper's
+// ResNet-50 latencies and Table I footnote.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+#include "pu_model/errors.hpp"
+#include "pu_model/system.hpp"
+#include "pu_model/timing.hpp"
+#include "pu_model/uram.hpp"
+#include "pu_model/zoo.hpp"
+
+using namespace aimcemu;
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// A one-layer network: conv k x k with `cin` -> `cout` channels on an h x h image.
+Network one_conv(int h, int cin, int cout, int k, int s, int p) {
+    Network net;
+    net.name = "one_conv";
+    net.input_shape = {h, h, cin};
+    Layer l;
+    l.name = "conv";
+    l.kind = LayerKind::Conv;
+    l.kernel = k;
+    l.stride = s;
+    l.pad = p;
+    l.out_channels = cout;
+    l.weights.assign(std::size_t(cout) * k * k * cin, 1);
+    l.bias.assign(std::size_t(cout), 0);
+    l.out_shift = 4;
+    net.layers.push_back(l);
+    net.resolve();
+    return net;
+}
+
+}  // namespace
+
+TEST(TimingModel, AlignedBeatsCountWholeAlignedWords) {
+    const PuConfig pu = pu2x();
+    EXPECT_EQ(aligned_beats(pu, 0, 32), 1);
+    EXPECT_EQ(aligned_beats(pu, 0, 33), 2);
+    EXPECT_EQ(aligned_beats(pu, 31, 2), 2);   // straddles a 32-byte boundary
+    EXPECT_EQ(aligned_beats(pu, 30, 3), 2);
+    EXPECT_EQ(aligned_beats(pu, 3, 3), 1);
+    EXPECT_EQ(aligned_beats(pu, 64, 64), 2);
+    EXPECT_EQ(aligned_beats(pu, 5, 0), 0);
+}
+
+// For every GEMM layer of ResNet-50 except the host-padded first one and the pools, the SA cycles
+// are the paper's P * ceil(N/R_SA) * ceil(M/C_SA), computed here from the layer shapes alone.
+TEST(TimingModel, SaCyclesFollowThePaperFormula) {
+    const Network net = zoo::resnet50();
+    for (const PuConfig& pu : {pu2x(), pu1x()}) {
+        const NetworkTiming t = time_network(net, pu);
+        for (const Layer& l : net.layers) {
+            if (l.kind != LayerKind::Conv && l.kind != LayerKind::Linear) continue;
+            const LayerTiming& lt = t.layers[std::size_t(net.find_layer(l.name))];
+            const std::int64_t n = l.out_channels;
+            const std::int64_t m = l.kind == LayerKind::Linear ? l.in_shape.size() : std::int64_t(l.kernel) * l.kernel * l.in_shape.c;
+            const std::int64_t m_run = l.name == "conv1" ? 160 : m;  // host IM2COL pads 147 -> 160
+            const std::int64_t p = std::int64_t(l.out_shape.h) * l.out_shape.w;
+            EXPECT_EQ(lt.sa_cycles, p * ceil_div(n, pu.r_sa) * ceil_div(m_run, pu.c_sa)) << l.name << " " << pu.name;
+            EXPECT_GE(lt.cycles, double(lt.sa_cycles)) << l.name;
+            EXPECT_LE(lt.efficiency, 1.0) << l.name;
+            EXPECT_DOUBLE_EQ(lt.macs, double(n) * double(m) * double(p));
+        }
+    }
+}
+
+TEST(TimingModel, MaxPoolIsFusedAndAvgPoolIsBlockDiagonal) {
+    const Network net = zoo::resnet50();
+    const PuConfig pu = pu2x();
+    const NetworkTiming t = time_network(net, pu);
+    const LayerTiming& mp = t.layers[std::size_t(net.find_layer("maxpool"))];
+    EXPECT_FALSE(mp.timed);
+    EXPECT_EQ(mp.cycles, 0.0);
+    const LayerTiming& ap = t.layers[std::size_t(net.find_layer("avgpool"))];
+    EXPECT_EQ(ap.tiles, 2048 / 64);
+    EXPECT_EQ(ap.m_eff, 7 * 7 * 64);
+    EXPECT_EQ(ap.sa_cycles, 32 * ceil_div(7 * 7 * 64, 8));
+    // The dense mapping needs 7*7*2048/8 = 12544 URAM entries per tile row: it cannot run at all on
+    // ResNet-50, and on ResNet-18 (512 channels) it costs 8 tiles of 7*7*512/8 waves.
+    TimingOptions dense;
+    dense.avg_pool = AvgPoolMapping::Dense;
+    EXPECT_THROW(time_layer(net, net.find_layer("avgpool"), pu, dense), FormatError);
+    const Network r18 = zoo::resnet18();
+    const LayerTiming apd = time_layer(r18, r18.find_layer("avgpool"), pu, dense);
+    EXPECT_EQ(apd.sa_cycles, 8 * ceil_div(7 * 7 * 512, 8));
+}
+
+// First layer: host IM2COL streams 160-byte patches; in-FPGA IM2COL issues one ADM command per
+// in-image kernel pixel (3 unaligned bytes), which is slower than the SA.
+TEST(TimingModel, FirstLayerIm2colHostAndFpga) {
+    const Network net = zoo::resnet18();
+    const PuConfig pu = pu2x();
+    const LayerTiming host = time_layer(net, 0, pu);
+    EXPECT_EQ(host.m_eff, 160);
+    EXPECT_EQ(host.bound, "SA");
+    EXPECT_DOUBLE_EQ(host.in_cycles_per_column, 160.0 / 32 * 2);
+    TimingOptions fpga;
+    fpga.first_layer = FirstLayerIm2col::Fpga;
+    const LayerTiming f = time_layer(net, 0, pu, fpga);
+    EXPECT_EQ(f.m_eff, 147);
+    EXPECT_EQ(f.bound, "ADM-in");
+    // An interior pixel has 49 commands of 1 or 2 beats plus the per-command overhead.
+    EXPECT_GT(f.in_cycles_per_column, 2.0 * 40 * (1 + pu.adm_command_overhead));
+    EXPECT_LT(f.in_cycles_per_column, 2.0 * 49 * (2 + pu.adm_command_overhead));
+    EXPECT_GT(f.time_s, 2.0 * host.time_s);
+}
+
+// The WRB drains R_SA bytes per wave at R_g bytes/cycle: with ceil(M/C_SA) < R_SA/R_g the layer
+// is WRB-bound (the paper's condition R_g >= R_SA / ceil(M/C_SA) fails).
+TEST(TimingModel, WrbConditionBindsForShortWaves) {
+    const Network net = one_conv(8, 32, 64, 1, 1, 0);  // M = 32: G = 4 cycles < 64/8 = 8
+    const LayerTiming t = time_layer(net, 0, pu2x());
+    EXPECT_FALSE(t.wrb_condition);
+    EXPECT_EQ(t.bound, "WRB");
+    EXPECT_DOUBLE_EQ(t.stream_cycles, 64.0 * 8);
+    const Network ok = one_conv(8, 64, 64, 1, 1, 0);     // M = 64: G = 8
+    EXPECT_TRUE(time_layer(ok, 0, pu2x()).wrb_condition);
+}
+
+TEST(TimingModel, ResidualFetchCountsOnTheWeightsPort) {
+    const Network net = zoo::resnet18();
+    const NetworkTiming t = time_network(net, pu2x());
+    const int with_res = net.find_layer("layer1.0.conv2");
+    const int without = net.find_layer("layer1.0.conv1");
+    EXPECT_EQ(t.layers[std::size_t(with_res)].residual_bytes, 56 * 56 * 64);
+    EXPECT_EQ(t.layers[std::size_t(without)].residual_bytes, 0);
+    double side = 0;
+    for (const TileTiming& tt : t.tiles)
+        if (tt.layer == with_res) side += tt.side_port_s;
+    EXPECT_GT(side, 0.0);
+}
+
+TEST(TimingModel, RejectsATileLargerThanTheUram) {
+    Network net;
+    net.name = "wide_fc";
+    net.input_shape = {1, 1, 40000};
+    Layer l;
+    l.name = "fc";
+    l.kind = LayerKind::Linear;
+    l.out_channels = 2;
+    l.weights.assign(2 * 40000, 0);
+    l.bias.assign(2, 0);
+    l.out_shift = 1;
+    net.layers.push_back(l);
+    net.resolve();
+    EXPECT_THROW(time_network(net, pu2x()), FormatError);
+    PuConfig bad = pu2x();
+    bad.c_sa = 5;
+    EXPECT_THROW(bad.validate(), FormatError);
+    EXPECT_THROW(pu_by_name("pu3x"), FormatError);
+}
+
+TEST(Uram, LayoutIsABijectionInsideTheStore) {
+    for (const PuConfig& pu : {pu2x(), pu1x()}) {
+        EXPECT_EQ(uram_capacity_bytes(pu), 2 * 1024 * 1024) << pu.name;
+        const std::int64_t m = 37;
+        const std::int64_t base = uram_capacity_entries(pu) - uram_tile_entries(pu, m);  // the last slot
+        std::set<std::tuple<int, int, int>> seen;
+        for (int row = 0; row < pu.r_sa; ++row)
+            for (std::int64_t k = 0; k < m; ++k) {
+                const UramLocation loc = uram_weight_location(pu, base, row, k, m);
+                EXPECT_EQ(loc.uram, row);
+                EXPECT_GE(loc.entry, 0);
+                EXPECT_LT(loc.entry, pu.uram_entries);
+                EXPECT_LT(loc.bit_offset, 64);
+                EXPECT_TRUE(seen.emplace(loc.uram, loc.entry, loc.bit_offset).second);
+            }
+        EXPECT_EQ(uram_bias_location(pu, base, 3).bit_offset, 64);  // the spare byte
+        EXPECT_THROW(uram_weight_location(pu, base + 1, 0, 0, m), FormatError);
+    }
+    // PU1x: logical entries past 4096 land in the upper 32-bit sub-region of the same URAM.
+    const UramLocation hi = uram_weight_location(pu1x(), 4096, 0, 1, 4);
+    EXPECT_EQ(hi.entry, 0);
+    EXPECT_EQ(hi.bit_offset, 32 + 8);
+}
+
+TEST(Uram, ResNetsDoNotFitStatically) {
+    const Network net = zoo::resnet50();
+    const PuConfig pu = pu2x();
+    const NetworkTiming t = time_network(net, pu);
+    std::vector<std::string> names;
+    std::vector<std::int64_t> m, tiles;
+    std::int64_t expected = 0;
+    for (const LayerTiming& lt : t.layers) {
+        names.push_back(lt.name);
+        const bool gemm = lt.timed && lt.kind != LayerKind::AvgPool && lt.tiles > 0;
+        m.push_back(lt.m_eff);
+        tiles.push_back(gemm ? lt.tiles : 0);
+        if (gemm) expected += lt.tiles * ceil_div(lt.m_eff, 8);
+    }
+    const StaticFitReport r = uram_static_fit(pu, names, m, tiles);
+    EXPECT_EQ(r.total_entries, expected);
+    EXPECT_FALSE(r.all_fit());
+    EXPECT_LE(r.static_entries, r.capacity_entries);
+    EXPECT_GT(r.total_entries, 10 * r.capacity_entries);  // ~25.5 MB of weights vs 2 MiB
+}
+
+// The paper's measured ResNet-50 latencies (25.3 ms PU1x, 12.9 ms PU2x) and Table I footnote
+// (first-layer IM2COL in the FPGA: 453.7 FPS) within +-2 %.
+TEST(TimingModel, ReproducesPaperResNet50Latencies) {
+    const Network net = zoo::resnet50();
+    const PuRun r2 = run_pu(net, pu2x(), {}, SchedulePolicy::Adaptive, {}, {}, false);
+    const PuRun r1 = run_pu(net, pu1x(), {}, SchedulePolicy::Adaptive, {}, {}, false);
+    EXPECT_NEAR(r2.latency_s, 12.9e-3, 0.02 * 12.9e-3);
+    EXPECT_NEAR(r1.latency_s, 25.3e-3, 0.02 * 25.3e-3);
+    EXPECT_LE(r2.schedule.stall_s, r2.baseline.stall_s);
+    EXPECT_LE(r1.schedule.stall_s, r1.baseline.stall_s);
+}
