@@ -33,7 +33,7 @@ public:
 
     double quantize(double g) const;  // to the nearest level (identity for levels = 0)
     ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
-    double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const override;
+    double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const override;
     bool uses_purpose(Purpose p) const override {
         return p == Purpose::Programming || p == Purpose::Fault || p == Purpose::Read;
     }

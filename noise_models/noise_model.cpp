@@ -162,13 +162,14 @@ ReadStart read_start(const NoiseModel& m, const LayerState& state) {
 std::vector<double> read_devices(const NoiseModel& m, const LayerState& state, const std::vector<double>& g_start,
                                  double t, std::uint64_t round) {
     m.check_time(t);
+    const ReadContext context = m.read_context(t);
     const std::size_t d = std::size_t(state.devices_per_weight);
     std::vector<double> g(g_start.size());
     for_each_chunk(state.num_weights(), m.num_threads(), [&](std::size_t begin, std::size_t end) {
         ChunkStreams streams = ChunkStreams::for_read(m, state.key, round, begin * d);
         for (std::size_t i = begin * d; i < end * d; ++i) {
             const DeviceAtRead dev{state.g_target[i], g_start[i], state.nu[i], Fault(state.fault[i])};
-            g[i] = m.read_device(dev, t, streams.next());
+            g[i] = m.read_device(dev, context, streams.next());
         }
     });
     return g;

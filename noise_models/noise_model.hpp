@@ -71,6 +71,13 @@ struct DeviceAtRead {
     Fault fault = Fault::Healthy;
 };
 
+// Constants of one read that do not depend on the device, computed once per read.
+struct ReadContext {
+    double t = 0.0;              // s since programming
+    double log_drift_ratio = 0.0; // PCM family: ln(t_total / t0) when t_total > t0, else 0
+    double read_factor = 0.0;     // PCM family: sqrt(ln((t_total + t_read) / (2 t_read)))
+};
+
 class NoiseModel {
 public:
     explicit NoiseModel(std::unique_ptr<ConductanceConverter> converter);
@@ -102,10 +109,12 @@ public:
     // Per-device physics, implemented by each model.  Draws for purposes not listed in
     // uses_purpose() are zero.
     virtual ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const = 0;
-    virtual double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const = 0;
+    virtual double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const = 0;
     virtual bool uses_purpose(Purpose p) const = 0;
     // Called once per read before any read_device(); throws FormatError for a bad t.
     virtual void check_time(double t) const;
+    // The per-read constants (check_time has passed).
+    virtual ReadContext read_context(double t) const { return ReadContext{t}; }
 
 protected:
     // Reads the parameters every model shares (drift_reference); call from derived readers.

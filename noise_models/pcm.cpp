@@ -75,8 +75,20 @@ double PcmFamilyModel::read_time_factor(double t) const {
 }
 
 double PcmFamilyModel::drift_factor(double nu, double t) const {
+    return std::exp(-nu * read_context(t).log_drift_ratio);
+}
+
+ReadContext PcmFamilyModel::read_context(double t) const {
+    ReadContext c{t};
     const double t_total = t + common_.t0;
-    return t_total > common_.t0 ? std::pow(t_total / common_.t0, -nu) : 1.0;
+    c.log_drift_ratio = t_total > common_.t0 ? std::log(t_total / common_.t0) : 0.0;
+    c.read_factor = read_time_factor(t);
+    return c;
+}
+
+void PcmFamilyModel::nu_params(double g_target, double& mean, double& std) const {
+    mean = nu_mean(g_target);
+    std = nu_std(g_target);
 }
 
 NoiseParams PcmFamilyModel::params() const {
@@ -93,18 +105,18 @@ bool PcmFamilyModel::uses_purpose(Purpose p) const {
     return p == Purpose::Programming || p == Purpose::DriftExponent || p == Purpose::Read;
 }
 
-void PcmFamilyModel::check_time(double t) const { NoiseModel::check_time(t); }
-
 ProgrammedDevice PcmFamilyModel::program_device(double g_target, const DeviceDraws& draws) const {
     ProgrammedDevice d;
     d.g_prog = std::max(0.0, g_target + common_.prog_noise_scale * prog_sigma(g_target) * draws.prog);
-    d.nu = common_.drift_scale * std::abs(nu_mean(g_target) + nu_std(g_target) * draws.nu);
+    double mean, std;
+    nu_params(g_target, mean, std);
+    d.nu = common_.drift_scale * std::abs(mean + std * draws.nu);
     return d;
 }
 
-double PcmFamilyModel::read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const {
-    const double g_drift = device.g_start * drift_factor(device.nu, t);
-    const double sigma_rel = read_q(device.g_start) * read_time_factor(t);
+double PcmFamilyModel::read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const {
+    const double g_drift = device.g_start * std::exp(-device.nu * read.log_drift_ratio);
+    const double sigma_rel = read_q(device.g_start) * read.read_factor;
     return std::max(0.0, g_drift + common_.read_noise_scale * std::abs(g_drift) * sigma_rel * draws.read);
 }
 
@@ -147,6 +159,12 @@ double PcmLikeModel::nu_std(double g) const {
     return std::clamp(-0.0125 * std::log(relative(g, g_max())) - 0.0059, 0.008, 0.045);
 }
 double PcmLikeModel::read_q(double g) const { return pcm_like_read_q(g_max(), g); }
+
+void PcmLikeModel::nu_params(double g, double& mean, double& std) const {
+    const double log_x = std::log(relative(g, g_max()));
+    mean = std::clamp(-0.0155 * log_x + 0.0244, 0.049, 0.1);
+    std = std::clamp(-0.0125 * log_x - 0.0059, 0.008, 0.045);
+}
 
 // --- HERMES ---------------------------------------------------------------------------------
 namespace {

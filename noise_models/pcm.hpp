@@ -42,8 +42,10 @@ public:
 
     // sqrt(ln((t_total + t_read) / (2 t_read))), t_total = t + t0.
     double read_time_factor(double t) const;
-    // (t_total / t0)^-nu for t_total > t0, else 1.
+    // (t_total / t0)^-nu for t_total > t0, else 1; evaluated as exp(-nu * ln(t_total / t0)).
     double drift_factor(double nu, double t) const;
+    // Both nu parameters at once (models override it to share work, e.g. one logarithm).
+    virtual void nu_params(double g_target, double& mean, double& std) const;
 
     double g_max() const { return converter().g_max(); }
     double t0() const { return common_.t0; }
@@ -54,9 +56,9 @@ public:
 
     NoiseParams params() const override;
     ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
-    double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const override;
+    double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const override;
     bool uses_purpose(Purpose p) const override;
-    void check_time(double t) const override;
+    ReadContext read_context(double t) const override;
 
 protected:
     PcmCommon common_;
@@ -74,6 +76,7 @@ public:
     double nu_mean(double g_target) const override;
     double nu_std(double g_target) const override;
     double read_q(double g_prog) const override;
+    void nu_params(double g_target, double& mean, double& std) const override;
 
 private:
     std::vector<double> prog_coeff_;

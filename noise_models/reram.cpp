@@ -79,8 +79,8 @@ ProgrammedDevice ReRamWan2022Model::program_device(double g_target, const Device
     return {std::max(0.0, g_target + prog_noise_scale_ * sigma(g_target, t_key) * draws.prog), 0.0, Fault::Healthy};
 }
 
-double ReRamWan2022Model::read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const {
-    return std::max(0.0, device.g_target + read_noise_scale_ * sigma(device.g_target, t) * draws.read);
+double ReRamWan2022Model::read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const {
+    return std::max(0.0, device.g_target + read_noise_scale_ * sigma(device.g_target, read.t) * draws.read);
 }
 
 // --- CMO / HfOx ---------------------------------------------------------------------------------
@@ -148,7 +148,8 @@ ProgrammedDevice ReRamCmoModel::program_device(double g_target, const DeviceDraw
     return {g_target + prog_noise_scale_ * prog_sigma(g_target) * draws.prog, 0.0, Fault::Healthy};
 }
 
-double ReRamCmoModel::read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const {
+double ReRamCmoModel::read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const {
+    const double t = read.t;
     if (t == 0.0) return device.g_start;  // aihwkit: no relaxation and no read noise at t = 0
     const double g_mean = device.g_start + relaxation_mean_shift(t) * drift_scale_;
     const double g_drift = g_mean + draws.relaxation * relaxation_sigma(t) * drift_scale_;

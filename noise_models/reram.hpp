@@ -28,7 +28,7 @@ public:
     static const std::map<double, std::vector<double>>& coefficients();
 
     ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
-    double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const override;
+    double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const override;
     bool uses_purpose(Purpose p) const override { return p == Purpose::Programming || p == Purpose::Read; }
     void check_time(double t) const override;
 
@@ -50,7 +50,7 @@ public:
     double read_sigma(double g_drift, double t) const;  // uS, K log10(g) sqrt(ln((t+t_r)/(2 t_r)))
 
     ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
-    double read_device(const DeviceAtRead& device, double t, const DeviceDraws& draws) const override;
+    double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const override;
     bool uses_purpose(Purpose p) const override {
         return p == Purpose::Programming || p == Purpose::Read || p == Purpose::Relaxation;
     }
