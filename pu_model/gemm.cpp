@@ -4,8 +4,13 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <cstring>
 #include <mutex>
 #include <thread>
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "pu_model/errors.hpp"
 
@@ -38,6 +43,7 @@ void gemm_reference(const std::int8_t* w, const std::int8_t* xt, std::int64_t ld
 const char* to_string(FastKernel kernel) {
     switch (kernel) {
         case FastKernel::Auto: return "auto";
+        case FastKernel::Amx: return "amx";
         case FastKernel::Vnni512: return "vnni512";
         case FastKernel::Dnnl: return "dnnl";
         case FastKernel::Portable: return "portable";
@@ -55,17 +61,47 @@ bool cpu_has_vnni512() {
 
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m) { return (n + 15) / 16 * 16 * ((m + 3) / 4 * 4); }
 
+bool cpu_has_amx() {
+    static const bool available = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+        const bool tile = edx & (1u << 24), int8 = edx & (1u << 25);
+        if (!tile || !int8 || !cpu_has_vnni512()) return false;
+        // Linux hands out the 8 KiB tile-data state only on request (ARCH_REQ_XCOMP_PERM = 0x1023,
+        // XFEATURE_XTILEDATA = 18); it then holds for every thread of the process.
+        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }();
+    return available;
+}
+
 // Panel layout (see gemm_vnni.cpp): panel of up to 64 channels starting at n0, at offset
 // n0 * depth; inside it, group g of 4 depth positions holds `vectors` x 16 lanes x 4 bytes.
 void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed) {
     const std::int64_t depth = (m + 3) / 4 * 4;
-    std::fill(packed, packed + vnni_packed_size(n, m), std::int8_t(0));
+    std::memset(packed, 0, std::size_t(vnni_packed_size(n, m)));
     for (std::int64_t row = 0; row < n; ++row) {
         const std::int64_t n0 = row / kVnniPanel * kVnniPanel;
         const std::int64_t vectors = (std::min<std::int64_t>(n - n0, kVnniPanel) + 15) / 16;
-        const std::int64_t v = (row - n0) / 16, lane = row % 16;
-        std::int8_t* panel = packed + n0 * depth;
-        for (std::int64_t k = 0; k < m; ++k) panel[((k / 4) * vectors + v) * 64 + lane * 4 + k % 4] = w[row * m + k];
+        std::int8_t* lane = packed + n0 * depth + ((row - n0) / 16) * 64 + (row % 16) * 4;
+        const std::int8_t* src = w + row * m;
+        for (std::int64_t k = 0; k < m; k += 4)
+            std::memcpy(lane + (k / 4) * vectors * 64, src + k, std::size_t(std::min<std::int64_t>(4, m - k)));
+    }
+}
+
+std::int64_t amx_depth(std::int64_t m) { return (m + 63) / 64 * 64; }
+std::int64_t amx_packed_size(std::int64_t n, std::int64_t m) { return (n + 31) / 32 * 32 * amx_depth(m); }
+
+// Blocks of 32 channels at offset n0 * depth; inside, group g holds 2 vectors x 16 lanes x 4 bytes
+// (so one B tile is 16 groups of one vector, row stride 128 bytes).
+void amx_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed) {
+    const std::int64_t depth = amx_depth(m);
+    std::memset(packed, 0, std::size_t(amx_packed_size(n, m)));
+    for (std::int64_t row = 0; row < n; ++row) {
+        std::int8_t* lane = packed + row / 32 * 32 * depth + (row % 32 / 16) * 64 + (row % 16) * 4;
+        const std::int8_t* src = w + row * m;
+        for (std::int64_t k = 0; k < m; k += 4)
+            std::memcpy(lane + (k / 4) * 128, src + k, std::size_t(std::min<std::int64_t>(4, m - k)));
     }
 }
 
@@ -76,6 +112,7 @@ bool fast_kernel_available(FastKernel kernel) {
         case FastKernel::Auto:
         case FastKernel::Portable: return true;
         case FastKernel::Vnni512: return detail::cpu_has_vnni512();
+        case FastKernel::Amx: return detail::cpu_has_amx();
         case FastKernel::Dnnl:
 #ifdef AIMCEMU_HAVE_DNNL
             return true;
@@ -93,6 +130,7 @@ FastKernel resolve_fast_kernel(FastKernel kernel) {
                                                         "' is not available in this build or on this CPU");
         return kernel;
     }
+    if (fast_kernel_available(FastKernel::Amx)) return FastKernel::Amx;
     if (fast_kernel_available(FastKernel::Vnni512)) return FastKernel::Vnni512;
     if (fast_kernel_available(FastKernel::Dnnl)) return FastKernel::Dnnl;
     return FastKernel::Portable;
@@ -118,6 +156,10 @@ PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int 
             const std::int64_t value = std::int64_t(column_[std::size_t(row)]) - 128 * rowsum;
             column_[std::size_t(row)] = std::int32_t(std::uint32_t(std::uint64_t(value)));
         }
+    } else if (kernel_ == FastKernel::Amx) {
+        x_row_stride_ = detail::amx_depth(m);
+        data_.resize(std::size_t(detail::amx_packed_size(n, m)));
+        detail::amx_pack_weights(w, n, m, data_.data());
     } else {
         data_.assign(w, w + n * m);
     }
@@ -188,7 +230,10 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
     const std::int64_t chunks = (p + chunk - 1) / chunk;
     parallel_for(chunks, threads, [&](std::int64_t i) {
         const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
-        if (packed.kernel_ == FastKernel::Vnni512)
+        if (packed.kernel_ == FastKernel::Amx) {
+            std::vector<std::int8_t> scratch(end - begin < chunk ? std::size_t(32 * ldx) : 0);
+            detail::amx_gemm_rows(w, column, n, m, xs, ldx, begin, end, acc, scratch.data());
+        } else if (packed.kernel_ == FastKernel::Vnni512)
             detail::vnni_gemm_rows(w, column, n, m, xt, ldx, begin, end, acc);
         else
             portable_rows(w, column, n, m, xs, ldx, begin, end, acc);

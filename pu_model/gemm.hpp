@@ -6,7 +6,8 @@
 // the layer's output.  Three implementations must agree bit for bit (tests/cpp/test_pu_gemm.cpp):
 //
 //   gemm_reference  the definition as a plain triple loop, int64 sums, overflow checked;
-//   gemm_fast       FastKernel::Vnni512: AVX-512 VNNI (vpdpbusd is u8 x s8, so X is offset by
+//   gemm_fast       FastKernel::Amx: AMX-INT8 tiles (tdpbssd is s8 x s8, exact in int32);
+//                   FastKernel::Vnni512: AVX-512 VNNI (vpdpbusd is u8 x s8, so X is offset by
 //                   +128 and 128 * rowsum(W) is subtracted again: exact in int32);
 //                   FastKernel::Dnnl: oneDNN's dnnl_gemm_s8s8s32 (only when built with oneDNN);
 //                   FastKernel::Portable: blocked int32 loops for CPUs with neither;
@@ -28,10 +29,10 @@ void check_gemm_fits_int32(std::int64_t m, int bias_shift, const std::string& fi
 void gemm_reference(const std::int8_t* w, const std::int8_t* xt, std::int64_t ldx, const std::int8_t* bias,
                     int bias_shift, std::int64_t n, std::int64_t m, std::int64_t p, std::int32_t* acc);
 
-enum class FastKernel { Auto, Vnni512, Dnnl, Portable };
+enum class FastKernel { Auto, Amx, Vnni512, Dnnl, Portable };
 const char* to_string(FastKernel kernel);
 bool fast_kernel_available(FastKernel kernel);
-// Auto resolves to Vnni512 when the CPU has it, else Dnnl when linked, else Portable.
+// Auto resolves to the first available of Amx, Vnni512, Dnnl (when linked), Portable.
 FastKernel resolve_fast_kernel(FastKernel kernel);
 
 // Weights prepared once for a fast kernel (packing is O(N*M), the GEMM O(N*M*P)).
@@ -78,11 +79,21 @@ namespace detail {
 inline constexpr int kVnniPanel = 64;
 inline constexpr int kVnniRowsPerTile = 6;
 bool cpu_has_vnni512();
+// AMX: CPUID says AMX-TILE and AMX-INT8 and Linux granted this process the tile-data state.
+bool cpu_has_amx();
 void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
 void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
                     std::int32_t* acc);
+// The AMX kernel (gemm_amx.cpp): weights in blocks of 32 channels, depth padded to 64; xt is
+// plain int8 with ldx = depth; scratch holds 32 * ldx bytes for the last partial block of rows.
+std::int64_t amx_depth(std::int64_t m);
+std::int64_t amx_packed_size(std::int64_t n, std::int64_t m);
+void amx_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);
+void amx_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
+                   const std::int8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
+                   std::int32_t* acc, std::int8_t* scratch);
 }  // namespace detail
 
 }  // namespace aimcemu

@@ -39,9 +39,9 @@ GemmBackend backend_from(const std::string& name) {
 }
 
 FastKernel kernel_from(const std::string& name) {
-    for (auto k : {FastKernel::Auto, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+    for (auto k : {FastKernel::Auto, FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
         if (name == to_string(k)) return k;
-    throw FormatError("<memory>", "kernel", "unknown kernel '" + name + "' (expected auto, vnni512, dnnl or portable)");
+    throw FormatError("<memory>", "kernel", "unknown kernel '" + name + "' (expected auto, amx, vnni512, dnnl or portable)");
 }
 
 // {layer_index: int8 array} supplied by the caller (e.g. noisy weights from the NIU model).
@@ -235,7 +235,7 @@ void bind_pu(py::module_& m) {
 
     m.def("fast_kernels", [] {
         std::vector<std::string> names;
-        for (auto k : {FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+        for (auto k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
             if (fast_kernel_available(k)) names.emplace_back(to_string(k));
         return names;
     }, "Fast GEMM kernels available in this build on this CPU; 'auto' picks the first.");

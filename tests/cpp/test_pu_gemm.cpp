@@ -77,7 +77,7 @@ std::string describe(const ConvCase& c) {
 
 std::vector<FastKernel> available_fast_kernels() {
     std::vector<FastKernel> kernels;
-    for (auto k : {FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+    for (auto k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
         if (fast_kernel_available(k)) kernels.push_back(k);
     return kernels;
 }

@@ -176,7 +176,7 @@ TEST(Inference, AllBackendsAgreeOnASmallNetworkWithEveryLayerKind) {
     const auto reference = run_network(net, image, GemmBackend::Reference);
     expect_same_outputs(run_network(net, image, GemmBackend::Fast), reference, "fast");
     expect_same_outputs(run_network(net, image, GemmBackend::CycleSA), reference, "cycle SA");
-    for (FastKernel k : {FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
+    for (FastKernel k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
         if (!fast_kernel_available(k)) continue;
         RunOptions opt;
         opt.kernel = k;
