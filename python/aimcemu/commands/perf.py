@@ -1,0 +1,67 @@
+"""``aimcemu perf``: per-layer latency, FPS, efficiency and NIU impact on the accelerator model."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "time a network on the accelerator model: per-layer table, Table-I-style summary, NIU impact"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="resnet50",
+                        help="zoo network (see 'aimcemu models') or model file (default resnet50)")
+    parser.add_argument("--pus", default="5xPU2x+5xPU1x", help="PU mix, e.g. 5xPU2x+5xPU1x (the U50 default)")
+    parser.add_argument("--mode", choices=["frame-parallel", "layer-pipelined"], default="frame-parallel",
+                        help="each PU runs whole frames (paper Table I), or layers cut into stages across PUs")
+    parser.add_argument("--first-layer", choices=["host", "fpga"], default="host",
+                        help="first layer's IM2COL on the host (padded to 160 B, as in the paper) or in the FPGA")
+    parser.add_argument("--avg-pool", choices=["block-diagonal", "dense"], default="block-diagonal",
+                        help="how the average pool maps to the GEMM engine")
+    parser.add_argument("--scheduler", choices=["baseline", "adaptive", "double-buffer", "in-order-prefetch"],
+                        default="adaptive", help="weight-transfer schedule (default: the paper's two phases)")
+    parser.add_argument("--aimc-layers", default=None, metavar="NAMES",
+                        help="layers mapped to AIMC: 'all' or comma-separated names (default none)")
+    parser.add_argument("--niu", type=int, default=0, metavar="COUNT", help="NIUs replacing PUs (shared sharing)")
+    parser.add_argument("--niu-sharing", choices=["shared", "per-pu"], default="shared",
+                        help="shared: COUNT NIUs serve all PUs; per-pu: one NIU beside each PU (half the slots)")
+    parser.add_argument("--niu-lanes", type=float, default=32.0, help="NIU weights per cycle (default 32)")
+    parser.add_argument("--format", choices=["table", "csv", "json"], default="table", help="stdout format")
+    parser.add_argument("--output", metavar="PATH", help="also write the result: .csv (per layer) or .json (all)")
+    parser.add_argument("--no-layers", action="store_true", help="table format: summary only")
+    parser.add_argument("--plot", metavar="DIR", help="write per-layer latency and scheduler ratio plots (PNG)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..perf import perf
+
+    result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
+                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, niu=args.niu,
+                  niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes)
+    if args.format == "json":
+        import json
+
+        from ..perf import _json_default
+
+        json.dump(result.to_dict(), sys.stdout, indent=2, default=_json_default)
+        print()
+    elif args.format == "csv":
+        import csv
+
+        rows = result.layer_rows()
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        if not args.no_layers:
+            print(result.layer_table())
+            print()
+        print(result.table_one())
+    if args.output:
+        if args.output.endswith(".csv"):
+            result.to_csv(args.output)
+        else:
+            result.to_json(args.output)
+    if args.plot:
+        for path in result.plot(args.plot):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,338 @@
+"""Throughput and latency of a network on the accelerator model (``aimcemu perf``).
+
+Wraps the C++ timing model (``aimcemu._core.timing``): per-layer PU timing, the two-phase weight
+scheduler and the system model with NIUs.  ``perf()`` returns a :class:`PerfResult` that prints a
+per-layer table and a Table-I-style summary, writes CSV/JSON, and plots the paper's Fig. 5
+(per-layer latency, scheduler time and memory ratios).
+
+Example::
+
+    from aimcemu.perf import perf
+    r = perf("resnet50")                       # U50: 5 PU2x + 5 PU1x, frame-parallel
+    print(r.summary()["fps"])                  # ~590 FPS (paper: 584.92)
+    r = perf("resnet50", aimc_layers="all", niu=2)
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import _core
+
+_t = _core.timing
+
+# The paper's measured figures (Table I, its footnote, Sec. V).
+PAPER = {
+    "resnet18": {"fps": 1237.72, "fps_fpga_im2col": 767.9},
+    "resnet50": {"fps": 584.92, "fps_fpga_im2col": 453.7, "latency_ms": {"PU1x": 25.3, "PU2x": 12.9}},
+}
+U50_PUS = "5xPU2x+5xPU1x"
+
+
+@dataclass
+class PerfOptions:
+    """Everything that defines one timing study (stored with the results)."""
+
+    model: str = "resnet50"
+    pus: str = U50_PUS
+    mode: str = "frame-parallel"            # or "layer-pipelined"
+    first_layer: str = "host"               # host IM2COL (padded to 160 B) or "fpga"
+    avg_pool: str = "block-diagonal"        # or "dense"
+    scheduler: str = "adaptive"             # baseline, adaptive, double-buffer, in-order-prefetch
+    aimc_layers: str | list[str] | None = None   # None / "all" / layer names
+    niu: int = 0
+    niu_sharing: str = "shared"             # or "per-pu"
+    niu_lanes: float = 32.0                 # NIU lanes per cycle (sustained; RTL measurement replaces it)
+    niu_channel_efficiency: float = 1.0
+    extra: dict = field(default_factory=dict)
+
+
+def resolve_network(model):
+    """A Network object, a zoo name (``aimcemu models``), or a model file path."""
+    if not isinstance(model, str):
+        return model
+    if model in _core.zoo.names() or model == "resnet50v1":
+        return _core.zoo.by_name(model)
+    if os.path.isfile(model):
+        return _core.load_model(model)
+    raise _core.FormatError(f"<perf>: field 'model': '{model}' is neither a zoo network "
+                            f"({', '.join(_core.zoo.names())}) nor a model file")
+
+
+def aimc_mask(net, spec) -> list[bool]:
+    """Per-layer AIMC flags from None/'none', 'all' (every conv and FC layer) or layer names."""
+    gemm = [l.kind in (_core.LayerKind.conv, _core.LayerKind.linear) for l in net.layers]
+    if spec is None or spec == "" or spec == "none":
+        return [False] * len(net.layers)
+    if spec == "all":
+        return gemm
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    mask = [False] * len(net.layers)
+    for name in (n.strip() for n in names):
+        index = net.find_layer(name)
+        if index < 0:
+            raise _core.FormatError(f"<perf>: field 'aimc_layers': no layer named '{name}' in {net.name}")
+        if not gemm[index]:
+            raise _core.FormatError(f"<perf>: field 'aimc_layers': layer '{name}' is not a conv or FC layer")
+        mask[index] = True
+    return mask
+
+
+def _timing_options(opts: PerfOptions):
+    t = _t.TimingOptions()
+    choices = {"host": _t.FirstLayerIm2col.host, "fpga": _t.FirstLayerIm2col.fpga}
+    if opts.first_layer not in choices:
+        raise _core.FormatError(f"<perf>: field 'first_layer': '{opts.first_layer}' (known: host, fpga)")
+    t.first_layer = choices[opts.first_layer]
+    pools = {"block-diagonal": _t.AvgPoolMapping.block_diagonal, "dense": _t.AvgPoolMapping.dense}
+    if opts.avg_pool not in pools:
+        raise _core.FormatError(f"<perf>: field 'avg_pool': '{opts.avg_pool}' (known: block-diagonal, dense)")
+    t.avg_pool = pools[opts.avg_pool]
+    return t
+
+
+def build_system(opts: PerfOptions):
+    cfg = _t.SystemConfig()
+    cfg.pus = _t.parse_pu_mix(opts.pus, "<perf>")
+    cfg.timing = _timing_options(opts)
+    cfg.policy = _t.schedule_policy_from_string(opts.scheduler, "<perf>")
+    cfg.mode = _t.multi_pu_mode_from_string(opts.mode, "<perf>")
+    cfg.niu_count = int(opts.niu)
+    cfg.niu_sharing = _t.niu_sharing_from_string(opts.niu_sharing, "<perf>")
+    niu = _t.NiuConfig()
+    niu.lanes_per_cycle = float(opts.niu_lanes)
+    niu.channel_efficiency = float(opts.niu_channel_efficiency)
+    cfg.niu = _t.niu_throughput(niu)
+    return cfg
+
+
+class PerfResult:
+    """One study: the system report plus each PU type's per-layer timing and schedule."""
+
+    def __init__(self, net, options: PerfOptions, config, report, runs: dict, aimc: list[bool]):
+        self.net, self.options, self.config, self.report, self.runs, self.aimc = net, options, config, report, runs, aimc
+
+    # ---- tables -------------------------------------------------------------------------
+    def layer_rows(self) -> list[dict]:
+        """One row per timed layer and PU type: cycles, stall (from the schedule), efficiency."""
+        rows = []
+        for pu_name, run in self.runs.items():
+            stall_by_layer: dict[str, float] = {}
+            for tile, sched in zip(run.problem.tiles, run.schedule.tiles):
+                layer = tile.label.rsplit("#", 1)[0]
+                stall_by_layer[layer] = stall_by_layer.get(layer, 0.0) + sched.stall
+            f = self.config.pus[0].fast_hz
+            mine = set(run.layers)
+            for lt in run.timing.layers:
+                if not lt.timed or lt.layer not in mine:
+                    continue
+                stall = stall_by_layer.get(lt.name, 0.0)
+                rows.append({
+                    "pu": pu_name, "layer": lt.name, "kind": str(lt.kind).split(".")[-1],
+                    "n": lt.n, "m": lt.m_eff, "p": lt.p, "tiles": lt.tiles,
+                    "sa_cycles": lt.sa_cycles, "cycles": round(lt.cycles), "fill_cycles": lt.fill_cycles,
+                    "stall_cycles": round(stall * f), "latency_us": (lt.time_s + stall) * 1e6,
+                    "efficiency": lt.macs / ((lt.cycles + stall * f) * self._macs_per_cycle(pu_name)),
+                    "bound": lt.bound, "aimc": bool(self.aimc[lt.layer]),
+                })
+        return rows
+
+    def _macs_per_cycle(self, pu_name: str) -> float:
+        pu = next(p for p in self.config.pus if p.name == pu_name.split("@")[0])
+        return pu.r_sa * pu.c_sa
+
+    def summary(self) -> dict:
+        r = self.report
+        tops = r.peak_ops / 1e12
+        out = {
+            "model": self.net.name, "pus": self.options.pus, "mode": self.options.mode,
+            "first_layer": self.options.first_layer, "scheduler": self.options.scheduler,
+            "aimc_layers": sum(self.aimc), "niu": len(r.nius), "niu_sharing": self.options.niu_sharing,
+            "fps": r.fps, "latency_ms": r.latency_s * 1e3, "efficiency": r.efficiency, "peak_tops": tops,
+            "fps_per_tops": r.fps / tops if tops else 0.0, "bottleneck": r.bottleneck,
+            "max_hbm_channel_use": r.max_channel_use, "hbm_channels": r.channels_used,
+            "aimc_weights": r.aimc_weights,
+            "pu_latency_ms": {}, "pu_stall_ms": {}, "pu_baseline_stall_ms": {},
+        }
+        for p in r.pus:
+            key = p.pu if self.options.mode == "frame-parallel" else f"stage{p.slot}:{p.pu}"
+            out["pu_latency_ms"][key] = p.latency_s * 1e3
+            out["pu_stall_ms"][key] = p.stall_s * 1e3
+            out["pu_baseline_stall_ms"][key] = p.baseline_stall_s * 1e3
+        paper = PAPER.get(self.net.name, {})
+        if self.options.pus == U50_PUS and self.options.mode == "frame-parallel" and not any(self.aimc):
+            key = "fps" if self.options.first_layer == "host" else "fps_fpga_im2col"
+            if key in paper:
+                out["paper_fps"] = paper[key]
+                out["fps_error"] = r.fps / paper[key] - 1
+            if self.options.first_layer == "host" and "latency_ms" in paper:
+                out["paper_latency_ms"] = paper["latency_ms"]
+        return out
+
+    def table_one(self) -> str:
+        """Table-I-style text summary."""
+        s = self.summary()
+        lines = [f"{'model':<14}{'PUs':<16}{'mode':<17}{'FPS':>9}{'paper':>9}{'error':>8}"
+                 f"{'eff':>8}{'FPS/TOPS':>10}  latency per PU",
+                 f"{s['model']:<14}{s['pus']:<16}{s['mode']:<17}{s['fps']:>9.2f}"
+                 f"{s.get('paper_fps', float('nan')):>9.2f}{100 * s.get('fps_error', float('nan')):>+7.2f}%"
+                 f"{100 * s['efficiency']:>7.1f}%{s['fps_per_tops']:>10.1f}  "
+                 + ", ".join(f"{k} {v:.2f} ms" for k, v in s["pu_latency_ms"].items())]
+        if "paper_latency_ms" in s:
+            lines.append("paper latency: " + ", ".join(
+                f"{k} {v} ms (model {s['pu_latency_ms'].get(k, float('nan')):.2f}, "
+                f"{100 * (s['pu_latency_ms'].get(k, float('nan')) / v - 1):+.2f}%)"
+                for k, v in s["paper_latency_ms"].items()))
+        lines.append(f"stalls (baseline -> {self.options.scheduler}): " + ", ".join(
+            f"{k} {s['pu_baseline_stall_ms'][k]:.3f} -> {v:.3f} ms" for k, v in s["pu_stall_ms"].items()))
+        if s["niu"]:
+            lines.append(f"NIUs: {s['niu']} ({s['niu_sharing']}), {s['aimc_layers']} AIMC layers, "
+                         f"{s['aimc_weights']} weights per copy, bottleneck: {s['bottleneck']}; utilisation "
+                         + ", ".join(f"{n.utilization:.2f}" for n in self.report.nius))
+        lines.append(f"HBM: {s['hbm_channels']} channels, busiest at {100 * s['max_hbm_channel_use']:.1f}%")
+        return "\n".join(lines)
+
+    def layer_table(self) -> str:
+        cols = [("pu", 6, "s"), ("layer", 22, "s"), ("n", 6, "d"), ("m", 7, "d"), ("p", 6, "d"), ("tiles", 6, "d"),
+                ("sa_cycles", 10, "d"), ("cycles", 10, "d"), ("stall_cycles", 9, "d"), ("latency_us", 11, ".1f"),
+                ("efficiency", 8, ".3f"), ("bound", 9, "s")]
+        head = " ".join(f"{c:>{w}}" if t != "s" else f"{c:<{w}}" for c, w, t in cols)
+        lines = [head]
+        for row in self.layer_rows():
+            lines.append(" ".join(f"{row[c]:>{w}{t}}" if t != "s" else f"{str(row[c]):<{w}}" for c, w, t in cols))
+        return "\n".join(lines)
+
+    # ---- files --------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        r = self.report
+        return {
+            "options": asdict(self.options),
+            "summary": self.summary(),
+            "layers": self.layer_rows(),
+            "pus": [{"slot": p.slot, "pu": p.pu, "latency_ms": p.latency_s * 1e3, "fps": p.fps,
+                     "stall_ms": p.stall_s * 1e3, "baseline_stall_ms": p.baseline_stall_s * 1e3,
+                     "lower_bound_stall_ms": p.lower_bound_stall_s * 1e3, "niu": p.niu,
+                     "layers": list(p.layers) if self.options.mode == "layer-pipelined" else "all",
+                     "weight_channel_use": p.weight_channel_use,
+                     "activation_channel_use": p.activation_channel_use,
+                     "residual_channel_use": p.residual_channel_use} for p in r.pus],
+            "nius": [{"slot": n.slot, "pus": list(n.pus), "utilization": n.utilization,
+                      "channel_use": n.channel_use} for n in r.nius],
+        }
+
+    def to_json(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n")
+
+    def to_csv(self, path) -> None:
+        rows = self.layer_rows()
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0].keys()) if rows else ["layer"])
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def plot(self, directory) -> list[Path]:
+        """Fig. 5(a) per-layer latency per PU type; Fig. 5(b)/(c) scheduler time and memory ratios."""
+        return _plot_all(self, Path(directory))
+
+
+def _schedule_run(result: PerfResult):
+    """The run whose schedule Fig. 5(b)/(c) show: PU2x if present (as in the paper), else the first."""
+    for name, run in result.runs.items():
+        if name.startswith("PU2x"):
+            return name, run
+    return next(iter(result.runs.items()))
+
+
+def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    files = []
+    name = result.net.name
+
+    # Fig. 5(a): per-layer latency on each PU type.
+    rows = result.layer_rows()
+    fig, ax = plt.subplots(figsize=(12, 4))
+    pus = list(dict.fromkeys(r["pu"] for r in rows))
+    width = 0.8 / max(1, len(pus))
+    for k, pu in enumerate(pus):
+        mine = [r for r in rows if r["pu"] == pu]
+        ax.bar([i + k * width for i in range(len(mine))], [r["latency_us"] / 1e3 for r in mine], width, label=pu)
+    ax.set_xlabel("layer index")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(f"{name}: per-layer latency (model, incl. weight stalls)")
+    ax.legend()
+    fig.tight_layout()
+    files.append(directory / f"{name}_layer_latency.png")
+    fig.savefig(files[-1], dpi=120)
+    plt.close(fig)
+
+    # Fig. 5(b)/(c): per-tile time and memory ratios of the chosen PU's schedule.
+    pu, run = _schedule_run(result)
+    base, adapt = run.baseline.tiles, run.schedule.tiles
+    n = len(base)
+    relocated = [adapt[(i + 1) % n].lead > 1 for i in range(n)]
+    stalled = [base[(i + 1) % n].stall > 0 for i in range(n)]
+    ratios = [min(t.time_ratio, 1e4) for t in base]
+    colors = ["tab:blue" if r else ("tab:red" if s else "tab:gray") for r, s in zip(relocated, stalled)]
+    fig, ax = plt.subplots(figsize=(12, 4))
+    ax.bar(range(n), ratios, color=colors, width=1.0)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("tile index i")
+    ax.set_ylabel("e_i / l_(i+1)")
+    ax.set_title(f"{name} on {pu}: time ratios (blue: next load relocated by the adaptive phase, "
+                 f"red: still stalled)")
+    fig.tight_layout()
+    files.append(directory / f"{name}_{pu}_time_ratio.png")
+    fig.savefig(files[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(12, 4))
+    ax.plot(range(n), [t.memory_ratio for t in base], lw=0.8, label="(m_i + m_(i+1)) / capacity")
+    ax.plot(range(n), [t.occupancy for t in adapt], lw=0.8, label=f"{result.options.scheduler}: occupancy at load")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xlabel("tile index i")
+    ax.set_ylabel("URAM ratio")
+    ax.set_title(f"{name} on {pu}: memory ratios (<= 1: the schedule fits)")
+    ax.legend()
+    fig.tight_layout()
+    files.append(directory / f"{name}_{pu}_memory_ratio.png")
+    fig.savefig(files[-1], dpi=120)
+    plt.close(fig)
+    return files
+
+
+def _json_default(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+def perf(model="resnet50", **options) -> PerfResult:
+    """Time `model` on the system described by the options (see :class:`PerfOptions`)."""
+    unknown = set(options) - set(PerfOptions.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"perf() got unknown options: {sorted(unknown)}")
+    opts = PerfOptions(model=model if isinstance(model, str) else getattr(model, "name", "network"), **options)
+    net = resolve_network(model)
+    aimc = aimc_mask(net, opts.aimc_layers)
+    cfg = build_system(opts)
+    report = _t.evaluate_system(net, cfg, aimc)
+    runs = {}
+    if opts.mode == "frame-parallel":
+        present = {cfg.pus[p.slot].name: cfg.pus[p.slot] for p in report.pus}
+        for name, pu in present.items():
+            runs[name] = _t.run_pu(net, pu, cfg.timing, cfg.policy, [], aimc, False)
+    else:
+        for p in report.pus:
+            pu = cfg.pus[p.slot]
+            runs[f"{pu.name}@{p.slot}"] = _t.run_pu(net, pu, cfg.timing, cfg.policy, list(p.layers), aimc, True)
+    return PerfResult(net, opts, cfg, report, runs, aimc)

@@ -1,0 +1,93 @@
+"""aimcemu perf: the Python API and the CLI over the C++ timing model."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+import aimcemu
+from aimcemu import cli
+from aimcemu.perf import PAPER, aimc_mask, perf, resolve_network
+
+
+@pytest.fixture(scope="module")
+def r50():
+    return perf("resnet50")
+
+
+def test_table_one_resnet50_within_two_percent(r50):
+    s = r50.summary()
+    assert s["fps"] == pytest.approx(PAPER["resnet50"]["fps"], rel=0.02)
+    assert s["pu_latency_ms"]["PU2x"] == pytest.approx(12.9, rel=0.02)
+    assert s["pu_latency_ms"]["PU1x"] == pytest.approx(25.3, rel=0.02)
+    assert s["peak_tops"] == pytest.approx(4.608)
+    assert s["fps_per_tops"] == pytest.approx(s["fps"] / 4.608)
+    assert 0.9 < s["efficiency"] <= 1.0
+    assert "584.92" in r50.table_one()
+
+
+def test_layer_rows_add_up_to_the_pu_latency(r50):
+    rows = r50.layer_rows()
+    for pu in ("PU2x", "PU1x"):
+        mine = [r for r in rows if r["pu"] == pu]
+        assert {r["layer"] for r in mine} >= {"conv1", "fc", "avgpool", "layer4.2.conv3"}
+        assert "maxpool" not in {r["layer"] for r in mine}  # fused into conv1's post-processing
+        total_ms = sum(r["latency_us"] for r in mine) / 1e3
+        # the rows carry the reported round's stalls; the latency is the mean of two rounds
+        assert total_ms == pytest.approx(r50.summary()["pu_latency_ms"][pu], rel=1e-3)
+        for r in mine:
+            assert r["cycles"] >= r["sa_cycles"]
+            assert 0.0 <= r["efficiency"] <= 1.0
+
+
+def test_shared_niu_sets_the_rate_when_everything_is_aimc():
+    r = perf("resnet50", aimc_layers="all", niu=1)
+    s = r.summary()
+    net = resolve_network("resnet50")
+    assert s["aimc_weights"] == net.total_weights()
+    assert s["bottleneck"] == "NIU"
+    niu_rate = r.config.niu.weights_per_s
+    assert s["fps"] == pytest.approx(niu_rate / net.total_weights(), rel=1e-9)
+
+
+def test_aimc_mask_names_and_errors():
+    net = resolve_network("resnet18")
+    mask = aimc_mask(net, "all")
+    assert sum(mask) == sum(1 for l in net.layers if l.is_gemm)
+    mask = aimc_mask(net, "layer1.0.conv1, fc")
+    assert [net.layers[i].name for i, m in enumerate(mask) if m] == ["layer1.0.conv1", "fc"]
+    with pytest.raises(aimcemu.FormatError, match="no layer named 'nope'"):
+        aimc_mask(net, "nope")
+    with pytest.raises(aimcemu.FormatError, match="not a conv or FC"):
+        aimc_mask(net, "maxpool")
+    with pytest.raises(aimcemu.FormatError, match="neither a zoo network"):
+        resolve_network("resnet1000")
+
+
+def test_cli_json_csv_and_plots(tmp_path, capsys):
+    out_csv = tmp_path / "layers.csv"
+    assert cli.main(["perf", "--model", "resnet18", "--format", "json", "--output", str(out_csv),
+                     "--plot", str(tmp_path / "plots")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["fps"] == pytest.approx(PAPER["resnet18"]["fps"], rel=0.02)
+    assert data["options"]["pus"] == "5xPU2x+5xPU1x"
+    with open(out_csv) as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["pu"] for r in rows} == {"PU2x", "PU1x"}
+    pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
+    assert pngs == ["resnet18_PU2x_memory_ratio.png", "resnet18_PU2x_time_ratio.png", "resnet18_layer_latency.png"]
+    for name in pngs:
+        assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_table_and_bad_input(capsys):
+    assert cli.main(["perf", "--model", "resnet18", "--no-layers", "--niu", "2", "--aimc-layers", "fc",
+                     "--mode", "layer-pipelined"]) == 0
+    out = capsys.readouterr().out
+    assert "layer-pipelined" in out and "NIUs: 2" in out
+    assert cli.main(["perf", "--model", "resnet18", "--aimc-layers", "layer9.conv"]) == 2
+    assert "no layer named 'layer9.conv'" in capsys.readouterr().err
+    assert cli.main(["perf", "--model", "resnet18", "--aimc-layers", "all"]) == 2  # AIMC needs an NIU
+    assert "NIU" in capsys.readouterr().err
+    assert cli.main(["perf", "--pus", "3xPU5x"]) == 2
