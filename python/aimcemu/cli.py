@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._main(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as exc:  # bad input: say what, not a traceback
+    # Bad input (FormatError is a ValueError) or an unusable path: one line that names the
+    # file and field, not a traceback.  Anything else is a bug and keeps its traceback.
+    except (ValueError, OSError, KeyError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
