@@ -1,29 +1,54 @@
 """``aimcemu.run``: one inference study from model and data files to an HDF5 results file.
 
-    summary = aimcemu.run()                        # the embedded default model and its test set
-    summary = aimcemu.run("net.h5", "data.h5", output="out.h5", layers=["conv1", "fc"])
-    print(summary.accuracy, summary.path)
+    summary = aimcemu.run()                        # the embedded default model, digital
+    summary = aimcemu.run(mapping="all", noise={"model": "pcm_like"}, t=(0, 3600, 86400), chips=8,
+                          drift_compensation="global", output="pcm.h5")
+    print(summary.format_accuracy_table())         # accuracy vs t: mean, std, min, max over chips
 
-The run loads and validates both files, runs the network bit-exactly on the PU functional model
-(``_core.run_network``), and writes the results file (docs/hdf5_layout.md) atomically: on any
-error no output file is left.  This is a digital run, so the file holds the noise-free reference
-and zero noisy rounds; noisy rounds come from the NIU path.
+The run loads and validates both files, runs the noise-free reference bit-exactly on the PU
+functional model (``_core.run_network``), then, when a mapping puts layers on AIMC, the noisy
+rounds: for chip in range(chips): for t in t: for round in range(rounds).  In each round the
+bit-exact NIU model (``aimcemu.niu``) writes the AIMC layers' noisy INT8 weights for
+(seed, chip, round, t), and the PU model runs the network on them; digital layers keep their
+clean weights.  Programming noise and drift exponents are keyed by (seed, chip, layer), read
+noise by (seed, chip, layer, round) and not by t, so the same chip drifts from the same
+programmed state and sweeps over t use common random numbers.  Everything (reference, rounds,
+per-layer metrics, accuracy, the resolved configuration) goes into one results file
+(docs/hdf5_layout.md), written atomically: on any error no output file is left.  Details and
+the drift-compensation calibration are in docs/hybrid_runs.md.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import _core
 from . import modelfile
+from .mapping import Mapping, Placement, resolve_noise
 
-DEFAULTS = {"model": None, "data": None, "output": None, "backend": "fast", "threads": 0, "layers": "all"}
+DEFAULTS = {"model": None, "data": None, "output": None, "backend": "fast", "threads": 0, "layers": "all",
+            "mapping": None, "noise": None, "t": (0.0,), "chips": 1, "rounds": 1, "seed": 0,
+            "drift_compensation": "none"}
+DRIFT_COMPENSATIONS = ("none", "global")
+
+# NIU round id of the drift-compensation calibration readouts (reserved: noisy rounds use
+# 0..rounds-1).  It fits the 32-bit round field of the NIU program.
+CALIBRATION_ROUND = 2**32 - 1
+# aimcemu.noise.GlobalDriftCompensation floors both readouts at this value.
+READOUT_FLOOR = 1e-4
+# The largest alpha the NIU's back-conversion scale holds for any layer (docs/niu_datapath.md).
+ALPHA_MAX = 7.9
+
+_TIME_UNITS = {"": 1.0, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "y": 365.0 * 86400.0}
 
 
 @dataclass
@@ -32,11 +57,17 @@ class LayerSummary:
     kind: str
     shape: tuple[int, int, int]
     stored: bool
+    device: str = "digital"          # "digital" or "aimc"
+    noise_model: str | None = None   # the AIMC layer's noise model name
 
 
 @dataclass
 class RunSummary:
-    """What one run produced; ``os.fspath(summary)`` is the results file."""
+    """What one run produced; ``os.fspath(summary)`` is the results file.
+
+    Noisy rounds are listed in file order with their coordinates (round_chip, round_t,
+    round_index); ``drift_alpha[layer]`` is the [chip][t] compensation factor of each AIMC layer
+    (all 1.0 without drift compensation)."""
     path: str
     model: str
     images: int
@@ -45,33 +76,155 @@ class RunSummary:
     layers: list[LayerSummary] = field(default_factory=list)
     inference_s: float = 0.0
     write_s: float = 0.0
+    round_chip: list[int] = field(default_factory=list)
+    round_t: list[float] = field(default_factory=list)
+    round_index: list[int] = field(default_factory=list)
+    drift_alpha: dict[str, list[list[float]]] = field(default_factory=dict)
+    drift_compensation: str = "none"
+    noise_s: float = 0.0
 
     def __fspath__(self) -> str:
         return self.path
 
+    def accuracy_vs_t(self) -> list[dict]:
+        """One row per t: accuracy averaged over the rounds of each chip, then mean, std
+        (sample std over chips, ddof=1; 0 for one chip), min and max over chips."""
+        rows = []
+        acc = np.asarray(self.round_accuracy, dtype=np.float64)
+        chips = np.asarray(self.round_chip)
+        times = np.asarray(self.round_t, dtype=np.float64)
+        for t in sorted(set(self.round_t)):
+            per_chip = np.array([acc[(chips == c) & (times == t)].mean() for c in sorted(set(chips[times == t]))])
+            rows.append({"t": float(t), "chips": int(per_chip.size), "mean": float(per_chip.mean()),
+                         "std": float(per_chip.std(ddof=1)) if per_chip.size > 1 else 0.0,
+                         "min": float(per_chip.min()), "max": float(per_chip.max())})
+        return rows
 
-def _run_network(net, images, backend: str, threads: int) -> list[np.ndarray]:
-    """Per-layer int8 activations [N, H, W, C] from the PU functional model."""
-    if not hasattr(_core, "run_network"):
-        raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
-    return _core.run_network(net, images, backend, threads, None)
+    def format_accuracy_table(self) -> str:
+        """Accuracy vs t as a text table (the reference accuracy in the heading)."""
+        lines = [f"accuracy vs t (drift compensation: {self.drift_compensation}; "
+                 f"noise-free reference {self.accuracy:.4f})",
+                 f"{'t':>10}  {'t [s]':>12}  {'chips':>5}  {'mean':>7}  {'std':>7}  {'min':>7}  {'max':>7}"]
+        for row in self.accuracy_vs_t():
+            lines.append(f"{format_time(row['t']):>10}  {row['t']:>12.6g}  {row['chips']:>5}  {row['mean']:>7.4f}  "
+                         f"{row['std']:>7.4f}  {row['min']:>7.4f}  {row['max']:>7.4f}")
+        return "\n".join(lines)
 
 
-def _resolve_config(config: dict | None, explicit: dict) -> dict:
-    """Defaults, then ``config``, then the explicit arguments that differ from their defaults."""
+# --- configuration --------------------------------------------------------------------------------
+def format_time(seconds: float) -> str:
+    """A readable time: 0, 1s, 1h, 1d, 1y (largest unit that divides it), else seconds."""
+    for unit in ("y", "d", "h", "min"):
+        scale = _TIME_UNITS[unit]
+        if seconds >= scale and float(seconds / scale).is_integer():
+            return f"{seconds / scale:g}{unit}"
+    return f"{seconds:g}s" if seconds else "0"
+
+
+def parse_times(value: Any, source: str = "<arguments>", field: str = "t") -> list[float]:
+    """A list of times in seconds from numbers or a string like "0,3600" / "0,1h,1d,1y"
+    (units s, min, h, d, y = 365 d).  Must be finite, >= 0 and strictly increasing."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        items: list[Any] = [value]
+    elif isinstance(value, str):
+        items = [part.strip() for part in value.split(",") if part.strip()]
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            raise _core.FormatError(f"{source}: field '{field}': expected a list of times, got {value!r}") from None
+    times = [_one_time(item, source, field) for item in items]
+    if not times:
+        raise _core.FormatError(f"{source}: field '{field}': needs at least one time")
+    for earlier, later in zip(times, times[1:]):
+        if not later > earlier:
+            raise _core.FormatError(f"{source}: field '{field}': times must be strictly increasing "
+                                    f"({earlier:g} s is followed by {later:g} s)")
+    return times
+
+
+def _one_time(item: Any, source: str, field: str) -> float:
+    if isinstance(item, str):
+        match = re.fullmatch(r"([-+0-9.eE]+)\s*(s|min|h|d|y)?", item)
+        try:
+            seconds = float(match.group(1)) * _TIME_UNITS[match.group(2) or ""] if match else math.nan
+        except ValueError:
+            seconds = math.nan
+        if match is None or math.isnan(seconds):
+            raise _core.FormatError(f"{source}: field '{field}': cannot read {item!r} as a time "
+                                    "(a number of seconds or with a unit s, min, h, d, y)")
+    elif isinstance(item, (int, float, np.integer, np.floating)) and not isinstance(item, bool):
+        seconds = float(item)
+    else:
+        raise _core.FormatError(f"{source}: field '{field}': expected a number of seconds, got {item!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise _core.FormatError(f"{source}: field '{field}': times must be finite and >= 0, got {item!r}")
+    return seconds
+
+
+def _load_yaml_config(path) -> dict:
+    import yaml
+
+    source = os.fspath(path)
+    with open(source, encoding="utf-8") as f:
+        try:
+            config = yaml.safe_load(f)
+        except yaml.YAMLError as exc:
+            raise _core.FormatError(f"{source}: field '<yaml>': {exc}") from None
+    if not isinstance(config, dict):
+        raise _core.FormatError(f"{source}: field '<root>': expected a mapping of options")
+    return config
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that treats lists, tuples and arrays of times alike."""
+    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+        try:
+            return isinstance(a, (list, tuple, np.ndarray)) and isinstance(b, (list, tuple, np.ndarray)) \
+                and len(a) == len(b) and all(x == y for x, y in zip(a, b))
+        except (TypeError, ValueError):
+            return False
+    return a is b or (type(a) is type(b) and a == b)
+
+
+def _resolve_config(config: dict | str | os.PathLike | None, explicit: dict) -> tuple[dict, dict]:
+    """Defaults, then ``config`` (a dict or a YAML file), then the explicit arguments that differ
+    from their defaults.  Returns (options, source of each option) and validates the scalars."""
     resolved = dict(DEFAULTS)
+    sources = {key: "<arguments>" for key in DEFAULTS}
+    if isinstance(config, (str, os.PathLike)):
+        config_source = os.fspath(config)
+        config = _load_yaml_config(config)
+    else:
+        config_source = "<config>"
     if config:
         unknown = sorted(set(config) - set(DEFAULTS))
         if unknown:
-            raise _core.FormatError(f"<config>: field '{unknown[0]}': unknown option "
+            raise _core.FormatError(f"{config_source}: field '{unknown[0]}': unknown option "
                                     f"(known: {', '.join(DEFAULTS)})")
         resolved.update(config)
-    resolved.update({k: v for k, v in explicit.items() if v != DEFAULTS[k]})
+        sources.update({key: config_source for key in config})
+    for key, value in explicit.items():
+        if not _same(value, DEFAULTS[key]):
+            resolved[key], sources[key] = value, "<arguments>"
+
+    def check_int(key: str, minimum: int, what: str) -> None:
+        value = resolved[key]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise _core.FormatError(f"{sources[key]}: field '{key}': must be an integer >= {minimum}{what}")
+        resolved[key] = int(value)
+
     if not isinstance(resolved["backend"], str):
-        raise _core.FormatError("<config>: field 'backend': must be a name (the PU model checks which)")
-    if not isinstance(resolved["threads"], int) or resolved["threads"] < 0:
-        raise _core.FormatError("<config>: field 'threads': must be an integer >= 0 (0 = all cores)")
-    return resolved
+        raise _core.FormatError(f"{sources['backend']}: field 'backend': must be a name (the PU model checks which)")
+    check_int("threads", 0, " (0 = all cores)")
+    check_int("chips", 1, "")
+    check_int("rounds", 1, "")
+    check_int("seed", 0, "")
+    if resolved["drift_compensation"] not in DRIFT_COMPENSATIONS:
+        raise _core.FormatError(f"{sources['drift_compensation']}: field 'drift_compensation': expected one of "
+                                f"{', '.join(DRIFT_COMPENSATIONS)}, got {resolved['drift_compensation']!r}")
+    resolved["t"] = parse_times(resolved["t"], sources["t"], "t")
+    return resolved, sources
 
 
 def _layer_selection(layers) -> str | list[str]:
@@ -104,52 +257,208 @@ def _locate_inputs(model, data) -> tuple[str, str]:
     return os.fspath(model_path), os.fspath(data)
 
 
-def run(model=None, data=None, output=None, backend: str = "fast", threads: int = 0, layers="all",
-        config: dict | None = None) -> RunSummary:
+def _placements(cfg: dict, sources: dict, net) -> tuple[Mapping | None, list[Placement] | None]:
+    """The mapping and its resolution on `net` (both None for a digital run).  A noise without
+    a mapping means every GEMM layer on AIMC."""
+    mapping, noise = cfg["mapping"], cfg["noise"]
+    if mapping is None and noise is None:
+        return None, None
+    default_noise = None if noise is None else resolve_noise(noise, sources["noise"], "noise")
+    mapping = Mapping.coerce("all" if mapping is None else mapping, sources["mapping"])
+    return mapping, mapping.resolve(net, default_noise)
+
+
+# --- inference and the NIU ------------------------------------------------------------------------
+def _run_network(net, images, backend: str, threads: int, weights: dict | None = None) -> list[np.ndarray]:
+    """Per-layer int8 activations [N, H, W, C] from the PU functional model; `weights`
+    ({layer index: int8 array}) replaces the weights the PU reads."""
+    if not hasattr(_core, "run_network"):
+        raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
+    return _core.run_network(net, images, backend, threads, weights)
+
+
+class _NoisyWeights:
+    """The NIU side of a run: compiles one NIU program per noise model for a (chip, round, t)
+    and applies it to the AIMC layers' clean weights.  Each layer's RNG key is its index in the
+    network, so its draws do not depend on which other layers are mapped to AIMC."""
+
+    def __init__(self, net, placements: list[Placement], seed: int, threads: int):
+        from . import niu
+
+        self._niu = niu
+        self.seed, self.threads = seed, threads
+        layers = net.layers
+        self.clean = {p.index: np.ascontiguousarray(layers[p.index].weights) for p in placements if p.is_aimc}
+        self.groups: dict[str, tuple[dict, list[int]]] = {}  # noise JSON -> (noise, layer indices)
+        for p in placements:
+            if p.is_aimc:
+                key = json.dumps(p.noise, sort_keys=True)
+                self.groups.setdefault(key, (p.noise, []))[1].append(p.index)
+
+    def weights(self, chip: int, round_id: int, t: float, alpha: dict[int, float] | None = None) -> dict[int, np.ndarray]:
+        """{layer index: noisy int8 weights} of every AIMC layer, as the NIU writes them."""
+        out = {}
+        for noise, indices in self.groups.values():
+            program = self._niu.compile_program(
+                noise, [self.clean[i] for i in indices], seed=self.seed, chip=chip, round=round_id, t=t,
+                alpha=[1.0 if alpha is None else alpha[i] for i in indices], layer_ids=indices)
+            for position, i in enumerate(indices):
+                out[i] = program.apply(position, self.clean[i], self.threads)
+        return out
+
+    def readout(self, chip: int, t: float) -> dict[int, float]:
+        """Calibration readout of every AIMC layer at time t: mean |W| of the uncompensated NIU
+        weights in the reserved calibration round (a one-hot input per row reads W itself)."""
+        noisy = self.weights(chip, CALIBRATION_ROUND, t)
+        return {i: float(np.mean(np.abs(w.astype(np.float64)))) if w.size else 0.0 for i, w in noisy.items()}
+
+
+def _drift_alpha(niu: _NoisyWeights, chip: int, t: float, baseline: dict[int, float]) -> dict[int, float]:
+    """Global drift compensation (aihwkit's GlobalDriftCompensation): alpha = baseline / readout(t),
+    both floored at READOUT_FLOOR, clamped to what the NIU's back-conversion holds."""
+    readout = niu.readout(chip, t)
+    return {i: min(max(baseline[i], READOUT_FLOOR) / max(readout[i], READOUT_FLOOR), ALPHA_MAX) for i in readout}
+
+
+# --- the run --------------------------------------------------------------------------------------
+def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,), chips: int = 1, rounds: int = 1,
+        seed: int = 0, drift_compensation: str = "none", backend: str = "fast", threads: int = 0, layers="all",
+        config: dict | str | os.PathLike | None = None) -> RunSummary:
     """Run a model file on a data set file and write a results file; returns a RunSummary.
 
     model:   model file path (docs/model_format.md); None = the embedded default model
     data:    data set file path; None = the test set shipped beside the model
     output:  results file path; None = results/<model>_<timestamp>.h5 (folder created)
+    mapping: None (all digital, no noisy rounds) | "all" (every GEMM layer on AIMC) | a Mapping |
+             a dict {"default": ..., "layers": {pattern: "aimc" | "digital" | {"device", "noise"}}} |
+             a YAML mapping file (aimcemu.mapping)
+    noise:   default noise of AIMC layers: {"model": name, **params}, a model name, or a noise
+             model object (aimcemu.noise); default pcm_like.  A noise without a mapping = "all".
+    t:       times since programming in seconds (strictly increasing, >= 0), or "0,1h,1d,1y"
+    chips, rounds, seed: noisy rounds are chip-major: for chip, for t, for round
+    drift_compensation: "none" | "global" (docs/hybrid_runs.md)
     backend: the PU model's kernel ("fast"; the PU model lists the others); threads: 0 = all cores
     layers:  whose activations to store: "all", "none", or layer names (metrics are always kept)
-    config:  the same options as a dict (e.g. from YAML); explicit arguments override it
+    config:  the same options as a dict or a YAML file; explicit arguments override it
     """
-    cfg = _resolve_config(config, {"model": model, "data": data, "output": output, "backend": backend,
-                                   "threads": threads, "layers": layers})
+    cfg, sources = _resolve_config(config, {
+        "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise, "t": t, "chips": chips,
+        "rounds": rounds, "seed": seed, "drift_compensation": drift_compensation, "backend": backend,
+        "threads": threads, "layers": layers})
     model_path, data_path = _locate_inputs(cfg["model"], cfg["data"])
     net = modelfile.load_model(model_path)
     dataset = modelfile.load_dataset(data_path, net)
     images, labels = dataset["images"], dataset["labels"]
+    mapping_used, placements = _placements(cfg, sources, net)
+    coordinates = _round_coordinates(cfg) if placements is not None else []
 
     out_path = Path(cfg["output"]) if cfg["output"] is not None else _default_output(net.name)
     if cfg["output"] is None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-    resolved = {**cfg, "model": model_path, "data": data_path, "output": os.fspath(out_path),
-                "model_name": net.name, "images": int(len(labels)), "rounds": 0, "noise": None,
-                "aimcemu_version": _version(), "created": _dt.datetime.now(_dt.timezone.utc).isoformat()}
-
-    start = time.perf_counter()
-    activations = _run_network(net, images, cfg["backend"], cfg["threads"])
-    inference_s = time.perf_counter() - start
-
     net_layers = net.layers  # the binding copies the list on every access
-    _check_activations(net_layers, activations, len(labels))
-    selection = _layer_selection(cfg["layers"])
+    resolved = _resolved_json(cfg, net, model_path, data_path, out_path, len(labels), mapping_used, placements,
+                              len(coordinates))
+
     start = time.perf_counter()
-    writer = _core.ResultsWriter(os.fspath(out_path), net, labels, [], json.dumps(resolved, sort_keys=True),
+    reference = _run_network(net, images, cfg["backend"], cfg["threads"])
+    inference_s = time.perf_counter() - start
+    _check_activations(net_layers, reference, len(labels))
+
+    noisy = _NoisyWeights(net, placements, cfg["seed"], cfg["threads"]) if placements is not None else None
+    start = time.perf_counter()
+    alphas = _calibrate(noisy, cfg) if noisy is not None else {}
+    calibration_s = time.perf_counter() - start
+    resolved["drift_alpha"] = {net_layers[i].name: per_chip for i, per_chip in alphas.items()}
+
+    selection = _layer_selection(cfg["layers"])
+    write_s = 0.0
+    start = time.perf_counter()
+    writer = _core.ResultsWriter(os.fspath(out_path), net, labels, coordinates, json.dumps(resolved, sort_keys=True),
                                  selection, 1)
-    for index, layer_acts in enumerate(activations):
+    for index, layer_acts in enumerate(reference):
         writer.set_reference(index, layer_acts)
+    write_s += time.perf_counter() - start
+    timing = _noisy_rounds(net, images, cfg, noisy, alphas, coordinates, reference, writer) if noisy is not None else {}
+    start = time.perf_counter()
     writer.commit()
-    write_s = time.perf_counter() - start
+    write_s += time.perf_counter() - start + timing.get("write_s", 0.0)
+    inference_s += timing.get("inference_s", 0.0)
 
     stored = {l.name for l in net_layers} if selection == "all" else set() if selection == "none" else set(selection)
+    device = {p.index: p for p in placements} if placements else {}
     return RunSummary(
         path=os.fspath(out_path), model=net.name, images=int(len(labels)), accuracy=writer.reference_accuracy,
         round_accuracy=list(writer.round_accuracy),
-        layers=[LayerSummary(l.name, str(l.kind.name), tuple(l.out_shape), l.name in stored) for l in net_layers],
-        inference_s=inference_s, write_s=write_s)
+        layers=[LayerSummary(l.name, str(l.kind.name), tuple(l.out_shape), l.name in stored,
+                             device[i].device if i in device else "digital",
+                             device[i].noise["model"] if i in device and device[i].is_aimc else None)
+                for i, l in enumerate(net_layers)],
+        inference_s=inference_s, write_s=write_s, noise_s=calibration_s + timing.get("noise_s", 0.0),
+        round_chip=[c[1] for c in coordinates], round_t=[c[2] for c in coordinates],
+        round_index=[c[0] for c in coordinates], drift_alpha=resolved["drift_alpha"], drift_compensation=cfg["drift_compensation"])
+
+
+def _round_coordinates(cfg: dict) -> list[tuple[int, int, float]]:
+    """(round, chip, t) of every noisy round, chip-major: for chip, for t, for round."""
+    return [(r, chip, t) for chip in range(cfg["chips"]) for t in cfg["t"] for r in range(cfg["rounds"])]
+
+
+def _calibrate(noisy: _NoisyWeights, cfg: dict) -> dict[int, list[list[float]]]:
+    """{layer index: alpha[chip][t index]} of every AIMC layer; all 1.0 without compensation."""
+    layers = sorted(noisy.clean)
+    if cfg["drift_compensation"] == "none":
+        return {i: [[1.0] * len(cfg["t"]) for _ in range(cfg["chips"])] for i in layers}
+    alphas: dict[int, list[list[float]]] = {i: [] for i in layers}
+    for chip in range(cfg["chips"]):
+        baseline = noisy.readout(chip, 0.0)
+        per_t = [_drift_alpha(noisy, chip, t, baseline) for t in cfg["t"]]
+        for i in layers:
+            alphas[i].append([a[i] for a in per_t])
+    return alphas
+
+
+def _noisy_rounds(net, images, cfg: dict, noisy: _NoisyWeights, alphas: dict[int, list[list[float]]],
+                  coordinates: list[tuple[int, int, float]], reference: list[np.ndarray], writer) -> dict:
+    """Runs and writes every noisy round; returns the time spent in each part."""
+    times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
+    t_index = {t: k for k, t in enumerate(cfg["t"])}
+    net_layers = net.layers
+    for position, (round_id, chip, t) in enumerate(coordinates):
+        start = time.perf_counter()
+        weights = noisy.weights(chip, round_id, t, {i: a[chip][t_index[t]] for i, a in alphas.items()})
+        times["noise_s"] += time.perf_counter() - start
+        start = time.perf_counter()
+        # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
+        activations = _run_network(net, images, cfg["backend"], cfg["threads"], weights) if weights else reference
+        _check_activations(net_layers, activations, len(images))
+        times["inference_s"] += time.perf_counter() - start
+        start = time.perf_counter()
+        for index, layer_acts in enumerate(activations):
+            writer.set_round(position, index, layer_acts)
+        times["write_s"] += time.perf_counter() - start
+    return times
+
+
+def _resolved_json(cfg: dict, net, model_path: str, data_path: str, out_path: Path, images: int,
+                   mapping: Mapping | None, placements: list[Placement] | None, noisy_rounds: int) -> dict:
+    """The full resolved configuration stored in the results file: every option with defaults
+    filled, the mapping resolved to one entry per layer, and the noisy-round count."""
+    aimc = [p for p in placements or [] if p.is_aimc]
+    noise = cfg["noise"]
+    if noise is not None:
+        noise = resolve_noise(noise)
+    elif aimc:
+        noise = aimc[0].noise if all(p.noise == aimc[0].noise for p in aimc) else None
+    return {
+        **{k: v for k, v in cfg.items() if k not in ("mapping", "noise")},
+        "model": model_path, "data": data_path, "output": os.fspath(out_path), "model_name": net.name,
+        "images": int(images), "mapping": None if mapping is None else mapping.to_dict(),
+        "mapping_source": None if mapping is None else mapping.source, "noise": noise, "noisy_rounds": noisy_rounds,
+        "placements": None if placements is None else
+        {p.name: {"device": p.device, **({"noise": p.noise} if p.is_aimc else {})} for p in placements},
+        "calibration_round": CALIBRATION_ROUND if cfg["drift_compensation"] == "global" else None,
+        "aimcemu_version": _version(), "created": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+    }
 
 
 def _check_activations(layers, activations, images: int) -> None:

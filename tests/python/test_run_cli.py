@@ -21,7 +21,8 @@ from int8_reference import run_network_reference
 def inference(monkeypatch):
     """The PU model when this build has it, else the NumPy reference."""
     if not hasattr(_core, "run_network"):
-        monkeypatch.setattr(runner, "_run_network", lambda net, images, backend, threads: run_network_reference(net, images))
+        monkeypatch.setattr(runner, "_run_network",
+                            lambda net, images, backend, threads, weights=None: run_network_reference(net, images))
 
 
 def small_network():
@@ -75,7 +76,7 @@ def test_run_writes_reference_activations_equal_to_the_numpy_reference(files, tm
             assert f["layers"][layer.name]["activations"].shape == (0, *acts.shape)
         np.testing.assert_array_equal(f["reference_predictions"][()], predicted)
         config = json.loads(f.attrs["config"])
-    assert config["model"] == os.fspath(model) and config["rounds"] == 0 and config["layers"] == "all"
+    assert config["model"] == os.fspath(model) and config["noisy_rounds"] == 0 and config["layers"] == "all"
     assert config["data"] == os.fspath(model.parent / "test_set.h5")
 
 

@@ -1,6 +1,11 @@
 """``aimcemu run``: one study from a model file and a data set file to an HDF5 results file.
 
-With no arguments it runs the embedded default model on its shipped test set."""
+With no arguments it runs the embedded default model on its shipped test set, digitally.  With
+--mapping (a YAML mapping file or "all") and/or --noise it adds noisy rounds over chips and
+times and prints accuracy vs t at the end::
+
+    aimcemu run --mapping all --noise pcm_like --t 0,1h,1d,1y --chips 8 --drift-compensation global
+"""
 from __future__ import annotations
 
 import argparse
@@ -12,53 +17,78 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", default=None, help="model file (default: the embedded model)")
     parser.add_argument("--data", "-d", default=None, help="data set file (default: test_set.h5 beside the model)")
     parser.add_argument("--output", "-o", default=None, help="results file (default: results/<model>_<timestamp>.h5)")
-    parser.add_argument("--backend", default="fast", help="PU model kernel (default: fast)")
-    parser.add_argument("--threads", type=int, default=0, help="worker threads, 0 = all cores")
-    parser.add_argument("--layers", default="all",
-                        help='whose activations to store: "all", "none" or comma-separated layer names')
+    parser.add_argument("--mapping", default=None,
+                        help='layer mapping: a YAML file (docs/hybrid_runs.md) or "all" (every GEMM layer on AIMC)')
+    parser.add_argument("--noise", default=None,
+                        help='default noise of AIMC layers: a model name (pcm_like, hermes, ...) or a YAML/JSON '
+                             'snippet such as \'{model: pcm_like, read_noise_scale: 0}\' (alone it implies --mapping all)')
+    parser.add_argument("--t", default=None, help="times since programming, e.g. 0,3600,86400 or 0,1h,1d,1y (default 0)")
+    parser.add_argument("--chips", type=int, default=None, help="chip instances (default 1)")
+    parser.add_argument("--rounds", type=int, default=None, help="noisy rounds per chip and t (default 1)")
+    parser.add_argument("--seed", type=int, default=None, help="master seed (default 0)")
+    parser.add_argument("--drift-compensation", default=None, choices=("none", "global"),
+                        help="global drift compensation of AIMC layers (default none)")
+    parser.add_argument("--backend", default=None, help="PU model kernel (default: fast)")
+    parser.add_argument("--threads", type=int, default=None, help="worker threads, 0 = all cores")
+    parser.add_argument("--layers", default=None,
+                        help='whose activations to store: "all" (default), "none" or comma-separated layer names')
     parser.add_argument("--config", default=None, help="YAML file with the same options (arguments override it)")
 
 
-def _load_config(path: str | None) -> dict | None:
-    if path is None:
+def parse_noise(text: str | None):
+    """A model name stays a name; anything with braces or a colon is read as a YAML/JSON mapping."""
+    if text is None:
         return None
+    if "{" not in text and ":" not in text:
+        return {"model": text.strip()}
     import yaml
     from .. import FormatError
 
-    with open(path, encoding="utf-8") as f:
-        try:
-            config = yaml.safe_load(f)
-        except yaml.YAMLError as exc:
-            raise FormatError(f"{path}: field '<yaml>': {exc}") from None
-    if not isinstance(config, dict):
-        raise FormatError(f"{path}: field '<root>': expected a mapping of options")
-    return config
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FormatError(f"--noise: field '<yaml>': {exc}") from None
+    if not isinstance(value, dict):
+        raise FormatError("--noise: field '<root>': expected a model name or a mapping with 'model'")
+    return value
 
 
 def format_summary(summary) -> str:
-    """The short table printed after a run."""
+    """The short table printed after a run; accuracy vs t last when there are noisy rounds."""
     lines = [
         f"model     {summary.model}",
         f"images    {summary.images}",
         f"accuracy  {summary.accuracy:.4f} (noise-free reference)",
     ]
-    lines += [f"round {i:<3} {acc:.4f}" for i, acc in enumerate(summary.round_accuracy)]
-    lines.append(f"time      {summary.inference_s:.3f} s inference, {summary.write_s:.3f} s writing")
+    if summary.round_accuracy:
+        lines.append(f"rounds    {len(summary.round_accuracy)} noisy "
+                     f"({len(set(summary.round_chip))} chips x {len(set(summary.round_t))} t x "
+                     f"{len(set(summary.round_index))} rounds)")
+    lines.append(f"time      {summary.inference_s:.3f} s inference, {summary.noise_s:.3f} s NIU, "
+                 f"{summary.write_s:.3f} s writing")
     lines.append("")
     width = max(len(l.name) for l in summary.layers)
-    lines.append(f"{'layer':<{width}}  {'kind':<8}  {'shape (y, x, channel)':<22}  stored")
+    lines.append(f"{'layer':<{width}}  {'kind':<8}  {'shape (y, x, channel)':<22}  {'device':<16}  stored")
     for l in summary.layers:
         shape = "x".join(str(d) for d in l.shape)
-        lines.append(f"{l.name:<{width}}  {l.kind:<8}  {shape:<22}  {'yes' if l.stored else 'no'}")
+        device = l.device if l.noise_model is None else f"{l.device} ({l.noise_model})"
+        lines.append(f"{l.name:<{width}}  {l.kind:<8}  {shape:<22}  {device:<16}  {'yes' if l.stored else 'no'}")
     lines.append("")
     lines.append(f"results   {summary.path}")
+    if summary.round_accuracy:
+        lines += ["", summary.format_accuracy_table()]
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
     from ..runner import run
 
-    summary = run(model=args.model, data=args.data, output=args.output, backend=args.backend,
-                  threads=args.threads, layers=args.layers, config=_load_config(args.config))
+    explicit = {"model": args.model, "data": args.data, "output": args.output, "mapping": args.mapping,
+                "noise": parse_noise(args.noise), "t": args.t, "chips": args.chips, "rounds": args.rounds,
+                "seed": args.seed, "drift_compensation": args.drift_compensation, "backend": args.backend,
+                "threads": args.threads, "layers": args.layers}
+    # Options not given on the command line keep the config file's value (or the default).
+    given = {key: value for key, value in explicit.items() if value is not None}
+    summary = run(**given, config=args.config)
     print(format_summary(summary))
     return 0
