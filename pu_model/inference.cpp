@@ -1,6 +1,8 @@
 // Whole-network inference on the PU functional model (see inference.hpp).
 #include "pu_model/inference.hpp"
 
+#include <memory>
+
 #include "pu_model/errors.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/postproc.hpp"
@@ -22,15 +24,38 @@ namespace {
 
 WindowGeometry geometry_of(const Layer& l) { return {l.in_shape, l.kernel, l.stride, l.pad}; }
 
-// acc (P x N) of a conv or linear layer on its input, through the chosen backend.
-std::vector<std::int32_t> gemm_layer(const Layer& l, const std::int8_t* w, const Tensor8& x, const RunOptions& opt) {
+// Fast-kernel weights of every conv/linear layer, packed once and shared by all images of a batch
+// (packing costs as much as the GEMM itself on the 7x7 layers of a 224x224 ResNet).
+using PackedLayers = std::vector<std::unique_ptr<PackedWeights>>;
+
+const std::int8_t* weights_read(const Network& net, int index, const RunOptions& opt) {
+    const std::int8_t* w = opt.weights ? opt.weights->weights(index) : nullptr;
+    return w ? w : net.layers[std::size_t(index)].weights.data();
+}
+
+PackedLayers pack_layers(const Network& net, const RunOptions& opt) {
+    PackedLayers packed(net.layers.size());
+    if (opt.backend != GemmBackend::Fast) return packed;
+    parallel_for(std::int64_t(net.layers.size()), opt.threads, [&](std::int64_t i) {
+        const Layer& l = net.layers[std::size_t(i)];
+        if (l.is_gemm())
+            packed[std::size_t(i)] = std::make_unique<PackedWeights>(weights_read(net, int(i), opt), l.bias.data(),
+                                                                     l.bias_shift, l.gemm_n(), l.gemm_m(), opt.kernel);
+    });
+    return packed;
+}
+
+// acc (P x N) of a conv or linear layer on its input, through the chosen backend (`packed`: the
+// layer's fast-kernel weights, used by the Fast backend).
+std::vector<std::int32_t> gemm_layer(const Layer& l, const std::int8_t* w, const PackedWeights* packed_weights,
+                                     const Tensor8& x, const RunOptions& opt) {
     const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p();
     std::vector<std::int32_t> acc(std::size_t(n * p));
     // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
     const bool conv = l.kind == LayerKind::Conv;
     const WindowGeometry g = geometry_of(l);
     if (opt.backend == GemmBackend::Fast) {
-        const PackedWeights packed(w, l.bias.data(), l.bias_shift, n, m, opt.kernel);
+        const PackedWeights& packed = *packed_weights;
         const std::int64_t stride = packed.x_row_stride();
         const std::uint8_t mask = packed.x_xor_mask();
         const bool as_is = mask == 0 && stride == m && (!conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0));
@@ -58,7 +83,7 @@ std::vector<std::int32_t> gemm_layer(const Layer& l, const std::int8_t* w, const
 }
 
 Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std::vector<Tensor8>& outputs,
-                  const RunOptions& opt) {
+                  const PackedLayers& packed, const RunOptions& opt) {
     const Layer& l = net.layers[std::size_t(index)];
     auto producer = [&](int i) -> const Tensor8& { return i == kNetworkInput ? input : outputs[std::size_t(i)]; };
     const Tensor8& x = producer(l.input);
@@ -66,8 +91,7 @@ Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std
     switch (l.kind) {
         case LayerKind::Conv:
         case LayerKind::Linear: {
-            const std::int8_t* w = opt.weights ? opt.weights->weights(index) : nullptr;
-            const auto acc = gemm_layer(l, w ? w : l.weights.data(), x, opt);
+            const auto acc = gemm_layer(l, weights_read(net, index, opt), packed[std::size_t(index)].get(), x, opt);
             requantize(acc.data(), std::int64_t(acc.size()), l.out_shift, l.relu, y.data.data());
             break;
         }
@@ -101,6 +125,15 @@ void check_ready(const Network& net, const Tensor8& input, const std::string& fi
                               "x" + std::to_string(net.input_shape.c) + " HWC int8 values");
 }
 
+std::vector<Tensor8> run_prepared(const Network& net, const Tensor8& input, const PackedLayers& packed,
+                                  const RunOptions& options) {
+    std::vector<Tensor8> outputs;
+    outputs.reserve(net.layers.size());
+    for (int i = 0; i < int(net.layers.size()); ++i)
+        outputs.push_back(run_layer(net, i, input, outputs, packed, options));
+    return outputs;
+}
+
 }  // namespace
 
 std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, GemmBackend backend,
@@ -113,24 +146,24 @@ std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, GemmB
 
 std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, const RunOptions& options) {
     check_ready(net, input, "input");
-    std::vector<Tensor8> outputs;
-    outputs.reserve(net.layers.size());
-    for (int i = 0; i < int(net.layers.size()); ++i) outputs.push_back(run_layer(net, i, input, outputs, options));
-    return outputs;
+    return run_prepared(net, input, pack_layers(net, options), options);
 }
 
 std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const std::vector<Tensor8>& images,
                                                     const RunOptions& options) {
     for (std::size_t i = 0; i < images.size(); ++i) check_ready(net, images[i], "images[" + std::to_string(i) + "]");
     std::vector<std::vector<Tensor8>> results(images.size());
+    if (images.empty()) return results;
+    const PackedLayers packed = pack_layers(net, options);
     if (images.size() == 1) {
-        results[0] = run_network(net, images[0], options);
+        results[0] = run_prepared(net, images[0], packed, options);
         return results;
     }
     RunOptions per_image = options;
     per_image.threads = 1;   // parallel over images; each image's GEMMs run on its own thread
-    parallel_for(std::int64_t(images.size()), options.threads,
-                 [&](std::int64_t i) { results[std::size_t(i)] = run_network(net, images[std::size_t(i)], per_image); });
+    parallel_for(std::int64_t(images.size()), options.threads, [&](std::int64_t i) {
+        results[std::size_t(i)] = run_prepared(net, images[std::size_t(i)], packed, per_image);
+    });
     return results;
 }
 
