@@ -1,0 +1,309 @@
+"""Hybrid AIMC/digital runs: ``aimcemu.run`` with a mapping, noise, chips, t and rounds.
+
+The noisy weights the run hands to the PU model are captured and checked bit for bit against the
+NIU Python API (``aimcemu.niu.apply``) for the same (seed, chip, round, t, alpha); the stored
+activations against ``_core.run_network`` on those weights and against the independent NumPy
+reference.  The embedded digits model runs on a 48-image subset of its test set, so every run
+here takes well under a second."""
+from __future__ import annotations
+
+import json
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import aimcemu
+from aimcemu import _core, cli, modelfile, niu, runner
+from int8_reference import run_network_reference
+
+IMAGES = 48
+PCM = {"model": "pcm_like"}
+# No read noise and no drift: what is left is the programming noise, fixed per chip.
+PROGRAMMING_ONLY = {"model": "pcm_like", "read_noise_scale": 0.0, "drift_scale": 0.0}
+# Deterministic drift only: every device drifts by exactly (t/t0 + 1)^-0.1.
+DRIFT_ONLY = {"model": "state_independent", "prog_noise_scale": 0.0, "read_noise_scale": 0.0, "drift_nu_std": 0.0}
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """(model path, data path, net, images, labels): the embedded model on a test-set subset."""
+    try:
+        model, data = modelfile.embedded_paths()
+    except FileNotFoundError:
+        pytest.skip("the embedded model is not shipped in this checkout")
+    net = modelfile.load_model(model)
+    full = modelfile.load_dataset(data, net)
+    images, labels = full["images"][:IMAGES], full["labels"][:IMAGES]
+    subset = tmp_path_factory.mktemp("digits") / "subset.h5"
+    modelfile.save_dataset(images, labels, subset, source="digits subset", input_frac_bits=full["input_frac_bits"])
+    return model, subset, net, images, labels
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Records the weights dict of every run_network call the runner makes, in call order."""
+    calls = []
+    real = runner._run_network
+
+    def spy(net, images, backend, threads, weights=None):
+        calls.append(weights)
+        return real(net, images, backend, threads, weights)
+
+    monkeypatch.setattr(runner, "_run_network", spy)
+    return calls
+
+
+def round_weights(calls):
+    """The per-round weight dicts (the first call is the noise-free reference)."""
+    assert calls[0] is None
+    return calls[1:]
+
+
+def file_arrays(path) -> dict[str, np.ndarray]:
+    """Every dataset of a results file by path."""
+    arrays = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: arrays.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return arrays
+
+
+def test_noisy_weights_are_the_niu_apis_and_activations_the_pu_models(digits, captured, tmp_path):
+    model, data, net, images, labels = digits
+    out = tmp_path / "run.h5"
+    summary = aimcemu.run(model, data, out, mapping={"default": "digital", "layers": {"block_conv*": "aimc",
+                                                                                      "classifier": "aimc"}},
+                          noise=PCM, t=(0.0, 3600.0), chips=2, rounds=2, seed=5, drift_compensation="global",
+                          layers=["block_conv1", "classifier"])
+    layers = net.layers
+    aimc = [1, 2, 6]
+    # chip-major enumeration, NIU round id = round
+    expected_coords = [(r, c, t) for c in range(2) for t in (0.0, 3600.0) for r in range(2)]
+    assert list(zip(summary.round_index, summary.round_chip, summary.round_t)) == expected_coords
+    weights = round_weights(captured)
+    assert len(weights) == len(expected_coords)
+    with h5py.File(out, "r") as f:
+        np.testing.assert_array_equal(f["round"][()], [c[0] for c in expected_coords])
+        np.testing.assert_array_equal(f["chip"][()], [c[1] for c in expected_coords])
+        np.testing.assert_array_equal(f["t"][()], [c[2] for c in expected_coords])
+        config = json.loads(f.attrs["config"])
+        for position, ((round_id, chip, t), w) in enumerate(zip(expected_coords, weights)):
+            assert sorted(w) == aimc
+            for i in aimc:
+                alpha = summary.drift_alpha[layers[i].name][chip][[0.0, 3600.0].index(t)]
+                expected = niu.apply(layers[i].weights, PCM, seed=5, chip=chip, round=round_id, t=t, layer=i,
+                                     alpha=alpha)
+                np.testing.assert_array_equal(w[i], expected)
+            acts = _core.run_network(net, images, "fast", 0, w)
+            np.testing.assert_array_equal(f["layers/block_conv1/activations"][position], acts[1])
+            np.testing.assert_array_equal(f["layers/classifier/activations"][position], acts[6])
+            predicted = acts[6].reshape(IMAGES, -1).argmax(axis=1)
+            assert f["accuracy"][position] == pytest.approx(np.mean(predicted == labels), abs=0)
+        noisy_ref = run_network_reference(_with_weights(model, weights[-1]), images)
+        np.testing.assert_array_equal(f["layers/classifier/activations"][-1], noisy_ref[6])
+    assert config["placements"]["stem"] == {"device": "digital"}
+    assert config["placements"]["classifier"]["noise"]["model"] == "pcm_like"
+    assert config["noise"]["g_max"] == 25.0  # defaults filled in
+    assert (config["chips"], config["rounds"], config["seed"], config["t"]) == (2, 2, 5, [0.0, 3600.0])
+    assert config["drift_alpha"] == summary.drift_alpha
+
+
+def _with_weights(model_path, weights: dict):
+    """A fresh copy of the model whose GEMM layers carry the given weights (for the NumPy reference)."""
+    net = modelfile.load_model(model_path)
+    layers = net.layers
+    for i, w in weights.items():
+        layers[i].weights = w
+    net.layers = layers
+    net.resolve()
+    return net
+
+
+def test_a_mapping_without_aimc_layers_reproduces_the_reference(digits, captured, tmp_path):
+    model, data, net, _, _ = digits
+    out = tmp_path / "digital.h5"
+    summary = aimcemu.run(model, data, out, mapping={"default": "digital"}, t=(0.0, 86400.0), chips=2)
+    assert all(w is None or w == {} for w in captured[1:])
+    assert summary.round_accuracy == [summary.accuracy] * 4
+    with h5py.File(out, "r") as f:
+        for name in f.attrs["layer_names"]:
+            g = f["layers"][name]
+            for position in range(4):
+                np.testing.assert_array_equal(g["activations"][position], g["reference"][()])
+            assert np.all(np.isinf(g["snr_db"][()])) and np.all(g["snr_db"][()] > 0)
+            np.testing.assert_array_equal(g["mismatch_rate"][()], 0.0)
+            np.testing.assert_array_equal(g["cosine"][()], 1.0)
+
+
+def test_results_do_not_depend_on_the_thread_count(digits, tmp_path):
+    model, data, _, _, _ = digits
+    files = []
+    for threads in (1, 2):
+        out = tmp_path / f"threads{threads}.h5"
+        aimcemu.run(model, data, out, mapping="all", noise="hermes", t="0,1d", chips=2, rounds=1, seed=3,
+                    drift_compensation="global", threads=threads)
+        files.append(file_arrays(out))
+    assert files[0].keys() == files[1].keys()
+    for name in files[0]:
+        np.testing.assert_array_equal(files[0][name], files[1][name], err_msg=name)
+
+
+def test_a_chip_keeps_its_programmed_state_across_t(digits, captured, tmp_path):
+    model, data, _, _, _ = digits
+    aimcemu.run(model, data, tmp_path / "persist.h5", mapping="all", noise=PROGRAMMING_ONLY,
+                t=(0.0, 3600.0, 3.15e7), chips=2, layers="none")
+    weights = round_weights(captured)  # chip 0: t0, t1, t2; chip 1: t0, t1, t2
+    for chip in range(2):
+        first = weights[3 * chip]
+        for later in weights[3 * chip + 1: 3 * chip + 3]:
+            for i in first:
+                np.testing.assert_array_equal(later[i], first[i])
+    assert any(not np.array_equal(weights[0][i], weights[3][i]) for i in weights[0])  # chips differ
+
+
+def test_read_noise_is_fresh_per_round_and_shared_across_t(digits, captured, tmp_path):
+    model, data, net, _, _ = digits
+    noise = {"model": "pcm_like", "prog_noise_scale": 0.0, "drift_scale": 0.0}
+    aimcemu.run(model, data, tmp_path / "read.h5", mapping={"layers": {"head": "aimc"}}, noise=noise,
+                t=(0.0, 86400.0), rounds=2, layers="none")
+    w = [d[4] for d in round_weights(captured)]  # order: (t0, r0), (t0, r1), (t1, r0), (t1, r1)
+    assert not np.array_equal(w[0], w[1])
+    clean = net.layers[4].weights
+    for round_id, t, got in ((0, 0.0, w[0]), (1, 0.0, w[1]), (0, 86400.0, w[2]), (1, 86400.0, w[3])):
+        np.testing.assert_array_equal(got, niu.apply(clean, noise, chip=0, round=round_id, t=t, layer=4))
+
+
+def test_global_drift_compensation_undoes_deterministic_drift(digits, captured, tmp_path):
+    model, data, net, _, _ = digits
+    t = (0.0, 3600.0, 86400.0, 3.15e7)
+    plain = aimcemu.run(model, data, tmp_path / "plain.h5", mapping="all", noise=DRIFT_ONLY, t=t, layers="none")
+    captured.clear()
+    compensated = aimcemu.run(model, data, tmp_path / "comp.h5", mapping="all", noise=DRIFT_ONLY, t=t, layers="none",
+                              drift_compensation="global")
+    # With constant nu = 0.1 every weight shrinks by (t/t0 + 1)^-0.1 and alpha is its inverse up
+    # to the rounding of the INT8 calibration readout (mean |code| of the drifted layer); the NIU
+    # then writes the clean codes back, off by at most one code where alpha's error tips a rounding.
+    for name, per_chip in compensated.drift_alpha.items():
+        assert per_chip[0][0] == 1.0
+        for k, time in enumerate(t):
+            assert per_chip[0][k] == pytest.approx((time / 20.0 + 1.0) ** 0.1, rel=0.02), (name, time)
+    layers = net.layers
+    changed = total = 0
+    for w in round_weights(captured):
+        for i, noisy in w.items():
+            diff = np.abs(noisy.astype(np.int64) - layers[i].weights)
+            assert diff.max() <= 1
+            changed, total = changed + np.count_nonzero(diff), total + diff.size
+    assert changed / total < 0.05
+    for i, noisy in round_weights(captured)[0].items():  # t = 0: no drift, alpha = 1, exact
+        np.testing.assert_array_equal(noisy, layers[i].weights)
+    assert compensated.round_accuracy == [compensated.accuracy] * len(t)
+    with h5py.File(plain.path, "r") as f:
+        assert f["layers/classifier/mismatch_rate"][-1] > 0.5
+    assert plain.round_accuracy[-1] < compensated.accuracy - 0.3
+
+
+def test_accuracy_vs_t_summarises_the_files_rounds(digits, tmp_path):
+    model, data, _, _, _ = digits
+    summary = aimcemu.run(model, data, tmp_path / "table.h5", mapping="all", noise=PCM, t="0,1d,1y", chips=3,
+                          rounds=2, layers="none")
+    with h5py.File(summary.path, "r") as f:
+        acc, chip, t = f["accuracy"][()], f["chip"][()], f["t"][()]
+    rows = summary.accuracy_vs_t()
+    assert [r["t"] for r in rows] == [0.0, 86400.0, 365 * 86400.0]
+    for row in rows:
+        per_chip = [acc[(chip == c) & (t == row["t"])].mean() for c in range(3)]
+        assert row["chips"] == 3
+        assert row["mean"] == pytest.approx(np.mean(per_chip), abs=1e-12)
+        assert row["std"] == pytest.approx(np.std(per_chip, ddof=1), abs=1e-12)
+        assert (row["min"], row["max"]) == (min(per_chip), max(per_chip))
+    table = summary.format_accuracy_table()
+    assert "1d" in table and "1y" in table and "mean" in table
+
+
+def test_cli_prints_accuracy_vs_t(digits, tmp_path, capsys):
+    model, data, _, _, _ = digits
+    out = tmp_path / "cli.h5"
+    mapping = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hybrid_mapping.yaml")
+    assert cli.main(["run", os.fspath(model), "-d", os.fspath(data), "-o", os.fspath(out), "--mapping", mapping,
+                     "--noise", "{model: pcm_like, read_noise_scale: 0.5}", "--t", "0,1h,1y", "--chips", "2",
+                     "--seed", "9", "--drift-compensation", "global", "--layers", "none"]) == 0
+    text = capsys.readouterr().out
+    assert "accuracy vs t (drift compensation: global" in text and "aimc (hermes)" in text
+    with h5py.File(out, "r") as f:
+        config = json.loads(f.attrs["config"])
+        assert f["accuracy"].shape == (6,)
+    assert config["noise"]["read_noise_scale"] == 0.5 and config["seed"] == 9
+    assert config["placements"]["head"]["noise"]["model"] == "hermes"
+    assert config["placements"]["block_conv1"]["noise"]["read_noise_scale"] == 0.5
+    assert config["placements"]["stem"] == {"device": "digital"}
+
+
+def test_yaml_study_config_holds_the_same_keys(digits, tmp_path):
+    model, data, _, _, _ = digits
+    study = tmp_path / "study.yaml"
+    study.write_text(f"model: {model}\ndata: {data}\noutput: {tmp_path / 'study.h5'}\nmapping: all\n"
+                     "noise: {model: hermes}\nt: [0, 3600]\nchips: 2\nrounds: 1\nseed: 4\n"
+                     "drift_compensation: global\nlayers: none\n")
+    summary = aimcemu.run(config=study, chips=3)  # explicit arguments override the file
+    assert summary.round_chip == [0, 0, 1, 1, 2, 2] and summary.drift_compensation == "global"
+    assert all(l.noise_model == "hermes" for l in summary.layers if l.device == "aimc")
+
+
+BAD_INPUTS = [
+    ({"mapping": {"layers": {"nope": "aimc"}}}, r"field 'layers.nope': matches no layer"),
+    ({"mapping": {"layers": {"max_pool": "aimc"}}}, r"field 'layers.max_pool': matches only layers without weights"),
+    ({"mapping": {"layers": {"stem": "analog"}}}, r"field 'layers.stem': expected one of digital, aimc"),
+    ({"mapping": {"layers": {"stem": {"noise": {"model": "nope"}}}}}, r"field 'layers.stem.noise'.*unknown noise model"),
+    ({"mapping": "all", "noise": {"model": "nope"}}, r"field 'noise'.*unknown noise model 'nope'"),
+    ({"mapping": "all", "t": (3600.0, 0.0)}, r"field 't': times must be strictly increasing"),
+    ({"mapping": "all", "t": "0,0"}, r"field 't': times must be strictly increasing"),
+    ({"mapping": "all", "t": (-1.0, 0.0)}, r"field 't': times must be finite and >= 0"),
+    ({"mapping": "all", "t": "0,1week"}, r"field 't': cannot read '1week' as a time"),
+    ({"mapping": "all", "chips": 0}, r"field 'chips': must be an integer >= 1"),
+    ({"mapping": "all", "drift_compensation": "per_row"}, r"field 'drift_compensation'"),
+]
+
+
+@pytest.mark.parametrize("options, message", BAD_INPUTS)
+def test_bad_input_raises_format_error_and_leaves_no_file(digits, tmp_path, options, message):
+    model, data, _, _, _ = digits
+    out = tmp_path / "bad.h5"
+    with pytest.raises(aimcemu.FormatError, match=message):
+        aimcemu.run(model, data, out, **options)
+    assert os.listdir(tmp_path) == []
+
+
+def test_bad_mapping_file_is_named_and_the_cli_exits_2(digits, tmp_path, capsys):
+    model, data, _, _, _ = digits
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text("default: digital\nlayers:\n  block9: aimc\n")
+    out = tmp_path / "out.h5"
+    assert cli.main(["run", os.fspath(model), "-d", os.fspath(data), "-o", os.fspath(out),
+                     "--mapping", os.fspath(mapping)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mapping}: field 'layers.block9': matches no layer" in err and "Traceback" not in err
+    assert cli.main(["run", os.fspath(model), "-d", os.fspath(data), "-o", os.fspath(out), "--noise", "pcm_like",
+                     "--t", "1d,1h"]) == 2
+    assert "field 't': times must be strictly increasing" in capsys.readouterr().err
+    study = tmp_path / "study.yaml"
+    study.write_text("mapping: all\nt: [0, -5]\n")
+    assert cli.main(["run", os.fspath(model), "-d", os.fspath(data), "-o", os.fspath(out),
+                     "--config", os.fspath(study)]) == 2
+    assert f"{study}: field 't': times must be finite and >= 0" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["mapping.yaml", "study.yaml"]
+
+
+@pytest.mark.slow
+def test_embedded_model_accuracy_vs_t_over_eight_chips(tmp_path):
+    """The study of the issue on the full test set: PCM on every layer, 8 chips, t up to a year.
+    Drift without compensation shrinks every weight and with it the logits' margins; global
+    compensation restores the scale, so it must keep clearly more accuracy at one year."""
+    results = {}
+    for compensation in ("none", "global"):
+        results[compensation] = aimcemu.run(mapping="all", noise=PCM, t="0,1h,1d,1y", chips=8,
+                                            drift_compensation=compensation, layers="none",
+                                            output=tmp_path / f"{compensation}.h5").accuracy_vs_t()
+    assert results["global"][-1]["mean"] > results["none"][-1]["mean"] + 0.3
+    assert results["global"][0]["mean"] > 0.95
