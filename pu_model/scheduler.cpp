@@ -238,7 +238,8 @@ ScheduleResult run_leads(const ScheduleProblem& p, const std::vector<int>& leads
     return r;
 }
 
-// Paper phase 2.  For each stalled tile, largest stall first, try earlier windows one by one;
+// Paper phase 2.  For each stalled tile, largest stall first, try earlier windows one by one --
+// a window is a candidate if its tile's execution alone can conceal the load (e_k >= l_j) --;
 // keep a move if the round's stall drops, otherwise undo it and look further back.  Stop searching
 // for a tile once its stall is gone, or once a window deadlocks the URAM (earlier ones would
 // hold even more).  `passes` > 1 repeats the phase on the stalls that remain (the paper describes
@@ -258,6 +259,9 @@ ScheduleResult adaptive(const ScheduleProblem& p, int max_lead, int passes) {
         const int kept_before = kept;
         for (std::size_t j : stalled) {
             for (int lead = leads[j] + 1; lead <= lead_limit; ++lead) {
+                // A candidate window is a prior tile whose execution alone can conceal the load.
+                const std::size_t k = (j + t - std::size_t(lead)) % t;
+                if (p.tiles[k].exec_s < p.tiles[j].load_s) continue;
                 const int old = leads[j];
                 leads[j] = lead;
                 Timeline tl(p, leads, false);
