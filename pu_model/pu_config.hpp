@@ -25,7 +25,7 @@ struct PuConfig {
     // Extra AXI cycles per ADM command that the IM2COL unit issues (one command per in-image
     // kernel pixel, per output segment, per residual segment).  Not in the paper: fitted to the
     // footnote of Table I (ResNet-50 with the first layer's IM2COL in the FPGA); see docs/timing.md.
-    double adm_command_overhead = 1.48;
+    double adm_command_overhead = 1.52;
 
     // URAM weight store: 64 URAMs x 4096 x 72 bit; 64 bits of weights + the spare byte (bias).
     int uram_count = 64;
