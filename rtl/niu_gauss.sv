@@ -42,8 +42,22 @@ module niu_gauss (
 
   // Stage 2: the two knots around the point.
   logic signed [15:0]  knot_lo, knot_hi;  // Z[j], Z[j+1]
+`ifdef VERILATOR
+  // Simulation only: the knots as one constant vector built at elaboration from the generated
+  // function, so Verilator indexes a constant instead of expanding a 497-way case for each of
+  // the 192 instances (a 100 MB model).  Icarus 11 cannot evaluate this constant function;
+  // Icarus and Yosys take the plain look-up below, which is the same ROM.
+  localparam int Entries = niu_constants_pkg::NIU_GAUSS_ENTRIES;
+  function automatic logic [Entries*16-1:0] knot_vector();
+    for (int k = 0; k < Entries; k++) knot_vector[16*k +: 16] = niu_constants_pkg::niu_gauss_z(9'(k));
+  endfunction
+  localparam logic [Entries*16-1:0] ZRom = knot_vector();
+  assign knot_lo = ZRom[16*index_q1 +: 16];
+  assign knot_hi = ZRom[16*(index_q1 + 9'd1) +: 16];
+`else
   assign knot_lo = niu_constants_pkg::niu_gauss_z(index_q1);
   assign knot_hi = niu_constants_pkg::niu_gauss_z(index_q1 + 9'd1);
+`endif
 
   logic                neg_q2;
   logic signed [15:0]  knot_q2;
