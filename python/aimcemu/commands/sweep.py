@@ -1,0 +1,65 @@
+"""``aimcemu sweep``: run or resume a noise sweep described in YAML (docs/sweeps.md).
+
+Locally on a process pool by default, or on a Dask cluster with --scheduler.  Ctrl-C (SIGINT) or
+SIGTERM stops it cleanly: tasks already running finish, nothing else starts, and the same command
+later runs only what is left.  Exit status 130 when interrupted."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "run or resume a noise sweep (grid x chips x t) from a YAML config, locally or on Dask"
+INTERRUPTED = 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", required=True, help="sweep YAML file (see docs/sweeps.md)")
+    parser.add_argument("--output", "-o", default=None, help="sweep folder (overrides 'output' in the config)")
+    parser.add_argument("--scheduler", default=None,
+                        help="Dask scheduler address, e.g. tcp://host:8786 (default: a local process pool)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="local pool size (default: all cores, at most one per task)")
+    parser.add_argument("--check", action="store_true", help="validate the config and list the tasks, run nothing")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def main(args: argparse.Namespace) -> int:
+    import importlib
+
+    sweep_module = importlib.import_module("aimcemu.sweep")
+
+    config = sweep_module.load_config(args.config)
+    if args.check:
+        plan = sweep_module.plan(config, args.output)
+        print(f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
+              + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none"))
+        return 0
+    result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
+                                progress=not args.no_progress)
+    done = len(result.summaries)
+    if result.interrupted:
+        print(f"interrupted: {done} of {result.total} tasks done ({result.ran} in this call); "
+              f"rerun the same command to finish", file=sys.stderr)
+        return INTERRUPTED
+    print(f"sweep complete: {result.total} tasks ({result.ran} run now, {result.skipped} already done) "
+          f"in {result.folder}")
+    print(format_accuracy(result.folder))
+    return 0
+
+
+def format_accuracy(folder) -> str:
+    """Accuracy vs t per grid point: mean and 95 % CI over chips."""
+    from ..analysis import accuracy_vs_t, format_table, open_sweep
+
+    ds = open_sweep(folder, lazy=False)
+    acc = accuracy_vs_t(ds)
+    grid_dims = [d for d in acc["mean"].dims if d != "t"]
+    rows = []
+    for point in acc["mean"].stack(point=grid_dims).transpose("point", "t") if grid_dims else [acc["mean"]]:
+        labels = {d: point[d].item() for d in grid_dims}
+        for t in acc["t"].values:
+            sel = {**labels, "t": t}
+            rows.append({**labels, "t": float(t), "mean": float(acc["mean"].sel(sel)),
+                         "ci95": f"[{float(acc['ci_low'].sel(sel)):.4f}, {float(acc['ci_high'].sel(sel)):.4f}]",
+                         "chips": int(acc["n"].sel(sel))})
+    return format_table(rows, [*grid_dims, "t", "mean", "ci95", "chips"])

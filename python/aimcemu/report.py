@@ -1,0 +1,291 @@
+"""``aimcemu report``: one self-contained HTML page from a results file or a sweep folder.
+
+    from aimcemu.report import report
+    page = report("results/drift")                      # -> results/drift/report.html
+    page = report("results/run.h5", "run.html", layers=["stem", "head"])
+
+The page holds its plots as PNG data URIs (no scripts, no external files), so it opens offline
+and can be mailed around: accuracy versus t per mapping with 95 % confidence bands over chips;
+a per-layer SNR heatmap over t; histograms of noisy against noise-free activations for chosen
+layers (where the file stored them); and an NIU/throughput table from ``aimcemu.perf`` for the
+run's model and AIMC layers.  ``save_pngs`` also writes the figures as PNG files.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from . import analysis
+
+NIU_COUNTS = (1, 2, 4)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    _plt().close(fig)
+    return buffer.getvalue()
+
+
+# --- loading ------------------------------------------------------------------------------------
+class _Source:
+    """A run file or a sweep folder, seen through the same questions the report asks."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.is_sweep = self.path.is_dir()
+        if self.is_sweep:
+            self.ds = analysis.open_sweep(self.path, lazy=False)
+            self.config = self.ds.attrs["config"]
+        else:
+            self.ds = analysis._run_as_grid(analysis.open_run(self.path))
+            self.config = analysis.open_run(self.path).attrs["config"]
+        self.grid_dims = [d for d in self.ds["accuracy"].dims if d not in ("chip", "t", "rep")]
+
+    def points(self) -> list[dict]:
+        """Every grid point as {axis: label} ({} for a single run)."""
+        if not self.grid_dims:
+            return [{}]
+        stacked = self.ds["done"].stack(point=self.grid_dims)
+        return [{d: p[d].item() for d in self.grid_dims} for p in stacked if bool(p)]
+
+    def files_with_activations(self) -> list[Path]:
+        import h5py
+
+        files = [self.path] if not self.is_sweep else [self.path / f for f in np.ravel(self.ds["file"].values)]
+        found = []
+        for path in files:
+            if not Path(path).is_file():
+                continue
+            with h5py.File(path, "r") as f:
+                if len(f["round"]) and any(bool(g.attrs["activations_stored"]) for g in f["layers"].values()):
+                    found.append(Path(path))
+        return found
+
+
+def _point_name(point: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point.items()) or "run"
+
+
+# --- figures ------------------------------------------------------------------------------------
+def accuracy_figure(src: _Source):
+    """Accuracy vs t, one line per grid point, with the 95 % CI over chips as a band."""
+    plt = _plt()
+    acc = analysis.accuracy_vs_t(src.ds)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    times = acc["t"].values
+    for point in src.points():
+        sel = acc.sel(point) if point else acc
+        ax.plot(times, sel["mean"].values, marker="o", label=_point_name(point))
+        ax.fill_between(times, sel["ci_low"].values, sel["ci_high"].values, alpha=0.2)
+    reference = float(np.nanmax(np.asarray(src.ds["reference_accuracy"].values, dtype=float)))
+    ax.axhline(reference, color="k", lw=0.8, ls="--", label="noise-free")
+    if np.all(times > 0):
+        ax.set_xscale("log")
+    else:  # t = 0 (just programmed) has no log position: linear up to 1 s, log beyond
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(left=0.0)
+    ax.set_xlabel("time since programming t (s)")
+    ax.set_ylabel("top-1 accuracy")
+    ax.set_title(f"accuracy vs t (mean and 95 % CI over {src.ds.sizes['chip']} chips)")
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def snr_heatmap_figure(src: _Source, point: dict):
+    """Per-layer SNR (dB, mean over chips) at each t for one grid point."""
+    plt = _plt()
+    snr = analysis.snr_over_t(src.ds)
+    if point:
+        snr = snr.sel(point)
+    values = snr.transpose("layer", "t").values
+    fig, ax = plt.subplots(figsize=(7.5, 0.35 * values.shape[0] + 1.6))
+    image = ax.imshow(values, aspect="auto", cmap="viridis")
+    ax.set_yticks(range(values.shape[0]), snr["layer"].values, fontsize=8)
+    ax.set_xticks(range(values.shape[1]), [f"{t:g}" for t in snr["t"].values], fontsize=8)
+    ax.set_xlabel("t (s)")
+    for (i, j), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7, color="w")
+    fig.colorbar(image, ax=ax, label="SNR (dB)")
+    ax.set_title(f"per-layer SNR over t: {_point_name(point)}")
+    fig.tight_layout()
+    return fig
+
+
+def histogram_figure(path: Path, layers: Sequence[str]):
+    """Noisy vs noise-free activation histograms (log counts) for each chosen layer."""
+    plt = _plt()
+    hist = analysis.activation_histograms(path, layers)
+    fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 3.2), squeeze=False)
+    values = hist["value"].values
+    for ax, name in zip(axes[0], layers):
+        ref = hist["reference"].sel(layer=name).values
+        noisy = hist["noisy"].sel(layer=name).values / max(hist.attrs["rounds"], 1)
+        ax.step(values, ref, where="mid", label="noise-free", lw=1.0)
+        ax.step(values, noisy, where="mid", label="noisy (per round)", lw=1.0)
+        ax.set_yscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("int8 activation")
+    axes[0][0].set_ylabel("count")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"activation histograms: {path.name}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def niu_rows(config: dict, niu_counts: Sequence[int] = NIU_COUNTS) -> list[dict]:
+    """FPS and latency of the run's model on the default system: digital, then with its AIMC
+    layers and 1, 2, 4 NIUs (aimcemu.perf)."""
+    from . import runner
+    from .perf import perf
+
+    model_path, _ = runner._locate_inputs(config.get("model"), config.get("data"))
+    aimc = _aimc_layer_names(config, model_path)
+    rows = []
+    for niu in (0, *niu_counts):
+        layers = None if niu == 0 else aimc
+        if niu and not aimc:
+            break
+        summary = perf(os.fspath(model_path), aimc_layers=layers, niu=niu).summary()
+        rows.append({"NIUs": niu, "AIMC layers": summary["aimc_layers"], "FPS": f"{summary['fps']:.0f}",
+                     "latency (ms)": f"{summary['latency_ms']:.4f}", "bottleneck": summary["bottleneck"]})
+    return rows
+
+
+def _aimc_layer_names(config: dict, model_path) -> list[str]:
+    """The AIMC layers of the sweep's mapping(s) (the union over a mapping grid axis)."""
+    from .mapping import Mapping
+    from .modelfile import load_model
+
+    net = load_model(model_path)
+    mappings = [config.get("mapping")]
+    grid = config.get("grid") or {}
+    if "mapping" in grid:
+        mappings = [value for _, value in grid["mapping"]]
+    names: list[str] = []
+    for spec in mappings:
+        resolved = Mapping.coerce(spec)
+        if resolved is None:
+            continue
+        names += [p.name for p in resolved.resolve(net, config.get("noise")) if p.is_aimc and p.name not in names]
+    return names
+
+
+# --- the page -----------------------------------------------------------------------------------
+_STYLE = """body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;font-size:90%}
+th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}pre{background:#f6f6f6;
+padding:0.6em;overflow-x:auto;font-size:80%}.note{color:#666}"""
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _table(rows: list[dict]) -> str:
+    if not rows:
+        return '<p class="note">(none)</p>'
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def build_figures(results, layers: Sequence[str] | None = None, max_heatmaps: int = 4) -> tuple[_Source, dict]:
+    """The report's figures as {title: PNG bytes} (also used by save_pngs)."""
+    src = _Source(results)
+    figures = {}
+    if src.ds.sizes["rep"]:
+        figures["Accuracy vs t"] = _png(accuracy_figure(src))
+        for point in src.points()[:max_heatmaps]:
+            figures[f"SNR heatmap: {_point_name(point)}"] = _png(snr_heatmap_figure(src, point))
+    stored = src.files_with_activations()
+    if stored:
+        import h5py
+
+        with h5py.File(stored[0], "r") as f:
+            available = [n for n, g in f["layers"].items() if bool(g.attrs["activations_stored"])]
+        chosen = list(layers) if layers else available[:3]
+        missing = [n for n in chosen if n not in available]
+        if missing:
+            raise ValueError(f"report: layer '{missing[0]}' has no stored activations in {stored[0]} "
+                             f"(stored: {', '.join(available)})")
+        figures["Activation histograms"] = _png(histogram_figure(stored[0], chosen))
+    return src, figures
+
+
+def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bool = True) -> Path:
+    """Write the HTML report of a run file or sweep folder; returns its path (default:
+    report.html inside a sweep folder, or <run>.html beside a run file)."""
+    results = Path(results)
+    if not results.exists():
+        raise FileNotFoundError(f"report: no results file or sweep folder at {results}")
+    src, figures = build_figures(results, layers)
+    if output is None:
+        output = results / "report.html" if src.is_sweep else results.with_suffix(".html")
+    output = Path(output)
+    parts = [f"<h1>aimcemu report: {html.escape(results.name)}</h1>",
+             f'<p class="note">{html.escape(os.fspath(results.resolve()))}, generated '
+             f'{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC</p>']
+    parts.append("<h2>Accuracy vs t</h2>")
+    parts.append(_table(_accuracy_rows(src)) if src.ds.sizes["rep"] else
+                 '<p class="note">This is a digital run: no noisy rounds.</p>')
+    for title, png in figures.items():
+        parts.append(f"<h2>{html.escape(title)}</h2>{_img(png, title)}")
+    if not any(t.startswith("Activation") for t in figures):
+        parts.append('<p class="note">No activations stored (run with layers="all" or name layers) '
+                     "so no histograms.</p>")
+    if niu:
+        parts.append("<h2>NIUs and throughput (aimcemu perf, default U50 system)</h2>")
+        parts.append(_table(niu_rows(src.config)))
+    parts.append(f"<h2>Configuration</h2><pre>{html.escape(json.dumps(src.config, indent=1))}</pre>")
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>aimcemu report: '
+            f'{html.escape(results.name)}</title><style>{_STYLE}</style></head><body>\n'
+            + "\n".join(parts) + "\n</body></html>\n")
+    temp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    temp.write_text(page, encoding="utf-8")
+    os.replace(temp, output)
+    return output
+
+
+def _accuracy_rows(src: _Source) -> list[dict]:
+    acc = analysis.accuracy_vs_t(src.ds)
+    rows = []
+    for point in src.points():
+        sel = acc.sel(point) if point else acc
+        for i, t in enumerate(acc["t"].values):
+            rows.append({**point, "t (s)": f"{t:g}", "mean": f"{float(sel['mean'][i]):.4f}",
+                         "95 % CI": f"[{float(sel['ci_low'][i]):.4f}, {float(sel['ci_high'][i]):.4f}]",
+                         "chips": int(sel["n"][i])})
+    return rows
+
+
+def save_pngs(results, folder, layers: Sequence[str] | None = None) -> list[Path]:
+    """The report's figures as PNG files in `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _, figures = build_figures(results, layers)
+    paths = []
+    for title, png in figures.items():
+        name = "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_") + ".png"
+        (folder / name).write_bytes(png)
+        paths.append(folder / name)
+    return paths

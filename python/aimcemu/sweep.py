@@ -1,0 +1,564 @@
+"""``aimcemu.sweep``: a grid of noisy runs, on a local process pool or a Dask cluster.
+
+    from aimcemu import sweep
+    result = sweep({
+        "output": "results/drift",                 # the sweep folder
+        "noise": {"model": "pcm_like"}, "mapping": "all",
+        "t": [1.0, 3600.0, 86400.0], "chips": 8, "seed": 1,
+        "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0],
+                 "mapping": {"all": "all", "convs": {"default": "digital", "layers": {"block_*": "aimc"}}}},
+    })
+    result = sweep(config, executor="tcp://scheduler:8786")   # the same sweep on a Dask cluster
+
+One *task* is one grid point (a value of every grid axis) covering all chips, all t and all
+rounds: a single ``aimcemu.run`` call that writes its own results file ``tasks/<id>.h5``
+(atomically: the file exists only when complete).  The task id is a hash of the task's run
+arguments, so a file on disk *is* the proof that its task is done: a rerun of an interrupted
+sweep skips those tasks and runs the rest, none twice, none lost.  ``index.json`` maps grid
+points to files and is rewritten atomically after every completed task.
+
+Common random numbers: every task uses the same master seed, and the noise draws are keyed by
+(seed, chip, layer, weight index, round), never by the swept value, so chip k at scale 0.5 and
+chip k at scale 2.0 share their random numbers and the curves come out smooth.
+
+Executors: ``None``/"local" (a process pool of ``workers`` processes, default the number of
+cores), a scheduler address ``"tcp://host:port"`` or a ``distributed.Client`` (also one built on
+a dask-jobqueue SLURMCluster/PBSCluster), or any ``concurrent.futures.Executor``.  Tasks write
+their files themselves; only small summaries travel back.  Each task's C++ threads are set to
+cores / concurrent tasks on its host, so workers never oversubscribe.  Config format and
+examples: docs/sweeps.md.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import hashlib
+import inspect
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import _core
+
+INDEX_FILE = "index.json"
+TASK_FOLDER = "tasks"
+FORMAT = "aimcemu-sweep"
+FORMAT_VERSION = 1
+
+# Top-level options of a sweep config and their defaults (run options are passed to aimcemu.run).
+DEFAULTS: dict[str, Any] = {
+    "output": None, "model": None, "data": None, "mapping": None, "noise": None, "t": [0.0],
+    "chips": 1, "rounds": 1, "seed": 0, "drift_compensation": "none", "backend": "fast",
+    "layers": "none", "grid": None,
+}
+# Grid axes besides "noise.<parameter>" (any parameter of the noise model).
+PLAIN_AXES = ("model", "data", "mapping", "noise", "drift_compensation")
+
+
+def _error(field_name: str, what: str) -> _core.FormatError:
+    return _core.FormatError(f"<sweep>: field '{field_name}': {what}")
+
+
+# --- the plan: config -> validated tasks ----------------------------------------------------------
+@dataclass
+class Task:
+    """One grid point: the arguments of one aimcemu.run call and where its file goes."""
+    id: str
+    point: dict            # axis -> label (what the grid point is called in the index and in xarray)
+    run: dict              # aimcemu.run keyword arguments, output excluded
+    file: str              # relative to the sweep folder
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "point": self.point, "run": self.run, "file": self.file}
+
+
+@dataclass
+class SweepPlan:
+    folder: Path
+    config: dict                       # resolved config (stored in index.json)
+    axes: dict                         # axis -> list of labels, in grid order
+    tasks: list[Task] = field(default_factory=list)
+
+
+def load_config(path) -> dict:
+    """A sweep config from a YAML file (a mapping of the options in DEFAULTS)."""
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        try:
+            config = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            raise _core.FormatError(f"{path}: field '<yaml>': {exc}") from None
+    if not isinstance(config, dict):
+        raise _core.FormatError(f"{path}: field '<root>': expected a mapping of sweep options")
+    return config
+
+
+def _axis_values(name: str, values) -> list[tuple[str, Any]]:
+    """(label, value) pairs of one grid axis; a dict gives labels explicitly."""
+    if isinstance(values, Mapping):
+        pairs = [(str(label), value) for label, value in values.items()]
+    elif isinstance(values, (list, tuple)):
+        pairs = [(_label(value), value) for value in values]
+    else:
+        raise _error(f"grid.{name}", f"expected a list of values or a mapping label -> value, got {values!r}")
+    if not pairs:
+        raise _error(f"grid.{name}", "empty grid axis: it needs at least one value")
+    labels = [label for label, _ in pairs]
+    if len(set(labels)) != len(labels):
+        raise _error(f"grid.{name}", f"two values share a label ({labels}); give a mapping label -> value")
+    return pairs
+
+
+def _label(value):
+    """Numbers label themselves (so xarray coordinates stay numeric); other values by their text."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (str, int, float)):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def _check_top_level(config: Mapping) -> dict:
+    if not isinstance(config, Mapping):
+        raise _error("<root>", "expected a mapping of sweep options")
+    unknown = sorted(set(config) - set(DEFAULTS))
+    if unknown:
+        raise _error(unknown[0], f"unknown option (known: {', '.join(DEFAULTS)})")
+    cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(dict(config))}
+    if cfg["output"] is None:
+        raise _error("output", "the sweep folder is required")
+    t = cfg["t"] if isinstance(cfg["t"], (list, tuple)) else [cfg["t"]]
+    if not t:
+        raise _error("t", "empty: give at least one time (s)")
+    try:
+        cfg["t"] = [float(v) for v in t]
+    except (TypeError, ValueError):
+        raise _error("t", f"times must be numbers (s), got {t!r}") from None
+    if any(v < 0 for v in cfg["t"]) or any(b <= a for a, b in zip(cfg["t"], cfg["t"][1:])):
+        raise _error("t", f"times must be >= 0 s and strictly increasing, got {cfg['t']}")
+    for name in ("chips", "rounds"):
+        if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
+            raise _error(name, f"must be an integer >= 1, got {cfg[name]!r}")
+    if not isinstance(cfg["seed"], int) or cfg["seed"] < 0:
+        raise _error("seed", f"must be an integer >= 0, got {cfg['seed']!r}")
+    grid = cfg["grid"]
+    if grid is None:
+        grid = {}
+    if not isinstance(grid, Mapping):
+        raise _error("grid", "expected a mapping axis -> values")
+    if "grid" in config and not grid:
+        raise _error("grid", "empty grid: give at least one axis, or leave 'grid' out for a single point")
+    cfg["grid"] = dict(grid)
+    return cfg
+
+
+def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
+    """The axes (name -> labels) and every point as (labels, values) in row-major order."""
+    axes = {}
+    for name, values in cfg["grid"].items():
+        if name == "t":
+            raise _error("grid.t", "t is not a task axis: list the times in the top-level 't' "
+                                   "(every task covers all of them)")
+        if name not in PLAIN_AXES and not name.startswith("noise."):
+            raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>)")
+        axes[name] = _axis_values(name, values)
+    points = []
+    for combo in itertools.product(*axes.values()) if axes else [()]:
+        labels = {name: label for name, (label, _) in zip(axes, combo)}
+        values = {name: value for name, (_, value) in zip(axes, combo)}
+        points.append((labels, values))
+    return {name: [label for label, _ in pairs] for name, pairs in axes.items()}, points
+
+
+def _point_run_args(cfg: dict, values: dict) -> dict:
+    """aimcemu.run arguments of one grid point (the top-level options with the point's values)."""
+    args = {key: copy.deepcopy(cfg[key]) for key in
+            ("model", "data", "mapping", "noise", "t", "chips", "rounds", "seed", "drift_compensation",
+             "backend", "layers")}
+    for name, value in values.items():
+        if name.startswith("noise."):
+            if not isinstance(args["noise"], Mapping):
+                raise _error(f"grid.{name}", "a noise parameter axis needs a top-level 'noise' with a 'model'")
+            args["noise"] = {**args["noise"], name[len("noise."):]: value}
+        else:
+            args[name] = copy.deepcopy(value)
+    for key in ("model", "data"):
+        if args[key] is not None:
+            args[key] = os.path.abspath(os.fspath(args[key]))
+    args["t"] = [float(v) for v in args["t"]]
+    return args
+
+
+def _check_noise(noise, where: str) -> None:
+    if noise is None:
+        return
+    from .noise import noise_model_from_dict
+
+    try:
+        noise_model_from_dict(noise)
+    except _core.FormatError as exc:
+        raise _error(where, str(exc)) from None
+
+
+def _network(model, data, cache: dict):
+    """The network of a model file (the embedded model when None), loaded once per plan."""
+    from . import modelfile, runner
+
+    key = (model, data)
+    if key not in cache:
+        model_path, _ = runner._locate_inputs(model, data)
+        cache[key] = modelfile.load_model(model_path)
+    return cache[key]
+
+
+def _check_mapping(mapping, noise, net, where: str) -> None:
+    """Resolve the mapping against the network exactly as aimcemu.run will: a pattern that
+    matches no layer, an unknown device or a bad per-layer noise config is an error."""
+    from .mapping import Mapping
+
+    try:
+        resolved = Mapping.coerce(mapping, source="<sweep>")
+        if resolved is not None:
+            resolved.resolve(net, default_noise=noise)
+    except _core.FormatError as exc:
+        raise _error(where, str(exc)) from None
+
+
+def _check_runner_supports(args: dict) -> None:
+    """Fail before any work when this aimcemu.run lacks an option the sweep needs."""
+    from . import runner
+
+    accepted = set(inspect.signature(runner.run).parameters)
+    needed = [k for k in ("mapping", "noise", "t", "chips", "rounds", "seed", "drift_compensation")
+              if k not in accepted and args.get(k) not in (None, DEFAULTS.get(k), [0.0])]
+    if needed:
+        raise _error(needed[0], "this aimcemu.run has no noisy rounds yet (it does not take "
+                                f"{', '.join(needed)}); only digital sweeps are possible")
+
+
+def task_id(run_args: dict) -> str:
+    """A stable name for a task: 16 hex digits of the SHA-256 of its run arguments."""
+    blob = json.dumps(run_args, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def plan(config: Mapping, output=None) -> SweepPlan:
+    """Validate a sweep config completely (grid, noise parameters, mapping patterns against the
+    model's layers) and list its tasks.  Bad configs raise FormatError before any work."""
+    cfg = _check_top_level({**config, **({"output": os.fspath(output)} if output is not None else {})})
+    axes, points = _grid_points(cfg)
+    net_cache: dict = {}
+    tasks = []
+    for number, (labels, values) in enumerate(points):
+        args = _point_run_args(cfg, values)
+        where = "grid" if labels else "<root>"
+        _check_noise(args["noise"], f"{where}.noise" if labels else "noise")
+        net = _network(args["model"], args["data"], net_cache)
+        _check_mapping(args["mapping"], args["noise"], net, "grid.mapping" if "mapping" in labels else "mapping")
+        _check_runner_supports(args)
+        ident = task_id(args)
+        tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5"))
+    resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
+    return SweepPlan(folder=Path(cfg["output"]), config=resolved, axes=axes, tasks=tasks)
+
+
+# --- executing one task (runs in a worker process) -----------------------------------------------
+def _task_threads(threads) -> int:
+    """The C++ threads this task may use: a number, or per-worker numbers on a Dask cluster."""
+    if isinstance(threads, Mapping):
+        from distributed import get_worker
+
+        return int(threads.get(get_worker().address, 1))
+    return int(threads)
+
+
+def execute_task(task: dict, folder: str, threads) -> dict:
+    """Run one task and return its small summary.  Idempotent: a task whose file exists is not
+    run again (its summary is read from the file)."""
+    from . import runner
+
+    path = Path(folder) / task["file"]
+    ran = False
+    start = time.perf_counter()
+    if not path.is_file():
+        kwargs = {k: v for k, v in task["run"].items() if v is not None}
+        if "t" in kwargs:
+            kwargs["t"] = tuple(kwargs["t"])
+        accepted = set(inspect.signature(runner.run).parameters)
+        kwargs = {k: v for k, v in kwargs.items() if k in accepted}  # digital-only runner: checked in plan()
+        runner.run(output=os.fspath(path), threads=_task_threads(threads), **kwargs)
+        ran = True
+    return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
+            "seconds": time.perf_counter() - start, "pid": os.getpid()}
+
+
+def read_task_summary(path) -> dict:
+    """Accuracy per round with its chip and t, from a task's results file (small)."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return {"reference_accuracy": float(f["reference_accuracy"][()]),
+                "accuracy": [float(v) for v in f["accuracy"][()]],
+                "chip": [int(v) for v in f["chip"][()]], "t": [float(v) for v in f["t"][()]]}
+
+
+def _ignore_sigint() -> None:
+    """Local pool workers leave Ctrl-C to the coordinating process, which stops them cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# --- the coordinator ----------------------------------------------------------------------------
+@dataclass
+class SweepResult:
+    folder: str
+    total: int
+    ran: int                      # tasks executed by this call
+    skipped: int                  # tasks already done before this call
+    interrupted: bool
+    summaries: dict               # task id -> summary
+
+    @property
+    def complete(self) -> bool:
+        return len(self.summaries) == self.total
+
+    def open(self, **kwargs):
+        """The sweep as an xarray Dataset (aimcemu.analysis.open_sweep)."""
+        from .analysis import open_sweep
+
+        return open_sweep(self.folder, **kwargs)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _raise_interrupt(signum, frame):
+    raise _Interrupted(signal.Signals(signum).name)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _write_json_atomic(path: Path, data) -> None:
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    os.replace(temp, path)
+
+
+def _prepare_folder(p: SweepPlan) -> dict:
+    """Create the folder, refuse one that holds a different sweep, remove temporary files left by
+    killed tasks, and return the summaries of tasks already done."""
+    folder = p.folder
+    (folder / TASK_FOLDER).mkdir(parents=True, exist_ok=True)
+    index_path = folder / INDEX_FILE
+    if index_path.is_file():
+        old = json.loads(index_path.read_text())
+        if [t["id"] for t in old.get("tasks", [])] != [t.id for t in p.tasks]:
+            raise _error("output", f"{folder} holds a different sweep (its tasks differ); "
+                                   "use a new folder or remove it")
+    for stale in (folder / TASK_FOLDER).glob(".*.h5.tmp-*"):
+        stale.unlink(missing_ok=True)
+    done = {}
+    for task in p.tasks:
+        path = folder / task.file
+        if path.is_file():
+            done[task.id] = {**read_task_summary(path), "id": task.id, "file": task.file, "ran": False}
+    return done
+
+
+def _index(p: SweepPlan, summaries: dict) -> dict:
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
+            "tasks": [{**t.to_dict(), "done": t.id in summaries,
+                       "summary": {k: summaries[t.id][k] for k in ("reference_accuracy", "accuracy", "chip", "t")}
+                       if t.id in summaries else None} for t in p.tasks]}
+
+
+class _LocalPool:
+    """A process pool whose workers each get cores / workers C++ threads (spawned, so no forked
+    C++ thread pools)."""
+
+    def __init__(self, workers: int | None, task_count: int):
+        import multiprocessing
+
+        cores = _cores()
+        self.workers = max(1, min(workers or cores, task_count or 1))
+        self.threads = max(1, cores // self.workers)
+        os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+        self.pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=_ignore_sigint)
+
+    def submit(self, task: Task, folder: str):
+        return self.pool.submit(execute_task, task.to_dict(), folder, self.threads)
+
+    def as_completed(self, futures):
+        return cf.as_completed(futures)
+
+    def cancel(self, futures) -> None:
+        for fut in futures:
+            fut.cancel()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _DaskClient:
+    """Tasks as Dask futures; the client's worker threads decide concurrency."""
+
+    def __init__(self, client_or_address):
+        from distributed import Client
+
+        self.own = isinstance(client_or_address, str)
+        self.client = Client(client_or_address) if self.own else client_or_address
+        self.threads = self._threads_per_worker()
+
+    def _threads_per_worker(self) -> dict:
+        """cores of each worker's host / task slots on that host (at least 1)."""
+        workers = self.client.scheduler_info()["workers"]
+        cores = self.client.run(_cores)
+        slots_per_host: dict[str, int] = {}
+        for info in workers.values():
+            slots_per_host[info["host"]] = slots_per_host.get(info["host"], 0) + info["nthreads"]
+        return {addr: max(1, cores.get(addr, 1) // slots_per_host[info["host"]]) for addr, info in workers.items()}
+
+    def submit(self, task: Task, folder: str):
+        return self.client.submit(execute_task, task.to_dict(), os.path.abspath(folder), self.threads,
+                                  key=f"aimcemu-sweep-{task.id}", pure=False)
+
+    def as_completed(self, futures):
+        from distributed import as_completed
+
+        return as_completed(futures)
+
+    def cancel(self, futures) -> None:
+        self.client.cancel(list(futures))
+
+    def close(self) -> None:
+        if self.own:
+            self.client.close()
+
+
+class _AnyExecutor(_LocalPool):
+    """Any concurrent.futures.Executor (submitit, Client.get_executor(), a thread pool...)."""
+
+    def __init__(self, executor, threads: int):
+        self.pool, self.threads = executor, max(1, threads)
+
+    def close(self) -> None:
+        pass
+
+
+def _make_executor(executor, workers, task_count, threads):
+    if executor is None or executor == "local":
+        return _LocalPool(workers, task_count)
+    if isinstance(executor, str):
+        return _DaskClient(executor)
+    if type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info"):
+        return _DaskClient(executor)
+    if isinstance(executor, cf.Executor):
+        return _AnyExecutor(executor, threads or 1)
+    raise _error("executor", f"expected None, 'local', a scheduler address, a distributed.Client or an Executor, "
+                             f"got {executor!r}")
+
+
+def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
+          progress: bool = True) -> SweepResult:
+    """Run (or resume) a sweep; returns a SweepResult.
+
+    config:   a dict of sweep options (docs/sweeps.md) or a YAML file path
+    output:   the sweep folder (overrides config["output"])
+    executor: None/"local" (process pool), "tcp://host:port" or a distributed.Client, or any
+              concurrent.futures.Executor
+    workers:  local pool size (default: all cores, at most one per task)
+    threads:  C++ threads per task for a generic Executor (local and Dask compute cores / slots)
+    progress: show a progress bar (tqdm, on stderr)
+    """
+    if isinstance(config, (str, os.PathLike)):
+        config = load_config(config)
+    p = plan(config, output)
+    summaries = _prepare_folder(p)
+    skipped = len(summaries)
+    _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+    todo = [t for t in p.tasks if t.id not in summaries]
+    interrupted, ran = False, 0
+    if todo:
+        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
+    return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
+                       interrupted=interrupted, summaries=summaries)
+
+
+def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress):
+    """Submit every task, record each completion in the index; on SIGINT/SIGTERM cancel what has
+    not started, let running tasks finish (their files are complete), and return interrupted."""
+    from tqdm import tqdm
+
+    runner = _make_executor(executor, workers, len(todo), threads)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    in_main = _in_main_thread()
+    if in_main:
+        for sig in previous:
+            signal.signal(sig, _raise_interrupt)
+    bar = tqdm(total=len(p.tasks), initial=len(summaries), unit="task", desc="sweep",
+               disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    futures, ran, interrupted = [], 0, False
+    try:
+        try:
+            futures = [runner.submit(task, os.fspath(p.folder)) for task in todo]
+            for fut in runner.as_completed(futures):
+                summary = fut.result()
+                summaries[summary["id"]] = summary
+                ran += summary["ran"]
+                _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+                bar.update(1)
+        except (_Interrupted, KeyboardInterrupt):
+            interrupted = True
+            if in_main:  # a second signal during the wind-down is ignored: the files stay whole
+                for sig in previous:
+                    signal.signal(sig, signal.SIG_IGN)
+            runner.cancel([f for f in futures if not f.done()])
+            runner.close()  # waits for the tasks already running; their files are complete
+            for task in todo:
+                if task.id not in summaries and (p.folder / task.file).is_file():
+                    summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id,
+                                          "file": task.file, "ran": True}
+                    ran += 1
+            _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+        else:
+            runner.close()
+    finally:
+        bar.close()
+        if in_main:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return interrupted, ran
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+class _CallableModule(types.ModuleType):
+    """``aimcemu.sweep`` names both this module and the function: importing the module (as
+    ``aimcemu.analysis`` does) makes the package attribute the module, so the module forwards
+    calls to the function and ``aimcemu.sweep(config)`` works either way."""
+
+    def __call__(self, *args, **kwargs):
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
