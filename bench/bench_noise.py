@@ -1,0 +1,196 @@
+"""Benchmark: noisy weights per second per core for every device noise model.
+
+Workload: the 54 conv/FC layers of ResNet-50 (25.5 M weights, the zoo's synthetic INT8 weights
+as float64), each programmed once and read once at t = 1 day (Wan 2022: its 1-day key).
+For each model it measures, in the same run:
+  * the C++ core on 1 thread (per core) and on all cores, through aimcemu.noise,
+  * a straightforward NumPy implementation of the same formulas (numpy.random.Generator for
+    the draws, so the values differ but the work is the same),
+and prints weights/s and the ratio C++(1 thread) / NumPy.  Timing is wall clock, best of
+--repeats.  Run:  AIMCEMU_CORE_DIR=build-noise/python python3 bench/bench_noise.py [--layers N]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+import aimcemu
+from aimcemu import noise
+
+T_READ = 86400.0
+
+
+# --- NumPy implementations of the same formulas (program + one read, weights back) ------------
+def single_pair(w, g_max):
+    scale = g_max / max(np.abs(w).max(), 1e-7)
+    gp = np.clip(w * scale, 0, g_max)
+    gm = np.clip(-w * scale, 0, g_max)
+    return np.stack([gp, gm], axis=-1), scale
+
+
+def reconvert(g, scale, g_max):
+    w_prog = (g[..., 0] - g[..., 1]) / scale
+    return single_pair(w_prog, g_max)
+
+
+def pcm_family_numpy(w, rng, g_max, t0, t_read, prog_sigma, nu_mean, nu_std, read_q):
+    g_t, scale = single_pair(w, g_max)
+    g_prog = np.maximum(0, g_t + prog_sigma(g_t) * rng.standard_normal(g_t.shape))
+    nu = np.abs(nu_mean(g_t) + nu_std(g_t) * rng.standard_normal(g_t.shape))
+    g0, scale = reconvert(g_prog, scale, g_max)
+    t_total = T_READ + t0
+    g_drift = g0 * (t_total / t0) ** -nu
+    sigma = read_q(g0) * np.sqrt(np.log((t_total + t_read) / (2 * t_read)))
+    g = np.maximum(0, g_drift + np.abs(g_drift) * sigma * rng.standard_normal(g_t.shape))
+    return (g[..., 0] - g[..., 1]) / scale
+
+
+def pcm_like_numpy(w, rng):
+    g_max = 25.0
+    x = lambda g: np.maximum(g / g_max, 1e-7)
+    return pcm_family_numpy(
+        w, rng, g_max, 20.0, 250e-9,
+        lambda g: 0.26348 + 1.9650 * (g / g_max) - 1.1731 * (g / g_max) ** 2,
+        lambda g: np.clip(-0.0155 * np.log(x(g)) + 0.0244, 0.049, 0.1),
+        lambda g: np.clip(-0.0125 * np.log(x(g)) - 0.0059, 0.008, 0.045),
+        lambda g: np.minimum(0.0088 / np.maximum((g / g_max) ** 0.65, 1e-3), 0.2))
+
+
+def hermes_numpy(w, rng):
+    g_max = 20.7
+    x = lambda g: np.maximum(g / g_max, 1e-7)
+    c = [0.16603222, 4.71806468, -8.48101252, 4.68961419]
+    return pcm_family_numpy(
+        w, rng, g_max, 300.0, 512e-9,
+        lambda g: np.polynomial.polynomial.polyval(g / g_max, c),
+        lambda g: np.where(x(g) < 0.0945, np.clip(-0.0387 * np.log(x(g)) - 0.0182, 0.072, 0.13),
+                           -0.0436 * x(g) ** 2 - 0.0126 * x(g) + 0.0736),
+        lambda g: np.where(x(g) < 0.3055, np.clip(-0.0117 * np.log(x(g)) - 0.0057, 0.0091, 0.04),
+                           -0.0118 * x(g) ** 2 + 0.0093 * x(g) + 0.0073),
+        lambda g: np.where(x(g) < 0.16, np.clip(-0.0117 * np.log(x(g)) - 0.0069, 0.015, 0.04),
+                           0.0069 * x(g) ** 3 - 0.0280 * x(g) ** 2 + 0.0211 * x(g) + 0.0123))
+
+
+def state_independent_numpy(w, rng):
+    return pcm_family_numpy(w, rng, 25.0, 20.0, 250e-9, lambda g: np.full_like(g, 0.2), lambda g: 0.1,
+                            lambda g: 0.05, lambda g: 1 / 25.0)
+
+
+def custom_drift_numpy(w, rng):
+    g_lst, mean, std = CUSTOM_DRIFT["g_lst"], CUSTOM_DRIFT["nu_mean_lst"], CUSTOM_DRIFT["nu_std_lst"]
+    g_max = 25.0
+    return pcm_family_numpy(
+        w, rng, g_max, 20.0, 250e-9,
+        lambda g: 0.26348 + 1.9650 * (g / g_max) - 1.1731 * (g / g_max) ** 2,
+        lambda g: np.interp(g, g_lst, mean), lambda g: np.interp(g, g_lst, std),
+        lambda g: np.minimum(0.0088 / np.maximum((g / g_max) ** 0.65, 1e-3), 0.2))
+
+
+def wan_numpy(w, rng):
+    g_t, scale = single_pair(w, 25.0)
+    poly = lambda g, c: np.polynomial.polynomial.polyval(g / 25.0, c)
+    c1 = [0.348, 16.030, -43.853, 45.393, -16.815]
+    cd = [0.701, 22.086, -50.773, 47.095, -16.458]
+    g_prog = np.maximum(0, g_t + poly(g_t, c1) * rng.standard_normal(g_t.shape))
+    del g_prog  # a read resamples around g_target
+    g = np.maximum(0, g_t + poly(g_t, cd) * rng.standard_normal(g_t.shape))
+    return (g[..., 0] - g[..., 1]) / scale
+
+
+def cmo_numpy(w, rng):
+    g_min, g_max = 9.0, 88.199997
+    lo, hi = w.min(), w.max()
+    scale = (g_max - g_min) / max(hi - lo, 1e-7)
+    g_t = g_min + (w - lo) * scale
+    g_prog = g_t + (0.00081107 + 0.00106879 * g_t) * rng.standard_normal(g_t.shape)
+    w_prog = lo + (g_prog - g_min) / scale
+    lo, hi = w_prog.min(), w_prog.max()
+    scale = (g_max - g_min) / max(hi - lo, 1e-7)
+    g0 = np.clip(g_min + (w_prog - lo) * scale, g_min, g_max)
+    g_drift = g0 - 0.08900206 * np.log(T_READ) + (0.04201137 * np.log(T_READ) + 0.41183342) * rng.standard_normal(g0.shape)
+    sigma = 0.0277316483 * np.log10(g_drift) * np.sqrt(np.log((T_READ + 1e-6) / 2e-6))
+    g = np.clip(g_drift + sigma * rng.standard_normal(g0.shape), g_min, g_max)
+    return lo + (g - g_min) / scale
+
+
+def generic_numpy(w, rng):
+    g_t, scale = single_pair(w, 25.0)
+    u = rng.random(g_t.shape)
+    g_prog = g_t + np.hypot(0.02 * 25.0, 0.0) * rng.standard_normal(g_t.shape)
+    g_prog = np.where(u < 0.01, 0.0, np.where(u < 0.015, 25.0, g_prog))
+    g = g_prog + np.hypot(0.0, 0.02 * g_prog) * rng.standard_normal(g_t.shape)
+    g = np.where(u < 0.015, g_prog, g)
+    return (g[..., 0] - g[..., 1]) / scale
+
+
+CUSTOM_DRIFT = {"g_lst": [0.0, 5.0, 25.0], "nu_mean_lst": [0.1, 0.06, 0.05], "nu_std_lst": [0.04, 0.02, 0.01]}
+
+CASES = [
+    ("pcm_like", noise.PCMLikeNoiseModel(), pcm_like_numpy),
+    ("hermes", noise.HermesNoiseModel(), hermes_numpy),
+    ("state_independent", noise.StateIndependentNoiseModel(), state_independent_numpy),
+    ("custom_drift_pcm", noise.CustomDriftPCMLikeNoiseModel(CUSTOM_DRIFT), custom_drift_numpy),
+    ("reram_wan2022", noise.ReRamWan2022NoiseModel(), wan_numpy),
+    ("reram_cmo", noise.ReRamCMONoiseModel(), cmo_numpy),
+    ("generic", noise.GenericNoiseModel(prog_additive=0.02, read_multiplicative=0.02, stuck_low_prob=0.01,
+                                         stuck_high_prob=0.005), generic_numpy),
+]
+
+
+def resnet50_layers(limit: int | None) -> list[np.ndarray]:
+    net = aimcemu._core.zoo.resnet50()
+    layers = [l for l in net.layers if l.is_gemm]
+    if limit:
+        layers = layers[:limit]
+    return [l.weights.astype(np.float64).reshape(l.gemm_n, l.gemm_m) for l in layers]
+
+
+def time_core(model: noise.NoiseModel, layers, threads: int, repeats: int) -> float:
+    model.num_threads = threads
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i, w in enumerate(layers):
+            state = model.program(w, seed=1, chip=0, layer=i)
+            model.read(state, T_READ, 0)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def time_numpy(fn, layers, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        rng = np.random.default_rng(1)
+        start = time.perf_counter()
+        for w in layers:
+            fn(w, rng)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layers", type=int, default=None, help="only the first N ResNet-50 layers")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--models", nargs="*", default=None)
+    args = parser.parse_args()
+    layers = resnet50_layers(args.layers)
+    n = sum(w.size for w in layers)
+    cores = os.cpu_count() or 1
+    print(f"ResNet-50: {len(layers)} layers, {n / 1e6:.2f} M weights; program + read at t = {T_READ:g} s; {cores} cores")
+    print(f"{'model':<18} {'C++ 1 thr':>12} {'C++ ' + str(cores) + ' thr':>12} {'NumPy':>12} {'C++/NumPy':>10}")
+    print(f"{'':<18} {'Mweights/s':>12} {'Mweights/s':>12} {'Mweights/s':>12} {'per core':>10}")
+    for name, model, numpy_fn in CASES:
+        if args.models and name not in args.models:
+            continue
+        t1 = time_core(model, layers, 1, args.repeats)
+        tn = time_core(model, layers, cores, args.repeats)
+        tnp = time_numpy(numpy_fn, layers, args.repeats)
+        print(f"{name:<18} {n / t1 / 1e6:12.2f} {n / tn / 1e6:12.2f} {n / tnp / 1e6:12.2f} {tnp / t1:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
