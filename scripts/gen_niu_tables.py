@@ -69,12 +69,11 @@ def gauss_knots() -> list[int]:
 
 def lcg_jump(steps: int) -> tuple[int, int]:
     """(A^steps, A^(steps-1) + ... + A + 1) mod 2^64: s_{n+steps} = s_n*A^steps + inc*sum."""
-    mult, total, power = 1, 0, 1
+    total, power = 0, 1
     for _ in range(steps):
         total = (total + power) & MASK64
         power = (power * PCG_MULT) & MASK64
-    mult = power
-    return mult, total
+    return power, total
 
 
 def constants(rng_pipe: int) -> list[tuple[str, int, str]]:
