@@ -47,10 +47,17 @@ PackedLayers pack_layers(const Network& net, const RunOptions& opt) {
 
 // acc (P x N) of a conv or linear layer on its input, through the chosen backend (`packed`: the
 // layer's fast-kernel weights, used by the Fast backend).
-std::vector<std::int32_t> gemm_layer(const Layer& l, const std::int8_t* w, const PackedWeights* packed_weights,
-                                     const Tensor8& x, const RunOptions& opt) {
+// Buffers every path overwrites completely are left uninitialised (zero-filling them showed up in
+// profiles of 224x224 networks).
+template <typename T>
+std::unique_ptr<T[]> uninitialised(std::int64_t count) {
+    return std::unique_ptr<T[]>(new T[std::size_t(count)]);
+}
+
+std::unique_ptr<std::int32_t[]> gemm_layer(const Layer& l, const std::int8_t* w, const PackedWeights* packed_weights,
+                                           const Tensor8& x, const RunOptions& opt) {
     const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p();
-    std::vector<std::int32_t> acc(std::size_t(n * p));
+    auto acc = uninitialised<std::int32_t>(n * p);
     // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
     const bool conv = l.kind == LayerKind::Conv;
     const WindowGeometry g = geometry_of(l);
@@ -60,12 +67,12 @@ std::vector<std::int32_t> gemm_layer(const Layer& l, const std::int8_t* w, const
         const std::uint8_t mask = packed.x_xor_mask();
         const bool as_is = mask == 0 && stride == m && (!conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0));
         if (as_is) {
-            gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x.data.data()), p, acc.data(), opt.threads);
+            gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x.data.data()), p, acc.get(), opt.threads);
         } else {
-            std::vector<std::uint8_t> operand(std::size_t(p * stride));
+            auto operand = uninitialised<std::uint8_t>(p * stride);   // im2col_into writes every byte
             const WindowGeometry flat = conv ? g : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
-            im2col_into(x.data.data(), flat, mask, stride, operand.data());
-            gemm_fast(packed, operand.data(), p, acc.data(), opt.threads);
+            im2col_into(x.data.data(), flat, mask, stride, operand.get());
+            gemm_fast(packed, operand.get(), p, acc.get(), opt.threads);
         }
         return acc;
     }
@@ -76,9 +83,9 @@ std::vector<std::int32_t> gemm_layer(const Layer& l, const std::int8_t* w, const
         operand = patches.data();
     }
     if (opt.backend == GemmBackend::Reference)
-        gemm_reference(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, acc.data());
+        gemm_reference(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, acc.get());
     else
-        sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt.sa, acc.data());
+        sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt.sa, acc.get());
     return acc;
 }
 
@@ -92,7 +99,7 @@ Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std
         case LayerKind::Conv:
         case LayerKind::Linear: {
             const auto acc = gemm_layer(l, weights_read(net, index, opt), packed[std::size_t(index)].get(), x, opt);
-            requantize(acc.data(), std::int64_t(acc.size()), l.out_shift, l.relu, y.data.data());
+            requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data());
             break;
         }
         case LayerKind::Add:

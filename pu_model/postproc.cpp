@@ -8,18 +8,34 @@
 
 namespace aimcemu {
 
+namespace {
+
+// round_shift for int32 without a wider type, so the loops below vectorise: with q = v >> s
+// (floor) and r = v - q * 2^s, (v + 2^(s-1)) >> s is q + [r >= 2^(s-1)], and that bracket is bit
+// s-1 of v.  Exact for every int32 v and 0 <= s <= 31.
+inline std::int32_t round_shift32(std::int32_t v, int s) { return s == 0 ? v : (v >> s) + ((v >> (s - 1)) & 1); }
+
+inline std::int8_t clamp8(std::int32_t v, std::int32_t lo) { return std::int8_t(std::min(std::max(v, lo), 127)); }
+
+}  // namespace
+
 void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool relu, std::int8_t* out) {
-    for (std::int64_t i = 0; i < count; ++i) {
-        const std::int8_t y = sat8(round_shift(acc[i], out_shift));
-        out[i] = relu ? relu8(y) : y;
+    const std::int32_t lo = relu ? 0 : -128;   // ReLU after sat8 is a clamp at 0
+    if (out_shift == 0) {
+        for (std::int64_t i = 0; i < count; ++i) out[i] = clamp8(acc[i], lo);
+        return;
     }
+    const int s = out_shift;
+    for (std::int64_t i = 0; i < count; ++i) out[i] = clamp8((acc[i] >> s) + ((acc[i] >> (s - 1)) & 1), lo);
 }
 
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {
-    for (std::int64_t i = 0; i < count; ++i) {
-        const std::int8_t sum = sat8(std::int64_t(y[i]) + align(r[i], shift));
-        y[i] = relu ? relu8(sum) : sum;
+    const std::int32_t lo = relu ? 0 : -128;
+    if (shift >= 0) {
+        for (std::int64_t i = 0; i < count; ++i) y[i] = clamp8(std::int32_t(y[i]) + (std::int32_t(r[i]) << shift), lo);
+        return;
     }
+    for (std::int64_t i = 0; i < count; ++i) y[i] = clamp8(std::int32_t(y[i]) + round_shift32(r[i], -shift), lo);
 }
 
 void add_tensors(const std::int8_t* a, int shift_a, const std::int8_t* b, int shift_b, std::int64_t count, bool relu,

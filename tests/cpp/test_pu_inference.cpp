@@ -125,6 +125,37 @@ TEST(PostProc, RequantizeSaturatesAndRelu) {
     EXPECT_EQ(y[0], 127);
 }
 
+TEST(PostProc, VectorisedLoopsEqualTheInt64DefinitionForEveryShift) {
+    // requantize and residual_add use an int32 form of round_shift; compare with the definition
+    // on edge values around every power of two and on random values, for every shift and both ReLUs.
+    pcg32 rng(12);
+    std::vector<std::int32_t> acc = {-2147483647 - 1, -2147483647, 2147483647, 2147483646, 0, 1, -1};
+    for (int k = 0; k < 31; ++k)
+        for (int d = -1; d <= 1; ++d) {
+            acc.push_back(std::int32_t((std::int64_t(1) << k) + d));
+            acc.push_back(std::int32_t(-(std::int64_t(1) << k) + d));
+        }
+    for (int i = 0; i < 2000; ++i) acc.push_back(std::int32_t(rng()));
+    std::vector<std::int8_t> y(acc.size());
+    for (int s = 0; s <= 31; ++s)
+        for (bool relu : {false, true}) {
+            requantize(acc.data(), std::int64_t(acc.size()), s, relu, y.data());
+            for (std::size_t i = 0; i < acc.size(); ++i) {
+                std::int8_t expect = sat8(round_shift(acc[i], s));
+                if (relu) expect = relu8(expect);
+                ASSERT_EQ(y[i], expect) << "acc " << acc[i] << " shift " << s;
+            }
+        }
+    for (int shift = -8; shift <= 8; ++shift)
+        for (int a = -128; a < 128; a += 5)
+            for (int r = -128; r < 128; ++r) {
+                std::int8_t out = std::int8_t(a);
+                const std::int8_t rr = std::int8_t(r);
+                residual_add(&out, &rr, 1, shift, false);
+                ASSERT_EQ(out, sat8(a + align(r, shift))) << a << " + align(" << r << ", " << shift << ")";
+            }
+}
+
 TEST(PostProc, ResidualAlignBothSignsAndSaturation) {
     EXPECT_EQ(align(5, 2), 20);
     EXPECT_EQ(align(-5, 2), -20);
