@@ -43,6 +43,10 @@ _LAZY = {
     "noise": None,
     "zoo": None,
     "modelfile": None,
+    "niu": None,
+    "perf": None,
+    "mapping": None,
+    "importer": None,
 }
 
 
