@@ -202,3 +202,12 @@ def test_bad_input_names_the_argument(core, rng):
         core.sa_cycle_gemm(w, np.zeros((6, 2), np.int8), np.zeros(4, np.int8), 0, rg=5)
     with pytest.raises(aimcemu.FormatError, match="im2col"):
         core.im2col(np.zeros((4, 4, 2), np.int8), 3, 1, 3)
+
+
+@pytest.mark.slow
+def test_full_size_resnets_match_reference(core, rng):
+    """ResNet-18 and ResNet-50 at 224x224 (every real layer shape, incl. the 7x7/2 stem on 3
+    channels and the 2048-deep 1x1 convs): the fast path equals the NumPy reference."""
+    images = random_images(rng, 1, (224, 224, 3))
+    for net in (core.zoo.resnet18(seed=2), core.zoo.resnet50(seed=2)):
+        assert_all_equal(core.run_network(net, images, "fast"), run_network_reference(net, images), net.name)
