@@ -31,6 +31,7 @@ if os.environ.get("AIMCEMU_CORE_DIR"):
 
 from . import _core
 from ._core import FormatError
+from ._core import zoo  # built-in topologies with synthetic weights (ResNet-18/50)
 
 __version__ = "0.1.0"
 
@@ -41,7 +42,6 @@ _LAZY = {
     "sweep": "sweep",
     "analysis": None,
     "noise": None,
-    "zoo": None,
     "modelfile": None,
     "niu": None,
     "perf": None,
@@ -60,4 +60,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'aimcemu' has no attribute {name!r}")
 
 
-__all__ = ["FormatError", "_core", *_LAZY]
+__all__ = ["FormatError", "_core", "zoo", *_LAZY]
