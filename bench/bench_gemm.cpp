@@ -1,8 +1,9 @@
 // Benchmark of the fast INT8 conv path against oneDNN's s8 GEMM, measured in the same run.
 //
 // For every distinct conv/linear shape of ResNet-18 and ResNet-50 (v1) at 224x224, batch 1:
-//   ours   = IM2COL (into the +128-offset operand) + fast GEMM + requantisation to int8, with the
-//            weights packed beforehand (packing is reported separately: run_network packs per call);
+//   ours   = IM2COL (into the operand layout of the chosen fast kernel: AMX, else VNNI, ...) + fast
+//            GEMM + requantisation to int8, with the weights packed beforehand (packing is reported
+//            separately as a percentage: run_network_batch packs once per batch);
 //   oneDNN = dnnl_gemm_s8s8s32 alone, on the already-IM2COL'd int8 operand (no IM2COL, no
 //            requantisation), i.e. oneDNN is given the easier job.
 // Single thread and all threads.  GOPS = 2*N*M*P / seconds (best of repeated runs).  The total
