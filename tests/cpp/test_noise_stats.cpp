@@ -87,13 +87,31 @@ std::vector<double> positive_devices(const std::vector<double>& g, std::size_t n
 
 std::unique_ptr<NoiseModel> model(const std::string& name, NoiseParams p = {}) { return make_noise_model(name, p); }
 
+// The PCM-family models under test, with extra parameters merged in.
+struct Family {
+    std::string name;
+    NoiseParams params;
+};
+std::vector<Family> families(const std::vector<std::string>& names, const NoiseParams& extra) {
+    std::vector<Family> out;
+    for (const std::string& name : names) {
+        out.push_back({name, extra});
+        if (name == "hermes") {  // both HERMES fits
+            NoiseParams one = extra;
+            one["num_devices"] = 1.0;
+            out.push_back({name, one});
+        }
+    }
+    return out;
+}
+
 constexpr std::size_t kN = 100000;
 
 }  // namespace
 
 TEST(NoiseStats, ProgrammingSigmaMatchesPolynomialAtSeveralConductances) {
-    for (const std::string name : {"pcm_like", "hermes"}) {
-        auto m = model(name, {{"drift_reference", std::string("programmed")}});
+    for (const auto& [name, params] : families({"pcm_like", "hermes"}, {{"drift_reference", std::string("programmed")}})) {
+        auto m = model(name, params);
         const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*m);
         for (double x : {0.25, 0.5, 0.75, 1.0}) {
             const LayerState s = m->program(constant_layer(kN, x), {std::int64_t(kN + 1)}, {7, 1, 2});
@@ -126,8 +144,8 @@ TEST(NoiseStats, ZeroTargetDeviceIsRectifiedNormal) {
 }
 
 TEST(NoiseStats, DriftExponentIsFoldedNormal) {
-    for (const std::string name : {"pcm_like", "hermes", "state_independent"}) {
-        auto m = model(name);
+    for (const auto& [name, params] : families({"pcm_like", "hermes", "state_independent"}, {})) {
+        auto m = model(name, params);
         const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*m);
         for (double x : {0.02, 0.1, 0.5, 1.0}) {
             const LayerState s = m->program(constant_layer(kN, x), {std::int64_t(kN + 1)}, {11, 4, 0});
@@ -142,8 +160,9 @@ TEST(NoiseStats, DriftExponentIsFoldedNormal) {
 
 TEST(NoiseStats, ReadNoiseSigmaFollowsOneOverFLaw) {
     // With programming noise and drift off, g_read / g_T - 1 ~ N(0, Q_s * sqrt(ln((t+t0+t_r)/(2 t_r)))).
-    for (const std::string name : {"pcm_like", "hermes"}) {
-        auto m = model(name, {{"prog_noise_scale", 0.0}, {"drift_scale", 0.0}, {"drift_reference", std::string("programmed")}});
+    const NoiseParams read_only = {{"prog_noise_scale", 0.0}, {"drift_scale", 0.0}, {"drift_reference", std::string("programmed")}};
+    for (const auto& [name, params] : families({"pcm_like", "hermes"}, read_only)) {
+        auto m = model(name, params);
         const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*m);
         for (double x : {0.3, 1.0}) {
             const LayerState s = m->program(constant_layer(kN, x), {std::int64_t(kN + 1)}, {5, 0, 1});
@@ -162,18 +181,21 @@ TEST(NoiseStats, ReadNoiseSigmaFollowsOneOverFLaw) {
 }
 
 TEST(NoiseStats, MeanDriftMatchesFoldedNormalLaplaceTransform) {
-    auto m = model("pcm_like", {{"prog_noise_scale", 0.0}, {"read_noise_scale", 0.0}, {"drift_reference", std::string("programmed")}});
-    const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*m);
-    for (double x : {0.05, 0.5}) {
-        const LayerState s = m->program(constant_layer(kN, x), {std::int64_t(kN + 1)}, {21, 0, 0});
-        const double g_t = x * pcm.g_max();
-        for (double t : {3600.0, 86400.0, 365.0 * 86400.0}) {
-            const std::vector<double> g = positive_devices(m->read_conductances(s, t, 0), kN);
-            std::vector<double> factor(kN);
-            for (std::size_t i = 0; i < kN; ++i) factor[i] = g[i] / g_t;
-            const Moments mo = moments(factor);
-            const double L = std::log((t + pcm.t0()) / pcm.t0());
-            expect_mean(mo, folded_laplace(pcm.nu_mean(g_t), pcm.nu_std(g_t), L), mo.sd, "drift mean");
+    const NoiseParams drift_only = {{"prog_noise_scale", 0.0}, {"read_noise_scale", 0.0}, {"drift_reference", std::string("programmed")}};
+    for (const auto& [name, params] : families({"pcm_like", "hermes"}, drift_only)) {
+        auto m = model(name, params);
+        const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*m);
+        for (double x : {0.05, 0.5}) {
+            const LayerState s = m->program(constant_layer(kN, x), {std::int64_t(kN + 1)}, {21, 0, 0});
+            const double g_t = x * pcm.g_max();
+            for (double t : {3600.0, 86400.0, 365.0 * 86400.0}) {
+                const std::vector<double> g = positive_devices(m->read_conductances(s, t, 0), kN);
+                std::vector<double> factor(kN);
+                for (std::size_t i = 0; i < kN; ++i) factor[i] = g[i] / g_t;
+                const Moments mo = moments(factor);
+                const double L = std::log((t + pcm.t0()) / pcm.t0());
+                expect_mean(mo, folded_laplace(pcm.nu_mean(g_t), pcm.nu_std(g_t), L), mo.sd, name.c_str());
+            }
         }
     }
 }
