@@ -1,0 +1,143 @@
+"""``aimcemu report``: a self-contained HTML page (PNG data URIs, no scripts, no external links)
+whose tables agree with aimcemu.analysis; rendered by headless Chromium without console errors
+when Chromium is installed."""
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+import aimcemu
+from aimcemu import analysis, cli, modelfile
+from aimcemu import report as report_module
+from aimcemu.report import report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class _Page(HTMLParser):
+    """Collects the page's images, links, scripts and table cells."""
+
+    def __init__(self):
+        super().__init__()
+        self.images, self.links, self.scripts, self.cells = [], [], 0, []
+        self._in_cell = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img":
+            self.images.append(attrs.get("src", ""))
+        if tag in ("a", "link") and "href" in attrs:
+            self.links.append(attrs["href"])
+        if tag == "script":
+            self.scripts += 1
+        self._in_cell = tag == "td"
+
+    def handle_data(self, data):
+        if self._in_cell:
+            self.cells.append(data)
+            self._in_cell = False
+
+
+def parse(path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    _, data = modelfile.embedded_paths()
+    dataset = modelfile.load_dataset(data)
+    path = tmp_path_factory.mktemp("data") / "small.h5"
+    modelfile.save_dataset(dataset["images"][:40], dataset["labels"][:40], path, input_frac_bits=dataset["input_frac_bits"])
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def sweep_folder(tmp_path_factory, small_data):
+    folder = tmp_path_factory.mktemp("sweep") / "s"
+    aimcemu.sweep({"output": str(folder), "data": small_data, "noise": {"model": "pcm_like"}, "t": [1.0, 3600.0, 86400.0],
+                   "chips": 3, "seed": 1, "layers": ["stem", "head"],
+                   "grid": {"mapping": {"all": "all", "head": {"default": "digital", "layers": {"head": "aimc"}}}}},
+                  workers=2, progress=False)
+    return folder
+
+
+def assert_self_contained(page: _Page) -> list[bytes]:
+    assert page.scripts == 0 and page.links == []
+    pngs = []
+    for src in page.images:
+        assert src.startswith("data:image/png;base64,")
+        png = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert png.startswith(PNG_SIGNATURE)
+        pngs.append(png)
+    return pngs
+
+
+def test_sweep_report_is_self_contained_and_matches_the_analysis(sweep_folder):
+    path = report(sweep_folder)
+    assert path == sweep_folder / "report.html"
+    page = parse(path)
+    pngs = assert_self_contained(page)
+    # accuracy vs t, one SNR heatmap per mapping, histograms of the stored layers
+    assert len(pngs) == 4
+    text = path.read_text()
+    assert "Accuracy vs t" in text and "SNR heatmap: mapping=head" in text and "Activation histograms" in text
+    acc = analysis.accuracy_vs_t(analysis.open_sweep(sweep_folder))
+    for mapping in ("all", "head"):
+        for t in (1.0, 3600.0, 86400.0):
+            assert f"{float(acc['mean'].sel(mapping=mapping, t=t)):.4f}" in page.cells
+    assert "NIUs and throughput" in text
+    niu_rows = report_module.niu_rows(analysis.open_sweep(sweep_folder).attrs["config"])
+    assert [row["NIUs"] for row in niu_rows] == [0, 1, 2, 4]
+    assert [row["AIMC layers"] for row in niu_rows] == [0, 5, 5, 5]  # the union of both mappings' AIMC layers
+    for row in niu_rows:
+        assert row["FPS"] in page.cells
+
+
+def test_run_report_and_cli_with_pngs(tmp_path, small_data, capsys):
+    run = aimcemu.run(data=small_data, output=str(tmp_path / "run.h5"), mapping="all", t=(1.0, 86400.0), chips=2,
+                      layers="all")
+    assert cli.main(["report", run.path, "--layers", "stem,classifier", "--png", str(tmp_path / "png"), "--no-niu"]) == 0
+    out = capsys.readouterr().out
+    page_path = tmp_path / "run.html"
+    assert f"report    {page_path}" in out
+    page = parse(page_path)
+    assert len(assert_self_contained(page)) == 3
+    assert "NIUs and throughput" not in page_path.read_text()
+    pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
+    assert pngs == ["accuracy_vs_t.png", "activation_histograms.png", "snr_heatmap__run.png"]
+    import matplotlib.image
+
+    image = matplotlib.image.imread(tmp_path / "png" / "accuracy_vs_t.png")
+    assert image.ndim == 3 and image.shape[0] > 100 and np.ptp(image) > 0
+
+
+def test_report_errors(tmp_path, small_data):
+    run = aimcemu.run(data=small_data, output=str(tmp_path / "run.h5"), mapping="all", t=(1.0,), layers=["stem"])
+    with pytest.raises(ValueError, match="'head' has no stored activations"):
+        report(run.path, layers=["head"])
+    with pytest.raises(FileNotFoundError, match="no results file or sweep folder"):
+        report(tmp_path / "missing")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Chromium is not installed")
+def test_report_renders_in_headless_chromium(sweep_folder, tmp_path):
+    page = report(sweep_folder, tmp_path / "report.html")
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                           "--v=0", "--window-size=1100,2400", f"--screenshot={shot}", f"file://{page}"],
+                          capture_output=True, text=True, timeout=180)
+    assert shot.is_file() and shot.read_bytes().startswith(PNG_SIGNATURE), proc.stderr[-2000:]
+    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{page}"],
+                         capture_output=True, text=True, timeout=180).stdout
+    assert len(re.findall(r"<img ", dom)) == 4  # the browser parsed every figure
