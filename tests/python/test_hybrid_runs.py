@@ -98,6 +98,7 @@ def test_noisy_weights_are_the_niu_apis_and_activations_the_pu_models(digits, ca
             acts = _core.run_network(net, images, "fast", 0, w)
             np.testing.assert_array_equal(f["layers/block_conv1/activations"][position], acts[1])
             np.testing.assert_array_equal(f["layers/classifier/activations"][position], acts[6])
+            _check_metrics(f["layers/block_conv1"], position, acts[1])
             predicted = acts[6].reshape(IMAGES, -1).argmax(axis=1)
             assert f["accuracy"][position] == pytest.approx(np.mean(predicted == labels), abs=0)
         noisy_ref = run_network_reference(_with_weights(model, weights[-1]), images)
@@ -107,6 +108,16 @@ def test_noisy_weights_are_the_niu_apis_and_activations_the_pu_models(digits, ca
     assert config["noise"]["g_max"] == 25.0  # defaults filled in
     assert (config["chips"], config["rounds"], config["seed"], config["t"]) == (2, 2, 5, [0.0, 3600.0])
     assert config["drift_alpha"] == summary.drift_alpha
+
+
+def _check_metrics(group, position: int, noisy: np.ndarray) -> None:
+    """The stored SNR, cosine and mismatch rate of one round against their definitions."""
+    ref = group["reference"][()].astype(np.float64)
+    err = noisy.astype(np.float64) - ref
+    assert group["snr_db"][position] == pytest.approx(10 * np.log10(np.sum(ref**2) / np.sum(err**2)), rel=1e-12)
+    cosine = np.sum(ref * noisy) / np.sqrt(np.sum(ref**2) * np.sum(noisy.astype(np.float64) ** 2))
+    assert group["cosine"][position] == pytest.approx(cosine, rel=1e-12)
+    assert group["mismatch_rate"][position] == np.count_nonzero(err) / err.size
 
 
 def _with_weights(model_path, weights: dict):
