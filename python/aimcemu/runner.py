@@ -323,7 +323,7 @@ def _drift_alpha(niu: _NoisyWeights, chip: int, t: float, baseline: dict[int, fl
 # --- the run --------------------------------------------------------------------------------------
 def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,), chips: int = 1, rounds: int = 1,
         seed: int = 0, drift_compensation: str = "none", backend: str = "fast", threads: int = 0, layers="all",
-        config: dict | str | os.PathLike | None = None) -> RunSummary:
+        config: dict | str | os.PathLike | None = None, progress: bool = False) -> RunSummary:
     """Run a model file on a data set file and write a results file; returns a RunSummary.
 
     model:   model file path (docs/model_format.md); None = the embedded default model
@@ -340,6 +340,7 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     backend: the PU model's kernel ("fast"; the PU model lists the others); threads: 0 = all cores
     layers:  whose activations to store: "all", "none", or layer names (metrics are always kept)
     config:  the same options as a dict or a YAML file; explicit arguments override it
+    progress: show a progress bar over the noisy rounds (tqdm, on stderr, only on a terminal)
     """
     cfg, sources = _resolve_config(config, {
         "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise, "t": t, "chips": chips,
@@ -378,7 +379,8 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     for index, layer_acts in enumerate(reference):
         writer.set_reference(index, layer_acts)
     write_s += time.perf_counter() - start
-    timing = _noisy_rounds(net, images, cfg, noisy, alphas, coordinates, reference, writer) if noisy is not None else {}
+    timing = (_noisy_rounds(net, images, cfg, noisy, alphas, coordinates, reference, writer, progress)
+              if noisy is not None else {})
     start = time.perf_counter()
     writer.commit()
     write_s += time.perf_counter() - start + timing.get("write_s", 0.0)
@@ -418,12 +420,16 @@ def _calibrate(noisy: _NoisyWeights, cfg: dict) -> dict[int, list[list[float]]]:
 
 
 def _noisy_rounds(net, images, cfg: dict, noisy: _NoisyWeights, alphas: dict[int, list[list[float]]],
-                  coordinates: list[tuple[int, int, float]], reference: list[np.ndarray], writer) -> dict:
+                  coordinates: list[tuple[int, int, float]], reference: list[np.ndarray], writer,
+                  progress: bool = False) -> dict:
     """Runs and writes every noisy round; returns the time spent in each part."""
+    from tqdm import tqdm
+
     times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
     t_index = {t: k for k, t in enumerate(cfg["t"])}
     net_layers = net.layers
-    for position, (round_id, chip, t) in enumerate(coordinates):
+    bar = tqdm(coordinates, desc="noisy rounds", unit="round", disable=None if progress else True, leave=False)
+    for position, (round_id, chip, t) in enumerate(bar):
         start = time.perf_counter()
         weights = noisy.weights(chip, round_id, t, {i: a[chip][t_index[t]] for i, a in alphas.items()})
         times["noise_s"] += time.perf_counter() - start

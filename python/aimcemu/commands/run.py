@@ -89,6 +89,6 @@ def main(args: argparse.Namespace) -> int:
                 "threads": args.threads, "layers": args.layers}
     # Options not given on the command line keep the config file's value (or the default).
     given = {key: value for key, value in explicit.items() if value is not None}
-    summary = run(**given, config=args.config)
+    summary = run(**given, config=args.config, progress=True)
     print(format_summary(summary))
     return 0
