@@ -31,6 +31,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping as MappingABC
 
+import numpy as np
+
 from . import _core
 
 DEVICES = ("digital", "aimc")
@@ -53,9 +55,19 @@ def resolve_noise(noise: Any, source: str = "<config>", field: str = "noise") ->
     if not isinstance(noise, MappingABC):
         raise _fail(source, field, f"expected a noise model name or a dict with 'model', got {noise!r}")
     try:
-        return noise_models.noise_model_from_dict(dict(noise)).to_dict()
+        resolved = noise_models.noise_model_from_dict(dict(noise)).to_dict()
+        _check_niu_supports(resolved)
     except _core.FormatError as exc:
         raise _fail(source, field, str(exc)) from None
+    return resolved
+
+
+def _check_niu_supports(noise: dict) -> None:
+    """AIMC weights come from the NIU: compiling a one-weight program is the NIU compiler's own
+    check of the model and its parameters (no list of supported models is kept here)."""
+    from . import niu
+
+    niu.compile_program(noise, [np.ones(1, np.int8)])
 
 
 @dataclass(frozen=True)
