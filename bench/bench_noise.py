@@ -7,7 +7,7 @@ For each model it measures, in the same run:
   * a straightforward NumPy implementation of the same formulas (numpy.random.Generator for
     the draws, so the values differ but the work is the same),
 and prints weights/s and the ratio C++(1 thread) / NumPy.  Timing is wall clock, best of
---repeats.  Run:  AIMCEMU_CORE_DIR=build-noise/python python3 bench/bench_noise.py [--layers N]
+--repeats, with the three run layer by layer in turn.  Run:  AIMCEMU_CORE_DIR=build-noise/python python3 bench/bench_noise.py [--layers N]
 """
 from __future__ import annotations
 
@@ -148,27 +148,27 @@ def resnet50_layers(limit: int | None) -> list[np.ndarray]:
     return [l.weights.astype(np.float64).reshape(l.gemm_n, l.gemm_m) for l in layers]
 
 
-def time_core(model: noise.NoiseModel, layers, threads: int, repeats: int) -> float:
-    model.num_threads = threads
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for i, w in enumerate(layers):
-            state = model.program(w, seed=1, chip=0, layer=i)
-            model.read(state, T_READ, 0)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def time_numpy(fn, layers, repeats: int) -> float:
-    best = float("inf")
+def time_interleaved(model: noise.NoiseModel, numpy_fn, layers, cores: int, repeats: int) -> tuple[float, float, float]:
+    """Seconds for C++ on 1 thread, C++ on all cores and NumPy, over all layers, best of
+    `repeats`.  The three run layer by layer in turn, so that load from other processes on a
+    shared machine hits all of them alike and their ratio stays meaningful."""
+    best = [float("inf")] * 3
     for _ in range(repeats):
         rng = np.random.default_rng(1)
-        start = time.perf_counter()
-        for w in layers:
-            fn(w, rng)
-        best = min(best, time.perf_counter() - start)
-    return best
+        spent = [0.0, 0.0, 0.0]
+        for i, w in enumerate(layers):
+            for slot, threads in ((0, 1), (1, cores)):
+                model.num_threads = threads
+                start = time.perf_counter()
+                state = model.program(w, seed=1, chip=0, layer=i)
+                model.read(state, T_READ, 0)
+                spent[slot] += time.perf_counter() - start
+            start = time.perf_counter()
+            numpy_fn(w, rng)
+            spent[2] += time.perf_counter() - start
+        best = [min(b, s) for b, s in zip(best, spent)]
+    model.num_threads = 0
+    return best[0], best[1], best[2]
 
 
 def main() -> None:
@@ -186,9 +186,7 @@ def main() -> None:
     for name, model, numpy_fn in CASES:
         if args.models and name not in args.models:
             continue
-        t1 = time_core(model, layers, 1, args.repeats)
-        tn = time_core(model, layers, cores, args.repeats)
-        tnp = time_numpy(numpy_fn, layers, args.repeats)
+        t1, tn, tnp = time_interleaved(model, numpy_fn, layers, cores, args.repeats)
         print(f"{name:<18} {n / t1 / 1e6:12.2f} {n / tn / 1e6:12.2f} {n / tnp / 1e6:12.2f} {tnp / t1:10.2f}")
 
 
