@@ -278,3 +278,22 @@ TEST(Inference, WrongInputShapeIsAFormatError) {
     unresolved.layers.push_back(Layer{});
     EXPECT_THROW(run_network(unresolved, random_image({1, 1, 1}, 1), GemmBackend::Fast), FormatError);
 }
+
+TEST(Inference, PointwiseConvOnAlignedDepthReadsTheInputInPlace) {
+    // A stride-1 1x1 conv whose depth is a multiple of 64 skips IM2COL on the kernels that take
+    // plain int8 rows (AMX, oneDNN); P = 35 leaves a partial tile of rows at the end.
+    pcg32 rng(31);
+    Network net;
+    net.name = "pointwise";
+    net.input_shape = {5, 7, 128};
+    net.layers.push_back(gemm_layer("pw", LayerKind::Conv, -1, 1, 1, 0, 70, 128, rng, 10));
+    net.resolve();
+    const Tensor8 image = random_image(net.input_shape, 2);
+    const auto reference = run_network(net, image, GemmBackend::Reference);
+    for (FastKernel k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
+        if (!fast_kernel_available(k)) continue;
+        RunOptions opt;
+        opt.kernel = k;
+        expect_same_outputs(run_network(net, image, opt), reference, to_string(k));
+    }
+}
