@@ -318,3 +318,17 @@ def test_embedded_model_accuracy_vs_t_over_eight_chips(tmp_path):
                                             output=tmp_path / f"{compensation}.h5").accuracy_vs_t()
     assert results["global"][-1]["mean"] > results["none"][-1]["mean"] + 0.3
     assert results["global"][0]["mean"] > 0.95
+
+
+def test_a_noise_model_object_equals_its_config(digits, tmp_path):
+    from aimcemu.noise import HermesNoiseModel
+
+    model, data, _, _, _ = digits
+    runs = [aimcemu.run(model, data, tmp_path / f"{i}.h5", mapping={"layers": {"head": "aimc"}}, noise=noise,
+                        t=(0.0, 3600.0), chips=2, layers="head")
+            for i, noise in enumerate((HermesNoiseModel(), {"model": "hermes"}, "hermes"))]
+    arrays = [file_arrays(r.path) for r in runs]
+    for other in arrays[1:]:
+        for name in arrays[0]:
+            np.testing.assert_array_equal(arrays[0][name], other[name], err_msg=name)
+    assert arrays[0]["accuracy"].shape == (4,)
