@@ -123,8 +123,9 @@ def snr_heatmap_figure(src: _Source, point: dict):
     ax.set_xticks(range(values.shape[1]), [f"{t:g}" for t in snr["t"].values], fontsize=8)
     ax.set_xlabel("t (s)")
     for (i, j), v in np.ndenumerate(values):
-        if np.isfinite(v):
-            ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7, color="w")
+        # NaN: every round equalled the reference (a digital layer fed by digital layers)
+        ax.text(j, i, f"{v:.1f}" if np.isfinite(v) else "exact", ha="center", va="center", fontsize=7,
+                color="w" if np.isfinite(v) else "0.4")
     fig.colorbar(image, ax=ax, label="SNR (dB)")
     ax.set_title(f"per-layer SNR over t: {_point_name(point)}")
     fig.tight_layout()
@@ -245,7 +246,7 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
     parts = [f"<h1>aimcemu report: {html.escape(results.name)}</h1>",
              f'<p class="note">{html.escape(os.fspath(results.resolve()))}, generated '
              f'{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC</p>']
-    parts.append("<h2>Accuracy vs t</h2>")
+    parts.append("<h2>Accuracy vs t: mean and 95 % CI over chips</h2>")
     parts.append(_table(_accuracy_rows(src)) if src.ds.sizes["rep"] else
                  '<p class="note">This is a digital run: no noisy rounds.</p>')
     for title, png in figures.items():

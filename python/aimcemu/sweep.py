@@ -391,12 +391,12 @@ class _LocalPool:
     """A process pool whose workers each get cores / workers C++ threads (spawned, so no forked
     C++ thread pools)."""
 
-    def __init__(self, workers: int | None, task_count: int):
+    def __init__(self, workers: int | None, task_count: int, threads: int = 0):
         import multiprocessing
 
         cores = _cores()
         self.workers = max(1, min(workers or cores, task_count or 1))
-        self.threads = max(1, cores // self.workers)
+        self.threads = threads if threads > 0 else max(1, cores // self.workers)
         os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
         self.pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_ignore_sigint)
@@ -463,7 +463,7 @@ class _AnyExecutor(_LocalPool):
 
 def _make_executor(executor, workers, task_count, threads):
     if executor is None or executor == "local":
-        return _LocalPool(workers, task_count)
+        return _LocalPool(workers, task_count, threads)
     if isinstance(executor, str):
         return _DaskClient(executor)
     if type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info"):
@@ -483,7 +483,8 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
     executor: None/"local" (process pool), "tcp://host:port" or a distributed.Client, or any
               concurrent.futures.Executor
     workers:  local pool size (default: all cores, at most one per task)
-    threads:  C++ threads per task for a generic Executor (local and Dask compute cores / slots)
+    threads:  C++ threads per task; 0 = cores / concurrent tasks (local pool, Dask), 1 for a
+              generic Executor
     progress: show a progress bar (tqdm, on stderr)
     """
     if isinstance(config, (str, os.PathLike)):
