@@ -56,13 +56,12 @@ void require(bool ok, const std::string& source, const std::string& field, const
     if (!ok) throw FormatError(source, field, what);
 }
 
-void check_producer(const Network& net, int index, int producer, const std::string& source,
-                    const std::string& field) {
+void check_producer(int index, int producer, const std::string& source, const std::string& field) {
     require(producer >= kNetworkInput && producer < index, source, field,
             "must name an earlier layer or the network input (got " + std::to_string(producer) + ")");
 }
 
-void resolve_gemm(Layer& l, const Network& net, const std::string& src, const std::string& f) {
+void resolve_gemm(Layer& l, const std::string& src, const std::string& f) {
     require(l.out_channels > 0, src, f + "out_channels", "must be positive");
     if (l.kind == LayerKind::Linear) {
         require(l.kernel == 1 && l.stride == 1 && l.pad == 0, src, f + "kernel",
@@ -99,7 +98,7 @@ void Network::resolve(const std::string& src) {
         require(!l.name.empty(), src, "layers/" + std::to_string(i) + "/name", "must not be empty");
         for (std::size_t j = 0; j < i; ++j)
             require(layers[j].name != l.name, src, f + "name", "duplicate layer name");
-        check_producer(*this, int(i), l.input, src, f + "input");
+        check_producer(int(i), l.input, src, f + "input");
         l.in_shape = shape_of(l.input);
         require(l.out_shift >= 0 && l.out_shift <= 31, src, f + "out_shift", "must be in 0..31");
         require(l.residual_shift >= -8 && l.residual_shift <= 8, src, f + "residual_shift", "must be in -8..8");
@@ -114,7 +113,7 @@ void Network::resolve(const std::string& src) {
         }
         switch (l.kind) {
             case LayerKind::Conv:
-            case LayerKind::Linear: resolve_gemm(l, *this, src, f); break;
+            case LayerKind::Linear: resolve_gemm(l, src, f); break;
             case LayerKind::Add:
                 require(l.residual_input >= 0, src, f + "residual_input", "an add layer needs a second operand");
                 l.out_shape = l.in_shape;
@@ -129,7 +128,7 @@ void Network::resolve(const std::string& src) {
                 break;
         }
         if (l.residual_input >= 0) {
-            check_producer(*this, int(i), l.residual_input, src, f + "residual_input");
+            check_producer(int(i), l.residual_input, src, f + "residual_input");
             require(shape_of(l.residual_input) == l.out_shape, src, f + "residual_input",
                     "residual operand shape differs from the layer's output shape");
         }

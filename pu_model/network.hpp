@@ -7,7 +7,9 @@
 //                   y   = sat8((acc + (1 << (out_shift-1))) >> out_shift)  [round half up]
 //                   y   = relu(y)                  if relu
 //                   y   = sat8(y + align(r, residual_shift)), then relu  if residual_input >= 0
-//   add:            y   = sat8(align(a, shift_a) + align(b, residual_shift)), optional relu
+//   add:            y   = sat8(align(a, input_shift) + align(b, residual_shift)),
+//                   then ReLU if relu or relu_after_residual
+//   pools may also fuse a residual add (residual_input), as conv does
 //   max_pool:       exact max over the window (padding never wins)
 //   avg_pool:       acc = avg_mult * sum(window); y = sat8(round_shift(acc, out_shift))  (a GEMM)
 //
