@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake pkg-config libpcg-cpp-dev libeigen3-dev libhdf5-dev libgtest-dev
-              libbenchmark-dev libdnnl-dev verilator iverilog yosys)
+              libbenchmark-dev libdnnl-dev verilator iverilog yosys chromium)
 PIP_PACKAGES=(numpy h5py pyyaml tqdm xarray h5netcdf matplotlib "dask[distributed]" pytest
               scikit-learn pybind11 scikit-build-core ninja "torch==2.13.0")
 
