@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 #include "analysis/h5.hpp"
 #include "analysis/metrics.hpp"
@@ -76,6 +77,7 @@ struct LayerState {
     bool reference_set = false;
     std::vector<ActivationErrorSums> sums;  // per round
     std::vector<bool> round_set;
+    std::vector<std::pair<std::string, std::vector<double>>> series;  // extra per-round series, by name
 };
 
 struct ResultsWriter::State {
@@ -218,6 +220,11 @@ void ResultsWriter::State::write_layer_metrics(LayerState& layer) {
     write_metric("snr_db", &ActivationErrorSums::snr_db);
     write_metric("cosine", &ActivationErrorSums::cosine);
     write_metric("mismatch_rate", &ActivationErrorSums::mismatch_rate);
+    for (const auto& [name, values] : layer.series) {
+        const h5::Dataset ds = layer.group.write_dataset(name, {hsize_t(rounds)}, values.data());
+        ds.attach_scale(layer.rounds.round, 0);
+        mark_round_coordinates(ds);
+    }
 }
 
 // ---- ResultsWriter ----
@@ -306,6 +313,43 @@ void ResultsWriter::set_round(std::size_t round_index, int layer, std::span<cons
         s.fail(field, std::string("cannot write: ") + e.what());
     }
     if (layer == s.output_layer()) s.record_output(round_index, activations);
+}
+
+namespace {
+// Names inside a layer group that the layout defines (docs/hdf5_layout.md).
+bool reserved_layer_name(const std::string& name) {
+    for (const char* used : {"round", "chip", "t", "image", "y", "x", "channel", "reference", "activations", "snr_db",
+                             "cosine", "mismatch_rate", "kind", "index", "input", "in_shape", "out_shape", "out_shift",
+                             "activations_stored"})
+        if (name == used) return true;
+    return false;
+}
+}  // namespace
+
+void ResultsWriter::set_layer_series(int layer, const std::string& name, std::span<const double> per_round) {
+    State& s = *state_;
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    LayerState& ls = s.layers[std::size_t(layer)];
+    const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/" + name;
+    if (name.empty() || name.find('/') != std::string::npos || reserved_layer_name(name))
+        s.fail(field, "not a free dataset name in a layer group");
+    if (per_round.size() != s.rounds)
+        s.fail(field, "expected " + std::to_string(s.rounds) + " values (one per round), got " + std::to_string(per_round.size()));
+    for (const auto& [existing, values] : ls.series)
+        if (existing == name) s.fail(field, "already set");
+    ls.series.emplace_back(name, std::vector<double>(per_round.begin(), per_round.end()));
+}
+
+void ResultsWriter::set_layer_attribute(int layer, const std::string& name, const std::string& value) {
+    State& s = *state_;
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "@" + name;
+    if (name.empty() || reserved_layer_name(name)) s.fail(field, "not a free attribute name in a layer group");
+    try {
+        s.layers[std::size_t(layer)].group.write_attribute(name, value);
+    } catch (const h5::Error& e) {
+        s.fail(field, std::string("cannot write: ") + e.what());
+    }
 }
 
 void ResultsWriter::commit() {

@@ -53,6 +53,12 @@ public:
     // Noisy activations of `layer` in round `round_index` (position in spec.rounds).  The
     // layer's reference must already be set.
     void set_round(std::size_t round_index, int layer, std::span<const std::int8_t> activations);
+    // A per-round float64 series of one layer, written at commit as layers/NAME/`name` [round]
+    // with the round coordinates (e.g. the drift-compensation factor of an AIMC layer).
+    // `per_round` needs one value per noisy round; a name the layout already uses is refused.
+    void set_layer_series(int layer, const std::string& name, std::span<const double> per_round);
+    // A string attribute of a layer's group (e.g. device = "aimc"); written at once.
+    void set_layer_attribute(int layer, const std::string& name, const std::string& value);
     // Checks that every reference and round was given, writes predictions, accuracy and metrics,
     // closes the file and moves it into place.
     void commit();

@@ -378,6 +378,7 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
                                  selection, 1)
     for index, layer_acts in enumerate(reference):
         writer.set_reference(index, layer_acts)
+    _write_placements(writer, placements, alphas, coordinates, cfg["t"])
     write_s += time.perf_counter() - start
     timing = (_noisy_rounds(net, images, cfg, noisy, alphas, coordinates, reference, writer, progress)
               if noisy is not None else {})
@@ -443,6 +444,21 @@ def _noisy_rounds(net, images, cfg: dict, noisy: _NoisyWeights, alphas: dict[int
             writer.set_round(position, index, layer_acts)
         times["write_s"] += time.perf_counter() - start
     return times
+
+
+def _write_placements(writer, placements: list[Placement] | None, alphas: dict[int, list[list[float]]],
+                      coordinates: list[tuple[int, int, float]], times: list[float]) -> None:
+    """Per layer: the attribute device ("digital"/"aimc") and, for AIMC layers, noise_model and
+    the dataset drift_alpha [round] (the factor folded into that round's NIU program)."""
+    if placements is None:
+        return
+    t_index = {t: k for k, t in enumerate(times)}
+    for p in placements:
+        writer.set_layer_attribute(p.index, "device", p.device)
+        if p.is_aimc:
+            writer.set_layer_attribute(p.index, "noise_model", p.noise["model"])
+            per_round = [alphas[p.index][chip][t_index[t]] for _, chip, t in coordinates]
+            writer.set_layer_series(p.index, "drift_alpha", np.asarray(per_round, dtype=np.float64))
 
 
 def _resolved_json(cfg: dict, net, model_path: str, data_path: str, out_path: Path, images: int,

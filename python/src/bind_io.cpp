@@ -106,6 +106,16 @@ public:
         writer_->set_round(round_index, i, as_span(a));
     }
 
+    void set_layer_series(const py::object& layer, const std::string& name,
+                          const py::array_t<double, py::array::c_style | py::array::forcecast>& values) {
+        if (values.ndim() != 1) throw FormatError("<results>", name, "expected a 1-D array of one value per round");
+        writer_->set_layer_series(layer_index(layer), name, {values.data(), std::size_t(values.size())});
+    }
+
+    void set_layer_attribute(const py::object& layer, const std::string& name, const std::string& value) {
+        writer_->set_layer_attribute(layer_index(layer), name, value);
+    }
+
     void commit() {
         py::gil_scoped_release release;
         writer_->commit();
@@ -143,6 +153,10 @@ void bind_io(py::module_& m) {
              py::arg("config_json") = "{}", py::arg("layers") = "all", py::arg("deflate") = 1)
         .def("set_reference", &PyResultsWriter::set_reference, py::arg("layer"), py::arg("activations"))
         .def("set_round", &PyResultsWriter::set_round, py::arg("round_index"), py::arg("layer"), py::arg("activations"))
+        .def("set_layer_series", &PyResultsWriter::set_layer_series, py::arg("layer"), py::arg("name"), py::arg("values"),
+             "A per-round float64 series of a layer, stored as layers/NAME/<name> [round] at commit")
+        .def("set_layer_attribute", &PyResultsWriter::set_layer_attribute, py::arg("layer"), py::arg("name"),
+             py::arg("value"), "A string attribute of a layer's group")
         .def("commit", &PyResultsWriter::commit)
         .def_property_readonly("reference_accuracy", [](PyResultsWriter& w) { return w.writer().reference_accuracy(); })
         .def_property_readonly("round_accuracy", [](PyResultsWriter& w) { return w.writer().round_accuracy(); });

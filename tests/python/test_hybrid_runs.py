@@ -103,6 +103,15 @@ def test_noisy_weights_are_the_niu_apis_and_activations_the_pu_models(digits, ca
             assert f["accuracy"][position] == pytest.approx(np.mean(predicted == labels), abs=0)
         noisy_ref = run_network_reference(_with_weights(model, weights[-1]), images)
         np.testing.assert_array_equal(f["layers/classifier/activations"][-1], noisy_ref[6])
+        for i, layer in enumerate(layers):
+            group = f["layers"][layer.name]
+            assert group.attrs["device"] == ("aimc" if i in aimc else "digital")
+            if i in aimc:
+                assert group.attrs["noise_model"] == "pcm_like"
+                expected_alpha = [summary.drift_alpha[layer.name][c][[0.0, 3600.0].index(t)] for _, c, t in expected_coords]
+                np.testing.assert_array_equal(group["drift_alpha"][()], expected_alpha)
+            else:
+                assert "drift_alpha" not in group
     assert config["placements"]["stem"] == {"device": "digital"}
     assert config["placements"]["classifier"]["noise"]["model"] == "pcm_like"
     assert config["noise"]["g_max"] == 25.0  # defaults filled in
