@@ -357,7 +357,8 @@ def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips:
     config = {"output": os.fspath(output), "model": model, "data": data,
               "noise": noise or {"model": "pcm_like"}, "t": list(t), "chips": chips, "rounds": rounds,
               "seed": seed, "drift_compensation": drift_compensation, "layers": "none",
-              "grid": {"mapping": {name: {"default": "digital", "layers": {name: "aimc"}} for name in chosen}}}
+              "grid": {"mapping": {name: {"default": "digital", "layers": {_exact_pattern(name): "aimc"}}
+                                   for name in chosen}}}
     result = sweep(config, executor=executor, workers=workers, progress=progress)
     ds = open_sweep(result.folder, lazy=False)
     rows = []
@@ -376,6 +377,11 @@ def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips:
     table = pd.DataFrame(rows).sort_values("accuracy_drop", ascending=False, kind="stable").reset_index(drop=True)
     table.attrs["folder"] = result.folder
     return table
+
+
+def _exact_pattern(name: str) -> str:
+    """A glob pattern (the mapping's syntax) that matches exactly this layer name."""
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
 
 
 def rank_layers(table) -> list[str]:

@@ -312,8 +312,10 @@ def read_task_summary(path) -> dict:
                 "chip": [int(v) for v in f["chip"][()]], "t": [float(v) for v in f["t"][()]]}
 
 
-def _ignore_sigint() -> None:
-    """Local pool workers leave Ctrl-C to the coordinating process, which stops them cleanly."""
+def _init_worker(threads: int) -> None:
+    """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
+    and Ctrl-C is left to the coordinating process, which stops the pool cleanly."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -387,19 +389,12 @@ def _index(p: SweepPlan, summaries: dict) -> dict:
                        if t.id in summaries else None} for t in p.tasks]}
 
 
-class _LocalPool:
-    """A process pool whose workers each get cores / workers C++ threads (spawned, so no forked
-    C++ thread pools)."""
+class _FuturesExecutor:
+    """Tasks on a concurrent.futures executor (submitit, Client.get_executor(), a thread pool...)
+    with a fixed number of C++ threads per task."""
 
-    def __init__(self, workers: int | None, task_count: int, threads: int = 0):
-        import multiprocessing
-
-        cores = _cores()
-        self.workers = max(1, min(workers or cores, task_count or 1))
-        self.threads = threads if threads > 0 else max(1, cores // self.workers)
-        os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
-        self.pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=_ignore_sigint)
+    def __init__(self, executor: cf.Executor, threads: int, owned: bool = False):
+        self.pool, self.threads, self.owned = executor, max(1, threads), owned
 
     def submit(self, task: Task, folder: str):
         return self.pool.submit(execute_task, task.to_dict(), folder, self.threads)
@@ -412,7 +407,21 @@ class _LocalPool:
             fut.cancel()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.owned:  # waits for running tasks, drops pending ones
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _local_pool(workers: int | None, task_count: int, threads: int) -> _FuturesExecutor:
+    """A pool of spawned processes (no forked C++ thread pools); each task gets cores / workers
+    C++ threads unless `threads` says otherwise."""
+    import multiprocessing
+
+    cores = _cores()
+    workers = max(1, min(workers or cores, task_count or 1))
+    threads = threads if threads > 0 else max(1, cores // workers)
+    pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=_init_worker, initargs=(threads,))
+    return _FuturesExecutor(pool, threads, owned=True)
 
 
 class _DaskClient:
@@ -451,25 +460,15 @@ class _DaskClient:
             self.client.close()
 
 
-class _AnyExecutor(_LocalPool):
-    """Any concurrent.futures.Executor (submitit, Client.get_executor(), a thread pool...)."""
-
-    def __init__(self, executor, threads: int):
-        self.pool, self.threads = executor, max(1, threads)
-
-    def close(self) -> None:
-        pass
-
-
 def _make_executor(executor, workers, task_count, threads):
     if executor is None or executor == "local":
-        return _LocalPool(workers, task_count, threads)
+        return _local_pool(workers, task_count, threads)
     if isinstance(executor, str):
         return _DaskClient(executor)
     if type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info"):
         return _DaskClient(executor)
     if isinstance(executor, cf.Executor):
-        return _AnyExecutor(executor, threads or 1)
+        return _FuturesExecutor(executor, threads or 1)
     raise _error("executor", f"expected None, 'local', a scheduler address, a distributed.Client or an Executor, "
                              f"got {executor!r}")
 

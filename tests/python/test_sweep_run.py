@@ -116,7 +116,8 @@ def test_dask_local_cluster_gives_bit_identical_files(tmp_path, small_data):
     on_dask = small_sweep(tmp_path / "dask", small_data)
     aimcemu.sweep(local, workers=2, progress=False)
     with distributed.LocalCluster(**LOOPBACK_CLUSTER) as cluster, distributed.Client(cluster) as client:
-        result = aimcemu.sweep(on_dask, executor=client, progress=False)
+        # by address, as `aimcemu sweep --scheduler tcp://...` does
+        result = aimcemu.sweep(on_dask, executor=cluster.scheduler_address, progress=False)
         assert result.ran == 2
         # the tasks ran in the workers' processes, not in this one
         assert {s["pid"] for s in result.summaries.values()} <= set(client.run(os.getpid).values())
