@@ -33,7 +33,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import hashlib
-import inspect
 import itertools
 import json
 import os
@@ -224,26 +223,14 @@ def _network(model, data, cache: dict):
 def _check_mapping(mapping, noise, net, where: str) -> None:
     """Resolve the mapping against the network exactly as aimcemu.run will: a pattern that
     matches no layer, an unknown device or a bad per-layer noise config is an error."""
-    from .mapping import Mapping
+    from .mapping import Mapping as LayerMapping
 
     try:
-        resolved = Mapping.coerce(mapping, source="<sweep>")
+        resolved = LayerMapping.coerce(mapping, source="<sweep>")
         if resolved is not None:
             resolved.resolve(net, default_noise=noise)
     except _core.FormatError as exc:
         raise _error(where, str(exc)) from None
-
-
-def _check_runner_supports(args: dict) -> None:
-    """Fail before any work when this aimcemu.run lacks an option the sweep needs."""
-    from . import runner
-
-    accepted = set(inspect.signature(runner.run).parameters)
-    needed = [k for k in ("mapping", "noise", "t", "chips", "rounds", "seed", "drift_compensation")
-              if k not in accepted and args.get(k) not in (None, DEFAULTS.get(k), [0.0])]
-    if needed:
-        raise _error(needed[0], "this aimcemu.run has no noisy rounds yet (it does not take "
-                                f"{', '.join(needed)}); only digital sweeps are possible")
 
 
 def task_id(run_args: dict) -> str:
@@ -261,11 +248,9 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     tasks = []
     for number, (labels, values) in enumerate(points):
         args = _point_run_args(cfg, values)
-        where = "grid" if labels else "<root>"
-        _check_noise(args["noise"], f"{where}.noise" if labels else "noise")
+        _check_noise(args["noise"], "grid.noise" if labels else "noise")
         net = _network(args["model"], args["data"], net_cache)
         _check_mapping(args["mapping"], args["noise"], net, "grid.mapping" if "mapping" in labels else "mapping")
-        _check_runner_supports(args)
         ident = task_id(args)
         tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5"))
     resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
@@ -291,11 +276,7 @@ def execute_task(task: dict, folder: str, threads) -> dict:
     ran = False
     start = time.perf_counter()
     if not path.is_file():
-        kwargs = {k: v for k, v in task["run"].items() if v is not None}
-        if "t" in kwargs:
-            kwargs["t"] = tuple(kwargs["t"])
-        accepted = set(inspect.signature(runner.run).parameters)
-        kwargs = {k: v for k, v in kwargs.items() if k in accepted}  # digital-only runner: checked in plan()
+        kwargs = {**task["run"], "t": tuple(task["run"]["t"])}
         runner.run(output=os.fspath(path), threads=_task_threads(threads), **kwargs)
         ran = True
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
