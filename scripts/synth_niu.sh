@@ -49,5 +49,31 @@ print(f"LUT (as RAM/SRL)   {lutram}")
 print(f"FF                 {ffs}")
 print(f"DSP48E2            {dsp}")
 print(f"BRAM (36 Kb equiv) {bram36:g}")
-print(f"CARRY8             {total(['CARRY8'])}")
+print(f"CARRY4/CARRY8      {total(['CARRY4', 'CARRY8'])}")
+
+# Where the LUTs and DSPs go: each module's cells times its total instance count, found by
+# walking the indented hierarchy table (counts there are per parent).
+blocks = re.split(r"^=== (.+?) ===$", text, flags=re.M)
+per_module = {}
+for name, body in zip(blocks[1::2], blocks[2::2]):
+    if name != "design hierarchy":
+        per_module[name] = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s+(\w+)\s+(\d+)\s*$", body, re.M)}
+instances, stack = {}, []  # stack of (indent, multiplicity)
+for line in top.split("Number of wires")[0].splitlines():
+    m = re.match(r"^(\s+)(\S+)\s+(\d+)\s*$", line)
+    if not m:
+        continue
+    indent, name, count = len(m.group(1)), m.group(2), int(m.group(3))
+    while stack and stack[-1][0] >= indent:
+        stack.pop()
+    mult = count * (stack[-1][1] if stack else 1)
+    instances[name] = instances.get(name, 0) + mult
+    stack.append((indent, mult))
+print("\nper module: instances, and LUT / DSP48E2 / FF / RAMB18 over all instances")
+for name, n in sorted(instances.items(), key=lambda kv: -kv[1] * sum(v for k, v in per_module.get(kv[0], {}).items() if re.fullmatch(r"LUT[1-6]", k))):
+    c = per_module.get(name, {})
+    lut = sum(v for k, v in c.items() if re.fullmatch(r"LUT[1-6]", k))
+    ff = sum(v for k, v in c.items() if k.startswith("FD"))
+    short = name.split("\\")[-1][:24]
+    print(f"  {short:24s} {n:5d}  {n*lut:7d} {n*c.get('DSP48E2', 0):5d} {n*ff:7d} {n*c.get('RAMB18E2', 0):4d}")
 PY

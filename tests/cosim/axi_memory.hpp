@@ -111,7 +111,9 @@ template <class Top>
 void AxiMemory::sample(const Top& top) {
     // --- Protocol: a payload offered without READY must stay until accepted.
     if (ar_held_.pending && (!top.axi_ar_valid_o || top.axi_ar_addr_o != ar_held_.addr || top.axi_ar_len_o != ar_held_.len))
-        fail("AR payload changed or dropped before ARREADY");
+        fail("AR payload changed or dropped before ARREADY: valid=" + std::to_string(top.axi_ar_valid_o) + " addr=" +
+             std::to_string(top.axi_ar_addr_o) + " (was " + std::to_string(ar_held_.addr) + ") len=" +
+             std::to_string(top.axi_ar_len_o) + " (was " + std::to_string(ar_held_.len) + ")");
     if (aw_held_.pending && (!top.axi_aw_valid_o || top.axi_aw_addr_o != aw_held_.addr || top.axi_aw_len_o != aw_held_.len))
         fail("AW payload changed or dropped before AWREADY");
     if (w_held_ && !top.axi_w_valid_o) fail("WVALID dropped before WREADY");

@@ -43,16 +43,19 @@ public:
         top_ = std::make_unique<Vniu>(context_.get());
         top_->reg_valid_i = 0;
         top_->reg_write_i = 0;
+        // Reset with the bus idle: outputs are random until the first clock edge in reset, so the
+        // memory model (and its protocol checks) only starts once reset is released.
         top_->rst_ni = 0;
-        for (int i = 0; i < 4; ++i) tick();
+        for (int i = 0; i < 4; ++i) clock();
         top_->rst_ni = 1;
-        tick();
+        clock();
     }
     ~NiuHarness() { top_->final(); }
 
     AxiMemory& memory() { return memory_; }
     std::uint64_t cycles() const { return cycles_; }
 
+    // One clock cycle with the AXI memory attached.
     void tick() {
         memory_.drive(*top_);
         top_->clk_i = 0;
@@ -61,6 +64,15 @@ public:
         top_->clk_i = 1;
         top_->eval();
         ++cycles_;
+    }
+
+    // One clock cycle with the slave outputs idle and unobserved (reset).
+    void clock() {
+        memory_.drive(*top_);
+        top_->clk_i = 0;
+        top_->eval();
+        top_->clk_i = 1;
+        top_->eval();
     }
 
     void write_reg(std::uint8_t addr, std::uint32_t value) {

@@ -185,7 +185,8 @@ TEST_P(NiuCosim, RtlWritesExactlyTheModelsNoisyWeights) {
     EXPECT_EQ(r.stream_beats, beats);
 }
 
-INSTANTIATE_TEST_SUITE_P(RandomPrograms, NiuCosim, ::testing::Range(0, 12));
+// 40 programs, about 80 layers and 60 k weights in all: a few seconds of simulation.
+INSTANTIATE_TEST_SUITE_P(RandomPrograms, NiuCosim, ::testing::Range(0, 40));
 
 // With a bus that never stalls, a long layer streams at one beat (32 lanes) per cycle.
 TEST(NiuCosimThroughput, OneBeatPerCycleOnAnIdealBus) {
