@@ -1,6 +1,6 @@
 """Sweep scaling: the same sweep with 1 and with 2 local workers, and the parallel efficiency.
 
-    AIMCEMU_CORE_DIR=build-mine/python python3 bench/bench_sweep.py [--tasks 8] [--chips 4] [--images 450]
+    AIMCEMU_CORE_DIR=build-mine/python python3 bench/bench_sweep.py [--tasks 8] [--chips 16] [--images 450]
 
 All runs happen in this process, one after the other, into fresh folders, so they see the same
 machine.  Two comparisons:
@@ -43,7 +43,7 @@ def timed_sweep(config: dict, workers: int, threads: int) -> tuple[float, float]
 def main() -> None:
     parser = argparse.ArgumentParser(description="sweep scaling, 1 vs 2 workers")
     parser.add_argument("--tasks", type=int, default=8)
-    parser.add_argument("--chips", type=int, default=4)
+    parser.add_argument("--chips", type=int, default=16)
     parser.add_argument("--images", type=int, default=450, help="images of the embedded test set per run")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
