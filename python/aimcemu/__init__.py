@@ -47,6 +47,7 @@ _LAZY = {
     "perf": None,
     "mapping": None,
     "importer": None,
+    "Mapping": "mapping",
 }
 
 
