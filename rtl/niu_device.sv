@@ -87,8 +87,8 @@ module niu_device (
   assign df_index = 9'(nu_q2 >> DfFrac);
   assign rt_index = (9'd16 - 9'(gp_lz)) * 9'(1 << RtSeg) + 9'(gp_normalized[RtFrac +: RtSeg]);
 
-  logic [1:0][16:0] df_knots;  // DF[k], DF[k+1]
-  logic [1:0][17:0] rt_knots;  // RT[j], RT[j+1]
+  logic [33:0] df_knots;  // {DF[k+1], DF[k]}
+  logic [35:0] rt_knots;  // {RT[j+1], RT[j]}
   niu_table #(.Entries(niu_constants_pkg::NIU_DF_ENTRIES), .Width(17), .Ports(2)) u_df (
     .clk_i,
     .we_i    (df_we_i),
@@ -126,8 +126,8 @@ module niu_device (
   logic signed [19:0] rt_slope;
   logic signed [27:0] df_slope_frac;
   logic signed [32:0] rt_slope_frac;
-  assign df_slope      = 19'($signed({1'b0, df_knots[1]})) - 19'($signed({1'b0, df_knots[0]}));
-  assign rt_slope      = 20'($signed({1'b0, rt_knots[1]})) - 20'($signed({1'b0, rt_knots[0]}));
+  assign df_slope      = 19'($signed({1'b0, df_knots[33:17]})) - 19'($signed({1'b0, df_knots[16:0]}));
+  assign rt_slope      = 20'($signed({1'b0, rt_knots[35:18]})) - 20'($signed({1'b0, rt_knots[17:0]}));
   assign df_slope_frac = 28'(df_slope) * 28'($signed({1'b0, df_frac_q3}));
   assign rt_slope_frac = 33'(rt_slope) * 33'($signed({1'b0, rt_frac_q3}));
 
@@ -137,8 +137,8 @@ module niu_device (
   logic signed [15:0] z3_q4;
   always_ff @(posedge clk_i) begin
     if (adv_i) begin
-      df_q4 <= 20'($signed({1'b0, df_knots[0]})) + 20'((df_slope_frac + 28'sd128) >>> DfFrac);
-      sr_q4 <= 21'($signed({1'b0, rt_knots[0]})) + 21'((rt_slope_frac + 33'sd2048) >>> RtFrac);
+      df_q4 <= 20'($signed({1'b0, df_knots[16:0]})) + 20'((df_slope_frac + 28'sd128) >>> DfFrac);
+      sr_q4 <= 21'($signed({1'b0, rt_knots[17:0]})) + 21'((rt_slope_frac + 33'sd2048) >>> RtFrac);
       gp_q4 <= gp_q3;
       z3_q4 <= z3_q3;
     end

@@ -40,7 +40,8 @@ module niu_gauss (
     end
   end
 
-  // Stage 2: the two knots around the point.
+  // Stage 2: the two knots around the point, registered straight out of the ROM so that a
+  // synthesizer can map the look-up to a dual-port block RAM with output registers.
   logic signed [15:0]  knot_lo, knot_hi;  // Z[j], Z[j+1]
 `ifdef VERILATOR
   // Simulation only: the knots as one constant vector built at elaboration from the generated
@@ -60,22 +61,24 @@ module niu_gauss (
 `endif
 
   logic                neg_q2;
-  logic signed [15:0]  knot_q2;
-  logic signed [16:0]  slope_q2;   // Z[j+1] - Z[j]
+  logic signed [15:0]  knot_q2, knot_next_q2;  // Z[j], Z[j+1]
   logic [FracBits-1:0] frac_q2;
   always_ff @(posedge clk_i) begin
     if (adv_i) begin
       neg_q2   <= neg_q1;
-      knot_q2  <= knot_lo;
-      slope_q2 <= 17'(knot_hi) - 17'(knot_lo);
+      knot_q2      <= knot_lo;
+      knot_next_q2 <= knot_hi;
       frac_q2  <= frac_q1;
     end
   end
 
-  // Stage 3: linear interpolation with round-half-up, then the sign.
+  // Stage 3: linear interpolation with round-half-up, then the sign.  (The slope's subtraction
+  // fits a DSP48E2 pre-adder.)
+  logic signed [16:0] slope;   // Z[j+1] - Z[j]
   logic signed [43:0] slope_times_frac;
+  assign slope = 17'(knot_next_q2) - 17'(knot_q2);
   logic signed [15:0] magnitude;  // |z| <= 6.3 in Q3.12: 15 bits
-  assign slope_times_frac = 44'(slope_q2) * $signed({1'b0, frac_q2});
+  assign slope_times_frac = 44'(slope) * $signed({1'b0, frac_q2});
   assign magnitude = knot_q2 + 16'((slope_times_frac + (44'sd1 <<< (FracBits - 1))) >>> FracBits);
 
   always_ff @(posedge clk_i) begin

@@ -13,10 +13,10 @@ module niu_lane (
   input  logic               clk_i,
   input  logic               adv_i,
   input  logic [7:0]         code_i,      // stage 0: the clean code as it enters
-  // Standard normals at stage 3: [0] g+, [1] g- for each of z1, z2, z3.
-  input  logic [1:0][15:0]   z1_i,
-  input  logic [1:0][15:0]   z2_i,
-  input  logic [1:0][15:0]   z3_i,
+  // Standard normals at stage 3, {g-, g+} for each of z1, z2, z3.
+  input  logic [31:0]        z1_i,
+  input  logic [31:0]        z2_i,
+  input  logic [31:0]        z3_i,
   // Entry 0 of GT, SP, MU, SN: the off device's target.
   input  logic [16:0]        gt0_i,
   input  logic [16:0]        sp0_i,
@@ -80,18 +80,25 @@ module niu_lane (
   // g+ is on for c >= 0, g- for c < 0.
   logic on_is_minus;
   assign on_is_minus = negative_q[3];
+  logic [15:0] z1_on, z2_on, z3_on, z1_off, z2_off, z3_off;
+  assign z1_on  = on_is_minus ? z1_i[31:16] : z1_i[15:0];
+  assign z2_on  = on_is_minus ? z2_i[31:16] : z2_i[15:0];
+  assign z3_on  = on_is_minus ? z3_i[31:16] : z3_i[15:0];
+  assign z1_off = on_is_minus ? z1_i[15:0] : z1_i[31:16];
+  assign z2_off = on_is_minus ? z2_i[15:0] : z2_i[31:16];
+  assign z3_off = on_is_minus ? z3_i[15:0] : z3_i[31:16];
 
   logic [16:0] g_on, g_off;
   niu_device u_on (
     .clk_i, .adv_i,
-    .gt_i(gt_on), .sp_i(sp_on), .mu_i($signed(mu_on)), .sn_i(sn_on),
-    .z1_i($signed(z1_i[on_is_minus])), .z2_i($signed(z2_i[on_is_minus])), .z3_i($signed(z3_i[on_is_minus])),
+    .gt_i(gt_on), .sp_i(sp_on), .mu_i(mu_on), .sn_i(sn_on),
+    .z1_i(z1_on), .z2_i(z2_on), .z3_i(z3_on),
     .df_we_i, .rt_we_i, .table_waddr_i, .table_wdata_i,
     .g_o(g_on));
   niu_device u_off (
     .clk_i, .adv_i,
-    .gt_i(gt0_i), .sp_i(sp0_i), .mu_i($signed(mu0_i)), .sn_i(sn0_i),
-    .z1_i($signed(z1_i[!on_is_minus])), .z2_i($signed(z2_i[!on_is_minus])), .z3_i($signed(z3_i[!on_is_minus])),
+    .gt_i(gt0_i), .sp_i(sp0_i), .mu_i(mu0_i), .sn_i(sn0_i),
+    .z1_i(z1_off), .z2_i(z2_off), .z3_i(z3_off),
     .df_we_i, .rt_we_i, .table_waddr_i, .table_wdata_i,
     .g_o(g_off));
 

@@ -67,8 +67,9 @@ module niu_noise_pipe (
   end
 
   // ---- RNG units and Gaussians.
-  logic [ChipSlots-1:0][15:0] chip_z;
-  logic [ReadSlots-1:0][15:0] read_z;
+  // Normals of unit u at bits [16*u +: 16].
+  logic [ChipSlots*16-1:0] chip_z;
+  logic [ReadSlots*16-1:0] read_z;
 
   for (genvar u = 0; u < ChipSlots; u++) begin : g_chip_rng
     logic [31:0] rand_out;
@@ -76,7 +77,7 @@ module niu_noise_pipe (
       .clk_i, .rst_ni,
       .load_i(chip_load_i[u]), .load_state_i, .step_i(enter), .jump_c_i(chip_jump_c_i),
       .rand_o(rand_out));
-    niu_gauss u_gauss (.clk_i, .adv_i(adv), .rand_i(rand_out), .z_o(chip_z[u]));
+    niu_gauss u_gauss (.clk_i, .adv_i(adv), .rand_i(rand_out), .z_o(chip_z[16*u +: 16]));
   end
 
   for (genvar u = 0; u < ReadSlots; u++) begin : g_read_rng
@@ -85,7 +86,7 @@ module niu_noise_pipe (
       .clk_i, .rst_ni,
       .load_i(read_load_i[u]), .load_state_i, .step_i(enter), .jump_c_i(read_jump_c_i),
       .rand_o(rand_out));
-    niu_gauss u_gauss (.clk_i, .adv_i(adv), .rand_i(rand_out), .z_o(read_z[u]));
+    niu_gauss u_gauss (.clk_i, .adv_i(adv), .rand_i(rand_out), .z_o(read_z[16*u +: 16]));
   end
 
   // ---- Lanes.
@@ -93,9 +94,9 @@ module niu_noise_pipe (
     niu_lane u_lane (
       .clk_i, .adv_i(adv),
       .code_i   (in_data_i[8*l +: 8]),
-      .z1_i     ({chip_z[4*l + 1], chip_z[4*l + 0]}),
-      .z2_i     ({chip_z[4*l + 3], chip_z[4*l + 2]}),
-      .z3_i     ({read_z[2*l + 1], read_z[2*l + 0]}),
+      .z1_i     (chip_z[16*(4*l) +: 32]),      // units 4l (g+), 4l+1 (g-)
+      .z2_i     (chip_z[16*(4*l + 2) +: 32]),  // units 4l+2 (g+), 4l+3 (g-)
+      .z3_i     (read_z[16*(2*l) +: 32]),      // units 2l (g+), 2l+1 (g-)
       .gt0_i, .sp0_i, .mu0_i, .sn0_i,
       .back_k_i, .out_bits_i,
       .gt_we_i, .sp_we_i, .mu_we_i, .sn_we_i, .df_we_i, .rt_we_i,

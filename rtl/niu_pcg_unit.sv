@@ -28,12 +28,13 @@ module niu_pcg_unit #(
 
   // Stage k holds the state s being jumped, the sum of the partial products of its chunks
   // 0..k-1 (plus jump_c), and the bypass bit of a freshly loaded value.
-  logic [Pipe-1:0][63:0] state_q;
-  logic [Pipe-1:0][63:0] acc_q;
-  logic [Pipe-1:0]       bypass_q;
+  // (Flat vectors, 64 bits per stage: Yosys 0.23 has no multi-dimensional packed arrays.)
+  logic [Pipe*64-1:0] state_q;
+  logic [Pipe*64-1:0] acc_q;
+  logic [Pipe-1:0]    bypass_q;
 
   logic [63:0] head;
-  assign head = bypass_q[Pipe-1] ? state_q[Pipe-1] : acc_q[Pipe-1];
+  assign head = bypass_q[Pipe-1] ? state_q[(Pipe-1)*64 +: 64] : acc_q[(Pipe-1)*64 +: 64];
 
   // pcg-cpp's XSH-RR output: rotr32(uint32(((s >> 18) ^ s) >> 27), s >> 59).
   logic [31:0] xorshifted;
@@ -62,19 +63,19 @@ module niu_pcg_unit #(
       assign acc_in    = jump_c_i;
       assign bypass_in = load_i;
     end else begin : g_next
-      assign state_in  = state_q[k-1];
-      assign acc_in    = acc_q[k-1];
+      assign state_in  = state_q[(k-1)*64 +: 64];
+      assign acc_in    = acc_q[(k-1)*64 +: 64];
       assign bypass_in = bypass_q[k-1];
     end
 
     always_ff @(posedge clk_i or negedge rst_ni) begin
       if (!rst_ni) begin
-        state_q[k]  <= '0;
-        acc_q[k]    <= '0;
+        state_q[k*64 +: 64] <= '0;
+        acc_q[k*64 +: 64]   <= '0;
         bypass_q[k] <= 1'b0;
       end else if (advance) begin
-        state_q[k]  <= state_in;
-        acc_q[k]    <= acc_in + partial(state_in, k);
+        state_q[k*64 +: 64] <= state_in;
+        acc_q[k*64 +: 64]   <= acc_in + partial(state_in, k);
         bypass_q[k] <= bypass_in;
       end
     end

@@ -14,9 +14,11 @@ module niu_table #(
   input  logic [$clog2(Entries)-1:0] waddr_i,
   input  logic [Width-1:0]           wdata_i,
   input  logic                       adv_i,
-  input  logic [Ports-1:0][$clog2(Entries)-1:0] raddr_i,
-  output logic [Ports-1:0][Width-1:0]           rdata_o
+  input  logic [Ports*$clog2(Entries)-1:0] raddr_i,   // port p at bits [p*AddrW +: AddrW]
+  output logic [Ports*Width-1:0]           rdata_o    // port p at bits [p*Width +: Width]
 );
+
+  localparam int AddrW = $clog2(Entries);
 
   for (genvar p = 0; p < Ports; p++) begin : g_copy
     logic [Width-1:0] mem_q [Entries];
@@ -24,7 +26,7 @@ module niu_table #(
       if (we_i) mem_q[waddr_i] <= wdata_i;
     end
     always_ff @(posedge clk_i) begin
-      if (adv_i) rdata_o[p] <= mem_q[raddr_i[p]];
+      if (adv_i) rdata_o[p*Width +: Width] <= mem_q[raddr_i[p*AddrW +: AddrW]];
     end
   end
 
