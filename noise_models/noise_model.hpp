@@ -73,9 +73,10 @@ struct DeviceAtRead {
 
 // Constants of one read that do not depend on the device, computed once per read.
 struct ReadContext {
-    double t = 0.0;              // s since programming
-    double log_drift_ratio = 0.0; // PCM family: ln(t_total / t0) when t_total > t0, else 0
-    double read_factor = 0.0;     // PCM family: sqrt(ln((t_total + t_read) / (2 t_read)))
+    double t = 0.0;            // s since programming
+    double log_time = 0.0;     // PCM family: ln(t_total / t0) when t_total > t0, else 0; CMO: ln t
+    double read_factor = 0.0;  // PCM family: sqrt(ln((t_total + t_read) / (2 t_read)));
+                               // CMO: sqrt(ln((t + t_read) / (2 t_read))) with t_read = 1 us
 };
 
 class NoiseModel {

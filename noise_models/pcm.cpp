@@ -75,13 +75,13 @@ double PcmFamilyModel::read_time_factor(double t) const {
 }
 
 double PcmFamilyModel::drift_factor(double nu, double t) const {
-    return std::exp(-nu * read_context(t).log_drift_ratio);
+    return std::exp(-nu * read_context(t).log_time);
 }
 
 ReadContext PcmFamilyModel::read_context(double t) const {
     ReadContext c{t};
     const double t_total = t + common_.t0;
-    c.log_drift_ratio = t_total > common_.t0 ? std::log(t_total / common_.t0) : 0.0;
+    c.log_time = t_total > common_.t0 ? std::log(t_total / common_.t0) : 0.0;
     c.read_factor = read_time_factor(t);
     return c;
 }
@@ -115,7 +115,7 @@ ProgrammedDevice PcmFamilyModel::program_device(double g_target, const DeviceDra
 }
 
 double PcmFamilyModel::read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const {
-    const double g_drift = device.g_start * std::exp(-device.nu * read.log_drift_ratio);
+    const double g_drift = device.g_start * std::exp(-device.nu * read.log_time);
     const double sigma_rel = read_q(device.g_start) * read.read_factor;
     return std::max(0.0, g_drift + common_.read_noise_scale * std::abs(g_drift) * sigma_rel * draws.read);
 }

@@ -90,6 +90,13 @@ constexpr double kCmoDecayStd[2] = {0.04201137, 0.41183342};
 constexpr double kCmoReadK = 0.0277316483;
 constexpr double kCmoReadTime = 1e-6;
 
+// K log10(g) * time_factor; aihwkit yields NaN for g <= 0 (or t < t_read): such reads get no
+// read noise here.
+double read_sigma_at(double g_drift, double time_factor) {
+    if (g_drift <= 0.0) return 0.0;
+    return kCmoReadK * std::log10(g_drift) * time_factor;
+}
+
 std::vector<double> cmo_prog_coeff(double acceptance_range) {
     if (acceptance_range == 0.2) return {0.00081107, 0.00106879};
     if (acceptance_range == 2.0) return {0.0112185391, 0.01129027418};
@@ -138,10 +145,16 @@ double ReRamCmoModel::relaxation_mean_shift(double t) const { return kCmoDecayMe
 double ReRamCmoModel::relaxation_sigma(double t) const { return kCmoDecayStd[0] * std::log(t) + kCmoDecayStd[1]; }
 
 double ReRamCmoModel::read_sigma(double g_drift, double t) const {
-    // aihwkit yields NaN for g <= 0 or t < t_read; here such reads get no read noise.
     const double log_ratio = std::log((t + kCmoReadTime) / (2.0 * kCmoReadTime));
-    if (g_drift <= 0.0 || log_ratio <= 0.0) return 0.0;
-    return kCmoReadK * std::log10(g_drift) * std::sqrt(log_ratio);
+    return read_sigma_at(g_drift, log_ratio > 0.0 ? std::sqrt(log_ratio) : 0.0);
+}
+
+ReadContext ReRamCmoModel::read_context(double t) const {
+    ReadContext c{t};
+    c.log_time = std::log(t);
+    const double log_ratio = std::log((t + kCmoReadTime) / (2.0 * kCmoReadTime));
+    c.read_factor = log_ratio > 0.0 ? std::sqrt(log_ratio) : 0.0;
+    return c;
 }
 
 ProgrammedDevice ReRamCmoModel::program_device(double g_target, const DeviceDraws& draws) const {
@@ -149,11 +162,11 @@ ProgrammedDevice ReRamCmoModel::program_device(double g_target, const DeviceDraw
 }
 
 double ReRamCmoModel::read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const {
-    const double t = read.t;
-    if (t == 0.0) return device.g_start;  // aihwkit: no relaxation and no read noise at t = 0
-    const double g_mean = device.g_start + relaxation_mean_shift(t) * drift_scale_;
-    const double g_drift = g_mean + draws.relaxation * relaxation_sigma(t) * drift_scale_;
-    const double g_final = g_drift + draws.read * read_sigma(g_drift, t) * read_noise_scale_;
+    if (read.t == 0.0) return device.g_start;  // aihwkit: no relaxation and no read noise at t = 0
+    const double g_mean = device.g_start + kCmoDecayMean * read.log_time * drift_scale_;
+    const double relaxation_sigma = kCmoDecayStd[0] * read.log_time + kCmoDecayStd[1];
+    const double g_drift = g_mean + draws.relaxation * relaxation_sigma * drift_scale_;
+    const double g_final = g_drift + draws.read * read_sigma_at(g_drift, read.read_factor) * read_noise_scale_;
     return std::clamp(g_final, converter().g_min(), converter().g_max());
 }
 

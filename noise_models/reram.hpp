@@ -51,6 +51,7 @@ public:
 
     ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
     double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const override;
+    ReadContext read_context(double t) const override;
     bool uses_purpose(Purpose p) const override {
         return p == Purpose::Programming || p == Purpose::Read || p == Purpose::Relaxation;
     }
