@@ -38,6 +38,12 @@ public:
         : mem_(bytes, 0), rng_(seed, 0x5eed), bp_(bp) {}
 
     std::vector<uint8_t>& bytes() { return mem_; }
+    // Reads and writes touching [begin, end) answer SLVERR (RRESP/BRESP = 2), to test that the
+    // master reports bus errors.
+    void set_error_region(uint64_t begin, uint64_t end) {
+        error_begin_ = begin;
+        error_end_ = end;
+    }
     const std::vector<std::string>& errors() const { return errors_; }
     uint64_t read_bursts() const { return read_bursts_; }
     uint64_t write_bursts() const { return write_bursts_; }
@@ -53,6 +59,7 @@ private:
         uint64_t addr = 0;
         unsigned beats = 0;
         unsigned done = 0;
+        bool error = false;
     };
     struct WBeat {
         uint8_t data[kBeatBytes];
@@ -83,6 +90,12 @@ private:
     bool ar_ready_ = false, aw_ready_ = false, w_ready_ = false;
     bool r_valid_ = false, r_last_ = false, b_valid_ = false;
     uint32_t r_data_[kBeatBytes / 4] = {};
+    unsigned r_resp_ = 0, b_resp_ = 0;
+    uint64_t error_begin_ = 0, error_end_ = 0;
+    std::deque<unsigned> b_resps_;  // responses of completed write bursts, oldest first
+    bool in_error_region(uint64_t addr, unsigned beats) const {
+        return addr < error_end_ && addr + uint64_t{beats} * kBeatBytes > error_begin_;
+    }
 
     std::deque<Burst> reads_;    // accepted AR bursts, oldest first
     std::deque<Burst> writes_;   // accepted AW bursts waiting for W data
@@ -101,10 +114,10 @@ void AxiMemory::drive(Top& top) const {
     top.axi_w_ready_i = w_ready_;
     top.axi_r_valid_i = r_valid_;
     top.axi_r_last_i = r_last_;
-    top.axi_r_resp_i = 0;
+    top.axi_r_resp_i = r_resp_;
     for (int i = 0; i < kBeatBytes / 4; ++i) top.axi_r_data_i[i] = r_data_[i];
     top.axi_b_valid_i = b_valid_;
-    top.axi_b_resp_i = 0;
+    top.axi_b_resp_i = b_resp_;
 }
 
 template <class Top>
@@ -151,7 +164,10 @@ void AxiMemory::sample(const Top& top) {
         beat.last = top.axi_w_last_o;
         w_beats_.push_back(beat);
     }
-    if (b_fire) --b_pending_;
+    if (b_fire) {
+        --b_pending_;
+        b_resps_.pop_front();
+    }
     retire_writes();
 
     // --- Choose the slave outputs for the next cycle.
@@ -164,9 +180,13 @@ void AxiMemory::sample(const Top& top) {
             const Burst& head = reads_.front();
             read_beat(head.addr + uint64_t{head.done} * kBeatBytes, r_data_);
             r_last_ = head.done + 1 == head.beats;
+            r_resp_ = in_error_region(head.addr, head.beats) ? 2u : 0u;
         }
     }
-    if (!b_valid_ || b_fire) b_valid_ = b_pending_ > 0 && chance(bp_.b_valid);
+    if (!b_valid_ || b_fire) {
+        b_valid_ = b_pending_ > 0 && chance(bp_.b_valid);
+        if (b_valid_) b_resp_ = b_resps_.front();
+    }
 }
 
 }  // namespace aimcemu::cosim

@@ -127,8 +127,14 @@ struct RunResult {
     std::uint64_t stream_cycles = 0, stream_beats = 0;
 };
 
-RunResult run_rtl(const Case& c, const std::vector<std::uint32_t>& image, std::uint64_t seed) {
+struct ErrorRegion {
+    std::uint64_t begin = 0, end = 0;  // bus accesses touching [begin, end) get SLVERR
+};
+
+RunResult run_rtl(const Case& c, const std::vector<std::uint32_t>& image, std::uint64_t seed,
+                  ErrorRegion error_region = {}) {
     NiuHarness sim(kMemoryBytes, seed * 31 + 1, c.bp, seed);
+    sim.memory().set_error_region(error_region.begin, error_region.end);
     sim.store_words(c.prog_addr, image);
     for (const Layer& l : c.layers) {
         sim.store_bytes(l.spec.src_addr, l.clean);
@@ -265,4 +271,31 @@ TEST(NiuCosimErrors, BadHeaderStopsWithAnError) {
     EXPECT_EQ(r.guard_damage, 0u);
     for (std::size_t l = 0; l < c.layers.size(); ++l)
         EXPECT_TRUE(std::all_of(r.written[l].begin(), r.written[l].end(), [](std::int8_t v) { return std::uint8_t(v) == kGuard; }));
+}
+
+// Bus error responses end the program with the matching STATUS error, without hanging.
+TEST(NiuCosimErrors, ReadErrorResponseIsReported) {
+    const Case c = random_case(4245);
+    const auto& src = c.layers[0].spec;
+    const RunResult r = run_rtl(c, c.program.to_words(), 4245, {src.src_addr, src.src_addr + 1});
+    EXPECT_EQ(r.status.error, 4u);  // niu_pkg::ErrReadResp
+    EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
+}
+
+TEST(NiuCosimErrors, WriteErrorResponseIsReported) {
+    const Case c = random_case(4246);
+    const auto& dst = c.layers[0].spec;
+    const RunResult r = run_rtl(c, c.program.to_words(), 4246, {dst.dst_addr, dst.dst_addr + 1});
+    EXPECT_EQ(r.status.error, 5u);  // niu_pkg::ErrWriteResp
+    EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
+}
+
+// A program address that is not 32-byte aligned is refused at start.
+TEST(NiuCosimErrors, MisalignedProgramIsRefused) {
+    NiuHarness sim(kMemoryBytes, 1, {}, 1);
+    const NiuStatus s = sim.run_program(4096 + 4, 127, 100);
+    EXPECT_EQ(s.error, 2u);  // niu_pkg::ErrAlignment
+    EXPECT_FALSE(s.busy);
+    EXPECT_TRUE(sim.memory().errors().empty());
+    EXPECT_EQ(sim.memory().read_bursts(), 0u);
 }
