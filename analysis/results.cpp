@@ -33,7 +33,22 @@ void attach_all(const h5::Dataset& ds, std::initializer_list<const h5::Dataset*>
 }
 
 // xarray (CF decoding) turns the variables named here into coordinates of the data variable.
-void mark_round_coordinates(const h5::Dataset& ds) { ds.write_attribute("coordinates", "chip t"); }
+void mark_round_coordinates(const h5::Dataset& ds) {
+    ds.write_attribute("coordinates", "chip t niu_round drift_compensation");
+}
+
+// A 1-D dataset of variable-length UTF-8 strings (h5py and xarray read it as str).
+h5::Dataset write_strings(const h5::Location& loc, const std::string& name, const std::vector<std::string>& values) {
+    h5::Handle type(h5::check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
+    h5::check(H5Tset_size(type.id(), H5T_VARIABLE), "H5Tset_size");
+    h5::check(H5Tset_cset(type.id(), H5T_CSET_UTF8), "H5Tset_cset");
+    h5::Dataset ds = loc.create_dataset(name, type.id(), {hsize_t(values.size())}, {});
+    std::vector<const char*> pointers;
+    for (const auto& v : values) pointers.push_back(v.c_str());
+    if (!values.empty())
+        h5::check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()), "H5Dwrite " + name);
+    return ds;
+}
 
 // Index of the first maximum of one image's output activations.
 std::int64_t argmax(std::span<const std::int8_t> values) {
@@ -43,26 +58,34 @@ std::int64_t argmax(std::span<const std::int8_t> values) {
 std::vector<std::int64_t> shape_vector(const Shape3& s) { return {s.h, s.w, s.c}; }
 
 struct RoundScales {
-    h5::Dataset round, chip, t;
+    h5::Dataset round, chip, t, niu_round, drift_compensation;
 };
 
-// Writes round, chip and t of every noisy round into `loc`: round as the dimension scale, chip
-// and t as auxiliary coordinates on it.
+// Writes the coordinates of every noisy round into `loc`: round (the position 0..R-1, unique)
+// as the dimension scale; chip, t, niu_round and drift_compensation as auxiliary coordinates
+// on it (the NIU round id repeats across chips and t, so it cannot be the index).
 RoundScales write_round_coordinates(const h5::Location& loc, const std::vector<RoundInfo>& rounds) {
-    std::vector<std::int64_t> ids, chips;
+    std::vector<std::int64_t> niu_rounds, chips;
     std::vector<double> times;
+    std::vector<std::string> compensation;
     for (const auto& r : rounds) {
-        ids.push_back(r.round);
+        niu_rounds.push_back(r.niu_round);
         chips.push_back(r.chip);
         times.push_back(r.t);
+        compensation.push_back(r.drift_compensation);
     }
+    const h5::Dims dims{hsize_t(rounds.size())};
     RoundScales s;
-    s.round = write_scale(loc, "round", ids);
-    s.chip = loc.write_dataset("chip", {hsize_t(rounds.size())}, chips.data());
+    s.round = write_scale(loc, "round", iota64(rounds.size()));
+    s.chip = loc.write_dataset("chip", dims, chips.data());
     s.chip.attach_scale(s.round, 0);
-    s.t = loc.write_dataset("t", {hsize_t(rounds.size())}, times.data());
+    s.t = loc.write_dataset("t", dims, times.data());
     s.t.attach_scale(s.round, 0);
     s.t.write_attribute("units", "s");
+    s.niu_round = loc.write_dataset("niu_round", dims, niu_rounds.data());
+    s.niu_round.attach_scale(s.round, 0);
+    s.drift_compensation = write_strings(loc, "drift_compensation", compensation);
+    s.drift_compensation.attach_scale(s.round, 0);
     return s;
 }
 
@@ -250,6 +273,9 @@ ResultsWriter::ResultsWriter(const std::string& path, const Network& net, Result
     if (net.layers.empty() || net.layers.back().out_shape.size() == 0)
         throw FormatError(path, "model", "the network is not resolved");
     const std::vector<bool> store = layers_to_store(net, spec);
+    for (std::size_t r = 0; r < spec.rounds.size(); ++r)
+        if (spec.rounds[r].drift_compensation.empty())
+            throw FormatError(path, "rounds[" + std::to_string(r) + "].drift_compensation", "must name a compensation");
     try {
         state_ = std::make_unique<State>(path, net, std::move(spec));
         State& s = *state_;
@@ -318,7 +344,7 @@ void ResultsWriter::set_round(std::size_t round_index, int layer, std::span<cons
 namespace {
 // Names inside a layer group that the layout defines (docs/hdf5_layout.md).
 bool reserved_layer_name(const std::string& name) {
-    for (const char* used : {"round", "chip", "t", "image", "y", "x", "channel", "reference", "activations", "snr_db",
+    for (const char* used : {"round", "chip", "t", "niu_round", "drift_compensation", "image", "y", "x", "channel", "reference", "activations", "snr_db",
                              "cosine", "mismatch_rate", "kind", "index", "input", "in_shape", "out_shape", "out_shift",
                              "activations_stored"})
         if (name == used) return true;

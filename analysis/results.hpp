@@ -23,11 +23,13 @@ namespace aimcemu {
 inline constexpr const char* kResultsFormat = "aimcemu-results";
 inline constexpr int kResultsFormatVersion = 1;
 
-// Coordinates of one noisy round.
+// Coordinates of one noisy round.  The file's `round` dimension is the round's position in
+// ResultsSpec::rounds (0..R-1, unique); these are auxiliary coordinates on it.
 struct RoundInfo {
-    std::int64_t round = 0;  // the per-run round index (also the NIU round id)
-    std::int64_t chip = 0;   // chip instance (seed of programming noise and drift)
-    double t = 0.0;          // time since programming, seconds
+    std::int64_t niu_round = 0;                // the NIU round id (read-noise key; repeats across chips and t)
+    std::int64_t chip = 0;                     // chip instance (seed of programming noise and drift)
+    double t = 0.0;                            // time since programming, seconds
+    std::string drift_compensation = "none";   // the round's drift compensation ("none", "global")
 };
 
 struct ResultsSpec {

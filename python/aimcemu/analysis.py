@@ -34,9 +34,23 @@ def _xr():
 
 
 # --- one run ------------------------------------------------------------------------------------
+def round_coordinates(f) -> dict[str, np.ndarray]:
+    """The round coordinates of an open results file (h5py File or layer group): round
+    (0..R-1), chip, t, niu_round and drift_compensation (str)."""
+    return {"round": f["round"][()], "chip": f["chip"][()], "t": f["t"][()], "niu_round": f["niu_round"][()],
+            "drift_compensation": np.array(f["drift_compensation"].asstr()[()], dtype=object)}
+
+
+def _round_coords(f) -> dict:
+    """round_coordinates as xarray coordinate specs on the round dimension."""
+    values = round_coordinates(f)
+    return {"round": values.pop("round"), **{name: ("round", v) for name, v in values.items()}}
+
+
 def open_run(path) -> "xarray.Dataset":
-    """A results file as a Dataset: accuracy[round] with chip and t coordinates, the per-layer
-    metrics [layer, round], reference_accuracy, and the file's config (attrs["config"], a dict)."""
+    """A results file as a Dataset: accuracy[round] (round = 0..R-1) with chip, t, niu_round and
+    drift_compensation coordinates, the per-layer metrics [layer, round], reference_accuracy, and
+    the file's config (attrs["config"], a dict)."""
     import h5py
 
     xr = _xr()
@@ -49,8 +63,7 @@ def open_run(path) -> "xarray.Dataset":
             data[metric] = (("layer", "round"),
                             np.stack([f["layers"][n][metric][()] for n in layers]) if layers
                             else np.zeros((0, len(f["round"]))))
-        coords = {"round": f["round"][()], "chip": ("round", f["chip"][()]), "t": ("round", f["t"][()]),
-                  "layer": layers,
+        coords = {**_round_coords(f), "layer": layers,
                   "kind": ("layer", [str(f["layers"][n].attrs["kind"]) for n in layers]),
                   "activations_stored": ("layer", [bool(f["layers"][n].attrs["activations_stored"]) for n in layers])}
         attrs = {"model": str(f.attrs["model"]), "path": os.fspath(path), "config": json.loads(f.attrs["config"])}
@@ -104,8 +117,7 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
                 total, squares = int(err.sum()), int((err * err).sum())
                 mean[i, r] = total / n if n else np.nan
                 std[i, r] = math.sqrt(max(squares / n - (total / n) ** 2, 0.0)) if n else np.nan
-        coords = {"layer": names, "round": f["round"][()], "chip": ("round", f["chip"][()]),
-                  "t": ("round", f["t"][()])}
+        coords = {"layer": names, **_round_coords(f)}
     return xr.Dataset({"error_mean": (("layer", "round"), mean), "error_std": (("layer", "round"), std)},
                       coords=coords)
 
@@ -142,47 +154,62 @@ def _read_index(folder) -> dict:
     return json.loads(path.read_text())
 
 
-def _task_layout(index: dict) -> tuple[int, list[float], int]:
+def _task_layout(index: dict) -> tuple[int, list[float], int, list[str] | None]:
+    """chips, times, rounds and, when every task runs several drift compensations (a list in
+    the sweep's base config, not a grid axis), their names (else None: no such dimension)."""
     cfg = index["config"]
-    return int(cfg["chips"]), [float(t) for t in cfg["t"]], int(cfg["rounds"])
+    compensation = cfg.get("drift_compensation")
+    several = isinstance(compensation, list) and "drift_compensation" not in index["axes"]
+    return int(cfg["chips"]), [float(t) for t in cfg["t"]], int(cfg["rounds"]), compensation if several else None
 
 
-def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], reps: int) -> dict:
-    """One task file as dense arrays: accuracy[chip, t, rep], metrics[layer, chip, t, rep] (NaN
+def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], reps: int,
+                 compensations: list[str] | None = None) -> dict:
+    """One task file as dense arrays: accuracy[chip, t, rep], metrics[layer, chip, t, rep]
+    (with a leading drift_compensation axis after layer when `compensations` is given; NaN
     where the file has no such layer or round)."""
     import h5py
 
-    shape = (chips, len(times), reps)
+    shape = (*((len(compensations),) if compensations else ()), chips, len(times), reps)
     out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(np.nan)}
     out.update({m: np.full((len(layers), *shape), np.nan) for m in METRICS})
     with h5py.File(path, "r") as f:
         out["reference_accuracy"] = np.array(float(f["reference_accuracy"][()]))
-        slots = _round_slots(f["chip"][()], f["t"][()], times, reps)
+        coords = round_coordinates(f)
+        slots = _round_slots(coords["chip"], coords["t"], times, reps, coords["drift_compensation"], compensations)
         acc = f["accuracy"][()]
-        for r, (c, ti, k) in enumerate(slots):
-            out["accuracy"][c, ti, k] = acc[r]
+        for r, slot in enumerate(slots):
+            out["accuracy"][slot] = acc[r]
         for li, name in enumerate(layers):
             if name not in f["layers"]:
                 continue
             for metric in METRICS:
                 values = f["layers"][name][metric][()]
-                for r, (c, ti, k) in enumerate(slots):
-                    out[metric][li, c, ti, k] = values[r]
+                for r, slot in enumerate(slots):
+                    out[metric][(li, *slot)] = values[r]
     return out
 
 
-def _round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int) -> list[tuple[int, int, int]]:
-    """(chip, t index, repetition) of every round in file order."""
-    seen: dict[tuple[int, int], int] = {}
+def _round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int,
+                 round_compensation: Sequence[str] | None = None,
+                 compensations: Sequence[str] | None = None) -> list[tuple[int, ...]]:
+    """(chip, t index, repetition) of every round in file order; with `compensations`,
+    (compensation index, chip, t index, repetition)."""
+    seen: dict[tuple, int] = {}
     slots = []
     t_index = {float(t): i for i, t in enumerate(times)}
-    for chip, t in zip(chips.tolist(), ts.tolist()):
+    position = {name: i for i, name in enumerate(compensations or ())}
+    if round_compensation is None:
+        round_compensation = [None] * len(chips)
+    for chip, t, name in zip(chips.tolist(), ts.tolist(), round_compensation):
         ti = t_index[float(t)]
-        k = seen.get((chip, ti), 0)
-        seen[(chip, ti)] = k + 1
+        key = ((position[name],) if compensations else ()) + (int(chip), ti)
+        k = seen.get(key, 0)
+        seen[key] = k + 1
         if k >= reps:
-            raise ValueError(f"more than {reps} rounds for chip {chip} at t={t}")
-        slots.append((int(chip), ti, k))
+            where = f" under drift compensation {name}" if compensations else ""
+            raise ValueError(f"more than {reps} rounds for chip {chip} at t={t}{where}")
+        slots.append(key + (k,))
     return slots
 
 
@@ -213,33 +240,36 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     folder = Path(folder)
     index = _read_index(folder)
     axes = index["axes"]
-    chips, times, reps = _task_layout(index)
+    chips, times, reps, compensations = _task_layout(index)
     layers = _sweep_layers(folder, index)
     tasks = index["tasks"]
     lazy = len(tasks) > 64 if lazy is None else lazy
     grid_shape = tuple(len(v) for v in axes.values())
     grid_dims = tuple(axes)
-    per_task = {"accuracy": (chips, len(times), reps), "reference_accuracy": ()}
-    per_task.update({m: (len(layers), chips, len(times), reps) for m in METRICS})
+    comp_shape, comp_dims = ((len(compensations),), ("drift_compensation",)) if compensations else ((), ())
+    per_task = {"accuracy": (*comp_shape, chips, len(times), reps), "reference_accuracy": ()}
+    per_task.update({m: (len(layers), *comp_shape, chips, len(times), reps) for m in METRICS})
     done = np.array([(folder / t["file"]).is_file() for t in tasks])
 
-    columns = _task_columns(folder, tasks, done, layers, chips, times, reps, per_task, lazy)
+    columns = _task_columns(folder, tasks, done, layers, chips, times, reps, compensations, per_task, lazy)
     data = {}
     for name, shape in per_task.items():
         stacked = _stack(columns[name], lazy).reshape(grid_shape + shape)
         dims = grid_dims + (("layer",) if name in METRICS else ()) + (() if name == "reference_accuracy"
-                                                                           else ("chip", "t", "rep"))
+                                                                           else comp_dims + ("chip", "t", "rep"))
         data[name] = (dims, stacked)
     data["done"] = (grid_dims, done.reshape(grid_shape))
     coords = {name: labels for name, labels in axes.items()}
     coords.update({"layer": layers, "chip": np.arange(chips), "t": np.array(times), "rep": np.arange(reps)})
+    if compensations:
+        coords["drift_compensation"] = list(compensations)
     ds = xr.Dataset(data, coords=coords, attrs={"folder": os.fspath(folder), "config": index["config"]})
     ds["t"].attrs["units"] = "s"
     ds["file"] = (grid_dims, np.array([t["file"] for t in tasks], dtype=object).reshape(grid_shape))
     return ds
 
 
-def _task_columns(folder, tasks, done, layers, chips, times, reps, per_task, lazy) -> dict:
+def _task_columns(folder, tasks, done, layers, chips, times, reps, compensations, per_task, lazy) -> dict:
     columns: dict[str, list] = {name: [] for name in per_task}
     for task, exists in zip(tasks, done):
         if not exists:
@@ -251,11 +281,11 @@ def _task_columns(folder, tasks, done, layers, chips, times, reps, per_task, laz
             import dask
             import dask.array as da
 
-            arrays = dask.delayed(_task_arrays, pure=True)(path, layers, chips, times, reps)
+            arrays = dask.delayed(_task_arrays, pure=True)(path, layers, chips, times, reps, compensations)
             for name, shape in per_task.items():
                 columns[name].append(da.from_delayed(arrays[name], shape, dtype=np.float64))
         else:
-            arrays = _task_arrays(path, layers, chips, times, reps)
+            arrays = _task_arrays(path, layers, chips, times, reps, compensations)
             for name in per_task:
                 columns[name].append(arrays[name])
     return columns
@@ -300,25 +330,35 @@ def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
 
 
 def _run_as_grid(run) -> "xarray.Dataset":
-    """A run's rounds rearranged to [chip, t, rep] (the layout open_sweep gives)."""
+    """A run's rounds rearranged to [chip, t, rep] (the layout open_sweep gives); a run over
+    several drift compensations gets [drift_compensation, chip, t, rep], in the run's order."""
     xr = _xr()
     chips = sorted(set(run["chip"].values.tolist()))
     times = sorted(set(run["t"].values.tolist()))
+    names = list(dict.fromkeys(run["drift_compensation"].values.tolist()))
+    compensations = names if len(names) > 1 else None
     counts: dict = {}
-    for c, t in zip(run["chip"].values.tolist(), run["t"].values.tolist()):
-        counts[(c, t)] = counts.get((c, t), 0) + 1
+    for key in zip(run["drift_compensation"].values.tolist(), run["chip"].values.tolist(), run["t"].values.tolist()):
+        counts[key] = counts.get(key, 0) + 1
     reps = max(counts.values(), default=0)
-    slots = _round_slots(run["chip"].values, run["t"].values, times, reps)
-    acc = np.full((len(chips), len(times), reps), np.nan)
-    metrics = {m: np.full((run.sizes["layer"], len(chips), len(times), reps), np.nan) for m in METRICS}
+    slots = _round_slots(run["chip"].values, run["t"].values, times, reps, run["drift_compensation"].values,
+                         compensations)
+    comp_shape, comp_dims = ((len(names),), ("drift_compensation",)) if compensations else ((), ())
+    acc = np.full((*comp_shape, len(chips), len(times), reps), np.nan)
+    metrics = {m: np.full((run.sizes["layer"], *acc.shape), np.nan) for m in METRICS}
     chip_pos = {c: i for i, c in enumerate(chips)}
-    for r, (c, ti, k) in enumerate(slots):
-        acc[chip_pos[c], ti, k] = run["accuracy"].values[r]
+    for r, slot in enumerate(slots):
+        where = (*slot[:-3], chip_pos[slot[-3]], *slot[-2:])
+        acc[where] = run["accuracy"].values[r]
         for m in METRICS:
-            metrics[m][:, chip_pos[c], ti, k] = run[m].values[:, r]
-    data = {"accuracy": (("chip", "t", "rep"), acc), "reference_accuracy": run["reference_accuracy"]}
-    data.update({m: (("layer", "chip", "t", "rep"), v) for m, v in metrics.items()})
-    return xr.Dataset(data, coords={"chip": chips, "t": times, "rep": np.arange(reps), "layer": run["layer"].values})
+            metrics[m][(slice(None), *where)] = run[m].values[:, r]
+    dims = comp_dims + ("chip", "t", "rep")
+    data = {"accuracy": (dims, acc), "reference_accuracy": run["reference_accuracy"]}
+    data.update({m: (("layer",) + dims, v) for m, v in metrics.items()})
+    coords = {"chip": chips, "t": times, "rep": np.arange(reps), "layer": run["layer"].values}
+    if compensations:
+        coords["drift_compensation"] = names
+    return xr.Dataset(data, coords=coords)
 
 
 def snr_over_t(ds) -> "xarray.DataArray":

@@ -16,6 +16,7 @@ import base64
 import datetime as _dt
 import html
 import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -63,6 +64,9 @@ class _Source:
         """Every grid point as {axis: label} ({} for a single run)."""
         if not self.grid_dims:
             return [{}]
+        if "done" not in self.ds:  # a single run over several drift compensations: all points ran
+            return [{d: v.item() for d, v in zip(self.grid_dims, combo)}
+                    for combo in itertools.product(*(self.ds[d].values for d in self.grid_dims))]
         stacked = self.ds["done"].stack(point=self.grid_dims)
         return [{d: p[d].item() for d in self.grid_dims} for p in stacked if bool(p)]
 

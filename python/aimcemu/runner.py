@@ -2,15 +2,16 @@
 
     summary = aimcemu.run()                        # the embedded default model, digital
     summary = aimcemu.run(mapping="all", noise={"model": "pcm_like"}, t=(0, 3600, 86400), chips=8,
-                          drift_compensation="global", output="pcm.h5")
-    print(summary.format_accuracy_table())         # accuracy vs t: mean, std, min, max over chips
+                          drift_compensation=["none", "global"], output="pcm.h5")
+    print(summary.format_accuracy_table())         # accuracy vs t per compensation: mean, std, min, max over chips
 
 The run loads and validates both files, runs the noise-free reference bit-exactly on the PU
 functional model (``_core.run_network``), then, when a mapping puts layers on AIMC, the noisy
-rounds: for chip in range(chips): for t in t: for round in range(rounds).  In each round the
-bit-exact NIU model (``aimcemu.niu``) writes the AIMC layers' noisy INT8 weights for
-(seed, chip, round, t), and the PU model runs the network on them; digital layers keep their
-clean weights.  Programming noise and drift exponents are keyed by (seed, chip, layer), read
+rounds: for compensation in drift_compensation: for chip in range(chips): for t in t: for round
+in range(rounds).  In each round the bit-exact NIU model (``aimcemu.niu``) writes the AIMC layers'
+noisy INT8 weights for (seed, chip, round, t), and the PU model runs the network on them; digital
+layers keep their clean weights.  Under several compensations the same (chip, t, round) gets the
+same NIU draws; only the compensation factor alpha folded into the back-conversion differs.  Programming noise and drift exponents are keyed by (seed, chip, layer), read
 noise by (seed, chip, layer, round) and not by t, so the same chip drifts from the same
 programmed state and sweeps over t use common random numbers.  Everything (reference, rounds,
 per-layer metrics, accuracy, the resolved configuration) goes into one results file
@@ -25,6 +26,7 @@ import math
 import os
 import re
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,15 +40,16 @@ from .mapping import Mapping, Placement, resolve_noise
 DEFAULTS = {"model": None, "data": None, "output": None, "backend": "fast", "threads": 0, "layers": "all",
             "mapping": None, "noise": None, "t": (0.0,), "chips": 1, "rounds": 1, "seed": 0,
             "drift_compensation": "none"}
-DRIFT_COMPENSATIONS = ("none", "global")
+DRIFT_COMPENSATIONS = ("none", "global")  # the results writer's codes (analysis/results.hpp), in order
 
 # NIU round id of the drift-compensation calibration readouts (reserved: noisy rounds use
 # 0..rounds-1).  It fits the 32-bit round field of the NIU program.
 CALIBRATION_ROUND = 2**32 - 1
 # aimcemu.noise.GlobalDriftCompensation floors both readouts at this value.
 READOUT_FLOOR = 1e-4
-# The largest alpha the NIU's back-conversion scale holds for any layer (docs/niu_datapath.md).
-ALPHA_MAX = 7.9
+# Width of the NIU's back-conversion scale K (docs/niu_datapath.md section 3); used only when the
+# core's niu.constants() does not list NIU_K_BITS.
+_DOCUMENTED_NIU_K_BITS = 18
 
 _TIME_UNITS = {"": 1.0, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "y": 365.0 * 86400.0}
 
@@ -66,8 +69,10 @@ class RunSummary:
     """What one run produced; ``os.fspath(summary)`` is the results file.
 
     Noisy rounds are listed in file order with their coordinates (round_chip, round_t,
-    round_index); ``drift_alpha[layer]`` is the [chip][t] compensation factor of each AIMC layer
-    (all 1.0 without drift compensation)."""
+    round_index = the NIU round id, round_compensation); ``drift_alpha[layer]`` is the [chip][t]
+    global-compensation factor of each AIMC layer (all 1.0 when "global" is not among the
+    compensations; rounds under "none" always use 1.0).  ``drift_compensation`` is the name, or
+    the list of names when the run covers several."""
     path: str
     model: str
     images: int
@@ -80,34 +85,47 @@ class RunSummary:
     round_t: list[float] = field(default_factory=list)
     round_index: list[int] = field(default_factory=list)
     drift_alpha: dict[str, list[list[float]]] = field(default_factory=dict)
-    drift_compensation: str = "none"
+    drift_compensation: str | list[str] = "none"
     noise_s: float = 0.0
+    round_compensation: list[str] = field(default_factory=list)
 
     def __fspath__(self) -> str:
         return self.path
 
+    def compensations(self) -> list[str]:
+        """The drift compensations of the run, in round order."""
+        return [self.drift_compensation] if isinstance(self.drift_compensation, str) else list(self.drift_compensation)
+
     def accuracy_vs_t(self) -> list[dict]:
-        """One row per t: accuracy averaged over the rounds of each chip, then mean, std
-        (sample std over chips, ddof=1; 0 for one chip), min and max over chips."""
+        """One row per (drift compensation, t), compensation-major: accuracy averaged over the
+        rounds of each chip, then mean, std (sample std over chips, ddof=1; 0 for one chip), min
+        and max over chips."""
         rows = []
         acc = np.asarray(self.round_accuracy, dtype=np.float64)
         chips = np.asarray(self.round_chip)
         times = np.asarray(self.round_t, dtype=np.float64)
-        for t in sorted(set(self.round_t)):
-            per_chip = np.array([acc[(chips == c) & (times == t)].mean() for c in sorted(set(chips[times == t]))])
-            rows.append({"t": float(t), "chips": int(per_chip.size), "mean": float(per_chip.mean()),
-                         "std": float(per_chip.std(ddof=1)) if per_chip.size > 1 else 0.0,
-                         "min": float(per_chip.min()), "max": float(per_chip.max())})
+        compensation = np.asarray(self.round_compensation or [self.compensations()[0]] * len(acc))
+        for name in self.compensations():
+            for t in sorted(set(self.round_t)):
+                here = (times == t) & (compensation == name)
+                per_chip = np.array([acc[here & (chips == c)].mean() for c in sorted(set(chips[here]))])
+                rows.append({"drift_compensation": name, "t": float(t), "chips": int(per_chip.size),
+                             "mean": float(per_chip.mean()),
+                             "std": float(per_chip.std(ddof=1)) if per_chip.size > 1 else 0.0,
+                             "min": float(per_chip.min()), "max": float(per_chip.max())})
         return rows
 
     def format_accuracy_table(self) -> str:
-        """Accuracy vs t as a text table (the reference accuracy in the heading)."""
-        lines = [f"accuracy vs t (drift compensation: {self.drift_compensation}; "
+        """Accuracy vs t as a text table, one block per drift compensation (the reference
+        accuracy in the heading)."""
+        lines = [f"accuracy vs t (drift compensation: {', '.join(self.compensations())}; "
                  f"noise-free reference {self.accuracy:.4f})",
-                 f"{'t':>10}  {'t [s]':>12}  {'chips':>5}  {'mean':>7}  {'std':>7}  {'min':>7}  {'max':>7}"]
+                 f"{'compensation':<12}  {'t':>6}  {'t [s]':>12}  {'chips':>5}  {'mean':>7}  {'std':>7}  "
+                 f"{'min':>7}  {'max':>7}"]
         for row in self.accuracy_vs_t():
-            lines.append(f"{format_time(row['t']):>10}  {row['t']:>12.6g}  {row['chips']:>5}  {row['mean']:>7.4f}  "
-                         f"{row['std']:>7.4f}  {row['min']:>7.4f}  {row['max']:>7.4f}")
+            lines.append(f"{row['drift_compensation']:<12}  {format_time(row['t']):>6}  {row['t']:>12.6g}  "
+                         f"{row['chips']:>5}  {row['mean']:>7.4f}  {row['std']:>7.4f}  {row['min']:>7.4f}  "
+                         f"{row['max']:>7.4f}")
         return "\n".join(lines)
 
 
@@ -141,6 +159,25 @@ def parse_times(value: Any, source: str = "<arguments>", field: str = "t") -> li
             raise _core.FormatError(f"{source}: field '{field}': times must be strictly increasing "
                                     f"({earlier:g} s is followed by {later:g} s)")
     return times
+
+
+def parse_compensations(value: Any, source: str = "<arguments>", field: str = "drift_compensation") -> list[str]:
+    """Drift compensation names from "none", "global", "none,global" or a list of names:
+    known, distinct, at least one."""
+    items = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    if isinstance(items, (str, bytes)) or not isinstance(items, (list, tuple)):
+        raise _core.FormatError(f"{source}: field '{field}': expected a name or a list of names "
+                                f"({', '.join(DRIFT_COMPENSATIONS)}), got {value!r}")
+    names = list(items)
+    if not names:
+        raise _core.FormatError(f"{source}: field '{field}': needs at least one of {', '.join(DRIFT_COMPENSATIONS)}")
+    for name in names:
+        if name not in DRIFT_COMPENSATIONS:
+            raise _core.FormatError(f"{source}: field '{field}': expected one of "
+                                    f"{', '.join(DRIFT_COMPENSATIONS)}, got {name!r}")
+    if len(set(names)) != len(names):
+        raise _core.FormatError(f"{source}: field '{field}': {value!r} names a compensation twice")
+    return names
 
 
 def _one_time(item: Any, source: str, field: str) -> float:
@@ -220,9 +257,8 @@ def _resolve_config(config: dict | str | os.PathLike | None, explicit: dict) -> 
     check_int("chips", 1, "")
     check_int("rounds", 1, "")
     check_int("seed", 0, "")
-    if resolved["drift_compensation"] not in DRIFT_COMPENSATIONS:
-        raise _core.FormatError(f"{sources['drift_compensation']}: field 'drift_compensation': expected one of "
-                                f"{', '.join(DRIFT_COMPENSATIONS)}, got {resolved['drift_compensation']!r}")
+    names = parse_compensations(resolved["drift_compensation"], sources["drift_compensation"])
+    resolved["drift_compensation"] = names[0] if len(names) == 1 else names
     resolved["t"] = parse_times(resolved["t"], sources["t"], "t")
     return resolved, sources
 
@@ -289,6 +325,8 @@ class _NoisyWeights:
         self.seed, self.threads = seed, threads
         layers = net.layers
         self.clean = {p.index: np.ascontiguousarray(layers[p.index].weights) for p in placements if p.is_aimc}
+        self.names = {i: layers[i].name for i in self.clean}
+        self._readouts: dict[tuple[int, float], dict[int, float]] = {}
         self.groups: dict[str, tuple[dict, list[int]]] = {}  # noise JSON -> (noise, layer indices)
         for p in placements:
             if p.is_aimc:
@@ -308,21 +346,39 @@ class _NoisyWeights:
 
     def readout(self, chip: int, t: float) -> dict[int, float]:
         """Calibration readout of every AIMC layer at time t: mean |W| of the uncompensated NIU
-        weights in the reserved calibration round (a one-hot input per row reads W itself)."""
-        noisy = self.weights(chip, CALIBRATION_ROUND, t)
-        return {i: float(np.mean(np.abs(w.astype(np.float64)))) if w.size else 0.0 for i, w in noisy.items()}
+        weights in the reserved calibration round (a one-hot input per row reads W itself).
+        Computed once per (chip, t) and kept, as t = 0 serves both as baseline and as a time."""
+        key = (chip, float(t))
+        if key not in self._readouts:
+            noisy = self.weights(chip, CALIBRATION_ROUND, t)
+            self._readouts[key] = {i: float(np.mean(np.abs(w.astype(np.float64)))) if w.size else 0.0
+                                   for i, w in noisy.items()}
+        return self._readouts[key]
+
+    def alpha_limit(self, layer: int) -> float:
+        """The largest alpha the NIU's back-conversion scale holds for `layer` (8-bit output)."""
+        return niu_alpha_limit(self._niu.constants(), int(_core.niu.clean_absmax(self.clean[layer], "layer")))
+
+
+def niu_alpha_limit(constants: dict, absmax: int, out_bits: int = 8) -> float:
+    """The largest drift-compensation alpha whose back-conversion scale fits the NIU
+    (docs/niu_datapath.md section 3): K = round(A (2^(B-1)-1)/127 alpha 2^(K_SHIFT - G_FRAC))
+    must stay below 2^K_BITS; taking K <= 2^K_BITS - 1 before rounding keeps it inside."""
+    k_bits = int(constants.get("NIU_K_BITS", _DOCUMENTED_NIU_K_BITS))
+    scale = absmax * (2 ** (out_bits - 1) - 1) / 127.0 * 2.0 ** (constants["NIU_K_SHIFT"] - constants["NIU_G_FRAC"])
+    return (2 ** k_bits - 1) / scale
 
 
 def _drift_alpha(niu: _NoisyWeights, chip: int, t: float, baseline: dict[int, float]) -> dict[int, float]:
     """Global drift compensation (aihwkit's GlobalDriftCompensation): alpha = baseline / readout(t),
-    both floored at READOUT_FLOOR, clamped to what the NIU's back-conversion holds."""
+    both floored at READOUT_FLOOR (not yet clamped to what the NIU holds: see _cap_alphas)."""
     readout = niu.readout(chip, t)
-    return {i: min(max(baseline[i], READOUT_FLOOR) / max(readout[i], READOUT_FLOOR), ALPHA_MAX) for i in readout}
+    return {i: max(baseline[i], READOUT_FLOOR) / max(readout[i], READOUT_FLOOR) for i in readout}
 
 
 # --- the run --------------------------------------------------------------------------------------
 def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,), chips: int = 1, rounds: int = 1,
-        seed: int = 0, drift_compensation: str = "none", backend: str = "fast", threads: int = 0, layers="all",
+        seed: int = 0, drift_compensation: str | list[str] = "none", backend: str = "fast", threads: int = 0, layers="all",
         config: dict | str | os.PathLike | None = None, progress: bool = False) -> RunSummary:
     """Run a model file on a data set file and write a results file; returns a RunSummary.
 
@@ -335,8 +391,10 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     noise:   default noise of AIMC layers: {"model": name, **params}, a model name, or a noise
              model object (aimcemu.noise); default pcm_like.  A noise without a mapping = "all".
     t:       times since programming in seconds (strictly increasing, >= 0), or "0,1h,1d,1y"
-    chips, rounds, seed: noisy rounds are chip-major: for chip, for t, for round
-    drift_compensation: "none" | "global" (docs/hybrid_runs.md)
+    chips, rounds, seed: noisy rounds are compensation-major, then chip-major:
+             for compensation, for chip, for t, for round
+    drift_compensation: "none" | "global" | a list of both, e.g. ["none", "global"] or "none,global":
+             each (chip, t, round) then runs under every one with the same NIU draws (docs/hybrid_runs.md)
     backend: the PU model's kernel ("fast"; the PU model lists the others); threads: 0 = all cores
     layers:  whose activations to store: "all", "none", or layer names (metrics are always kept)
     config:  the same options as a dict or a YAML file; explicit arguments override it
@@ -367,9 +425,10 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
 
     noisy = _NoisyWeights(net, placements, cfg["seed"], cfg["threads"]) if placements is not None else None
     start = time.perf_counter()
-    alphas = _calibrate(noisy, cfg) if noisy is not None else {}
+    alphas, capped = _calibrate(noisy, cfg) if noisy is not None else ({}, [])
     calibration_s = time.perf_counter() - start
     resolved["drift_alpha"] = {net_layers[i].name: per_chip for i, per_chip in alphas.items()}
+    resolved["drift_alpha_capped"] = capped
 
     selection = _layer_selection(cfg["layers"])
     write_s = 0.0
@@ -398,30 +457,66 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
                 for i, l in enumerate(net_layers)],
         inference_s=inference_s, write_s=write_s, noise_s=calibration_s + timing.get("noise_s", 0.0),
         round_chip=[c[1] for c in coordinates], round_t=[c[2] for c in coordinates],
-        round_index=[c[0] for c in coordinates], drift_alpha=resolved["drift_alpha"], drift_compensation=cfg["drift_compensation"])
+        round_index=[c[0] for c in coordinates], drift_alpha=resolved["drift_alpha"],
+        drift_compensation=cfg["drift_compensation"], round_compensation=[c[3] for c in coordinates])
 
 
-def _round_coordinates(cfg: dict) -> list[tuple[int, int, float]]:
-    """(round, chip, t) of every noisy round, chip-major: for chip, for t, for round."""
-    return [(r, chip, t) for chip in range(cfg["chips"]) for t in cfg["t"] for r in range(cfg["rounds"])]
+def _compensations(cfg: dict) -> list[str]:
+    value = cfg["drift_compensation"]
+    return [value] if isinstance(value, str) else list(value)
 
 
-def _calibrate(noisy: _NoisyWeights, cfg: dict) -> dict[int, list[list[float]]]:
-    """{layer index: alpha[chip][t index]} of every AIMC layer; all 1.0 without compensation."""
+def _round_coordinates(cfg: dict) -> list[tuple[int, int, float, str]]:
+    """(NIU round id, chip, t, drift compensation) of every noisy round, compensation-major:
+    for compensation, for chip, for t, for round.  The file's round index is the position."""
+    return [(r, chip, t, name) for name in _compensations(cfg) for chip in range(cfg["chips"]) for t in cfg["t"]
+            for r in range(cfg["rounds"])]
+
+
+def _round_alpha(alphas: dict[int, list[list[float]]], layer: int, chip: int, t_index: int, compensation: str) -> float:
+    """The factor folded into a round's NIU program: 1 under "none", the calibrated one under "global"."""
+    return alphas[layer][chip][t_index] if compensation == "global" else 1.0
+
+
+def _calibrate(noisy: _NoisyWeights, cfg: dict) -> tuple[dict[int, list[list[float]]], list[dict]]:
+    """({layer index: alpha[chip][t index]} of every AIMC layer under global compensation (all
+    1.0 when the run has none), the capped alphas).  The readouts are taken once per (chip, t)
+    whatever the number of compensations.  An alpha above what the NIU's back-conversion holds
+    is capped there, with a warning and an entry in the list (stored in the config)."""
     layers = sorted(noisy.clean)
-    if cfg["drift_compensation"] == "none":
-        return {i: [[1.0] * len(cfg["t"]) for _ in range(cfg["chips"])] for i in layers}
+    if "global" not in _compensations(cfg):
+        return {i: [[1.0] * len(cfg["t"]) for _ in range(cfg["chips"])] for i in layers}, []
     alphas: dict[int, list[list[float]]] = {i: [] for i in layers}
     for chip in range(cfg["chips"]):
         baseline = noisy.readout(chip, 0.0)
         per_t = [_drift_alpha(noisy, chip, t, baseline) for t in cfg["t"]]
         for i in layers:
             alphas[i].append([a[i] for a in per_t])
-    return alphas
+    return alphas, _cap_alphas(noisy, alphas, cfg["t"])
+
+
+def _cap_alphas(noisy: _NoisyWeights, alphas: dict[int, list[list[float]]], times: list[float]) -> list[dict]:
+    """Clamps every alpha (in place) to its layer's NIU limit; returns what was capped."""
+    capped = []
+    for i, per_chip in alphas.items():
+        limit = noisy.alpha_limit(i)
+        for chip, per_t in enumerate(per_chip):
+            for k, alpha in enumerate(per_t):
+                if alpha > limit:
+                    capped.append({"layer": noisy.names[i], "chip": chip, "t": times[k], "alpha": alpha,
+                                   "limit": limit})
+                    per_t[k] = limit
+    if capped:
+        worst = max(capped, key=lambda c: c["alpha"] / c["limit"])
+        warnings.warn(f"drift compensation: {len(capped)} alpha(s) exceed what the NIU's back-conversion holds and "
+                      f"were capped (largest: layer {worst['layer']}, chip {worst['chip']}, t={worst['t']:g} s, "
+                      f"alpha {worst['alpha']:.4g} > {worst['limit']:.4g}); listed in the config's drift_alpha_capped",
+                      RuntimeWarning, stacklevel=3)
+    return capped
 
 
 def _noisy_rounds(net, images, cfg: dict, noisy: _NoisyWeights, alphas: dict[int, list[list[float]]],
-                  coordinates: list[tuple[int, int, float]], reference: list[np.ndarray], writer,
+                  coordinates: list[tuple[int, int, float, str]], reference: list[np.ndarray], writer,
                   progress: bool = False) -> dict:
     """Runs and writes every noisy round; returns the time spent in each part."""
     from tqdm import tqdm
@@ -430,9 +525,10 @@ def _noisy_rounds(net, images, cfg: dict, noisy: _NoisyWeights, alphas: dict[int
     t_index = {t: k for k, t in enumerate(cfg["t"])}
     net_layers = net.layers
     bar = tqdm(coordinates, desc="noisy rounds", unit="round", disable=None if progress else True, leave=False)
-    for position, (round_id, chip, t) in enumerate(bar):
+    for position, (round_id, chip, t, compensation) in enumerate(bar):
         start = time.perf_counter()
-        weights = noisy.weights(chip, round_id, t, {i: a[chip][t_index[t]] for i, a in alphas.items()})
+        weights = noisy.weights(chip, round_id, t, {i: _round_alpha(alphas, i, chip, t_index[t], compensation)
+                                                     for i in alphas})
         times["noise_s"] += time.perf_counter() - start
         start = time.perf_counter()
         # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
@@ -447,7 +543,7 @@ def _noisy_rounds(net, images, cfg: dict, noisy: _NoisyWeights, alphas: dict[int
 
 
 def _write_placements(writer, placements: list[Placement] | None, alphas: dict[int, list[list[float]]],
-                      coordinates: list[tuple[int, int, float]], times: list[float]) -> None:
+                      coordinates: list[tuple[int, int, float, str]], times: list[float]) -> None:
     """Per layer: the attribute device ("digital"/"aimc") and, for AIMC layers, noise_model and
     the dataset drift_alpha [round] (the factor folded into that round's NIU program)."""
     if placements is None:
@@ -457,7 +553,7 @@ def _write_placements(writer, placements: list[Placement] | None, alphas: dict[i
         writer.set_layer_attribute(p.index, "device", p.device)
         if p.is_aimc:
             writer.set_layer_attribute(p.index, "noise_model", p.noise["model"])
-            per_round = [alphas[p.index][chip][t_index[t]] for _, chip, t in coordinates]
+            per_round = [_round_alpha(alphas, p.index, chip, t_index[t], name) for _, chip, t, name in coordinates]
             writer.set_layer_series(p.index, "drift_alpha", np.asarray(per_round, dtype=np.float64))
 
 
@@ -478,7 +574,7 @@ def _resolved_json(cfg: dict, net, model_path: str, data_path: str, out_path: Pa
         "mapping_source": None if mapping is None else mapping.source, "noise": noise, "noisy_rounds": noisy_rounds,
         "placements": None if placements is None else
         {p.name: {"device": p.device, **({"noise": p.noise} if p.is_aimc else {})} for p in placements},
-        "calibration_round": CALIBRATION_ROUND if cfg["drift_compensation"] == "global" else None,
+        "calibration_round": CALIBRATION_ROUND if "global" in _compensations(cfg) else None,
         "aimcemu_version": _version(), "created": _dt.datetime.now(_dt.timezone.utc).isoformat(),
     }
 

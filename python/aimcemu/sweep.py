@@ -284,13 +284,19 @@ def execute_task(task: dict, folder: str, threads) -> dict:
 
 
 def read_task_summary(path) -> dict:
-    """Accuracy per round with its chip and t, from a task's results file (small)."""
+    """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
+    results file (small)."""
     import h5py
 
+    from .analysis import round_coordinates
+
     with h5py.File(path, "r") as f:
+        coords = round_coordinates(f)
         return {"reference_accuracy": float(f["reference_accuracy"][()]),
                 "accuracy": [float(v) for v in f["accuracy"][()]],
-                "chip": [int(v) for v in f["chip"][()]], "t": [float(v) for v in f["t"][()]]}
+                "chip": [int(v) for v in coords["chip"]], "t": [float(v) for v in coords["t"]],
+                "niu_round": [int(v) for v in coords["niu_round"]],
+                "drift_compensation": [str(v) for v in coords["drift_compensation"]]}
 
 
 def _init_worker(threads: int) -> None:
@@ -366,7 +372,8 @@ def _prepare_folder(p: SweepPlan) -> dict:
 def _index(p: SweepPlan, summaries: dict) -> dict:
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
             "tasks": [{**t.to_dict(), "done": t.id in summaries,
-                       "summary": {k: summaries[t.id][k] for k in ("reference_accuracy", "accuracy", "chip", "t")}
+                       "summary": {k: summaries[t.id][k] for k in ("reference_accuracy", "accuracy", "chip", "t", "niu_round",
+                                                                    "drift_compensation")}
                        if t.id in summaries else None} for t in p.tasks]}
 
 

@@ -58,18 +58,30 @@ void save_dataset_py(const py::array& images, const py::array& labels, const std
     save_dataset(d, path);
 }
 
-// The streaming results writer with Python-friendly arguments: rounds as (round, chip, t) tuples,
-// layers as names or indices, layers_stored as "all", "none" or a list of names.
+// One noisy round from Python: (niu_round, chip, t) or (niu_round, chip, t, drift_compensation).
+RoundInfo round_info(const py::handle& item, std::size_t position) {
+    const auto values = py::cast<py::sequence>(item);
+    if (values.size() != 3 && values.size() != 4)
+        throw FormatError("<results>", "rounds[" + std::to_string(position) + "]",
+                          "expected (niu_round, chip, t) or (niu_round, chip, t, drift_compensation)");
+    RoundInfo r{values[0].cast<std::int64_t>(), values[1].cast<std::int64_t>(), values[2].cast<double>()};
+    if (values.size() == 4) r.drift_compensation = values[3].cast<std::string>();
+    return r;
+}
+
+// The streaming results writer with Python-friendly arguments: rounds as (niu_round, chip, t[,
+// drift_compensation]) tuples, layers as names or indices, layers_stored as "all", "none" or a
+// list of names.
 class PyResultsWriter {
 public:
     PyResultsWriter(const std::string& path, const Network& net, const py::array& labels,
-                    const std::vector<std::tuple<std::int64_t, std::int64_t, double>>& rounds,
-                    const std::string& config_json, const py::object& layers, int deflate)
+                    const py::sequence& rounds, const std::string& config_json, const py::object& layers,
+                    int deflate)
         : net_(net) {
         ResultsSpec spec;
         spec.config_json = config_json;
         spec.labels = require_integers(labels, path, "labels");
-        for (const auto& [round, chip, t] : rounds) spec.rounds.push_back({round, chip, t});
+        for (std::size_t i = 0; i < rounds.size(); ++i) spec.rounds.push_back(round_info(rounds[i], i));
         if (py::isinstance<py::str>(layers)) {
             const std::string choice = layers.cast<std::string>();
             if (choice == "none") spec.store_no_activations = true;
@@ -146,8 +158,7 @@ void bind_io(py::module_& m) {
           "`net`, also check that it fits the network.");
 
     py::class_<PyResultsWriter>(m, "ResultsWriter", "Streams one run into an HDF5 results file (docs/hdf5_layout.md)")
-        .def(py::init<const std::string&, const Network&, const py::array&,
-                      const std::vector<std::tuple<std::int64_t, std::int64_t, double>>&, const std::string&,
+        .def(py::init<const std::string&, const Network&, const py::array&, const py::sequence&, const std::string&,
                       const py::object&, int>(),
              py::arg("path"), py::arg("net"), py::arg("labels"), py::arg("rounds") = py::list(),
              py::arg("config_json") = "{}", py::arg("layers") = "all", py::arg("deflate") = 1)

@@ -80,7 +80,9 @@ protected:
         ResultsSpec s;
         s.config_json = R"({"seed": 3})";
         s.labels = {0, 3, 1};
-        for (std::size_t r = 0; r < rounds; ++r) s.rounds.push_back({std::int64_t(r), 7, 3600.0 * double(r + 1)});
+        // The NIU round id repeats (as it does across chips and t); the round index must not.
+        for (std::size_t r = 0; r < rounds; ++r)
+            s.rounds.push_back({5, 7, 3600.0 * double(r + 1), r % 2 ? "global" : "none"});
         return s;
     }
 
@@ -123,6 +125,9 @@ TEST_F(ResultsTest, WritesActivationsMetricsPredictionsAndCoordinates) {
     EXPECT_EQ(f.open_dataset("round").read<std::int64_t>(), (std::vector<std::int64_t>{0, 1}));
     EXPECT_EQ(f.open_dataset("chip").read<std::int64_t>(), (std::vector<std::int64_t>{7, 7}));
     EXPECT_EQ(f.open_dataset("t").read<double>(), (std::vector<double>{3600.0, 7200.0}));
+    EXPECT_EQ(f.open_dataset("niu_round").read<std::int64_t>(), (std::vector<std::int64_t>{5, 5}));
+    EXPECT_TRUE(f.open_dataset("drift_compensation").type().is_string);
+    EXPECT_EQ(f.open_dataset("accuracy").read_attribute_string("coordinates"), "chip t niu_round drift_compensation");
 
     const auto layers = f.open_group("layers");
     EXPECT_EQ(layers.children_in_creation_order(), (std::vector<std::string>{"conv", "pool", "fc"}));
@@ -270,5 +275,13 @@ TEST_F(ResultsTest, BadInputsAreFormatErrors) {
 TEST_F(ResultsTest, UnwritablePathIsAFormatErrorAndLeavesNoFile) {
     EXPECT_THROW(ResultsWriter(path("missing/r.h5"), small_network(), spec(1)), FormatError);
     EXPECT_THROW(ResultsWriter(dir_.string(), small_network(), spec(1)), FormatError);
+    EXPECT_EQ(file_count(), 0u);
+}
+
+TEST_F(ResultsTest, RefusesAnUnnamedDriftCompensationAndLeavesNoFile) {
+    const Network net = small_network();
+    ResultsSpec s = spec(2);
+    s.rounds[1].drift_compensation = "";
+    EXPECT_THROW(ResultsWriter(path("bad.h5"), net, std::move(s)), FormatError);
     EXPECT_EQ(file_count(), 0u);
 }

@@ -84,7 +84,9 @@ def test_noisy_weights_are_the_niu_apis_and_activations_the_pu_models(digits, ca
     weights = round_weights(captured)
     assert len(weights) == len(expected_coords)
     with h5py.File(out, "r") as f:
-        np.testing.assert_array_equal(f["round"][()], [c[0] for c in expected_coords])
+        np.testing.assert_array_equal(f["round"][()], np.arange(len(expected_coords)))  # unique index
+        np.testing.assert_array_equal(f["niu_round"][()], [c[0] for c in expected_coords])
+        assert list(f["drift_compensation"].asstr()[()]) == ["global"] * len(expected_coords)
         np.testing.assert_array_equal(f["chip"][()], [c[1] for c in expected_coords])
         np.testing.assert_array_equal(f["t"][()], [c[2] for c in expected_coords])
         config = json.loads(f.attrs["config"])
@@ -283,6 +285,9 @@ BAD_INPUTS = [
     ({"mapping": "all", "t": "0,1week"}, r"field 't': cannot read '1week' as a time"),
     ({"mapping": "all", "chips": 0}, r"field 'chips': must be an integer >= 1"),
     ({"mapping": "all", "drift_compensation": "per_row"}, r"field 'drift_compensation'"),
+    ({"mapping": "all", "drift_compensation": ["none", "local"]}, r"field 'drift_compensation'.*'local'"),
+    ({"mapping": "all", "drift_compensation": "none,none"}, r"field 'drift_compensation'.*twice"),
+    ({"mapping": "all", "drift_compensation": []}, r"field 'drift_compensation': needs at least one"),
 ]
 
 
@@ -341,3 +346,129 @@ def test_a_noise_model_object_equals_its_config(digits, tmp_path):
         for name in arrays[0]:
             np.testing.assert_array_equal(arrays[0][name], other[name], err_msg=name)
     assert arrays[0]["accuracy"].shape == (4,)
+
+
+# --- several drift compensations in one run ---------------------------------------------------------
+def test_both_compensations_use_the_same_niu_draws_and_differ_only_in_alpha(digits, captured, monkeypatch, tmp_path):
+    model, data, net, _, _ = digits
+    calibrations = []
+    real_weights = runner._NoisyWeights.weights
+
+    def count_calibrations(self, chip, round_id, t, alpha=None):
+        if round_id == runner.CALIBRATION_ROUND:
+            calibrations.append((chip, t))
+        return real_weights(self, chip, round_id, t, alpha)
+
+    monkeypatch.setattr(runner._NoisyWeights, "weights", count_calibrations)
+    times = (0.0, 3600.0, 86400.0)
+    out = tmp_path / "both.h5"
+    summary = aimcemu.run(model, data, out, mapping="all", noise=PCM, t=times, chips=2, rounds=2, seed=5,
+                          drift_compensation=["none", "global"], layers="none")
+    expected = [(r, c, t, name) for name in ("none", "global") for c in range(2) for t in times for r in range(2)]
+    assert list(zip(summary.round_index, summary.round_chip, summary.round_t, summary.round_compensation)) == expected
+    # One calibration readout per (chip, t), shared by every compensation (t = 0 is the baseline).
+    assert sorted(calibrations) == sorted((c, t) for c in range(2) for t in times)
+    weights = round_weights(captured)
+    layers = net.layers
+    with h5py.File(out, "r") as f:
+        np.testing.assert_array_equal(f["round"][()], np.arange(len(expected)))
+        np.testing.assert_array_equal(f["niu_round"][()], [e[0] for e in expected])
+        assert list(f["drift_compensation"].asstr()[()]) == [e[3] for e in expected]
+        alpha = {name: f["layers"][name]["drift_alpha"][()] for name in summary.drift_alpha}
+    for position, ((round_id, chip, t, name), w) in enumerate(zip(expected, weights)):
+        for i, noisy in w.items():
+            stored = alpha[layers[i].name][position]
+            if name == "none":
+                assert stored == 1.0
+            else:
+                assert stored == summary.drift_alpha[layers[i].name][chip][times.index(t)]
+            np.testing.assert_array_equal(noisy, niu.apply(layers[i].weights, PCM, seed=5, chip=chip, round=round_id,
+                                                           t=t, layer=i, alpha=stored))
+    # At t = 0 the global alpha is exactly 1 (readout = baseline), so the two rounds are the same weights.
+    half = len(expected) // 2
+    for position in range(half):
+        if expected[position][2] == 0.0:
+            for i, noisy in weights[position].items():
+                np.testing.assert_array_equal(noisy, weights[position + half][i])
+    rows = summary.accuracy_vs_t()
+    assert [(r["drift_compensation"], r["t"]) for r in rows] == [(n, t) for n in ("none", "global") for t in times]
+    table = summary.format_accuracy_table()
+    assert "drift compensation: none, global" in table
+    assert sum(line.startswith("none ") for line in table.splitlines()) == len(times)
+    assert sum(line.startswith("global ") for line in table.splitlines()) == len(times)
+
+
+def test_a_two_compensation_run_holds_the_two_single_runs(digits, tmp_path):
+    """Each compensation's rounds are bit-identical to a run with that compensation alone."""
+    model, data, _, _, _ = digits
+    options = dict(mapping="all", noise=PCM, t=(0.0, 86400.0), chips=2, seed=2, layers=["head"])
+    both = file_arrays(aimcemu.run(model, data, tmp_path / "both.h5", drift_compensation="none,global", **options))
+    for k, name in enumerate(("none", "global")):
+        single = file_arrays(aimcemu.run(model, data, tmp_path / f"{name}.h5", drift_compensation=name, **options))
+        for key in ("accuracy", "logits", "layers/head/activations", "layers/head/drift_alpha", "layers/head/snr_db"):
+            np.testing.assert_array_equal(both[key][4 * k: 4 * k + 4], single[key], err_msg=f"{name}: {key}")
+
+
+def test_xarray_sees_unique_rounds_and_the_compensation_coordinate(digits, tmp_path):
+    import xarray as xr
+    from aimcemu import analysis
+
+    model, data, _, _, _ = digits
+    summary = aimcemu.run(model, data, tmp_path / "x.h5", mapping="all", noise=PCM, t=(0.0, 3600.0), chips=3,
+                          drift_compensation=["none", "global"], layers="none")
+    with xr.open_dataset(summary.path, engine="h5netcdf") as ds:
+        assert set(ds["accuracy"].coords) == {"round", "chip", "t", "niu_round", "drift_compensation"}
+        assert ds["drift_compensation"].values.tolist() == summary.round_compensation
+        picked = ds["accuracy"].sel(round=7)
+        assert (str(picked["drift_compensation"].values), int(picked["chip"]), float(picked["t"])) == ("global", 0, 3600.0)
+    run = analysis.open_run(summary.path)
+    assert run["drift_compensation"].values.tolist() == summary.round_compensation
+    acc = analysis.accuracy_vs_t(run)
+    assert acc["mean"].dims == ("drift_compensation", "t")
+    for row in summary.accuracy_vs_t():
+        assert float(acc["mean"].sel(drift_compensation=row["drift_compensation"], t=row["t"])) == \
+            pytest.approx(row["mean"], abs=1e-12)
+
+
+def test_cli_runs_both_compensations(digits, tmp_path, capsys):
+    model, data, _, _, _ = digits
+    out = tmp_path / "cli.h5"
+    assert cli.main(["run", os.fspath(model), "-d", os.fspath(data), "-o", os.fspath(out), "--mapping", "all",
+                     "--noise", "pcm_like", "--t", "0,1d", "--chips", "2", "--drift-compensation", "none,global",
+                     "--layers", "none"]) == 0
+    text = capsys.readouterr().out
+    assert "accuracy vs t (drift compensation: none, global" in text and "x 2 compensations" in text
+    with h5py.File(out, "r") as f:
+        assert json.loads(f.attrs["config"])["drift_compensation"] == ["none", "global"]
+        assert f["accuracy"].shape == (8,)
+
+
+# --- the NIU's alpha limit ------------------------------------------------------------------------
+@pytest.mark.parametrize("absmax", [1, 64, 127])
+def test_alpha_limit_is_the_largest_alpha_the_niu_compiles(absmax):
+    constants = niu.constants()
+    limit = runner.niu_alpha_limit(constants, absmax)
+    weights = np.array([[absmax, -absmax // 2]], dtype=np.int8)
+    niu.apply(weights, PCM, alpha=limit)  # fits
+    # One step of K further (K = 2^K_BITS after rounding) no longer fits the back-conversion scale.
+    k_step = absmax * 2.0 ** (constants["NIU_K_SHIFT"] - constants["NIU_G_FRAC"])
+    with pytest.raises(aimcemu.FormatError, match="BACK_K"):
+        niu.apply(weights, PCM, alpha=limit + 1.0 / k_step)
+    assert runner.niu_alpha_limit(constants, 127) == pytest.approx(8.0629, abs=1e-4)
+
+
+def test_an_alpha_beyond_the_niu_is_capped_with_a_warning_and_a_note(digits, tmp_path):
+    model, data, net, _, _ = digits
+    fast_drift = {**DRIFT_ONLY, "drift_nu_mean": 0.4}  # weights shrink ~300x in a year: alpha far above 8
+    with pytest.warns(RuntimeWarning, match="capped"):
+        summary = aimcemu.run(model, data, tmp_path / "cap.h5", mapping="all", noise=fast_drift, t=(0.0, 3.15e7),
+                              drift_compensation="global", layers="none")
+    with h5py.File(summary.path, "r") as f:
+        capped = json.loads(f.attrs["config"])["drift_alpha_capped"]
+        assert capped and all(c["t"] == 3.15e7 and c["alpha"] > c["limit"] for c in capped)
+        for c in capped:
+            index = [l.name for l in net.layers].index(c["layer"])
+            absmax = int(np.abs(net.layers[index].weights.astype(np.int64)).max())
+            assert c["limit"] == runner.niu_alpha_limit(niu.constants(), absmax)
+            assert f["layers"][c["layer"]]["drift_alpha"][1] == c["limit"]
+            assert summary.drift_alpha[c["layer"]][0][1] == c["limit"]

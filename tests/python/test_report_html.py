@@ -141,3 +141,13 @@ def test_report_renders_in_headless_chromium(sweep_folder, tmp_path):
     dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{page}"],
                          capture_output=True, text=True, timeout=180).stdout
     assert len(re.findall(r"<img ", dom)) == 4  # the browser parsed every figure
+
+
+def test_a_run_over_both_drift_compensations_reports_each_as_a_point(tmp_path, small_data):
+    summary = aimcemu.run(data=small_data, mapping="all", noise={"model": "pcm_like"}, t=(0.0, 86400.0), chips=2,
+                          drift_compensation=["none", "global"], layers="none", output=tmp_path / "both.h5")
+    page = parse(report(summary.path, tmp_path / "both.html"))
+    expected = {(row["drift_compensation"], f"{row['mean']:.4f}") for row in summary.accuracy_vs_t()}
+    cells = page.cells
+    found = {(cells[i], cells[i + 2]) for i in range(len(cells) - 2) if cells[i] in ("none", "global")}
+    assert expected <= found

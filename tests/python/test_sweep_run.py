@@ -139,3 +139,26 @@ def test_full_sweep_on_the_embedded_model_local_and_dask_agree(tmp_path):
     ds = aimcemu.analysis.open_sweep(tmp_path / "local")
     assert dict(ds["accuracy"].sizes) == {"noise.prog_noise_scale": 3, "mapping": 2, "chip": 8, "t": 3, "rep": 1}
     assert not np.isnan(ds["accuracy"].values).any()
+
+
+def test_drift_compensation_as_grid_axis_or_as_a_list_gives_the_same_accuracies(tmp_path, small_data):
+    """A grid axis over the compensations and a base list (every task runs both) give the same
+    numbers: the NIU draws of a (chip, t, round) do not depend on the compensation."""
+    from aimcemu import analysis
+
+    axis = aimcemu.sweep(small_sweep(tmp_path / "axis", small_data, grid={"drift_compensation": ["none", "global"]}),
+                         workers=1, progress=False)
+    single_point = small_sweep(tmp_path / "list", small_data, drift_compensation=["none", "global"])
+    del single_point["grid"]
+    listed = aimcemu.sweep(single_point, workers=1, progress=False)
+    assert (axis.total, listed.total) == (2, 1)
+    by_axis, by_list = analysis.open_sweep(tmp_path / "axis"), analysis.open_sweep(tmp_path / "list")
+    assert by_axis["accuracy"].dims == ("drift_compensation", "chip", "t", "rep")
+    assert by_list["accuracy"].dims == ("drift_compensation", "chip", "t", "rep")
+    assert by_list["snr_db"].dims == ("layer", "drift_compensation", "chip", "t", "rep")
+    np.testing.assert_array_equal(by_axis["accuracy"].values, by_list["accuracy"].values)
+    np.testing.assert_array_equal(by_axis["snr_db"].transpose(*by_list["snr_db"].dims).values, by_list["snr_db"].values)
+    acc = analysis.accuracy_vs_t(by_list)
+    assert acc["mean"].dims == ("drift_compensation", "t")
+    index = json.loads((tmp_path / "list" / "index.json").read_text())
+    assert index["tasks"][0]["summary"]["drift_compensation"] == ["none"] * 2 * 2 + ["global"] * 2 * 2

@@ -4,7 +4,10 @@ With no arguments it runs the embedded default model on its shipped test set, di
 --mapping (a YAML mapping file or "all") and/or --noise it adds noisy rounds over chips and
 times and prints accuracy vs t at the end::
 
-    aimcemu run --mapping all --noise pcm_like --t 0,1h,1d,1y --chips 8 --drift-compensation global
+    aimcemu run --mapping all --noise pcm_like --t 0,1h,1d,1y --chips 8 --drift-compensation none,global
+
+With several drift compensations the table has one block per compensation; the same chips,
+times and NIU draws are used under each.
 """
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chips", type=int, default=None, help="chip instances (default 1)")
     parser.add_argument("--rounds", type=int, default=None, help="noisy rounds per chip and t (default 1)")
     parser.add_argument("--seed", type=int, default=None, help="master seed (default 0)")
-    parser.add_argument("--drift-compensation", default=None, choices=("none", "global"),
-                        help="global drift compensation of AIMC layers (default none)")
+    parser.add_argument("--drift-compensation", default=None,
+                        help='drift compensation of AIMC layers: none (default), global, or both as "none,global" '
+                             "(every round then runs under each, with the same noise draws)")
     parser.add_argument("--backend", default=None, help="PU model kernel (default: fast)")
     parser.add_argument("--threads", type=int, default=None, help="worker threads, 0 = all cores")
     parser.add_argument("--layers", default=None,
@@ -61,9 +65,11 @@ def format_summary(summary) -> str:
         f"accuracy  {summary.accuracy:.4f} (noise-free reference)",
     ]
     if summary.round_accuracy:
+        compensations = summary.compensations()
+        per_compensation = f" x {len(compensations)} compensations" if len(compensations) > 1 else ""
         lines.append(f"rounds    {len(summary.round_accuracy)} noisy "
                      f"({len(set(summary.round_chip))} chips x {len(set(summary.round_t))} t x "
-                     f"{len(set(summary.round_index))} rounds)")
+                     f"{len(set(summary.round_index))} rounds{per_compensation})")
     lines.append(f"time      {summary.inference_s:.3f} s inference, {summary.noise_s:.3f} s NIU, "
                  f"{summary.write_s:.3f} s writing")
     lines.append("")
