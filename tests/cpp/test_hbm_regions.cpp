@@ -108,6 +108,7 @@ TEST(WeightRoundFence, ReadersNeverSeeAMixedRound) {
     std::atomic<long> mixed{0}, reads{0};
 
     std::thread writer([&] {
+        long reads_at_last_publish = 0;
         for (int r = 1; r <= rounds; ++r) {
             auto ticket = fence.begin_write();
             for (int layer : fence.aimc_layers()) {
@@ -117,7 +118,13 @@ TEST(WeightRoundFence, ReadersNeverSeeAMixedRound) {
                     if (i % 1024 == 0) std::this_thread::yield();
                 }
             }
+            // Once a round is published, hold the next publish until a reader has completed a
+            // read, so reads really overlap writes even on a loaded machine (the scheduler may
+            // otherwise run the whole writer before any reader starts).
+            if (r > 1)
+                while (reads.load() == reads_at_last_publish) std::this_thread::yield();
             fence.publish(ticket);
+            reads_at_last_publish = reads.load();
         }
         done = true;
     });
