@@ -157,10 +157,13 @@ def _read_index(folder) -> dict:
 def _task_layout(index: dict) -> tuple[int, list[float], int, list[str] | None]:
     """chips, times, rounds and, when every task runs several drift compensations (a list in
     the sweep's base config, not a grid axis), their names (else None: no such dimension)."""
+    from .runner import parse_compensations
+
     cfg = index["config"]
-    compensation = cfg.get("drift_compensation")
-    several = isinstance(compensation, list) and "drift_compensation" not in index["axes"]
-    return int(cfg["chips"]), [float(t) for t in cfg["t"]], int(cfg["rounds"]), compensation if several else None
+    names = None
+    if "drift_compensation" not in index["axes"]:
+        names = parse_compensations(cfg.get("drift_compensation", "none"), "index.json", "config.drift_compensation")
+    return int(cfg["chips"]), [float(t) for t in cfg["t"]], int(cfg["rounds"]), names if names and len(names) > 1 else None
 
 
 def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], reps: int,

@@ -148,7 +148,7 @@ def test_drift_compensation_as_grid_axis_or_as_a_list_gives_the_same_accuracies(
 
     axis = aimcemu.sweep(small_sweep(tmp_path / "axis", small_data, grid={"drift_compensation": ["none", "global"]}),
                          workers=1, progress=False)
-    single_point = small_sweep(tmp_path / "list", small_data, drift_compensation=["none", "global"])
+    single_point = small_sweep(tmp_path / "list", small_data, drift_compensation="none,global")  # the CLI's form
     del single_point["grid"]
     listed = aimcemu.sweep(single_point, workers=1, progress=False)
     assert (axis.total, listed.total) == (2, 1)
