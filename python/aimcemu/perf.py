@@ -179,8 +179,8 @@ class PerfResult:
         lines = [f"{'model':<14}{'PUs':<16}{'mode':<17}{'FPS':>9}{'paper':>9}{'error':>8}"
                  f"{'eff':>8}{'FPS/TOPS':>10}  latency per PU",
                  f"{s['model']:<14}{s['pus']:<16}{s['mode']:<17}{s['fps']:>9.2f}"
-                 f"{s.get('paper_fps', float('nan')):>9.2f}{100 * s.get('fps_error', float('nan')):>+7.2f}%"
-                 f"{100 * s['efficiency']:>7.1f}%{s['fps_per_tops']:>10.1f}  "
+                 + (f"{s['paper_fps']:>9.2f}{100 * s['fps_error']:>+7.2f}%" if "paper_fps" in s else f"{'-':>9}{'-':>8}")
+                 + f"{100 * s['efficiency']:>7.1f}%{s['fps_per_tops']:>10.1f}  "
                  + ", ".join(f"{k} {v:.2f} ms" for k, v in s["pu_latency_ms"].items())]
         if "paper_latency_ms" in s:
             lines.append("paper latency: " + ", ".join(
@@ -190,7 +190,8 @@ class PerfResult:
         lines.append(f"stalls (baseline -> {self.options.scheduler}): " + ", ".join(
             f"{k} {s['pu_baseline_stall_ms'][k]:.3f} -> {v:.3f} ms" for k, v in s["pu_stall_ms"].items()))
         if s["niu"]:
-            lines.append(f"NIUs: {s['niu']} ({s['niu_sharing']}), {s['aimc_layers']} AIMC layers, "
+            lines.append(f"NIUs: {s['niu']} ({s['niu_sharing']}) in place of PUs, {len(self.report.pus)} PUs "
+                         f"left, {s['aimc_layers']} AIMC layers, "
                          f"{s['aimc_weights']} weights per copy, bottleneck: {s['bottleneck']}; utilisation "
                          + ", ".join(f"{n.utilization:.2f}" for n in self.report.nius))
         lines.append(f"HBM: {s['hbm_channels']} channels, busiest at {100 * s['max_hbm_channel_use']:.1f}%")
