@@ -21,7 +21,7 @@
 namespace aimcemu {
 
 inline constexpr const char* kResultsFormat = "aimcemu-results";
-inline constexpr int kResultsFormatVersion = 1;
+inline constexpr int kResultsFormatVersion = 2;  // 2: round is the position; niu_round, drift_compensation added
 
 // Coordinates of one noisy round.  The file's `round` dimension is the round's position in
 // ResultsSpec::rounds (0..R-1, unique); these are auxiliary coordinates on it.
