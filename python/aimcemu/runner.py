@@ -47,9 +47,6 @@ DRIFT_COMPENSATIONS = ("none", "global")  # the results writer's codes (analysis
 CALIBRATION_ROUND = 2**32 - 1
 # aimcemu.noise.GlobalDriftCompensation floors both readouts at this value.
 READOUT_FLOOR = 1e-4
-# Width of the NIU's back-conversion scale K (docs/niu_datapath.md section 3); used only when the
-# core's niu.constants() does not list NIU_K_BITS.
-_DOCUMENTED_NIU_K_BITS = 18
 
 _TIME_UNITS = {"": 1.0, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "y": 365.0 * 86400.0}
 
@@ -364,7 +361,7 @@ def niu_alpha_limit(constants: dict, absmax: int, out_bits: int = 8) -> float:
     """The largest drift-compensation alpha whose back-conversion scale fits the NIU
     (docs/niu_datapath.md section 3): K = round(A (2^(B-1)-1)/127 alpha 2^(K_SHIFT - G_FRAC))
     must stay below 2^K_BITS; taking K <= 2^K_BITS - 1 before rounding keeps it inside."""
-    k_bits = int(constants.get("NIU_K_BITS", _DOCUMENTED_NIU_K_BITS))
+    k_bits = int(constants["NIU_K_BITS"])
     scale = absmax * (2 ** (out_bits - 1) - 1) / 127.0 * 2.0 ** (constants["NIU_K_SHIFT"] - constants["NIU_G_FRAC"])
     return (2 ** k_bits - 1) / scale
 
