@@ -196,7 +196,8 @@ def _one_time(item: Any, source: str, field: str) -> float:
     return seconds
 
 
-def _load_yaml_config(path) -> dict:
+def load_yaml_config(path, what: str = "options") -> dict:
+    """A YAML config file that must hold a mapping; FormatError naming the file otherwise."""
     import yaml
 
     source = os.fspath(path)
@@ -206,7 +207,7 @@ def _load_yaml_config(path) -> dict:
         except yaml.YAMLError as exc:
             raise _core.FormatError(f"{source}: field '<yaml>': {exc}") from None
     if not isinstance(config, dict):
-        raise _core.FormatError(f"{source}: field '<root>': expected a mapping of options")
+        raise _core.FormatError(f"{source}: field '<root>': expected a mapping of {what}")
     return config
 
 
@@ -228,7 +229,7 @@ def _resolve_config(config: dict | str | os.PathLike | None, explicit: dict) -> 
     sources = {key: "<arguments>" for key in DEFAULTS}
     if isinstance(config, (str, os.PathLike)):
         config_source = os.fspath(config)
-        config = _load_yaml_config(config)
+        config = load_yaml_config(config)
     else:
         config_source = "<config>"
     if config:

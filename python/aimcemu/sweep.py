@@ -88,16 +88,9 @@ class SweepPlan:
 
 def load_config(path) -> dict:
     """A sweep config from a YAML file (a mapping of the options in DEFAULTS)."""
-    import yaml
+    from .runner import load_yaml_config
 
-    with open(path, encoding="utf-8") as fh:
-        try:
-            config = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            raise _core.FormatError(f"{path}: field '<yaml>': {exc}") from None
-    if not isinstance(config, dict):
-        raise _core.FormatError(f"{path}: field '<root>': expected a mapping of sweep options")
-    return config
+    return load_yaml_config(path, "sweep options")
 
 
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
