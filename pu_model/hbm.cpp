@@ -132,6 +132,16 @@ void WeightRoundFence::publish(const WriteTicket& ticket) {
     changed_.notify_all();
 }
 
+void WeightRoundFence::abandon(const WriteTicket& ticket) {
+    {
+        std::lock_guard lock(mutex_);
+        if (!writing_ || ticket.fence != this || ticket.round != published_ + 1 || ticket.buffer != 1 - front_)
+            throw FormatError("<round fence>", "abandon", "ticket does not belong to the write in progress");
+        writing_ = false;
+    }
+    changed_.notify_all();
+}
+
 WeightRoundFence::ReadLease WeightRoundFence::acquire() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return published_ > 0; });

@@ -111,6 +111,9 @@ public:
 
     WriteTicket begin_write();
     void publish(const WriteTicket& ticket);
+    // Ends a write that failed without publishing it: readers keep the front buffer, and the
+    // next begin_write() gets the same back buffer and round id again.
+    void abandon(const WriteTicket& ticket);
     ReadLease acquire();
     std::uint64_t published_round() const;
     const std::vector<int>& aimc_layers() const { return aimc_layers_; }

@@ -8,9 +8,11 @@
 The run loads and validates both files, runs the noise-free reference bit-exactly on the PU
 functional model (``_core.run_network``), then, when a mapping puts layers on AIMC, the noisy
 rounds: for compensation in drift_compensation: for chip in range(chips): for t in t: for round
-in range(rounds).  In each round the bit-exact NIU model (``aimcemu.niu``) writes the AIMC layers'
-noisy INT8 weights for (seed, chip, round, t), and the PU model runs the network on them; digital
-layers keep their clean weights.  Under several compensations the same (chip, t, round) gets the
+in range(rounds).  Each round goes through the emulation loop (``_core.niu.Emulator``,
+niu/emulator.hpp) as through the hardware's HBM: the bit-exact NIU model reads the AIMC layers'
+clean region, writes their noisy INT8 weights for (seed, chip, round, t) into the back weight
+buffers and publishes them; the PU model leases that round and runs the network from the leased
+buffers; digital layers keep their clean weights.  Under several compensations the same (chip, t, round) gets the
 same NIU draws; only the compensation factor alpha folded into the back-conversion differs.  Programming noise and drift exponents are keyed by (seed, chip, layer), read
 noise by (seed, chip, layer, round) and not by t, so the same chip drifts from the same
 programmed state and sweeps over t use common random numbers.  Everything (reference, rounds,
@@ -304,17 +306,31 @@ def _placements(cfg: dict, sources: dict, net) -> tuple[Mapping | None, list[Pla
 
 # --- inference and the NIU ------------------------------------------------------------------------
 def _run_network(net, images, backend: str, threads: int, weights: dict | None = None) -> list[np.ndarray]:
-    """Per-layer int8 activations [N, H, W, C] from the PU functional model; `weights`
-    ({layer index: int8 array}) replaces the weights the PU reads."""
+    """Per-layer int8 activations [N, H, W, C] from the PU functional model.  `weights`
+    ({layer index: int8 array}) replaces the weights the PU reads; a _PublishedRound instead
+    runs the PU on that round's lease of the emulator's HBM (the dict is what the lease holds)."""
+    if isinstance(weights, _PublishedRound):
+        _, activations = weights.emulator.run_published(images, backend, threads, weights.round)
+        return activations
     if not hasattr(_core, "run_network"):
         raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
     return _core.run_network(net, images, backend, threads, weights)
 
 
+class _PublishedRound(dict):
+    """{layer index: noisy int8 weights} of one round, read back from the emulator's HBM after
+    the NIU published it; `round` is the emulator's round id, which the PU's lease must hold."""
+
+    def __init__(self, emulator, round_id: int, weights: dict[int, np.ndarray]):
+        super().__init__(weights)
+        self.emulator, self.round = emulator, round_id
+
+
 class _NoisyWeights:
     """The NIU side of a run: compiles one NIU program per noise model for a (chip, round, t)
-    and applies it to the AIMC layers' clean weights.  Each layer's RNG key is its index in the
-    network, so its draws do not depend on which other layers are mapped to AIMC."""
+    and runs it on the AIMC layers' clean weights, in the emulator's HBM for noisy rounds
+    (write_round) or directly for calibration readouts (weights).  Each layer's RNG key is its
+    index in the network, so its draws do not depend on which other layers are mapped to AIMC."""
 
     def __init__(self, net, placements: list[Placement], seed: int, threads: int):
         from . import niu
@@ -331,16 +347,37 @@ class _NoisyWeights:
                 key = json.dumps(p.noise, sort_keys=True)
                 self.groups.setdefault(key, (p.noise, []))[1].append(p.index)
 
+    def programs(self, chip: int, round_id: int, t: float, alpha: dict[int, float] | None = None) -> list:
+        """One NIU program per noise model for (chip, round, t, alpha), in self.groups order: their
+        layers, concatenated, are the AIMC layers in the order of self.aimc_order()."""
+        return [self._niu.compile_program(noise, [self.clean[i] for i in indices], seed=self.seed, chip=chip,
+                                          round=round_id, t=t, alpha=[1.0 if alpha is None else alpha[i] for i in indices],
+                                          layer_ids=indices)
+                for noise, indices in self.groups.values()]
+
+    def aimc_order(self) -> list[int]:
+        """The AIMC layer indices in the order of the concatenated programs' layers."""
+        return [i for _, indices in self.groups.values() for i in indices]
+
     def weights(self, chip: int, round_id: int, t: float, alpha: dict[int, float] | None = None) -> dict[int, np.ndarray]:
-        """{layer index: noisy int8 weights} of every AIMC layer, as the NIU writes them."""
+        """{layer index: noisy int8 weights} of every AIMC layer, as the NIU writes them (the
+        calibration readouts use this; noisy rounds go through the emulator's HBM)."""
         out = {}
-        for noise, indices in self.groups.values():
-            program = self._niu.compile_program(
-                noise, [self.clean[i] for i in indices], seed=self.seed, chip=chip, round=round_id, t=t,
-                alpha=[1.0 if alpha is None else alpha[i] for i in indices], layer_ids=indices)
+        for program, (_, indices) in zip(self.programs(chip, round_id, t, alpha), self.groups.values()):
             for position, i in enumerate(indices):
                 out[i] = program.apply(position, self.clean[i], self.threads)
         return out
+
+    def emulator(self, net):
+        """The emulation loop holding `net` in the modelled HBM with this run's AIMC layers."""
+        return _core.niu.Emulator(net, self.aimc_order())
+
+    def write_round(self, emulator, chip: int, round_id: int, t: float, alpha: dict[int, float]) -> _PublishedRound:
+        """The NIU writes every AIMC layer's noisy weights for (chip, round, t, alpha) into the
+        emulator's back buffers and publishes them; returns the published weights, read back."""
+        programs = self.programs(chip, round_id, t, alpha)
+        published = emulator.write_round([p._program for p in programs], self.threads)
+        return _PublishedRound(emulator, published, {i: emulator.weights(i) for i in self.aimc_order()})
 
     def readout(self, chip: int, t: float) -> dict[int, float]:
         """Calibration readout of every AIMC layer at time t: mean |W| of the uncompensated NIU
@@ -522,11 +559,12 @@ def _noisy_rounds(net, images, cfg: dict, noisy: _NoisyWeights, alphas: dict[int
     times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
     t_index = {t: k for k, t in enumerate(cfg["t"])}
     net_layers = net.layers
+    emulator = noisy.emulator(net) if noisy.clean else None
     bar = tqdm(coordinates, desc="noisy rounds", unit="round", disable=None if progress else True, leave=False)
     for position, (round_id, chip, t, compensation) in enumerate(bar):
         start = time.perf_counter()
-        weights = noisy.weights(chip, round_id, t, {i: _round_alpha(alphas, i, chip, t_index[t], compensation)
-                                                     for i in alphas})
+        weights = noisy.write_round(emulator, chip, round_id, t, {
+            i: _round_alpha(alphas, i, chip, t_index[t], compensation) for i in alphas}) if emulator is not None else {}
         times["noise_s"] += time.perf_counter() - start
         start = time.perf_counter()
         # With no AIMC layer every round is the reference, bit for bit: no need to run it again.

@@ -1,0 +1,138 @@
+// The emulation loop of one hybrid system (see emulator.hpp).
+#include "niu/emulator.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "niu/niu_model.hpp"
+#include "pu_model/errors.hpp"
+
+namespace aimcemu::niu {
+
+namespace {
+
+const char* const kSource = "<emulator>";
+
+Network resolved(Network net) {
+    net.resolve(kSource);
+    return net;
+}
+
+std::vector<int> checked_aimc_layers(const Network& net, std::vector<int> aimc_layers) {
+    for (std::size_t i = 0; i < aimc_layers.size(); ++i)
+        if (std::find(aimc_layers.begin(), aimc_layers.begin() + std::ptrdiff_t(i), aimc_layers[i]) !=
+            aimc_layers.begin() + std::ptrdiff_t(i))
+            throw FormatError(kSource, "aimc_layers", "layer index " + std::to_string(aimc_layers[i]) + " given twice");
+    HbmLayout::for_network(net, aimc_layers);  // range and "has weights" checks, with their messages
+    return aimc_layers;
+}
+
+void copy_into(std::span<std::int8_t> region, const std::vector<std::int8_t>& values) {
+    std::copy(values.begin(), values.end(), region.begin());
+}
+
+// The PU's weight source during one round: AIMC layers from the leased buffer, digital GEMM
+// layers from their own (never rewritten) region.
+class HbmWeightView : public WeightView {
+public:
+    explicit HbmWeightView(std::vector<const std::int8_t*> table) : table_(std::move(table)) {}
+    const std::int8_t* weights(int layer_index) const override { return table_[std::size_t(layer_index)]; }
+
+private:
+    std::vector<const std::int8_t*> table_;
+};
+
+}  // namespace
+
+Emulator::Emulator(Network net, std::vector<int> aimc_layers)
+    : net_(resolved(std::move(net))),
+      aimc_layers_(checked_aimc_layers(net_, std::move(aimc_layers))),
+      hbm_(HbmLayout::for_network(net_, aimc_layers_)),
+      fence_(hbm_.layout(), aimc_layers_) {
+    for (int l = 0; l < int(net_.layers.size()); ++l) {
+        const Layer& layer = net_.layers[std::size_t(l)];
+        if (!layer.is_gemm()) continue;
+        const HbmRegionKind kind = is_aimc(l) ? HbmRegionKind::CleanWeights : HbmRegionKind::Weights;
+        copy_into(hbm_.region(hbm_.layout().at(kind, l)), layer.weights);
+    }
+}
+
+bool Emulator::is_aimc(int index) const {
+    return std::find(aimc_layers_.begin(), aimc_layers_.end(), index) != aimc_layers_.end();
+}
+
+const HbmRegion& Emulator::gemm_weight_region(int index) const {
+    if (index < 0 || index >= int(net_.layers.size()) || !net_.layers[std::size_t(index)].is_gemm())
+        throw FormatError(kSource, "layer", "layer index " + std::to_string(index) + " has no weights");
+    return hbm_.layout().at(HbmRegionKind::Weights, index, 0);
+}
+
+std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
+    if (program.layers.size() != aimc_layers_.size())
+        throw FormatError(kSource, "program", "has " + std::to_string(program.layers.size()) + " layers, the system " +
+                                                  std::to_string(aimc_layers_.size()) + " AIMC layers");
+    for (std::size_t k = 0; k < aimc_layers_.size(); ++k) {
+        const Layer& layer = net_.layers[std::size_t(aimc_layers_[k])];
+        if (program.layers[k].count != layer.weights.size())
+            throw FormatError(kSource, "program.layers[" + std::to_string(k) + "].count",
+                              std::to_string(program.layers[k].count) + " weights, layer '" + layer.name + "' has " +
+                                  std::to_string(layer.weights.size()));
+    }
+    // Point the program at this round's regions, as the host writes SRC_ADDR/DST_ADDR before a run.
+    auto ticket = fence_.begin_write();
+    NiuProgram retargeted = program;
+    for (std::size_t k = 0; k < aimc_layers_.size(); ++k) {
+        retargeted.layers[k].src_addr = hbm_.layout().at(HbmRegionKind::CleanWeights, aimc_layers_[k]).base;
+        retargeted.layers[k].dst_addr = ticket.weights(aimc_layers_[k]).base;
+    }
+    try {
+        apply_program(retargeted, hbm_, threads);
+    } catch (...) {
+        fence_.abandon(ticket);  // never publish a half-written round
+        throw;
+    }
+    fence_.publish(ticket);
+    return ticket.round;
+}
+
+RoundOutputs Emulator::run_published(const std::vector<Tensor8>& images, const RunOptions& options,
+                                     std::uint64_t expected_round) {
+    auto lease = fence_.acquire();
+    if (expected_round != 0 && lease.round() != expected_round)
+        throw FormatError(kSource, "round", "the PU leased round " + std::to_string(lease.round()) + ", expected " +
+                                                std::to_string(expected_round));
+    std::vector<const std::int8_t*> table(net_.layers.size(), nullptr);
+    for (int l = 0; l < int(net_.layers.size()); ++l) {
+        if (!net_.layers[std::size_t(l)].is_gemm()) continue;
+        const HbmRegion& region = is_aimc(l) ? lease.weights(l) : gemm_weight_region(l);
+        table[std::size_t(l)] = std::as_const(hbm_).region(region).data();
+    }
+    const HbmWeightView view(std::move(table));
+    RunOptions pu_options = options;
+    pu_options.weights = &view;
+    return {lease.round(), run_network_batch(net_, images, pu_options)};
+}
+
+RoundOutputs Emulator::run_round(const NiuProgram& program, const std::vector<Tensor8>& images,
+                                 const RunOptions& options) {
+    std::lock_guard lock(round_mutex_);
+    const std::uint64_t round = write_round(program, options.threads);
+    return run_published(images, options, round);
+}
+
+std::vector<std::int8_t> Emulator::weights(int index) {
+    const HbmRegion* region = &gemm_weight_region(index);
+    if (!is_aimc(index)) {
+        const auto bytes = std::as_const(hbm_).region(*region);
+        return {bytes.begin(), bytes.end()};
+    }
+    if (fence_.published_round() == 0)
+        throw FormatError(kSource, "weights", "layer '" + net_.layers[std::size_t(index)].name +
+                                                  "': no round has been written yet");
+    auto lease = fence_.acquire();
+    const auto bytes = std::as_const(hbm_).region(lease.weights(index));
+    return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace aimcemu::niu

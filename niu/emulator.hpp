@@ -1,0 +1,75 @@
+// The emulation loop of one hybrid system: a PU running a resolved network from the modelled HBM
+// while an NIU rewrites the AIMC layers' weights there, one round at a time (DESIGN.md:
+// "System = PUs + NIUs + HBM + Mapping; runs rounds").
+//
+// A round flows through HBM as the hardware's does (docs/hybrid_runs.md, "A round through HBM"):
+//
+//   clean region --NIU--> back weight buffer --publish--> front buffer --lease--> PU
+//
+// The HBM is laid out by HbmLayout::for_network: every AIMC layer has a clean region (filled once
+// from the network's weights) and two weight buffers; every digital GEMM layer one weight region,
+// filled once and never written again.  WeightRoundFence swaps the buffers of all AIMC layers at
+// once, so the PU never runs on a mix of two rounds.  The NIU program's layer k is the AIMC layer
+// aimc_layers()[k]; its SRC/DST addresses are retargeted here to the clean region and the back
+// buffer of the round being written, whatever the program was compiled with.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "niu/program.hpp"
+#include "pu_model/hbm.hpp"
+#include "pu_model/inference.hpp"
+#include "pu_model/network.hpp"
+
+namespace aimcemu::niu {
+
+struct RoundOutputs {
+    std::uint64_t round = 0;                    // the fence's round id the PU ran (1, 2, ...)
+    std::vector<std::vector<Tensor8>> outputs;  // [image][layer], as run_network_batch returns
+};
+
+class Emulator {
+public:
+    // `net` must be resolved; every AIMC layer must be a distinct GEMM layer (FormatError otherwise).
+    Emulator(Network net, std::vector<int> aimc_layers);
+    Emulator(const Emulator&) = delete;
+    Emulator& operator=(const Emulator&) = delete;
+
+    // One whole round: the NIU writes every AIMC layer (write_round), then the PU runs `images` on
+    // the round it just published (run_published).  Rounds of one emulator run one after another.
+    // options.threads serves both the NIU and the PU; options.weights is ignored (the HBM is the
+    // source).  Results never depend on the thread count.
+    RoundOutputs run_round(const NiuProgram& program, const std::vector<Tensor8>& images, const RunOptions& options);
+
+    // The NIU half: takes the fence's back buffers, writes every AIMC layer there from its clean
+    // region and publishes them.  Returns the round id published.  The program must have one
+    // layer per AIMC layer with that layer's weight count (FormatError naming the layer otherwise).
+    std::uint64_t write_round(const NiuProgram& program, int threads);
+
+    // The PU half: leases the latest published round and runs `images` on it.  With
+    // expected_round != 0, throws FormatError unless the lease holds that round.
+    RoundOutputs run_published(const std::vector<Tensor8>& images, const RunOptions& options,
+                               std::uint64_t expected_round = 0);
+
+    // The weights the PU reads for layer `index` now: an AIMC layer's latest published noisy
+    // weights (FormatError before the first round), a digital GEMM layer's clean ones.
+    std::vector<std::int8_t> weights(int index);
+
+    const Network& network() const { return net_; }
+    const std::vector<int>& aimc_layers() const { return aimc_layers_; }
+    const Hbm& hbm() const { return hbm_; }
+    std::uint64_t published_round() const { return fence_.published_round(); }
+
+private:
+    bool is_aimc(int index) const;
+    const HbmRegion& gemm_weight_region(int index) const;
+
+    Network net_;
+    std::vector<int> aimc_layers_;
+    Hbm hbm_;
+    WeightRoundFence fence_;  // refers to hbm_'s layout: declared after it
+    std::mutex round_mutex_;  // run_round: one write + run at a time
+};
+
+}  // namespace aimcemu::niu

@@ -1,0 +1,137 @@
+// Bindings for the emulation loop (niu/emulator.hpp): aimcemu._core.niu.Emulator -- a network
+// whose AIMC layers' weights the NIU rewrites in the modelled HBM each round, and the PU that runs
+// from there.  python/aimcemu/runner.py runs its noisy rounds through it.  Compute runs without
+// the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "niu/emulator.hpp"
+#include "pu_model/errors.hpp"
+
+namespace py = pybind11;
+using namespace aimcemu;
+using namespace aimcemu::niu;
+
+namespace {
+
+using Int8Array = py::array_t<std::int8_t, py::array::c_style>;
+
+GemmBackend backend_from(const std::string& name) {
+    if (name == "fast") return GemmBackend::Fast;
+    if (name == "reference") return GemmBackend::Reference;
+    if (name == "cycle_sa") return GemmBackend::CycleSA;
+    throw FormatError("<memory>", "backend", "unknown backend '" + name + "' (expected fast, reference or cycle_sa)");
+}
+
+// int8 images [N, H, W, C] of the network's input shape, one Tensor8 each.
+std::vector<Tensor8> images_from(const Network& net, const py::object& obj) {
+    if (!py::isinstance<py::array>(obj) || !py::reinterpret_borrow<py::array>(obj).dtype().is(py::dtype::of<std::int8_t>()))
+        throw FormatError("<memory>", "images", "expected a numpy int8 array");
+    const auto images = Int8Array::ensure(obj);
+    const Shape3& in = net.input_shape;
+    if (images.ndim() != 4 || !(Shape3{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))} == in))
+        throw FormatError("<memory>", "images", "expected [N, " + std::to_string(in.h) + ", " + std::to_string(in.w) +
+                                                    ", " + std::to_string(in.c) + "] int8");
+    std::vector<Tensor8> out(static_cast<std::size_t>(images.shape(0)));
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const std::int8_t* first = images.data() + std::int64_t(i) * in.size();
+        out[i] = {in, std::vector<std::int8_t>(first, first + in.size())};
+    }
+    return out;
+}
+
+// The programs' layers in order: one program per noise model, together one layer per AIMC layer.
+NiuProgram concatenated(const std::vector<const NiuProgram*>& programs) {
+    NiuProgram all;
+    for (const NiuProgram* p : programs) all.layers.insert(all.layers.end(), p->layers.begin(), p->layers.end());
+    return all;
+}
+
+// (round id, [one int8 array [N, H, W, C] per layer]) as _core.run_network lays them out.
+py::tuple round_result(const Network& net, const RoundOutputs& result) {
+    py::list per_layer;
+    const auto count = py::ssize_t(result.outputs.size());
+    for (std::size_t l = 0; l < net.layers.size(); ++l) {
+        const Shape3& s = net.layers[l].out_shape;
+        Int8Array out({count, py::ssize_t(s.h), py::ssize_t(s.w), py::ssize_t(s.c)});
+        for (py::ssize_t i = 0; i < count; ++i) {
+            const auto& data = result.outputs[std::size_t(i)][l].data;
+            std::copy(data.begin(), data.end(), out.mutable_data() + i * s.size());
+        }
+        per_layer.append(out);
+    }
+    return py::make_tuple(result.round, per_layer);
+}
+
+RunOptions run_options(const std::string& backend, int threads) {
+    RunOptions options;
+    options.backend = backend_from(backend);
+    options.threads = threads;
+    return options;
+}
+
+void bind_emulator(py::module_& root) {
+    auto m = root.attr("niu").cast<py::module_>();
+    py::class_<Emulator>(m, "Emulator",
+                         "A PU running `net` from the modelled HBM while the NIU rewrites the AIMC layers' weights\n"
+                         "each round: clean region -> NIU -> back buffer -> publish -> PU lease.")
+        .def(py::init<Network, std::vector<int>>(), py::arg("net"), py::arg("aimc_layers"),
+             "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k]")
+        .def("write_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, int threads) {
+            const NiuProgram program = concatenated(programs);
+            py::gil_scoped_release release;
+            return e.write_round(program, threads);
+        }, py::arg("programs"), py::arg("threads") = 0,
+           "The NIU writes every AIMC layer into the back buffers and publishes them; returns the round id")
+        .def("run_published", [](Emulator& e, const py::object& images, const std::string& backend, int threads,
+                                 std::uint64_t expected_round) {
+            const auto inputs = images_from(e.network(), images);
+            const RunOptions options = run_options(backend, threads);
+            RoundOutputs result;
+            {
+                py::gil_scoped_release release;
+                result = e.run_published(inputs, options, expected_round);
+            }
+            return round_result(e.network(), result);
+        }, py::arg("images"), py::arg("backend") = "fast", py::arg("threads") = 0, py::arg("expected_round") = 0,
+           "The PU runs the latest published round: (round id, per-layer int8 activations [N, H, W, C]).\n"
+           "expected_round != 0: FormatError unless that is the round leased.")
+        .def("run_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, const py::object& images,
+                             const std::string& backend, int threads) {
+            const NiuProgram program = concatenated(programs);
+            const auto inputs = images_from(e.network(), images);
+            const RunOptions options = run_options(backend, threads);
+            RoundOutputs result;
+            {
+                py::gil_scoped_release release;
+                result = e.run_round(program, inputs, options);
+            }
+            return round_result(e.network(), result);
+        }, py::arg("programs"), py::arg("images"), py::arg("backend") = "fast", py::arg("threads") = 0,
+           "write_round then run_published on that round")
+        .def("weights", [](Emulator& e, int layer) {
+            const auto w = e.weights(layer);
+            return py::array_t<std::int8_t>(py::ssize_t(w.size()), w.data());
+        }, py::arg("layer"), "The int8 weights the PU reads for a GEMM layer now (AIMC: the latest published round)")
+        .def_property_readonly("aimc_layers", &Emulator::aimc_layers)
+        .def_property_readonly("published_round", &Emulator::published_round)
+        .def("regions", [](const Emulator& e) {
+            py::list out;
+            for (const HbmRegion& r : e.hbm().layout().regions()) {
+                py::dict d;
+                d["name"] = r.name;
+                d["kind"] = to_string(r.kind);
+                d["layer"] = r.layer;
+                d["buffer"] = r.buffer;
+                d["base"] = r.base;
+                d["bytes"] = r.bytes;
+                out.append(d);
+            }
+            return out;
+        }, "The HBM layout: one dict (name, kind, layer, buffer, base, bytes) per region");
+}
+
+}  // namespace
+
+AIMCEMU_REGISTER_BINDINGS(35, bind_emulator);

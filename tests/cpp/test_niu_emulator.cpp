@@ -1,0 +1,260 @@
+// The emulation loop: a round through the modelled HBM (clean region -> NIU -> back buffer ->
+// publish -> PU lease) gives exactly the bytes of the direct path (niu::apply_layer + run_network
+// with those weights as an override), for several rounds and thread counts; the PU never runs a
+// mix of two rounds; digital layers' and clean weights are never written; AIMC regions are
+// 32-byte aligned and disjoint.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <pcg_random.hpp>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "niu/emulator.hpp"
+#include "niu/niu_model.hpp"
+#include "niu/program.hpp"
+#include "noise_models/noise_model.hpp"
+#include "pu_model/errors.hpp"
+
+using namespace aimcemu;
+using namespace aimcemu::niu;
+
+namespace {
+
+std::vector<std::int8_t> random_codes(pcg32& rng, std::int64_t count) {
+    std::vector<std::int8_t> v(static_cast<std::size_t>(count));
+    for (auto& x : v) x = std::int8_t(int(rng(255u)) - 127);
+    return v;
+}
+
+Layer gemm_layer(const std::string& name, LayerKind kind, int input, int k, int pad, int n, std::int64_t m, pcg32& rng,
+                 int out_shift) {
+    Layer l;
+    l.name = name;
+    l.kind = kind;
+    l.input = input;
+    l.kernel = k;
+    l.pad = pad;
+    l.out_channels = n;
+    l.weights = random_codes(rng, n * m);
+    l.bias = random_codes(rng, n);
+    l.bias_shift = 2;
+    l.out_shift = out_shift;
+    l.relu = kind == LayerKind::Conv;
+    return l;
+}
+
+// conv 3x3 (layer 0) -> max pool (1) -> conv 3x3 (2) -> conv 1x1 + residual (3) -> linear (4).
+// Weight counts (5*9*3=135, 8*9*5=360, 8*8=64, 10*3*3*8=720) are not all multiples of 32.
+Network hybrid_network() {
+    pcg32 rng(23);
+    Network net;
+    net.name = "hybrid";
+    net.input_shape = {6, 6, 3};
+    net.layers.push_back(gemm_layer("c0", LayerKind::Conv, kNetworkInput, 3, 1, 5, 3 * 3 * 3, rng, 9));
+    Layer pool;
+    pool.name = "pool";
+    pool.kind = LayerKind::MaxPool;
+    pool.input = 0;
+    pool.kernel = 2;
+    pool.stride = 2;
+    net.layers.push_back(pool);  // 3x3x5
+    net.layers.push_back(gemm_layer("c1", LayerKind::Conv, 1, 3, 1, 8, 3 * 3 * 5, rng, 10));
+    net.layers.push_back(gemm_layer("c2", LayerKind::Conv, 2, 1, 0, 8, 8, rng, 8));
+    net.layers[3].residual_input = 2;
+    net.layers.push_back(gemm_layer("fc", LayerKind::Linear, 3, 1, 0, 10, 3 * 3 * 8, rng, 11));
+    net.resolve();
+    return net;
+}
+
+std::vector<Tensor8> random_images(const Network& net, int count, std::uint64_t seed) {
+    pcg32 rng(seed);
+    std::vector<Tensor8> images;
+    for (int i = 0; i < count; ++i) images.push_back({net.input_shape, random_codes(rng, net.input_shape.size())});
+    return images;
+}
+
+// One program for the AIMC layers at (chip, round), addresses left at 0: the emulator sets them.
+NiuProgram program_for(const Network& net, const std::vector<int>& aimc, std::uint64_t round) {
+    static const auto model = noise::make_noise_model("pcm_like", {});
+    std::vector<NiuLayerSpec> specs;
+    for (int l : aimc) {
+        const auto& w = net.layers[std::size_t(l)].weights;
+        specs.push_back({.layer_id = std::uint64_t(l), .count = std::uint32_t(w.size()),
+                         .absmax = clean_absmax(w, AbsMaxMode::Layer)});
+    }
+    return compile_program(*model, specs, {.seed = 3, .chip = 1, .round = round, .t = 3600.0});
+}
+
+// The direct path: noisy weights from apply_layer, handed to the PU as an override.
+class OverrideWeights : public WeightView {
+public:
+    explicit OverrideWeights(std::size_t layers) : table_(layers) {}
+    void set(int layer, std::vector<std::int8_t> w) { table_[std::size_t(layer)] = std::move(w); }
+    const std::int8_t* weights(int layer) const override {
+        const auto& w = table_[std::size_t(layer)];
+        return w.empty() ? nullptr : w.data();
+    }
+
+private:
+    std::vector<std::vector<std::int8_t>> table_;
+};
+
+std::vector<std::vector<Tensor8>> direct_round(const Network& net, const std::vector<int>& aimc,
+                                               const NiuProgram& program, const std::vector<Tensor8>& images) {
+    OverrideWeights view(net.layers.size());
+    for (std::size_t k = 0; k < aimc.size(); ++k)
+        view.set(aimc[k], apply_layer(program.layers[k], net.layers[std::size_t(aimc[k])].weights, 1));
+    std::vector<std::vector<Tensor8>> out;
+    for (const Tensor8& image : images) out.push_back(run_network(net, image, GemmBackend::Reference, &view));
+    return out;
+}
+
+void expect_same(const std::vector<std::vector<Tensor8>>& a, const std::vector<std::vector<Tensor8>>& b,
+                 const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i].size(), b[i].size()) << what;
+        for (std::size_t l = 0; l < a[i].size(); ++l) EXPECT_EQ(a[i][l].data, b[i][l].data) << what << " image " << i << " layer " << l;
+    }
+}
+
+std::vector<std::int8_t> region_bytes(const Hbm& hbm, HbmRegionKind kind, int layer, int buffer = 0) {
+    const auto bytes = hbm.region(hbm.layout().at(kind, layer, buffer));
+    return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
+
+TEST(NiuEmulator, RoundsEqualTheDirectNiuAndPuPathForAnyThreadCount) {
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {2, 0, 4};  // any order: program layer k is aimc[k]
+    const auto images = random_images(net, 3, 5);
+    for (int threads : {1, 2, 3}) {
+        Emulator emulator(net, aimc);
+        for (std::uint64_t round = 0; round < 3; ++round) {
+            const NiuProgram program = program_for(net, aimc, round);
+            RunOptions options;
+            options.threads = threads;
+            const RoundOutputs got = emulator.run_round(program, images, options);
+            EXPECT_EQ(got.round, round + 1);
+            const std::string what = "threads " + std::to_string(threads) + " round " + std::to_string(round);
+            expect_same(got.outputs, direct_round(net, aimc, program, images), what);
+            for (std::size_t k = 0; k < aimc.size(); ++k)
+                EXPECT_EQ(emulator.weights(aimc[k]), apply_layer(program.layers[k], net.layers[std::size_t(aimc[k])].weights, 1))
+                    << what << " layer " << aimc[k];
+        }
+    }
+}
+
+TEST(NiuEmulator, NoisyWeightsDifferFromCleanSoTheComparisonHasTeeth) {
+    const Network net = hybrid_network();
+    Emulator emulator(net, {0, 2});
+    emulator.write_round(program_for(net, {0, 2}, 0), 1);
+    EXPECT_NE(emulator.weights(0), net.layers[0].weights);
+    EXPECT_NE(emulator.weights(2), net.layers[2].weights);
+    const auto images = random_images(net, 2, 8);
+    RunOptions options;
+    const auto noisy = emulator.run_published(images, options, 1);
+    bool differs = false;
+    for (std::size_t i = 0; i < images.size(); ++i)
+        differs |= noisy.outputs[i].back().data != run_network(net, images[i], GemmBackend::Fast).back().data;
+    EXPECT_TRUE(differs);
+}
+
+TEST(NiuEmulator, DigitalAndCleanWeightsAreNeverWritten) {
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {2, 3};
+    Emulator emulator(net, aimc);
+    RunOptions options;
+    options.threads = 2;
+    for (std::uint64_t round = 0; round < 3; ++round)
+        emulator.run_round(program_for(net, aimc, round), random_images(net, 1, round), options);
+    for (int l : {0, 4}) {
+        EXPECT_EQ(region_bytes(emulator.hbm(), HbmRegionKind::Weights, l), net.layers[std::size_t(l)].weights) << l;
+        EXPECT_EQ(emulator.weights(l), net.layers[std::size_t(l)].weights) << l;
+    }
+    for (int l : aimc)
+        EXPECT_EQ(region_bytes(emulator.hbm(), HbmRegionKind::CleanWeights, l), net.layers[std::size_t(l)].weights) << l;
+}
+
+TEST(NiuEmulator, AimcRegionsAreAlignedAndDisjoint) {
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {0, 2, 3, 4};
+    Emulator emulator(net, aimc);
+    std::vector<const HbmRegion*> regions;
+    for (int l : aimc) {
+        regions.push_back(&emulator.hbm().layout().at(HbmRegionKind::CleanWeights, l));
+        regions.push_back(&emulator.hbm().layout().at(HbmRegionKind::Weights, l, 0));
+        regions.push_back(&emulator.hbm().layout().at(HbmRegionKind::Weights, l, 1));
+    }
+    for (const HbmRegion* r : regions) {
+        EXPECT_EQ(r->base % kHbmAlign, 0u) << r->name;
+        EXPECT_GT(r->bytes, 0u) << r->name;
+        EXPECT_LE(r->base + r->bytes, emulator.hbm().layout().size()) << r->name;
+    }
+    for (std::size_t i = 0; i < regions.size(); ++i)
+        for (std::size_t j = i + 1; j < regions.size(); ++j)
+            EXPECT_TRUE(regions[i]->base + regions[i]->bytes <= regions[j]->base ||
+                        regions[j]->base + regions[j]->bytes <= regions[i]->base)
+                << regions[i]->name << " overlaps " << regions[j]->name;
+}
+
+// A writer publishes rounds 1..kRounds while a reader runs whatever round is published: every
+// run must equal the direct path of the round its lease names, never a mix.
+TEST(NiuEmulator, ThePuNeverRunsAMixOfTwoRounds) {
+    constexpr std::uint64_t kRounds = 12;
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {0, 2, 4};
+    std::vector<NiuProgram> programs;
+    for (std::uint64_t r = 0; r < kRounds; ++r) programs.push_back(program_for(net, aimc, r));
+    const auto images = random_images(net, 1, 9);
+    Emulator emulator(net, aimc);
+    emulator.write_round(programs[0], 1);
+    std::atomic<bool> done = false;
+    std::thread writer([&] {
+        for (std::uint64_t r = 1; r < kRounds; ++r) emulator.write_round(programs[r], 1);
+        done = true;
+    });
+    std::vector<RoundOutputs> seen;
+    RunOptions options;
+    while (!done || seen.size() < 3) seen.push_back(emulator.run_published(images, options));
+    writer.join();
+    for (const RoundOutputs& run : seen) {
+        ASSERT_GE(run.round, 1u);
+        ASSERT_LE(run.round, kRounds);
+        expect_same(run.outputs, direct_round(net, aimc, programs[run.round - 1], images),
+                    "leased round " + std::to_string(run.round));
+    }
+}
+
+TEST(NiuEmulator, BadProgramsAndQueriesAreFormatErrors) {
+    const Network net = hybrid_network();
+    Emulator emulator(net, {0, 2});
+    EXPECT_THROW(emulator.weights(2), FormatError);  // nothing published yet
+    EXPECT_THROW(emulator.weights(1), FormatError);  // a pool has no weights
+    EXPECT_THROW(emulator.write_round(program_for(net, {0}, 0), 1), FormatError);     // too few layers
+    EXPECT_THROW(emulator.write_round(program_for(net, {2, 0}, 0), 1), FormatError);  // counts do not match
+    EXPECT_EQ(emulator.published_round(), 0u);                                        // nothing was published
+    EXPECT_EQ(emulator.write_round(program_for(net, {0, 2}, 0), 1), 1u);
+    EXPECT_THROW(emulator.run_published(random_images(net, 1, 1), RunOptions{}, 2), FormatError);  // round 1 is leased
+    EXPECT_THROW(Emulator(net, {0, 0}), FormatError);
+    EXPECT_THROW(Emulator(net, {1}), FormatError);
+    EXPECT_THROW(Emulator(net, {5}), FormatError);
+}
+
+TEST(NiuEmulator, AnAbandonedWriteKeepsTheFrontRoundAndReusesTheBackBuffer) {
+    const Network net = hybrid_network();
+    const HbmLayout layout = HbmLayout::for_network(net, {0});
+    WeightRoundFence fence(layout, {0});
+    auto first = fence.begin_write();
+    fence.abandon(first);
+    EXPECT_EQ(fence.published_round(), 0u);
+    auto again = fence.begin_write();  // would wait forever if the abandoned write still held the fence
+    EXPECT_EQ(again.round, first.round);
+    EXPECT_EQ(again.buffer, first.buffer);
+    EXPECT_THROW(fence.abandon(WeightRoundFence::WriteTicket{}), FormatError);  // not the write in progress
+    fence.publish(again);
+    EXPECT_EQ(fence.acquire().round(), 1u);
+}

@@ -1,0 +1,138 @@
+"""Hybrid runs go through the emulation loop (``_core.niu.Emulator``): the NIU writes each round's
+noisy weights from the clean HBM region into the back buffer, publishes it, and the PU runs on its
+lease.  Checked here: the runner really builds and drives an emulator (one published round per
+noisy round, each run on the round it published), and what it stores equals the direct path
+(``niu.apply`` per layer + ``_core.run_network`` with those weights) bit for bit, also with two
+noise models (two NIU programs concatenated in the emulator's layer order)."""
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+import aimcemu
+from aimcemu import _core, modelfile, niu
+
+IMAGES = 24
+PCM = {"model": "pcm_like"}
+HERMES = {"model": "hermes"}
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """(model path, data path, net, images): the embedded model on a test-set subset."""
+    try:
+        model, data = modelfile.embedded_paths()
+    except FileNotFoundError:
+        pytest.skip("the embedded model is not shipped in this checkout")
+    net = modelfile.load_model(model)
+    full = modelfile.load_dataset(data, net)
+    images, labels = full["images"][:IMAGES], full["labels"][:IMAGES]
+    subset = tmp_path_factory.mktemp("digits") / "subset.h5"
+    modelfile.save_dataset(images, labels, subset, source="digits subset", input_frac_bits=full["input_frac_bits"])
+    return model, subset, net, images
+
+
+@pytest.fixture
+def emulators(monkeypatch):
+    """Every Emulator the runner creates, recording the rounds it wrote and the rounds the PU ran."""
+    created = []
+
+    class RecordingEmulator(_core.niu.Emulator):
+        def __init__(self, net, aimc_layers):
+            super().__init__(net, aimc_layers)
+            self.written, self.ran = [], []
+            created.append(self)
+
+        def write_round(self, programs, threads=0):
+            round_id = super().write_round(programs, threads)
+            self.written.append(round_id)
+            return round_id
+
+        def run_published(self, images, backend="fast", threads=0, expected_round=0):
+            round_id, activations = super().run_published(images, backend, threads, expected_round)
+            self.ran.append(round_id)
+            return round_id, activations
+
+    monkeypatch.setattr(_core.niu, "Emulator", RecordingEmulator)
+    return created
+
+
+def test_noisy_rounds_run_through_the_emulator_and_equal_the_direct_path(digits, emulators, tmp_path):
+    model, data, net, images = digits
+    layers = net.layers
+    mapping = {"default": "digital", "layers": {"block_conv*": "aimc", "classifier": {"noise": HERMES}}}
+    noise_of = {1: PCM, 2: PCM, 6: HERMES}  # block_conv1, block_conv2 (default noise), classifier
+    times = (0.0, 86400.0)
+    out = tmp_path / "run.h5"
+    summary = aimcemu.run(model, data, out, mapping=mapping, noise=PCM, t=times, chips=2, rounds=2, seed=7,
+                          drift_compensation="global", layers="all")
+    coordinates = list(zip(summary.round_index, summary.round_chip, summary.round_t))
+    assert len(emulators) == 1
+    emulator = emulators[0]
+    assert sorted(emulator.aimc_layers) == sorted(noise_of)
+    # One published round per noisy round, and the PU ran exactly the round just published.
+    assert emulator.written == list(range(1, len(coordinates) + 1))
+    assert emulator.ran == emulator.written
+    with h5py.File(out, "r") as f:
+        for position, (round_id, chip, t) in enumerate(coordinates):
+            direct = {i: niu.apply(layers[i].weights, noise, seed=7, chip=chip, round=round_id, t=t, layer=i,
+                                   alpha=summary.drift_alpha[layers[i].name][chip][times.index(t)])
+                      for i, noise in noise_of.items()}
+            acts = _core.run_network(net, images, "fast", 0, direct)
+            for index, layer in enumerate(layers):
+                np.testing.assert_array_equal(f[f"layers/{layer.name}/activations"][position], acts[index],
+                                              err_msg=f"round {position} layer {layer.name}")
+    # The last round's weights are still published in the emulator's HBM; digital ones are clean.
+    round_id, chip, t = coordinates[-1]
+    for i, noise in noise_of.items():
+        alpha = summary.drift_alpha[layers[i].name][chip][times.index(t)]
+        np.testing.assert_array_equal(emulator.weights(i), niu.apply(layers[i].weights, noise, seed=7, chip=chip,
+                                                                     round=round_id, t=t, layer=i, alpha=alpha))
+    for i in (0, 4):  # stem, head: digital
+        np.testing.assert_array_equal(emulator.weights(i), layers[i].weights)
+
+
+def test_a_digital_run_builds_no_emulator(digits, emulators, tmp_path):
+    model, data, _, _ = digits
+    aimcemu.run(model, data, tmp_path / "digital.h5", layers="none")
+    assert emulators == []
+
+
+def test_emulator_rounds_equal_run_network_on_the_niu_weights(digits):
+    _, _, net, images = digits
+    layers = net.layers
+    aimc = [6, 1]  # the programs' layer order, not the network's
+    emulator = _core.niu.Emulator(net, aimc)
+    with pytest.raises(aimcemu.FormatError, match="no round has been written"):
+        emulator.weights(1)
+    for round_id in range(2):
+        program = niu.compile_program(PCM, [layers[i].weights for i in aimc], seed=3, chip=1, round=round_id,
+                                      t=60.0, layer_ids=aimc)
+        published, acts = emulator.run_round([program._program], images, "fast", 2)
+        assert published == round_id + 1
+        direct = {i: program.apply(k, layers[i].weights) for k, i in enumerate(aimc)}
+        assert any(not np.array_equal(direct[i], layers[i].weights) for i in aimc)  # the noise is there
+        for i in aimc:
+            np.testing.assert_array_equal(emulator.weights(i), direct[i])
+        for got, want in zip(acts, _core.run_network(net, images, "fast", 1, direct)):
+            np.testing.assert_array_equal(got, want)
+    regions = [r for r in emulator.regions() if r["layer"] in aimc and r["kind"] != "activations"]
+    assert len(regions) == 3 * len(aimc)  # clean + two weight buffers each
+    assert all(r["base"] % 32 == 0 for r in regions)
+    spans = sorted((r["base"], r["base"] + r["bytes"]) for r in regions)
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+
+
+def test_emulator_rejects_bad_programs_and_layers(digits):
+    _, _, net, images = digits
+    layers = net.layers
+    emulator = _core.niu.Emulator(net, [1, 2])
+    one_layer = niu.compile_program(PCM, [layers[1].weights], layer_ids=[1])
+    with pytest.raises(aimcemu.FormatError, match="1 layers, the system 2 AIMC layers"):
+        emulator.write_round([one_layer._program])
+    with pytest.raises(aimcemu.FormatError, match="expected a numpy int8 array"):
+        emulator.run_round([one_layer._program, one_layer._program], images.astype(np.int16))
+    with pytest.raises(aimcemu.FormatError, match="given twice"):
+        _core.niu.Emulator(net, [1, 1])
+    assert emulator.published_round == 0
