@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "pu_model/errors.hpp"
+#include "pu_model/worker_pool.hpp"
 
 #ifdef AIMCEMU_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -258,30 +259,7 @@ int resolve_threads(int threads) {
 }
 
 void parallel_for(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fn) {
-    const int workers = int(std::min<std::int64_t>(resolve_threads(threads), count));
-    if (workers <= 1) {
-        for (std::int64_t i = 0; i < count; ++i) fn(i);
-        return;
-    }
-    std::atomic<std::int64_t> next{0};
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto work = [&] {
-        for (std::int64_t i = next++; i < count; i = next++) {
-            try {
-                fn(i);
-            } catch (...) {
-                std::lock_guard lock(error_mutex);
-                if (!error) error = std::current_exception();
-                next = count;   // stop handing out work
-            }
-        }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < workers; ++t) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
+    run_on_worker_pool(count, int(std::min<std::int64_t>(resolve_threads(threads), count)), fn);
 }
 
 }  // namespace aimcemu
