@@ -26,3 +26,20 @@ def core():
 def rng():
     """A fresh seeded generator per test, so tests are reproducible and independent of order."""
     return np.random.default_rng(20261130)
+
+
+def digits_subset(tmp_path_factory, count: int):
+    """(model path, data path, net, images, labels): the embedded model with a data set file of
+    its first `count` test images (skips the test when the model is not shipped)."""
+    from aimcemu import modelfile
+
+    try:
+        model, data = modelfile.embedded_paths()
+    except FileNotFoundError:
+        pytest.skip("the embedded model is not shipped in this checkout")
+    net = modelfile.load_model(model)
+    full = modelfile.load_dataset(data, net)
+    images, labels = full["images"][:count], full["labels"][:count]
+    subset = tmp_path_factory.mktemp("digits") / "subset.h5"
+    modelfile.save_dataset(images, labels, subset, source="digits subset", input_frac_bits=full["input_frac_bits"])
+    return model, subset, net, images, labels

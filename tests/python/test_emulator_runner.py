@@ -12,6 +12,7 @@ import pytest
 
 import aimcemu
 from aimcemu import _core, modelfile, niu
+from conftest import digits_subset
 
 IMAGES = 24
 PCM = {"model": "pcm_like"}
@@ -21,15 +22,7 @@ HERMES = {"model": "hermes"}
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
     """(model path, data path, net, images): the embedded model on a test-set subset."""
-    try:
-        model, data = modelfile.embedded_paths()
-    except FileNotFoundError:
-        pytest.skip("the embedded model is not shipped in this checkout")
-    net = modelfile.load_model(model)
-    full = modelfile.load_dataset(data, net)
-    images, labels = full["images"][:IMAGES], full["labels"][:IMAGES]
-    subset = tmp_path_factory.mktemp("digits") / "subset.h5"
-    modelfile.save_dataset(images, labels, subset, source="digits subset", input_frac_bits=full["input_frac_bits"])
+    model, subset, net, images, _ = digits_subset(tmp_path_factory, IMAGES)
     return model, subset, net, images
 
 

@@ -17,6 +17,7 @@ import pytest
 import aimcemu
 from aimcemu import _core, cli, modelfile, niu, runner
 from int8_reference import run_network_reference
+from conftest import digits_subset
 
 IMAGES = 48
 PCM = {"model": "pcm_like"}
@@ -29,16 +30,7 @@ DRIFT_ONLY = {"model": "state_independent", "prog_noise_scale": 0.0, "read_noise
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
     """(model path, data path, net, images, labels): the embedded model on a test-set subset."""
-    try:
-        model, data = modelfile.embedded_paths()
-    except FileNotFoundError:
-        pytest.skip("the embedded model is not shipped in this checkout")
-    net = modelfile.load_model(model)
-    full = modelfile.load_dataset(data, net)
-    images, labels = full["images"][:IMAGES], full["labels"][:IMAGES]
-    subset = tmp_path_factory.mktemp("digits") / "subset.h5"
-    modelfile.save_dataset(images, labels, subset, source="digits subset", input_frac_bits=full["input_frac_bits"])
-    return model, subset, net, images, labels
+    return digits_subset(tmp_path_factory, IMAGES)
 
 
 @pytest.fixture
