@@ -88,9 +88,9 @@ Result measure(const Shape& s, int threads) {
     std::vector<std::int32_t> acc(std::size_t(n * p));
     std::vector<std::int8_t> y(acc.size());
     r.ours = best_seconds([&] {
-        im2col_into(x.data(), s.g, packed.x_xor_mask(), packed.x_row_stride(), operand.data());
+        im2col_into(x.data(), s.g, packed.x_xor_mask(), packed.x_row_stride(), operand.data(), threads);
         gemm_fast(packed, operand.data(), p, acc.data(), threads);
-        requantize(acc.data(), std::int64_t(acc.size()), 12, true, y.data());
+        requantize(acc.data(), std::int64_t(acc.size()), 12, true, y.data(), threads);
     });
 #ifdef AIMCEMU_HAVE_DNNL
     const auto patches = im2col(x.data(), s.g);

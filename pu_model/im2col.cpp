@@ -1,9 +1,11 @@
 // IM2COL address generation (see im2col.hpp for the operand's orientation).
 #include "pu_model/im2col.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "pu_model/errors.hpp"
+#include "pu_model/gemm.hpp"
 
 namespace aimcemu {
 
@@ -38,12 +40,15 @@ void copy_xor(const std::int8_t* src, std::uint8_t mask, std::int64_t n, std::ui
 
 }  // namespace
 
-void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
-                 std::uint8_t* out) {
-    const int oh = g.out_h(), ow = g.out_w(), k = g.kernel, c = g.in.c;
+namespace {
+
+// Output rows [oy_begin, oy_end) of the operand (see im2col_into).
+void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                 std::uint8_t* out, int oy_begin, int oy_end) {
+    const int ow = g.out_w(), k = g.kernel, c = g.in.c;
     const std::int64_t m = g.m();
     const std::int64_t kx_run = std::int64_t(k) * c;   // one kernel row of a patch, contiguous in HWC
-    for (int oy = 0; oy < oh; ++oy) {
+    for (int oy = oy_begin; oy < oy_end; ++oy) {
         for (int ox = 0; ox < ow; ++ox) {
             std::uint8_t* row = out + (std::int64_t(oy) * ow + ox) * row_stride;
             const int x0 = ox * g.stride - g.pad;
@@ -65,6 +70,27 @@ void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
             if (row_stride > m) std::memset(row + m, xor_mask, std::size_t(row_stride - m));
         }
     }
+}
+
+}  // namespace
+
+void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                 std::uint8_t* out, int threads) {
+    // Below about 256 KiB of operand a second thread costs more than it saves.
+    constexpr std::int64_t kMinBytesPerThread = std::int64_t(1) << 18;
+    const int oh = g.out_h();
+    const std::int64_t bytes = g.p() * row_stride;
+    const int workers = int(std::min<std::int64_t>({std::int64_t(resolve_threads(threads)), std::int64_t(oh),
+                                                     std::max<std::int64_t>(1, bytes / kMinBytesPerThread)}));
+    if (workers <= 1) {
+        im2col_rows(x, g, xor_mask, row_stride, out, 0, oh);
+        return;
+    }
+    const int rows_per_part = (oh + workers - 1) / workers;
+    parallel_for(workers, workers, [&](std::int64_t part) {
+        const int begin = int(part) * rows_per_part;
+        im2col_rows(x, g, xor_mask, row_stride, out, begin, std::min(oh, begin + rows_per_part));
+    });
 }
 
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g) {

@@ -30,9 +30,10 @@ struct WindowGeometry {
 // Writes the P x M operand into `out` (row stride `row_stride` >= M bytes).  Every byte is XORed
 // with `xor_mask`: 0 gives the int8 operand, 0x80 gives the operand offset by +128 as uint8 (what
 // VNNI's u8 x s8 instruction wants), with padding then reading 0x80 (= 0 + 128).  Bytes
-// [M, row_stride) of every row are set to xor_mask.
+// [M, row_stride) of every row are set to xor_mask.  `threads` > 1 splits the output rows over
+// the worker pool (large operands only); the bytes written never depend on it.
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
-                 std::uint8_t* out);
+                 std::uint8_t* out, int threads = 1);
 
 // Convenience: the plain int8 P x M operand.
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g);

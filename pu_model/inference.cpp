@@ -71,7 +71,7 @@ std::unique_ptr<std::int32_t[]> gemm_layer(const Layer& l, const std::int8_t* w,
         } else {
             auto operand = uninitialised<std::uint8_t>(p * stride);   // im2col_into writes every byte
             const WindowGeometry flat = conv ? g : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
-            im2col_into(x.data.data(), flat, mask, stride, operand.get());
+            im2col_into(x.data.data(), flat, mask, stride, operand.get(), opt.threads);
             gemm_fast(packed, operand.get(), p, acc.get(), opt.threads);
         }
         return acc;
@@ -99,7 +99,7 @@ Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std
         case LayerKind::Conv:
         case LayerKind::Linear: {
             const auto acc = gemm_layer(l, weights_read(net, index, opt), packed[std::size_t(index)].get(), x, opt);
-            requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data());
+            requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data(), opt.threads);
             break;
         }
         case LayerKind::Add:

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "pu_model/errors.hpp"
+#include "pu_model/gemm.hpp"
 
 namespace aimcemu {
 
@@ -17,9 +18,7 @@ inline std::int32_t round_shift32(std::int32_t v, int s) { return s == 0 ? v : (
 
 inline std::int8_t clamp8(std::int32_t v, std::int32_t lo) { return std::int8_t(std::min(std::max(v, lo), 127)); }
 
-}  // namespace
-
-void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool relu, std::int8_t* out) {
+void requantize_slice(const std::int32_t* acc, std::int64_t count, int out_shift, bool relu, std::int8_t* out) {
     const std::int32_t lo = relu ? 0 : -128;   // ReLU after sat8 is a clamp at 0
     if (out_shift == 0) {
         for (std::int64_t i = 0; i < count; ++i) out[i] = clamp8(acc[i], lo);
@@ -27,6 +26,22 @@ void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool
     }
     const int s = out_shift;
     for (std::int64_t i = 0; i < count; ++i) out[i] = clamp8((acc[i] >> s) + ((acc[i] >> (s - 1)) & 1), lo);
+}
+
+}  // namespace
+
+void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool relu, std::int8_t* out,
+                int threads) {
+    constexpr std::int64_t kSlice = std::int64_t(1) << 16;   // smaller slices cost more than they save
+    const std::int64_t slices = (count + kSlice - 1) / kSlice;
+    if (threads == 1 || slices <= 1) {
+        requantize_slice(acc, count, out_shift, relu, out);
+        return;
+    }
+    parallel_for(slices, threads, [&](std::int64_t s) {
+        const std::int64_t begin = s * kSlice;
+        requantize_slice(acc + begin, std::min(kSlice, count - begin), out_shift, relu, out + begin);
+    });
 }
 
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {

@@ -25,8 +25,10 @@ inline std::int64_t align(std::int64_t r, int s) { return s >= 0 ? r * (std::int
 inline std::int8_t sat8(std::int64_t v) { return std::int8_t(v < -128 ? -128 : (v > 127 ? 127 : v)); }
 inline std::int8_t relu8(std::int8_t v) { return v < 0 ? std::int8_t(0) : v; }
 
-// out[i] = sat8(round_shift(acc[i], out_shift)), then ReLU if asked.
-void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool relu, std::int8_t* out);
+// out[i] = sat8(round_shift(acc[i], out_shift)), then ReLU if asked.  `threads` > 1 splits large
+// arrays over the worker pool in fixed slices; the bytes written never depend on it.
+void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool relu, std::int8_t* out,
+                int threads = 1);
 // y[i] = sat8(y[i] + align(r[i], shift)), then ReLU if asked.
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu);
 // out[i] = sat8(align(a[i], shift_a) + align(b[i], shift_b)), then ReLU if asked.

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "pu_model/gemm.hpp"
+#include "pu_model/im2col.hpp"
+#include "pu_model/postproc.hpp"
 
 using namespace aimcemu;
 
@@ -49,4 +51,26 @@ TEST(WorkerPool, ConcurrentCallersEachCompleteTheirJob) {
         });
     for (auto& t : callers) t.join();
     for (auto& s : sums) EXPECT_EQ(s.load(), 20L * (49 * 50 / 2));
+}
+
+TEST(WorkerPool, ThreadedIm2colAndRequantizeWriteTheSameBytes) {
+    // Large enough that both split over the pool (operand > 256 KiB, > 64 Ki accumulators).
+    const WindowGeometry g{Shape3{56, 56, 64}, 3, 1, 1};
+    std::vector<std::int8_t> x(std::size_t(g.in.size()));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::int8_t((i * 2654435761u) >> 24);
+    const std::int64_t stride = g.m() + 16;
+    std::vector<std::uint8_t> one(std::size_t(g.p() * stride)), many(one.size(), 0x55);
+    im2col_into(x.data(), g, 0x80, stride, one.data(), 1);
+    for (int threads : {2, 3, 8}) {
+        im2col_into(x.data(), g, 0x80, stride, many.data(), threads);
+        EXPECT_EQ(one, many) << threads << " threads";
+    }
+    std::vector<std::int32_t> acc(300000);
+    for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = std::int32_t(i * 2654435761u) >> 9;
+    std::vector<std::int8_t> y1(acc.size()), yn(acc.size());
+    requantize(acc.data(), std::int64_t(acc.size()), 7, true, y1.data(), 1);
+    for (int threads : {2, 3, 8}) {
+        requantize(acc.data(), std::int64_t(acc.size()), 7, true, yn.data(), threads);
+        EXPECT_EQ(y1, yn) << threads << " threads";
+    }
 }
