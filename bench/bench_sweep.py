@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aimcemu import modelfile
 
-sweep_module = importlib.import_module("aimcemu.sweep")
+sweep_module = importlib.import_module("aimcemu.sweeps")
 
 
 def make_config(folder: Path, data: str, tasks: int, chips: int) -> dict:

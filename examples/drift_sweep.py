@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aimcemu import analysis
 from aimcemu.report import report
-from aimcemu.sweep import load_config, sweep
+from aimcemu.sweeps import load_config, sweep
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "import_torch": "importer",
     "run": "runner",
-    "sweep": "sweep",
+    "sweep": "sweeps",
     "analysis": None,
     "noise": None,
     "modelfile": None,

@@ -146,7 +146,7 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
 
 # --- a sweep ------------------------------------------------------------------------------------
 def _read_index(folder) -> dict:
-    from .sweep import INDEX_FILE
+    from .sweeps import INDEX_FILE
 
     path = Path(folder) / INDEX_FILE
     if not path.is_file():
@@ -386,7 +386,7 @@ def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips:
     import pandas as pd
 
     from . import modelfile, runner
-    from .sweep import sweep
+    from .sweeps import sweep
 
     model_path, _ = runner._locate_inputs(model, data)
     net = modelfile.load_model(model_path)

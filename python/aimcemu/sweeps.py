@@ -1,4 +1,4 @@
-"""``aimcemu.sweep``: a grid of noisy runs, on a local process pool or a Dask cluster.
+"""``aimcemu.sweep`` (module ``aimcemu.sweeps``): a grid of noisy runs, on a local process pool or a Dask cluster.
 
     from aimcemu import sweep
     result = sweep({
@@ -39,7 +39,6 @@ import os
 import signal
 import sys
 import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -531,15 +530,3 @@ def _in_main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-class _CallableModule(types.ModuleType):
-    """``aimcemu.sweep`` names both this module and the function: importing the module (as
-    ``aimcemu.analysis`` does) makes the package attribute the module, so the module forwards
-    calls to the function and ``aimcemu.sweep(config)`` works either way."""
-
-    def __call__(self, *args, **kwargs):
-        return sweep(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -11,7 +11,7 @@ import yaml
 
 from aimcemu import FormatError, cli
 
-sweep_module = importlib.import_module("aimcemu.sweep")
+sweep_module = importlib.import_module("aimcemu.sweeps")
 
 BASE = {"noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0, 3600.0], "chips": 2, "seed": 5}
 

@@ -17,7 +17,7 @@ import yaml
 
 from aimcemu import modelfile
 
-sweep_module = importlib.import_module("aimcemu.sweep")
+sweep_module = importlib.import_module("aimcemu.sweeps")
 
 TASKS = 6
 

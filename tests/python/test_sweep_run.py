@@ -15,7 +15,7 @@ import pytest
 import aimcemu
 from aimcemu import modelfile
 
-sweep_module = importlib.import_module("aimcemu.sweep")
+sweep_module = importlib.import_module("aimcemu.sweeps")
 
 LOOPBACK_CLUSTER = dict(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None)
 

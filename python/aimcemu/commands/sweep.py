@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import importlib
 
-    sweep_module = importlib.import_module("aimcemu.sweep")
+    sweep_module = importlib.import_module("aimcemu.sweeps")
 
     config = sweep_module.load_config(args.config)
     if args.check:
