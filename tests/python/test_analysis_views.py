@@ -10,16 +10,14 @@ import numpy as np
 import pytest
 
 import aimcemu
-from aimcemu import analysis, modelfile
+from aimcemu import analysis
+from conftest import digits_subset
 
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
-    _, data = modelfile.embedded_paths()
-    dataset = modelfile.load_dataset(data)
-    path = tmp_path_factory.mktemp("data") / "small.h5"
-    modelfile.save_dataset(dataset["images"][:40], dataset["labels"][:40], path, input_frac_bits=dataset["input_frac_bits"])
-    return str(path)
+    """The first 40 images of the embedded test set, as a data set file."""
+    return str(digits_subset(tmp_path_factory, 40)[1])
 
 
 @pytest.fixture(scope="module")

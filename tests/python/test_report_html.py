@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import aimcemu
-from aimcemu import analysis, cli, modelfile
+from aimcemu import analysis, cli
 from aimcemu import report as report_module
 from aimcemu.report import report
+from conftest import digits_subset
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -52,11 +53,8 @@ def parse(path) -> _Page:
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
-    _, data = modelfile.embedded_paths()
-    dataset = modelfile.load_dataset(data)
-    path = tmp_path_factory.mktemp("data") / "small.h5"
-    modelfile.save_dataset(dataset["images"][:40], dataset["labels"][:40], path, input_frac_bits=dataset["input_frac_bits"])
-    return str(path)
+    """The first 40 images of the embedded test set, as a data set file."""
+    return str(digits_subset(tmp_path_factory, 40)[1])
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import aimcemu
-from aimcemu import modelfile
+from conftest import digits_subset
 
 sweep_module = importlib.import_module("aimcemu.sweeps")
 
@@ -23,12 +23,7 @@ LOOPBACK_CLUSTER = dict(n_workers=2, threads_per_worker=1, processes=True, host=
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
     """The first 60 images of the embedded test set, as a data set file."""
-    _, data = modelfile.embedded_paths()
-    dataset = modelfile.load_dataset(data)
-    path = tmp_path_factory.mktemp("data") / "small.h5"
-    modelfile.save_dataset(dataset["images"][:60], dataset["labels"][:60], path, source="embedded subset",
-                           input_frac_bits=dataset["input_frac_bits"])
-    return str(path)
+    return str(digits_subset(tmp_path_factory, 60)[1])
 
 
 def small_sweep(folder, data, **changes):
