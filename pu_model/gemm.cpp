@@ -12,8 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "pu_model/errors.hpp"
-#include "pu_model/worker_pool.hpp"
+#include "common/errors.hpp"
+#include "common/worker_pool.hpp"
 
 #ifdef AIMCEMU_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -116,7 +116,10 @@ bool fast_kernel_available(FastKernel kernel) {
         case FastKernel::Amx: return detail::cpu_has_amx();
         case FastKernel::Dnnl:
 #ifdef AIMCEMU_HAVE_DNNL
-            return true;
+            // Without VNNI, oneDNN's s8 GEMM sums pairs of u8*s8 products in saturating 16-bit
+            // lanes (vpmaddubsw): on an AVX2-only CPU extreme operands come out wrong (seen on
+            // an AMD EPYC with AVX2).  With AVX-512 VNNI it uses vpdpbusd, which is exact.
+            return detail::cpu_has_vnni512();
 #else
             return false;
 #endif
