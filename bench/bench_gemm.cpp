@@ -25,7 +25,7 @@
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/postproc.hpp"
-#include "pu_model/zoo.hpp"
+#include "formats/zoo.hpp"
 
 #ifdef AIMCEMU_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>

@@ -1,4 +1,4 @@
-// Benchmark: writing an HDF5 results file (analysis/results.hpp), against two references
+// Benchmark: writing an HDF5 results file (formats/results.hpp), against two references
 // measured in the same run on the same bytes: zlib's compress2 at the writer's deflate level (the
 // floor for a deflated file) and a plain binary write of the activations (the floor for an
 // uncompressed one).  Data: ResNet-18 at 64x64, a batch of images, the noise-free reference
@@ -14,9 +14,9 @@
 
 #include <pcg_random.hpp>
 
-#include "analysis/results.hpp"
+#include "formats/results.hpp"
 #include "pu_model/inference.hpp"
-#include "pu_model/zoo.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 using Clock = std::chrono::steady_clock;

@@ -13,7 +13,7 @@
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
-#include "pu_model/zoo.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 using Clock = std::chrono::steady_clock;

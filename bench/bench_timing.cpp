@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "pu_model/sa_cycle.hpp"
-#include "pu_model/system.hpp"
-#include "pu_model/zoo.hpp"
+#include "perf_model/system.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 using Clock = std::chrono::steady_clock;

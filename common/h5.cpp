@@ -1,5 +1,5 @@
 // RAII layer over the HDF5 C API: see h5.hpp.
-#include "analysis/h5.hpp"
+#include "common/h5.hpp"
 
 #include <hdf5_hl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "pu_model/worker_pool.hpp"
+#include "common/worker_pool.hpp"
 
 #include <atomic>
 #include <condition_variable>

@@ -1,12 +1,12 @@
 // The emulation loop of one hybrid system (see emulator.hpp).
-#include "niu/emulator.hpp"
+#include "emulator/emulator.hpp"
 
 #include <algorithm>
 #include <string>
 #include <utility>
 
 #include "niu/niu_model.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::niu {
 

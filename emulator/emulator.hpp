@@ -20,7 +20,7 @@
 #include "niu/program.hpp"
 #include "pu_model/hbm.hpp"
 #include "pu_model/inference.hpp"
-#include "pu_model/network.hpp"
+#include "formats/network.hpp"
 
 namespace aimcemu::niu {
 

@@ -1,11 +1,11 @@
 // The versioned HDF5 model file and the data set file: see model_file.hpp and docs/model_format.md.
-#include "pu_model/model_file.hpp"
+#include "formats/model_file.hpp"
 
 #include <filesystem>
 #include <limits>
 
-#include "analysis/h5.hpp"
-#include "pu_model/errors.hpp"
+#include "common/h5.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu {
 

@@ -1,8 +1,8 @@
-#include "pu_model/network.hpp"
+#include "formats/network.hpp"
 
 #include <limits>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu {
 

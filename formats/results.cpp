@@ -1,14 +1,14 @@
 // The HDF5 results writer: see results.hpp and docs/hdf5_layout.md.
-#include "analysis/results.hpp"
+#include "formats/results.hpp"
 
 #include <algorithm>
 #include <numeric>
 #include <optional>
 #include <utility>
 
-#include "analysis/h5.hpp"
+#include "common/h5.hpp"
 #include "analysis/metrics.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu {
 

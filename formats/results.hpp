@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "pu_model/network.hpp"
+#include "formats/network.hpp"
 
 namespace aimcemu {
 

@@ -1,11 +1,11 @@
-#include "pu_model/zoo.hpp"
+#include "formats/zoo.hpp"
 
 #include <cmath>
 #include <stdexcept>
 
 #include <pcg_random.hpp>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::zoo {
 namespace {

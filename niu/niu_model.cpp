@@ -6,7 +6,7 @@
 #include <bit>
 #include <thread>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/hbm.hpp"
 
 namespace aimcemu::niu {

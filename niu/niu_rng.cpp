@@ -35,11 +35,7 @@ std::uint64_t PcgStream::state_at(std::uint64_t n) const { return jump_for(jump_
 
 PcgStream keyed_stream(std::uint64_t seed, std::uint64_t chip, std::uint64_t layer, std::uint64_t purpose,
                        std::uint64_t round) {
-    std::uint64_t h = splitmix64(seed);
-    h = splitmix64(h ^ chip);
-    h = splitmix64(h ^ layer);
-    h = splitmix64(h ^ purpose);
-    const std::uint64_t state_seed = splitmix64(h ^ round);
+    const std::uint64_t state_seed = fold_stream_key(seed, chip, layer, purpose, round);
     return PcgStream::from_seed(state_seed, splitmix64(state_seed ^ gen::NIU_STREAM_SALT));
 }
 

@@ -11,9 +11,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/rng_keys.hpp"
 #include "niu_constants.hpp"
 
 namespace aimcemu::niu {
+
+using aimcemu::splitmix64;  // common/rng_keys.hpp
 
 // round half up after an arithmetic right shift by s >= 1 (the PU's rounding rule).
 inline std::int64_t rshr(std::int64_t p, int s) { return (p + (std::int64_t(1) << (s - 1))) >> s; }
@@ -57,14 +60,6 @@ struct PcgStream {
     // State at stream position n (output n is pcg_output(state_at(n))).
     std::uint64_t state_at(std::uint64_t n) const;
 };
-
-// splitmix64 finaliser (the same function as noise_models/rng.hpp).
-inline std::uint64_t splitmix64(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
 
 // The stream of one (seed, chip, layer, purpose, round) key (docs section 4.1).
 PcgStream keyed_stream(std::uint64_t seed, std::uint64_t chip, std::uint64_t layer, std::uint64_t purpose,

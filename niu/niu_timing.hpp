@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "pu_model/system.hpp"
+#include "perf_model/system.hpp"
 
 namespace aimcemu {
 

@@ -7,7 +7,7 @@
 
 #include "niu/niu_rng.hpp"
 #include "noise_models/pcm.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::niu {
 namespace {

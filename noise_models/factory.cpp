@@ -6,7 +6,7 @@
 #include "noise_models/noise_model.hpp"
 #include "noise_models/pcm.hpp"
 #include "noise_models/reram.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::noise {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::noise {
 

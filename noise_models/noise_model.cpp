@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::noise {
 

@@ -1,7 +1,7 @@
 // ParamReader: typed access to a model's parameter map with errors that name the field.
 #include "noise_models/params.hpp"
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::noise {
 

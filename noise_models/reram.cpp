@@ -5,7 +5,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu::noise {
 

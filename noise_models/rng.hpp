@@ -25,7 +25,11 @@
 
 #include <pcg_random.hpp>
 
+#include "common/rng_keys.hpp"
+
 namespace aimcemu::noise {
+
+using aimcemu::splitmix64;
 
 // What a random stream is used for; part of the key, so purposes never share draws.
 enum class Purpose : std::uint64_t {
@@ -43,20 +47,9 @@ struct ChipKey {
     std::uint64_t layer = 0;  // layer index (or any id that is unique per layer)
 };
 
-inline std::uint64_t splitmix64(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-// Folds the key fields one after another, so (a, b) and (b, a) give different streams.
+// The stream seed of one (chip key, purpose, round): common/rng_keys.hpp folds the fields.
 inline std::uint64_t stream_seed(const ChipKey& key, Purpose purpose, std::uint64_t round) {
-    std::uint64_t h = splitmix64(key.seed);
-    h = splitmix64(h ^ key.chip);
-    h = splitmix64(h ^ key.layer);
-    h = splitmix64(h ^ static_cast<std::uint64_t>(purpose));
-    return splitmix64(h ^ round);
+    return fold_stream_key(key.seed, key.chip, key.layer, static_cast<std::uint64_t>(purpose), round);
 }
 
 // A positional stream of one draw per device: draw k belongs to device first_device + k.

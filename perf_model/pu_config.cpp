@@ -1,10 +1,10 @@
 // PU presets and validation (see pu_config.hpp).
-#include "pu_model/pu_config.hpp"
+#include "perf_model/pu_config.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu {
 

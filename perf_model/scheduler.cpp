@@ -1,12 +1,12 @@
 // Weight-transfer scheduler: simulation of a lead assignment, the paper's two phases, baselines,
 // exhaustive optimum and a lower bound (see scheduler.hpp).
-#include "pu_model/scheduler.hpp"
+#include "perf_model/scheduler.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu {
 

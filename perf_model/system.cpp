@@ -1,5 +1,5 @@
 // System model: frame-parallel and layer-pipelined PUs, NIUs, HBM channels (see system.hpp).
-#include "pu_model/system.hpp"
+#include "perf_model/system.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <numeric>
 #include <regex>
 
-#include "pu_model/errors.hpp"
-#include "pu_model/uram.hpp"
+#include "common/errors.hpp"
+#include "perf_model/uram.hpp"
 
 namespace aimcemu {
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "pu_model/network.hpp"
-#include "pu_model/pu_config.hpp"
-#include "pu_model/scheduler.hpp"
-#include "pu_model/timing.hpp"
+#include "formats/network.hpp"
+#include "perf_model/pu_config.hpp"
+#include "perf_model/scheduler.hpp"
+#include "perf_model/timing.hpp"
 
 namespace aimcemu {
 

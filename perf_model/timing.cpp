@@ -1,12 +1,12 @@
 // Analytic per-layer PU timing (see timing.hpp for the model).
-#include "pu_model/timing.hpp"
+#include "perf_model/timing.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
-#include "pu_model/errors.hpp"
-#include "pu_model/uram.hpp"
+#include "common/errors.hpp"
+#include "perf_model/uram.hpp"
 
 namespace aimcemu {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "pu_model/network.hpp"
-#include "pu_model/pu_config.hpp"
+#include "formats/network.hpp"
+#include "perf_model/pu_config.hpp"
 
 namespace aimcemu {
 

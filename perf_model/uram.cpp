@@ -1,7 +1,7 @@
 // URAM layout and static fit (see uram.hpp).
-#include "pu_model/uram.hpp"
+#include "perf_model/uram.hpp"
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace aimcemu {
 

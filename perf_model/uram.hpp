@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "pu_model/pu_config.hpp"
+#include "perf_model/pu_config.hpp"
 
 namespace aimcemu {
 

@@ -1,6 +1,6 @@
 // The PU's GEMM in exact integer arithmetic: acc = W * X + (bias << bias_shift).
 //
-// W is N x M int8 (one row per output channel, pu_model/network.hpp's weight layout), X is M x P
+// W is N x M int8 (one row per output channel, formats/network.hpp's weight layout), X is M x P
 // int8.  Every path here takes X *transposed*, as the P x M "patch-major" operand that IM2COL
 // produces (im2col.hpp), and writes acc as P x N int32 (acc[p * N + n]), which is the HWC order of
 // the layer's output.  Three implementations must agree bit for bit (tests/cpp/test_pu_gemm.cpp):

@@ -3,14 +3,14 @@
 // The PU does this by address generation (ADM commands reading HWC segments from HBM); here it is
 // a gather into a buffer.  Orientation: the operand is stored P x M ("patch-major"): row p is the
 // receptive field of output pixel p = oy * out_w + ox, laid out in (ky, kx, c) order, which is the
-// order of one row of the weight matrix [N][kh][kw][Cin] (pu_model/network.hpp).  So acc[p][n] is a
+// order of one row of the weight matrix [N][kh][kw][Cin] (formats/network.hpp).  So acc[p][n] is a
 // dot product of two contiguous rows, and the GEMM's X[M][P] is this buffer read transposed.
 // Padding positions read as the value 0.
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "pu_model/network.hpp"
+#include "formats/network.hpp"
 
 namespace aimcemu {
 

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/postproc.hpp"
 

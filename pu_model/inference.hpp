@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "pu_model/gemm.hpp"
-#include "pu_model/network.hpp"
+#include "formats/network.hpp"
 #include "pu_model/sa_cycle.hpp"
 
 namespace aimcemu {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
 
 namespace aimcemu {

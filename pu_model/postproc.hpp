@@ -1,6 +1,6 @@
 // Post-processing of the PU: requantisation, ReLU, residual add, add layers and pooling.
 //
-// The rules (pu_model/network.hpp, docs/arithmetic.md), all in exact integer arithmetic:
+// The rules (formats/network.hpp, docs/arithmetic.md), all in exact integer arithmetic:
 //   round_shift(v, s) = (v + 2^(s-1)) >> s for s > 0 (arithmetic shift: round half up), v for s = 0
 //   align(r, s)       = r << s for s >= 0, round_shift(r, -s) for s < 0
 //   sat8(v)           = clamp(v, -128, 127)

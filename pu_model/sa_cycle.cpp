@@ -23,7 +23,7 @@
 #include <optional>
 #include <vector>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
 
 namespace aimcemu {

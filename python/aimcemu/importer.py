@@ -1,7 +1,7 @@
 """PyTorch -> aimcemu INT8 network import (power-of-two scales).
 
 ``import_torch(module, calibration_data)`` traces an eval-mode PyTorch CNN with torch.fx, maps its
-graph onto the layer kinds of pu_model/network.hpp (conv, linear, add, max_pool, avg_pool), fuses
+graph onto the layer kinds of formats/network.hpp (conv, linear, add, max_pool, avg_pool), fuses
 what the accelerator's post-processing can absorb (BatchNorm into the conv, ReLU into the producer,
 a residual add into the conv that feeds it), chooses power-of-two scales from calibration ranges
 (aimcemu.quantize) and returns a resolved ``_core.Network``.  docs/import.md describes the scheme.
@@ -25,7 +25,7 @@ from . import _core
 from . import quantize as q
 
 CALIBRATION_BATCH = 256
-NETWORK_INPUT = -1        # kNetworkInput in pu_model/network.hpp: "the producer is the image"
+NETWORK_INPUT = -1        # kNetworkInput in formats/network.hpp: "the producer is the image"
 
 
 class UnsupportedOperationError(NotImplementedError):

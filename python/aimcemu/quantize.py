@@ -2,7 +2,7 @@
 
 Every tensor t (activation or weight) is stored as int8 q with one per-tensor scale 2^-f, where f
 is the tensor's *frac bits*: t ~= q * 2^-f.  The arithmetic these numbers feed is the contract in
-pu_model/network.hpp; this module only chooses the integers.  docs/import.md explains the scheme.
+formats/network.hpp; this module only chooses the integers.  docs/import.md explains the scheme.
 
 All rounding is half up (floor(v + 0.5)), the same rule the accelerator's requantizer uses, so a
 value quantized here and one requantized in hardware round the same way.  Only NumPy is used, so

@@ -9,7 +9,7 @@ The run loads and validates both files, runs the noise-free reference bit-exactl
 functional model (``_core.run_network``), then, when a mapping puts layers on AIMC, the noisy
 rounds: for compensation in drift_compensation: for chip in range(chips): for t in t: for round
 in range(rounds).  Each round goes through the emulation loop (``_core.niu.Emulator``,
-niu/emulator.hpp) as through the hardware's HBM: the bit-exact NIU model reads the AIMC layers'
+emulator/emulator.hpp) as through the hardware's HBM: the bit-exact NIU model reads the AIMC layers'
 clean region, writes their noisy INT8 weights for (seed, chip, round, t) into the back weight
 buffers and publishes them; the PU model leases that round and runs the network from the leased
 buffers; digital layers keep their clean weights.  Under several compensations the same (chip, t, round) gets the
@@ -42,7 +42,7 @@ from .mapping import Mapping, Placement, resolve_noise
 DEFAULTS = {"model": None, "data": None, "output": None, "backend": "fast", "threads": 0, "layers": "all",
             "mapping": None, "noise": None, "t": (0.0,), "chips": 1, "rounds": 1, "seed": 0,
             "drift_compensation": "none"}
-DRIFT_COMPENSATIONS = ("none", "global")  # the results writer's codes (analysis/results.hpp), in order
+DRIFT_COMPENSATIONS = ("none", "global")  # the results writer's codes (formats/results.hpp), in order
 
 # NIU round id of the drift-compensation calibration readouts (reserved: noisy rounds use
 # 0..rounds-1).  It fits the 32-bit round field of the NIU program.

@@ -1,4 +1,4 @@
-// Bindings for the emulation loop (niu/emulator.hpp): aimcemu._core.niu.Emulator -- a network
+// Bindings for the emulation loop (emulator/emulator.hpp): aimcemu._core.niu.Emulator -- a network
 // whose AIMC layers' weights the NIU rewrites in the modelled HBM each round, and the PU that runs
 // from there.  python/aimcemu/runner.py runs its noisy rounds through it.  Compute runs without
 // the GIL.
@@ -6,8 +6,8 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "niu/emulator.hpp"
-#include "pu_model/errors.hpp"
+#include "emulator/emulator.hpp"
+#include "common/errors.hpp"
 
 namespace py = pybind11;
 using namespace aimcemu;

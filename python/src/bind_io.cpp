@@ -3,10 +3,10 @@
 #include <pybind11/stl.h>
 
 #include "analysis/metrics.hpp"
-#include "analysis/results.hpp"
+#include "formats/results.hpp"
 #include "bindings.hpp"
-#include "pu_model/errors.hpp"
-#include "pu_model/model_file.hpp"
+#include "common/errors.hpp"
+#include "formats/model_file.hpp"
 
 namespace py = pybind11;
 using namespace aimcemu;

@@ -1,11 +1,11 @@
-// Bindings for the quantized network (pu_model/network.hpp) and the model zoo.
+// Bindings for the quantized network (formats/network.hpp) and the model zoo.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "pu_model/errors.hpp"
-#include "pu_model/network.hpp"
-#include "pu_model/zoo.hpp"
+#include "common/errors.hpp"
+#include "formats/network.hpp"
+#include "formats/zoo.hpp"
 
 namespace py = pybind11;
 using namespace aimcemu;

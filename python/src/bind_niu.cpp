@@ -8,7 +8,7 @@
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 namespace py = pybind11;
 using namespace aimcemu;

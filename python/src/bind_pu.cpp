@@ -5,7 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/inference.hpp"

@@ -4,11 +4,11 @@
 
 #include "bindings.hpp"
 #include "niu/niu_timing.hpp"
-#include "pu_model/pu_config.hpp"
-#include "pu_model/scheduler.hpp"
-#include "pu_model/system.hpp"
-#include "pu_model/timing.hpp"
-#include "pu_model/uram.hpp"
+#include "perf_model/pu_config.hpp"
+#include "perf_model/scheduler.hpp"
+#include "perf_model/system.hpp"
+#include "perf_model/timing.hpp"
+#include "perf_model/uram.hpp"
 
 namespace py = pybind11;
 using namespace aimcemu;

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "aimcemu C++ core: PU model, noise models, NIU, HDF5 results";

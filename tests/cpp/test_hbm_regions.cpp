@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/hbm.hpp"
 
 using namespace aimcemu;

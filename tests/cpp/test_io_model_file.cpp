@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/h5.hpp"
-#include "pu_model/errors.hpp"
-#include "pu_model/model_file.hpp"
-#include "pu_model/zoo.hpp"
+#include "common/h5.hpp"
+#include "common/errors.hpp"
+#include "formats/model_file.hpp"
+#include "formats/zoo.hpp"
 
 namespace fs = std::filesystem;
 using namespace aimcemu;

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "analysis/h5.hpp"
+#include "common/h5.hpp"
 #include "analysis/metrics.hpp"
-#include "analysis/results.hpp"
-#include "pu_model/errors.hpp"
+#include "formats/results.hpp"
+#include "common/errors.hpp"
 
 namespace fs = std::filesystem;
 using namespace aimcemu;

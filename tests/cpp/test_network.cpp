@@ -1,9 +1,9 @@
 // Shape inference, validation errors and the zoo topologies.
 #include <gtest/gtest.h>
 
-#include "pu_model/errors.hpp"
-#include "pu_model/network.hpp"
-#include "pu_model/zoo.hpp"
+#include "common/errors.hpp"
+#include "formats/network.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 

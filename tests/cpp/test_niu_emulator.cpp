@@ -11,11 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "niu/emulator.hpp"
+#include "emulator/emulator.hpp"
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;

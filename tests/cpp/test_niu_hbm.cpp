@@ -7,7 +7,7 @@
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/hbm.hpp"
 
 using namespace aimcemu;

@@ -9,7 +9,7 @@
 #include "noise_models/compensation.hpp"
 #include "noise_models/pcm.hpp"
 #include "noise_models/rng.hpp"
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 
 using namespace aimcemu::noise;
 using aimcemu::FormatError;

@@ -4,7 +4,7 @@
 
 #include <pcg_random.hpp>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/sa_cycle.hpp"

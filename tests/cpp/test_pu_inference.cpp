@@ -4,10 +4,10 @@
 
 #include <pcg_random.hpp>
 
-#include "pu_model/errors.hpp"
+#include "common/errors.hpp"
 #include "pu_model/inference.hpp"
 #include "pu_model/postproc.hpp"
-#include "pu_model/zoo.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 

@@ -5,10 +5,10 @@
 
 #include <pcg_random.hpp>
 
-#include "pu_model/errors.hpp"
-#include "pu_model/scheduler.hpp"
-#include "pu_model/system.hpp"
-#include "pu_model/zoo.hpp"
+#include "common/errors.hpp"
+#include "perf_model/scheduler.hpp"
+#include "perf_model/system.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 

@@ -5,11 +5,11 @@
 #include <set>
 #include <tuple>
 
-#include "pu_model/errors.hpp"
-#include "pu_model/system.hpp"
-#include "pu_model/timing.hpp"
-#include "pu_model/uram.hpp"
-#include "pu_model/zoo.hpp"
+#include "common/errors.hpp"
+#include "perf_model/system.hpp"
+#include "perf_model/timing.hpp"
+#include "perf_model/uram.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "pu_model/sa_cycle.hpp"
-#include "pu_model/timing.hpp"
+#include "perf_model/timing.hpp"
 
 using namespace aimcemu;
 

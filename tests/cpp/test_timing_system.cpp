@@ -4,9 +4,9 @@
 #include <numeric>
 
 #include "niu/niu_timing.hpp"
-#include "pu_model/errors.hpp"
-#include "pu_model/system.hpp"
-#include "pu_model/zoo.hpp"
+#include "common/errors.hpp"
+#include "perf_model/system.hpp"
+#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 

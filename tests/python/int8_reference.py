@@ -3,7 +3,7 @@
 This module is the yardstick the C++ PU model (and the PyTorch importer) is tested against, so it
 shares no code with the C++ side: convolution is an explicit loop over kernel taps with a tensor
 contraction per tap (no IM2COL), every intermediate is int64, and each rule of the contract in
-pu_model/network.hpp / docs/arithmetic.md is one small function here.
+formats/network.hpp / docs/arithmetic.md is one small function here.
 
     conv / linear:  acc = sum(w * x) + (bias << bias_shift)
                     y   = sat8(round_shift(acc, out_shift)); relu if `relu`
