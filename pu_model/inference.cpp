@@ -54,10 +54,11 @@ std::unique_ptr<T[]> uninitialised(std::int64_t count) {
     return std::unique_ptr<T[]>(new T[std::size_t(count)]);
 }
 
-std::unique_ptr<std::int32_t[]> gemm_layer(const Layer& l, const std::int8_t* w, const PackedWeights* packed_weights,
-                                           const Tensor8& x, const RunOptions& opt) {
+// y (P x N int8) of a conv or linear layer on its input, through the chosen backend (`packed`:
+// the layer's fast-kernel weights, used by the Fast backend, which requantises in its epilogue).
+void gemm_layer(const Layer& l, const std::int8_t* w, const PackedWeights* packed_weights, const Tensor8& x,
+                const RunOptions& opt, std::int8_t* y) {
     const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p();
-    auto acc = uninitialised<std::int32_t>(n * p);
     // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
     const bool conv = l.kind == LayerKind::Conv;
     const WindowGeometry g = geometry_of(l);
@@ -66,16 +67,21 @@ std::unique_ptr<std::int32_t[]> gemm_layer(const Layer& l, const std::int8_t* w,
         const std::int64_t stride = packed.x_row_stride();
         const std::uint8_t mask = packed.x_xor_mask();
         const bool as_is = mask == 0 && stride == m && (!conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0));
+        GemmOutput out;
+        out.y = y;
+        out.out_shift = l.out_shift;
+        out.relu = l.relu;
         if (as_is) {
-            gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x.data.data()), p, acc.get(), opt.threads);
+            gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x.data.data()), p, out, opt.threads);
         } else {
             auto operand = uninitialised<std::uint8_t>(p * stride);   // im2col_into writes every byte
             const WindowGeometry flat = conv ? g : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
             im2col_into(x.data.data(), flat, mask, stride, operand.get(), opt.threads);
-            gemm_fast(packed, operand.get(), p, acc.get(), opt.threads);
+            gemm_fast(packed, operand.get(), p, out, opt.threads);
         }
-        return acc;
+        return;
     }
+    auto acc = uninitialised<std::int32_t>(n * p);
     std::vector<std::int8_t> patches;
     const std::int8_t* operand = x.data.data();
     if (conv && !(l.kernel == 1 && l.stride == 1 && l.pad == 0)) {
@@ -86,7 +92,7 @@ std::unique_ptr<std::int32_t[]> gemm_layer(const Layer& l, const std::int8_t* w,
         gemm_reference(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, acc.get());
     else
         sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt.sa, acc.get());
-    return acc;
+    requantize(acc.get(), n * p, l.out_shift, l.relu, y, opt.threads);
 }
 
 Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std::vector<Tensor8>& outputs,
@@ -98,8 +104,7 @@ Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std
     switch (l.kind) {
         case LayerKind::Conv:
         case LayerKind::Linear: {
-            const auto acc = gemm_layer(l, weights_read(net, index, opt), packed[std::size_t(index)].get(), x, opt);
-            requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data(), opt.threads);
+            gemm_layer(l, weights_read(net, index, opt), packed[std::size_t(index)].get(), x, opt, y.data.data());
             break;
         }
         case LayerKind::Add:

@@ -38,11 +38,7 @@ GemmBackend backend_from(const std::string& name) {
     throw FormatError("<memory>", "backend", "unknown backend '" + name + "' (expected fast, reference or cycle_sa)");
 }
 
-FastKernel kernel_from(const std::string& name) {
-    for (auto k : {FastKernel::Auto, FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
-        if (name == to_string(k)) return k;
-    throw FormatError("<memory>", "kernel", "unknown kernel '" + name + "' (expected auto, amx, vnni512, dnnl or portable)");
-}
+FastKernel kernel_from(const std::string& name) { return fast_kernel_from_string(name, "kernel"); }
 
 // {layer_index: int8 array} supplied by the caller (e.g. noisy weights from the NIU model).
 class DictWeights : public WeightView {
@@ -196,7 +192,7 @@ void bind_pu(py::module_& m) {
           py::arg("w"), py::arg("x"), py::arg("bias"), py::arg("bias_shift"), py::arg("backend") = "fast",
           py::arg("kernel") = "auto", py::arg("threads") = 1,
           "acc[N, P] = w[N, M] @ x[M, P] + (bias[N] << bias_shift), exact int32.\n"
-          "kernel (fast backend): 'auto', 'vnni512', 'dnnl' or 'portable'.");
+          "kernel (fast backend): 'auto' or one of fast_kernels().");
 
     m.def("im2col",
           [](const py::object& x_obj, int kernel, int stride, int pad) {
@@ -235,7 +231,7 @@ void bind_pu(py::module_& m) {
 
     m.def("fast_kernels", [] {
         std::vector<std::string> names;
-        for (auto k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+        for (FastKernel k : kAllFastKernels)
             if (fast_kernel_available(k)) names.emplace_back(to_string(k));
         return names;
     }, "Fast GEMM kernels available in this build on this CPU; 'auto' picks the first.");

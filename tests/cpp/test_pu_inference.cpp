@@ -207,7 +207,7 @@ TEST(Inference, AllBackendsAgreeOnASmallNetworkWithEveryLayerKind) {
     const auto reference = run_network(net, image, GemmBackend::Reference);
     expect_same_outputs(run_network(net, image, GemmBackend::Fast), reference, "fast");
     expect_same_outputs(run_network(net, image, GemmBackend::CycleSA), reference, "cycle SA");
-    for (FastKernel k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
+    for (FastKernel k : kAllFastKernels) {
         if (!fast_kernel_available(k)) continue;
         RunOptions opt;
         opt.kernel = k;
@@ -290,7 +290,7 @@ TEST(Inference, PointwiseConvOnAlignedDepthReadsTheInputInPlace) {
     net.resolve();
     const Tensor8 image = random_image(net.input_shape, 2);
     const auto reference = run_network(net, image, GemmBackend::Reference);
-    for (FastKernel k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
+    for (FastKernel k : kAllFastKernels) {
         if (!fast_kernel_available(k)) continue;
         RunOptions opt;
         opt.kernel = k;
