@@ -134,52 +134,46 @@ void micro_tile(const std::int8_t* panel, std::int64_t groups, const std::int8_t
 // The full tile of the non-negative path in assembly: 6 rows x 16 channels.  GCC's register
 // allocation of the intrinsic version above kept one accumulator on the stack and added a
 // register copy per accumulation, which made the loop dispatch-bound at about 2/3 of the peak.
-// Registers: ymm0..11 accumulators (row r: ymm2r, ymm2r+1), ymm13/14 the group's two weight
-// vectors, ymm12 the broadcast activations, ymm12/15 products; the int16 ones come from memory.
-// AT&T operand order: vpmaddubsw w, x, dst computes dst = x (unsigned) * w (signed).
+// The twelve accumulators are asm operands, so they stay in registers into the epilogue.  The
+// rest is fixed to stay within GCC's 30 asm operands: ymm12/13 hold the group's two weight
+// vectors, ymm14 the broadcast activations, ymm15 a product, rax the fourth row's address, and
+// the int16 ones are read from memory (AT&T order: vpmaddubsw w, x, dst = x (u8) * w (s8)).
+alignas(32) __attribute__((used)) static const std::int16_t kOnes16[16] asm("aimcemu_avx2_int16_ones") = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
 void micro_tile_6x16(const std::int8_t* panel, std::int64_t groups, const std::int8_t* x, const std::int8_t*,
                      std::int64_t ldx, const std::int32_t* column, int lanes, const GemmOutput& out,
                      std::int64_t row0, std::int64_t n0, std::int64_t ldo) {
-    alignas(32) static const std::int16_t ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    alignas(32) std::int32_t sums[6 * 16];
-    const std::int8_t* x3 = x + 3 * ldx;
-    asm volatile(
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n vpxor %%xmm1, %%xmm1, %%xmm1\n vpxor %%xmm2, %%xmm2, %%xmm2\n"
-        "vpxor %%xmm3, %%xmm3, %%xmm3\n vpxor %%xmm4, %%xmm4, %%xmm4\n vpxor %%xmm5, %%xmm5, %%xmm5\n"
-        "vpxor %%xmm6, %%xmm6, %%xmm6\n vpxor %%xmm7, %%xmm7, %%xmm7\n vpxor %%xmm8, %%xmm8, %%xmm8\n"
-        "vpxor %%xmm9, %%xmm9, %%xmm9\n vpxor %%xmm10, %%xmm10, %%xmm10\n vpxor %%xmm11, %%xmm11, %%xmm11\n"
-        "1:\n"
-        "vmovdqu (%[w]), %%ymm13\n"
-        "vmovdqu 32(%[w]), %%ymm14\n"
-#define AIMCEMU_AVX2_ROW(addr, a0, a1)                       \
-        "vpbroadcastd " addr ", %%ymm12\n"                   \
-        "vpmaddubsw %%ymm13, %%ymm12, %%ymm15\n"             \
-        "vpmaddubsw %%ymm14, %%ymm12, %%ymm12\n"             \
-        "vpmaddwd (%[ones]), %%ymm15, %%ymm15\n"             \
-        "vpmaddwd (%[ones]), %%ymm12, %%ymm12\n"             \
-        "vpaddd %%ymm15, %%ymm" #a0 ", %%ymm" #a0 "\n"       \
-        "vpaddd %%ymm12, %%ymm" #a1 ", %%ymm" #a1 "\n"
-        AIMCEMU_AVX2_ROW("(%[x])", 0, 1)
-        AIMCEMU_AVX2_ROW("(%[x], %[ldx], 1)", 2, 3)
-        AIMCEMU_AVX2_ROW("(%[x], %[ldx], 2)", 4, 5)
-        AIMCEMU_AVX2_ROW("(%[x3])", 6, 7)
-        AIMCEMU_AVX2_ROW("(%[x3], %[ldx], 1)", 8, 9)
-        AIMCEMU_AVX2_ROW("(%[x3], %[ldx], 2)", 10, 11)
-#undef AIMCEMU_AVX2_ROW
-        "add $64, %[w]\n add $4, %[x]\n add $4, %[x3]\n dec %[g]\n jnz 1b\n"
-        "vmovdqa %%ymm0, (%[s])\n vmovdqa %%ymm1, 32(%[s])\n vmovdqa %%ymm2, 64(%[s])\n"
-        "vmovdqa %%ymm3, 96(%[s])\n vmovdqa %%ymm4, 128(%[s])\n vmovdqa %%ymm5, 160(%[s])\n"
-        "vmovdqa %%ymm6, 192(%[s])\n vmovdqa %%ymm7, 224(%[s])\n vmovdqa %%ymm8, 256(%[s])\n"
-        "vmovdqa %%ymm9, 288(%[s])\n vmovdqa %%ymm10, 320(%[s])\n vmovdqa %%ymm11, 352(%[s])\n"
-        : [w] "+r"(panel), [x] "+r"(x), [x3] "+r"(x3), [g] "+r"(groups)
-        : [ldx] "r"(ldx), [s] "r"(sums), [ones] "r"(ones)
-        : "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-          "xmm12", "xmm13", "xmm14", "xmm15");
+    const std::int8_t* panel_end = panel + 64 * groups;
     __m256i acc[6][2];
-    for (int r = 0; r < 6; ++r) {
-        acc[r][0] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 16 * r));
-        acc[r][1] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 16 * r + 8));
-    }
+    for (int r = 0; r < 6; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    asm volatile(
+        "lea (%[x], %[ldx], 2), %%rax\n add %[ldx], %%rax\n"   // row 3
+        "1:\n"
+        "vmovdqu (%[w]), %%ymm12\n"
+        "vmovdqu 32(%[w]), %%ymm13\n"
+#define AIMCEMU_AVX2_ROW(addr, a0, a1)                                  \
+        "vpbroadcastd " addr ", %%ymm14\n"                              \
+        "vpmaddubsw %%ymm12, %%ymm14, %%ymm15\n"                        \
+        "vpmaddubsw %%ymm13, %%ymm14, %%ymm14\n"                        \
+        "vpmaddwd aimcemu_avx2_int16_ones(%%rip), %%ymm15, %%ymm15\n"   \
+        "vpmaddwd aimcemu_avx2_int16_ones(%%rip), %%ymm14, %%ymm14\n"   \
+        "vpaddd %%ymm15, %[" #a0 "], %[" #a0 "]\n"                      \
+        "vpaddd %%ymm14, %[" #a1 "], %[" #a1 "]\n"
+        AIMCEMU_AVX2_ROW("(%[x])", a00, a01)
+        AIMCEMU_AVX2_ROW("(%[x], %[ldx], 1)", a10, a11)
+        AIMCEMU_AVX2_ROW("(%[x], %[ldx], 2)", a20, a21)
+        AIMCEMU_AVX2_ROW("(%%rax)", a30, a31)
+        AIMCEMU_AVX2_ROW("(%%rax, %[ldx], 1)", a40, a41)
+        AIMCEMU_AVX2_ROW("(%%rax, %[ldx], 2)", a50, a51)
+#undef AIMCEMU_AVX2_ROW
+        "add $64, %[w]\n add $4, %[x]\n add $4, %%rax\n cmp %[end], %[w]\n jne 1b\n"
+        : [w] "+r"(panel), [x] "+r"(x), [a00] "+x"(acc[0][0]), [a01] "+x"(acc[0][1]), [a10] "+x"(acc[1][0]),
+          [a11] "+x"(acc[1][1]), [a20] "+x"(acc[2][0]), [a21] "+x"(acc[2][1]), [a30] "+x"(acc[3][0]),
+          [a31] "+x"(acc[3][1]), [a40] "+x"(acc[4][0]), [a41] "+x"(acc[4][1]), [a50] "+x"(acc[5][0]),
+          [a51] "+x"(acc[5][1])
+        : [ldx] "r"(ldx), [end] "r"(panel_end)
+        : "rax", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
     store_tile<6>(acc, column, lanes, out, row0, n0, ldo);
 }
 
