@@ -43,19 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import _core
+from . import _core, modelfile
+from .config import SWEEP_DEFAULTS, RunConfig, check_count, load_yaml_config, parse_times
+from .mapping import resolve_noise_model
+from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_task_summary
 
-INDEX_FILE = "index.json"
-TASK_FOLDER = "tasks"
-FORMAT = "aimcemu-sweep"
-FORMAT_VERSION = 1
-
-# Top-level options of a sweep config and their defaults (run options are passed to aimcemu.run).
-DEFAULTS: dict[str, Any] = {
-    "output": None, "model": None, "data": None, "mapping": None, "noise": None, "t": [0.0],
-    "chips": 1, "rounds": 1, "seed": 0, "drift_compensation": "none", "backend": "fast",
-    "layers": "none", "grid": None,
-}
+# Top-level options of a sweep config and their defaults (aimcemu.config; run options are passed
+# to aimcemu.run).
+DEFAULTS = SWEEP_DEFAULTS
 # Grid axes besides "noise.<parameter>" (any parameter of the noise model).
 PLAIN_AXES = ("model", "data", "mapping", "noise", "drift_compensation")
 
@@ -72,6 +67,7 @@ class Task:
     point: dict            # axis -> label (what the grid point is called in the index and in xarray)
     run: dict              # aimcemu.run keyword arguments, output excluded
     file: str              # relative to the sweep folder
+    config: RunConfig | None = field(default=None, repr=False)   # `run` resolved (checked) by plan()
 
     def to_dict(self) -> dict:
         return {"id": self.id, "point": self.point, "run": self.run, "file": self.file}
@@ -87,8 +83,6 @@ class SweepPlan:
 
 def load_config(path) -> dict:
     """A sweep config from a YAML file (a mapping of the options in DEFAULTS)."""
-    from .runner import load_yaml_config
-
     return load_yaml_config(path, "sweep options")
 
 
@@ -128,20 +122,9 @@ def _check_top_level(config: Mapping) -> dict:
     cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(dict(config))}
     if cfg["output"] is None:
         raise _error("output", "the sweep folder is required")
-    t = cfg["t"] if isinstance(cfg["t"], (list, tuple)) else [cfg["t"]]
-    if not t:
-        raise _error("t", "empty: give at least one time (s)")
-    try:
-        cfg["t"] = [float(v) for v in t]
-    except (TypeError, ValueError):
-        raise _error("t", f"times must be numbers (s), got {t!r}") from None
-    if any(v < 0 for v in cfg["t"]) or any(b <= a for a, b in zip(cfg["t"], cfg["t"][1:])):
-        raise _error("t", f"times must be >= 0 s and strictly increasing, got {cfg['t']}")
-    for name in ("chips", "rounds"):
-        if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
-            raise _error(name, f"must be an integer >= 1, got {cfg[name]!r}")
-    if not isinstance(cfg["seed"], int) or cfg["seed"] < 0:
-        raise _error("seed", f"must be an integer >= 0, got {cfg['seed']!r}")
+    cfg["t"] = parse_times(cfg["t"], "<sweep>", "t")
+    for name, minimum in (("chips", 1), ("rounds", 1), ("seed", 0)):
+        cfg[name] = check_count(cfg[name], "<sweep>", name, minimum)
     grid = cfg["grid"]
     if grid is None:
         grid = {}
@@ -190,39 +173,23 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
     return args
 
 
-def _check_noise(noise, where: str) -> None:
-    if noise is None:
-        return
-    from .noise import noise_model_from_dict
-
+def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
+    """One task's run arguments resolved and checked exactly as aimcemu.run resolves them, with
+    the mapping resolved against the model's layers: a bad noise config, a pattern that matches
+    no layer or an unknown device is an error naming the option or grid axis, before any work."""
     try:
-        noise_model_from_dict(noise)
+        noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<sweep>", "noise")
     except _core.FormatError as exc:
-        raise _error(where, str(exc)) from None
-
-
-def _network(model, data, cache: dict):
-    """The network of a model file (the embedded model when None), loaded once per plan."""
-    from . import modelfile, runner
-
-    key = (model, data)
-    if key not in cache:
-        model_path, _ = runner._locate_inputs(model, data)
-        cache[key] = modelfile.load_model(model_path)
-    return cache[key]
-
-
-def _check_mapping(mapping, noise, net, where: str) -> None:
-    """Resolve the mapping against the network exactly as aimcemu.run will: a pattern that
-    matches no layer, an unknown device or a bad per-layer noise config is an error."""
-    from .mapping import Mapping as LayerMapping
-
+        raise _error("grid.noise" if labels else "noise", str(exc)) from None
+    # As the task's aimcemu.run call takes them (so the results file records the same sources).
+    config = RunConfig.resolve(explicit={**args, "noise": noise})
+    if config.model not in networks:  # each model file is loaded once per plan
+        networks[config.model] = modelfile.load_model(config.model)
     try:
-        resolved = LayerMapping.coerce(mapping, source="<sweep>")
-        if resolved is not None:
-            resolved.resolve(net, default_noise=noise)
+        config.placements(networks[config.model])
     except _core.FormatError as exc:
-        raise _error(where, str(exc)) from None
+        raise _error("grid.mapping" if "mapping" in labels else "mapping", str(exc)) from None
+    return config
 
 
 def task_id(run_args: dict) -> str:
@@ -236,15 +203,14 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     model's layers) and list its tasks.  Bad configs raise FormatError before any work."""
     cfg = _check_top_level({**config, **({"output": os.fspath(output)} if output is not None else {})})
     axes, points = _grid_points(cfg)
-    net_cache: dict = {}
+    networks: dict = {}
     tasks = []
     for number, (labels, values) in enumerate(points):
         args = _point_run_args(cfg, values)
-        _check_noise(args["noise"], "grid.noise" if labels else "noise")
-        net = _network(args["model"], args["data"], net_cache)
-        _check_mapping(args["mapping"], args["noise"], net, "grid.mapping" if "mapping" in labels else "mapping")
+        run_config = _task_config(args, labels, networks)
         ident = task_id(args)
-        tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5"))
+        tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5",
+                          config=run_config))
     resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
     return SweepPlan(folder=Path(cfg["output"]), config=resolved, axes=axes, tasks=tasks)
 
@@ -259,36 +225,22 @@ def _task_threads(threads) -> int:
     return int(threads)
 
 
-def execute_task(task: dict, folder: str, threads) -> dict:
+def execute_task(task: dict, folder: str, threads, config: RunConfig | None = None) -> dict:
     """Run one task and return its small summary.  Idempotent: a task whose file exists is not
-    run again (its summary is read from the file)."""
+    run again (its summary is read from the file).  `config` is the task's run configuration as
+    plan() resolved it (then nothing is checked again); without it `task["run"]` is resolved here."""
     from . import runner
 
     path = Path(folder) / task["file"]
     ran = False
     start = time.perf_counter()
     if not path.is_file():
-        kwargs = {**task["run"], "t": tuple(task["run"]["t"])}
-        runner.run(output=os.fspath(path), threads=_task_threads(threads), **kwargs)
+        if config is None:
+            config = RunConfig.resolve(explicit={**task["run"], "t": tuple(task["run"]["t"])})
+        runner.execute(config.with_options(output=os.fspath(path), threads=_task_threads(threads)))
         ran = True
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
             "seconds": time.perf_counter() - start, "pid": os.getpid()}
-
-
-def read_task_summary(path) -> dict:
-    """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
-    results file (small)."""
-    import h5py
-
-    from .analysis import round_coordinates
-
-    with h5py.File(path, "r") as f:
-        coords = round_coordinates(f)
-        return {"reference_accuracy": float(f["reference_accuracy"][()]),
-                "accuracy": [float(v) for v in f["accuracy"][()]],
-                "chip": [int(v) for v in coords["chip"]], "t": [float(v) for v in coords["t"]],
-                "niu_round": [int(v) for v in coords["niu_round"]],
-                "drift_compensation": [str(v) for v in coords["drift_compensation"]]}
 
 
 def _init_worker(threads: int) -> None:
@@ -313,8 +265,8 @@ class SweepResult:
         return len(self.summaries) == self.total
 
     def open(self, **kwargs):
-        """The sweep as an xarray Dataset (aimcemu.analysis.open_sweep)."""
-        from .analysis import open_sweep
+        """The sweep as an xarray Dataset (aimcemu.results.open_sweep)."""
+        from .results import open_sweep
 
         return open_sweep(self.folder, **kwargs)
 
@@ -377,7 +329,7 @@ class _FuturesExecutor:
         self.pool, self.threads, self.owned = executor, max(1, threads), owned
 
     def submit(self, task: Task, folder: str):
-        return self.pool.submit(execute_task, task.to_dict(), folder, self.threads)
+        return self.pool.submit(execute_task, task.to_dict(), folder, self.threads, task.config)
 
     def as_completed(self, futures):
         return cf.as_completed(futures)
@@ -424,7 +376,7 @@ class _DaskClient:
         return {addr: max(1, cores.get(addr, 1) // slots_per_host[info["host"]]) for addr, info in workers.items()}
 
     def submit(self, task: Task, folder: str):
-        return self.client.submit(execute_task, task.to_dict(), os.path.abspath(folder), self.threads,
+        return self.client.submit(execute_task, task.to_dict(), os.path.abspath(folder), self.threads, task.config,
                                   key=f"aimcemu-sweep-{task.id}", pure=False)
 
     def as_completed(self, futures):
