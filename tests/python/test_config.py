@@ -119,3 +119,15 @@ def test_sweep_workers_run_the_planned_configuration_without_resolving_it_again(
     assert result.complete and result.ran == 3
     assert len(resolved) == 3            # once per task, in the plan
     assert calls["models"] == 3          # one model per task, built by the plan, used by the worker
+
+
+def test_perf_times_the_aimc_layers_of_a_runs_mapping(digits):
+    from aimcemu.perf import perf
+
+    model, _, _, _, _ = digits
+    mapping = {"default": "digital", "layers": {"block_conv*": "aimc", "head": {"noise": {"model": "hermes"}}}}
+    by_mapping = perf(str(model), mapping=mapping, niu=1).summary()
+    by_names = perf(str(model), aimc_layers=["block_conv1", "block_conv2", "head"], niu=1).summary()
+    assert by_mapping == by_names and by_mapping["aimc_layers"] == 3
+    with pytest.raises(aimcemu.FormatError, match="field 'mapping'"):
+        perf(str(model), mapping="all", aimc_layers="all")
