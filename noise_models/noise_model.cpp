@@ -90,6 +90,10 @@ NoiseModel::NoiseModel(NoiseParams resolved)
       drift_reference_(get_text(params_, "drift_reference") == "programmed" ? DriftReference::Programmed
                                                                             : DriftReference::Reconverted) {}
 
+ParamSpec scale_row(const std::string& name, const std::string& what) {
+    return number(name).fallback(1.0).non_negative().doc("multiplies the " + what);
+}
+
 ParamSpec drift_reference_row(const std::string& fallback) {
     return text("drift_reference")
         .fallback(fallback)

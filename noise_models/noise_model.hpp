@@ -133,6 +133,8 @@ private:
 // The table row every model has: which conductances drift starts from (`fallback` is the
 // model's default, "reconverted" or "programmed").
 ParamSpec drift_reference_row(const std::string& fallback);
+// A noise scale (prog_noise_scale, read_noise_scale, drift_scale): >= 0, default 1 (aihwkit's).
+ParamSpec scale_row(const std::string& name, const std::string& what);
 
 // Builds a model from its factory name and parameters; unknown names, unknown parameters and
 // invalid values throw FormatError naming the field.  Names: pcm_like, hermes,

@@ -36,9 +36,6 @@ ParamSpec t0_row(std::function<ParamValue(const NoiseParams&)> derive, std::stri
 ParamSpec t_read_row(double fallback) {
     return number("t_read").fallback(fallback).positive().unit("s").doc("duration of one read (1/f read noise)");
 }
-ParamSpec scale_row(const std::string& name, const std::string& what) {
-    return number(name).fallback(1.0).non_negative().doc("multiplies the " + what);
-}
 ParamSpec prog_coeff_row(std::vector<double> fallback, const std::string& what) {
     return numbers("prog_coeff").fallback(std::move(fallback)).min_items(1).unit("uS").doc(what);
 }

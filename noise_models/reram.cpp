@@ -10,9 +10,6 @@
 namespace aimcemu::noise {
 
 namespace {
-ParamSpec scale_row(const std::string& name, const std::string& what) {
-    return number(name).fallback(1.0).non_negative().doc("multiplies the " + what);
-}
 double polynomial(const std::vector<double>& coeff, double x) {
     double value = 0.0;
     for (std::size_t k = coeff.size(); k-- > 0;) value = value * x + coeff[k];
