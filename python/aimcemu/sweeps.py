@@ -25,12 +25,11 @@ Executors: ``None``/"local" (a process pool of ``workers`` processes, default th
 cores), a scheduler address ``"tcp://host:port"`` or a ``distributed.Client`` (also one built on
 a dask-jobqueue SLURMCluster/PBSCluster), or any ``concurrent.futures.Executor``.  Tasks write
 their files themselves; only small summaries travel back.  Each task's C++ threads are set to
-cores / concurrent tasks on its host, so workers never oversubscribe.  Config format and
-examples: docs/sweeps.md.
+cores / concurrent tasks on its host, so workers never oversubscribe (aimcemu.executors).
+Config format and examples: docs/sweeps.md.
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import copy
 import hashlib
 import itertools
@@ -45,6 +44,7 @@ from typing import Any, Mapping
 
 from . import _core, modelfile
 from .config import SWEEP_DEFAULTS, RunConfig, check_count, load_yaml_config, parse_times
+from .executors import make_executor, task_threads
 from .mapping import resolve_noise_model
 from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_task_summary
 
@@ -216,15 +216,6 @@ def plan(config: Mapping, output=None) -> SweepPlan:
 
 
 # --- executing one task (runs in a worker process) -----------------------------------------------
-def _task_threads(threads) -> int:
-    """The C++ threads this task may use: a number, or per-worker numbers on a Dask cluster."""
-    if isinstance(threads, Mapping):
-        from distributed import get_worker
-
-        return int(threads.get(get_worker().address, 1))
-    return int(threads)
-
-
 def execute_task(task: dict, folder: str, threads, config: RunConfig | None = None) -> dict:
     """Run one task and return its small summary.  Idempotent: a task whose file exists is not
     run again (its summary is read from the file).  `config` is the task's run configuration as
@@ -237,17 +228,10 @@ def execute_task(task: dict, folder: str, threads, config: RunConfig | None = No
     if not path.is_file():
         if config is None:
             config = RunConfig.resolve(explicit={**task["run"], "t": tuple(task["run"]["t"])})
-        runner.execute(config.with_options(output=os.fspath(path), threads=_task_threads(threads)))
+        runner.execute(config.with_options(output=os.fspath(path), threads=task_threads(threads)))
         ran = True
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
             "seconds": time.perf_counter() - start, "pid": os.getpid()}
-
-
-def _init_worker(threads: int) -> None:
-    """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
-    and Ctrl-C is left to the coordinating process, which stops the pool cleanly."""
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # --- the coordinator ----------------------------------------------------------------------------
@@ -277,13 +261,6 @@ class _Interrupted(Exception):
 
 def _raise_interrupt(signum, frame):
     raise _Interrupted(signal.Signals(signum).name)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _write_json_atomic(path: Path, data) -> None:
@@ -321,90 +298,6 @@ def _index(p: SweepPlan, summaries: dict) -> dict:
                        if t.id in summaries else None} for t in p.tasks]}
 
 
-class _FuturesExecutor:
-    """Tasks on a concurrent.futures executor (submitit, Client.get_executor(), a thread pool...)
-    with a fixed number of C++ threads per task."""
-
-    def __init__(self, executor: cf.Executor, threads: int, owned: bool = False):
-        self.pool, self.threads, self.owned = executor, max(1, threads), owned
-
-    def submit(self, task: Task, folder: str):
-        return self.pool.submit(execute_task, task.to_dict(), folder, self.threads, task.config)
-
-    def as_completed(self, futures):
-        return cf.as_completed(futures)
-
-    def cancel(self, futures) -> None:
-        for fut in futures:
-            fut.cancel()
-
-    def close(self) -> None:
-        if self.owned:  # waits for running tasks, drops pending ones
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _local_pool(workers: int | None, task_count: int, threads: int) -> _FuturesExecutor:
-    """A pool of spawned processes (no forked C++ thread pools); each task gets cores / workers
-    C++ threads unless `threads` says otherwise."""
-    import multiprocessing
-
-    cores = _cores()
-    workers = max(1, min(workers or cores, task_count or 1))
-    threads = threads if threads > 0 else max(1, cores // workers)
-    pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_init_worker, initargs=(threads,))
-    return _FuturesExecutor(pool, threads, owned=True)
-
-
-class _DaskClient:
-    """Tasks as Dask futures; the client's worker threads decide concurrency."""
-
-    def __init__(self, client_or_address):
-        from distributed import Client
-
-        self.own = isinstance(client_or_address, str)
-        self.client = Client(client_or_address) if self.own else client_or_address
-        self.threads = self._threads_per_worker()
-
-    def _threads_per_worker(self) -> dict:
-        """cores of each worker's host / task slots on that host (at least 1)."""
-        workers = self.client.scheduler_info()["workers"]
-        cores = self.client.run(_cores)
-        slots_per_host: dict[str, int] = {}
-        for info in workers.values():
-            slots_per_host[info["host"]] = slots_per_host.get(info["host"], 0) + info["nthreads"]
-        return {addr: max(1, cores.get(addr, 1) // slots_per_host[info["host"]]) for addr, info in workers.items()}
-
-    def submit(self, task: Task, folder: str):
-        return self.client.submit(execute_task, task.to_dict(), os.path.abspath(folder), self.threads, task.config,
-                                  key=f"aimcemu-sweep-{task.id}", pure=False)
-
-    def as_completed(self, futures):
-        from distributed import as_completed
-
-        return as_completed(futures)
-
-    def cancel(self, futures) -> None:
-        self.client.cancel(list(futures))
-
-    def close(self) -> None:
-        if self.own:
-            self.client.close()
-
-
-def _make_executor(executor, workers, task_count, threads):
-    if executor is None or executor == "local":
-        return _local_pool(workers, task_count, threads)
-    if isinstance(executor, str):
-        return _DaskClient(executor)
-    if type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info"):
-        return _DaskClient(executor)
-    if isinstance(executor, cf.Executor):
-        return _FuturesExecutor(executor, threads or 1)
-    raise _error("executor", f"expected None, 'local', a scheduler address, a distributed.Client or an Executor, "
-                             f"got {executor!r}")
-
-
 def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
           progress: bool = True) -> SweepResult:
     """Run (or resume) a sweep; returns a SweepResult.
@@ -437,7 +330,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     not started, let running tasks finish (their files are complete), and return interrupted."""
     from tqdm import tqdm
 
-    runner = _make_executor(executor, workers, len(todo), threads)
+    pool = make_executor(executor, workers, len(todo), threads)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     in_main = _in_main_thread()
     if in_main:
@@ -448,8 +341,10 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     futures, ran, interrupted = [], 0, False
     try:
         try:
-            futures = [runner.submit(task, os.fspath(p.folder)) for task in todo]
-            for fut in runner.as_completed(futures):
+            folder = pool.worker_folder(p.folder)
+            futures = [pool.submit(execute_task, f"aimcemu-sweep-{task.id}", task.to_dict(), folder, pool.threads,
+                                   task.config) for task in todo]
+            for fut in pool.as_completed(futures):
                 summary = fut.result()
                 summaries[summary["id"]] = summary
                 ran += summary["ran"]
@@ -460,8 +355,8 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             if in_main:  # a second signal during the wind-down is ignored: the files stay whole
                 for sig in previous:
                     signal.signal(sig, signal.SIG_IGN)
-            runner.cancel([f for f in futures if not f.done()])
-            runner.close()  # waits for the tasks already running; their files are complete
+            pool.cancel([f for f in futures if not f.done()])
+            pool.close()  # waits for the tasks already running; their files are complete
             for task in todo:
                 if task.id not in summaries and (p.folder / task.file).is_file():
                     summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id,
@@ -469,7 +364,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
                     ran += 1
             _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
         else:
-            runner.close()
+            pool.close()
     finally:
         bar.close()
         if in_main:

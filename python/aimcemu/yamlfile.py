@@ -1,7 +1,7 @@
 """YAML input, read one way everywhere: run and sweep configs, mapping files, --noise snippets.
 
 safe_load only (no Python objects); a syntax error is a FormatError naming the file (or the
-command-line option) and the field '<yaml>'.  Issue-specific limits on size or depth belong here.
+command-line option) and the field '<yaml>'.  Limits on a document's size or depth belong here.
 """
 from __future__ import annotations
 
