@@ -44,9 +44,11 @@ def _noise_model(noise: Any) -> NoiseModel:
 
 
 def _as_int8(weights: Any, field: str) -> np.ndarray:
+    """The core's int8 rule (python/src/arrays.hpp) checked here first, so that the error names
+    the layer (`field`) rather than the binding's argument."""
     array = np.asarray(weights)
     if array.dtype != np.int8:
-        raise _core.FormatError(f"<memory>: field '{field}': expected an int8 array, got dtype {array.dtype}")
+        raise _core.FormatError(f"<memory>: field '{field}': expected a numpy int8 array, got dtype {array.dtype}")
     return np.ascontiguousarray(array)
 
 
