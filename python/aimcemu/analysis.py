@@ -24,13 +24,14 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ._optional import require
+
 METRICS = ("snr_db", "cosine", "mismatch_rate")
 
 
 def _xr():
-    import xarray
-
-    return xarray
+    require("h5netcdf", "aimcemu.analysis (xarray's h5netcdf engine)")
+    return require("xarray", "aimcemu.analysis")
 
 
 # --- one run ------------------------------------------------------------------------------------
@@ -281,8 +282,8 @@ def _task_columns(folder, tasks, done, layers, chips, times, reps, compensations
             continue
         path = os.fspath(folder / task["file"])
         if lazy:
-            import dask
-            import dask.array as da
+            dask = require("dask", "open_sweep(lazy=True)")
+            da = require("dask.array", "open_sweep(lazy=True)")
 
             arrays = dask.delayed(_task_arrays, pure=True)(path, layers, chips, times, reps, compensations)
             for name, shape in per_task.items():
@@ -296,7 +297,7 @@ def _task_columns(folder, tasks, done, layers, chips, times, reps, compensations
 
 def _stack(blocks: list, lazy: bool):
     if lazy:
-        import dask.array as da
+        da = require("dask.array", "lazy arrays")
 
         return da.stack([da.asarray(b) for b in blocks])
     return np.stack(blocks)
@@ -304,7 +305,7 @@ def _stack(blocks: list, lazy: bool):
 
 # --- studies ------------------------------------------------------------------------------------
 def student_t_quantile(probability: float, dof: int) -> float:
-    from scipy import stats
+    stats = require("scipy.stats", "confidence intervals")
 
     return float(stats.t.ppf(probability, dof))
 
@@ -383,7 +384,7 @@ def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips:
     95 % CI over chips (averaged over t), accuracy_drop (reference - mean), and the SNR of the
     layer's own output and of the network's output (dB, means over chips and t).  The runs go
     through aimcemu.sweep into `output` (a sweep folder; resumable)."""
-    import pandas as pd
+    pd = require("pandas", "layer_sensitivity")
 
     from . import modelfile, runner
     from .sweeps import sweep

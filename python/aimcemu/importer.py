@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
-import torch
-import torch.fx as fx
-import torch.nn as nn
-import torch.nn.functional as F
 
 from . import _core
 from . import quantize as q
+from ._optional import require
+
+torch = require("torch", "aimcemu.importer (import_torch)")
+import torch.fx as fx  # noqa: E402  (after the check above, which names the extra to install)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 CALIBRATION_BATCH = 256
 NETWORK_INPUT = -1        # kNetworkInput in formats/network.hpp: "the producer is the image"

@@ -25,12 +25,13 @@ from typing import Sequence
 import numpy as np
 
 from . import analysis
+from ._optional import require
 
 NIU_COUNTS = (1, 2, 4)
 
 
 def _plt():
-    import matplotlib
+    matplotlib = require("matplotlib", "aimcemu report")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

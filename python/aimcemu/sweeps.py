@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import _core
+from ._optional import require
 
 INDEX_FILE = "index.json"
 TASK_FOLDER = "tasks"
@@ -253,7 +254,7 @@ def plan(config: Mapping, output=None) -> SweepPlan:
 def _task_threads(threads) -> int:
     """The C++ threads this task may use: a number, or per-worker numbers on a Dask cluster."""
     if isinstance(threads, Mapping):
-        from distributed import get_worker
+        get_worker = require("distributed", "sweeps on a Dask cluster").get_worker
 
         return int(threads.get(get_worker().address, 1))
     return int(threads)
@@ -408,7 +409,7 @@ class _DaskClient:
     """Tasks as Dask futures; the client's worker threads decide concurrency."""
 
     def __init__(self, client_or_address):
-        from distributed import Client
+        Client = require("distributed", "sweeps on a Dask cluster").Client
 
         self.own = isinstance(client_or_address, str)
         self.client = Client(client_or_address) if self.own else client_or_address
@@ -428,7 +429,7 @@ class _DaskClient:
                                   key=f"aimcemu-sweep-{task.id}", pure=False)
 
     def as_completed(self, futures):
-        from distributed import as_completed
+        as_completed = require("distributed", "sweeps on a Dask cluster").as_completed
 
         return as_completed(futures)
 
