@@ -45,6 +45,7 @@ __all__ = [
     "noise_model_from_dict", "noise_model_names",
     "DriftCompensation", "GlobalDriftCompensation", "PerColumnDriftCompensation",
     "GlobalDriftCompensationWithExactReference", "drift_compensation_from_dict",
+    "from_aihwkit", "to_aihwkit", "AihwkitConversionError",
 ]
 
 
@@ -477,3 +478,7 @@ def drift_compensation_from_dict(config: Mapping[str, Any]) -> DriftCompensation
     if unknown:
         raise _core.FormatError(f"drift compensation: field '{sorted(unknown)[0]}': unknown parameter")
     return kinds[kind](exact_reference=bool(config.get("exact_reference", False)))
+
+
+# aihwkit interop lives in its own module; aihwkit itself is imported only by to_aihwkit.
+from aimcemu.aihwkit_interop import AihwkitConversionError, from_aihwkit, to_aihwkit  # noqa: E402,F401
