@@ -73,6 +73,8 @@ def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None
     model = _load(path)
     graph = _Graph(model, path)
     chw = graph.input_chw(input_shape)
+    if calibration_data is None and not graph.qdq_ranges:
+        raise ValueError(f"{path}: a float model (no QuantizeLinear) needs calibration_data to choose its scales")
     stats = _run_onnxruntime(model, path, graph, chw, calibration_data)
     node_of = {n.name: n for n in graph.nodes}
     ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile) if calibration_data is not None \
@@ -105,6 +107,13 @@ def _attrs(node) -> dict:
 
 def _where(node, index: int) -> str:
     return f"node '{node.name}' ({node.op_type})" if node.name else f"node #{index} ({node.op_type}, output '{node.output[0]}')"
+
+
+def _layer_name(node, index: int) -> str:
+    """A layer name from the ONNX node: PyTorch's exporter writes '/layer1/0/conv1/Conv', which
+    becomes 'layer1.0.conv1.Conv' ('/' cannot name an HDF5 group in the model file)."""
+    name = (node.name or f"{node.op_type}_{index}").strip("/").replace("/", ".")
+    return name or f"{node.op_type}_{index}"
 
 
 def _qdq_range(scale: np.ndarray, zero_point: np.ndarray, dtype) -> tuple[float, float]:
@@ -165,6 +174,8 @@ class _Graph:
                 self._convert(node, index)
             except _Skip as exc:
                 problems.append((_where(node, index), str(exc)))
+                for out in node.output:   # stand-ins, so that later nodes still get checked
+                    self.value.setdefault(out, nb.Node(out, out, "identity"))
         if len(g.output) != 1:
             problems.append(("graph outputs", f"the model must return one tensor, it returns {len(g.output)}"))
         if problems:
@@ -206,7 +217,7 @@ class _Graph:
         return self.const[name]
 
     def _add(self, node, index: int, tag: str, inputs: list[nb.Node], **fields) -> nb.Node:
-        where = node.name or f"{node.op_type}_{index}"
+        where = _layer_name(node, index)
         made = nb.Node(node.output[0], where, tag, inputs, **fields)
         self.nodes.append(made)
         self.value[node.output[0]] = made
@@ -268,7 +279,7 @@ class _Graph:
         if lo >= 0.0 and source.tag not in ("relu", "input"):
             # Saturation at 0 is a ReLU (onnxruntime drops Relu nodes this way); make it explicit.
             source = self._add(node, index, "relu", [source])
-            source.where = f"{node.name or ins[0]} (ReLU implied by QuantizeLinear's range)"
+            source.where = f"{_layer_name(node, index)}.implied_relu"   # uint8 saturation at 0 is the ReLU
         self.qdq_ranges[source] = max(abs(lo), abs(hi))
         self.activation_scales[source] = float(np.max(scale))
         self.value[node.output[0]] = source
