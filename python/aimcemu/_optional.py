@@ -41,7 +41,7 @@ def require(module: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] != top:
+        if exc.name != top:   # the package is there but something inside it is not: its own error
             raise
         extra = EXTRA_OF_PACKAGE.get(top)
         how = f"pip install 'aimcemu[{extra}]'" if extra else f"pip install {top}"

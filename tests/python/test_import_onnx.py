@@ -103,7 +103,10 @@ def small(tmp_path_factory):
     return model, images, export(model, folder / "small.onnx", images[:1]), folder
 
 
-def assert_same_network(a, b) -> None:
+def assert_same_network(a, b, float32_folding: bool = False) -> None:
+    """Layer by layer the same network.  float32_folding: b's BatchNorm was folded into the conv
+    weights in float32 by the exporter (ours folds in float64), so a weight or bias right at a
+    rounding boundary may land one LSB off; allowed for at most 1 in 1000."""
     fields = ("kind", "input", "relu", "residual_input", "relu_after_residual", "residual_shift", "input_shift",
               "out_shift", "bias_shift", "kernel", "stride", "pad", "avg_mult", "out_channels")
     assert len(a.layers) == len(b.layers)
@@ -111,8 +114,12 @@ def assert_same_network(a, b) -> None:
     for la, lb in zip(a.layers, b.layers):
         for name in fields:
             assert getattr(la, name) == getattr(lb, name), (la.name, name)
-        np.testing.assert_array_equal(la.weights, lb.weights, err_msg=la.name)
-        np.testing.assert_array_equal(la.bias, lb.bias, err_msg=la.name)
+        for x, y in ((la.weights, lb.weights), (la.bias, lb.bias)):
+            if not float32_folding:
+                np.testing.assert_array_equal(x, y, err_msg=la.name)
+                continue
+            off = np.abs(x.astype(np.int64) - y.astype(np.int64))
+            assert off.size == 0 or (off.max() <= 1 and np.count_nonzero(off) <= max(1, off.size // 1000)), la.name
 
 
 # --- float models -------------------------------------------------------------------------------
@@ -407,7 +414,7 @@ def test_resnet_v1_imports_and_runs(tmp_path, depth):
     convs = sum(1 for layer in net.layers if layer.kind.name == "conv")
     assert convs == (20 if depth == 18 else 53)
     assert sum(1 for layer in net.layers if layer.residual_input >= 0) == (8 if depth == 18 else 16)
-    assert_same_network(net, import_torch(model, images))
+    assert_same_network(import_torch(model, images), net, float32_folding=True)
     outputs = _core.run_network(net, imported.quantize_images(images[:1].numpy()), backend="fast")
     assert outputs[net.output_index()].size == 1000
     cosines = layer_cosines(imported, path, images[:1].numpy(), outputs)
