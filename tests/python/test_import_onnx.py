@@ -27,6 +27,7 @@ from aimcemu import _core, _netbuild, cli, modelfile  # noqa: E402
 from aimcemu.importer import UnsupportedOperationError, convert_torch, import_torch  # noqa: E402
 from aimcemu.onnx_import import convert_onnx, import_onnx, layer_cosines  # noqa: E402
 from int8_reference import run_network_reference  # noqa: E402
+from test_import_torch import randomize_batchnorm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,15 +80,6 @@ class SmallNet(nn.Module):
         x = self.avg(self.pool(x))
         x = F.relu(self.fc1(x.view(x.size(0), -1)))
         return self.fc2(x)
-
-
-def randomize_batchnorm(model: nn.Module, gen: torch.Generator) -> None:
-    for bn in (m for m in model.modules() if isinstance(m, nn.BatchNorm2d)):
-        n = bn.num_features
-        bn.running_mean.copy_(torch.rand(n, generator=gen) * 2 - 1)
-        bn.running_var.copy_(torch.rand(n, generator=gen) * 1.5 + 0.5)
-        bn.weight.data.copy_(torch.rand(n, generator=gen) + 0.5)
-        bn.bias.data.copy_(torch.rand(n, generator=gen) - 0.5)
 
 
 @pytest.fixture(scope="module")
@@ -333,6 +325,13 @@ def test_digits_qdq_accuracy_within_a_point_of_onnxruntime(tmp_path_factory, per
     assert min(c for _, _, c in cosines) > 0.95
 
 
+def shortcut(cin: int, cout: int, stride: int) -> nn.Module | None:
+    """ResNet's projection shortcut (1x1 conv + BN) where the shape changes, else None (identity)."""
+    if stride == 1 and cin == cout:
+        return None
+    return nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+
 class BasicBlock(nn.Module):
     expansion = 1
 
@@ -340,9 +339,7 @@ class BasicBlock(nn.Module):
         super().__init__()
         self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
         self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+        self.downsample = shortcut(cin, cout, stride)
 
     def forward(self, x):
         identity = x if self.downsample is None else self.downsample(x)
@@ -361,9 +358,7 @@ class Bottleneck(nn.Module):
         self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
         self.conv2, self.bn2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
         self.conv3, self.bn3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+        self.downsample = shortcut(cin, cout, stride)
 
     def forward(self, x):
         identity = x if self.downsample is None else self.downsample(x)
