@@ -234,14 +234,22 @@ class _Graph:
                                                                            "Identity", "Transpose", "Cast"):
             self._fold_constant(node)
             return
-        if op in _SHAPE_OPS and any(i in self.shape_values for i in ins) or op == "Shape":
-            if all(i in self.const or i in self.shape_values or op == "Shape" for i in ins if i):
-                self.shape_values.update(node.output)
-                return
+        if self._computes_a_shape(op, ins):
+            self.shape_values.update(node.output)
+            return
         handler = getattr(self, "_op_" + op, None)
         if handler is None:
             raise _Skip(f"{op} is not supported")
         handler(node, index, ins, _attrs(node))
+
+    def _computes_a_shape(self, op: str, ins: list[str]) -> bool:
+        """Shape(x), and shape ops on its results and constants: they only feed a Reshape's
+        target shape (x.view(x.size(0), -1) exports that way) and carry no tensor data."""
+        if op == "Shape":
+            return True
+        used = [i for i in ins if i]
+        return (op in _SHAPE_OPS and any(i in self.shape_values for i in used)
+                and all(i in self.shape_values or i in self.const for i in used))
 
     def _fold_constant(self, node) -> None:
         op, a = node.op_type, _attrs(node)
