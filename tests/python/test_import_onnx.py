@@ -8,7 +8,6 @@ of onnxruntime's INT8 accuracy.  Bad files get errors naming the file and the no
 """
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from pathlib import Path
 
@@ -27,10 +26,8 @@ from aimcemu import _core, _netbuild, cli, modelfile  # noqa: E402
 from aimcemu.importer import UnsupportedOperationError, convert_torch, import_torch  # noqa: E402
 from aimcemu.onnx_import import convert_onnx, import_onnx, layer_cosines  # noqa: E402
 from int8_reference import run_network_reference  # noqa: E402
+from test_import_digits import load_train_script  # noqa: E402
 from test_import_torch import randomize_batchnorm  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 def export(model: nn.Module, path: Path, example: torch.Tensor, dynamic_hw: bool = False) -> Path:
     """PyTorch's TorchScript ONNX exporter (the dynamo one needs onnxscript), batch axis dynamic."""
@@ -290,14 +287,6 @@ def test_public_entry_point():
 
 
 # --- the embedded digits model and ResNets (slow) -----------------------------------------------
-
-
-def load_train_script():
-    pytest.importorskip("sklearn")
-    spec = importlib.util.spec_from_file_location("train_digits", REPO / "scripts" / "train_digits.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
