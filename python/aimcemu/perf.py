@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import _core
+from ._optional import require
 from .config import aimc_layer_names
 
 _t = _core.timing
@@ -250,8 +251,7 @@ def _schedule_run(result: PerfResult):
 
 
 def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
-    import matplotlib
-
+    matplotlib = require("matplotlib", "aimcemu perf plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
