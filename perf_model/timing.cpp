@@ -7,6 +7,7 @@
 
 #include "common/errors.hpp"
 #include "perf_model/uram.hpp"
+#include "pu_model/sa_pipeline.hpp"
 
 namespace aimcemu {
 
@@ -32,8 +33,11 @@ std::int64_t sa_pipeline_cycles(const PuConfig& pu, std::int64_t n, std::int64_t
     const std::int64_t waves = p * sections;
     const std::int64_t blocks = pu.r_sa / pu.r_g;
     const std::int64_t rows_last = n - (sections - 1) * pu.r_sa;
-    const std::int64_t top = ceil_div(rows_last, pu.r_g) - 1;
-    return (waves - 1) * std::max(g, blocks) + g + pu.c_sa + (top + 1) * pu.r_g - 1 + (blocks - 1 - top) + 3;
+    const int top = int(ceil_div(rows_last, pu.r_g) - 1);
+    // The last wave starts (W-1) wave intervals in; its top chunk reaches its FIFO head, climbs the
+    // aggregator chain to the top slot, is written to the WRB and read the cycle after.
+    const std::int64_t last_chunk_ready = sa_pipeline::chunk_ready_cycle(g, pu.c_sa, pu.r_g, top);
+    return (waves - 1) * std::max(g, blocks) + last_chunk_ready + (blocks - 1 - top) + sa_pipeline::kWrbWriteAndRead + 1;
 }
 
 bool sa_pipeline_exact(const PuConfig& pu, std::int64_t n, std::int64_t m) {
