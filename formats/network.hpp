@@ -37,6 +37,18 @@ LayerKind layer_kind_from_string(const std::string& name, const std::string& sou
 // The index of the network input when used as a producer.
 inline constexpr int kNetworkInput = -1;
 
+// The valid range of each integer field of a layer, inclusive.  Network::resolve checks them;
+// the importer's quantizer (python/aimcemu/quantize.py) reads them through the bindings
+// (aimcemu._core.LAYER_FIELD_RANGES), so they are stated only here.
+struct FieldRange {
+    int min, max;
+    bool contains(int v) const { return v >= min && v <= max; }
+};
+inline constexpr FieldRange kBiasShiftRange{0, 24};
+inline constexpr FieldRange kOutShiftRange{0, 31};
+inline constexpr FieldRange kAlignShiftRange{-8, 8};  // residual_shift and input_shift
+inline constexpr FieldRange kAvgMultRange{1, 127};
+
 struct Layer {
     std::string name;
     LayerKind kind = LayerKind::Conv;
@@ -51,10 +63,10 @@ struct Layer {
     // GEMM operands (conv / linear).  weights: N*M int8, bias: N int8.
     std::vector<std::int8_t> weights;
     std::vector<std::int8_t> bias;
-    int bias_shift = 0;            // bias is added as bias << bias_shift (0..24)
+    int bias_shift = 0;            // bias is added as bias << bias_shift (kBiasShiftRange)
 
     // Requantisation and post-processing.
-    int out_shift = 0;             // power-of-two requantisation, round half up (0..31)
+    int out_shift = 0;             // power-of-two requantisation, round half up (kOutShiftRange)
     bool relu = false;
     int residual_input = -1;       // conv/linear/add: second operand layer index, -1 = none
     int residual_shift = 0;        // align(r): r << s for s >= 0, round_shift(r, -s) for s < 0

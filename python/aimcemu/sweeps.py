@@ -25,12 +25,11 @@ Executors: ``None``/"local" (a process pool of ``workers`` processes, default th
 cores), a scheduler address ``"tcp://host:port"`` or a ``distributed.Client`` (also one built on
 a dask-jobqueue SLURMCluster/PBSCluster), or any ``concurrent.futures.Executor``.  Tasks write
 their files themselves; only small summaries travel back.  Each task's C++ threads are set to
-cores / concurrent tasks on its host, so workers never oversubscribe.  Config format and
-examples: docs/sweeps.md.
+cores / concurrent tasks on its host, so workers never oversubscribe (aimcemu.executors).
+Config format and examples: docs/sweeps.md.
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import copy
 import hashlib
 import itertools
@@ -43,19 +42,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import _core
+from . import _core, modelfile
+from .config import SWEEP_DEFAULTS, RunConfig, check_count, load_yaml_config, parse_times
+from .executors import make_executor, task_threads
+from .mapping import resolve_noise_model
+from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_task_summary
 
-INDEX_FILE = "index.json"
-TASK_FOLDER = "tasks"
-FORMAT = "aimcemu-sweep"
-FORMAT_VERSION = 1
-
-# Top-level options of a sweep config and their defaults (run options are passed to aimcemu.run).
-DEFAULTS: dict[str, Any] = {
-    "output": None, "model": None, "data": None, "mapping": None, "noise": None, "t": [0.0],
-    "chips": 1, "rounds": 1, "seed": 0, "drift_compensation": "none", "backend": "fast",
-    "layers": "none", "grid": None,
-}
+# Top-level options of a sweep config and their defaults (aimcemu.config; run options are passed
+# to aimcemu.run).
+DEFAULTS = SWEEP_DEFAULTS
 # Grid axes besides "noise.<parameter>" (any parameter of the noise model).
 PLAIN_AXES = ("model", "data", "mapping", "noise", "drift_compensation")
 
@@ -72,6 +67,7 @@ class Task:
     point: dict            # axis -> label (what the grid point is called in the index and in xarray)
     run: dict              # aimcemu.run keyword arguments, output excluded
     file: str              # relative to the sweep folder
+    config: RunConfig | None = field(default=None, repr=False)   # `run` resolved (checked) by plan()
 
     def to_dict(self) -> dict:
         return {"id": self.id, "point": self.point, "run": self.run, "file": self.file}
@@ -87,8 +83,6 @@ class SweepPlan:
 
 def load_config(path) -> dict:
     """A sweep config from a YAML file (a mapping of the options in DEFAULTS)."""
-    from .runner import load_yaml_config
-
     return load_yaml_config(path, "sweep options")
 
 
@@ -128,20 +122,9 @@ def _check_top_level(config: Mapping) -> dict:
     cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(dict(config))}
     if cfg["output"] is None:
         raise _error("output", "the sweep folder is required")
-    t = cfg["t"] if isinstance(cfg["t"], (list, tuple)) else [cfg["t"]]
-    if not t:
-        raise _error("t", "empty: give at least one time (s)")
-    try:
-        cfg["t"] = [float(v) for v in t]
-    except (TypeError, ValueError):
-        raise _error("t", f"times must be numbers (s), got {t!r}") from None
-    if any(v < 0 for v in cfg["t"]) or any(b <= a for a, b in zip(cfg["t"], cfg["t"][1:])):
-        raise _error("t", f"times must be >= 0 s and strictly increasing, got {cfg['t']}")
-    for name in ("chips", "rounds"):
-        if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
-            raise _error(name, f"must be an integer >= 1, got {cfg[name]!r}")
-    if not isinstance(cfg["seed"], int) or cfg["seed"] < 0:
-        raise _error("seed", f"must be an integer >= 0, got {cfg['seed']!r}")
+    cfg["t"] = parse_times(cfg["t"], "<sweep>", "t")
+    for name, minimum in (("chips", 1), ("rounds", 1), ("seed", 0)):
+        cfg[name] = check_count(cfg[name], "<sweep>", name, minimum)
     grid = cfg["grid"]
     if grid is None:
         grid = {}
@@ -190,39 +173,23 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
     return args
 
 
-def _check_noise(noise, where: str) -> None:
-    if noise is None:
-        return
-    from .noise import noise_model_from_dict
-
+def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
+    """One task's run arguments resolved and checked exactly as aimcemu.run resolves them, with
+    the mapping resolved against the model's layers: a bad noise config, a pattern that matches
+    no layer or an unknown device is an error naming the option or grid axis, before any work."""
     try:
-        noise_model_from_dict(noise)
+        noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<sweep>", "noise")
     except _core.FormatError as exc:
-        raise _error(where, str(exc)) from None
-
-
-def _network(model, data, cache: dict):
-    """The network of a model file (the embedded model when None), loaded once per plan."""
-    from . import modelfile, runner
-
-    key = (model, data)
-    if key not in cache:
-        model_path, _ = runner._locate_inputs(model, data)
-        cache[key] = modelfile.load_model(model_path)
-    return cache[key]
-
-
-def _check_mapping(mapping, noise, net, where: str) -> None:
-    """Resolve the mapping against the network exactly as aimcemu.run will: a pattern that
-    matches no layer, an unknown device or a bad per-layer noise config is an error."""
-    from .mapping import Mapping as LayerMapping
-
+        raise _error("grid.noise" if labels else "noise", str(exc)) from None
+    # As the task's aimcemu.run call takes them (so the results file records the same sources).
+    config = RunConfig.resolve(explicit={**args, "noise": noise})
+    if config.model not in networks:  # each model file is loaded once per plan
+        networks[config.model] = modelfile.load_model(config.model)
     try:
-        resolved = LayerMapping.coerce(mapping, source="<sweep>")
-        if resolved is not None:
-            resolved.resolve(net, default_noise=noise)
+        config.placements(networks[config.model])
     except _core.FormatError as exc:
-        raise _error(where, str(exc)) from None
+        raise _error("grid.mapping" if "mapping" in labels else "mapping", str(exc)) from None
+    return config
 
 
 def task_id(run_args: dict) -> str:
@@ -236,66 +203,35 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     model's layers) and list its tasks.  Bad configs raise FormatError before any work."""
     cfg = _check_top_level({**config, **({"output": os.fspath(output)} if output is not None else {})})
     axes, points = _grid_points(cfg)
-    net_cache: dict = {}
+    networks: dict = {}
     tasks = []
     for number, (labels, values) in enumerate(points):
         args = _point_run_args(cfg, values)
-        _check_noise(args["noise"], "grid.noise" if labels else "noise")
-        net = _network(args["model"], args["data"], net_cache)
-        _check_mapping(args["mapping"], args["noise"], net, "grid.mapping" if "mapping" in labels else "mapping")
+        run_config = _task_config(args, labels, networks)
         ident = task_id(args)
-        tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5"))
+        tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5",
+                          config=run_config))
     resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
     return SweepPlan(folder=Path(cfg["output"]), config=resolved, axes=axes, tasks=tasks)
 
 
 # --- executing one task (runs in a worker process) -----------------------------------------------
-def _task_threads(threads) -> int:
-    """The C++ threads this task may use: a number, or per-worker numbers on a Dask cluster."""
-    if isinstance(threads, Mapping):
-        from distributed import get_worker
-
-        return int(threads.get(get_worker().address, 1))
-    return int(threads)
-
-
-def execute_task(task: dict, folder: str, threads) -> dict:
+def execute_task(task: dict, folder: str, threads, config: RunConfig | None = None) -> dict:
     """Run one task and return its small summary.  Idempotent: a task whose file exists is not
-    run again (its summary is read from the file)."""
+    run again (its summary is read from the file).  `config` is the task's run configuration as
+    plan() resolved it (then nothing is checked again); without it `task["run"]` is resolved here."""
     from . import runner
 
     path = Path(folder) / task["file"]
     ran = False
     start = time.perf_counter()
     if not path.is_file():
-        kwargs = {**task["run"], "t": tuple(task["run"]["t"])}
-        runner.run(output=os.fspath(path), threads=_task_threads(threads), **kwargs)
+        if config is None:
+            config = RunConfig.resolve(explicit={**task["run"], "t": tuple(task["run"]["t"])})
+        runner.execute(config.with_options(output=os.fspath(path), threads=task_threads(threads)))
         ran = True
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
             "seconds": time.perf_counter() - start, "pid": os.getpid()}
-
-
-def read_task_summary(path) -> dict:
-    """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
-    results file (small)."""
-    import h5py
-
-    from .analysis import round_coordinates
-
-    with h5py.File(path, "r") as f:
-        coords = round_coordinates(f)
-        return {"reference_accuracy": float(f["reference_accuracy"][()]),
-                "accuracy": [float(v) for v in f["accuracy"][()]],
-                "chip": [int(v) for v in coords["chip"]], "t": [float(v) for v in coords["t"]],
-                "niu_round": [int(v) for v in coords["niu_round"]],
-                "drift_compensation": [str(v) for v in coords["drift_compensation"]]}
-
-
-def _init_worker(threads: int) -> None:
-    """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
-    and Ctrl-C is left to the coordinating process, which stops the pool cleanly."""
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # --- the coordinator ----------------------------------------------------------------------------
@@ -313,8 +249,8 @@ class SweepResult:
         return len(self.summaries) == self.total
 
     def open(self, **kwargs):
-        """The sweep as an xarray Dataset (aimcemu.analysis.open_sweep)."""
-        from .analysis import open_sweep
+        """The sweep as an xarray Dataset (aimcemu.results.open_sweep)."""
+        from .results import open_sweep
 
         return open_sweep(self.folder, **kwargs)
 
@@ -325,13 +261,6 @@ class _Interrupted(Exception):
 
 def _raise_interrupt(signum, frame):
     raise _Interrupted(signal.Signals(signum).name)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _write_json_atomic(path: Path, data) -> None:
@@ -369,90 +298,6 @@ def _index(p: SweepPlan, summaries: dict) -> dict:
                        if t.id in summaries else None} for t in p.tasks]}
 
 
-class _FuturesExecutor:
-    """Tasks on a concurrent.futures executor (submitit, Client.get_executor(), a thread pool...)
-    with a fixed number of C++ threads per task."""
-
-    def __init__(self, executor: cf.Executor, threads: int, owned: bool = False):
-        self.pool, self.threads, self.owned = executor, max(1, threads), owned
-
-    def submit(self, task: Task, folder: str):
-        return self.pool.submit(execute_task, task.to_dict(), folder, self.threads)
-
-    def as_completed(self, futures):
-        return cf.as_completed(futures)
-
-    def cancel(self, futures) -> None:
-        for fut in futures:
-            fut.cancel()
-
-    def close(self) -> None:
-        if self.owned:  # waits for running tasks, drops pending ones
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _local_pool(workers: int | None, task_count: int, threads: int) -> _FuturesExecutor:
-    """A pool of spawned processes (no forked C++ thread pools); each task gets cores / workers
-    C++ threads unless `threads` says otherwise."""
-    import multiprocessing
-
-    cores = _cores()
-    workers = max(1, min(workers or cores, task_count or 1))
-    threads = threads if threads > 0 else max(1, cores // workers)
-    pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_init_worker, initargs=(threads,))
-    return _FuturesExecutor(pool, threads, owned=True)
-
-
-class _DaskClient:
-    """Tasks as Dask futures; the client's worker threads decide concurrency."""
-
-    def __init__(self, client_or_address):
-        from distributed import Client
-
-        self.own = isinstance(client_or_address, str)
-        self.client = Client(client_or_address) if self.own else client_or_address
-        self.threads = self._threads_per_worker()
-
-    def _threads_per_worker(self) -> dict:
-        """cores of each worker's host / task slots on that host (at least 1)."""
-        workers = self.client.scheduler_info()["workers"]
-        cores = self.client.run(_cores)
-        slots_per_host: dict[str, int] = {}
-        for info in workers.values():
-            slots_per_host[info["host"]] = slots_per_host.get(info["host"], 0) + info["nthreads"]
-        return {addr: max(1, cores.get(addr, 1) // slots_per_host[info["host"]]) for addr, info in workers.items()}
-
-    def submit(self, task: Task, folder: str):
-        return self.client.submit(execute_task, task.to_dict(), os.path.abspath(folder), self.threads,
-                                  key=f"aimcemu-sweep-{task.id}", pure=False)
-
-    def as_completed(self, futures):
-        from distributed import as_completed
-
-        return as_completed(futures)
-
-    def cancel(self, futures) -> None:
-        self.client.cancel(list(futures))
-
-    def close(self) -> None:
-        if self.own:
-            self.client.close()
-
-
-def _make_executor(executor, workers, task_count, threads):
-    if executor is None or executor == "local":
-        return _local_pool(workers, task_count, threads)
-    if isinstance(executor, str):
-        return _DaskClient(executor)
-    if type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info"):
-        return _DaskClient(executor)
-    if isinstance(executor, cf.Executor):
-        return _FuturesExecutor(executor, threads or 1)
-    raise _error("executor", f"expected None, 'local', a scheduler address, a distributed.Client or an Executor, "
-                             f"got {executor!r}")
-
-
 def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
           progress: bool = True) -> SweepResult:
     """Run (or resume) a sweep; returns a SweepResult.
@@ -485,7 +330,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     not started, let running tasks finish (their files are complete), and return interrupted."""
     from tqdm import tqdm
 
-    runner = _make_executor(executor, workers, len(todo), threads)
+    pool = make_executor(executor, workers, len(todo), threads)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     in_main = _in_main_thread()
     if in_main:
@@ -496,8 +341,10 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     futures, ran, interrupted = [], 0, False
     try:
         try:
-            futures = [runner.submit(task, os.fspath(p.folder)) for task in todo]
-            for fut in runner.as_completed(futures):
+            folder = pool.worker_folder(p.folder)
+            futures = [pool.submit(execute_task, f"aimcemu-sweep-{task.id}", task.to_dict(), folder, pool.threads,
+                                   task.config) for task in todo]
+            for fut in pool.as_completed(futures):
                 summary = fut.result()
                 summaries[summary["id"]] = summary
                 ran += summary["ran"]
@@ -508,8 +355,8 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             if in_main:  # a second signal during the wind-down is ignored: the files stay whole
                 for sig in previous:
                     signal.signal(sig, signal.SIG_IGN)
-            runner.cancel([f for f in futures if not f.done()])
-            runner.close()  # waits for the tasks already running; their files are complete
+            pool.cancel([f for f in futures if not f.done()])
+            pool.close()  # waits for the tasks already running; their files are complete
             for task in todo:
                 if task.id not in summaries and (p.folder / task.file).is_file():
                     summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id,
@@ -517,7 +364,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
                     ran += 1
             _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
         else:
-            runner.close()
+            pool.close()
     finally:
         bar.close()
         if in_main:

@@ -2,8 +2,8 @@
 
 It re-implements pcg32 (pcg-cpp's setseq_xsh_rr_64_32), the splitmix64 key chain and the
 Box-Muller sampler exactly as docs/noise_models.md specifies them, and the PCM-like and
-generic formulas from the aihwkit fact sheet, then requires the C++ core to agree.  This pins
-the documented keying: anyone (the NIU, another language) can reproduce the draws.
+generic formulas from aihwkit's published constants, then requires the C++ core to agree.  This
+pins the documented keying: anyone (the NIU, another language) can reproduce the draws.
 
 Integer steps (the pcg32 outputs, the uniforms, which devices are stuck, the converter) must
 agree exactly.  Values that go through log, sin, cos, exp or pow agree to RTOL: the C++ core

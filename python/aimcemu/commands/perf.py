@@ -17,10 +17,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="first layer's IM2COL on the host (padded to 160 B, as in the paper) or in the FPGA")
     parser.add_argument("--avg-pool", choices=["block-diagonal", "dense"], default="block-diagonal",
                         help="how the average pool maps to the GEMM engine")
+    parser.add_argument("--timing-model", choices=["full", "roofline"], default="full",
+                        help="full model, or the roofline straw man: SA cycles only, no fill, data movement or stall")
     parser.add_argument("--scheduler", choices=["baseline", "adaptive", "double-buffer", "in-order-prefetch"],
                         default="adaptive", help="weight-transfer schedule (default: the paper's two phases)")
     parser.add_argument("--aimc-layers", default=None, metavar="NAMES",
                         help="layers mapped to AIMC: 'all' or comma-separated names (default none)")
+    parser.add_argument("--mapping", default=None, metavar="MAPPING",
+                        help="layers mapped to AIMC as a run takes them: a YAML mapping file or 'all' "
+                             "(docs/hybrid_runs.md); instead of --aimc-layers")
     parser.add_argument("--niu", type=int, default=0, metavar="COUNT", help="NIUs replacing PUs (shared sharing)")
     parser.add_argument("--niu-sharing", choices=["shared", "per-pu"], default="shared",
                         help="shared: COUNT NIUs serve all PUs; per-pu: one NIU beside each PU (half the slots)")
@@ -35,14 +40,14 @@ def main(args: argparse.Namespace) -> int:
     from ..perf import perf
 
     result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
-                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, niu=args.niu,
-                  niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes)
+                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping, niu=args.niu,
+                  niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes, timing_model=args.timing_model)
     if args.format == "json":
         import json
 
-        from ..perf import _json_default
+        from ..perf import json_default
 
-        json.dump(result.to_dict(), sys.stdout, indent=2, default=_json_default)
+        json.dump(result.to_dict(), sys.stdout, indent=2, default=json_default)
         print()
     elif args.format == "csv":
         import csv

@@ -45,13 +45,10 @@ def parse_noise(text: str | None):
         return None
     if "{" not in text and ":" not in text:
         return {"model": text.strip()}
-    import yaml
     from .. import FormatError
+    from ..yamlfile import parse_yaml
 
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FormatError(f"--noise: field '<yaml>': {exc}") from None
+    value = parse_yaml(text, "--noise")
     if not isinstance(value, dict):
         raise FormatError("--noise: field '<root>': expected a model name or a mapping with 'model'")
     return value
