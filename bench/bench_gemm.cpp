@@ -3,13 +3,15 @@
 //
 // The same work on both sides, weights prepared once on both sides:
 //   ours   = IM2COL (into the operand layout of the chosen fast kernel) + fast GEMM + bias +
-//            requantisation to int8 with ReLU, weights packed beforehand (PackedWeights);
+//            requantisation to int8 with ReLU in the GEMM's epilogue, weights packed beforehand;
 //   oneDNN = convolution_forward (conv layers) or matmul (linear layers) with u8/s8 source,
 //            s8 weights in the primitive's preferred layout (format_tag::any, reordered once),
 //            s32 bias, an output scale of 2^-shift, a ReLU post-op and s8 output: oneDNN's
 //            fused equivalent of our requantisation (its rounding differs; speed only here).
 // Activations are in [0, 127] (post-ReLU, as in the network) except for the 3-channel input
-// layer, whose input is signed.  `--batch B` stacks B images per call on both sides.
+// layer, whose input is signed.  `--batch B` stacks B images per call on both sides; `--kernel K`
+// (amx, vnni512, avx2, portable) picks our kernel instead of the fastest; `--threads T` the
+// second table's thread count.
 //
 // For each shape and thread count (1 and all cores) the two sides alternate, best of repeated
 // runs, so load from other processes hits both alike; GOPS = 2*N*M*P / seconds.  The table also
@@ -127,26 +129,32 @@ struct Case {
     double ops() const { return 2.0 * double(n()) * double(m()) * double(p()); }
 };
 
-// Ours: IM2COL + GEMM + requantisation, weights packed once.
+// The fast kernel under test: --kernel NAME (default: auto, the fastest this CPU has).
+FastKernel g_kernel = FastKernel::Auto;
+
+// Ours: IM2COL + GEMM with requantisation (shift, round, saturate, ReLU) in the kernel's
+// epilogue, as run_network does it; weights packed once.
 class Ours {
 public:
     explicit Ours(const Case& l)
-        : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m()),
-          operand_(std::size_t(l.p() * packed_.x_row_stride())), acc_(std::size_t(l.n() * l.p())), y_(acc_.size()) {}
+        : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel),
+          operand_(std::size_t(l.p() * packed_.x_row_stride())), y_(std::size_t(l.n() * l.p())) {}
     void run(int threads) {
         const std::int64_t image_in = l_.s.g.in.size(), image_rows = l_.s.g.p() * packed_.x_row_stride();
         for (int b = 0; b < l_.batch; ++b)
             im2col_into(l_.x.data() + b * image_in, l_.s.g, packed_.x_xor_mask(), packed_.x_row_stride(),
                         operand_.data() + b * image_rows, threads);
-        gemm_fast(packed_, operand_.data(), l_.p(), acc_.data(), threads);
-        requantize(acc_.data(), std::int64_t(acc_.size()), kOutShift, true, y_.data(), threads);
+        GemmOutput out;
+        out.y = y_.data();
+        out.out_shift = kOutShift;
+        out.relu = true;
+        gemm_fast(packed_, operand_.data(), l_.p(), out, threads);
     }
 
 private:
     const Case& l_;
     PackedWeights packed_;
     std::vector<std::uint8_t> operand_;
-    std::vector<std::int32_t> acc_;
     std::vector<std::int8_t> y_;
 };
 
@@ -243,7 +251,7 @@ struct Totals {
 };
 
 void run_table(const std::map<Shape, int>& shapes, int batch, int threads, double ghz, Totals& total) {
-    const FastKernel kernel = resolve_fast_kernel(FastKernel::Auto);
+    const FastKernel kernel = resolve_fast_kernel(g_kernel);
     const double peak = peak_macs_per_cycle(kernel) * 2 * ghz * threads;   // GOPS
     std::printf("\n== %d thread%s, batch %d, fast kernel %s, peak %.0f GOPS ==\n", threads, threads == 1 ? "" : "s",
                 batch, to_string(kernel), peak);
@@ -301,6 +309,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--batch")) batch = std::max(1, std::atoi(argv[i + 1]));
         if (!std::strcmp(argv[i], "--threads")) max_threads = std::max(1, std::atoi(argv[i + 1]));
+        if (!std::strcmp(argv[i], "--kernel")) g_kernel = resolve_fast_kernel(fast_kernel_from_string(argv[i + 1]));
     }
     const auto shapes = distinct_shapes();
     const double ghz = measure_ghz();

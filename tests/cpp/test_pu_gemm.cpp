@@ -252,6 +252,68 @@ TEST(Gemm, EveryKernelTheCpuOffersIsAvailableAndServesCalls) {
     EXPECT_THROW(fast_kernel_from_string("avx9"), FormatError);
 }
 
+namespace {
+
+// What a kernel needs that this CPU or build may lack, for the skip message (read from CPUID
+// here, independently of gemm.cpp's checks).
+std::string missing_feature(FastKernel k) {
+    __builtin_cpu_init();
+    const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vnni");
+    switch (k) {
+        case FastKernel::Amx:
+            return "needs AMX-TILE + AMX-INT8 (CPUID.7.0:EDX bits 24, 25), AVX-512 VNNI and Linux's tile-data "
+                   "permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+        case FastKernel::Vnni512: return "needs AVX-512F, AVX-512BW and AVX-512 VNNI";
+        case FastKernel::Avx2: return "needs AVX2";
+        case FastKernel::Dnnl:
+#ifdef AIMCEMU_HAVE_DNNL
+            return vnni ? "unavailable although the CPU has AVX-512 VNNI"
+                        : "needs AVX-512 VNNI (without it oneDNN's s8 GEMM sums u8*s8 pairs in saturating int16)";
+#else
+            (void)vnni;
+            return "this build has no oneDNN (AIMCEMU_USE_DNNL=OFF or libdnnl-dev missing)";
+#endif
+        default: return "unavailable";
+    }
+}
+
+class EachKernel : public ::testing::TestWithParam<FastKernel> {};
+
+}  // namespace
+
+// Every kernel by name, so that a run on any CPU lists each one as passed or skipped with the
+// feature it lacks (the tests above loop over whatever is available and would stay silent).
+TEST_P(EachKernel, MatchesTheReferenceOnRandomAndExtremeOperands) {
+    const FastKernel k = GetParam();
+    if (!fast_kernel_available(k)) GTEST_SKIP() << to_string(k) << ": " << missing_feature(k);
+    pcg32 rng(77);
+    for (const auto& c : random_cases(40, 11)) {
+        const auto x = random_int8(rng, c.g.in.size());
+        const auto w = random_int8(rng, c.n * c.g.m());
+        const auto bias = random_int8(rng, c.n);
+        const auto expect = direct_conv(x, c.g, w, bias, c.bias_shift, c.n);
+        const auto patches = im2col(x.data(), c.g);
+        std::vector<std::int32_t> acc(expect.size());
+        gemm_fast(w.data(), patches.data(), bias.data(), c.bias_shift, c.n, c.g.m(), c.g.p(), acc.data(), 2, k);
+        ASSERT_EQ(acc, expect) << describe(c);
+    }
+    // +-128 and 127 everywhere over the deepest ResNet depth: every pair at the int16 bounds.
+    const std::int64_t n = 35, m = 4608, p = 13;
+    for (int xv : {-128, 127, 0})
+        for (int wv : {-128, 127}) {
+            std::vector<std::int8_t> w(std::size_t(n * m), std::int8_t(wv)), x(std::size_t(p * m), std::int8_t(xv));
+            std::vector<std::int8_t> bias(std::size_t(n), -128);
+            std::vector<std::int32_t> acc(std::size_t(n * p));
+            gemm_fast(w.data(), x.data(), bias.data(), 16, n, m, p, acc.data(), 1, k);
+            EXPECT_EQ(acc.front(), std::int32_t(m * xv * wv - (128 << 16))) << "x " << xv << ", w " << wv;
+            EXPECT_EQ(acc.back(), acc.front());
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemm, EachKernel, ::testing::ValuesIn(kAllFastKernels),
+                         [](const ::testing::TestParamInfo<FastKernel>& info) { return std::string(to_string(info.param)); });
+
 TEST(Gemm, RequantisedOutputEqualsRequantizeOfTheAccumulators) {
     // The fused epilogue (in registers for AVX2, per block for the others) against the plain
     // requantize() of the reference accumulators: every shift 0..24, with and without ReLU, N not
