@@ -47,7 +47,7 @@ public:
         for (int i = 0; i < int(net.layers.size()); ++i) {
             if (!net.layers[std::size_t(i)].is_gemm()) continue;
             const bool replaced = opt.weights && opt.weights->weights(i);
-            if (!replaced && opt.packed && opt.packed->kernel() == kernel)
+            if (!replaced && opt.packed && opt.packed->kernel() == kernel && opt.packed->layer(i))
                 use_[std::size_t(i)] = opt.packed->layer(i);
             else
                 to_pack.push_back(i);
@@ -238,10 +238,14 @@ constexpr int kAutoBatch = 8;
 }  // namespace
 
 PackedNetwork::PackedNetwork(const Network& net, FastKernel kernel, int threads)
+    : PackedNetwork(net, kernel, threads, {}) {}
+
+PackedNetwork::PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip)
     : kernel_(resolve_fast_kernel(kernel)), layers_(net.layers.size()) {
     parallel_for(std::int64_t(net.layers.size()), threads, [&](std::int64_t i) {
         const Layer& l = net.layers[std::size_t(i)];
-        if (l.is_gemm()) layers_[std::size_t(i)] = pack_layer(l, l.weights.data(), kernel_);
+        if (l.is_gemm() && std::find(skip.begin(), skip.end(), int(i)) == skip.end())
+            layers_[std::size_t(i)] = pack_layer(l, l.weights.data(), kernel_);
     });
 }
 

@@ -45,7 +45,10 @@ struct WeightView {
 class PackedNetwork {
 public:
     PackedNetwork(const Network& net, FastKernel kernel = FastKernel::Auto, int threads = 0);
-    // Layer `index`'s packed weights (nullptr for a layer without weights).
+    // Packs every GEMM layer except those in `skip` (e.g. layers whose weights change every run:
+    // a run packs those itself).
+    PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip);
+    // Layer `index`'s packed weights (nullptr for a layer without weights or one skipped).
     const PackedWeights* layer(int index) const { return layers_[std::size_t(index)].get(); }
     std::size_t layer_count() const { return layers_.size(); }
     FastKernel kernel() const { return kernel_; }
