@@ -35,12 +35,20 @@ py::dict layer_dict(const NiuLayerProgram& l) {
     d["count"] = l.count;
     d["out_bits"] = l.out_bits;
     d["back_k"] = l.back_k;
-    d["GT"] = table(l.gt);
-    d["SP"] = table(l.sp);
-    d["MU"] = table(l.mu);
-    d["SN"] = table(l.sn);
-    d["DF"] = table(l.df);
+    d["drift_lt"] = l.drift_lt;
+    std::array<std::int32_t, kCodeTable> gt{}, sp{}, mu{}, sn{};
+    for (int a = 0; a < kCodeTable; ++a) {
+        gt[std::size_t(a)] = l.code[std::size_t(a)].gt;
+        sp[std::size_t(a)] = l.code[std::size_t(a)].sp;
+        mu[std::size_t(a)] = l.code[std::size_t(a)].mu;
+        sn[std::size_t(a)] = l.code[std::size_t(a)].sn;
+    }
+    d["GT"] = table(gt);
+    d["SP"] = table(sp);
+    d["MU"] = table(mu);
+    d["SN"] = table(sn);
     d["RT"] = table(l.rt);
+    d["RD"] = table(l.rd);
     return d;
 }
 
@@ -62,22 +70,16 @@ NiuLayerSpec spec_from_dict(const py::dict& d, std::size_t index) {
     return s;
 }
 
+// Every generated constant (NIU_NAMED_CONSTANTS) and the ROM tables, so that Python never
+// types one of them again.
 py::dict generated_constants() {
     py::dict d;
-#define AIMCEMU_NIU_CONST(name) d[#name] = gen::name
-    AIMCEMU_NIU_CONST(NIU_LANES);
-    AIMCEMU_NIU_CONST(NIU_G_FRAC);
-    AIMCEMU_NIU_CONST(NIU_Z_FRAC);
-    AIMCEMU_NIU_CONST(NIU_RNG_PIPE);
-    AIMCEMU_NIU_CONST(NIU_CHIP_DRAWS);
-    AIMCEMU_NIU_CONST(NIU_READ_DRAWS);
-    AIMCEMU_NIU_CONST(NIU_K_SHIFT);
-    AIMCEMU_NIU_CONST(NIU_K_BITS);
-    AIMCEMU_NIU_CONST(NIU_LAYER_WORDS);
-    AIMCEMU_NIU_CONST(NIU_PROG_HEADER_WORDS);
-    AIMCEMU_NIU_CONST(NIU_GAUSS_ENTRIES);
-#undef AIMCEMU_NIU_CONST
-    d["NIU_GAUSS_Z"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_Z.size()), gen::NIU_GAUSS_Z.data());
+    for (const auto& c : gen::NIU_NAMED_CONSTANTS) d[c.name] = c.value;
+    d["NIU_GAUSS_ROM"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_ROM.size()), gen::NIU_GAUSS_ROM.data());
+    d["NIU_EXP_VALUE"] = py::array_t<std::int32_t>(py::ssize_t(gen::NIU_EXP_VALUE.size()), gen::NIU_EXP_VALUE.data());
+    d["NIU_EXP_SLOPE"] = py::array_t<std::int32_t>(py::ssize_t(gen::NIU_EXP_SLOPE.size()), gen::NIU_EXP_SLOPE.data());
+    d["NIU_LANES_SUPPORTED"] = std::vector<int>(gen::NIU_LANES_SUPPORTED.begin(), gen::NIU_LANES_SUPPORTED.end());
+    d["NIU_LANES_BUILT"] = std::vector<int>(gen::NIU_LANES_BUILT.begin(), gen::NIU_LANES_BUILT.end());
     return d;
 }
 
@@ -127,11 +129,14 @@ void bind_niu(py::module_& root) {
         return out;
     }, py::arg("program"), py::arg("index"), py::arg("weights"), py::arg("threads") = 0);
 
-    m.def("gaussian_q12", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& r) {
-        py::array_t<std::int32_t> out(r.size());
-        for (py::ssize_t i = 0; i < r.size(); ++i) out.mutable_data()[i] = gaussian_q12(r.data()[i]);
+    m.def("gaussian_q12", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& u) {
+        py::array_t<std::int32_t> out(u.size());
+        for (py::ssize_t i = 0; i < u.size(); ++i) {
+            if (u.data()[i] >> gen::NIU_GAUSS_U_BITS) throw FormatError("<memory>", "uniforms", "values must be 24-bit");
+            out.mutable_data()[i] = gaussian_q12(u.data()[i]);
+        }
         return out;
-    }, py::arg("uniforms"), "The NIU's table Gaussian (Q3.12) of 32-bit pcg32 outputs");
+    }, py::arg("uniforms"), "The NIU's Gaussian (Q3.12) of 24-bit uniforms (docs/niu_datapath.md 4.3)");
 
     m.def("constants", &generated_constants, "Generated NIU constants (generated/niu_constants.hpp)");
 }
