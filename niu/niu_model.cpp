@@ -53,7 +53,7 @@ void apply_beats_scalar(const NiuLayerProgram& layer, const std::int8_t* clean, 
             std::uint32_t o[kGens];
             for (int g = 0; g < kGens; ++g) o[g] = xoshiro_next(states[g * kStreams + k]);
             const std::uint64_t i = b * kBeatLanes + std::uint64_t(k);
-            if (i < count) out[i] = noisy_code(layer, clean[i], draws_of(split_uniforms(o[0], o[1], o[2], o[3], o[4])));
+            if (i < count) out[i] = noisy_code(layer, clean[i], draws_of(split_uniforms(o[0], o[1], o[2], o[3])));
         }
     }
 }
@@ -193,7 +193,7 @@ std::vector<std::int8_t> NiuBeatModel::next_group(std::span<const std::int8_t> c
             ring.push_back(head);
         }
         const std::uint64_t i = beat * kBeatLanes + std::uint64_t(slot * lanes_ + j);
-        if (i < layer_.count) out[std::size_t(j)] = noisy_code(layer_, clean[std::size_t(j)], draws_of(split_uniforms(o[0], o[1], o[2], o[3], o[4])));
+        if (i < layer_.count) out[std::size_t(j)] = noisy_code(layer_, clean[std::size_t(j)], draws_of(split_uniforms(o[0], o[1], o[2], o[3])));
     }
     ++group_;
     return out;

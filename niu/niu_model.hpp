@@ -32,8 +32,8 @@ struct WeightDraws {
 };
 
 inline WeightDraws draws_of(const WeightUniforms& u) {
-    return {gaussian_q12(u.prog_plus), gaussian_q12(u.prog_minus), gaussian_q12(u.nu_plus),
-            gaussian_q12(u.nu_minus),  gaussian_q12(u.read_plus),  gaussian_q12(u.read_minus)};
+    return {gaussian_chip(u.prog_plus), gaussian_chip(u.prog_minus), gaussian_chip(u.nu_plus),
+            gaussian_chip(u.nu_minus),  gaussian_read(u.read_plus),  gaussian_read(u.read_minus)};
 }
 
 // One device (docs section 3): programmed, drifted and read conductance (Q1.14).

@@ -33,7 +33,8 @@ constexpr int kBlock = 64;  // beats per block
 
 // Tables widened to 32-bit entries for vpgatherdd.
 struct Tables {
-    std::int32_t gauss[NIU_GAUSS_ENTRIES];
+    std::int32_t gauss_chip[NIU_GAUSS_ENTRIES];
+    std::int32_t gauss_read[NIU_GAUSS_ENTRIES];
     std::int32_t exp2[NIU_EXP_ENTRIES];            // E[k] | D[k] << 16
     std::int32_t code_lo[NIU_CODE_TABLE];          // GT | SP << 16
     std::int32_t code_hi[NIU_CODE_TABLE];          // MU | SN << 16
@@ -51,20 +52,24 @@ inline __m256i clamp(__m256i v, int lo, int hi) {
 
 inline __m256i low16(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)); }
 
-// Gaussian ROM index of 24-bit uniforms: the float conversion of v (exact below 2^24) holds the
-// leading one's position in its exponent e (v = 0 converts to 0.0f, e = -127, clamped to -1 so
-// that its group is 0); the group is (e + 1) >> 1 and the window v[2g : 2g-4] = ((v << 4) >> 2g) & 31.
-inline __m256i gaussian(const Tables& t, __m256i u) {
-    constexpr int wbits = NIU_GAUSS_WINDOW_BITS;
-    const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(u, NIU_GAUSS_V_BITS), NIU_GAUSS_GROUP_BITS + wbits);
-    const __m256i v = _mm256_and_si256(u, _mm256_set1_epi32((1 << NIU_GAUSS_V_BITS) - 1));
-    const __m256i e = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(v)), 23), _mm256_set1_epi32(127)),
-                                       _mm256_set1_epi32(-1));
-    const __m256i group = _mm256_srli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(1)), 1);
-    const __m256i window = _mm256_and_si256(_mm256_srlv_epi32(_mm256_slli_epi32(v, wbits - 1), _mm256_add_epi32(group, group)),
-                                            _mm256_set1_epi32((1 << wbits) - 1));
+// Gaussian ROM index of UBits-bit uniforms (niu_rng.hpp gauss_index): the float conversion of v
+// (exact below 2^24) holds the leading one's position in its exponent e (v = 0 converts to 0.0f,
+// whose group comes out 0 after the clamp at 0); group = max(e - o + 2, 0) / 3, computed as
+// (x * 11) >> 5 (exact for x <= 30); window = ((v << 5) >> (3g + o)) & 63.
+template <int UBits>
+inline __m256i gaussian(const std::int32_t* rom, __m256i u) {
+    constexpr int vbits = UBits - 1, wbits = NIU_GAUSS_WINDOW_BITS, span = NIU_GAUSS_GROUP_SPAN;
+    constexpr int offset = (vbits - 1) % span;
+    static_assert(span == 3, "the division by 3 below assumes three-bit groups");
+    const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(u, vbits), NIU_GAUSS_GROUP_BITS + wbits);
+    const __m256i v = _mm256_and_si256(u, _mm256_set1_epi32((1 << vbits) - 1));
+    const __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(v)), 23), _mm256_set1_epi32(127));
+    const __m256i x = _mm256_max_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(span - 1 - offset)), _mm256_setzero_si256());
+    const __m256i group = _mm256_srli_epi32(_mm256_mullo_epi32(x, _mm256_set1_epi32(11)), 5);
+    const __m256i top = _mm256_add_epi32(_mm256_add_epi32(group, _mm256_add_epi32(group, group)), _mm256_set1_epi32(offset));
+    const __m256i window = _mm256_and_si256(_mm256_srlv_epi32(_mm256_slli_epi32(v, wbits - 1), top), _mm256_set1_epi32((1 << wbits) - 1));
     const __m256i index = _mm256_or_si256(_mm256_or_si256(sign, _mm256_slli_epi32(group, wbits)), window);
-    return _mm256_i32gather_epi32(t.gauss, index, 4);
+    return _mm256_i32gather_epi32(rom, index, 4);
 }
 
 struct Device {
@@ -98,19 +103,20 @@ inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, 
     return clamp(_mm256_add_epi32(gd, rshr(_mm256_mullo_epi32(sa, z3), NIU_Z_FRAC)), 0, NIU_G_MAX);
 }
 
-// Eight weights of eight streams: uniforms u[g] of the five generators, clean codes c.
+// Eight weights of eight streams: uniforms u[g] of the four generators, clean codes c.
 inline __m256i weights(const Tables& t, const __m256i* u, __m256i c, __m256i lt, __m256i back_k, int out_max,
                        const Device& off) {
+    constexpr int chip = NIU_GAUSS_CHIP_U_BITS, read = NIU_GAUSS_READ_U_BITS;
     const __m256i low8 = _mm256_set1_epi32(0xFF);
-    const __m256i z1p = gaussian(t, _mm256_srli_epi32(u[0], 8));
-    const __m256i z1m = gaussian(t, _mm256_srli_epi32(u[1], 8));
-    const __m256i z2p = gaussian(t, _mm256_srli_epi32(u[2], 8));
+    const __m256i z1p = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[0], 8));
+    const __m256i z1m = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[1], 8));
+    const __m256i z2p = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[2], 8));
     const __m256i packed = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(u[0], low8), 16),
                                                            _mm256_slli_epi32(_mm256_and_si256(u[1], low8), 8)),
                                            _mm256_and_si256(u[2], low8));
-    const __m256i z2m = gaussian(t, packed);
-    const __m256i z3p = gaussian(t, _mm256_srli_epi32(u[3], 8));
-    const __m256i z3m = gaussian(t, _mm256_srli_epi32(u[4], 8));
+    const __m256i z2m = gaussian<chip>(t.gauss_chip, packed);
+    const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u[3], 16));
+    const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u[3], _mm256_set1_epi32(0xFFFF)));
 
     const __m256i neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), c);
     const __m256i a = _mm256_min_epi32(_mm256_abs_epi32(c), _mm256_set1_epi32(NIU_CODE_TABLE - 1));
@@ -136,7 +142,10 @@ inline __m256i weights(const Tables& t, const __m256i* u, __m256i c, __m256i lt,
 void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
                       std::uint64_t last_beat, RngState* states) {
     alignas(32) Tables t;
-    for (int i = 0; i < NIU_GAUSS_ENTRIES; ++i) t.gauss[i] = NIU_GAUSS_ROM[std::size_t(i)];
+    for (int i = 0; i < NIU_GAUSS_ENTRIES; ++i) {
+        t.gauss_chip[i] = NIU_GAUSS_CHIP_ROM[std::size_t(i)];
+        t.gauss_read[i] = NIU_GAUSS_READ_ROM[std::size_t(i)];
+    }
     for (int k = 0; k < NIU_EXP_ENTRIES; ++k) t.exp2[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << 16);
     for (int a = 0; a < NIU_CODE_TABLE; ++a) {
         const CodeEntry& e = layer.code[std::size_t(a)];

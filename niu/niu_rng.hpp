@@ -9,9 +9,10 @@
 //     or the chunking of the C++ model;
 //   - keyed start states (splitmix64 of the stream key), and jump-ahead by any number of steps
 //     (the generator is linear over GF(2), so a jump is a 128x128 bit matrix);
-//   - the Gaussian: one 24-bit uniform -> a cell of the |z| inverse CDF -> Q3.12 from the
-//     generated ROM.
+//   - the Gaussian: a 24-bit (chip draws) or 16-bit (read draws) uniform -> a cell of the |z|
+//     inverse CDF -> Q3.12 from a generated ROM.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -70,30 +71,38 @@ RngState stream_state(std::uint64_t seed, std::uint64_t chip, std::uint64_t laye
 
 // ---- Gaussian ------------------------------------------------------------------------------
 
-// ROM address of a 24-bit uniform u (docs section 4.3): sign = u[23]; the magnitude v = u[22:0]
-// is cut into two-bit groups from the top, group g holding bits 2g and 2g-1; the address is
-// {sign, g of v's leading one, the 5-bit window v[2g : 2g-4]} (v = 0: group 0, window 0).
-inline int gauss_index(std::uint32_t u) {
-    constexpr int vbits = gen::NIU_GAUSS_V_BITS, wbits = gen::NIU_GAUSS_WINDOW_BITS;
+// ROM address of a uniform u of `ubits` bits (docs section 4.3): sign = u[ubits-1]; the magnitude
+// v (ubits-1 bits) is cut into groups of three bits aligned at its top bit, group g holding bits
+// 3g+o .. 3g+o-2 with o = (ubits-2) mod 3; the address is {sign, g of v's leading one, the 6-bit
+// window v[3g+o : 3g+o-5]} (v = 0: group 0, window 0).
+inline int gauss_index(std::uint32_t u, int ubits) {
+    constexpr int span = gen::NIU_GAUSS_GROUP_SPAN, wbits = gen::NIU_GAUSS_WINDOW_BITS;
+    const int vbits = ubits - 1, offset = (vbits - 1) % span;
     const std::uint32_t sign = (u >> vbits) & 1u;
     const std::uint32_t v = u & ((1u << vbits) - 1);
-    const int group = (32 - std::countl_zero(v)) >> 1;
-    const std::uint32_t window = ((v << (wbits - 1)) >> (2 * group)) & ((1u << wbits) - 1);
+    const int lead = 31 - std::countl_zero(v);  // -1 for v = 0
+    const int group = std::max(lead - offset + span - 1, 0) / span;
+    const std::uint32_t window = ((v << (wbits - 1)) >> (span * group + offset)) & ((1u << wbits) - 1);
     return int((sign << (gen::NIU_GAUSS_GROUP_BITS + wbits)) | (std::uint32_t(group) << wbits) | window);
 }
 
-inline std::int32_t gaussian_q12(std::uint32_t u24) { return gen::NIU_GAUSS_ROM[std::size_t(gauss_index(u24))]; }
+// Normals (Q3.12) of the chip draws (24-bit uniforms) and of the read draws (16-bit uniforms).
+inline std::int32_t gaussian_chip(std::uint32_t u24) {
+    return gen::NIU_GAUSS_CHIP_ROM[std::size_t(gauss_index(u24, gen::NIU_GAUSS_CHIP_U_BITS))];
+}
+inline std::int32_t gaussian_read(std::uint32_t u16) {
+    return gen::NIU_GAUSS_READ_ROM[std::size_t(gauss_index(u16, gen::NIU_GAUSS_READ_U_BITS))];
+}
 
-// The six uniforms of one weight from its five generator outputs (docs section 4.2):
-// z1+ = c0[31:8], z1- = c1[31:8], z2+ = c2[31:8], z2- = {c0[7:0], c1[7:0], c2[7:0]},
-// z3+ = r0[31:8], z3- = r1[31:8].
+// The six uniforms of one weight from its four generator outputs (docs section 4.2):
+// z1+ = c0[31:8], z1- = c1[31:8], z2+ = c2[31:8], z2- = {c0[7:0], c1[7:0], c2[7:0]} (24 bits);
+// z3+ = r0[31:16], z3- = r0[15:0] (16 bits).
 struct WeightUniforms {
     std::uint32_t prog_plus, prog_minus, nu_plus, nu_minus, read_plus, read_minus;
 };
 
-inline WeightUniforms split_uniforms(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2, std::uint32_t r0,
-                                     std::uint32_t r1) {
-    return {c0 >> 8, c1 >> 8, c2 >> 8, ((c0 & 0xFFu) << 16) | ((c1 & 0xFFu) << 8) | (c2 & 0xFFu), r0 >> 8, r1 >> 8};
+inline WeightUniforms split_uniforms(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2, std::uint32_t r0) {
+    return {c0 >> 8, c1 >> 8, c2 >> 8, ((c0 & 0xFFu) << 16) | ((c1 & 0xFFu) << 8) | (c2 & 0xFFu), r0 >> 16, r0 & 0xFFFFu};
 }
 
 }  // namespace aimcemu::niu

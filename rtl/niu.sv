@@ -229,8 +229,9 @@ module niu #(
   logic [niu_constants_pkg::NIU_NU_BITS-1:0]           mu0, sn0;
   logic [Lanes*niu_constants_pkg::NIU_RNG_GENS-1:0]    rng_load;
   logic [niu_constants_pkg::NIU_RNG_STATE_BITS-1:0]    rng_state;
-  logic                                                code_we_lo, code_we_hi, rt_we;
+  logic                                                code_we, rt_we;
   logic [niu_constants_pkg::NIU_CODE_INDEX_BITS-1:0]   code_waddr;
+  logic [2*(niu_constants_pkg::NIU_G_BITS+niu_constants_pkg::NIU_NU_BITS)-1:0] code_wdata;
   logic [niu_constants_pkg::NIU_RT_ADDR_BITS-1:0]      rt_waddr;
   logic [WordBits-1:0]                                 table_wdata;
 
@@ -251,9 +252,9 @@ module niu #(
     .sn0_o         (sn0),
     .rng_load_o    (rng_load),
     .rng_state_o   (rng_state),
-    .code_we_lo_o  (code_we_lo),
-    .code_we_hi_o  (code_we_hi),
+    .code_we_o     (code_we),
     .code_waddr_o  (code_waddr),
+    .code_wdata_o  (code_wdata),
     .rt_we_o       (rt_we),
     .rt_waddr_o    (rt_waddr),
     .table_wdata_o (table_wdata)
@@ -293,9 +294,9 @@ module niu #(
     .sn0_i         (sn0),
     .rng_load_i    (rng_load),
     .rng_state_i   (rng_state),
-    .code_we_lo_i  (code_we_lo),
-    .code_we_hi_i  (code_we_hi),
+    .code_we_i     (code_we),
     .code_waddr_i  (code_waddr),
+    .code_wdata_i  (code_wdata),
     .rt_we_i       (rt_we),
     .rt_waddr_i    (rt_waddr),
     .table_wdata_i (table_wdata)

@@ -129,11 +129,47 @@ module niu_device (
     end
   end
 
-  // ---- d5: the 2^-f ROM at k = x[10:6]; the read table's segment of max(gp, 1): octave o =
-  // position of the leading one, n = gp << (14 - o), j = {o, n[13:11]}, fr = n[10:3].
+  // ---- d5: the 2^-f ROM at k = x[10:6].
+  logic [ExpValue-1:0] e_q5;
+  logic [ExpSlope-1:0] d_q5;
+  logic [ExpFrac-1:0]  f_q5;
+  logic [XIntBits-1:0] xi_q5;
+  logic [GBits-1:0]    gp_q5;
+  always_ff @(posedge clk_i) begin
+    if (adv_i) begin
+      e_q5  <= niu_constants_pkg::niu_exp_value(x_q4[XFrac-1 -: ExpSeg]);
+      d_q5  <= niu_constants_pkg::niu_exp_slope(x_q4[XFrac-1 -: ExpSeg]);
+      f_q5  <= x_q4[ExpFrac-1:0];
+      xi_q5 <= x_q4[XBits-1 -: XIntBits];
+      gp_q5 <= gp_q4;
+    end
+  end
+
+  // ---- d6: D * f.
+  logic [PeBits-1:0]   pe_q6;
+  logic [ExpValue-1:0] e_q6;
+  logic [XIntBits-1:0] xi_q6;
+  logic [GBits-1:0]    gp_q6;
+  always_ff @(posedge clk_i) begin
+    if (adv_i) begin
+      pe_q6 <= d_q5 * f_q5;
+      e_q6  <= e_q5;
+      xi_q6 <= xi_q5;
+      gp_q6 <= gp_q5;
+    end
+  end
+
+  // ---- d7: 2^-f = E - rshr(D*f, 6) in Q1.15; the read table's segment of max(gp, 1): octave
+  // o = position of the leading one, n = gp << (14 - o), j = {o, n[13:11]}, fr = n[10:3].  (The
+  // read sigma is looked up late, where it is used, so it need not travel down the pipeline.)
+  logic [PeRound:0]   pe_sum;
+  logic [PeRound-1:0] pe_round;
+  assign pe_sum   = {1'b0, pe_q6[PeBits-1 -: PeRound]} + 1'b1;
+  assign pe_round = pe_sum[PeRound:1];
+
   logic [GBits-1:0]   gp_nonzero, gp_normalized;
   logic [OctBits-1:0] gp_octave;
-  assign gp_nonzero = (gp_q4 == '0) ? GBits'(1) : gp_q4;
+  assign gp_nonzero = (gp_q6 == '0) ? GBits'(1) : gp_q6;
   always_comb begin
     gp_octave = '0;
     for (int b = 0; b < GBits; b++) begin
@@ -142,114 +178,77 @@ module niu_device (
   end
   assign gp_normalized = gp_nonzero << (OctBits'(GBits - 1) - gp_octave);
 
-  logic [ExpValue-1:0] e_q5;
-  logic [ExpSlope-1:0] d_q5;
-  logic [ExpFrac-1:0]  f_q5;
-  logic [XIntBits-1:0] xi_q5;
-  logic [RtAddr-1:0]   j_q5;
-  logic [RtFrac-1:0]   fr_q5;
-  logic [GBits-1:0]    gp_q5;
+  logic [ExpValue-1:0] ef_q7;
+  logic [RtAddr-1:0]   j_q7;
+  logic [RtFrac-1:0]   fr_q7;
+  logic [XIntBits-1:0] xi_q7;
+  logic [GBits-1:0]    gp_q7;
   always_ff @(posedge clk_i) begin
     if (adv_i) begin
-      e_q5  <= niu_constants_pkg::niu_exp_value(x_q4[XFrac-1 -: ExpSeg]);
-      d_q5  <= niu_constants_pkg::niu_exp_slope(x_q4[XFrac-1 -: ExpSeg]);
-      f_q5  <= x_q4[ExpFrac-1:0];
-      xi_q5 <= x_q4[XBits-1 -: XIntBits];
-      j_q5  <= RtAddr'({gp_octave, gp_normalized[GBits-2 -: RtSeg]});
-      fr_q5 <= gp_normalized[GBits-2-RtSeg -: RtFrac];
-      gp_q5 <= gp_q4;
+      ef_q7 <= e_q6 - ExpValue'(pe_round);
+      j_q7  <= RtAddr'({gp_octave, gp_normalized[GBits-2 -: RtSeg]});
+      fr_q7 <= gp_normalized[GBits-2-RtSeg -: RtFrac];
+      xi_q7 <= xi_q6;
+      gp_q7 <= gp_q6;
     end
   end
 
-  // ---- d6: D * f; the read table's segment (registered read).
-  logic [2*Field-1:0] rt_entry_q6;  // {RD[j], RT[j]}
+  // ---- d8: gp * 2^-f; the read table's segment (registered read).
+  logic [2*Field-1:0] rt_entry_q8;  // {RD[j], RT[j]}
   niu_table #(.Entries(1 << RtAddr), .Width(2 * Field), .AddrBits(RtAddr)) u_read_table (
     .clk_i,
     .we_i    (rt_we_i),
     .waddr_i (rt_waddr_i),
     .wdata_i (rt_wdata_i),
     .adv_i,
-    .raddr_i (j_q5),
-    .rdata_o (rt_entry_q6)
+    .raddr_i (j_q7),
+    .rdata_o (rt_entry_q8)
   );
 
-  logic [PeBits-1:0]   pe_q6;
-  logic [ExpValue-1:0] e_q6;
-  logic [XIntBits-1:0] xi_q6;
-  logic [RtFrac-1:0]   fr_q6;
-  logic [GBits-1:0]    gp_q6;
-  always_ff @(posedge clk_i) begin
-    if (adv_i) begin
-      pe_q6 <= d_q5 * f_q5;
-      e_q6  <= e_q5;
-      xi_q6 <= xi_q5;
-      fr_q6 <= fr_q5;
-      gp_q6 <= gp_q5;
-    end
-  end
-
-  // ---- d7: 2^-f = E - rshr(D*f, 6) in Q1.15; RD * fr.
-  logic [PeRound:0]   pe_sum;
-  logic [PeRound-1:0] pe_round;
-  assign pe_sum   = {1'b0, pe_q6[PeBits-1 -: PeRound]} + 1'b1;
-  assign pe_round = pe_sum[PeRound:1];
-
-  logic [ExpValue-1:0]       ef_q7;
-  logic signed [PrdBits-1:0] prd_q7;
-  logic [RtValue-1:0]        rt_q7;
-  logic [XIntBits-1:0]       xi_q7;
-  logic [GBits-1:0]          gp_q7;
-  always_ff @(posedge clk_i) begin
-    if (adv_i) begin
-      ef_q7  <= e_q6 - ExpValue'(pe_round);
-      prd_q7 <= $signed(rt_entry_q6[Field +: RtSlope]) * $signed({1'b0, fr_q6});
-      rt_q7  <= rt_entry_q6[RtValue-1:0];
-      xi_q7  <= xi_q6;
-      gp_q7  <= gp_q6;
-    end
-  end
-
-  // ---- d8: gp * 2^-f; relative read sigma sr = RT + rshr(RD*fr, 8).
-  logic signed [PrdRound-1:0] prd_round;
-  logic signed [PrdRound:0]   sr_raw;
-  assign prd_round = (prd_q7[PrdBits-1 -: PrdRound] + PrdRound'(1)) >>> 1;
-  assign sr_raw    = (PrdRound+1)'($signed({1'b0, rt_q7})) + (PrdRound+1)'(prd_round);
-
   logic [PgBits-1:0]   pg_q8;
-  logic [RtValue-1:0]  sr_q8;
+  logic [RtFrac-1:0]   fr_q8;
   logic [XIntBits-1:0] xi_q8;
   always_ff @(posedge clk_i) begin
     if (adv_i) begin
       pg_q8 <= gp_q7 * ef_q7;
-      sr_q8 <= RtValue'(sr_raw);
+      fr_q8 <= fr_q7;
       xi_q8 <= xi_q7;
     end
   end
 
-  // ---- d9: g1 = rshr(gp * 2^-f, 15); the integer part of the drift as a factor 2^(15 - xi).
+  // ---- d9: g1 = rshr(gp * 2^-f, 15); the integer part of the drift as a factor 2^(15 - xi);
+  // RD * fr.
   logic [PgRound:0]    g1_sum;
   logic [PgRound-1:0]  g1_round;
   assign g1_sum   = {1'b0, pg_q8[PgBits-1 -: PgRound]} + 1'b1;
   assign g1_round = g1_sum[PgRound:1];
 
-  logic [GBits-1:0]    g1_q9;
-  logic [ExpValue-1:0] shift_q9;
-  logic [RtValue-1:0]  sr_q9;
+  logic [GBits-1:0]          g1_q9;
+  logic [ExpValue-1:0]       shift_q9;
+  logic signed [PrdBits-1:0] prd_q9;
+  logic [RtValue-1:0]        rt_q9;
   always_ff @(posedge clk_i) begin
     if (adv_i) begin
       g1_q9    <= GBits'(g1_round);
       shift_q9 <= ExpValue'(1) << (XIntBits'(ExpOne) - xi_q8);
-      sr_q9    <= sr_q8;
+      prd_q9   <= $signed(rt_entry_q8[Field +: RtSlope]) * $signed({1'b0, fr_q8});
+      rt_q9    <= rt_entry_q8[RtValue-1:0];
     end
   end
 
-  // ---- d10: g1 * 2^(15 - xi) (a rounded right shift by xi, in a multiplier).
+  // ---- d10: g1 * 2^(15 - xi) (a rounded right shift by xi, in a multiplier); relative read
+  // sigma sr = RT + rshr(RD*fr, 8).
+  logic signed [PrdRound-1:0] prd_round;
+  logic signed [PrdRound:0]   sr_raw;
+  assign prd_round = (prd_q9[PrdBits-1 -: PrdRound] + PrdRound'(1)) >>> 1;
+  assign sr_raw    = (PrdRound+1)'($signed({1'b0, rt_q9})) + (PrdRound+1)'(prd_round);
+
   logic [PgBits-1:0]  pd_q10;
   logic [RtValue-1:0] sr_q10;
   always_ff @(posedge clk_i) begin
     if (adv_i) begin
       pd_q10 <= g1_q9 * shift_q9;
-      sr_q10 <= sr_q9;
+      sr_q10 <= RtValue'(sr_raw);
     end
   end
 

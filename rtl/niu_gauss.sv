@@ -1,4 +1,4 @@
-// Two standard normals (Q3.12) from two 24-bit uniforms, 2 + Delay stages later
+// Two standard normals (Q3.12) from two uniforms of UBits bits, 2 + Delay stages later
 // (docs/niu_datapath.md section 4.3).  Reusable with its ROM (niu_gauss_rom): one block RAM
 // serves the pair; tie swap_i to 0 where the pair needs no routing.
 //
@@ -7,13 +7,14 @@
 //   interpolation is needed.
 // Stage 1 registers the ROM address, stage 2 + Delay is the ROM's output register.
 module niu_gauss #(
+  parameter int UBits = niu_constants_pkg::NIU_GAUSS_CHIP_U_BITS,  // uniform width: 24 or 16
   parameter int Delay = 0   // extra stages between the address register and the ROM
 ) (
   input  logic                                                clk_i,
   input  logic                                                adv_i,   // the pipeline moves
   input  logic                                                swap_i,  // z_a from u_b and z_b from u_a
-  input  logic [niu_constants_pkg::NIU_GAUSS_U_BITS-1:0]      u_a_i,
-  input  logic [niu_constants_pkg::NIU_GAUSS_U_BITS-1:0]      u_b_i,
+  input  logic [UBits-1:0]                                    u_a_i,
+  input  logic [UBits-1:0]                                    u_b_i,
   output logic signed [niu_constants_pkg::NIU_Z_BITS-1:0]     z_a_o,
   output logic signed [niu_constants_pkg::NIU_Z_BITS-1:0]     z_b_o
 );
@@ -22,8 +23,8 @@ module niu_gauss #(
 
   logic [IndexBits-1:0] index_a, index_b, index_a_q, index_b_q;
 
-  niu_gauss_index u_index_a (.u_i(u_a_i), .index_o(index_a));
-  niu_gauss_index u_index_b (.u_i(u_b_i), .index_o(index_b));
+  niu_gauss_index #(.UBits(UBits)) u_index_a (.u_i(u_a_i), .index_o(index_a));
+  niu_gauss_index #(.UBits(UBits)) u_index_b (.u_i(u_b_i), .index_o(index_b));
 
   // Swapping the two addresses (ten bits) is the cheapest place to route a pair.
   always_ff @(posedge clk_i) begin
@@ -49,7 +50,7 @@ module niu_gauss #(
   end
 
   logic [niu_constants_pkg::NIU_Z_BITS-1:0] rom_a, rom_b;
-  niu_gauss_rom u_rom (
+  niu_gauss_rom #(.UBits(UBits)) u_rom (
     .clk_i,
     .en_i     (adv_i),
     .addr_a_i (addr_pair[IndexBits-1:0]),

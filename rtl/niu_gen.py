@@ -36,23 +36,25 @@ LANES_FULL_RATE = 32                     # >= 24 weights/cycle: one HBM channel'
 # ---- random numbers (section 4) -----------------------------------------------------------------
 RNG_WORD_BITS = 32         # xoshiro128++ output
 RNG_STATE_WORDS = 4        # xoshiro128++ state: 4 x 32 bits
-RNG_CHIP_GENS = 3          # generators per stream for the chip draws (4 Gaussians from 96 bits)
-RNG_READ_GENS = 2          # generators per stream for the read draws (2 Gaussians)
+RNG_CHIP_GENS = 3          # generators per stream for the chip draws (four 24-bit uniforms from 96 bits)
+RNG_READ_GENS = 1          # generators per stream for the read draws (two 16-bit uniforms)
 RNG_SHIFT_A = 9            # xoshiro128: t = s1 << 9
 RNG_ROT_B = 11             # s3 = rotl(s3, 11)
 RNG_ROT_OUT = 7            # ++ scrambler: rotl(s0 + s3, 7) + s0
 PURPOSE_CHIP = 0x4E495543  # "NIUC": programming noise and drift exponents (fixed per chip)
 PURPOSE_READ = 0x4E495552  # "NIUR": read noise (fresh per round)
 
-# ---- Gaussian (section 4.3): 24-bit uniform -> cell of the |z| inverse CDF -> Q3.12 --------------
-# The magnitude v is cut into groups of two bits from the top (group g: bits 2g and 2g-1;
-# g = 11 .. 0); the cell is {group of v's leading one, the 5-bit window v[2g : 2g-4]} (v = 0:
-# group 0, window 0, the deepest tail on its own).
-GAUSS_U_BITS = 24          # uniform bits per normal: sign + 23 magnitude bits
-GAUSS_V_BITS = GAUSS_U_BITS - 1
-GAUSS_GROUP_BITS = 4       # 12 groups of two bits
-GAUSS_GROUPS = (GAUSS_V_BITS + 1) // 2
-GAUSS_WINDOW_BITS = 5      # v[2g : 2g-4]: the leading one and the 3 or 4 bits below it
+# ---- Gaussian (section 4.3): uniform -> cell of the |z| inverse CDF -> Q3.12 --------------------
+# A uniform of U bits is a sign and a magnitude v of U-1 bits.  v is cut into groups of three bits
+# aligned at its top bit; the cell is {group of v's leading one, the 6-bit window that starts at
+# the group's top bit} (v = 0: group 0, window 0, the deepest tail on its own).  The chip draws
+# use 24-bit uniforms (reach 5.5 sigma), the read draws 16-bit ones (reach 4.4 sigma): one
+# generator output gives two read normals.
+GAUSS_CHIP_U_BITS = 24
+GAUSS_READ_U_BITS = 16
+GAUSS_GROUP_SPAN = 3       # bits per group
+GAUSS_GROUP_BITS = 3       # up to 8 groups
+GAUSS_WINDOW_BITS = 6      # the leading one sits in the window's top 3 bits: window 8..63
 GAUSS_INDEX_BITS = 1 + GAUSS_GROUP_BITS + GAUSS_WINDOW_BITS   # {sign, group, window}
 Z_BITS = 16                # standard normal, signed
 Z_FRAC = 12                # Q3.12
@@ -168,41 +170,52 @@ def layer_fields() -> list[tuple[str, int, str]]:
 # Derived tables
 # ================================================================================================
 
-def gauss_cell_of(v: int) -> int:
-    """{group, window} of a 23-bit magnitude v (section 4.3); v = 0 is cell {0, 0} on its own."""
-    group = v.bit_length() // 2                     # leading one at bit 2g or 2g - 1
-    shift = 2 * group - (GAUSS_WINDOW_BITS - 1)
-    window = v >> shift if shift >= 0 else v << -shift
+def gauss_layout(u_bits: int) -> tuple[int, int, int]:
+    """(magnitude bits V, groups, offset o): group g holds bits 3g+o .. 3g+o-2 of v."""
+    v_bits = u_bits - 1
+    return v_bits, -(-v_bits // GAUSS_GROUP_SPAN), (v_bits - 1) % GAUSS_GROUP_SPAN
+
+
+def gauss_cell_of(v: int, u_bits: int) -> int:
+    """{group, window} of a magnitude v (section 4.3)."""
+    _v_bits, _groups, offset = gauss_layout(u_bits)
+    lead = v.bit_length() - 1
+    group = max(lead - offset + GAUSS_GROUP_SPAN - 1, 0) // GAUSS_GROUP_SPAN
+    shift = GAUSS_GROUP_SPAN * group + offset - (GAUSS_WINDOW_BITS - 1)
+    window = (v >> shift if shift >= 0 else v << -shift) & ((1 << GAUSS_WINDOW_BITS) - 1)
     return (group << GAUSS_WINDOW_BITS) | window
 
 
-def gauss_cells() -> list[tuple[int, int, int]]:
+def gauss_cells(u_bits: int) -> list[tuple[int, int, int]]:
     """(cell, first v, number of v) of every non-empty cell; the v of a cell are consecutive."""
+    v_bits, groups, offset = gauss_layout(u_bits)
     cells: dict[int, list[int]] = {}
-    for group in range(GAUSS_GROUPS):
-        shift = 2 * group - (GAUSS_WINDOW_BITS - 1)
-        lo, hi = (0 if group == 0 else 1 << (2 * group - 1)), min(1 << (2 * group + 1), 1 << GAUSS_V_BITS)
+    for group in range(groups):
+        top = GAUSS_GROUP_SPAN * group + offset
+        shift = top - (GAUSS_WINDOW_BITS - 1)
+        lo = 0 if group == 0 else 1 << (top - GAUSS_GROUP_SPAN + 1)
+        hi = min(1 << (top + 1), 1 << v_bits)
         step = 1 << shift if shift > 0 else 1
         for v in range(lo, hi, step):
-            c = gauss_cell_of(v)
+            c = gauss_cell_of(v, u_bits)
             if c in cells:  # consecutive v of one cell
                 cells[c][1] += step
             else:
                 cells[c] = [v, step]
     out = [(c, v, n) for c, (v, n) in sorted(cells.items())]
-    assert sum(n for _c, _v, n in out) == 1 << GAUSS_V_BITS
+    assert sum(n for _c, _v, n in out) == 1 << v_bits
     return out
 
 
-def gauss_table() -> list[int]:
+def gauss_table(u_bits: int) -> list[int]:
     """Q3.12 normal of each {sign, group, window} cell: the conditional mean of |Z| over the
     cell's share of the two-sided tail probability q (section 4.3), negated for sign = 1.
 
-    The 23-bit magnitude v with q = (v + U) / 2^23 maps to |z| = PhiBar^-1(q/2);
-    a cell collects the v with the same group and window, and holds
+    The magnitude v with q = (v + U) / 2^V maps to |z| = PhiBar^-1(q/2); a cell collects the v
+    with the same group and window, and holds
     E[|Z| | q in cell] = 2 (phi(z(q_hi)) - phi(z(q_lo))) / (q_hi - q_lo), so E|Z| is exact."""
     normal = statistics.NormalDist()
-    scale = 1 << GAUSS_V_BITS
+    scale = 1 << (u_bits - 1)
 
     def z_of_q(q: float) -> float:
         return math.inf if q <= 0.0 else -normal.inv_cdf(q / 2.0)
@@ -211,18 +224,18 @@ def gauss_table() -> list[int]:
         return 0.0 if math.isinf(z) else math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
 
     half = [0] * (1 << (GAUSS_GROUP_BITS + GAUSS_WINDOW_BITS))
-    for cell, v_min, n in gauss_cells():
+    for cell, v_min, n in gauss_cells(u_bits):
         q_lo, q_hi = v_min / scale, (v_min + n) / scale
         mean = 2.0 * (pdf(z_of_q(q_hi)) - pdf(z_of_q(q_lo))) / (q_hi - q_lo)
         half[cell] = round(mean * (1 << Z_FRAC))
     return half + [-v for v in half]
 
 
-def gauss_moments(table: list[int]) -> dict:
-    """Exact moments of the Gaussian the table produces (over all 2^24 uniforms)."""
-    scale = 1 << GAUSS_V_BITS
+def gauss_moments(table: list[int], u_bits: int) -> dict:
+    """Exact moments of the Gaussian the table produces (over all 2^U uniforms)."""
+    scale = 1 << (u_bits - 1)
     z = lambda cell: table[cell] / (1 << Z_FRAC)  # noqa: E731
-    cells = gauss_cells()
+    cells = gauss_cells(u_bits)
     var = sum(n * z(c) ** 2 for c, _v, n in cells) / scale
     m4 = sum(n * z(c) ** 4 for c, _v, n in cells) / scale
     widest = max(n / (v + n) for _c, v, n in cells if v > 0 and n > 1)
@@ -286,10 +299,10 @@ def constants() -> list[tuple[str, int, str, str]]:
     v("NIU_RNG_ROT_OUT", RNG_ROT_OUT, "++ scrambler rotation")
     v("NIU_PURPOSE_CHIP", PURPOSE_CHIP, "stream key purpose: programming + drift exponent")
     v("NIU_PURPOSE_READ", PURPOSE_READ, "stream key purpose: read noise")
-    w("NIU_GAUSS_U_BITS", GAUSS_U_BITS, "uniform bits per normal")
-    w("NIU_GAUSS_V_BITS", GAUSS_V_BITS, "magnitude bits of the uniform")
+    w("NIU_GAUSS_CHIP_U_BITS", GAUSS_CHIP_U_BITS, "uniform bits per chip normal (programming, drift exponent)")
+    w("NIU_GAUSS_READ_U_BITS", GAUSS_READ_U_BITS, "uniform bits per read normal")
+    v("NIU_GAUSS_GROUP_SPAN", GAUSS_GROUP_SPAN, "magnitude bits per group")
     w("NIU_GAUSS_GROUP_BITS", GAUSS_GROUP_BITS, "group field of the Gaussian ROM index")
-    v("NIU_GAUSS_GROUPS", GAUSS_GROUPS, "two-bit groups of the magnitude")
     w("NIU_GAUSS_WINDOW_BITS", GAUSS_WINDOW_BITS, "window field of the Gaussian ROM index")
     w("NIU_GAUSS_INDEX_BITS", GAUSS_INDEX_BITS, "Gaussian ROM address {sign, group, window}")
     v("NIU_GAUSS_ENTRIES", 1 << GAUSS_INDEX_BITS, "Gaussian ROM entries")
@@ -412,7 +425,8 @@ def write_cpp(path: str, consts, gauss, exp_e, exp_d) -> None:
     lines.append(f"inline constexpr std::array<int, {len(LANES_BUILT)}> NIU_LANES_BUILT = {{"
                  + ", ".join(map(str, LANES_BUILT)) + "};")
     lines.append("")
-    lines += cpp_array("NIU_GAUSS_ROM", "std::int16_t", gauss, "Gaussian ROM, Q3.12, index {sign, group, window} (section 4.3).")
+    lines += cpp_array("NIU_GAUSS_CHIP_ROM", "std::int16_t", gauss[0], "Gaussian ROM of 24-bit uniforms, Q3.12, index {sign, group, window} (section 4.3).")
+    lines += cpp_array("NIU_GAUSS_READ_ROM", "std::int16_t", gauss[1], "Gaussian ROM of 16-bit uniforms, Q3.12, index {sign, group, window}.")
     lines += cpp_array("NIU_EXP_VALUE", "std::int32_t", exp_e, "2^-(k/32) in Q1.15 (section 3).")
     lines += cpp_array("NIU_EXP_SLOPE", "std::int32_t", exp_d, "E[k] - E[k+1].")
     lines.append("struct NamedConstant {")
@@ -454,11 +468,15 @@ def write_svh(path: str, consts, exp_e, exp_d) -> None:
     write_if_changed(path, "\n".join(lines))
 
 
-def write_rom_init(path: str, gauss: list[int]) -> None:
-    """Body of an initial block: rom[k] = value; (rtl/niu_gauss_rom.sv includes it)."""
+def write_rom_init(path: str, gauss: tuple[list[int], list[int]]) -> None:
+    """Body of an initial block of rtl/niu_gauss_rom.sv: rom[k] = value for the ROM of UBits-bit
+    uniforms (the module's parameter)."""
     lines = [f"// {HEADER}", "// Gaussian ROM contents (Q3.12), one assignment per entry."]
-    for k, val in enumerate(gauss):
-        lines.append(f"rom[{k}] = {Z_BITS}'h{val & ((1 << Z_BITS) - 1):04x};")
+    for branch, (table, u_bits) in enumerate(((gauss[0], "NIU_GAUSS_CHIP_U_BITS"), (gauss[1], "NIU_GAUSS_READ_U_BITS"))):
+        lines.append(("if" if branch == 0 else "else if") + f" (UBits == niu_constants_pkg::{u_bits}) begin")
+        for k, val in enumerate(table):
+            lines.append(f"  rom[{k}] = {Z_BITS}'h{val & ((1 << Z_BITS) - 1):04x};")
+        lines.append("end")
     write_if_changed(path, "\n".join(lines) + "\n")
 
 
@@ -468,7 +486,8 @@ def write_json(path: str, consts, gauss, exp_e, exp_d, moments) -> None:
         "widths": sorted({name for name, _v, kind, _c in consts if kind == "width"}),
         "lanes_supported": list(LANES_SUPPORTED),
         "lanes_built": list(LANES_BUILT),
-        "gauss_rom": gauss,
+        "gauss_chip_rom": gauss[0],
+        "gauss_read_rom": gauss[1],
         "gauss_moments": moments,
         "exp_value": exp_e,
         "exp_slope": exp_d,
@@ -512,11 +531,16 @@ def docs_text(consts, moments) -> str:
             "## Lanes", "",
             f"Supported lane counts: {', '.join(map(str, LANES_SUPPORTED))} (divisors of the {BEAT_LANES} lanes of a beat); "
             f"co-simulated and synthesized: {', '.join(map(str, LANES_BUILT))}; full rate: {LANES_FULL_RATE}.", "",
-            "## Gaussian ROM", "",
-            f"{1 << GAUSS_INDEX_BITS} entries, Q3.12.  Exact moments over all 2^{GAUSS_U_BITS} uniforms: "
-            f"variance {moments['variance']:.6f}, fourth moment {moments['fourth_moment']:.5f} "
-            f"(normal: 1, 3), largest |z| {moments['max_abs']:.3f}; the widest cell holds "
-            f"{moments['widest_cell']:.4f} of its tail probability.", "",
+            "## Gaussian ROMs", "",
+            f"{1 << GAUSS_INDEX_BITS} entries each, Q3.12.  Exact moments over all uniforms (normal: variance 1, "
+            "fourth moment 3):", "",
+            "| uniform bits | used for | variance | fourth moment | largest abs z | widest cell (share of its tail) |",
+            "|---|---|---|---|---|---|"]
+    for key, use in (("chip", "programming noise, drift exponent"), ("read", "read noise")):
+        m = moments[key]
+        out.append(f"| {m['u_bits']} | {use} | {m['variance']:.6f} | {m['fourth_moment']:.5f} | {m['max_abs']:.3f} | "
+                   f"{m['widest_cell']:.4f} |")
+    out += ["",
             "## Constants", "", "| name | value | kind | meaning |", "|---|---|---|---|"]
     for name, value, kind, comment in consts:
         shown = f"0x{value:X}" if value >= 1 << 20 else str(value)
@@ -544,9 +568,10 @@ def main(argv: list[str]) -> int:
     check_int32_headroom()
     os.makedirs(args.out_dir, exist_ok=True)
     consts = constants()
-    gauss = gauss_table()
+    gauss = (gauss_table(GAUSS_CHIP_U_BITS), gauss_table(GAUSS_READ_U_BITS))
     exp_e, exp_d = exp2_table()
-    moments = gauss_moments(gauss)
+    moments = {"chip": {"u_bits": GAUSS_CHIP_U_BITS, **gauss_moments(gauss[0], GAUSS_CHIP_U_BITS)},
+               "read": {"u_bits": GAUSS_READ_U_BITS, **gauss_moments(gauss[1], GAUSS_READ_U_BITS)}}
     write_cpp(os.path.join(args.out_dir, "niu_constants.hpp"), consts, gauss, exp_e, exp_d)
     write_svh(os.path.join(args.out_dir, "niu_constants.svh"), consts, exp_e, exp_d)
     write_rom_init(os.path.join(args.out_dir, "niu_gauss_rom.svh"), gauss)

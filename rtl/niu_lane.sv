@@ -25,9 +25,9 @@ module niu_lane (
   input  logic [niu_constants_pkg::NIU_NU_BITS-1:0]              mu0_i,
   input  logic [niu_constants_pkg::NIU_NU_BITS-1:0]              sn0_i,
   // Table loads (broadcast by the loader).
-  input  logic                                                   code_we_lo_i,  // GT, SP
-  input  logic                                                   code_we_hi_i,  // MU, SN
+  input  logic                                                   code_we_i,
   input  logic [niu_constants_pkg::NIU_CODE_INDEX_BITS-1:0]      code_waddr_i,
+  input  logic [2*(niu_constants_pkg::NIU_G_BITS+niu_constants_pkg::NIU_NU_BITS)-1:0] code_wdata_i,  // {SN, MU, SP, GT}
   input  logic                                                   rt_we_i,
   input  logic [niu_constants_pkg::NIU_RT_ADDR_BITS-1:0]         rt_waddr_i,
   input  logic [2*niu_constants_pkg::NIU_TABLE_FIELD_BITS-1:0]   table_wdata_i,
@@ -38,20 +38,20 @@ module niu_lane (
   localparam int IndexBits = niu_constants_pkg::NIU_CODE_INDEX_BITS;
   localparam int WordBits  = niu_constants_pkg::NIU_RNG_WORD_BITS;
   localparam int Gens      = niu_constants_pkg::NIU_RNG_GENS;
-  localparam int UBits     = niu_constants_pkg::NIU_GAUSS_U_BITS;
+  localparam int UChip     = niu_constants_pkg::NIU_GAUSS_CHIP_U_BITS;
+  localparam int URead     = niu_constants_pkg::NIU_GAUSS_READ_U_BITS;
   localparam int ZBits     = niu_constants_pkg::NIU_Z_BITS;
   localparam int GBits     = niu_constants_pkg::NIU_G_BITS;
   localparam int SpBits    = niu_constants_pkg::NIU_SP_BITS;
   localparam int NuBits    = niu_constants_pkg::NIU_NU_BITS;
   localparam int KBits     = niu_constants_pkg::NIU_K_BITS;
   localparam int KShift    = niu_constants_pkg::NIU_K_SHIFT;
-  localparam int Field     = niu_constants_pkg::NIU_TABLE_FIELD_BITS;
   localparam int OutField  = niu_constants_pkg::NIU_OUT_BITS_FIELD;
   localparam int Stages    = niu_constants_pkg::NIU_PIPE_STAGES;
   localparam int DevIn     = niu_constants_pkg::NIU_STAGES_RNG + niu_constants_pkg::NIU_STAGES_GAUSS;  // 3
   localparam int ReadAt    = DevIn + niu_constants_pkg::NIU_STAGES_DEVICE - 2;  // z3 enters a device at its stage 13
   localparam int ReadDelay = ReadAt - DevIn;
-  localparam int ByteBits  = WordBits - UBits;     // the low byte of a generator output
+  localparam int ByteBits  = WordBits - UChip;     // the low byte of a chip generator output
   localparam int ProdBits  = GBits + KBits + 2;    // (g_on - g_off) * K, signed
   localparam int MBits     = ProdBits - KShift + 1;
   localparam int MHalf     = ProdBits - KShift + 1;  // prod >>> (KShift - 1)
@@ -67,26 +67,26 @@ module niu_lane (
   end
 
   // The six uniforms (niu_rng.hpp split_uniforms): z1+ = c0[31:8], z1- = c1[31:8],
-  // z2+ = c2[31:8], z2- = {c0[7:0], c1[7:0], c2[7:0]}, z3+ = r0[31:8], z3- = r1[31:8].
-  logic [WordBits-1:0] c0, c1, c2, r0, r1;
-  assign {r1, r0, c2, c1, c0} = rand_q1;
+  // z2+ = c2[31:8], z2- = {c0[7:0], c1[7:0], c2[7:0]} (24 bits); z3+ = r0[31:16], z3- = r0[15:0].
+  logic [WordBits-1:0] c0, c1, c2, r0;
+  assign {r0, c2, c1, c0} = rand_q1;
 
   // ---- stages 2-3: Gaussians; g+ is on for c >= 0, g- for c < 0, so a negative code swaps each
   // pair (z_a is the on device's normal, z_b the off device's).
   logic                    negative_q1;
   logic signed [ZBits-1:0] z1_on, z1_off, z2_on, z2_off, z3_on, z3_off;
   assign negative_q1 = code_q1[CodeBits-1];
-  niu_gauss u_gauss_prog (
+  niu_gauss #(.UBits(UChip)) u_gauss_prog (
     .clk_i, .adv_i, .swap_i (negative_q1),
-    .u_a_i (c0[WordBits-1 -: UBits]), .u_b_i (c1[WordBits-1 -: UBits]),
+    .u_a_i (c0[WordBits-1 -: UChip]), .u_b_i (c1[WordBits-1 -: UChip]),
     .z_a_o (z1_on), .z_b_o (z1_off));
-  niu_gauss u_gauss_nu (
+  niu_gauss #(.UBits(UChip)) u_gauss_nu (
     .clk_i, .adv_i, .swap_i (negative_q1),
-    .u_a_i (c2[WordBits-1 -: UBits]), .u_b_i ({c0[ByteBits-1:0], c1[ByteBits-1:0], c2[ByteBits-1:0]}),
+    .u_a_i (c2[WordBits-1 -: UChip]), .u_b_i ({c0[ByteBits-1:0], c1[ByteBits-1:0], c2[ByteBits-1:0]}),
     .z_a_o (z2_on), .z_b_o (z2_off));
-  niu_gauss #(.Delay(ReadDelay)) u_gauss_read (
+  niu_gauss #(.UBits(URead), .Delay(ReadDelay)) u_gauss_read (
     .clk_i, .adv_i, .swap_i (negative_q1),
-    .u_a_i (r0[WordBits-1 -: UBits]), .u_b_i (r1[WordBits-1 -: UBits]),
+    .u_a_i (r0[WordBits-1 -: URead]), .u_b_i (r0[URead-1:0]),
     .z_a_o (z3_on), .z_b_o (z3_off));
 
   // The code: stage 2 holds its sign and magnitude a = min(|c|, 127) (-128 reads as -127), which
@@ -102,16 +102,11 @@ module niu_lane (
   assign magnitude_q2 = (code_q2 == {1'b1, {(CodeBits-1){1'b0}}}) ? '1
                       : negative_q2 ? IndexBits'(-code_q2) : code_q2[IndexBits-1:0];
 
-  logic [GBits+SpBits-1:0]  entry_lo;  // {SP, GT}
-  logic [2*NuBits-1:0]      entry_hi;  // {SN, MU}
-  niu_table #(.Entries(niu_constants_pkg::NIU_CODE_TABLE), .Width(GBits + SpBits), .AddrBits(IndexBits)) u_code_lo (
-    .clk_i, .we_i(code_we_lo_i), .waddr_i(code_waddr_i),
-    .wdata_i ({table_wdata_i[Field +: SpBits], table_wdata_i[GBits-1:0]}),
-    .adv_i, .raddr_i(magnitude_q2), .rdata_o(entry_lo));
-  niu_table #(.Entries(niu_constants_pkg::NIU_CODE_TABLE), .Width(2 * NuBits), .AddrBits(IndexBits)) u_code_hi (
-    .clk_i, .we_i(code_we_hi_i), .waddr_i(code_waddr_i),
-    .wdata_i ({table_wdata_i[Field +: NuBits], table_wdata_i[NuBits-1:0]}),
-    .adv_i, .raddr_i(magnitude_q2), .rdata_o(entry_hi));
+  localparam int EntryBits = GBits + SpBits + 2 * NuBits;
+  logic [EntryBits-1:0] entry;  // {SN, MU, SP, GT}
+  niu_table #(.Entries(niu_constants_pkg::NIU_CODE_TABLE), .Width(EntryBits), .AddrBits(IndexBits)) u_code (
+    .clk_i, .we_i(code_we_i), .waddr_i(code_waddr_i), .wdata_i(code_wdata_i),
+    .adv_i, .raddr_i(magnitude_q2), .rdata_o(entry));
 
   // The sign travels beside the devices, stages 3..Stages-1.
   logic [Stages-1:DevIn] negative_q;
@@ -123,8 +118,8 @@ module niu_lane (
   logic [GBits-1:0] g_on, g_off;
   niu_device u_on (
     .clk_i, .adv_i,
-    .gt_i (entry_lo[GBits-1:0]), .sp_i (entry_lo[GBits +: SpBits]),
-    .mu_i (entry_hi[NuBits-1:0]), .sn_i (entry_hi[NuBits +: NuBits]),
+    .gt_i (entry[GBits-1:0]), .sp_i (entry[GBits +: SpBits]),
+    .mu_i (entry[GBits + SpBits +: NuBits]), .sn_i (entry[GBits + SpBits + NuBits +: NuBits]),
     .z1_i (z1_on), .z2_i (z2_on), .z3_i (z3_on),
     .lt_i, .rt_we_i, .rt_waddr_i, .rt_wdata_i (table_wdata_i),
     .g_o  (g_on));

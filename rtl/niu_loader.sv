@@ -27,9 +27,9 @@ module niu_loader #(
   // Noise pipeline loads.
   output logic [Lanes*niu_constants_pkg::NIU_RNG_GENS-1:0]        rng_load_o,
   output logic [niu_constants_pkg::NIU_RNG_STATE_BITS-1:0]        rng_state_o,
-  output logic                                                    code_we_lo_o,
-  output logic                                                    code_we_hi_o,
+  output logic                                                    code_we_o,
   output logic [niu_constants_pkg::NIU_CODE_INDEX_BITS-1:0]       code_waddr_o,
+  output logic [2*(niu_constants_pkg::NIU_G_BITS+niu_constants_pkg::NIU_NU_BITS)-1:0] code_wdata_o,  // {SN, MU, SP, GT}
   output logic                                                    rt_we_o,
   output logic [niu_constants_pkg::NIU_RT_ADDR_BITS-1:0]          rt_waddr_o,
   output logic [niu_constants_pkg::NIU_WORD_BITS-1:0]             table_wdata_o
@@ -71,7 +71,8 @@ module niu_loader #(
     in_range = (idx >= IndexBits'(lo)) && (idx < IndexBits'(lo + words));
   endfunction
 
-  // ---- Tables: one write per word; the code table takes two words per entry.
+  // ---- Tables: the read table takes one word per entry; a code-table entry is written whole when
+  // its second word (MU, SN) arrives, the first (GT, SP) waiting in a register.
   logic                 in_code, in_read;
   logic [CodeIndex:0]   code_offset;   // entry and half
   logic [RtAddr-1:0]    read_offset;
@@ -80,9 +81,13 @@ module niu_loader #(
   assign code_offset = (CodeIndex + 1)'(w - IndexBits'(WCode));
   assign read_offset = RtAddr'(w - IndexBits'(WRead));
 
-  assign code_we_lo_o  = word_valid_i && in_code && !code_offset[0];
-  assign code_we_hi_o  = word_valid_i && in_code && code_offset[0];
+  logic [GBits+SpBits-1:0] code_low_q;  // {SP, GT} of the entry being loaded
+  always_ff @(posedge clk_i) begin
+    if (word_valid_i && in_code && !code_offset[0]) code_low_q <= {word_i[Field +: SpBits], word_i[GBits-1:0]};
+  end
+  assign code_we_o     = word_valid_i && in_code && code_offset[0];
   assign code_waddr_o  = code_offset[CodeIndex:1];
+  assign code_wdata_o  = {word_i[Field +: NuBits], word_i[NuBits-1:0], code_low_q};
   assign rt_we_o       = word_valid_i && in_read;
   assign rt_waddr_o    = read_offset;
   assign table_wdata_o = word_i;

@@ -28,9 +28,9 @@ module niu_noise_pipe #(
   // Program load: generator states (one-hot over lane * NIU_RNG_GENS + generator) and tables.
   input  logic [Lanes*niu_constants_pkg::NIU_RNG_GENS-1:0]        rng_load_i,
   input  logic [niu_constants_pkg::NIU_RNG_STATE_BITS-1:0]        rng_state_i,
-  input  logic                                                    code_we_lo_i,
-  input  logic                                                    code_we_hi_i,
+  input  logic                                                    code_we_i,
   input  logic [niu_constants_pkg::NIU_CODE_INDEX_BITS-1:0]       code_waddr_i,
+  input  logic [2*(niu_constants_pkg::NIU_G_BITS+niu_constants_pkg::NIU_NU_BITS)-1:0] code_wdata_i,
   input  logic                                                    rt_we_i,
   input  logic [niu_constants_pkg::NIU_RT_ADDR_BITS-1:0]          rt_waddr_i,
   input  logic [2*niu_constants_pkg::NIU_TABLE_FIELD_BITS-1:0]    table_wdata_i
@@ -76,7 +76,7 @@ module niu_noise_pipe #(
       .code_i (in_data_i[CodeBits*l +: CodeBits]),
       .rand_i (rand_words),
       .lt_i, .back_k_i, .out_bits_i, .gt0_i, .sp0_i, .mu0_i, .sn0_i,
-      .code_we_lo_i, .code_we_hi_i, .code_waddr_i, .rt_we_i, .rt_waddr_i, .table_wdata_i,
+      .code_we_i, .code_waddr_i, .code_wdata_i, .rt_we_i, .rt_waddr_i, .table_wdata_i,
       .code_o (out_data_o[CodeBits*l +: CodeBits]));
   end
 

@@ -75,7 +75,8 @@ NiuLayerSpec spec_from_dict(const py::dict& d, std::size_t index) {
 py::dict generated_constants() {
     py::dict d;
     for (const auto& c : gen::NIU_NAMED_CONSTANTS) d[c.name] = c.value;
-    d["NIU_GAUSS_ROM"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_ROM.size()), gen::NIU_GAUSS_ROM.data());
+    d["NIU_GAUSS_CHIP_ROM"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_CHIP_ROM.size()), gen::NIU_GAUSS_CHIP_ROM.data());
+    d["NIU_GAUSS_READ_ROM"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_READ_ROM.size()), gen::NIU_GAUSS_READ_ROM.data());
     d["NIU_EXP_VALUE"] = py::array_t<std::int32_t>(py::ssize_t(gen::NIU_EXP_VALUE.size()), gen::NIU_EXP_VALUE.data());
     d["NIU_EXP_SLOPE"] = py::array_t<std::int32_t>(py::ssize_t(gen::NIU_EXP_SLOPE.size()), gen::NIU_EXP_SLOPE.data());
     d["NIU_LANES_SUPPORTED"] = std::vector<int>(gen::NIU_LANES_SUPPORTED.begin(), gen::NIU_LANES_SUPPORTED.end());
@@ -129,14 +130,16 @@ void bind_niu(py::module_& root) {
         return out;
     }, py::arg("program"), py::arg("index"), py::arg("weights"), py::arg("threads") = 0);
 
-    m.def("gaussian_q12", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& u) {
+    m.def("gaussian", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& u, int bits) {
+        if (bits != gen::NIU_GAUSS_CHIP_U_BITS && bits != gen::NIU_GAUSS_READ_U_BITS)
+            throw FormatError("<memory>", "bits", "the NIU's Gaussians take 24-bit (chip) or 16-bit (read) uniforms");
         py::array_t<std::int32_t> out(u.size());
         for (py::ssize_t i = 0; i < u.size(); ++i) {
-            if (u.data()[i] >> gen::NIU_GAUSS_U_BITS) throw FormatError("<memory>", "uniforms", "values must be 24-bit");
-            out.mutable_data()[i] = gaussian_q12(u.data()[i]);
+            if (u.data()[i] >> bits) throw FormatError("<memory>", "uniforms", "values must fit " + std::to_string(bits) + " bits");
+            out.mutable_data()[i] = bits == gen::NIU_GAUSS_CHIP_U_BITS ? gaussian_chip(u.data()[i]) : gaussian_read(u.data()[i]);
         }
         return out;
-    }, py::arg("uniforms"), "The NIU's Gaussian (Q3.12) of 24-bit uniforms (docs/niu_datapath.md 4.3)");
+    }, py::arg("uniforms"), py::arg("bits"), "The NIU's Gaussian (Q3.12) of uniforms (docs/niu_datapath.md 4.3)");
 
     m.def("constants", &generated_constants, "Generated NIU constants (generated/niu_constants.hpp)");
 }

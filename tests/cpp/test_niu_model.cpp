@@ -46,7 +46,7 @@ std::vector<std::int8_t> reference(const NiuLayerProgram& layer, const std::vect
         const std::size_t k = i % kStreams;
         std::uint32_t o[kGens];
         for (int g = 0; g < kGens; ++g) o[g] = xoshiro_next(states[std::size_t(g) * kStreams + k]);
-        out[i] = noisy_code(layer, clean[i], draws_of(split_uniforms(o[0], o[1], o[2], o[3], o[4])));
+        out[i] = noisy_code(layer, clean[i], draws_of(split_uniforms(o[0], o[1], o[2], o[3])));
     }
     return out;
 }

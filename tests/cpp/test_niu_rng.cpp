@@ -78,13 +78,13 @@ TEST(NiuXoshiro, StreamStatesFollowTheirKey) {
 }
 
 TEST(NiuXoshiro, UniformsOfAWeightUseEveryOutputBitOnce) {
-    const WeightUniforms u = split_uniforms(0xA1B2C3D4u, 0x11223344u, 0x55667788u, 0x99AABBCCu, 0xDDEEFF00u);
+    const WeightUniforms u = split_uniforms(0xA1B2C3D4u, 0x11223344u, 0x55667788u, 0x99AABBCCu);
     EXPECT_EQ(u.prog_plus, 0xA1B2C3u);
     EXPECT_EQ(u.prog_minus, 0x112233u);
     EXPECT_EQ(u.nu_plus, 0x556677u);
     EXPECT_EQ(u.nu_minus, 0xD44488u);
-    EXPECT_EQ(u.read_plus, 0x99AABBu);
-    EXPECT_EQ(u.read_minus, 0xDDEEFFu);
+    EXPECT_EQ(u.read_plus, 0x99AAu);
+    EXPECT_EQ(u.read_minus, 0xBBCCu);
 }
 
 // ---- Gaussian -------------------------------------------------------------------------------
@@ -92,7 +92,6 @@ TEST(NiuXoshiro, UniformsOfAWeightUseEveryOutputBitOnce) {
 namespace {
 
 constexpr double kLsb = 1.0 / 4096.0;  // Q3.12
-constexpr int kV = gen::NIU_GAUSS_V_BITS;
 
 double two_sided_tail(double z) { return std::erfc(z / std::sqrt(2.0)); }
 
@@ -106,83 +105,103 @@ double z_of_tail(double q) {
     return 0.5 * (lo + hi);
 }
 
-// The cell of v by a bit loop (not countl_zero): the group of the leading one (bits 2g, 2g-1) and
-// the five bits from 2g down.
-int cell_of(std::uint32_t v) {
+// The cell of a magnitude v of vbits bits by a bit loop (not countl_zero): three-bit groups
+// aligned at bit vbits-1, the group of the leading one, and the six bits from the group's top.
+int cell_of(std::uint32_t v, int vbits) {
+    const int offset = (vbits - 1) % 3;
     int lead = -1;  // v = 0: group 0, window 0
-    for (int b = 0; b < kV; ++b)
+    for (int b = 0; b < vbits; ++b)
         if ((v >> b) & 1u) lead = b;
-    const int group = (lead + 1) / 2;
+    int group = 0;
+    while (3 * (group + 1) + offset - 2 <= lead) ++group;  // the next group's lowest bit is at or below lead
     int window = 0;
-    for (int b = 2 * group; b > 2 * group - gen::NIU_GAUSS_WINDOW_BITS; --b) window = 2 * window + (b >= 0 ? int((v >> b) & 1u) : 0);
+    for (int b = 3 * group + offset; b > 3 * group + offset - gen::NIU_GAUSS_WINDOW_BITS; --b)
+        window = 2 * window + (b >= 0 ? int((v >> b) & 1u) : 0);
     return (group << gen::NIU_GAUSS_WINDOW_BITS) | window;
 }
+
+struct Rom {
+    int ubits;
+    const std::array<std::int16_t, gen::NIU_GAUSS_ENTRIES>* table;
+    std::int32_t (*gaussian)(std::uint32_t);
+};
+const Rom kRoms[] = {{gen::NIU_GAUSS_CHIP_U_BITS, &gen::NIU_GAUSS_CHIP_ROM, gaussian_chip},
+                     {gen::NIU_GAUSS_READ_U_BITS, &gen::NIU_GAUSS_READ_ROM, gaussian_read}};
 
 }  // namespace
 
 TEST(NiuGaussian, IndexAndSignMatchABitLoop) {
     const int half = gen::NIU_GAUSS_ENTRIES / 2;
-    for (std::uint32_t v : {0u, 1u, 2u, 3u, 5u, 15u, 16u, 17u, 31u, 1000u, 123456u, (1u << kV) - 1, 1u << (kV - 1)}) {
-        EXPECT_EQ(gauss_index(v), cell_of(v)) << v;
-        EXPECT_EQ(gauss_index(v | (1u << kV)), half + cell_of(v)) << v;
+    for (const Rom& rom : kRoms) {
+        const int vbits = rom.ubits - 1;
+        for (std::uint32_t v = 0; v < (1u << vbits); v = v < 4096 ? v + 1 : v * 3 + 1) {
+            ASSERT_EQ(gauss_index(v, rom.ubits), cell_of(v, vbits)) << rom.ubits << " " << v;
+            ASSERT_EQ(gauss_index(v | (1u << vbits), rom.ubits), half + cell_of(v, vbits)) << rom.ubits << " " << v;
+        }
+        for (int i = 0; i < half; ++i) EXPECT_EQ((*rom.table)[std::size_t(half + i)], -(*rom.table)[std::size_t(i)]) << i;
     }
-    for (int i = 0; i < half; ++i) EXPECT_EQ(gen::NIU_GAUSS_ROM[std::size_t(half + i)], -gen::NIU_GAUSS_ROM[std::size_t(i)]) << i;
 }
 
 TEST(NiuGaussian, EveryCellHoldsAValueInsideItsQuantileRange) {
     // Count the v of each cell by enumeration, then check that the cell's value lies between the
     // |z| at its two tail probabilities (within half an LSB) and that |z| falls as v grows.
     const int half = gen::NIU_GAUSS_ENTRIES / 2;
-    std::vector<std::uint32_t> first(std::size_t(half), ~0u), count(std::size_t(half), 0);
-    for (std::uint32_t v = 0; v < (1u << kV); ++v) {
-        const int c = gauss_index(v);
-        if (first[std::size_t(c)] == ~0u) first[std::size_t(c)] = v;
-        ++count[std::size_t(c)];
-    }
-    double previous = 1e9;
-    for (int c = 0; c < half; ++c) {
-        if (count[std::size_t(c)] == 0) {
-            EXPECT_EQ(gen::NIU_GAUSS_ROM[std::size_t(c)], 0) << "empty cell " << c;
-            continue;
+    for (const Rom& rom : kRoms) {
+        const int vbits = rom.ubits - 1;
+        std::vector<std::uint32_t> first(std::size_t(half), ~0u), count(std::size_t(half), 0);
+        std::vector<int> order;
+        for (std::uint32_t v = 0; v < (1u << vbits); ++v) {
+            const int c = gauss_index(v, rom.ubits);
+            if (first[std::size_t(c)] == ~0u) {
+                first[std::size_t(c)] = v;
+                order.push_back(c);
+            }
+            ++count[std::size_t(c)];
         }
-        const double q_lo = double(first[std::size_t(c)]) / double(1u << kV);
-        const double q_hi = double(first[std::size_t(c)] + count[std::size_t(c)]) / double(1u << kV);
-        const double z = gen::NIU_GAUSS_ROM[std::size_t(c)] * kLsb;
-        const double z_top = q_lo == 0.0 ? 40.0 : z_of_tail(q_lo);
-        EXPECT_LE(z, z_top + 0.5 * kLsb) << c;
-        EXPECT_GE(z, z_of_tail(q_hi) - 0.5 * kLsb) << c;
-        EXPECT_LE(z, previous) << c;
-        previous = z;
+        for (int c = 0; c < half; ++c)
+            if (count[std::size_t(c)] == 0) EXPECT_EQ((*rom.table)[std::size_t(c)], 0) << "empty cell " << c;
+        double previous = 1e9;
+        for (int c : order) {  // cells in increasing v
+            const double q_lo = double(first[std::size_t(c)]) / double(1u << vbits);
+            const double q_hi = double(first[std::size_t(c)] + count[std::size_t(c)]) / double(1u << vbits);
+            const double z = (*rom.table)[std::size_t(c)] * kLsb;
+            EXPECT_LE(z, (q_lo == 0.0 ? 40.0 : z_of_tail(q_lo)) + 0.5 * kLsb) << rom.ubits << " cell " << c;
+            EXPECT_GE(z, z_of_tail(q_hi) - 0.5 * kLsb) << rom.ubits << " cell " << c;
+            EXPECT_LE(z, previous) << rom.ubits << " cell " << c;
+            previous = z;
+        }
     }
 }
 
 TEST(NiuGaussian, ExactMomentsAndTailsOverAllUniforms) {
-    // Every 24-bit uniform once: the exact distribution the NIU draws from.  Tolerances are the
-    // ROM's stated deviations (docs/niu_datapath.md 4.3): variance 1 - 1.5e-4 from quantising |z|
-    // to cells, and the Q3.12 rounding of each cell (half an LSB = 1.2e-4 on E|Z|).
-    double s1 = 0, sa = 0, s2 = 0, s4 = 0;
-    std::vector<double> thresholds{1.0, 2.0, 3.0, 4.0, 5.0};
-    std::vector<double> above(thresholds.size(), 0.0);
-    const double n = double(1u << gen::NIU_GAUSS_U_BITS);
-    for (std::uint32_t u = 0; u < (1u << gen::NIU_GAUSS_U_BITS); ++u) {
-        const double z = gaussian_q12(u) * kLsb;
-        s1 += z;
-        sa += std::abs(z);
-        s2 += z * z;
-        s4 += z * z * z * z;
-        for (std::size_t t = 0; t < thresholds.size(); ++t) above[t] += std::abs(z) > thresholds[t];
+    // Every uniform once: the exact distribution the NIU draws from.  Tolerances are the ROMs'
+    // stated deviations (docs/niu_datapath.md 4.3): variance 1 - 7e-5 from quantising |z| to
+    // cells, and the Q3.12 rounding of each cell (half an LSB = 1.2e-4 on E|Z|).
+    for (const Rom& rom : kRoms) {
+        double s1 = 0, sa = 0, s2 = 0, s4 = 0;
+        const std::vector<double> thresholds{1.0, 2.0, 3.0, 4.0};
+        std::vector<double> above(thresholds.size(), 0.0);
+        const double n = double(1u << rom.ubits);
+        for (std::uint32_t u = 0; u < (1u << rom.ubits); ++u) {
+            const double z = rom.gaussian(u) * kLsb;
+            s1 += z;
+            sa += std::abs(z);
+            s2 += z * z;
+            s4 += z * z * z * z;
+            for (std::size_t t = 0; t < thresholds.size(); ++t) above[t] += std::abs(z) > thresholds[t];
+        }
+        EXPECT_EQ(s1, 0.0);  // the sign bit splits every cell exactly
+        EXPECT_NEAR(sa / n, std::sqrt(2.0 / M_PI), 0.5 * kLsb) << rom.ubits;
+        EXPECT_NEAR(s2 / n, 1.0, 1.5e-4) << rom.ubits;
+        EXPECT_NEAR(s4 / n, 3.0, 1e-3) << rom.ubits;
+        // Tails: the step CDF can be off by at most the mass of the cell that straddles z, which is
+        // at most 1/8 of the tail probability there (a window of 8 to 63).
+        for (std::size_t t = 0; t < thresholds.size(); ++t) {
+            const double p = two_sided_tail(thresholds[t]);
+            EXPECT_NEAR(above[t] / n, p, p / 8.0) << rom.ubits << " P(|Z| > " << thresholds[t] << ")";
+        }
     }
-    EXPECT_EQ(s1, 0.0);  // the sign bit splits every cell exactly
-    EXPECT_NEAR(sa / n, std::sqrt(2.0 / M_PI), 0.5 * kLsb);
-    EXPECT_NEAR(s2 / n, 1.0, 2e-4);
-    EXPECT_GT(s2 / n, 1.0 - 2e-4);
-    EXPECT_NEAR(s4 / n, 3.0, 1e-3);
-    // Tails: the step CDF can be off by at most the mass of the cell that straddles z, which is
-    // at most 1/8 of the tail probability there (a window of 8 to 31).
-    for (std::size_t t = 0; t < thresholds.size(); ++t) {
-        const double p = two_sided_tail(thresholds[t]);
-        EXPECT_NEAR(above[t] / n, p, p / 8.0) << "P(|Z| > " << thresholds[t] << ")";
-    }
-    // Reach: the deepest cell (tail mass 2^-22) sits beyond 5.3 sigma.
-    EXPECT_GT(gaussian_q12(0) * kLsb, 5.3);
+    // Reach: the deepest cell (v = 0) sits beyond 5.4 sigma for the chip draws, 4.3 for the read draws.
+    EXPECT_GT(gaussian_chip(0) * kLsb, 5.4);
+    EXPECT_GT(gaussian_read(0) * kLsb, 4.3);
 }
