@@ -394,6 +394,22 @@ def constants() -> list[tuple[str, int, str, str]]:
     return c
 
 
+SYNTH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "synth")
+
+
+def synthesis_results() -> list[dict]:
+    """The committed outputs of scripts/synth_niu.sh --lanes N --json rtl/synth/niu_lanesN.json
+    (measured resources and co-simulated weights per cycle), in lane order."""
+    out = []
+    if os.path.isdir(SYNTH_DIR):
+        for name in sorted(os.listdir(SYNTH_DIR)):
+            if name.startswith("niu_lanes") and name.endswith(".json"):
+                with open(os.path.join(SYNTH_DIR, name), encoding="utf-8") as f:
+                    data = json.load(f)
+                out.append({k: data[k] for k in ("lanes", "LUT", "FF", "DSP", "BRAM36", "URAM", "weights_per_cycle")})
+    return sorted(out, key=lambda r: r["lanes"])
+
+
 def is_wide(value: int) -> bool:
     return value >= (1 << 31)
 
@@ -412,7 +428,7 @@ def cpp_array(name: str, ctype: str, values: list[int], comment: str) -> list[st
     return lines + ["};", ""]
 
 
-def write_cpp(path: str, consts, gauss, exp_e, exp_d) -> None:
+def write_cpp(path: str, consts, gauss, exp_e, exp_d, synth) -> None:
     lines = [f"// {HEADER}", "#pragma once", "#include <array>", "#include <cstdint>", "",
              "namespace aimcemu::niu::gen {", ""]
     for name, value, _kind, comment in consts:
@@ -429,6 +445,16 @@ def write_cpp(path: str, consts, gauss, exp_e, exp_d) -> None:
     lines += cpp_array("NIU_GAUSS_READ_ROM", "std::int16_t", gauss[1], "Gaussian ROM of 16-bit uniforms, Q3.12, index {sign, group, window}.")
     lines += cpp_array("NIU_EXP_VALUE", "std::int32_t", exp_e, "2^-(k/32) in Q1.15 (section 3).")
     lines += cpp_array("NIU_EXP_SLOPE", "std::int32_t", exp_d, "E[k] - E[k+1].")
+    lines.append("// Synthesis of the RTL per lane count (rtl/synth/, scripts/synth_niu.sh): Yosys resources and")
+    lines.append("// the weights per cycle measured in co-simulation on an ideal bus.")
+    lines.append("struct SynthesisResult {")
+    lines.append("    int lanes;")
+    lines.append("    double lut, ff, dsp, bram36, uram, weights_per_cycle;")
+    lines.append("};")
+    rows = ", ".join(f"{{{r['lanes']}, {r['LUT']}, {r['FF']}, {r['DSP']}, {float(r['BRAM36'])}, {r['URAM']}, "
+                     f"{r['weights_per_cycle'] if r['weights_per_cycle'] is not None else 0.0}}}" for r in synth)
+    lines.append(f"inline constexpr std::array<SynthesisResult, {len(synth)}> NIU_SYNTHESIS = {{{{{rows}}}}};")
+    lines.append("")
     lines.append("struct NamedConstant {")
     lines.append("    const char* name;")
     lines.append("    std::uint64_t value;")
@@ -480,8 +506,9 @@ def write_rom_init(path: str, gauss: tuple[list[int], list[int]]) -> None:
     write_if_changed(path, "\n".join(lines) + "\n")
 
 
-def write_json(path: str, consts, gauss, exp_e, exp_d, moments) -> None:
+def write_json(path: str, consts, gauss, exp_e, exp_d, moments, synth) -> None:
     data = {
+        "synthesis": synth,
         "constants": {name: value for name, value, _k, _c in consts},
         "widths": sorted({name for name, _v, kind, _c in consts if kind == "width"}),
         "lanes_supported": list(LANES_SUPPORTED),
@@ -498,7 +525,7 @@ def write_json(path: str, consts, gauss, exp_e, exp_d, moments) -> None:
     write_if_changed(path, json.dumps(data, indent=1) + "\n")
 
 
-def docs_text(consts, moments) -> str:
+def docs_text(consts, moments, synth) -> str:
     """docs/niu_generated.md: the register map, error codes, program layout and constants."""
     out = [
         "# NIU: generated reference",
@@ -541,7 +568,13 @@ def docs_text(consts, moments) -> str:
         out.append(f"| {m['u_bits']} | {use} | {m['variance']:.6f} | {m['fourth_moment']:.5f} | {m['max_abs']:.3f} | "
                    f"{m['widest_cell']:.4f} |")
     out += ["",
-            "## Constants", "", "| name | value | kind | meaning |", "|---|---|---|---|"]
+            "## Synthesis (rtl/synth/)", "",
+            "`scripts/synth_niu.sh --lanes N --json rtl/synth/niu_lanesN.json` (Yosys `synth_xilinx -family xcup`; "
+            "weights per cycle measured by the co-simulation on a 64 000-weight layer with an ideal bus):", "",
+            "| lanes | LUT | FF | DSP | BRAM36 | URAM | weights/cycle |", "|---|---|---|---|---|---|---|"]
+    for r in synth:
+        out.append(f"| {r['lanes']} | {r['LUT']} | {r['FF']} | {r['DSP']} | {r['BRAM36']:g} | {r['URAM']} | {r['weights_per_cycle']} |")
+    out += ["", "## Constants", "", "| name | value | kind | meaning |", "|---|---|---|---|"]
     for name, value, kind, comment in consts:
         shown = f"0x{value:X}" if value >= 1 << 20 else str(value)
         out.append(f"| `{name}` | {shown} | {kind} | {comment} |")
@@ -572,12 +605,13 @@ def main(argv: list[str]) -> int:
     exp_e, exp_d = exp2_table()
     moments = {"chip": {"u_bits": GAUSS_CHIP_U_BITS, **gauss_moments(gauss[0], GAUSS_CHIP_U_BITS)},
                "read": {"u_bits": GAUSS_READ_U_BITS, **gauss_moments(gauss[1], GAUSS_READ_U_BITS)}}
-    write_cpp(os.path.join(args.out_dir, "niu_constants.hpp"), consts, gauss, exp_e, exp_d)
+    synth = synthesis_results()
+    write_cpp(os.path.join(args.out_dir, "niu_constants.hpp"), consts, gauss, exp_e, exp_d, synth)
     write_svh(os.path.join(args.out_dir, "niu_constants.svh"), consts, exp_e, exp_d)
     write_rom_init(os.path.join(args.out_dir, "niu_gauss_rom.svh"), gauss)
-    write_json(os.path.join(args.out_dir, "niu_constants.json"), consts, gauss, exp_e, exp_d, moments)
+    write_json(os.path.join(args.out_dir, "niu_constants.json"), consts, gauss, exp_e, exp_d, moments, synth)
     if args.docs:
-        write_if_changed(args.docs, docs_text(consts, moments))
+        write_if_changed(args.docs, docs_text(consts, moments, synth))
     return 0
 
 
