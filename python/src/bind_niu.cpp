@@ -4,8 +4,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+
 #include "bindings.hpp"
 #include "niu/niu_model.hpp"
+#include "niu/niu_timing.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
 #include "common/errors.hpp"
@@ -84,6 +87,17 @@ py::dict generated_constants() {
     return d;
 }
 
+py::dict resources_dict(const FpgaResources& r) {
+    py::dict d;
+    d["name"] = r.name;
+    d["LUT"] = r.lut;
+    d["FF"] = std::isnan(r.ff) ? py::object(py::none()) : py::object(py::float_(r.ff));
+    d["DSP"] = r.dsp;
+    d["BRAM36"] = r.bram36;
+    d["URAM"] = r.uram;
+    return d;
+}
+
 void bind_niu(py::module_& root) {
     auto m = root.def_submodule("niu", "Noise injection unit: program compiler and bit-exact model");
 
@@ -142,6 +156,39 @@ void bind_niu(py::module_& root) {
     }, py::arg("uniforms"), py::arg("bits"), "The NIU's Gaussian (Q3.12) of uniforms (docs/niu_datapath.md 4.3)");
 
     m.def("constants", &generated_constants, "Generated NIU constants (generated/niu_constants.hpp)");
+
+    m.def("syntheses", [] {
+        py::list out;
+        for (const NiuSynthesis& s : niu_syntheses()) {
+            py::dict d = resources_dict(s.resources);
+            d["lanes"] = s.lanes;
+            d["weights_per_cycle"] = s.weights_per_cycle;
+            out.append(d);
+        }
+        return out;
+    }, "The synthesized NIU configurations (rtl/synth/): resources and measured weights per cycle");
+    m.def("config_for_lanes", &niu_config_for_lanes, py::arg("lanes"), py::arg("source") = "<memory>",
+          "An NiuConfig (aimcemu._core.timing) running at the RTL's measured weights per cycle");
+    m.def("pu_resources", [](const std::string& name) { return resources_dict(pu_resources(name)); }, py::arg("name"));
+    m.def("fit_on_xcu50", [](int pu2x, int pu1x, int nius, int lanes, const std::string& source) {
+        const FitReport r = fit_on_xcu50(pu2x, pu1x, nius, lanes, source);
+        py::dict d;
+        py::list rows;
+        for (std::size_t i = 0; i < r.rows.size(); ++i) {
+            py::dict row = resources_dict(r.rows[i]);
+            row["count"] = r.counts[i];
+            rows.append(row);
+        }
+        d["rows"] = rows;
+        d["shell"] = resources_dict(r.shell);
+        d["total"] = resources_dict(r.total);
+        d["device"] = resources_dict(r.device);
+        d["fits"] = r.fits;
+        d["limiting"] = r.limiting;
+        d["limiting_fraction"] = r.limiting_fraction;
+        return d;
+    }, py::arg("pu2x"), py::arg("pu1x"), py::arg("nius"), py::arg("lanes"), py::arg("source") = "<memory>",
+       "PUs, NIUs and the shell against the XCU50's LUT, DSP, BRAM36 and URAM");
 }
 
 }  // namespace
