@@ -35,7 +35,7 @@ constexpr int kBlock = 64;  // beats per block
 struct Tables {
     std::int32_t gauss_chip[NIU_GAUSS_ENTRIES];
     std::int32_t gauss_read[NIU_GAUSS_ENTRIES];
-    std::int32_t exp2[NIU_EXP_ENTRIES];            // E[k] | D[k] << 16
+    __m256i exp2[NIU_EXP_ENTRIES / 8];             // E[k] | D[k] << 16, eight entries per register
     std::int32_t code_lo[NIU_CODE_TABLE];          // GT | SP << 16
     std::int32_t code_hi[NIU_CODE_TABLE];          // MU | SN << 16
     std::int32_t read[NIU_RT_SEGMENTS];            // RT[j] | RD[j] << 16 (RD signed)
@@ -85,7 +85,14 @@ inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, 
     const __m256i xi = _mm256_srli_epi32(x, NIU_X_FRAC);
     const __m256i k = _mm256_and_si256(_mm256_srli_epi32(x, NIU_EXP_FRAC_BITS), _mm256_set1_epi32((1 << NIU_EXP_SEG_BITS) - 1));
     const __m256i f = _mm256_and_si256(x, _mm256_set1_epi32((1 << NIU_EXP_FRAC_BITS) - 1));
-    const __m256i ed = _mm256_i32gather_epi32(t.exp2, k, 4);
+    // The 32-entry 2^-f ROM sits in four registers: permute each by k mod 8, pick by k >> 3.
+    static_assert(NIU_EXP_ENTRIES == 32, "the exp lookup below takes 32 entries");
+    const __m256i bit3 = _mm256_slli_epi32(k, 28), bit4 = _mm256_slli_epi32(k, 27);
+    const __m256i lo = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[0], k), _mm256_permutevar8x32_epi32(t.exp2[1], k),
+                                          _mm256_srai_epi32(bit3, 31));
+    const __m256i hi = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[2], k), _mm256_permutevar8x32_epi32(t.exp2[3], k),
+                                          _mm256_srai_epi32(bit3, 31));
+    const __m256i ed = _mm256_blendv_epi8(lo, hi, _mm256_srai_epi32(bit4, 31));
     const __m256i ef = _mm256_sub_epi32(low16(ed), rshr(_mm256_mullo_epi32(_mm256_srli_epi32(ed, 16), f), NIU_EXP_FRAC_BITS));
     // gd = rshr(rshr(gp * ef, 15) * 2^(15 - xi), 15).
     const __m256i g1 = rshr(_mm256_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
@@ -137,6 +144,40 @@ inline __m256i weights(const Tables& t, const __m256i* u, __m256i c, __m256i lt,
     return clamp(code, -out_max, out_max);
 }
 
+// The states of eight streams of one generator, transposed into four registers.
+struct Lanes8 {
+    __m256i s0, s1, s2, s3;
+    explicit Lanes8(const RngState* st) {
+        alignas(32) std::uint32_t w[4][8];
+        for (int l = 0; l < 8; ++l)
+            for (int i = 0; i < 4; ++i) w[i][l] = st[l][std::size_t(i)];
+        s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[0]));
+        s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[1]));
+        s2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[2]));
+        s3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[3]));
+    }
+    __m256i next() {
+        const __m256i o = _mm256_add_epi32(rotl(_mm256_add_epi32(s0, s3), NIU_RNG_ROT_OUT), s0);
+        const __m256i tt = _mm256_slli_epi32(s1, NIU_RNG_SHIFT_A);
+        s2 = _mm256_xor_si256(s2, s0);
+        s3 = _mm256_xor_si256(s3, s1);
+        s1 = _mm256_xor_si256(s1, s2);
+        s0 = _mm256_xor_si256(s0, s3);
+        s2 = _mm256_xor_si256(s2, tt);
+        s3 = rotl(s3, NIU_RNG_ROT_B);
+        return o;
+    }
+    void store(RngState* st) const {
+        alignas(32) std::uint32_t w[4][8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), s0);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), s1);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), s2);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), s3);
+        for (int l = 0; l < 8; ++l)
+            for (int i = 0; i < 4; ++i) st[l][std::size_t(i)] = w[i][l];
+    }
+};
+
 }  // namespace
 
 void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
@@ -146,7 +187,9 @@ void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, st
         t.gauss_chip[i] = NIU_GAUSS_CHIP_ROM[std::size_t(i)];
         t.gauss_read[i] = NIU_GAUSS_READ_ROM[std::size_t(i)];
     }
-    for (int k = 0; k < NIU_EXP_ENTRIES; ++k) t.exp2[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << 16);
+    alignas(32) std::int32_t exp2[NIU_EXP_ENTRIES];
+    for (int k = 0; k < NIU_EXP_ENTRIES; ++k) exp2[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << 16);
+    for (int r = 0; r < NIU_EXP_ENTRIES / 8; ++r) t.exp2[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(exp2 + 8 * r));
     for (int a = 0; a < NIU_CODE_TABLE; ++a) {
         const CodeEntry& e = layer.code[std::size_t(a)];
         t.code_lo[a] = e.gt | (e.sp << 16);
@@ -165,32 +208,16 @@ void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, st
     for (int group = 0; group < kStreams / 8; ++group) {
         for (std::uint64_t b0 = first_beat; b0 < last_beat; b0 += kBlock) {
             const int nb = int(last_beat - b0 < std::uint64_t(kBlock) ? last_beat - b0 : std::uint64_t(kBlock));
-            for (int g = 0; g < kGens; ++g) {
-                RngState* st = states + g * kStreams + group * 8;
-                alignas(32) std::uint32_t w[4][8];
-                for (int l = 0; l < 8; ++l)
-                    for (int i = 0; i < 4; ++i) w[i][l] = st[l][std::size_t(i)];
-                __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[0]));
-                __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[1]));
-                __m256i s2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[2]));
-                __m256i s3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[3]));
+            // Two generators per pass: their dependency chains (five XOR/shift steps deep) overlap.
+            static_assert(kGens % 2 == 0, "generators are stepped in pairs");
+            for (int g = 0; g < kGens; g += 2) {
+                Lanes8 x(states + g * kStreams + group * 8), y(states + (g + 1) * kStreams + group * 8);
                 for (int b = 0; b < nb; ++b) {
-                    const __m256i o = _mm256_add_epi32(rotl(_mm256_add_epi32(s0, s3), NIU_RNG_ROT_OUT), s0);
-                    _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g][b]), o);
-                    const __m256i tt = _mm256_slli_epi32(s1, NIU_RNG_SHIFT_A);
-                    s2 = _mm256_xor_si256(s2, s0);
-                    s3 = _mm256_xor_si256(s3, s1);
-                    s1 = _mm256_xor_si256(s1, s2);
-                    s0 = _mm256_xor_si256(s0, s3);
-                    s2 = _mm256_xor_si256(s2, tt);
-                    s3 = rotl(s3, NIU_RNG_ROT_B);
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g][b]), x.next());
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g + 1][b]), y.next());
                 }
-                _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), s0);
-                _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), s1);
-                _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), s2);
-                _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), s3);
-                for (int l = 0; l < 8; ++l)
-                    for (int i = 0; i < 4; ++i) st[l][std::size_t(i)] = w[i][l];
+                x.store(states + g * kStreams + group * 8);
+                y.store(states + (g + 1) * kStreams + group * 8);
             }
             for (int b = 0; b < nb; ++b) {
                 const std::uint64_t base = (b0 + std::uint64_t(b)) * kBeatLanes + std::uint64_t(group) * 8;
