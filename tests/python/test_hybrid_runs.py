@@ -446,7 +446,8 @@ def test_alpha_limit_is_the_largest_alpha_the_niu_compiles(absmax):
     k_step = absmax * 2.0 ** (constants["NIU_K_SHIFT"] - constants["NIU_G_FRAC"])
     with pytest.raises(aimcemu.FormatError, match="BACK_K"):
         niu.apply(weights, PCM, alpha=limit + 1.0 / k_step)
-    assert runner.niu_alpha_limit(constants, 127) == pytest.approx(8.0629, abs=1e-4)
+    # NIU v2: K is 15 bits with K_SHIFT 19 over G's 14 fraction bits: (2^15 - 1) / (127 * 2^5).
+    assert runner.niu_alpha_limit(constants, 127) == pytest.approx(8.0627, abs=1e-4)
 
 
 def test_an_alpha_beyond_the_niu_is_capped_with_a_warning_and_a_note(digits, tmp_path):
