@@ -149,9 +149,16 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 void apply_program(const NiuProgram& program, Hbm& hbm, int threads) {
     for (std::size_t i = 0; i < program.layers.size(); ++i) {
         const NiuLayerProgram& layer = program.layers[i];
-        const std::string where = "<niu program>";
+        const std::string where = "<niu program>", field = "layers[" + std::to_string(i) + "]";
+        const std::uint64_t memory = hbm.layout().size();
+        const auto fits = [&](std::uint64_t addr) { return addr <= memory && layer.count <= memory - addr; };
+        if (!fits(layer.src_addr) || !fits(layer.dst_addr))
+            throw FormatError(where, field + ".COUNT",
+                              std::to_string(layer.count) + " weights at SRC_ADDR " + std::to_string(layer.src_addr) +
+                                  " and DST_ADDR " + std::to_string(layer.dst_addr) + " do not fit the " +
+                                  std::to_string(memory) + "-byte memory");
         if (layer.src_addr < layer.dst_addr + layer.count && layer.dst_addr < layer.src_addr + layer.count)
-            throw FormatError(where, "layers[" + std::to_string(i) + "].DST_ADDR", "a layer's clean and noisy regions overlap");
+            throw FormatError(where, field + ".DST_ADDR", "a layer's clean and noisy regions overlap");
         const auto clean = hbm.bytes(layer.src_addr, layer.count);
         const auto out = hbm.bytes(layer.dst_addr, layer.count);
         apply_layer(layer, clean, out, threads);
