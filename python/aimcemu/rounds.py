@@ -55,6 +55,11 @@ class PublishedRound:
     def __init__(self, emulator, round_id: int):
         self.emulator, self.round = emulator, round_id
 
+    def read_back(self) -> dict[int, np.ndarray]:
+        """{layer index: noisy int8 weights} of every AIMC layer, copied from the HBM (for tests
+        and inspection; valid until the next round is published)."""
+        return {i: self.emulator.weights(i) for i in self.emulator.aimc_layers}
+
 
 class NoisyWeights:
     """The NIU side of a run: one group of AIMC layers per noise config, each group's program
