@@ -37,6 +37,13 @@ LayerKind layer_kind_from_string(const std::string& name, const std::string& sou
 // The index of the network input when used as a producer.
 inline constexpr int kNetworkInput = -1;
 
+// Geometry limits (inclusive) that Network::resolve enforces, so that no shape arithmetic can
+// overflow and no layer's activations outgrow what the kernels index: every dimension of the
+// input, every kernel, stride and channel count is at most kMaxDimension, and one image's
+// activations of any layer hold fewer than 2^31 values.
+inline constexpr int kMaxDimension = 65535;
+inline constexpr std::int64_t kMaxActivationsPerImage = (std::int64_t(1) << 31) - 1;
+
 struct Layer {
     std::string name;
     LayerKind kind = LayerKind::Conv;
