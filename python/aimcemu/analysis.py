@@ -41,6 +41,21 @@ def round_coordinates(f) -> dict[str, np.ndarray]:
             "drift_compensation": np.array(f["drift_compensation"].asstr()[()], dtype=object)}
 
 
+def check_results_file(path) -> dict:
+    """Validates a results file before anything reads it (the C++ reader, _core.read_results):
+    not HDF5, truncated, another format or version, a missing or inconsistent field, a config
+    that is not JSON: FormatError naming the file and the field.  Returns what it read."""
+    from . import _core
+
+    source = os.fspath(path)
+    info = _core.read_results(source)
+    try:
+        json.loads(info["config"])
+    except ValueError as exc:
+        raise _core.FormatError(f"{source}: field 'config': not valid JSON ({exc})") from None
+    return info
+
+
 def _round_coords(f) -> dict:
     """round_coordinates as xarray coordinate specs on the round dimension."""
     values = round_coordinates(f)
@@ -54,6 +69,7 @@ def open_run(path) -> "xarray.Dataset":
     import h5py
 
     xr = _xr()
+    check_results_file(path)
     with h5py.File(path, "r") as f:
         layers = list(f["layers"].keys())
         layers.sort(key=lambda name: int(f["layers"][name].attrs["index"]))
@@ -146,12 +162,9 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
 
 # --- a sweep ------------------------------------------------------------------------------------
 def _read_index(folder) -> dict:
-    from .sweeps import INDEX_FILE
+    from .sweeps import read_index
 
-    path = Path(folder) / INDEX_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{folder} is not a sweep folder (no {INDEX_FILE})")
-    return json.loads(path.read_text())
+    return read_index(folder)
 
 
 def _task_layout(index: dict) -> tuple[int, list[float], int, list[str] | None]:
@@ -176,6 +189,7 @@ def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], r
     shape = (*((len(compensations),) if compensations else ()), chips, len(times), reps)
     out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(np.nan)}
     out.update({m: np.full((len(layers), *shape), np.nan) for m in METRICS})
+    check_results_file(path)
     with h5py.File(path, "r") as f:
         out["reference_accuracy"] = np.array(float(f["reference_accuracy"][()]))
         coords = round_coordinates(f)
@@ -228,6 +242,7 @@ def _sweep_layers(folder: Path, index: dict) -> list[str]:
         if model in seen_models or not path.is_file():
             continue
         seen_models.add(model)
+        check_results_file(path)
         with h5py.File(path, "r") as f:
             order = sorted(f["layers"].keys(), key=lambda n: int(f["layers"][n].attrs["index"]))
         names += [n for n in order if n not in names]

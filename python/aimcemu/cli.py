@@ -36,11 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    from .files import FolderBusyError
+
     try:
         return int(args._main(args) or 0)
-    # Bad input (FormatError is a ValueError) or an unusable path: one line that names the
-    # file and field, not a traceback.  Anything else is a bug and keeps its traceback.
-    except (ValueError, OSError, KeyError) as exc:
+    # Bad input (FormatError is a ValueError), an unusable path or a folder that another sweep
+    # holds: one line that names the file and field, not a traceback.  Anything else is a bug
+    # and keeps its traceback.
+    except (ValueError, OSError, KeyError, FolderBusyError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

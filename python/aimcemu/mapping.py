@@ -141,16 +141,12 @@ class Mapping:
         return cls(config.get("default", "digital"), config.get("layers"), source=source)
 
     @classmethod
-    def from_yaml(cls, path) -> "Mapping":
-        import yaml
+    def from_yaml(cls, path, field: str = "mapping", source: str = "<arguments>") -> "Mapping":
+        """A mapping file, read with the limits of aimcemu.validate.load_yaml_file."""
+        from . import validate
 
-        source = os.fspath(path)
-        with open(source, encoding="utf-8") as f:
-            try:
-                config = yaml.safe_load(f)
-            except yaml.YAMLError as exc:
-                raise _fail(source, "<yaml>", str(exc)) from None
-        return cls.from_dict(config, source=source)
+        config = validate.load_yaml_file(path, field, source, "mapping file")
+        return cls.from_dict(config, source=os.fspath(path))
 
     @classmethod
     def coerce(cls, mapping: Any, source: str = "<config>") -> "Mapping | None":
@@ -160,9 +156,7 @@ class Mapping:
         if isinstance(mapping, str) and mapping == "all":
             return cls.all_aimc(source=source)
         if isinstance(mapping, (str, os.PathLike)):
-            if not os.path.isfile(mapping):
-                raise FileNotFoundError(f"mapping file not found: {os.fspath(mapping)}")
-            return cls.from_yaml(mapping)
+            return cls.from_yaml(mapping, "mapping", source)
         if isinstance(mapping, MappingABC):
             return cls.from_dict(mapping, source=f"{source}: mapping")
         raise _fail(source, "mapping", f"expected None, 'all', a Mapping, a dict or a YAML file, got {mapping!r}")

@@ -226,14 +226,21 @@ class PerfResult:
         }
 
     def to_json(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n")
+        from .files import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n")
 
     def to_csv(self, path) -> None:
+        import io
+
+        from .files import atomic_write_text
+
         rows = self.layer_rows()
-        with open(path, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0].keys()) if rows else ["layer"])
-            writer.writeheader()
-            writer.writerows(rows)
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0].keys()) if rows else ["layer"])
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(path, buffer.getvalue())
 
     def plot(self, directory) -> list[Path]:
         """Fig. 5(a) per-layer latency per PU type; Fig. 5(b)/(c) scheduler time and memory ratios."""

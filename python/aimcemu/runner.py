@@ -36,7 +36,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from . import files
 from . import modelfile
+from . import validate
 from .mapping import Mapping, Placement, resolve_noise
 
 DEFAULTS = {"model": None, "data": None, "output": None, "backend": "fast", "threads": 0, "layers": "all",
@@ -199,17 +201,15 @@ def _one_time(item: Any, source: str, field: str) -> float:
 
 
 def load_yaml_config(path, what: str = "options") -> dict:
-    """A YAML config file that must hold a mapping; FormatError naming the file otherwise."""
-    import yaml
-
+    """A YAML config file that must hold a mapping; FormatError naming the file otherwise (the
+    file is read with the limits of aimcemu.validate.load_yaml_file)."""
+    config = validate.load_yaml_file(path, "config")
     source = os.fspath(path)
-    with open(source, encoding="utf-8") as f:
-        try:
-            config = yaml.safe_load(f)
-        except yaml.YAMLError as exc:
-            raise _core.FormatError(f"{source}: field '<yaml>': {exc}") from None
     if not isinstance(config, dict):
         raise _core.FormatError(f"{source}: field '<root>': expected a mapping of {what}")
+    for key in config:
+        if not isinstance(key, str):
+            raise _core.FormatError(f"{source}: field '{key!r}': option names are strings")
     return config
 
 
@@ -245,52 +245,98 @@ def _resolve_config(config: dict | str | os.PathLike | None, explicit: dict) -> 
         if not _same(value, DEFAULTS[key]):
             resolved[key], sources[key] = value, "<arguments>"
 
-    def check_int(key: str, minimum: int, what: str) -> None:
-        value = resolved[key]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise _core.FormatError(f"{sources[key]}: field '{key}': must be an integer >= {minimum}{what}")
-        resolved[key] = int(value)
-
     if not isinstance(resolved["backend"], str):
         raise _core.FormatError(f"{sources['backend']}: field 'backend': must be a name (the PU model checks which)")
-    check_int("threads", 0, " (0 = all cores)")
-    check_int("chips", 1, "")
-    check_int("rounds", 1, "")
-    check_int("seed", 0, "")
+    validate.text(resolved["backend"], "backend", sources["backend"])
+    for key in ("model", "data", "output"):
+        if resolved[key] is not None:
+            if not isinstance(resolved[key], (str, os.PathLike)):
+                raise _core.FormatError(f"{sources[key]}: field '{key}': expected a path, got {resolved[key]!r}")
+            resolved[key] = validate.text(os.fspath(resolved[key]), key, sources[key])
+    resolved["threads"] = validate.threads(resolved["threads"], "threads", sources["threads"])
+    resolved["chips"] = validate.chips(resolved["chips"], "chips", sources["chips"])
+    resolved["rounds"] = validate.rounds(resolved["rounds"], "rounds", sources["rounds"])
+    resolved["seed"] = validate.seed(resolved["seed"], "seed", sources["seed"])
     names = parse_compensations(resolved["drift_compensation"], sources["drift_compensation"])
     resolved["drift_compensation"] = names[0] if len(names) == 1 else names
     resolved["t"] = parse_times(resolved["t"], sources["t"], "t")
+    _layer_selection(resolved["layers"], sources["layers"])  # checked now; stored as given
     return resolved, sources
 
 
-def _layer_selection(layers) -> str | list[str]:
-    """"all", "none", or a list of layer names (a comma-separated string is split)."""
+# Options that only noisy rounds use, with the values that mean "not given".
+NOISY_ONLY = {"t": [0.0], "chips": 1, "rounds": 1, "seed": 0, "drift_compensation": "none"}
+
+
+def _refuse_ignored_options(cfg: dict, sources: dict) -> None:
+    """A digital run (no mapping, no noise) has no noisy rounds: an option that only noisy
+    rounds use would be ignored without a word, so it is an error instead."""
+    for key, unused in NOISY_ONLY.items():
+        if cfg[key] != unused:
+            raise _core.FormatError(
+                f"{sources[key]}: field '{key}': this run is digital (no mapping and no noise), so it has no noisy "
+                f"rounds and {key} would be ignored; give a mapping or a noise model, or leave {key} out")
+
+
+def _layer_selection(layers, source: str = "<arguments>") -> str | list[str]:
+    """"all", "none", or a list of layer names (a comma-separated string is split); a
+    selection that names no layer (",", an empty list) is an error, not "store nothing"."""
     if isinstance(layers, str):
+        layers = validate.text(layers, "layers", source)
         if layers in ("all", "none"):
             return layers
-        return [name.strip() for name in layers.split(",") if name.strip()]
-    return [str(name) for name in layers]
+        names = [name.strip() for name in layers.split(",") if name.strip()]
+    elif isinstance(layers, (list, tuple)):
+        names = [validate.text(name, "layers", source) for name in layers]
+    else:
+        raise _core.FormatError(f"{source}: field 'layers': expected 'all', 'none' or layer names, got {layers!r}")
+    if not names:
+        raise _core.FormatError(f"{source}: field 'layers': {layers!r} names no layer "
+                                "(use 'none' to store no activations, 'all' for every layer)")
+    return names
+
+
+def _default_name(model_name: str) -> str:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name) or "model"
+    return f"{safe}_{stamp}.h5"
 
 
 def _default_output(model_name: str) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name) or "model"
-    return Path("results") / f"{safe}_{stamp}.h5"
+    return Path("results") / _default_name(model_name)
 
 
-def _locate_inputs(model, data) -> tuple[str, str]:
+def _locate_inputs(model, data, sources: dict | None = None) -> tuple[str, str]:
     """Model and data set paths; the embedded default when no model is given, and a
-    test_set.h5 beside the model file when no data is given."""
+    test_set.h5 beside the model file when no data is given.  Each must be a regular file
+    (FileNotFoundError or FormatError naming the option otherwise, the model checked first)."""
+    sources = sources or {}
     if model is None:
         model_path, default_data = modelfile.embedded_paths()
     else:
-        model_path = Path(model)
+        model_path = Path(validate.input_file(model, "model", sources.get("model", "<arguments>"), "model file"))
         default_data = model_path.parent / modelfile.DATASET_FILE
     if data is None:
         if not default_data.is_file():
             raise FileNotFoundError(f"no data set given and none beside the model ({default_data})")
         data = default_data
+    data = validate.input_file(data, "data", sources.get("data", "<arguments>"), "data set file")
     return os.fspath(model_path), os.fspath(data)
+
+
+def _output_path(cfg: dict, sources: dict, model_name: str, config, model_path: str, data_path: str) -> Path:
+    """The results file: the option, or results/<model>_<timestamp>.h5; checked before any work
+    (aimcemu.files.output_file: never an input of the run, a folder, a device or a FIFO; a
+    trailing '/' is a folder that receives the default name)."""
+    if cfg["output"] is None:
+        return _default_output(model_name)
+    inputs = [("model", model_path), ("data", data_path)]
+    if isinstance(config, (str, os.PathLike)):
+        inputs.append(("config", os.fspath(config)))
+    if isinstance(cfg["mapping"], (str, os.PathLike)) and cfg["mapping"] != "all":
+        inputs.append(("mapping", os.fspath(cfg["mapping"])))
+    return files.output_file(cfg["output"], "output", sources["output"], inputs=inputs,
+                             default_name=lambda: _default_name(model_name))
 
 
 def _placements(cfg: dict, sources: dict, net) -> tuple[Mapping | None, list[Placement] | None]:
@@ -414,7 +460,7 @@ def _drift_alpha(niu: _NoisyWeights, chip: int, t: float, baseline: dict[int, fl
 # --- the run --------------------------------------------------------------------------------------
 def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,), chips: int = 1, rounds: int = 1,
         seed: int = 0, drift_compensation: str | list[str] = "none", backend: str = "fast", threads: int = 0, layers="all",
-        config: dict | str | os.PathLike | None = None, progress: bool = False) -> RunSummary:
+        config: dict | str | os.PathLike | None = None, progress: bool = False, overwrite: bool = True) -> RunSummary:
     """Run a model file on a data set file and write a results file; returns a RunSummary.
 
     model:   model file path (docs/model_format.md); None = the embedded default model
@@ -434,22 +480,31 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     layers:  whose activations to store: "all", "none", or layer names (metrics are always kept)
     config:  the same options as a dict or a YAML file; explicit arguments override it
     progress: show a progress bar over the noisy rounds (tqdm, on stderr, only on a terminal)
+    overwrite: replace an existing output file (default); False raises FileExistsError instead,
+             at the very end, without touching the file that is there (sweep tasks use it)
     """
     cfg, sources = _resolve_config(config, {
         "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise, "t": t, "chips": chips,
         "rounds": rounds, "seed": seed, "drift_compensation": drift_compensation, "backend": backend,
         "threads": threads, "layers": layers})
-    model_path, data_path = _locate_inputs(cfg["model"], cfg["data"])
+    model_path, data_path = _locate_inputs(cfg["model"], cfg["data"], sources)
     net = modelfile.load_model(model_path)
+    out_path = _output_path(cfg, sources, net.name, config, model_path, data_path)
+    mapping_used, placements = _placements(cfg, sources, net)
+    if placements is None:
+        _refuse_ignored_options(cfg, sources)
+    noisy_count = 0 if placements is None else validate.noisy_rounds(
+        cfg["chips"], len(cfg["t"]), cfg["rounds"], len(_compensations(cfg)), sources["chips"])
     dataset = modelfile.load_dataset(data_path, net)
     images, labels = dataset["images"], dataset["labels"]
-    mapping_used, placements = _placements(cfg, sources, net)
+    net_layers = net.layers  # the binding copies the list on every access
+    validate.check_run_memory(len(labels), sum(int(l.out_shape.h) * int(l.out_shape.w) * int(l.out_shape.c)
+                                               for l in net_layers),
+                              int(np.prod(tuple(net_layers[net.output_index()].out_shape))), noisy_count,
+                              data_path, sources["chips"])
     coordinates = _round_coordinates(cfg) if placements is not None else []
-
-    out_path = Path(cfg["output"]) if cfg["output"] is not None else _default_output(net.name)
     if cfg["output"] is None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-    net_layers = net.layers  # the binding copies the list on every access
     resolved = _resolved_json(cfg, net, model_path, data_path, out_path, len(labels), mapping_used, placements,
                               len(coordinates))
 
@@ -465,11 +520,11 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     resolved["drift_alpha"] = {net_layers[i].name: per_chip for i, per_chip in alphas.items()}
     resolved["drift_alpha_capped"] = capped
 
-    selection = _layer_selection(cfg["layers"])
+    selection = _layer_selection(cfg["layers"], sources["layers"])
     write_s = 0.0
     start = time.perf_counter()
     writer = _core.ResultsWriter(os.fspath(out_path), net, labels, coordinates, json.dumps(resolved, sort_keys=True),
-                                 selection, 1)
+                                 selection, 1, overwrite)
     for index, layer_acts in enumerate(reference):
         writer.set_reference(index, layer_acts)
     _write_placements(writer, placements, alphas, coordinates, cfg["t"])

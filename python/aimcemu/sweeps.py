@@ -35,6 +35,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
 import signal
 import sys
@@ -44,6 +45,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import _core
+from . import files
+from . import validate
 
 INDEX_FILE = "index.json"
 TASK_FOLDER = "tasks"
@@ -95,7 +98,7 @@ def load_config(path) -> dict:
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     """(label, value) pairs of one grid axis; a dict gives labels explicitly."""
     if isinstance(values, Mapping):
-        pairs = [(str(label), value) for label, value in values.items()]
+        pairs = [(validate.text(str(label), f"grid.{name}", "<sweep>"), value) for label, value in values.items()]
     elif isinstance(values, (list, tuple)):
         pairs = [(_label(value), value) for value in values]
     else:
@@ -137,11 +140,14 @@ def _check_top_level(config: Mapping) -> dict:
         raise _error("t", f"times must be numbers (s), got {t!r}") from None
     if any(v < 0 for v in cfg["t"]) or any(b <= a for a, b in zip(cfg["t"], cfg["t"][1:])):
         raise _error("t", f"times must be >= 0 s and strictly increasing, got {cfg['t']}")
-    for name in ("chips", "rounds"):
-        if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
-            raise _error(name, f"must be an integer >= 1, got {cfg[name]!r}")
-    if not isinstance(cfg["seed"], int) or cfg["seed"] < 0:
-        raise _error("seed", f"must be an integer >= 0, got {cfg['seed']!r}")
+    if not all(math.isfinite(v) for v in cfg["t"]):
+        raise _error("t", f"times must be finite, got {cfg['t']}")
+    cfg["chips"] = validate.chips(cfg["chips"], "chips", "<sweep>")
+    cfg["rounds"] = validate.rounds(cfg["rounds"], "rounds", "<sweep>")
+    cfg["seed"] = validate.seed(cfg["seed"], "seed", "<sweep>")
+    if not isinstance(cfg["output"], (str, os.PathLike)):
+        raise _error("output", f"expected a folder path, got {cfg['output']!r}")
+    cfg["output"] = validate.text(os.fspath(cfg["output"]), "output", "<sweep>")
     grid = cfg["grid"]
     if grid is None:
         grid = {}
@@ -154,15 +160,23 @@ def _check_top_level(config: Mapping) -> dict:
 
 
 def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
-    """The axes (name -> labels) and every point as (labels, values) in row-major order."""
+    """The axes (name -> labels) and every point as (labels, values) in row-major order.  The
+    number of points is checked against validate.MAX_TASKS from the axis lengths, before the
+    grid is expanded."""
     axes = {}
     for name, values in cfg["grid"].items():
+        if not isinstance(name, str):
+            raise _error(f"grid.{name!r}", "axis names are strings")
         if name == "t":
             raise _error("grid.t", "t is not a task axis: list the times in the top-level 't' "
                                    "(every task covers all of them)")
         if name not in PLAIN_AXES and not name.startswith("noise."):
             raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>)")
         axes[name] = _axis_values(name, values)
+    count = math.prod(len(pairs) for pairs in axes.values())
+    if count > validate.MAX_TASKS:
+        raise _error("grid", f"{' x '.join(str(len(p)) for p in axes.values())} = {count} grid points; at most "
+                             f"{validate.MAX_TASKS} tasks per sweep")
     points = []
     for combo in itertools.product(*axes.values()) if axes else [()]:
         labels = {name: label for name, (label, _) in zip(axes, combo)}
@@ -176,7 +190,9 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
     args = {key: copy.deepcopy(cfg[key]) for key in
             ("model", "data", "mapping", "noise", "t", "chips", "rounds", "seed", "drift_compensation",
              "backend", "layers")}
-    for name, value in values.items():
+    # Whole values first, then noise parameters on top: a `noise` axis and a `noise.<parameter>`
+    # axis combine (the parameter applies to each noise config) whatever their order in the grid.
+    for name, value in sorted(values.items(), key=lambda item: item[0].startswith("noise.")):
         if name.startswith("noise."):
             if not isinstance(args["noise"], Mapping):
                 raise _error(f"grid.{name}", "a noise parameter axis needs a top-level 'noise' with a 'model'")
@@ -238,13 +254,26 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     axes, points = _grid_points(cfg)
     net_cache: dict = {}
     tasks = []
+    from .runner import NOISY_ONLY
+
+    digital_points = 0
     for number, (labels, values) in enumerate(points):
         args = _point_run_args(cfg, values)
+        if args["mapping"] is None and args["noise"] is None:
+            # A digital point runs only the noise-free reference: the options of noisy rounds
+            # do not apply to it (and aimcemu.run refuses them), whatever the other points use.
+            args.update(copy.deepcopy(NOISY_ONLY))
+            digital_points += 1
         _check_noise(args["noise"], "grid.noise" if labels else "noise")
         net = _network(args["model"], args["data"], net_cache)
         _check_mapping(args["mapping"], args["noise"], net, "grid.mapping" if "mapping" in labels else "mapping")
         ident = task_id(args)
         tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5"))
+    if digital_points == len(points):
+        for key, unused in NOISY_ONLY.items():
+            if cfg[key] != unused:
+                raise _error(key, f"every task of this sweep is digital (no mapping and no noise), so {key} would "
+                                  "be ignored; give a mapping or a noise model, or leave it out")
     resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
     return SweepPlan(folder=Path(cfg["output"]), config=resolved, axes=axes, tasks=tasks)
 
@@ -269,33 +298,58 @@ def execute_task(task: dict, folder: str, threads) -> dict:
     start = time.perf_counter()
     if not path.is_file():
         kwargs = {**task["run"], "t": tuple(task["run"]["t"])}
-        runner.run(output=os.fspath(path), threads=_task_threads(threads), **kwargs)
-        ran = True
+        try:  # written once: an existing file is never replaced (another attempt finished first)
+            runner.run(output=os.fspath(path), threads=_task_threads(threads), overwrite=False, **kwargs)
+            ran = True
+        except FileExistsError:
+            pass
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
             "seconds": time.perf_counter() - start, "pid": os.getpid()}
 
 
 def read_task_summary(path) -> dict:
     """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
-    results file (small)."""
-    import h5py
-
-    from .analysis import round_coordinates
-
-    with h5py.File(path, "r") as f:
-        coords = round_coordinates(f)
-        return {"reference_accuracy": float(f["reference_accuracy"][()]),
-                "accuracy": [float(v) for v in f["accuracy"][()]],
-                "chip": [int(v) for v in coords["chip"]], "t": [float(v) for v in coords["t"]],
-                "niu_round": [int(v) for v in coords["niu_round"]],
-                "drift_compensation": [str(v) for v in coords["drift_compensation"]]}
+    results file (small).  The file is validated as a whole (_core.read_results), so a broken
+    task file is named in the error."""
+    info = _core.read_results(os.fspath(path))
+    return {"reference_accuracy": float(info["reference_accuracy"]),
+            "accuracy": [float(v) for v in info["accuracy"]],
+            "chip": [int(v) for v in info["chip"]], "t": [float(v) for v in info["t"]],
+            "niu_round": [int(v) for v in info["niu_round"]],
+            "drift_compensation": [str(v) for v in info["drift_compensation"]]}
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent: int) -> None:
     """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
-    and Ctrl-C is left to the coordinating process, which stops the pool cleanly."""
+    Ctrl-C is left to the coordinating process, which stops the pool cleanly, and the worker
+    dies with the coordinator however it dies (kill -9 included), so no orphan keeps writing."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Asks Linux to SIGKILL this process when its parent exits (prctl PR_SET_PDEATHSIG), then
+    checks that the parent has not already gone in between.  Elsewhere a watchdog thread polls
+    the parent instead."""
+    import ctypes
+    import threading
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        armed = False
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="aimcemu-parent-watch", daemon=True).start()
 
 
 # --- the coordinator ----------------------------------------------------------------------------
@@ -335,30 +389,71 @@ def _cores() -> int:
 
 
 def _write_json_atomic(path: Path, data) -> None:
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    os.replace(temp, path)
+    files.atomic_write_json(path, data)
 
 
 def _prepare_folder(p: SweepPlan) -> dict:
     """Create the folder, refuse one that holds a different sweep, remove temporary files left by
-    killed tasks, and return the summaries of tasks already done."""
+    killed tasks (and only theirs: aimcemu.files), and return the summaries of tasks already
+    done.  The caller holds the folder's lock."""
     folder = p.folder
+    if folder.exists() and not folder.is_dir():
+        raise _error("output", f"{folder} exists and is not a folder")
     (folder / TASK_FOLDER).mkdir(parents=True, exist_ok=True)
     index_path = folder / INDEX_FILE
     if index_path.is_file():
-        old = json.loads(index_path.read_text())
-        if [t["id"] for t in old.get("tasks", [])] != [t.id for t in p.tasks]:
+        if [t["id"] for t in read_index(folder).get("tasks", [])] != [t.id for t in p.tasks]:
             raise _error("output", f"{folder} holds a different sweep (its tasks differ); "
                                    "use a new folder or remove it")
-    for stale in (folder / TASK_FOLDER).glob(".*.h5.tmp-*"):
-        stale.unlink(missing_ok=True)
+    files.remove_stale_temporaries(folder)
+    files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
     for task in p.tasks:
         path = folder / task.file
         if path.is_file():
             done[task.id] = {**read_task_summary(path), "id": task.id, "file": task.file, "ran": False}
     return done
+
+
+def read_index(folder) -> dict:
+    """The index.json of a sweep folder, checked: valid UTF-8 JSON of this format and version,
+    with a config, axes and a list of tasks that each name a file in tasks/.  FormatError names
+    the file and the field."""
+    path = Path(folder) / INDEX_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} is not a sweep folder (no {INDEX_FILE})")
+    source = os.fspath(path)
+    try:
+        index = json.loads(validate.decode(path.read_bytes(), source))
+    except json.JSONDecodeError as exc:
+        raise validate.fail(source, "<json>", f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise validate.fail(source, "<json>", "nested too deeply") from None
+    if not isinstance(index, dict):
+        raise validate.fail(source, "<root>", "expected a JSON object")
+    if index.get("format") != FORMAT:
+        raise validate.fail(source, "format", f"expected '{FORMAT}', found {index.get('format')!r}")
+    if index.get("format_version") != FORMAT_VERSION:
+        raise validate.fail(source, "format_version", f"this build reads version {FORMAT_VERSION}, "
+                                                      f"found {index.get('format_version')!r}")
+    for key, kind in (("config", dict), ("axes", dict), ("tasks", list)):
+        if not isinstance(index.get(key), kind):
+            raise validate.fail(source, key, f"expected a JSON {'object' if kind is dict else 'array'}")
+    for name, labels in index["axes"].items():
+        if not isinstance(labels, list) or not labels:
+            raise validate.fail(source, f"axes.{name}", "expected a non-empty list of labels")
+    expected = math.prod(len(labels) for labels in index["axes"].values())
+    if len(index["tasks"]) != expected:
+        raise validate.fail(source, "tasks", f"{len(index['tasks'])} tasks for a grid of {expected} points")
+    for i, task in enumerate(index["tasks"]):
+        where = f"tasks[{i}]"
+        if not isinstance(task, dict) or not all(isinstance(task.get(k), str) for k in ("id", "file")) \
+                or not all(isinstance(task.get(k), dict) for k in ("point", "run")):
+            raise validate.fail(source, where, "expected an object with id, file, point and run")
+        parts = Path(task["file"]).parts
+        if len(parts) != 2 or parts[0] != TASK_FOLDER or parts[1] in ("..", ".") or not parts[1].endswith(".h5"):
+            raise validate.fail(source, f"{where}.file", f"expected {TASK_FOLDER}/<name>.h5, found {task['file']!r}")
+    return index
 
 
 def _index(p: SweepPlan, summaries: dict) -> dict:
@@ -400,7 +495,7 @@ def _local_pool(workers: int | None, task_count: int, threads: int) -> _FuturesE
     workers = max(1, min(workers or cores, task_count or 1))
     threads = threads if threads > 0 else max(1, cores // workers)
     pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_init_worker, initargs=(threads,))
+                                  initializer=_init_worker, initargs=(threads, os.getpid()))
     return _FuturesExecutor(pool, threads, owned=True)
 
 
@@ -454,7 +549,7 @@ def _make_executor(executor, workers, task_count, threads):
 
 
 def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
-          progress: bool = True) -> SweepResult:
+          progress: bool = True, wait_s: float = 0.0) -> SweepResult:
     """Run (or resume) a sweep; returns a SweepResult.
 
     config:   a dict of sweep options (docs/sweeps.md) or a YAML file path
@@ -465,17 +560,31 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
     threads:  C++ threads per task; 0 = cores / concurrent tasks (local pool, Dask), 1 for a
               generic Executor
     progress: show a progress bar (tqdm, on stderr)
+    wait_s:   one folder runs one sweep at a time (a lock, aimcemu.files.FolderLock): how long
+              to wait for another sweep in the same folder to finish (0: refuse at once)
+
+    Kill-safe: the pool's workers die with this process however it dies, every task file is
+    written once (atomically, never replaced), and the index never lists a task whose file is
+    not complete; a rerun picks up every finished file and runs the rest.
     """
     if isinstance(config, (str, os.PathLike)):
         config = load_config(config)
+    if workers is not None:
+        workers = validate.workers(workers, "workers")
+    threads = validate.threads(threads, "threads")
     p = plan(config, output)
-    summaries = _prepare_folder(p)
-    skipped = len(summaries)
-    _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-    todo = [t for t in p.tasks if t.id not in summaries]
-    interrupted, ran = False, 0
-    if todo:
-        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
+    if p.folder.exists() and not p.folder.is_dir():
+        raise _error("output", f"{p.folder} exists and is not a folder")
+    p.folder.mkdir(parents=True, exist_ok=True)
+    with files.FolderLock(p.folder, "sweep", wait_s):
+        summaries = _prepare_folder(p)
+        skipped = len(summaries)
+        _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+        todo = [t for t in p.tasks if t.id not in summaries]
+        interrupted, ran = False, 0
+        if todo:
+            interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
+        files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
 

@@ -43,15 +43,12 @@ def parse_noise(text: str | None):
     """A model name stays a name; anything with braces or a colon is read as a YAML/JSON mapping."""
     if text is None:
         return None
+    from .. import FormatError, validate
+
+    text = validate.text(text, "--noise")
     if "{" not in text and ":" not in text:
         return {"model": text.strip()}
-    import yaml
-    from .. import FormatError
-
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FormatError(f"--noise: field '<yaml>': {exc}") from None
+    value = validate.load_yaml_text(text, "--noise")
     if not isinstance(value, dict):
         raise FormatError("--noise: field '<root>': expected a model name or a mapping with 'model'")
     return value
