@@ -10,31 +10,62 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 namespace aimcemu::h5 {
 
 namespace {
 
-// Collects the messages of the current thread's error stack, innermost call last.
+struct ErrorStack {
+    std::string system_error;  // the operating system's message, when a file operation failed
+    std::string calls;         // "function: description" of each level, outermost first
+};
+
+// Collects the current thread's error stack.  The file drivers put the whole errno report into
+// one description ("... errno = 28, error message = 'No space left on device', buf = ...");
+// only the operating system's message is kept from it, so that the error a user sees says
+// "No space left on device" instead of a page of addresses, offsets and nested calls.
 herr_t collect_error(unsigned, const H5E_error2_t* err, void* client) {
-    auto* text = static_cast<std::string*>(client);
-    if (!text->empty()) *text += "; ";
-    *text += err->func_name ? err->func_name : "?";
-    *text += ": ";
-    *text += err->desc ? err->desc : "";
+    auto* stack = static_cast<ErrorStack*>(client);
+    std::string desc = err->desc ? err->desc : "";
+    const std::string marker = "error message = '";
+    if (const auto at = desc.find(marker); at != std::string::npos) {
+        const auto begin = at + marker.size();
+        if (stack->system_error.empty()) stack->system_error = desc.substr(begin, desc.find('\'', begin) - begin);
+        desc = desc.substr(0, desc.find(':'));  // "file write failed"
+    }
+    if (!stack->calls.empty()) stack->calls += "; ";
+    stack->calls += (err->func_name ? err->func_name : "?") + std::string(": ") + desc;
     return 0;
 }
 
 std::string error_stack_text() {
-    std::string text;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &text);
+    ErrorStack stack;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &stack);
     H5Eclear2(H5E_DEFAULT);
-    return text;
+    if (stack.system_error.empty()) return stack.calls;
+    // A failed file operation: the system's reason and where HDF5 noticed it are enough.
+    return stack.system_error + "; HDF5: " + stack.calls.substr(0, stack.calls.find("; "));
 }
+
+// HDF5 1.10.8 crashes in its own exit handler (H5_term_library -> H5D_close, SIGSEGV) when a
+// file whose H5Fclose failed is still registered, which is what a full disk leaves behind: the
+// close cannot flush, so the file stays open.  We close every file explicitly and report the
+// failure, so the library's exit-time cleanup has nothing to do for us; switching it off (before
+// any other HDF5 call, hence at load time) turns a clean error message followed by exit code
+// 139 into a clean error.  h5py carries its own copy of libhdf5 and is not affected.
+const bool kNoExitCleanup = [] {
+    H5dont_atexit();
+    return true;
+}();
 
 }  // namespace
 
-void silence_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void silence_error_printing() {
+    (void)kNoExitCleanup;
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 std::int64_t check(std::int64_t result, const std::string& what) {
     if (result < 0) {
@@ -44,11 +75,50 @@ std::int64_t check(std::int64_t result, const std::string& what) {
     return result;
 }
 
+namespace {
+
+// Closing a dataset writes its cached chunks, so it can fail (a full disk), and a destructor cannot
+// throw.  Such a failure is remembered here under the file's name and reported by the commit of
+// that file (AtomicFile::commit), which would otherwise close a file that lost data without an
+// error.  Only failures are stored, so the map stays empty in normal use.
+std::mutex failed_close_mutex;
+std::map<std::string, std::string> failed_close_by_file;
+
+std::string file_name_of(hid_t id) {
+    const ssize_t length = H5Fget_name(id, nullptr, 0);
+    if (length <= 0) return {};
+    std::string name(std::size_t(length) + 1, '\0');
+    H5Fget_name(id, name.data(), name.size());
+    name.resize(std::size_t(length));
+    return name;
+}
+
+void remember_failed_close(const std::string& file, const std::string& what) {
+    const std::lock_guard<std::mutex> lock(failed_close_mutex);
+    failed_close_by_file.emplace(file, what);
+}
+
+// The first failed close recorded for `file`, or "" (and forgets it).
+std::string take_failed_close(const std::string& file) {
+    const std::lock_guard<std::mutex> lock(failed_close_mutex);
+    const auto it = failed_close_by_file.find(file);
+    if (it == failed_close_by_file.end()) return {};
+    std::string what = std::move(it->second);
+    failed_close_by_file.erase(it);
+    return what;
+}
+
+}  // namespace
+
 void Handle::reset() {
-    if (id_ >= 0) {
-        H5Idec_ref(id_);  // destructors cannot report; File::close() is the checked path
-        id_ = H5I_INVALID_HID;
+    if (id_ < 0) return;
+    // Only a dataset holds unwritten data when it is closed; name its file before closing it.
+    const std::string file = H5Iget_type(id_) == H5I_DATASET ? file_name_of(id_) : std::string();
+    if (H5Idec_ref(id_) < 0) {
+        const std::string stack = error_stack_text();
+        if (!file.empty()) remember_failed_close(file, "closing a dataset failed (" + stack + ")");
     }
+    id_ = H5I_INVALID_HID;
 }
 
 std::string TypeInfo::describe() const {
@@ -347,10 +417,15 @@ AtomicFile::~AtomicFile() {
     if (committed_) return;
     file_ = File();  // close before removing
     std::remove(temp_path_.c_str());
+    take_failed_close(temp_path_);  // reported or not, the file is gone
 }
 
 void AtomicFile::commit() {
+    const std::string lost = take_failed_close(temp_path_);
+    if (!lost.empty()) throw Error("cannot write " + path_ + ": " + lost);
     file_.close();
+    const std::string lost_at_close = take_failed_close(temp_path_);
+    if (!lost_at_close.empty()) throw Error("cannot write " + path_ + ": " + lost_at_close);
     std::error_code ec;
     if (replace_)
         std::filesystem::rename(temp_path_, path_, ec);
