@@ -124,6 +124,7 @@ class FolderLock:
         import fcntl
 
         self.path = Path(folder) / self.NAME
+        self._fd = -1
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
@@ -132,11 +133,11 @@ class FolderLock:
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    os.close(self._fd)
+                    self.release()
                     raise
                 if time.monotonic() >= deadline:
                     holder = self._holder()
-                    os.close(self._fd)
+                    self.release()
                     raise FolderBusyError(
                         f"{folder}: another {what} is running in this folder ({holder}); wait for it to finish"
                         + (f" (waited {wait_s:g} s)" if wait_s > 0 else " or pass a wait time")) from None

@@ -54,6 +54,11 @@ def resolve_noise(noise: Any, source: str = "<config>", field: str = "noise") ->
         noise = {"model": noise}
     if not isinstance(noise, MappingABC):
         raise _fail(source, field, f"expected a noise model name or a dict with 'model', got {noise!r}")
+    for key in noise:
+        if not isinstance(key, str):
+            raise _fail(source, field, f"parameter names are strings, got {key!r}")
+    if "model" in noise and not isinstance(noise["model"], str):
+        raise _fail(source, f"{field}.model", f"expected a noise model name, got {noise['model']!r}")
     try:
         resolved = noise_models.noise_model_from_dict(dict(noise)).to_dict()
         _check_niu_supports(resolved)

@@ -399,12 +399,8 @@ def _prepare_folder(p: SweepPlan) -> dict:
     folder = p.folder
     if folder.exists() and not folder.is_dir():
         raise _error("output", f"{folder} exists and is not a folder")
+    _check_existing_index(p)
     (folder / TASK_FOLDER).mkdir(parents=True, exist_ok=True)
-    index_path = folder / INDEX_FILE
-    if index_path.is_file():
-        if [t["id"] for t in read_index(folder).get("tasks", [])] != [t.id for t in p.tasks]:
-            raise _error("output", f"{folder} holds a different sweep (its tasks differ); "
-                                   "use a new folder or remove it")
     files.remove_stale_temporaries(folder)
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
@@ -413,6 +409,14 @@ def _prepare_folder(p: SweepPlan) -> dict:
         if path.is_file():
             done[task.id] = {**read_task_summary(path), "id": task.id, "file": task.file, "ran": False}
     return done
+
+
+def _check_existing_index(p: SweepPlan) -> None:
+    """A folder that already has an index must hold this sweep (a readable index, same tasks)."""
+    if (p.folder / INDEX_FILE).is_file():
+        if [t["id"] for t in read_index(p.folder)["tasks"]] != [t.id for t in p.tasks]:
+            raise _error("output", f"{p.folder} holds a different sweep (its tasks differ); "
+                                   "use a new folder or remove it")
 
 
 def read_index(folder) -> dict:
@@ -575,6 +579,7 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
     p = plan(config, output)
     if p.folder.exists() and not p.folder.is_dir():
         raise _error("output", f"{p.folder} exists and is not a folder")
+    _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
     p.folder.mkdir(parents=True, exist_ok=True)
     with files.FolderLock(p.folder, "sweep", wait_s):
         summaries = _prepare_folder(p)
@@ -617,14 +622,16 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             if in_main:  # a second signal during the wind-down is ignored: the files stay whole
                 for sig in previous:
                     signal.signal(sig, signal.SIG_IGN)
-            runner.cancel([f for f in futures if not f.done()])
-            runner.close()  # waits for the tasks already running; their files are complete
-            for task in todo:
-                if task.id not in summaries and (p.folder / task.file).is_file():
-                    summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id,
-                                          "file": task.file, "ran": True}
-                    ran += 1
-            _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+            ran += _wind_down(p, todo, summaries, runner, futures)
+        except BaseException:
+            # A task failed (a full disk, a bad file found late): stop the others the same way,
+            # record what finished, then report the error (that one, even if the index cannot be
+            # written either: the next run rebuilds it from the files).
+            try:
+                _wind_down(p, todo, summaries, runner, futures)
+            except Exception:
+                pass
+            raise
         else:
             runner.close()
     finally:
@@ -633,6 +640,21 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return interrupted, ran
+
+
+def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, runner, futures) -> int:
+    """Cancels the tasks not started, waits for the running ones (their files are complete or
+    absent), adds every finished file to the index; returns how many it added."""
+    runner.cancel([f for f in futures if not f.done()])
+    runner.close()
+    added = 0
+    for task in todo:
+        if task.id not in summaries and (p.folder / task.file).is_file():
+            summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
+                                  "ran": True}
+            added += 1
+    _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+    return added
 
 
 def _in_main_thread() -> bool:

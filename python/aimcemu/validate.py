@@ -228,8 +228,9 @@ def load_yaml_text(content: str, source: str) -> Any:
     content = text(content, "<yaml>", source)
     if len(content.encode("utf-8")) > YAML_MAX_BYTES:
         raise fail(source, "<yaml>", f"larger than {YAML_MAX_BYTES // 1024} KiB")
-    loader = _bounded_loader()(content, source)
+    loader = None
     try:
+        loader = _bounded_loader()(content, source)  # the reader refuses control characters here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -238,7 +239,8 @@ def load_yaml_text(content: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         raise fail(source, "<yaml>", str(exc)) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 _LOADER = None
