@@ -66,7 +66,21 @@ def cli_run(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def tiny_network():
+def assert_refused(argv: list, folder, capsys, *expected: str) -> str:
+    """Runs `aimcemu ARGV` in this process and asserts the bad-input contract: exit status 2, each
+    expected text in the one-line message, no traceback, and nothing under `folder` appeared,
+    changed or was left behind.  Returns the message."""
+    snapshot = Snapshot(folder)
+    code, err = cli_run(argv, capsys)
+    assert code == 2, err
+    for text in expected:
+        assert text in err, err
+    assert "Traceback" not in err
+    snapshot.assert_unchanged()
+    return err
+
+
+def tiny_network(name: str = "tiny", class_names: tuple[str, ...] = ("a", "b", "c", "d")):
     """conv 3x3 + ReLU on 6x6x1 -> max-pool -> linear to 4 classes (fixed pseudo-random weights)."""
     rng = np.random.default_rng(7)
     conv = _core.Layer()
@@ -82,9 +96,9 @@ def tiny_network():
     fc.bias = np.zeros(4, np.int8)
     fc.out_shift = 6
     net = _core.Network()
-    net.name, net.input_shape, net.input_frac_bits = "tiny", _core.Shape3(6, 6, 1), 7
+    net.name, net.input_shape, net.input_frac_bits = name, _core.Shape3(6, 6, 1), 7
     net.layers = [conv, pool, fc]
-    net.class_names = ["a", "b", "c", "d"]
+    net.class_names = list(class_names)
     net.resolve()
     return net
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import h5py
 import pytest
 
-from hostile import Snapshot, cli_run, temporaries, tiny_files
+from hostile import assert_refused, cli_run, temporaries, tiny_files
 
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
 
@@ -29,17 +29,8 @@ def files(tmp_path):
 
 
 def refused(argv, folder, capsys, *expected: str) -> str:
-    """Runs `aimcemu run ARGV` and asserts exit 2, each expected text in the message, and no change
-    under `folder`."""
-    snapshot = Snapshot(folder)
-    code, err = cli_run(["run", *argv], capsys)
-    assert code == 2, err
-    for text in expected:
-        assert text in err, err
-    assert "Traceback" not in err
-    snapshot.assert_unchanged()
-    return err
-
+    """`aimcemu run ARGV` must be refused (hostile.assert_refused)."""
+    return assert_refused(["run", *argv], folder, capsys, *expected)
 
 # --- counts, seeds and times: checked at parse time, before any allocation ----------------------
 COUNTS = [

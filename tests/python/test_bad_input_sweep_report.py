@@ -12,14 +12,13 @@ import shutil
 import time
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
 import yaml
 
 import aimcemu
 from aimcemu import files, sweeps
-from hostile import Snapshot, cli_run, temporaries, tiny_files
+from hostile import assert_refused, cli_run, temporaries, tiny_files
 
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
 
@@ -30,16 +29,6 @@ def folder(tmp_path):
     tiny_files(study)
     return study
 
-
-def refused(argv, folder, capsys, *expected):
-    snapshot = Snapshot(folder)
-    code, err = cli_run(argv, capsys)
-    assert code == 2, err
-    for text in expected:
-        assert text in err, err
-    assert "Traceback" not in err
-    snapshot.assert_unchanged()
-    return err
 
 
 def sweep_config(folder, **changes) -> Path:
@@ -58,7 +47,7 @@ def test_a_grid_of_1e8_points_is_refused_from_its_axis_lengths(folder, capsys, c
     config = sweep_config(folder, grid={k: [float(v) for v in vs] for k, vs in grid.items()})
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    refused(["sweep", "--config", config, *(["--check"] if check else [])], folder, capsys,
+    assert_refused(["sweep", "--config", config, *(["--check"] if check else [])], folder, capsys,
             "field 'grid': 100 x 100 x 100 x 100 = 100000000 grid points; at most 100000 tasks")
     assert time.perf_counter() - start < 20
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024 < 200  # MB
@@ -74,28 +63,28 @@ def test_a_grid_of_1e8_points_is_refused_from_its_axis_lengths(folder, capsys, c
 ], ids=["chips", "seed", "t_nan", "t_nested", "digital", "mapping_list"])
 def test_bad_sweep_options(folder, capsys, changes, message):
     config = sweep_config(folder, **changes)
-    refused(["sweep", "--config", config], folder, capsys, message)
+    assert_refused(["sweep", "--config", config], folder, capsys, message)
 
 
 @pytest.mark.parametrize("workers", ["0", "-1", "100000"])
 def test_worker_counts_are_checked(folder, capsys, workers):
     config = sweep_config(folder)
-    refused(["sweep", "--config", config, "--workers", workers], folder, capsys, "field '--workers'")
+    assert_refused(["sweep", "--config", config, "--workers", workers], folder, capsys, "field '--workers'")
 
 
 def test_an_output_that_is_a_file_is_refused(folder, capsys):
     config = sweep_config(folder, output=str(folder / "model.h5"))
-    refused(["sweep", "--config", config], folder, capsys, "field 'output'", "is not a folder")
+    assert_refused(["sweep", "--config", config], folder, capsys, "field 'output'", "is not a folder")
 
 
 def test_a_second_sweep_on_a_locked_folder_is_refused(folder, capsys):
     config = sweep_config(folder)
     (folder / "sweep").mkdir()
     with files.FolderLock(folder / "sweep"):
-        refused(["sweep", "--config", config], folder, capsys,
+        assert_refused(["sweep", "--config", config], folder, capsys,
                 "another sweep is running in this folder (PID", f"on {os.uname().nodename}")
         start = time.monotonic()
-        refused(["sweep", "--config", config, "--wait", "1"], folder, capsys, "waited 1 s")
+        assert_refused(["sweep", "--config", config, "--wait", "1"], folder, capsys, "waited 1 s")
         assert time.monotonic() - start >= 1.0
 
 
@@ -120,7 +109,7 @@ def test_a_malformed_index_is_named(folder, capsys):
                              ('{"format": "aimcemu-sweep", "format_version": 7}', "index.json: field 'format_version'"),
                              (b"\xff\xfe", "index.json: field '<encoding>'")):
         (folder / "sweep" / "index.json").write_bytes(content if isinstance(content, bytes) else content.encode())
-        refused(["sweep", "--config", config], folder, capsys, message)
+        assert_refused(["sweep", "--config", config], folder, capsys, message)
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -142,15 +131,15 @@ def results(folder):
 def test_report_names_a_bad_results_file(folder, capsys, seed, message):
     bad = folder / "bad.h5"
     shutil.copy(CORPUS / seed, bad)
-    refused(["report", bad], folder, capsys, f"{bad}: ", message)
+    assert_refused(["report", bad], folder, capsys, f"{bad}: ", message)
 
 
 def test_report_refuses_outputs_that_are_inputs_or_not_files(folder, capsys, results):
-    refused(["report", results, "-o", results], folder, capsys, "field 'output'", "is the results file")
-    refused(["report", results, "-o", "/dev/null"], folder, capsys, "field 'output'", "not a regular file")
-    refused(["report", results, "-o", folder], folder, capsys, "field 'output'", "is a folder")
+    assert_refused(["report", results, "-o", results], folder, capsys, "field 'output'", "is the results file")
+    assert_refused(["report", results, "-o", "/dev/null"], folder, capsys, "field 'output'", "not a regular file")
+    assert_refused(["report", results, "-o", folder], folder, capsys, "field 'output'", "is a folder")
     os.mkfifo(folder / "fifo.h5")
-    refused(["report", folder / "fifo.h5"], folder, capsys, "field 'results'", "not a regular file")
+    assert_refused(["report", folder / "fifo.h5"], folder, capsys, "field 'results'", "not a regular file")
 
 
 def small_sweep(folder) -> Path:
@@ -169,9 +158,9 @@ def test_report_names_the_broken_task_of_a_sweep(folder, capsys):
     sweep_folder = small_sweep(folder)
     task = sorted((sweep_folder / "tasks").iterdir())[1]
     task.write_bytes(task.read_bytes()[: task.stat().st_size // 2])
-    refused(["report", sweep_folder], folder, capsys, f"{task}: field 'file'")
+    assert_refused(["report", sweep_folder], folder, capsys, f"{task}: field 'file'")
     (sweep_folder / "index.json").write_text("[1, 2")
-    refused(["report", sweep_folder], folder, capsys, "index.json: field '<json>'")
+    assert_refused(["report", sweep_folder], folder, capsys, "index.json: field '<json>'")
 
 
 def test_report_output_folder_with_a_trailing_slash(folder, capsys, results):
@@ -184,11 +173,11 @@ def test_report_output_folder_with_a_trailing_slash(folder, capsys, results):
 # --- perf -----------------------------------------------------------------------------------------
 def test_perf_output_must_be_csv_or_json_and_never_the_model(folder, capsys):
     model = folder / "model.h5"
-    refused(["perf", "--model", model, "--output", folder / "x.txt"], folder, capsys,
+    assert_refused(["perf", "--model", model, "--output", folder / "x.txt"], folder, capsys,
             "field '--output'", "must end in .csv (per-layer table) or .json")
-    refused(["perf", "--model", model, "--output", model], folder, capsys, "field '--output'", "is the model of this run")
-    refused(["perf", "--model", model, "--output", "/dev/null"], folder, capsys, "field '--output'", "not a regular file")
-    refused(["perf", "--model", model, "--niu", "-1"], folder, capsys, "field '--niu'")
+    assert_refused(["perf", "--model", model, "--output", model], folder, capsys, "field '--output'", "is the model of this run")
+    assert_refused(["perf", "--model", model, "--output", "/dev/null"], folder, capsys, "field '--output'", "not a regular file")
+    assert_refused(["perf", "--model", model, "--niu", "-1"], folder, capsys, "field '--niu'")
     code, err = cli_run(["perf", "--model", model, "--output", f"{folder / 'timing'}/"], capsys)
     assert code == 0, err
     assert json.loads((folder / "timing" / "model_perf.json").read_text())["summary"]["fps"] > 0
