@@ -255,12 +255,25 @@ def _schedule_run(result: PerfResult):
     return next(iter(result.runs.items()))
 
 
+def _save_png(fig, path: Path) -> None:
+    """A figure as a PNG file, written atomically (aimcemu.files)."""
+    import io
+
+    from .files import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
 def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if directory.exists() and not directory.is_dir():
+        raise _core.FormatError(f"<perf>: field 'plot': {directory} exists and is not a folder")
     directory.mkdir(parents=True, exist_ok=True)
     files = []
     name = result.net.name
@@ -279,7 +292,7 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
     ax.legend()
     fig.tight_layout()
     files.append(directory / f"{name}_layer_latency.png")
-    fig.savefig(files[-1], dpi=120)
+    _save_png(fig, files[-1])
     plt.close(fig)
 
     # Fig. 5(b)/(c): per-tile time and memory ratios of the chosen PU's schedule.
@@ -300,7 +313,7 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
                  f"red: still stalled)")
     fig.tight_layout()
     files.append(directory / f"{name}_{pu}_time_ratio.png")
-    fig.savefig(files[-1], dpi=120)
+    _save_png(fig, files[-1])
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(12, 4))
@@ -313,7 +326,7 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
     ax.legend()
     fig.tight_layout()
     files.append(directory / f"{name}_{pu}_memory_ratio.png")
-    fig.savefig(files[-1], dpi=120)
+    _save_png(fig, files[-1])
     plt.close(fig)
     return files
 
