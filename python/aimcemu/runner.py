@@ -532,7 +532,12 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     timing = (_noisy_rounds(net, images, cfg, noisy, alphas, coordinates, reference, writer, progress)
               if noisy is not None else {})
     start = time.perf_counter()
-    writer.commit()
+    try:
+        writer.commit()
+    except _core.FormatError:
+        if not overwrite and out_path.exists():
+            raise FileExistsError(f"{out_path}: exists; not replaced (overwrite=False)") from None
+        raise
     write_s += time.perf_counter() - start + timing.get("write_s", 0.0)
     inference_s += timing.get("inference_s", 0.0)
 

@@ -181,3 +181,21 @@ def test_perf_output_must_be_csv_or_json_and_never_the_model(folder, capsys):
     code, err = cli_run(["perf", "--model", model, "--output", f"{folder / 'timing'}/"], capsys)
     assert code == 0, err
     assert json.loads((folder / "timing" / "model_perf.json").read_text())["summary"]["fps"] > 0
+
+
+def test_a_task_file_is_written_once(folder):
+    """A second attempt at a finished task (a Dask retry, a duplicate grid point) leaves the first
+    file untouched and counts the task as done."""
+    plan = sweeps.plan(yaml.safe_load(sweep_config(folder).read_text()))
+    plan.folder.mkdir()
+    sweeps._prepare_folder(plan)
+    task = plan.tasks[0].to_dict()
+    first = sweeps.execute_task(task, os.fspath(plan.folder), 1)
+    path = plan.folder / task["file"]
+    before = path.stat()
+    with pytest.raises(FileExistsError):  # an attempt that started before the file existed
+        aimcemu.run(output=path, overwrite=False, threads=1, **task["run"])
+    again = sweeps.execute_task(task, os.fspath(plan.folder), 1)
+    assert first["ran"]
+    assert not again["ran"] and (path.stat().st_ino, path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert temporaries(plan.folder) == []
