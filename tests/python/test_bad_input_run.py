@@ -182,3 +182,17 @@ def test_no_temporary_file_is_left_by_any_refusal(files, capsys):
     for argv in (["--chips", "0", "--mapping", "all"], ["--layers", ","], ["-o", "/dev/null"]):
         cli_run(["run", model, *argv], capsys)
     assert temporaries(folder) == []
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(files, capsys, monkeypatch):
+    """The check compares the run's arrays with physical memory, shown on machines that pretend to
+    have 64 KiB and 1 KiB: 12 images of 6x6x4 + 3x3x4 + 4 activations, twice, take 4.3 KiB; 4096
+    noisy rounds of 12 images' predictions and logits take 624 KiB."""
+    from aimcemu import validate
+
+    folder, model, data = files
+    monkeypatch.setattr(validate, "physical_memory", lambda: 64 * 1024)
+    refused([model, "-o", folder / "out.h5", "--mapping", "all", "--chips", "4096"], folder, capsys,
+            "field 'chips': 4096 noisy rounds x 12 images need")
+    monkeypatch.setattr(validate, "physical_memory", lambda: 1024)
+    refused([model, "-o", folder / "out.h5"], folder, capsys, f"{data}: field 'images': 12 images need")
