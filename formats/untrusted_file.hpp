@@ -14,6 +14,7 @@
 // C++ library used on its own, or a build without it), files are read in-process only.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace aimcemu {
 
@@ -23,11 +24,14 @@ const char* to_string(FileKind kind);
 
 // The helper executable used by check_in_helper ("" = none, read in-process only).
 void set_file_check_helper(const std::string& executable);
-const std::string& file_check_helper();
+std::string file_check_helper();
 
 // Reads `path` as `kind` in the helper process.  Returns false (having done nothing) when no
 // helper is configured; true when the helper read the file; throws FormatError when it refused
 // it, crashed, or ran past its time limit (a hang in the HDF5 library).
 bool check_in_helper(FileKind kind, const std::string& path);
+// The same for many files (a sweep's task files): one helper process per batch of files, so
+// the start-up is paid once; throws the FormatError of the first file that fails, in order.
+bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);
 
 }  // namespace aimcemu

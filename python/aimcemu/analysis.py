@@ -41,14 +41,15 @@ def round_coordinates(f) -> dict[str, np.ndarray]:
             "drift_compensation": np.array(f["drift_compensation"].asstr()[()], dtype=object)}
 
 
-def check_results_file(path) -> dict:
+def check_results_file(path, check: bool = True) -> dict:
     """Validates a results file before anything reads it (the C++ reader, _core.read_results):
     not HDF5, truncated, another format or version, a missing or inconsistent field, a config
-    that is not JSON: FormatError naming the file and the field.  Returns what it read."""
+    that is not JSON: FormatError naming the file and the field.  Returns what it read.
+    check=False: the file already passed the checking process (_core.check_results_files)."""
     from . import _core
 
     source = os.fspath(path)
-    info = _core.read_results(source)
+    info = _core.read_results(source, check)
     try:
         json.loads(info["config"])
     except ValueError as exc:
@@ -189,7 +190,7 @@ def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], r
     shape = (*((len(compensations),) if compensations else ()), chips, len(times), reps)
     out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(np.nan)}
     out.update({m: np.full((len(layers), *shape), np.nan) for m in METRICS})
-    check_results_file(path)
+    check_results_file(path, check=False)  # open_sweep ran the checking process on every task file
     with h5py.File(path, "r") as f:
         out["reference_accuracy"] = np.array(float(f["reference_accuracy"][()]))
         coords = round_coordinates(f)
@@ -242,7 +243,7 @@ def _sweep_layers(folder: Path, index: dict) -> list[str]:
         if model in seen_models or not path.is_file():
             continue
         seen_models.add(model)
-        check_results_file(path)
+        check_results_file(path, check=False)
         with h5py.File(path, "r") as f:
             order = sorted(f["layers"].keys(), key=lambda n: int(f["layers"][n].attrs["index"]))
         names += [n for n in order if n not in names]
@@ -254,9 +255,13 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
     file (the others are NaN, so a running sweep can be looked at).  lazy: dask arrays with one
     block per task file (default: lazy when the sweep has more than 64 tasks)."""
+    from . import _core
+
     xr = _xr()
     folder = Path(folder)
     index = _read_index(folder)
+    # Every task file through the checking process at once (one process start, not one per file).
+    _core.check_results_files([os.fspath(folder / t["file"]) for t in index["tasks"] if (folder / t["file"]).is_file()])
     axes = index["axes"]
     chips, times, reps, compensations = _task_layout(index)
     layers = _sweep_layers(folder, index)

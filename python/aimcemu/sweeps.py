@@ -307,11 +307,11 @@ def execute_task(task: dict, folder: str, threads) -> dict:
             "seconds": time.perf_counter() - start, "pid": os.getpid()}
 
 
-def read_task_summary(path) -> dict:
+def read_task_summary(path, check: bool = True) -> dict:
     """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
     results file (small).  The file is validated as a whole (_core.read_results), so a broken
-    task file is named in the error."""
-    info = _core.read_results(os.fspath(path))
+    task file is named in the error; check=False when it already passed the checking process."""
+    info = _core.read_results(os.fspath(path), check)
     return {"reference_accuracy": float(info["reference_accuracy"]),
             "accuracy": [float(v) for v in info["accuracy"]],
             "chip": [int(v) for v in info["chip"]], "t": [float(v) for v in info["t"]],
@@ -404,10 +404,11 @@ def _prepare_folder(p: SweepPlan) -> dict:
     files.remove_stale_temporaries(folder)
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
-    for task in p.tasks:
-        path = folder / task.file
-        if path.is_file():
-            done[task.id] = {**read_task_summary(path), "id": task.id, "file": task.file, "ran": False}
+    finished = [task for task in p.tasks if (folder / task.file).is_file()]
+    _core.check_results_files([os.fspath(folder / task.file) for task in finished])  # one checking process
+    for task in finished:
+        done[task.id] = {**read_task_summary(folder / task.file, check=False), "id": task.id, "file": task.file,
+                         "ran": False}
     return done
 
 

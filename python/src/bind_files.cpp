@@ -78,13 +78,23 @@ std::string helper_beside_this_module() {
 
 void bind_files(py::module_& m) {
     set_file_check_helper(helper_beside_this_module());
-    m.def("read_results", [](const std::string& path) { return results_to_python(read_results(path)); },
-          py::arg("path"),
+    m.def("read_results", [](const std::string& path, bool check) {
+              return results_to_python(check ? read_results(path) : read_results_in_process(path));
+          },
+          py::arg("path"), py::arg("check") = true,
           "Read and validate a results file (docs/hdf5_layout.md) without its activations: a dict of the model\n"
           "name, config (JSON text), class and layer names, round coordinates (chip, t, niu_round,\n"
           "drift_compensation), labels, accuracy per round, reference_accuracy and per-layer metrics.\n"
           "Raises FormatError naming the file and the field for anything that is not a complete results\n"
-          "file of this version.");
+          "file of this version.  check=False skips the checking process (for files check_results_files\n"
+          "has just passed).");
+    m.def("check_results_files", [](const std::vector<std::string>& paths) {
+              py::gil_scoped_release release;
+              check_in_helper(FileKind::Results, paths);
+          },
+          py::arg("paths"),
+          "Read many results files in the checking process (one process per 256 files); raises the\n"
+          "FormatError of the first that fails.  Does nothing when no checking process is configured.");
     py::module_ files = m.def_submodule("files", "Temporary files of atomic writers (common/temp_files.hpp)");
     files.def("temporary_path", &files::temporary_path_for, py::arg("target"),
               "A fresh hidden temporary name beside `target`: .NAME.tmp-HOST-PID-N");

@@ -352,3 +352,23 @@ TEST_F(HostileFiles, AHelperThatDiesIsAFormatError) {
     EXPECT_NE(message.find("field 'file': corrupt: reading it crashed the HDF5 library"), std::string::npos) << message;
     EXPECT_NE(message.find("signal 11"), std::string::npos) << message;
 }
+
+// Many files in one checking process: the first failure is reported, in order, and a crash is
+// blamed on the file the helper had not finished.
+TEST_F(HostileFiles, BatchesReportTheFirstFailureAndTheFileACrashHappenedOn) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string good = (corpus / "fuzz_results_file" / "noisy.h5").string();
+    const std::string bad = (corpus / "fuzz_results_file" / "bad-accuracy_short.h5").string();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    EXPECT_TRUE(check_in_helper(FileKind::Results, std::vector<std::string>(300, good)));  // two batches
+    const std::string message = format_error_of([&] { check_in_helper(FileKind::Results, {good, bad, good}); });
+    EXPECT_EQ(message.rfind(bad + ": field 'accuracy'", 0), 0u) << message;
+
+    const std::string fake = path("dies-on-the-second.sh");
+    touch(fake, "#!/bin/sh\nprintf 'ok\\036'\nkill -SEGV $$\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    set_file_check_helper(fake);
+    const std::string crash = format_error_of([&] { check_in_helper(FileKind::Results, {good, bad}); });
+    set_file_check_helper("");
+    EXPECT_EQ(crash.rfind(bad + ": field 'file': corrupt: reading it crashed", 0), 0u) << crash;
+}
