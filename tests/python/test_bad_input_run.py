@@ -196,3 +196,27 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(files, caps
             "field 'chips': 4096 noisy rounds x 12 images need")
     monkeypatch.setattr(validate, "physical_memory", lambda: 1024)
     refused([model, "-o", folder / "out.h5"], folder, capsys, f"{data}: field 'images': 12 images need")
+
+
+HDF5_CRASHES = Path(__file__).resolve().parent.parent / "fuzz" / "hdf5_crashes" / "fuzz_model_file"
+
+
+@pytest.mark.parametrize("name", ["global-heap-read-segv.h5", "metadata-accumulator-null-read.h5",
+                                  "free-invalid-pointer-abort.h5"])
+def test_a_model_file_that_crashes_libhdf5_is_refused(files, capsys, name):
+    """Found by fuzzing: files on which Debian's libhdf5 1.10.8 itself segfaults or aborts.
+    Read in this process they kill it (shown in a child process first, so this test would fail
+    without the checking process); through `aimcemu run` they are refused by name."""
+    import subprocess
+    import sys
+
+    folder, _, data = files
+    bad = folder / name
+    shutil.copy(HDF5_CRASHES / name, bad)
+    in_process = subprocess.run([sys.executable, "-c", "import sys; from aimcemu import _core; "
+                                 "_core.files.set_check_helper(''); _core.load_model(sys.argv[1])", bad],
+                                capture_output=True, text=True)
+    if in_process.returncode >= 0:
+        pytest.skip(f"this libhdf5 reads {name} without crashing (rc {in_process.returncode})")
+    refused([bad, "-d", data, "-o", folder / "out.h5"], folder, capsys,
+            f"{bad}: field 'file': corrupt: reading it crashed the HDF5 library in the checking process")
