@@ -61,7 +61,7 @@ def classify(report: str) -> str:
 
 def replay(binary: str, artifact: Path) -> str:
     env = {**os.environ, "ASAN_OPTIONS": "symbolize=1:detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1"}
-    done = subprocess.run([binary, "-timeout=60", "-rss_limit_mb=2048", os.fspath(artifact)], env=env,
+    done = subprocess.run([binary, "-timeout=30", "-rss_limit_mb=2048", os.fspath(artifact)], env=env,
                           capture_output=True, text=True, errors="replace", timeout=600)
     return done.stdout + done.stderr
 
