@@ -59,9 +59,9 @@ def classify(report: str) -> str:
     return "ours"
 
 
-def replay(binary: str, artifact: Path) -> str:
+def replay(binary: str, artifact: Path, timeout_s: int = 5) -> str:
     env = {**os.environ, "ASAN_OPTIONS": "symbolize=1:detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1"}
-    done = subprocess.run([binary, "-timeout=30", "-rss_limit_mb=2048", os.fspath(artifact)], env=env,
+    done = subprocess.run([binary, f"-timeout={timeout_s}", "-rss_limit_mb=2048", os.fspath(artifact)], env=env,
                           capture_output=True, text=True, errors="replace", timeout=600)
     return done.stdout + done.stderr
 
@@ -74,6 +74,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=0)
     parser.add_argument("--runs", type=int, default=0, help="stop after this many executions (in total)")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--timeout", type=int, default=5,
+                        help="seconds one input may take (a hang in libhdf5 would otherwise cost this each time)")
     parser.add_argument("--keep-hdf5", type=Path, default=None, help="copy libhdf5 findings here")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -84,7 +86,7 @@ def main() -> int:
     shutil.rmtree(artifacts, ignore_errors=True)
     artifacts.mkdir(parents=True)
     command = [args.binary, f"-fork={args.jobs}", "-ignore_crashes=1", "-ignore_ooms=1", "-ignore_timeouts=1",
-               "-rss_limit_mb=2048", "-timeout=30", "-print_final_stats=1", f"-artifact_prefix={artifacts}/"]
+               "-rss_limit_mb=2048", f"-timeout={args.timeout}", "-print_final_stats=1", f"-artifact_prefix={artifacts}/"]
     if args.seconds:
         command.append(f"-max_total_time={args.seconds}")
     if args.runs:
@@ -99,7 +101,7 @@ def main() -> int:
 
     findings = {"ours": [], "hdf5": []}
     for artifact in sorted(artifacts.iterdir()):
-        kind = classify(replay(args.binary, artifact))
+        kind = classify(replay(args.binary, artifact, args.timeout))
         findings[kind].append(artifact.name)
         if kind == "hdf5" and args.keep_hdf5:
             args.keep_hdf5.mkdir(parents=True, exist_ok=True)
@@ -112,7 +114,7 @@ def main() -> int:
           f"{summary['corpus']}; findings: {len(findings['ours'])} in aimcemu, {len(findings['hdf5'])} inside libhdf5")
     for artifact in findings["ours"]:
         print(f"  aimcemu bug: {artifacts / artifact}\n" + "\n".join("    " + l for l in
-              replay(args.binary, artifacts / artifact).splitlines()[:40]))
+              replay(args.binary, artifacts / artifact, args.timeout).splitlines()[:40]))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
     if executions == 0:
