@@ -410,7 +410,14 @@ AtomicFile::AtomicFile(const std::string& path, bool replace)
         throw Error("cannot write " + path + ": it exists and is not a regular file (a device, FIFO or socket)");
     // Temporary files of writers killed earlier in this folder (see temp_files.hpp).
     files::remove_stale_temporaries(fs::path(temp_path_).parent_path().string());
-    file_ = File::create(temp_path_, /*exclusive=*/true);  // nothing to remove if this fails
+    try {
+        file_ = File::create(temp_path_, /*exclusive=*/true);
+    } catch (const Error&) {
+        // H5Fcreate can fail after creating the file (a full disk: the superblock cannot be
+        // written); the destructor does not run for an object whose constructor threw.
+        std::remove(temp_path_.c_str());
+        throw;
+    }
 }
 
 AtomicFile::~AtomicFile() {

@@ -372,3 +372,23 @@ TEST_F(HostileFiles, BatchesReportTheFirstFailureAndTheFileACrashHappenedOn) {
     set_file_check_helper("");
     EXPECT_EQ(crash.rfind(bad + ": field 'file': corrupt: reading it crashed", 0), 0u) << crash;
 }
+
+// A temporary file whose creation fails halfway (H5Fcreate made the file, then could not write
+// the superblock: a full disk) is removed too.  Shown with a file system with room for inodes
+// but not for data: a tmpfs of one page, mounted where root may mount (else skipped).
+TEST_F(HostileFiles, AFailedCreateLeavesNoTemporaryFile) {
+    const std::string disk = path("disk");
+    fs::create_directory(disk);
+    if (std::system(("mount -t tmpfs -o size=4k tmpfs " + disk + " 2>/dev/null").c_str()) != 0)
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)";
+    {  // fill it
+        std::ofstream fill(disk + "/fill", std::ios::binary);
+        const std::string block(4096, 'x');
+        for (int i = 0; i < 8 && fill; ++i) fill << block;
+    }
+    EXPECT_THROW(h5::AtomicFile{disk + "/out.h5"}, h5::Error);
+    std::set<std::string> left;
+    for (const auto& e : fs::directory_iterator(disk)) left.insert(e.path().filename().string());
+    std::system(("umount -l " + disk).c_str());
+    EXPECT_EQ(left, std::set<std::string>{"fill"});
+}
