@@ -1,6 +1,6 @@
 // The emulation loop of one hybrid system: a PU running a resolved network from the modelled HBM
-// while an NIU rewrites the AIMC layers' weights there, one round at a time (DESIGN.md:
-// "System = PUs + NIUs + HBM + Mapping; runs rounds").
+// while an NIU rewrites the AIMC layers' weights there, one round at a time: the system is PUs,
+// NIUs, HBM and a mapping, and it runs rounds (docs/architecture.md).
 //
 // A round flows through HBM as the hardware's does (docs/hybrid_runs.md, "A round through HBM"):
 //

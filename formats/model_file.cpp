@@ -145,8 +145,8 @@ DataSet read_dataset(const FieldReader& r) {
     r.require(id.size() == 4, "images", "expected shape [image, y, x, channel], found " + dims_text(id));
     r.require(id[0] >= 1, "images", "the data set holds no images (shape " + dims_text(id) + ")");
     for (std::size_t axis = 1; axis < 4; ++axis)
-        r.require(id[axis] >= 1 && id[axis] <= hsize_t(kMaxDimension), "images",
-                  "image dimensions must be in 1.." + std::to_string(kMaxDimension) + ", found shape " + dims_text(id));
+        r.require(id[axis] >= hsize_t(kDimensionRange.min) && id[axis] <= hsize_t(kDimensionRange.max), "images",
+                  "image dimensions must be in 1.." + std::to_string(kDimensionRange.max) + ", found shape " + dims_text(id));
     data.image_shape = {int(id[1]), int(id[2]), int(id[3])};
 
     const h5::Dataset labels = r.dataset(file, "labels", "labels", is_integer, "an integer type");

@@ -56,9 +56,11 @@ void require(bool ok, const std::string& source, const std::string& field, const
     if (!ok) throw FormatError(source, field, what);
 }
 
+std::string range_text(FieldRange r) { return std::to_string(r.min) + ".." + std::to_string(r.max); }
+
 void require_dimension(int value, const std::string& source, const std::string& field) {
-    require(value >= 1 && value <= kMaxDimension, source, field,
-            "must be in 1.." + std::to_string(kMaxDimension) + " (got " + std::to_string(value) + ")");
+    require(kDimensionRange.contains(value), source, field,
+            "must be in " + range_text(kDimensionRange) + " (got " + std::to_string(value) + ")");
 }
 
 void check_producer(int index, int producer, const std::string& source, const std::string& field) {
@@ -83,7 +85,7 @@ void resolve_gemm(Layer& l, const std::string& src, const std::string& f) {
                 std::to_string(l.weights.size()));
     require(std::int64_t(l.bias.size()) == l.out_channels, src, f + "bias",
             "expected " + std::to_string(l.out_channels) + " values, got " + std::to_string(l.bias.size()));
-    require(l.bias_shift >= 0 && l.bias_shift <= 24, src, f + "bias_shift", "must be in 0..24");
+    require(kBiasShiftRange.contains(l.bias_shift), src, f + "bias_shift", "must be in " + range_text(kBiasShiftRange));
     // The accumulator must be exact in int32: |sum w*x| <= M*128*128, |bias| <= 128 << bias_shift.
     const std::int64_t worst = m * 128 * 128 + (std::int64_t(128) << l.bias_shift);
     require(worst < (std::int64_t(1) << 31), src, f + "weights",
@@ -106,9 +108,10 @@ void Network::resolve(const std::string& src) {
             require(layers[j].name != l.name, src, f + "name", "duplicate layer name");
         check_producer(int(i), l.input, src, f + "input");
         l.in_shape = shape_of(l.input);
-        require(l.out_shift >= 0 && l.out_shift <= 31, src, f + "out_shift", "must be in 0..31");
-        require(l.residual_shift >= -8 && l.residual_shift <= 8, src, f + "residual_shift", "must be in -8..8");
-        require(l.input_shift >= -8 && l.input_shift <= 8, src, f + "input_shift", "must be in -8..8");
+        require(kOutShiftRange.contains(l.out_shift), src, f + "out_shift", "must be in " + range_text(kOutShiftRange));
+        require(kAlignShiftRange.contains(l.residual_shift), src, f + "residual_shift",
+                "must be in " + range_text(kAlignShiftRange));
+        require(kAlignShiftRange.contains(l.input_shift), src, f + "input_shift", "must be in " + range_text(kAlignShiftRange));
         const bool windowed = l.kind == LayerKind::Conv || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool;
         if (windowed) {
             require_dimension(l.kernel, src, f + "kernel");
@@ -130,7 +133,7 @@ void Network::resolve(const std::string& src) {
                                window_out(l.in_shape.w, l.kernel, l.stride, l.pad), l.in_shape.c};
                 require(l.weights.empty() && l.bias.empty(), src, f + "weights", "pool layers carry no weights");
                 if (l.kind == LayerKind::AvgPool)
-                    require(l.avg_mult >= 1 && l.avg_mult <= 127, src, f + "avg_mult", "must be in 1..127");
+                    require(kAvgMultRange.contains(l.avg_mult), src, f + "avg_mult", "must be in " + range_text(kAvgMultRange));
                 break;
         }
         require(l.out_shape.size() <= kMaxActivationsPerImage, src, f + "out_channels",

@@ -37,11 +37,23 @@ LayerKind layer_kind_from_string(const std::string& name, const std::string& sou
 // The index of the network input when used as a producer.
 inline constexpr int kNetworkInput = -1;
 
+// The valid range of each integer field of a layer, inclusive.  Network::resolve checks them;
+// the importer's quantizer (python/aimcemu/quantize.py) reads them through the bindings
+// (aimcemu._core.LAYER_FIELD_RANGES), so they are stated only here.
+struct FieldRange {
+    int min, max;
+    bool contains(int v) const { return v >= min && v <= max; }
+};
+inline constexpr FieldRange kBiasShiftRange{0, 24};
+inline constexpr FieldRange kOutShiftRange{0, 31};
+inline constexpr FieldRange kAlignShiftRange{-8, 8};  // residual_shift and input_shift
+inline constexpr FieldRange kAvgMultRange{1, 127};
+
 // Geometry limits (inclusive) that Network::resolve enforces, so that no shape arithmetic can
 // overflow and no layer's activations outgrow what the kernels index: every dimension of the
-// input, every kernel, stride and channel count is at most kMaxDimension, and one image's
+// input, every kernel, stride and channel count is in kDimensionRange, and one image's
 // activations of any layer hold fewer than 2^31 values.
-inline constexpr int kMaxDimension = 65535;
+inline constexpr FieldRange kDimensionRange{1, 65535};
 inline constexpr std::int64_t kMaxActivationsPerImage = (std::int64_t(1) << 31) - 1;
 
 struct Layer {
@@ -58,10 +70,10 @@ struct Layer {
     // GEMM operands (conv / linear).  weights: N*M int8, bias: N int8.
     std::vector<std::int8_t> weights;
     std::vector<std::int8_t> bias;
-    int bias_shift = 0;            // bias is added as bias << bias_shift (0..24)
+    int bias_shift = 0;            // bias is added as bias << bias_shift (kBiasShiftRange)
 
     // Requantisation and post-processing.
-    int out_shift = 0;             // power-of-two requantisation, round half up (0..31)
+    int out_shift = 0;             // power-of-two requantisation, round half up (kOutShiftRange)
     bool relu = false;
     int residual_input = -1;       // conv/linear/add: second operand layer index, -1 = none
     int residual_shift = 0;        // align(r): r << s for s >= 0, round_shift(r, -s) for s < 0

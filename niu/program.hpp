@@ -72,6 +72,14 @@ struct NiuCompileOptions {
     int out_bits = 8;         // PU weight code width (2..8)
 };
 
+// Throws FormatError unless the NIU datapath runs `model`: a PCM-family model on one
+// differential pair with g_min = 0 (compile_program's first check).
+void check_model(const noise::NoiseModel& model);
+
+// The largest drift-compensation alpha whose back-conversion scale K (NIU_K_BITS wide) holds
+// for a layer of abs-max `absmax` with `out_bits`-bit codes (docs/niu_datapath.md section 3).
+double max_alpha(int absmax, int out_bits);
+
 // Throws FormatError for a model outside the PCM family, a converter other than a single pair
 // with g_min = 0, negative or non-finite t, bad alpha, absmax or out_bits.
 NiuProgram compile_program(const noise::NoiseModel& model, const std::vector<NiuLayerSpec>& layers,

@@ -9,7 +9,6 @@
 namespace aimcemu::noise {
 
 namespace {
-constexpr double kReadoutFloor = 1e-4;  // aihwkit's clamp on the readout
 
 void check_rows(std::size_t size, std::size_t rows) {
     if (rows == 0 || size % rows != 0)

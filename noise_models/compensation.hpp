@@ -18,6 +18,9 @@
 
 namespace aimcemu::noise {
 
+// aihwkit's floor on a readout (and so on the baseline): an all-zero layer reads 1e-4.
+inline constexpr double kReadoutFloor = 1e-4;
+
 enum class CompensationKind : std::uint8_t { Global, PerColumn };
 
 class DriftCompensation {

@@ -133,16 +133,67 @@ std::unique_ptr<ConductanceConverter> SingleDeviceConverter::clone() const {
     return std::make_unique<SingleDeviceConverter>(*this);
 }
 
-std::unique_ptr<ConductanceConverter> make_converter(ParamReader& reader, const std::string& default_name,
-                                                     double default_g_max, double default_g_min) {
-    const std::string name = reader.text("converter", default_name);
-    const double g_max = reader.number("g_max", default_g_max);
-    const double g_min = reader.number("g_min", default_g_min);
-    if (name == "single_pair") return std::make_unique<SinglePairConverter>(g_max, g_min);
-    if (name == "n_pair") return std::make_unique<NPairConverter>(reader.numbers("pair_factors", {1.0, 3.0}), g_max, g_min);
+// --- parameters -----------------------------------------------------------------------------
+namespace {
+constexpr double kSingleDeviceGMax = 88.199997;  // aihwkit's ReRAM CMO range, uS
+constexpr double kSingleDeviceGMin = 9.0;
+const std::vector<double> kDefaultPairFactors = {1.0, 3.0};
+
+bool is_single_device(const NoiseParams& p) { return get_text(p, "converter") == "single_device"; }
+}  // namespace
+
+ParamSpec converter_row(const std::string& fallback) {
+    return text("converter")
+        .fallback(fallback)
+        .one_of({std::string("single_pair"), std::string("n_pair"), std::string("single_device")})
+        .doc("how weights map to conductances (a converter object, or its name with its fields given flat)");
+}
+
+ParamSpec g_max_row(double fallback) {
+    return number("g_max").fallback(fallback).positive().unit("uS").doc("largest programmable conductance");
+}
+
+ParamSpec g_max_row(std::function<ParamValue(const NoiseParams&)> derive, std::string text) {
+    return number("g_max").derive(std::move(derive), std::move(text)).positive().unit("uS")
+        .doc("largest programmable conductance");
+}
+
+ParamSpec g_min_row(double fallback) {
+    return number("g_min").fallback(fallback).non_negative().unit("uS").doc("smallest conductance (< g_max)");
+}
+
+ParamSpec pair_factors_row() {
+    return numbers("pair_factors")
+        .fallback(kDefaultPairFactors)
+        .positive()
+        .min_items(1)
+        .only_if([](const NoiseParams& p) { return get_text(p, "converter") == "n_pair"; }, "with converter 'n_pair'")
+        .doc("significance of each pair, lowest first (aihwkit's f_lst)");
+}
+
+const ParamTable& converter_table() {
+    static const ParamTable table(
+        "converter",
+        {converter_row("single_pair"),
+         g_max_row([](const NoiseParams& p) { return ParamValue(is_single_device(p) ? kSingleDeviceGMax : kDefaultGMax); },
+                   "25 (single_device: 88.199997)"),
+         number("g_min")
+             .derive([](const NoiseParams& p) { return ParamValue(is_single_device(p) ? kSingleDeviceGMin : 0.0); },
+                     "0 (single_device: 9)")
+             .non_negative()
+             .unit("uS")
+             .doc("smallest conductance (< g_max)"),
+         pair_factors_row()});
+    return table;
+}
+
+std::unique_ptr<ConductanceConverter> make_converter(const NoiseParams& resolved) {
+    const std::string name = get_text(resolved, "converter");
+    const double g_max = get_number(resolved, "g_max");
+    const double g_min = get_number(resolved, "g_min");
+    if (name == "n_pair") return std::make_unique<NPairConverter>(get_numbers(resolved, "pair_factors"), g_max, g_min);
     if (name == "single_device") return std::make_unique<SingleDeviceConverter>(g_max, g_min);
-    throw FormatError("noise converter", "converter",
-                      "unknown converter '" + name + "' (single_pair, n_pair, single_device)");
+    return std::make_unique<SinglePairConverter>(g_max, g_min);
 }
 
 }  // namespace aimcemu::noise

@@ -8,6 +8,7 @@
 // SingleDeviceConverter one device; [min W, max W] maps affinely onto [g_min, g_max]
 //                       (aihwkit's SingleDeviceConductanceConverter, used by ReRAM CMO).
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,7 +51,7 @@ protected:
 
 class SinglePairConverter final : public ConductanceConverter {
 public:
-    explicit SinglePairConverter(double g_max = 25.0, double g_min = 0.0);
+    SinglePairConverter(double g_max, double g_min);
     std::string name() const override { return "single_pair"; }
     int devices_per_weight() const override { return 2; }
     Conversion fit(std::span<const double> weights) const override;
@@ -61,7 +62,7 @@ public:
 
 class NPairConverter final : public ConductanceConverter {
 public:
-    NPairConverter(std::vector<double> factors, double g_max = 25.0, double g_min = 0.0);
+    NPairConverter(std::vector<double> factors, double g_max, double g_min);
     std::string name() const override { return "n_pair"; }
     int devices_per_weight() const override { return 2 * int(factors_.size()); }
     Conversion fit(std::span<const double> weights) const override;
@@ -77,7 +78,7 @@ private:
 
 class SingleDeviceConverter final : public ConductanceConverter {
 public:
-    explicit SingleDeviceConverter(double g_max = 88.199997, double g_min = 9.0);
+    SingleDeviceConverter(double g_max, double g_min);
     std::string name() const override { return "single_device"; }
     int devices_per_weight() const override { return 1; }
     Conversion fit(std::span<const double> weights) const override;
@@ -86,9 +87,21 @@ public:
     std::unique_ptr<ConductanceConverter> clone() const override;
 };
 
-// Builds a converter from {"converter": "single_pair"|"n_pair"|"single_device", "g_max",
-// "g_min", "pair_factors"}; defaults are the given ones.
-std::unique_ptr<ConductanceConverter> make_converter(ParamReader& reader, const std::string& default_name,
-                                                     double default_g_max, double default_g_min);
+// The table rows a model shares with its converter, with the model's defaults.  aihwkit's
+// default g_max, 25 uS, is kDefaultGMax.
+inline constexpr double kDefaultGMax = 25.0;
+ParamSpec converter_row(const std::string& fallback);
+ParamSpec g_max_row(double fallback);
+ParamSpec g_max_row(std::function<ParamValue(const NoiseParams&)> derive, std::string text);
+ParamSpec g_min_row(double fallback);
+ParamSpec pair_factors_row();  // only with converter "n_pair"
+
+// A converter alone (aimcemu.noise's converter classes): converter, g_max, g_min and
+// pair_factors, with each converter's own defaults.
+const ParamTable& converter_table();
+
+// Builds the converter a resolved parameter map names ("converter", "g_max", "g_min",
+// "pair_factors"; a model's or converter_table()'s resolve() has checked them).
+std::unique_ptr<ConductanceConverter> make_converter(const NoiseParams& resolved);
 
 }  // namespace aimcemu::noise

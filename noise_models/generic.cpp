@@ -14,58 +14,46 @@ const std::string kSource = "noise model 'generic'";
 // sqrt(a^2 + b^2) without std::hypot's overflow guard (5x slower; sigmas here are small).
 double quadrature_sum(double a, double b) { return std::sqrt(a * a + b * b); }
 
-void require_non_negative(const std::string& field, double v) {
-    if (!(v >= 0.0) || !std::isfinite(v)) throw FormatError(kSource, field, "must be finite and >= 0");
+ParamSpec sigma_row(const std::string& name, const std::string& what) {
+    return number(name).fallback(0.0).non_negative().doc(what);
 }
-void require_probability(const std::string& field, double v) {
-    if (!(v >= 0.0 && v <= 1.0)) throw FormatError(kSource, field, "must be a probability in [0, 1]");
+ParamSpec probability_row(const std::string& name, const std::string& what) {
+    return number(name).fallback(0.0).probability().doc(what);
+}
+
+GenericParams read_generic(const NoiseParams& p) {
+    GenericParams g;
+    g.prog_additive = get_number(p, "prog_additive");
+    g.prog_multiplicative = get_number(p, "prog_multiplicative");
+    g.read_additive = get_number(p, "read_additive");
+    g.read_multiplicative = get_number(p, "read_multiplicative");
+    g.stuck_low_prob = get_number(p, "stuck_low_prob");
+    g.stuck_high_prob = get_number(p, "stuck_high_prob");
+    g.levels = int(get_number(p, "levels"));
+    return g;
 }
 }  // namespace
 
-GenericModel::GenericModel(std::unique_ptr<ConductanceConverter> converter, GenericParams p)
-    : NoiseModel(std::move(converter)), p_(p) {
-    require_non_negative("prog_additive", p_.prog_additive);
-    require_non_negative("prog_multiplicative", p_.prog_multiplicative);
-    require_non_negative("read_additive", p_.read_additive);
-    require_non_negative("read_multiplicative", p_.read_multiplicative);
-    require_probability("stuck_low_prob", p_.stuck_low_prob);
-    require_probability("stuck_high_prob", p_.stuck_high_prob);
+const ParamTable& GenericModel::table() {
+    static const ParamTable table(
+        kSource,
+        {sigma_row("prog_additive", "programming sigma relative to g_max"),
+         sigma_row("prog_multiplicative", "programming sigma relative to the target g"),
+         sigma_row("read_additive", "read sigma relative to g_max"),
+         sigma_row("read_multiplicative", "read sigma relative to the programmed g"),
+         probability_row("stuck_low_prob", "probability that a device is stuck at g_min"),
+         probability_row("stuck_high_prob", "probability that a device is stuck at g_max"),
+         whole("levels").fallback(0.0).at_least(0.0).at_most(1e9)
+             .doc("programmable conductance levels, evenly spaced in [g_min, g_max]: 0 = continuous, else >= 2"),
+         converter_row("single_pair"), g_max_row(kDefaultGMax), drift_reference_row("programmed"), g_min_row(0.0),
+         pair_factors_row()});
+    return table;
+}
+
+GenericModel::GenericModel(const NoiseParams& params) : NoiseModel(table().resolve(params)), p_(read_generic(this->params())) {
     if (p_.stuck_low_prob + p_.stuck_high_prob > 1.0)
         throw FormatError(kSource, "stuck_high_prob", "stuck_low_prob + stuck_high_prob must be <= 1");
-    if (p_.levels < 0 || p_.levels == 1) throw FormatError(kSource, "levels", "must be 0 (continuous) or >= 2");
-    set_drift_reference(DriftReference::Programmed);
-}
-
-std::unique_ptr<GenericModel> GenericModel::from_params(const NoiseParams& params) {
-    ParamReader r(params, "generic");
-    auto converter = make_converter(r, "single_pair", 25.0, 0.0);
-    GenericParams p;
-    p.prog_additive = r.number("prog_additive", 0.0);
-    p.prog_multiplicative = r.number("prog_multiplicative", 0.0);
-    p.read_additive = r.number("read_additive", 0.0);
-    p.read_multiplicative = r.number("read_multiplicative", 0.0);
-    p.stuck_low_prob = r.number("stuck_low_prob", 0.0);
-    p.stuck_high_prob = r.number("stuck_high_prob", 0.0);
-    const double levels = r.number("levels", 0.0);
-    if (levels != std::floor(levels) || levels < 0 || levels > 1e9)
-        throw FormatError(kSource, "levels", "must be a whole number: 0 (continuous) or >= 2");
-    p.levels = int(levels);
-    auto model = std::make_unique<GenericModel>(std::move(converter), p);
-    model->read_common(r);
-    r.finish();
-    return model;
-}
-
-NoiseParams GenericModel::params() const {
-    NoiseParams p = NoiseModel::params();
-    p["prog_additive"] = p_.prog_additive;
-    p["prog_multiplicative"] = p_.prog_multiplicative;
-    p["read_additive"] = p_.read_additive;
-    p["read_multiplicative"] = p_.read_multiplicative;
-    p["stuck_low_prob"] = p_.stuck_low_prob;
-    p["stuck_high_prob"] = p_.stuck_high_prob;
-    p["levels"] = double(p_.levels);
-    return p;
+    if (p_.levels == 1) throw FormatError(kSource, "levels", "must be 0 (continuous) or >= 2");
 }
 
 double GenericModel::quantize(double g) const {

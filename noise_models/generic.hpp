@@ -13,6 +13,7 @@
 
 namespace aimcemu::noise {
 
+// The model's parameters, typed (read from its table).
 struct GenericParams {
     double prog_additive = 0.0;        // sigma / g_max
     double prog_multiplicative = 0.0;  // sigma / g
@@ -25,10 +26,9 @@ struct GenericParams {
 
 class GenericModel final : public NoiseModel {
 public:
-    GenericModel(std::unique_ptr<ConductanceConverter> converter, GenericParams p);
-    static std::unique_ptr<GenericModel> from_params(const NoiseParams& params);
+    explicit GenericModel(const NoiseParams& params = {});
+    static const ParamTable& table();
     std::string name() const override { return "generic"; }
-    NoiseParams params() const override;
     const GenericParams& generic_params() const { return p_; }
 
     double quantize(double g) const;  // to the nearest level (identity for levels = 0)

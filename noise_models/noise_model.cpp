@@ -84,24 +84,22 @@ void check_weights(std::span<const double> weights, const std::vector<std::int64
 
 }  // namespace
 
-NoiseModel::NoiseModel(std::unique_ptr<ConductanceConverter> converter) : converter_(std::move(converter)) {}
+NoiseModel::NoiseModel(NoiseParams resolved)
+    : params_(std::move(resolved)),
+      converter_(make_converter(params_)),
+      drift_reference_(get_text(params_, "drift_reference") == "programmed" ? DriftReference::Programmed
+                                                                            : DriftReference::Reconverted) {}
 
-NoiseParams NoiseModel::params() const {
-    NoiseParams p = converter_->params();
-    p["drift_reference"] = std::string(drift_reference_ == DriftReference::Reconverted ? "reconverted" : "programmed");
-    return p;
+ParamSpec scale_row(const std::string& name, const std::string& what) {
+    return number(name).fallback(1.0).non_negative().doc("multiplies the " + what);
 }
 
-void NoiseModel::read_common(ParamReader& reader) {
-    const std::string default_ref = drift_reference_ == DriftReference::Reconverted ? "reconverted" : "programmed";
-    const std::string ref = reader.text("drift_reference", default_ref);
-    if (ref == "reconverted")
-        drift_reference_ = DriftReference::Reconverted;
-    else if (ref == "programmed")
-        drift_reference_ = DriftReference::Programmed;
-    else
-        throw FormatError("noise model '" + name() + "'", "drift_reference",
-                          "must be 'reconverted' (aihwkit) or 'programmed', got '" + ref + "'");
+ParamSpec drift_reference_row(const std::string& fallback) {
+    return text("drift_reference")
+        .fallback(fallback)
+        .one_of({std::string("reconverted"), std::string("programmed")})
+        .doc("where drift and read noise start: 'reconverted' re-fits the programmed weights as aihwkit does, "
+             "'programmed' drifts the devices as programmed");
 }
 
 void NoiseModel::check_time(double t) const {

@@ -81,15 +81,15 @@ struct ReadContext {
 
 class NoiseModel {
 public:
-    explicit NoiseModel(std::unique_ptr<ConductanceConverter> converter);
     virtual ~NoiseModel() = default;
     NoiseModel(const NoiseModel&) = delete;
     NoiseModel& operator=(const NoiseModel&) = delete;
 
-    // Factory name ("pcm_like", ...) and the full parameter set, so that
-    // make_noise_model(name(), params()) rebuilds an identical model.
+    // Factory name ("pcm_like", ...) and the full parameter set (every parameter of the
+    // model's table, defaults resolved), so that make_noise_model(name(), params()) rebuilds
+    // an identical model.
     virtual std::string name() const = 0;
-    virtual NoiseParams params() const;
+    const NoiseParams& params() const { return params_; }
 
     // Programs one layer.  weights: row-major, shape[0] = output channels.
     LayerState program(std::span<const double> weights, std::vector<std::int64_t> shape, const ChipKey& key) const;
@@ -102,7 +102,6 @@ public:
 
     const ConductanceConverter& converter() const { return *converter_; }
     DriftReference drift_reference() const { return drift_reference_; }
-    void set_drift_reference(DriftReference r) { drift_reference_ = r; }
     // Worker threads for program/read (0 = hardware concurrency).  Results do not depend on it.
     void set_num_threads(int n) { num_threads_ = n; }
     int num_threads() const { return num_threads_; }
@@ -118,19 +117,31 @@ public:
     virtual ReadContext read_context(double t) const { return ReadContext{t}; }
 
 protected:
-    // Reads the parameters every model shares (drift_reference); call from derived readers.
-    void read_common(ParamReader& reader);
+    // `resolved`: every parameter of the model as its table's resolve() returns them; the
+    // converter and drift_reference are built from it here.
+    explicit NoiseModel(NoiseParams resolved);
+    double param_value(const std::string& name) const { return get_number(params_, name); }
+    std::vector<double> param_list(const std::string& name) const { return get_numbers(params_, name); }
 
 private:
+    NoiseParams params_;
     std::unique_ptr<ConductanceConverter> converter_;
     DriftReference drift_reference_ = DriftReference::Reconverted;
     int num_threads_ = 0;
 };
+
+// The table row every model has: which conductances drift starts from (`fallback` is the
+// model's default, "reconverted" or "programmed").
+ParamSpec drift_reference_row(const std::string& fallback);
+// A noise scale (prog_noise_scale, read_noise_scale, drift_scale): >= 0, default 1 (aihwkit's).
+ParamSpec scale_row(const std::string& name, const std::string& what);
 
 // Builds a model from its factory name and parameters; unknown names, unknown parameters and
 // invalid values throw FormatError naming the field.  Names: pcm_like, hermes,
 // custom_drift_pcm, state_independent, reram_wan2022, reram_cmo, generic.
 std::unique_ptr<NoiseModel> make_noise_model(const std::string& name, const NoiseParams& params);
 std::vector<std::string> noise_model_names();
+// The parameter table of a model (FormatError for an unknown name).
+const ParamTable& noise_model_table(const std::string& name);
 
 }  // namespace aimcemu::noise

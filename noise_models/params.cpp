@@ -1,46 +1,188 @@
-// ParamReader: typed access to a model's parameter map with errors that name the field.
+// ParamTable: a model's declared parameters, resolved and checked in one place.
 #include "noise_models/params.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
 
 #include "common/errors.hpp"
 
 namespace aimcemu::noise {
 
 namespace {
+
 const char* type_name(const ParamValue& v) {
     if (std::holds_alternative<double>(v)) return "a number";
     if (std::holds_alternative<std::vector<double>>(v)) return "a list of numbers";
     return "a string";
 }
+
+const char* expected_name(ParamType type) {
+    switch (type) {
+        case ParamType::Number: return "a number";
+        case ParamType::Whole: return "a whole number";
+        case ParamType::Numbers: return "a list of numbers";
+        case ParamType::Text: return "a string";
+    }
+    return "";
+}
+
+bool has_type(ParamType type, const ParamValue& v) {
+    switch (type) {
+        case ParamType::Number:
+        case ParamType::Whole: return std::holds_alternative<double>(v);
+        case ParamType::Numbers: return std::holds_alternative<std::vector<double>>(v);
+        case ParamType::Text: return std::holds_alternative<std::string>(v);
+    }
+    return false;
+}
+
+bool within(const ParamSpec& spec, double x) {
+    if (!std::isfinite(x)) return false;
+    if (spec.min && (spec.min->inclusive ? x < spec.min->value : x <= spec.min->value)) return false;
+    if (spec.max && (spec.max->inclusive ? x > spec.max->value : x >= spec.max->value)) return false;
+    return true;
+}
+
+std::string format_number(double x) {
+    std::ostringstream s;
+    s.precision(8);
+    s << x;
+    return s.str();
+}
+
 }  // namespace
 
-double ParamReader::number(const std::string& name, double fallback) {
-    used_.insert(name);
-    auto it = params_.find(name);
-    if (it == params_.end()) return fallback;
-    if (auto* d = std::get_if<double>(&it->second)) return *d;
-    throw FormatError("noise model '" + model_ + "'", name, std::string("expected a number, got ") + type_name(it->second));
+// --- ParamRow -------------------------------------------------------------------------------
+ParamRow::ParamRow(std::string name, ParamType type) {
+    spec_.name = std::move(name);
+    spec_.type = type;
+}
+ParamRow& ParamRow::fallback(ParamValue value) {
+    spec_.fallback = std::move(value);
+    return *this;
+}
+ParamRow& ParamRow::derive(std::function<ParamValue(const NoiseParams&)> rule, std::string text) {
+    spec_.derive = std::move(rule);
+    spec_.default_text = std::move(text);
+    return *this;
+}
+ParamRow& ParamRow::at_least(double value) {
+    spec_.min = ParamBound{value, true};
+    return *this;
+}
+ParamRow& ParamRow::above(double value) {
+    spec_.min = ParamBound{value, false};
+    return *this;
+}
+ParamRow& ParamRow::at_most(double value) {
+    spec_.max = ParamBound{value, true};
+    return *this;
+}
+ParamRow& ParamRow::one_of(std::vector<ParamValue> values) {
+    spec_.choices = std::move(values);
+    return *this;
+}
+ParamRow& ParamRow::min_items(std::size_t count) {
+    spec_.min_items = count;
+    return *this;
+}
+ParamRow& ParamRow::only_if(std::function<bool(const NoiseParams&)> rule, std::string text) {
+    spec_.applies = std::move(rule);
+    spec_.applies_text = std::move(text);
+    return *this;
+}
+ParamRow& ParamRow::unit(std::string unit) {
+    spec_.unit = std::move(unit);
+    return *this;
+}
+ParamRow& ParamRow::doc(std::string doc) {
+    spec_.doc = std::move(doc);
+    return *this;
 }
 
-std::vector<double> ParamReader::numbers(const std::string& name, const std::vector<double>& fallback) {
-    used_.insert(name);
-    auto it = params_.find(name);
-    if (it == params_.end()) return fallback;
-    if (auto* v = std::get_if<std::vector<double>>(&it->second)) return *v;
-    throw FormatError("noise model '" + model_ + "'", name,
-                      std::string("expected a list of numbers, got ") + type_name(it->second));
+// --- ParamTable -----------------------------------------------------------------------------
+ParamTable::ParamTable(std::string source, std::vector<ParamSpec> specs)
+    : source_(std::move(source)), specs_(std::move(specs)) {}
+
+const ParamSpec* ParamTable::find(const std::string& name) const {
+    for (const ParamSpec& spec : specs_)
+        if (spec.name == name) return &spec;
+    return nullptr;
 }
 
-std::string ParamReader::text(const std::string& name, const std::string& fallback) {
-    used_.insert(name);
-    auto it = params_.find(name);
-    if (it == params_.end()) return fallback;
-    if (auto* s = std::get_if<std::string>(&it->second)) return *s;
-    throw FormatError("noise model '" + model_ + "'", name, std::string("expected a string, got ") + type_name(it->second));
+void ParamTable::check(const ParamSpec& spec, const ParamValue& value) const {
+    if (!has_type(spec.type, value))
+        throw FormatError(source_, spec.name, std::string("expected ") + expected_name(spec.type) + ", got " + type_name(value));
+    if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), value) == spec.choices.end())
+        throw FormatError(source_, spec.name, "must be " + describe_range(spec) + ", got " + format_value(value));
+    const std::string range = describe_range(spec);
+    if (const auto* x = std::get_if<double>(&value)) {
+        if (!within(spec, *x)) throw FormatError(source_, spec.name, "must be finite" + (range.empty() ? "" : " and " + range));
+        if (spec.type == ParamType::Whole && *x != std::floor(*x))
+            throw FormatError(source_, spec.name, "must be a whole number");
+    }
+    if (const auto* xs = std::get_if<std::vector<double>>(&value)) {
+        if (xs->size() < spec.min_items)
+            throw FormatError(source_, spec.name, "needs at least " + std::to_string(spec.min_items) + " value(s)");
+        for (double x : *xs)
+            if (!within(spec, x))
+                throw FormatError(source_, spec.name, "every value must be finite" + (range.empty() ? "" : " and " + range));
+    }
 }
 
-void ParamReader::finish() const {
-    for (const auto& [name, value] : params_)
-        if (!used_.count(name)) throw FormatError("noise model '" + model_ + "'", name, "unknown parameter");
+NoiseParams ParamTable::resolve(const NoiseParams& given) const {
+    NoiseParams resolved;
+    for (const ParamSpec& spec : specs_) {
+        const auto it = given.find(spec.name);
+        if (spec.applies && !spec.applies(resolved)) {
+            if (it != given.end()) throw FormatError(source_, spec.name, "applies only " + spec.applies_text);
+            continue;
+        }
+        if (it != given.end()) {
+            check(spec, it->second);
+            resolved[spec.name] = it->second;
+        } else if (spec.derive) {
+            resolved[spec.name] = spec.derive(resolved);
+        } else if (spec.fallback) {
+            resolved[spec.name] = *spec.fallback;
+        } else {
+            throw FormatError(source_, spec.name, "is required");
+        }
+    }
+    for (const auto& [name, value] : given)
+        if (!find(name)) throw FormatError(source_, name, "unknown parameter");
+    return resolved;
+}
+
+// --- reading a resolved map -------------------------------------------------------------------
+double get_number(const NoiseParams& params, const std::string& name) { return std::get<double>(params.at(name)); }
+std::vector<double> get_numbers(const NoiseParams& params, const std::string& name) {
+    return std::get<std::vector<double>>(params.at(name));
+}
+std::string get_text(const NoiseParams& params, const std::string& name) { return std::get<std::string>(params.at(name)); }
+
+// --- words for docs and errors ------------------------------------------------------------------
+std::string format_value(const ParamValue& value) {
+    if (const auto* x = std::get_if<double>(&value)) return format_number(*x);
+    if (const auto* s = std::get_if<std::string>(&value)) return "'" + *s + "'";
+    std::string out = "[";
+    for (double x : std::get<std::vector<double>>(value)) out += (out.size() > 1 ? ", " : "") + format_number(x);
+    return out + "]";
+}
+
+std::string describe_range(const ParamSpec& spec) {
+    if (!spec.choices.empty()) {
+        std::string out = "one of ";
+        for (std::size_t i = 0; i < spec.choices.size(); ++i) out += (i ? ", " : "") + format_value(spec.choices[i]);
+        return out;
+    }
+    if (spec.min && spec.max)
+        return std::string(spec.min->inclusive ? "[" : "(") + format_number(spec.min->value) + ", " +
+               format_number(spec.max->value) + (spec.max->inclusive ? "]" : ")");
+    if (spec.min) return std::string(spec.min->inclusive ? ">= " : "> ") + format_number(spec.min->value);
+    if (spec.max) return std::string(spec.max->inclusive ? "<= " : "< ") + format_number(spec.max->value);
+    return "";
 }
 
 }  // namespace aimcemu::noise

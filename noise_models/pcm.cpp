@@ -21,32 +21,40 @@ double polynomial(const std::vector<double>& coeff, double x) {
 
 double relative(double g, double g_max) { return std::max(std::abs(g) / g_max, kZeroClip); }
 
-void require_non_negative(const std::string& model, const std::string& field, double v) {
-    if (!(v >= 0.0) || !std::isfinite(v)) throw FormatError("noise model '" + model + "'", field, "must be finite and >= 0");
+// aihwkit's PCM-like programming-noise fit: sigma polynomial (uS) in g/g_max at g_max = 25 uS.
+const std::vector<double> kPcmLikeProgCoeff = {0.26348, 1.9650, -1.1731};
+constexpr double kPcmLikeReference = 25.0;
+
+// The rows every PCM-family table has, with the model's defaults for t0 and t_read.
+ParamSpec t0_row(double fallback) {
+    return number("t0").fallback(fallback).positive().unit("s").doc("drift reference time (t_total = t + t0)");
 }
-void require_positive(const std::string& model, const std::string& field, double v) {
-    if (!(v > 0.0) || !std::isfinite(v)) throw FormatError("noise model '" + model + "'", field, "must be finite and > 0");
+ParamSpec t0_row(std::function<ParamValue(const NoiseParams&)> derive, std::string text) {
+    return number("t0").derive(std::move(derive), std::move(text)).positive().unit("s")
+        .doc("drift reference time (t_total = t + t0)");
+}
+ParamSpec t_read_row(double fallback) {
+    return number("t_read").fallback(fallback).positive().unit("s").doc("duration of one read (1/f read noise)");
+}
+ParamSpec prog_coeff_row(std::vector<double> fallback, const std::string& what) {
+    return numbers("prog_coeff").fallback(std::move(fallback)).min_items(1).unit("uS").doc(what);
+}
+ParamSpec prog_reference_row() {
+    return number("prog_coeff_g_max_reference")
+        .fallback(kPcmLikeReference)
+        .positive()
+        .unit("uS")
+        .doc("g_max at which prog_coeff was fitted (sigma scales with g_max / this)");
 }
 
-PcmCommon read_pcm_common(ParamReader& r, const std::string& model, PcmCommon defaults) {
+PcmCommon read_common(const NoiseParams& p) {
     PcmCommon c;
-    c.t0 = r.number("t0", defaults.t0);
-    c.t_read = r.number("t_read", defaults.t_read);
-    c.prog_noise_scale = r.number("prog_noise_scale", defaults.prog_noise_scale);
-    c.read_noise_scale = r.number("read_noise_scale", defaults.read_noise_scale);
-    c.drift_scale = r.number("drift_scale", defaults.drift_scale);
-    require_positive(model, "t0", c.t0);
-    require_positive(model, "t_read", c.t_read);
-    require_non_negative(model, "prog_noise_scale", c.prog_noise_scale);
-    require_non_negative(model, "read_noise_scale", c.read_noise_scale);
-    require_non_negative(model, "drift_scale", c.drift_scale);
+    c.t0 = get_number(p, "t0");
+    c.t_read = get_number(p, "t_read");
+    c.prog_noise_scale = get_number(p, "prog_noise_scale");
+    c.read_noise_scale = get_number(p, "read_noise_scale");
+    c.drift_scale = get_number(p, "drift_scale");
     return c;
-}
-
-void check_prog_coeff(const std::string& model, const std::vector<double>& coeff) {
-    if (coeff.empty()) throw FormatError("noise model '" + model + "'", "prog_coeff", "needs at least one coefficient");
-    for (double c : coeff)
-        if (!std::isfinite(c)) throw FormatError("noise model '" + model + "'", "prog_coeff", "coefficients must be finite");
 }
 
 }  // namespace
@@ -60,14 +68,7 @@ double pcm_like_read_q(double g_max, double g_prog) {
 }
 
 // --- shared physics -----------------------------------------------------------------------
-PcmFamilyModel::PcmFamilyModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common)
-    : NoiseModel(std::move(converter)), common_(common) {
-    require_positive("pcm", "t0", common_.t0);
-    require_positive("pcm", "t_read", common_.t_read);
-    require_non_negative("pcm", "prog_noise_scale", common_.prog_noise_scale);
-    require_non_negative("pcm", "read_noise_scale", common_.read_noise_scale);
-    require_non_negative("pcm", "drift_scale", common_.drift_scale);
-}
+PcmFamilyModel::PcmFamilyModel(NoiseParams resolved) : NoiseModel(std::move(resolved)), common_(read_common(params())) {}
 
 double PcmFamilyModel::read_time_factor(double t) const {
     const double t_total = t + common_.t0;
@@ -91,16 +92,6 @@ void PcmFamilyModel::nu_params(double g_target, double& mean, double& std) const
     std = nu_std(g_target);
 }
 
-NoiseParams PcmFamilyModel::params() const {
-    NoiseParams p = NoiseModel::params();
-    p["t0"] = common_.t0;
-    p["t_read"] = common_.t_read;
-    p["prog_noise_scale"] = common_.prog_noise_scale;
-    p["read_noise_scale"] = common_.read_noise_scale;
-    p["drift_scale"] = common_.drift_scale;
-    return p;
-}
-
 bool PcmFamilyModel::uses_purpose(Purpose p) const {
     return p == Purpose::Programming || p == Purpose::DriftExponent || p == Purpose::Read;
 }
@@ -121,33 +112,21 @@ double PcmFamilyModel::read_device(const DeviceAtRead& device, const ReadContext
 }
 
 // --- PCM-like -------------------------------------------------------------------------------
-PcmLikeModel::PcmLikeModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common,
-                           std::vector<double> prog_coeff, double prog_coeff_g_max_reference)
-    : PcmFamilyModel(std::move(converter), common),
-      prog_coeff_(std::move(prog_coeff)),
-      prog_coeff_g_max_reference_(prog_coeff_g_max_reference) {
-    check_prog_coeff(name(), prog_coeff_);
-    require_positive(name(), "prog_coeff_g_max_reference", prog_coeff_g_max_reference_);
+const ParamTable& PcmLikeModel::table() {
+    static const ParamTable table(
+        "noise model 'pcm_like'",
+        {prog_coeff_row(kPcmLikeProgCoeff, "programming-noise sigma polynomial c0 + c1 x + c2 x^2 in x = g/g_max"),
+         converter_row("single_pair"), g_max_row(kDefaultGMax), t_read_row(250e-9), t0_row(20.0),
+         scale_row("prog_noise_scale", "programming noise"), scale_row("read_noise_scale", "read noise"),
+         scale_row("drift_scale", "drift exponent nu"), prog_reference_row(), drift_reference_row("reconverted"),
+         g_min_row(0.0), pair_factors_row()});
+    return table;
 }
 
-std::unique_ptr<PcmLikeModel> PcmLikeModel::from_params(const NoiseParams& params) {
-    ParamReader r(params, "pcm_like");
-    auto converter = make_converter(r, "single_pair", 25.0, 0.0);
-    const PcmCommon common = read_pcm_common(r, "pcm_like", PcmCommon{});
-    auto coeff = r.numbers("prog_coeff", {0.26348, 1.9650, -1.1731});
-    const double ref = r.number("prog_coeff_g_max_reference", 25.0);
-    auto model = std::make_unique<PcmLikeModel>(std::move(converter), common, std::move(coeff), ref);
-    model->read_common(r);
-    r.finish();
-    return model;
-}
-
-NoiseParams PcmLikeModel::params() const {
-    NoiseParams p = PcmFamilyModel::params();
-    p["prog_coeff"] = prog_coeff_;
-    p["prog_coeff_g_max_reference"] = prog_coeff_g_max_reference_;
-    return p;
-}
+PcmLikeModel::PcmLikeModel(const NoiseParams& params)
+    : PcmFamilyModel(table().resolve(params)),
+      prog_coeff_(param_list("prog_coeff")),
+      prog_coeff_g_max_reference_(param_value("prog_coeff_g_max_reference")) {}
 
 double PcmLikeModel::prog_sigma(double g) const {
     return pcm_like_prog_sigma(prog_coeff_, prog_coeff_g_max_reference_, g_max(), g);
@@ -176,40 +155,27 @@ HermesFit hermes_fit(int num_devices) {
     if (num_devices == 2) return {20.7, 300.0, {0.16603222, 4.71806468, -8.48101252, 4.68961419}};
     return {10.35, 200.0, {0.15781817, 2.32443916, -2.16310839, 0.68841818}};
 }
-void check_hermes_devices(int num_devices) {
-    if (num_devices != 1 && num_devices != 2)
-        throw FormatError("noise model 'hermes'", "num_devices", "must be 1 or 2, got " + std::to_string(num_devices));
-}
+HermesFit hermes_fit(const NoiseParams& p) { return hermes_fit(int(get_number(p, "num_devices"))); }
 }  // namespace
 
-HermesModel::HermesModel(int num_devices, std::unique_ptr<ConductanceConverter> converter, PcmCommon common)
-    : PcmFamilyModel(std::move(converter), common), num_devices_(num_devices) {
-    check_hermes_devices(num_devices);
-    g_max_reference_ = hermes_fit(num_devices).g_max;
+const ParamTable& HermesModel::table() {
+    static const ParamTable table(
+        "noise model 'hermes'",
+        {whole("num_devices").fallback(2.0).one_of({1.0, 2.0}).doc("devices per weight of the fit: 2 (a pair) or 1"),
+         converter_row("single_pair"),
+         g_max_row([](const NoiseParams& p) { return ParamValue(hermes_fit(p).g_max); }, "20.7 (num_devices 1: 10.35)"),
+         t_read_row(512e-9),
+         t0_row([](const NoiseParams& p) { return ParamValue(hermes_fit(p).t0); }, "300 (num_devices 1: 200)"),
+         scale_row("prog_noise_scale", "programming noise"), scale_row("read_noise_scale", "read noise"),
+         scale_row("drift_scale", "drift exponent nu"), drift_reference_row("reconverted"), g_min_row(0.0),
+         pair_factors_row()});
+    return table;
 }
 
-std::unique_ptr<HermesModel> HermesModel::from_params(const NoiseParams& params) {
-    ParamReader r(params, "hermes");
-    const double devices = r.number("num_devices", 2.0);
-    if (devices != std::floor(devices)) throw FormatError("noise model 'hermes'", "num_devices", "must be 1 or 2");
-    check_hermes_devices(int(devices));
-    const HermesFit fit = hermes_fit(int(devices));
-    auto converter = make_converter(r, "single_pair", fit.g_max, 0.0);
-    PcmCommon defaults;
-    defaults.t0 = fit.t0;
-    defaults.t_read = 512e-9;
-    const PcmCommon common = read_pcm_common(r, "hermes", defaults);
-    auto model = std::make_unique<HermesModel>(int(devices), std::move(converter), common);
-    model->read_common(r);
-    r.finish();
-    return model;
-}
-
-NoiseParams HermesModel::params() const {
-    NoiseParams p = PcmFamilyModel::params();
-    p["num_devices"] = double(num_devices_);
-    return p;
-}
+HermesModel::HermesModel(const NoiseParams& params)
+    : PcmFamilyModel(table().resolve(params)),
+      num_devices_(int(param_value("num_devices"))),
+      g_max_reference_(hermes_fit(num_devices_).g_max) {}
 
 double HermesModel::prog_sigma(double g) const {
     return polynomial(hermes_fit(num_devices_).prog_coeff, g / g_max()) * (g_max() / g_max_reference_);
@@ -242,42 +208,29 @@ double HermesModel::read_q(double g) const {
 }
 
 // --- state independent ------------------------------------------------------------------------
-StateIndependentModel::StateIndependentModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common,
-                                             std::vector<double> prog_coeff, double drift_nu_mean, double drift_nu_std,
-                                             double read_q)
-    : PcmFamilyModel(std::move(converter), common),
-      prog_coeff_(std::move(prog_coeff)),
-      drift_nu_mean_(drift_nu_mean),
-      drift_nu_std_(drift_nu_std),
-      read_q_(read_q < 0.0 ? 1.0 / g_max() : read_q) {
-    check_prog_coeff(name(), prog_coeff_);
-    if (!std::isfinite(drift_nu_mean_)) throw FormatError("noise model 'state_independent'", "drift_nu_mean", "must be finite");
-    require_non_negative(name(), "drift_nu_std", drift_nu_std_);
+const ParamTable& StateIndependentModel::table() {
+    static const ParamTable table(
+        "noise model 'state_independent'",
+        {prog_coeff_row({0.2, 0.0, 0.0}, "programming-noise sigma polynomial c0 + c1 x + c2 x^2 in x = g/g_max (no rescale)"),
+         converter_row("single_pair"), g_max_row(kDefaultGMax), t_read_row(250e-9), t0_row(20.0),
+         number("drift_nu_mean").fallback(0.1).doc("mean of the Gaussian folded into nu"),
+         number("drift_nu_std").fallback(0.05).non_negative().doc("standard deviation of the Gaussian folded into nu"),
+         scale_row("drift_scale", "drift exponent nu"), scale_row("prog_noise_scale", "programming noise"),
+         scale_row("read_noise_scale", "read noise"),
+         number("read_q")
+             .derive([](const NoiseParams& p) { return ParamValue(1.0 / get_number(p, "g_max")); }, "1/g_max")
+             .non_negative()
+             .doc("read-noise coefficient Q_s (1/g_max: aihwkit's read sigma in uS; 0.0088: relative)"),
+         drift_reference_row("reconverted"), g_min_row(0.0), pair_factors_row()});
+    return table;
 }
 
-std::unique_ptr<StateIndependentModel> StateIndependentModel::from_params(const NoiseParams& params) {
-    ParamReader r(params, "state_independent");
-    auto converter = make_converter(r, "single_pair", 25.0, 0.0);
-    const PcmCommon common = read_pcm_common(r, "state_independent", PcmCommon{});
-    auto coeff = r.numbers("prog_coeff", {0.2, 0.0, 0.0});
-    const double mean = r.number("drift_nu_mean", 0.1);
-    const double std_ = r.number("drift_nu_std", 0.05);
-    const double q = r.number("read_q", -1.0);
-    if (r.has("read_q")) require_non_negative("state_independent", "read_q", q);
-    auto model = std::make_unique<StateIndependentModel>(std::move(converter), common, std::move(coeff), mean, std_, q);
-    model->read_common(r);
-    r.finish();
-    return model;
-}
-
-NoiseParams StateIndependentModel::params() const {
-    NoiseParams p = PcmFamilyModel::params();
-    p["prog_coeff"] = prog_coeff_;
-    p["drift_nu_mean"] = drift_nu_mean_;
-    p["drift_nu_std"] = drift_nu_std_;
-    p["read_q"] = read_q_;
-    return p;
-}
+StateIndependentModel::StateIndependentModel(const NoiseParams& params)
+    : PcmFamilyModel(table().resolve(params)),
+      prog_coeff_(param_list("prog_coeff")),
+      drift_nu_mean_(param_value("drift_nu_mean")),
+      drift_nu_std_(param_value("drift_nu_std")),
+      read_q_(param_value("read_q")) {}
 
 double StateIndependentModel::prog_sigma(double g) const { return polynomial(prog_coeff_, g / g_max()); }
 
@@ -310,46 +263,28 @@ void check_drift_table(const std::vector<double>& g, const std::vector<double>& 
 }
 }  // namespace
 
-CustomDriftPcmModel::CustomDriftPcmModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common,
-                                         std::vector<double> g_lst, std::vector<double> nu_mean_lst,
-                                         std::vector<double> nu_std_lst, std::vector<double> prog_coeff,
-                                         double prog_coeff_g_max_reference)
-    : PcmFamilyModel(std::move(converter), common),
-      prog_coeff_(std::move(prog_coeff)),
-      prog_coeff_g_max_reference_(prog_coeff_g_max_reference),
-      g_lst_(std::move(g_lst)),
-      nu_mean_lst_(std::move(nu_mean_lst)),
-      nu_std_lst_(std::move(nu_std_lst)) {
-    check_prog_coeff(name(), prog_coeff_);
-    require_positive(name(), "prog_coeff_g_max_reference", prog_coeff_g_max_reference_);
-    check_drift_table(g_lst_, nu_mean_lst_, nu_std_lst_, this->converter().g_min(), g_max());
+const ParamTable& CustomDriftPcmModel::table() {
+    static const ParamTable table(
+        "noise model 'custom_drift_pcm'",
+        {numbers("g_lst").min_items(2).unit("uS").doc("conductances of the drift table, strictly ascending, covering [g_min, g_max]"),
+         numbers("nu_mean_lst").doc("mean of the Gaussian folded into nu at each g_lst point"),
+         numbers("nu_std_lst").non_negative().doc("its standard deviation at each g_lst point"),
+         converter_row("single_pair"), g_max_row(kDefaultGMax), t_read_row(250e-9), t0_row(20.0),
+         scale_row("prog_noise_scale", "programming noise"), scale_row("read_noise_scale", "read noise"),
+         scale_row("drift_scale", "drift exponent nu"),
+         prog_coeff_row(kPcmLikeProgCoeff, "programming-noise sigma polynomial, as pcm_like"), prog_reference_row(),
+         drift_reference_row("reconverted"), g_min_row(0.0), pair_factors_row()});
+    return table;
 }
 
-std::unique_ptr<CustomDriftPcmModel> CustomDriftPcmModel::from_params(const NoiseParams& params) {
-    ParamReader r(params, "custom_drift_pcm");
-    auto converter = make_converter(r, "single_pair", 25.0, 0.0);
-    const PcmCommon common = read_pcm_common(r, "custom_drift_pcm", PcmCommon{});
-    if (!r.has("g_lst")) throw FormatError("noise model 'custom_drift_pcm'", "g_lst", "is required");
-    auto g = r.numbers("g_lst", {});
-    auto mean = r.numbers("nu_mean_lst", {});
-    auto sd = r.numbers("nu_std_lst", {});
-    auto coeff = r.numbers("prog_coeff", {0.26348, 1.9650, -1.1731});
-    const double ref = r.number("prog_coeff_g_max_reference", 25.0);
-    auto model = std::make_unique<CustomDriftPcmModel>(std::move(converter), common, std::move(g), std::move(mean),
-                                                       std::move(sd), std::move(coeff), ref);
-    model->read_common(r);
-    r.finish();
-    return model;
-}
-
-NoiseParams CustomDriftPcmModel::params() const {
-    NoiseParams p = PcmFamilyModel::params();
-    p["g_lst"] = g_lst_;
-    p["nu_mean_lst"] = nu_mean_lst_;
-    p["nu_std_lst"] = nu_std_lst_;
-    p["prog_coeff"] = prog_coeff_;
-    p["prog_coeff_g_max_reference"] = prog_coeff_g_max_reference_;
-    return p;
+CustomDriftPcmModel::CustomDriftPcmModel(const NoiseParams& params)
+    : PcmFamilyModel(table().resolve(params)),
+      prog_coeff_(param_list("prog_coeff")),
+      prog_coeff_g_max_reference_(param_value("prog_coeff_g_max_reference")),
+      g_lst_(param_list("g_lst")),
+      nu_mean_lst_(param_list("nu_mean_lst")),
+      nu_std_lst_(param_list("nu_std_lst")) {
+    check_drift_table(g_lst_, nu_mean_lst_, nu_std_lst_, converter().g_min(), g_max());
 }
 
 double CustomDriftPcmModel::prog_sigma(double g) const {

@@ -16,12 +16,13 @@
 
 namespace aimcemu::noise {
 
+// The parameters every member shares (read from the model's table).
 struct PcmCommon {
-    double t0 = 20.0;          // s, drift reference time
-    double t_read = 250e-9;    // s, read duration
-    double prog_noise_scale = 1.0;
-    double read_noise_scale = 1.0;
-    double drift_scale = 1.0;
+    double t0 = 0.0;               // s, drift reference time
+    double t_read = 0.0;           // s, read duration
+    double prog_noise_scale = 0.0;
+    double read_noise_scale = 0.0;
+    double drift_scale = 0.0;
 };
 
 // The PCM-like closed forms (aihwkit pcm.py), shared by PcmLikeModel and CustomDriftPcmModel.
@@ -30,8 +31,6 @@ double pcm_like_read_q(double g_max, double g_prog);
 
 class PcmFamilyModel : public NoiseModel {
 public:
-    PcmFamilyModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common);
-
     // sigma of programming noise at g_target (before prog_noise_scale).
     virtual double prog_sigma(double g_target) const = 0;
     // Mean and standard deviation of the Gaussian that is folded into nu (before drift_scale).
@@ -54,24 +53,25 @@ public:
     double read_noise_scale() const { return common_.read_noise_scale; }
     double drift_scale() const { return common_.drift_scale; }
 
-    NoiseParams params() const override;
     ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const override;
     double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const override;
     bool uses_purpose(Purpose p) const override;
     ReadContext read_context(double t) const override;
 
 protected:
+    explicit PcmFamilyModel(NoiseParams resolved);
+
+private:
     PcmCommon common_;
 };
 
+// Each model's constructor takes a config ({name: value}, any subset of its table) and
+// resolves it against table(): make_noise_model(name, params) is the same as the constructor.
 class PcmLikeModel final : public PcmFamilyModel {
 public:
-    // prog_coeff: sigma polynomial in x = g/g_max (uS), fitted at prog_coeff_g_max_reference.
-    PcmLikeModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common,
-                 std::vector<double> prog_coeff = {0.26348, 1.9650, -1.1731}, double prog_coeff_g_max_reference = 25.0);
-    static std::unique_ptr<PcmLikeModel> from_params(const NoiseParams& params);
+    explicit PcmLikeModel(const NoiseParams& params = {});
+    static const ParamTable& table();
     std::string name() const override { return "pcm_like"; }
-    NoiseParams params() const override;
     double prog_sigma(double g_target) const override;
     double nu_mean(double g_target) const override;
     double nu_std(double g_target) const override;
@@ -79,17 +79,16 @@ public:
     void nu_params(double g_target, double& mean, double& std) const override;
 
 private:
-    std::vector<double> prog_coeff_;
-    double prog_coeff_g_max_reference_;
+    std::vector<double> prog_coeff_;  // sigma polynomial in x = g/g_max (uS) ...
+    double prog_coeff_g_max_reference_;  // ... fitted at this g_max
 };
 
 class HermesModel final : public PcmFamilyModel {
 public:
     // num_devices 1 or 2 selects the fit; g_max defaults 20.7 (2) or 10.35 (1) uS.
-    HermesModel(int num_devices, std::unique_ptr<ConductanceConverter> converter, PcmCommon common);
-    static std::unique_ptr<HermesModel> from_params(const NoiseParams& params);
+    explicit HermesModel(const NoiseParams& params = {});
+    static const ParamTable& table();
     std::string name() const override { return "hermes"; }
-    NoiseParams params() const override;
     int num_devices() const { return num_devices_; }
     double prog_sigma(double g_target) const override;
     double nu_mean(double g_target) const override;
@@ -104,12 +103,9 @@ private:
 class StateIndependentModel final : public PcmFamilyModel {
 public:
     // read_q defaults to 1/g_max: aihwkit's read sigma |g_drift/g_max|*factor (uS), see docs.
-    StateIndependentModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common,
-                          std::vector<double> prog_coeff = {0.2, 0.0, 0.0}, double drift_nu_mean = 0.1,
-                          double drift_nu_std = 0.05, double read_q = -1.0);
-    static std::unique_ptr<StateIndependentModel> from_params(const NoiseParams& params);
+    explicit StateIndependentModel(const NoiseParams& params = {});
+    static const ParamTable& table();
     std::string name() const override { return "state_independent"; }
-    NoiseParams params() const override;
     double prog_sigma(double g_target) const override;
     double nu_mean(double) const override { return drift_nu_mean_; }
     double nu_std(double) const override { return drift_nu_std_; }
@@ -123,13 +119,9 @@ private:
 class CustomDriftPcmModel final : public PcmFamilyModel {
 public:
     // nu_mean/nu_std are linear interpolations over g_lst (uS, ascending), clipped at the ends.
-    CustomDriftPcmModel(std::unique_ptr<ConductanceConverter> converter, PcmCommon common, std::vector<double> g_lst,
-                        std::vector<double> nu_mean_lst, std::vector<double> nu_std_lst,
-                        std::vector<double> prog_coeff = {0.26348, 1.9650, -1.1731},
-                        double prog_coeff_g_max_reference = 25.0);
-    static std::unique_ptr<CustomDriftPcmModel> from_params(const NoiseParams& params);
+    explicit CustomDriftPcmModel(const NoiseParams& params);
+    static const ParamTable& table();
     std::string name() const override { return "custom_drift_pcm"; }
-    NoiseParams params() const override;
     double prog_sigma(double g_target) const override;
     double nu_mean(double g_target) const override;
     double nu_std(double g_target) const override;

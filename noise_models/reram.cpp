@@ -10,9 +10,6 @@
 namespace aimcemu::noise {
 
 namespace {
-void require_non_negative(const std::string& model, const std::string& field, double v) {
-    if (!(v >= 0.0) || !std::isfinite(v)) throw FormatError("noise model '" + model + "'", field, "must be finite and >= 0");
-}
 double polynomial(const std::vector<double>& coeff, double x) {
     double value = 0.0;
     for (std::size_t k = coeff.size(); k-- > 0;) value = value * x + coeff[k];
@@ -30,37 +27,25 @@ const std::map<double, std::vector<double>>& ReRamWan2022Model::coefficients() {
     return table;
 }
 
-ReRamWan2022Model::ReRamWan2022Model(std::unique_ptr<ConductanceConverter> converter, double prog_noise_scale,
-                                     double read_noise_scale, double coeff_g_max_reference)
-    : NoiseModel(std::move(converter)),
-      prog_noise_scale_(prog_noise_scale),
-      read_noise_scale_(read_noise_scale),
-      coeff_g_max_reference_(coeff_g_max_reference > 0.0 ? coeff_g_max_reference : this->converter().g_max()) {
-    require_non_negative(name(), "prog_noise_scale", prog_noise_scale_);
-    require_non_negative(name(), "read_noise_scale", read_noise_scale_);
+const ParamTable& ReRamWan2022Model::table() {
+    static const ParamTable table(
+        "noise model 'reram_wan2022'",
+        {converter_row("single_pair"), g_max_row(kDefaultGMax), scale_row("prog_noise_scale", "programming noise"),
+         scale_row("read_noise_scale", "read noise (aihwkit has one noise_scale for both)"),
+         number("coeff_g_max_reference")
+             .derive([](const NoiseParams& p) { return p.at("g_max"); }, "g_max")
+             .positive()
+             .unit("uS")
+             .doc("g_max the sigma fits refer to (aihwkit in effect uses g_max; its comment says 40)"),
+         drift_reference_row("reconverted"), g_min_row(0.0), pair_factors_row()});
+    return table;
 }
 
-std::unique_ptr<ReRamWan2022Model> ReRamWan2022Model::from_params(const NoiseParams& params) {
-    ParamReader r(params, "reram_wan2022");
-    auto converter = make_converter(r, "single_pair", 25.0, 0.0);
-    const double prog = r.number("prog_noise_scale", 1.0);
-    const double read = r.number("read_noise_scale", 1.0);
-    const double ref = r.number("coeff_g_max_reference", -1.0);
-    if (r.has("coeff_g_max_reference") && !(ref > 0.0))
-        throw FormatError("noise model 'reram_wan2022'", "coeff_g_max_reference", "must be > 0 uS");
-    auto model = std::make_unique<ReRamWan2022Model>(std::move(converter), prog, read, ref);
-    model->read_common(r);
-    r.finish();
-    return model;
-}
-
-NoiseParams ReRamWan2022Model::params() const {
-    NoiseParams p = NoiseModel::params();
-    p["prog_noise_scale"] = prog_noise_scale_;
-    p["read_noise_scale"] = read_noise_scale_;
-    p["coeff_g_max_reference"] = coeff_g_max_reference_;
-    return p;
-}
+ReRamWan2022Model::ReRamWan2022Model(const NoiseParams& params)
+    : NoiseModel(table().resolve(params)),
+      prog_noise_scale_(param_value("prog_noise_scale")),
+      read_noise_scale_(param_value("read_noise_scale")),
+      coeff_g_max_reference_(param_value("coeff_g_max_reference")) {}
 
 double ReRamWan2022Model::sigma(double g_target, double t_key) const {
     const double g_max = converter().g_max();
@@ -98,47 +83,30 @@ double read_sigma_at(double g_drift, double time_factor) {
 }
 
 std::vector<double> cmo_prog_coeff(double acceptance_range) {
-    if (acceptance_range == 0.2) return {0.00081107, 0.00106879};
     if (acceptance_range == 2.0) return {0.0112185391, 0.01129027418};
-    throw FormatError("noise model 'reram_cmo'", "acceptance_range",
-                      "fits exist for 0.2 and 2 (percent of target); got " + std::to_string(acceptance_range));
+    return {0.00081107, 0.00106879};  // 0.2, the only other value the table admits
 }
 }  // namespace
 
-ReRamCmoModel::ReRamCmoModel(std::unique_ptr<ConductanceConverter> converter, double acceptance_range,
-                             double prog_noise_scale, double read_noise_scale, double drift_scale)
-    : NoiseModel(std::move(converter)),
-      acceptance_range_(acceptance_range),
-      prog_noise_scale_(prog_noise_scale),
-      read_noise_scale_(read_noise_scale),
-      drift_scale_(drift_scale),
-      prog_coeff_(cmo_prog_coeff(acceptance_range)) {
-    require_non_negative(name(), "prog_noise_scale", prog_noise_scale_);
-    require_non_negative(name(), "read_noise_scale", read_noise_scale_);
-    require_non_negative(name(), "drift_scale", drift_scale_);
+const ParamTable& ReRamCmoModel::table() {
+    static const ParamTable table(
+        "noise model 'reram_cmo'",
+        {number("acceptance_range").fallback(0.2).one_of({0.2, 2.0})
+             .doc("programming acceptance range in percent of the target: selects the fit"),
+         converter_row("single_device"), g_max_row(88.199997), g_min_row(9.0),
+         scale_row("prog_noise_scale", "programming noise"), scale_row("read_noise_scale", "read noise"),
+         scale_row("drift_scale", "relaxation (mean shift and spread)"), drift_reference_row("reconverted"),
+         pair_factors_row()});
+    return table;
 }
 
-std::unique_ptr<ReRamCmoModel> ReRamCmoModel::from_params(const NoiseParams& params) {
-    ParamReader r(params, "reram_cmo");
-    auto converter = make_converter(r, "single_device", 88.199997, 9.0);
-    const double acceptance = r.number("acceptance_range", 0.2);
-    const double prog = r.number("prog_noise_scale", 1.0);
-    const double read = r.number("read_noise_scale", 1.0);
-    const double drift = r.number("drift_scale", 1.0);
-    auto model = std::make_unique<ReRamCmoModel>(std::move(converter), acceptance, prog, read, drift);
-    model->read_common(r);
-    r.finish();
-    return model;
-}
-
-NoiseParams ReRamCmoModel::params() const {
-    NoiseParams p = NoiseModel::params();
-    p["acceptance_range"] = acceptance_range_;
-    p["prog_noise_scale"] = prog_noise_scale_;
-    p["read_noise_scale"] = read_noise_scale_;
-    p["drift_scale"] = drift_scale_;
-    return p;
-}
+ReRamCmoModel::ReRamCmoModel(const NoiseParams& params)
+    : NoiseModel(table().resolve(params)),
+      acceptance_range_(param_value("acceptance_range")),
+      prog_noise_scale_(param_value("prog_noise_scale")),
+      read_noise_scale_(param_value("read_noise_scale")),
+      drift_scale_(param_value("drift_scale")),
+      prog_coeff_(cmo_prog_coeff(acceptance_range_)) {}
 
 double ReRamCmoModel::prog_sigma(double g) const { return prog_coeff_[0] + prog_coeff_[1] * g; }
 double ReRamCmoModel::relaxation_mean_shift(double t) const { return kCmoDecayMean * std::log(t); }

@@ -16,12 +16,10 @@ namespace aimcemu::noise {
 
 class ReRamWan2022Model final : public NoiseModel {
 public:
-    // coeff_g_max_reference <= 0 means "g_max" (aihwkit: the 40 uS reference is never applied).
-    ReRamWan2022Model(std::unique_ptr<ConductanceConverter> converter, double prog_noise_scale,
-                      double read_noise_scale, double coeff_g_max_reference);
-    static std::unique_ptr<ReRamWan2022Model> from_params(const NoiseParams& params);
+    // coeff_g_max_reference defaults to g_max (aihwkit: the 40 uS reference is never applied).
+    explicit ReRamWan2022Model(const NoiseParams& params = {});
+    static const ParamTable& table();
     std::string name() const override { return "reram_wan2022"; }
-    NoiseParams params() const override;
 
     // sigma (uS) of the fit for time key t at g_target (before the noise scales).
     double sigma(double g_target, double t_key) const;
@@ -38,11 +36,9 @@ private:
 
 class ReRamCmoModel final : public NoiseModel {
 public:
-    ReRamCmoModel(std::unique_ptr<ConductanceConverter> converter, double acceptance_range, double prog_noise_scale,
-                  double read_noise_scale, double drift_scale);
-    static std::unique_ptr<ReRamCmoModel> from_params(const NoiseParams& params);
+    explicit ReRamCmoModel(const NoiseParams& params = {});
+    static const ParamTable& table();
     std::string name() const override { return "reram_cmo"; }
-    NoiseParams params() const override;
 
     double prog_sigma(double g_target) const;    // uS, c0 + c1*g
     double relaxation_mean_shift(double t) const; // uS, -0.08900206 ln t (before drift_scale)

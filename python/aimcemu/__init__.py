@@ -48,6 +48,9 @@ _LAZY = {
     "mapping": None,
     "importer": None,
     "Mapping": "mapping",
+    "config": None,
+    "results": None,
+    "RunConfig": "config",
 }
 
 

@@ -8,24 +8,26 @@
     err = analysis.error_stats("results/run.h5")          # mean and std of noisy - reference
     table = analysis.layer_sensitivity(noise={"model": "pcm_like"}, t=[86400], chips=8, output="sens")
 
-Metrics and coordinates are read with h5py (one open per file, not one per group); activations
-stay on disk and are read one round at a time.  ``open_sweep(lazy=True)`` builds dask arrays
-with one block per task file, so a sweep larger than memory opens instantly and reductions
-stream through the files.  Definitions of the metrics: docs/hdf5_layout.md; this module:
-docs/analysis.md.
+Opening files and sweep folders is aimcemu.results (open_run, open_sweep and round_coordinates
+are also here); this module holds the statistics and studies on them.  Activations stay on disk
+and are read one round at a time.  Definitions of the metrics: docs/hdf5_layout.md; this
+module: docs/analysis.md.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-METRICS = ("snr_db", "cosine", "mismatch_rate")
+from . import modelfile
+from .results import METRICS, open_layer, open_run, open_sweep, round_coordinates, round_coords, round_slots
+from .sweeps import sweep
 
+__all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_stats", "activation_histograms",
+           "accuracy_vs_t", "run_as_grid", "snr_over_t", "layer_sensitivity", "rank_layers", "format_table",
+           "student_t_quantile", "METRICS"]
 
 def _xr():
     import xarray
@@ -34,69 +36,6 @@ def _xr():
 
 
 # --- one run ------------------------------------------------------------------------------------
-def round_coordinates(f) -> dict[str, np.ndarray]:
-    """The round coordinates of an open results file (h5py File or layer group): round
-    (0..R-1), chip, t, niu_round and drift_compensation (str)."""
-    return {"round": f["round"][()], "chip": f["chip"][()], "t": f["t"][()], "niu_round": f["niu_round"][()],
-            "drift_compensation": np.array(f["drift_compensation"].asstr()[()], dtype=object)}
-
-
-def check_results_file(path, check: bool = True) -> dict:
-    """Validates a results file before anything reads it (the C++ reader, _core.read_results):
-    not HDF5, truncated, another format or version, a missing or inconsistent field, a config
-    that is not JSON: FormatError naming the file and the field.  Returns what it read.
-    check=False: the file already passed the checking process (_core.check_results_files)."""
-    from . import _core
-
-    source = os.fspath(path)
-    info = _core.read_results(source, check)
-    try:
-        json.loads(info["config"])
-    except ValueError as exc:
-        raise _core.FormatError(f"{source}: field 'config': not valid JSON ({exc})") from None
-    return info
-
-
-def _round_coords(f) -> dict:
-    """round_coordinates as xarray coordinate specs on the round dimension."""
-    values = round_coordinates(f)
-    return {"round": values.pop("round"), **{name: ("round", v) for name, v in values.items()}}
-
-
-def open_run(path) -> "xarray.Dataset":
-    """A results file as a Dataset: accuracy[round] (round = 0..R-1) with chip, t, niu_round and
-    drift_compensation coordinates, the per-layer metrics [layer, round], reference_accuracy, and
-    the file's config (attrs["config"], a dict)."""
-    import h5py
-
-    xr = _xr()
-    check_results_file(path)
-    with h5py.File(path, "r") as f:
-        layers = list(f["layers"].keys())
-        layers.sort(key=lambda name: int(f["layers"][name].attrs["index"]))
-        data = {"accuracy": (("round",), f["accuracy"][()]),
-                "reference_accuracy": ((), float(f["reference_accuracy"][()]))}
-        for metric in METRICS:
-            data[metric] = (("layer", "round"),
-                            np.stack([f["layers"][n][metric][()] for n in layers]) if layers
-                            else np.zeros((0, len(f["round"]))))
-        coords = {**_round_coords(f), "layer": layers,
-                  "kind": ("layer", [str(f["layers"][n].attrs["kind"]) for n in layers]),
-                  "activations_stored": ("layer", [bool(f["layers"][n].attrs["activations_stored"]) for n in layers])}
-        attrs = {"model": str(f.attrs["model"]), "path": os.fspath(path), "config": json.loads(f.attrs["config"])}
-    ds = xr.Dataset(data, coords=coords, attrs=attrs)
-    ds["t"].attrs["units"] = "s"
-    ds["snr_db"].attrs["units"] = "dB"
-    return ds
-
-
-def open_layer(path, layer: str, chunks: dict | None = None) -> "xarray.Dataset":
-    """One layer group (reference[image, y, x, channel], activations[round, ...], metrics) as a
-    lazy dask-backed Dataset, one chunk per round (the file's own chunking)."""
-    return _xr().open_dataset(path, group=f"layers/{layer}", engine="h5netcdf",
-                              chunks={"round": 1} if chunks is None else chunks)
-
-
 def _layer_names(f, layers) -> list[str]:
     names = sorted(f["layers"].keys(), key=lambda n: int(f["layers"][n].attrs["index"]))
     if layers is None:
@@ -134,7 +73,7 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
                 total, squares = int(err.sum()), int((err * err).sum())
                 mean[i, r] = total / n if n else np.nan
                 std[i, r] = math.sqrt(max(squares / n - (total / n) ** 2, 0.0)) if n else np.nan
-        coords = {"layer": names, **_round_coords(f)}
+        coords = {"layer": names, **round_coords(f)}
     return xr.Dataset({"error_mean": (("layer", "round"), mean), "error_std": (("layer", "round"), std)},
                       coords=coords)
 
@@ -161,167 +100,6 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
                       coords={"layer": names, "value": np.arange(-128, 128)}, attrs={"rounds": len(chosen)})
 
 
-# --- a sweep ------------------------------------------------------------------------------------
-def _read_index(folder) -> dict:
-    from .sweeps import read_index
-
-    return read_index(folder)
-
-
-def _task_layout(index: dict) -> tuple[int, list[float], int, list[str] | None]:
-    """chips, times, rounds and, when every task runs several drift compensations (a list in
-    the sweep's base config, not a grid axis), their names (else None: no such dimension)."""
-    from .runner import parse_compensations
-
-    cfg = index["config"]
-    names = None
-    if "drift_compensation" not in index["axes"]:
-        names = parse_compensations(cfg.get("drift_compensation", "none"), "index.json", "config.drift_compensation")
-    return int(cfg["chips"]), [float(t) for t in cfg["t"]], int(cfg["rounds"]), names if names and len(names) > 1 else None
-
-
-def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], reps: int,
-                 compensations: list[str] | None = None) -> dict:
-    """One task file as dense arrays: accuracy[chip, t, rep], metrics[layer, chip, t, rep]
-    (with a leading drift_compensation axis after layer when `compensations` is given; NaN
-    where the file has no such layer or round)."""
-    import h5py
-
-    shape = (*((len(compensations),) if compensations else ()), chips, len(times), reps)
-    out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(np.nan)}
-    out.update({m: np.full((len(layers), *shape), np.nan) for m in METRICS})
-    check_results_file(path, check=False)  # open_sweep ran the checking process on every task file
-    with h5py.File(path, "r") as f:
-        out["reference_accuracy"] = np.array(float(f["reference_accuracy"][()]))
-        coords = round_coordinates(f)
-        slots = _round_slots(coords["chip"], coords["t"], times, reps, coords["drift_compensation"], compensations)
-        acc = f["accuracy"][()]
-        for r, slot in enumerate(slots):
-            out["accuracy"][slot] = acc[r]
-        for li, name in enumerate(layers):
-            if name not in f["layers"]:
-                continue
-            for metric in METRICS:
-                values = f["layers"][name][metric][()]
-                for r, slot in enumerate(slots):
-                    out[metric][(li, *slot)] = values[r]
-    return out
-
-
-def _round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int,
-                 round_compensation: Sequence[str] | None = None,
-                 compensations: Sequence[str] | None = None) -> list[tuple[int, ...]]:
-    """(chip, t index, repetition) of every round in file order; with `compensations`,
-    (compensation index, chip, t index, repetition)."""
-    seen: dict[tuple, int] = {}
-    slots = []
-    t_index = {float(t): i for i, t in enumerate(times)}
-    position = {name: i for i, name in enumerate(compensations or ())}
-    if round_compensation is None:
-        round_compensation = [None] * len(chips)
-    for chip, t, name in zip(chips.tolist(), ts.tolist(), round_compensation):
-        ti = t_index[float(t)]
-        key = ((position[name],) if compensations else ()) + (int(chip), ti)
-        k = seen.get(key, 0)
-        seen[key] = k + 1
-        if k >= reps:
-            where = f" under drift compensation {name}" if compensations else ""
-            raise ValueError(f"more than {reps} rounds for chip {chip} at t={t}{where}")
-        slots.append(key + (k,))
-    return slots
-
-
-def _sweep_layers(folder: Path, index: dict) -> list[str]:
-    """Layer names in network order; the union over models when the model is a grid axis."""
-    import h5py
-
-    names: list[str] = []
-    seen_models = set()
-    for task in index["tasks"]:
-        model = task["run"].get("model")
-        path = folder / task["file"]
-        if model in seen_models or not path.is_file():
-            continue
-        seen_models.add(model)
-        check_results_file(path, check=False)
-        with h5py.File(path, "r") as f:
-            order = sorted(f["layers"].keys(), key=lambda n: int(f["layers"][n].attrs["index"]))
-        names += [n for n in order if n not in names]
-    return names
-
-
-def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
-    """A sweep folder as one Dataset with dims (<grid axes>..., chip, t, rep) for accuracy and
-    (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
-    file (the others are NaN, so a running sweep can be looked at).  lazy: dask arrays with one
-    block per task file (default: lazy when the sweep has more than 64 tasks)."""
-    from . import _core
-
-    xr = _xr()
-    folder = Path(folder)
-    index = _read_index(folder)
-    # Every task file through the checking process at once (one process start, not one per file).
-    _core.check_results_files([os.fspath(folder / t["file"]) for t in index["tasks"] if (folder / t["file"]).is_file()])
-    axes = index["axes"]
-    chips, times, reps, compensations = _task_layout(index)
-    layers = _sweep_layers(folder, index)
-    tasks = index["tasks"]
-    lazy = len(tasks) > 64 if lazy is None else lazy
-    grid_shape = tuple(len(v) for v in axes.values())
-    grid_dims = tuple(axes)
-    comp_shape, comp_dims = ((len(compensations),), ("drift_compensation",)) if compensations else ((), ())
-    per_task = {"accuracy": (*comp_shape, chips, len(times), reps), "reference_accuracy": ()}
-    per_task.update({m: (len(layers), *comp_shape, chips, len(times), reps) for m in METRICS})
-    done = np.array([(folder / t["file"]).is_file() for t in tasks])
-
-    columns = _task_columns(folder, tasks, done, layers, chips, times, reps, compensations, per_task, lazy)
-    data = {}
-    for name, shape in per_task.items():
-        stacked = _stack(columns[name], lazy).reshape(grid_shape + shape)
-        dims = grid_dims + (("layer",) if name in METRICS else ()) + (() if name == "reference_accuracy"
-                                                                           else comp_dims + ("chip", "t", "rep"))
-        data[name] = (dims, stacked)
-    data["done"] = (grid_dims, done.reshape(grid_shape))
-    coords = {name: labels for name, labels in axes.items()}
-    coords.update({"layer": layers, "chip": np.arange(chips), "t": np.array(times), "rep": np.arange(reps)})
-    if compensations:
-        coords["drift_compensation"] = list(compensations)
-    ds = xr.Dataset(data, coords=coords, attrs={"folder": os.fspath(folder), "config": index["config"]})
-    ds["t"].attrs["units"] = "s"
-    ds["file"] = (grid_dims, np.array([t["file"] for t in tasks], dtype=object).reshape(grid_shape))
-    return ds
-
-
-def _task_columns(folder, tasks, done, layers, chips, times, reps, compensations, per_task, lazy) -> dict:
-    columns: dict[str, list] = {name: [] for name in per_task}
-    for task, exists in zip(tasks, done):
-        if not exists:
-            for name, shape in per_task.items():
-                columns[name].append(np.full(shape, np.nan))
-            continue
-        path = os.fspath(folder / task["file"])
-        if lazy:
-            import dask
-            import dask.array as da
-
-            arrays = dask.delayed(_task_arrays, pure=True)(path, layers, chips, times, reps, compensations)
-            for name, shape in per_task.items():
-                columns[name].append(da.from_delayed(arrays[name], shape, dtype=np.float64))
-        else:
-            arrays = _task_arrays(path, layers, chips, times, reps, compensations)
-            for name in per_task:
-                columns[name].append(arrays[name])
-    return columns
-
-
-def _stack(blocks: list, lazy: bool):
-    if lazy:
-        import dask.array as da
-
-        return da.stack([da.asarray(b) for b in blocks])
-    return np.stack(blocks)
-
-
 # --- studies ------------------------------------------------------------------------------------
 def student_t_quantile(probability: float, dof: int) -> float:
     from scipy import stats
@@ -336,7 +114,7 @@ def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
     tasks, are left out).  Works on open_run and open_sweep Datasets."""
     xr = _xr()
     if "rep" not in ds.dims:  # a single run: regroup rounds by (chip, t)
-        ds = _run_as_grid(ds)
+        ds = run_as_grid(ds)
     per_chip = ds["accuracy"].mean("rep")
     n = per_chip.notnull().sum("chip")
     mean = per_chip.mean("chip")
@@ -352,7 +130,7 @@ def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
     return out
 
 
-def _run_as_grid(run) -> "xarray.Dataset":
+def run_as_grid(run) -> "xarray.Dataset":
     """A run's rounds rearranged to [chip, t, rep] (the layout open_sweep gives); a run over
     several drift compensations gets [drift_compensation, chip, t, rep], in the run's order."""
     xr = _xr()
@@ -364,7 +142,7 @@ def _run_as_grid(run) -> "xarray.Dataset":
     for key in zip(run["drift_compensation"].values.tolist(), run["chip"].values.tolist(), run["t"].values.tolist()):
         counts[key] = counts.get(key, 0) + 1
     reps = max(counts.values(), default=0)
-    slots = _round_slots(run["chip"].values, run["t"].values, times, reps, run["drift_compensation"].values,
+    slots = round_slots(run["chip"].values, run["t"].values, times, reps, run["drift_compensation"].values,
                          compensations)
     comp_shape, comp_dims = ((len(names),), ("drift_compensation",)) if compensations else ((), ())
     acc = np.full((*comp_shape, len(chips), len(times), reps), np.nan)
@@ -388,7 +166,7 @@ def snr_over_t(ds) -> "xarray.DataArray":
     """Per-layer SNR (dB) per t, averaged over chips and repetitions (infinite values, i.e.
     rounds equal to the reference, are left out of the mean)."""
     if "rep" not in ds.dims:
-        ds = _run_as_grid(ds)
+        ds = run_as_grid(ds)
     snr = ds["snr_db"].where(np.isfinite(ds["snr_db"]))
     return snr.mean(("chip", "rep"))
 
@@ -405,10 +183,7 @@ def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips:
     through aimcemu.sweep into `output` (a sweep folder; resumable)."""
     import pandas as pd
 
-    from . import modelfile, runner
-    from .sweeps import sweep
-
-    model_path, _ = runner._locate_inputs(model, data)
+    model_path, _ = modelfile.locate_inputs(model, data)
     net = modelfile.load_model(model_path)
     gemm = [l.name for l in net.layers if l.is_gemm]
     chosen = gemm if layers is None else list(layers)

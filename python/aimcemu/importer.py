@@ -25,7 +25,7 @@ from . import _core
 from . import quantize as q
 
 CALIBRATION_BATCH = 256
-NETWORK_INPUT = -1        # kNetworkInput in formats/network.hpp: "the producer is the image"
+NETWORK_INPUT = _core.NETWORK_INPUT   # "the producer is the image" (formats/network.hpp)
 
 
 class UnsupportedOperationError(NotImplementedError):
@@ -623,7 +623,7 @@ class _Quantizer:
         y_frac = max(min(y_frac, acc_frac), acc_frac - q.OUT_SHIFT_MAX)
         if plan.residual_input >= 0:
             r_frac = self.frac[plan.residual_input]
-            y_frac = min(y_frac, r_frac + 8)
+            y_frac = min(y_frac, r_frac + q.ALIGN_SHIFT_MAX)
             self._check_align(plan, y_frac - r_frac, "residual")
             layer.residual_shift = y_frac - r_frac
         layer.out_shift = acc_frac - y_frac
@@ -636,7 +636,7 @@ class _Quantizer:
 
     def _add(self, plan: _Plan, layer, a_frac: int) -> int:
         b_frac = self.frac[plan.residual_input]
-        y_frac = min(self._fit(plan.tail), a_frac + 8, b_frac + 8)
+        y_frac = min(self._fit(plan.tail), a_frac + q.ALIGN_SHIFT_MAX, b_frac + q.ALIGN_SHIFT_MAX)
         layer.input_shift = y_frac - a_frac
         layer.residual_shift = y_frac - b_frac
         self._check_align(plan, layer.input_shift, "first operand")
@@ -655,9 +655,10 @@ class _Quantizer:
 
     @staticmethod
     def _check_align(plan: _Plan, shift: int, what: str) -> None:
-        if not -8 <= shift <= 8:
+        if not -q.ALIGN_SHIFT_MAX <= shift <= q.ALIGN_SHIFT_MAX:
             raise UnsupportedOperationError([(plan.name, f"the {what} of the add is {abs(shift)} binary orders of "
-                                                         "magnitude off the sum's scale (the format aligns at most 8)")])
+                                                         f"magnitude off the sum's scale (the format aligns at most "
+                                                         f"{q.ALIGN_SHIFT_MAX})")])
 
     def _check_shapes(self, net) -> None:
         """The resolved C++ shapes must match what torch computed, or the mapping is wrong."""

@@ -27,13 +27,14 @@ one the NIU supports.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping as MappingABC
 
-import numpy as np
-
-from . import _core
+from . import _core, niu
+from .noise import NoiseModel, noise_model_from_dict
+from .yamlfile import load_yaml
 
 DEVICES = ("digital", "aimc")
 DEFAULT_NOISE = {"model": "pcm_like"}
@@ -43,36 +44,32 @@ def _fail(source: str, field: str, what: str) -> _core.FormatError:
     return _core.FormatError(f"{source}: field '{field}': {what}")
 
 
-def resolve_noise(noise: Any, source: str = "<config>", field: str = "noise") -> dict:
-    """A noise config {"model": name, **params} with every default filled in, from a dict or a
-    noise-model object; unknown models or parameters raise FormatError naming source and field."""
-    from . import noise as noise_models
-
-    if hasattr(noise, "to_dict"):
-        noise = noise.to_dict()
+def resolve_noise_model(noise: Any, source: str = "<config>", field: str = "noise") -> NoiseModel:
+    """The noise model object of a noise config ({"model": name, **params}, a model name, or a
+    model object, which is used as is), checked to be one the NIU runs; unknown models or
+    parameters raise FormatError naming source and field."""
     if isinstance(noise, str):
         noise = {"model": noise}
-    if not isinstance(noise, MappingABC):
+    if not isinstance(noise, (NoiseModel, MappingABC)):
         raise _fail(source, field, f"expected a noise model name or a dict with 'model', got {noise!r}")
-    for key in noise:
-        if not isinstance(key, str):
-            raise _fail(source, field, f"parameter names are strings, got {key!r}")
-    if "model" in noise and not isinstance(noise["model"], str):
-        raise _fail(source, f"{field}.model", f"expected a noise model name, got {noise['model']!r}")
+    if isinstance(noise, MappingABC):
+        for key in noise:
+            if not isinstance(key, str):
+                raise _fail(source, field, f"parameter names are strings, got {key!r}")
+        if "model" in noise and not isinstance(noise["model"], str):
+            raise _fail(source, f"{field}.model", f"expected a noise model name, got {noise['model']!r}")
     try:
-        resolved = noise_models.noise_model_from_dict(dict(noise)).to_dict()
-        _check_niu_supports(resolved)
+        model = noise if isinstance(noise, NoiseModel) else noise_model_from_dict(dict(noise))
+        niu.check_model(model)  # AIMC weights come from the NIU: its compiler decides what it runs
     except _core.FormatError as exc:
         raise _fail(source, field, str(exc)) from None
-    return resolved
+    return model
 
 
-def _check_niu_supports(noise: dict) -> None:
-    """AIMC weights come from the NIU: compiling a one-weight program is the NIU compiler's own
-    check of the model and its parameters (no list of supported models is kept here)."""
-    from . import niu
-
-    niu.compile_program(noise, [np.ones(1, np.int8)])
+def resolve_noise(noise: Any, source: str = "<config>", field: str = "noise") -> dict:
+    """A noise config {"model": name, **params} with every default filled in, from a dict, a name
+    or a noise-model object; unknown models or parameters raise FormatError naming source and field."""
+    return resolve_noise_model(noise, source, field).to_dict()
 
 
 @dataclass(frozen=True)
@@ -83,6 +80,8 @@ class Placement:
     name: str
     device: str
     noise: dict | None = None
+    # The noise model object (built once per mapping rule, shared by its layers).
+    model: NoiseModel | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_aimc(self) -> bool:
@@ -93,7 +92,11 @@ class Placement:
 class _Rule:
     pattern: str
     device: str
-    noise: Any  # None: the run's default noise
+    model: NoiseModel | None  # None: the run's default noise
+
+    @property
+    def noise(self) -> dict | None:
+        return None if self.model is None else self.model.to_dict()
 
 
 class Mapping:
@@ -107,6 +110,7 @@ class Mapping:
         self.default = default
         if layers is not None and not isinstance(layers, MappingABC):
             raise _fail(source, "layers", "expected a mapping of layer-name patterns to 'digital', 'aimc' or a dict")
+        self._models: dict[str, NoiseModel] = {}  # noise config as given (JSON) -> its model, built once
         self._rules = [self._rule(str(pattern), value) for pattern, value in (layers or {}).items()]
 
     # construction --------------------------------------------------------------------------------
@@ -127,9 +131,16 @@ class Mapping:
         noise = value.get("noise")
         if noise is not None and device == "digital":
             raise _fail(self.source, f"{field}.noise", "a digital layer takes no noise model")
-        if noise is not None:
-            noise = resolve_noise(noise, self.source, f"{field}.noise")
-        return _Rule(pattern, device, noise)
+        return _Rule(pattern, device, None if noise is None else self._model(noise, f"{field}.noise"))
+
+    def _model(self, noise: Any, field: str) -> NoiseModel:
+        """The model of a rule's noise config; rules that give the same config share one."""
+        if isinstance(noise, NoiseModel):
+            return resolve_noise_model(noise, self.source, field)
+        key = json.dumps(noise, sort_keys=True, default=repr)
+        if key not in self._models:
+            self._models[key] = resolve_noise_model(noise, self.source, field)
+        return self._models[key]
 
     @classmethod
     def all_aimc(cls, source: str = "<mapping>") -> "Mapping":
@@ -147,10 +158,9 @@ class Mapping:
 
     @classmethod
     def from_yaml(cls, path, field: str = "mapping", source: str = "<arguments>") -> "Mapping":
-        """A mapping file, read with the limits of aimcemu.validate.load_yaml_file."""
-        from . import validate
-
-        config = validate.load_yaml_file(path, field, source, "mapping file")
+        """A mapping file, read with the limits of aimcemu.yamlfile; a missing file or one that is
+        not a regular file is an error naming `field`."""
+        config = load_yaml(path, field, source, "mapping file")
         return cls.from_dict(config, source=os.fspath(path))
 
     @classmethod
@@ -174,13 +184,14 @@ class Mapping:
 
     # resolution ----------------------------------------------------------------------------------
     def resolve(self, net, default_noise: Any = None) -> list[Placement]:
-        """One Placement per layer of `net`, in network order.  `default_noise` is the noise of
-        AIMC layers whose rule names none (None: pcm_like with its defaults)."""
+        """One Placement per layer of `net`, in network order.  `default_noise` (a model object, a
+        config or a name) is the noise of AIMC layers whose rule names none (None: pcm_like with
+        its defaults); it is built at most once."""
         layers = net.layers  # the binding copies the list on every access
         names = [l.name for l in layers]
         has_weights = [bool(l.is_gemm) for l in layers]
         devices = [self.default] * len(layers)
-        noises: list[Any] = [None] * len(layers)
+        models: list[NoiseModel | None] = [None] * len(layers)
         for rule in self._rules:
             matched = [i for i, name in enumerate(names) if fnmatch.fnmatchcase(name, rule.pattern)]
             if not matched:
@@ -190,17 +201,20 @@ class Mapping:
                 raise _fail(self.source, f"layers.{rule.pattern}",
                             "matches only layers without weights, which cannot run on AIMC")
             for i in matched:
-                devices[i], noises[i] = rule.device, rule.noise
-        fallback = None
+                devices[i], models[i] = rule.device, rule.model
+        fallback: NoiseModel | None = None
+        configs: dict[int, dict] = {}  # id(model) -> its config, computed once per model
         placements = []
         for i, layer in enumerate(layers):
             if devices[i] == "aimc" and has_weights[i]:
-                noise = noises[i]
-                if noise is None:
+                model = models[i]
+                if model is None:
                     if fallback is None:
-                        fallback = resolve_noise(DEFAULT_NOISE if default_noise is None else default_noise)
-                    noise = fallback
-                placements.append(Placement(i, layer.name, "aimc", noise))
+                        fallback = resolve_noise_model(DEFAULT_NOISE if default_noise is None else default_noise)
+                    model = fallback
+                if id(model) not in configs:
+                    configs[id(model)] = model.to_dict()
+                placements.append(Placement(i, layer.name, "aimc", configs[id(model)], model))
             else:
                 placements.append(Placement(i, layer.name, "digital"))
         return placements

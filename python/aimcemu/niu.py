@@ -25,40 +25,45 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import _core
+from .noise import NoiseModel, noise_model_from_dict
 
 _niu = _core.niu
 
-__all__ = ["NiuProgram", "compile_program", "apply", "constants"]
+__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "max_alpha"]
 
 
-def _noise_config(noise: Any) -> tuple[str, dict]:
-    """(model name, core params) from a config dict {"model": name, ...} or a model object."""
+def _noise_model(noise: Any) -> NoiseModel:
+    """The model object of a noise argument: a model object as is, a config dict built once."""
+    if isinstance(noise, NoiseModel):
+        return noise
     if hasattr(noise, "to_dict"):
         noise = noise.to_dict()
     if not isinstance(noise, Mapping) or "model" not in noise:
         raise _core.FormatError("noise config: field 'model': expected a dict with a 'model' name")
-    params = {}
-    for key, value in noise.items():
-        if key == "model":
-            continue
-        if isinstance(value, str):
-            params[key] = value
-        elif isinstance(value, (bool, np.bool_)):
-            raise _core.FormatError(f"noise config: field '{key}': expected a number, got a boolean")
-        elif isinstance(value, (int, float, np.integer, np.floating)):
-            params[key] = float(value)
-        elif isinstance(value, (Sequence, np.ndarray)):
-            params[key] = [float(v) for v in value]
-        else:
-            raise _core.FormatError(f"noise config: field '{key}': unsupported value {value!r}")
-    return str(noise["model"]), params
+    return noise_model_from_dict(dict(noise))
 
 
 def _as_int8(weights: Any, field: str) -> np.ndarray:
+    """The core's int8 rule (python/src/arrays.hpp) checked here first, so that the error names
+    the layer (`field`) rather than the binding's argument."""
     array = np.asarray(weights)
     if array.dtype != np.int8:
-        raise _core.FormatError(f"<memory>: field '{field}': expected an int8 array, got dtype {array.dtype}")
+        raise _core.FormatError(f"<memory>: field '{field}': expected a numpy int8 array, got dtype {array.dtype}")
     return np.ascontiguousarray(array)
+
+
+def check_model(noise: Any) -> NoiseModel:
+    """The noise model object, after the NIU compiler's check that its datapath runs it (PCM
+    family, one differential pair, g_min = 0); FormatError otherwise."""
+    model = _noise_model(noise)
+    _niu.check_model(model.core_model)
+    return model
+
+
+def max_alpha(absmax: int, out_bits: int = 8) -> float:
+    """The largest drift-compensation alpha the NIU's back-conversion scale holds for a layer of
+    clean abs-max `absmax` (docs/niu_datapath.md section 3)."""
+    return float(_niu.max_alpha(int(absmax), int(out_bits)))
 
 
 class NiuProgram:
@@ -67,6 +72,11 @@ class NiuProgram:
     def __init__(self, core_program, shapes: Sequence[tuple[int, ...]]):
         self._program = core_program
         self._shapes = list(shapes)
+
+    @property
+    def core_program(self):
+        """The compiled program in the core (``_core.niu.NiuProgram``), as the emulator takes it."""
+        return self._program
 
     @property
     def num_layers(self) -> int:
@@ -94,7 +104,8 @@ def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: i
                     out_bits: int = 8, layer_ids: Sequence[int] | None = None) -> NiuProgram:
     """Compiles one NIU program.
 
-    noise:    {"model": name, **params} or an aimcemu.noise model object.
+    noise:    an aimcemu.noise model object (built once, reused for every program) or a config
+              {"model": name, **params} (a model is built from it for this call).
     layers:   the clean int8 weight arrays of the AIMC layers (row-major, axis 0 = out channels).
     alpha:    global drift compensation per layer (scalar or one per layer), folded into the
               back-conversion scale.
@@ -102,7 +113,7 @@ def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: i
     out_bits: the PU's weight code width (2..8).
     layer_ids: RNG key of each layer (default 0, 1, ...): keep them fixed across rounds.
     """
-    name, params = _noise_config(noise)
+    model = _noise_model(noise)
     arrays = [_as_int8(w, f"layers[{i}].weights") for i, w in enumerate(layers)]
     alphas = [float(alpha)] * len(arrays) if np.isscalar(alpha) else [float(a) for a in alpha]
     ids = list(range(len(arrays))) if layer_ids is None else [int(i) for i in layer_ids]
@@ -110,7 +121,8 @@ def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: i
         raise _core.FormatError("<memory>: field 'alpha/layer_ids': need one value per layer")
     specs = [{"layer_id": ids[i], "count": int(a.size), "absmax": _niu.clean_absmax(a, absmax), "alpha": alphas[i]}
              for i, a in enumerate(arrays)]
-    core = _niu.compile_program(name, params, specs, seed=seed, chip=chip, round=round, t=float(t), out_bits=out_bits)
+    core = _niu.compile_program(model.core_model, specs, seed=seed, chip=chip, round=round, t=float(t),
+                                out_bits=out_bits)
     return NiuProgram(core, [a.shape for a in arrays])
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import _core
+from .config import aimc_layer_names
 
 _t = _core.timing
 
@@ -228,7 +229,7 @@ class PerfResult:
     def to_json(self, path) -> None:
         from .files import atomic_write_text
 
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n")
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, default=json_default) + "\n")
 
     def to_csv(self, path) -> None:
         import io
@@ -331,17 +332,26 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
     return files
 
 
-def _json_default(value):
+def json_default(value):
+    """json.dump's fallback for a result: non-finite floats as null, anything else as its text."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return str(value)
 
 
-def perf(model="resnet50", **options) -> PerfResult:
-    """Time `model` on the system described by the options (see :class:`PerfOptions`)."""
+def perf(model="resnet50", *, mapping=None, **options) -> PerfResult:
+    """Time `model` on the system described by the options (see :class:`PerfOptions`).
+
+    mapping: the AIMC layers as a run's mapping gives them ("all", a dict, a Mapping or a YAML
+    mapping file; aimcemu.config resolves it on the network), instead of aimc_layers."""
     unknown = set(options) - set(PerfOptions.__dataclass_fields__)
     if unknown:
         raise TypeError(f"perf() got unknown options: {sorted(unknown)}")
+    if mapping is not None:
+        if options.get("aimc_layers") is not None:
+            raise _core.FormatError("<perf>: field 'mapping': give the AIMC layers as a mapping or as aimc_layers, "
+                                    "not both")
+        options["aimc_layers"] = aimc_layer_names(resolve_network(model), mapping, source="<perf>")
     opts = PerfOptions(model=model if isinstance(model, str) else getattr(model, "name", "network"), **options)
     net = resolve_network(model)
     aimc = aimc_mask(net, opts.aimc_layers)

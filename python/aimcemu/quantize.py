@@ -5,8 +5,8 @@ is the tensor's *frac bits*: t ~= q * 2^-f.  The arithmetic these numbers feed i
 formats/network.hpp; this module only chooses the integers.  docs/import.md explains the scheme.
 
 All rounding is half up (floor(v + 0.5)), the same rule the accelerator's requantizer uses, so a
-value quantized here and one requantized in hardware round the same way.  Only NumPy is used, so
-the scheme can be tested without torch.
+value quantized here and one requantized in hardware round the same way.  Only NumPy (and the
+field ranges of the C++ core) are used, so the scheme can be tested without torch.
 """
 from __future__ import annotations
 
@@ -14,17 +14,21 @@ import math
 
 import numpy as np
 
+from . import _core
+
 INT8_MIN, INT8_MAX = -128, 127
 
 # Frac bits for a tensor that is zero everywhere in calibration: any scale represents it exactly;
 # 7 (the range [-1, 1)) keeps the shifts of its consumers small.
 FRAC_BITS_OF_ZERO_TENSOR = 7
 # Frac bits are clamped to this range so that a nearly-dead tensor cannot drive shifts out of the
-# fields' ranges (out_shift 0..31, residual/input shifts -8..8).
+# fields' ranges below (out_shift, residual and input shifts).
 FRAC_BITS_MIN, FRAC_BITS_MAX = -16, 24
-BIAS_SHIFT_MAX = 24            # Layer::bias_shift range is 0..24
-OUT_SHIFT_MAX = 31             # Layer::out_shift range is 0..31
-AVG_MULT_MAX = 127             # Layer::avg_mult range is 1..127
+# The largest value of each layer field, as formats/network.hpp states its range.
+BIAS_SHIFT_MAX = _core.LAYER_FIELD_RANGES["bias_shift"][1]
+OUT_SHIFT_MAX = _core.LAYER_FIELD_RANGES["out_shift"][1]
+ALIGN_SHIFT_MAX = _core.LAYER_FIELD_RANGES["residual_shift"][1]   # residual_shift and input_shift: -max..max
+AVG_MULT_MAX = _core.LAYER_FIELD_RANGES["avg_mult"][1]
 
 
 def round_half_up(v: np.ndarray) -> np.ndarray:
@@ -75,7 +79,7 @@ def quantize_bias(bias: np.ndarray, acc_frac_bits: int) -> tuple[np.ndarray, int
 
 
 def avg_pool_multiplier(ratio: float) -> tuple[int, int]:
-    """(avg_mult, out_shift) with avg_mult / 2^out_shift ~= ratio, avg_mult in 1..127.
+    """(avg_mult, out_shift) with avg_mult / 2^out_shift ~= ratio, avg_mult in 1..AVG_MULT_MAX.
 
     The largest shift whose multiplier still fits int8 gives the closest approximation (for
     ratio = 1/(k*k) with k a power of two it is exact)."""
@@ -89,7 +93,8 @@ def avg_pool_multiplier(ratio: float) -> tuple[int, int]:
         if mult >= 1:
             best = (mult, shift)
     if best is None:
-        raise ValueError(f"average-pool scale {ratio} cannot be written as m / 2^s with m in 1..127, s in 0..31")
+        raise ValueError(f"average-pool scale {ratio} cannot be written as m / 2^s with m in 1..{AVG_MULT_MAX}, "
+                         f"s in 0..{OUT_SHIFT_MAX}")
     return best
 
 

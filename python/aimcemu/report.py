@@ -24,7 +24,10 @@ from typing import Sequence
 
 import numpy as np
 
-from . import analysis
+from . import analysis, modelfile
+from .config import aimc_layer_names
+from .perf import perf
+from .results import open_run, open_sweep
 
 NIU_COUNTS = (1, 2, 4)
 
@@ -53,11 +56,12 @@ class _Source:
         self.path = Path(path)
         self.is_sweep = self.path.is_dir()
         if self.is_sweep:
-            self.ds = analysis.open_sweep(self.path, lazy=False)
+            self.ds = open_sweep(self.path, lazy=False)
             self.config = self.ds.attrs["config"]
         else:
-            self.ds = analysis._run_as_grid(analysis.open_run(self.path))
-            self.config = analysis.open_run(self.path).attrs["config"]
+            run = open_run(self.path)
+            self.ds = analysis.run_as_grid(run)
+            self.config = run.attrs["config"]
         self.grid_dims = [d for d in self.ds["accuracy"].dims if d not in ("chip", "t", "rep")]
 
     def points(self) -> list[dict]:
@@ -159,11 +163,9 @@ def histogram_figure(path: Path, layers: Sequence[str]):
 
 def niu_rows(config: dict, niu_counts: Sequence[int] = NIU_COUNTS) -> list[dict]:
     """FPS and latency of the run's model on the default system: digital, then with its AIMC
-    layers and 1, 2, 4 NIUs (aimcemu.perf)."""
-    from . import runner
-    from .perf import perf
-
-    model_path, _ = runner._locate_inputs(config.get("model"), config.get("data"))
+    layers and 1, 2, 4 NIUs (aimcemu.perf).  `config` is what the results file or the sweep's
+    index stored."""
+    model_path, _ = modelfile.locate_inputs(config.get("model"), config.get("data"))
     aimc = _aimc_layer_names(config, model_path)
     rows = []
     for niu in (0, *niu_counts):
@@ -177,21 +179,15 @@ def niu_rows(config: dict, niu_counts: Sequence[int] = NIU_COUNTS) -> list[dict]
 
 
 def _aimc_layer_names(config: dict, model_path) -> list[str]:
-    """The AIMC layers of the sweep's mapping(s) (the union over a mapping grid axis)."""
-    from .mapping import Mapping
-    from .modelfile import load_model
-
-    net = load_model(model_path)
+    """The AIMC layers of the stored mapping(s) (the union over a mapping grid axis)."""
+    net = modelfile.load_model(model_path)
     mappings = [config.get("mapping")]
     grid = config.get("grid") or {}
     if "mapping" in grid:
         mappings = [value for _, value in grid["mapping"]]
     names: list[str] = []
     for spec in mappings:
-        resolved = Mapping.coerce(spec)
-        if resolved is None:
-            continue
-        names += [p.name for p in resolved.resolve(net, config.get("noise")) if p.is_aimc and p.name not in names]
+        names += [n for n in aimc_layer_names(net, spec, config.get("noise")) if n not in names]
     return names
 
 

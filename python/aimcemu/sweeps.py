@@ -25,18 +25,18 @@ Executors: ``None``/"local" (a process pool of ``workers`` processes, default th
 cores), a scheduler address ``"tcp://host:port"`` or a ``distributed.Client`` (also one built on
 a dask-jobqueue SLURMCluster/PBSCluster), or any ``concurrent.futures.Executor``.  Tasks write
 their files themselves; only small summaries travel back.  Each task's C++ threads are set to
-cores / concurrent tasks on its host, so workers never oversubscribe.  Config format and
-examples: docs/sweeps.md.
+cores / concurrent tasks on its host, so workers never oversubscribe (aimcemu.executors).
+Config format and examples: docs/sweeps.md.
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import copy
 import hashlib
 import itertools
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -44,21 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import _core
-from . import files
-from . import validate
+from . import _core, files, modelfile, validate
+from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
+from .executors import make_executor, task_threads
+from .mapping import resolve_noise_model
+from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summary
 
-INDEX_FILE = "index.json"
-TASK_FOLDER = "tasks"
-FORMAT = "aimcemu-sweep"
-FORMAT_VERSION = 1
-
-# Top-level options of a sweep config and their defaults (run options are passed to aimcemu.run).
-DEFAULTS: dict[str, Any] = {
-    "output": None, "model": None, "data": None, "mapping": None, "noise": None, "t": [0.0],
-    "chips": 1, "rounds": 1, "seed": 0, "drift_compensation": "none", "backend": "fast",
-    "layers": "none", "grid": None,
-}
+# Top-level options of a sweep config and their defaults (aimcemu.config; run options are passed
+# to aimcemu.run).
+DEFAULTS = SWEEP_DEFAULTS
 # Grid axes besides "noise.<parameter>" (any parameter of the noise model).
 PLAIN_AXES = ("model", "data", "mapping", "noise", "drift_compensation")
 
@@ -75,6 +69,7 @@ class Task:
     point: dict            # axis -> label (what the grid point is called in the index and in xarray)
     run: dict              # aimcemu.run keyword arguments, output excluded
     file: str              # relative to the sweep folder
+    config: RunConfig | None = field(default=None, repr=False)   # `run` resolved (checked) by plan()
 
     def to_dict(self) -> dict:
         return {"id": self.id, "point": self.point, "run": self.run, "file": self.file}
@@ -90,8 +85,6 @@ class SweepPlan:
 
 def load_config(path) -> dict:
     """A sweep config from a YAML file (a mapping of the options in DEFAULTS)."""
-    from .runner import load_yaml_config
-
     return load_yaml_config(path, "sweep options")
 
 
@@ -131,17 +124,7 @@ def _check_top_level(config: Mapping) -> dict:
     cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(dict(config))}
     if cfg["output"] is None:
         raise _error("output", "the sweep folder is required")
-    t = cfg["t"] if isinstance(cfg["t"], (list, tuple)) else [cfg["t"]]
-    if not t:
-        raise _error("t", "empty: give at least one time (s)")
-    try:
-        cfg["t"] = [float(v) for v in t]
-    except (TypeError, ValueError):
-        raise _error("t", f"times must be numbers (s), got {t!r}") from None
-    if any(v < 0 for v in cfg["t"]) or any(b <= a for a, b in zip(cfg["t"], cfg["t"][1:])):
-        raise _error("t", f"times must be >= 0 s and strictly increasing, got {cfg['t']}")
-    if not all(math.isfinite(v) for v in cfg["t"]):
-        raise _error("t", f"times must be finite, got {cfg['t']}")
+    cfg["t"] = parse_times(cfg["t"], "<sweep>", "t")
     cfg["chips"] = validate.chips(cfg["chips"], "chips", "<sweep>")
     cfg["rounds"] = validate.rounds(cfg["rounds"], "rounds", "<sweep>")
     cfg["seed"] = validate.seed(cfg["seed"], "seed", "<sweep>")
@@ -206,39 +189,37 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
     return args
 
 
-def _check_noise(noise, where: str) -> None:
-    if noise is None:
-        return
-    from .noise import noise_model_from_dict
-
+def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
+    """One task's run arguments resolved and checked exactly as aimcemu.run resolves them, with
+    the mapping resolved against the model's layers: a bad noise config, a pattern that matches
+    no layer or an unknown device is an error naming the option or grid axis, before any work."""
     try:
-        noise_model_from_dict(noise)
+        noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<sweep>", "noise")
     except _core.FormatError as exc:
-        raise _error(where, str(exc)) from None
-
-
-def _network(model, data, cache: dict):
-    """The network of a model file (the embedded model when None), loaded once per plan."""
-    from . import modelfile, runner
-
-    key = (model, data)
-    if key not in cache:
-        model_path, _ = runner._locate_inputs(model, data)
-        cache[key] = modelfile.load_model(model_path)
-    return cache[key]
-
-
-def _check_mapping(mapping, noise, net, where: str) -> None:
-    """Resolve the mapping against the network exactly as aimcemu.run will: a pattern that
-    matches no layer, an unknown device or a bad per-layer noise config is an error."""
-    from .mapping import Mapping as LayerMapping
-
+        raise _error("grid.noise" if labels else "noise", str(exc)) from None
+    # As the task's aimcemu.run call takes them (so the results file records the same sources).
     try:
-        resolved = LayerMapping.coerce(mapping, source="<sweep>")
-        if resolved is not None:
-            resolved.resolve(net, default_noise=noise)
+        config = RunConfig.resolve(explicit={**args, "noise": noise})
     except _core.FormatError as exc:
-        raise _error(where, str(exc)) from None
+        raise _in_sweep_terms(exc, labels) from None
+    if config.model not in networks:  # each model file is loaded once per plan
+        networks[config.model] = modelfile.load_model(config.model)
+    try:
+        config.placements(networks[config.model])
+    except _core.FormatError as exc:
+        raise _error("grid.mapping" if "mapping" in labels else "mapping", str(exc)) from None
+    return config
+
+
+def _in_sweep_terms(exc: _core.FormatError, labels: dict) -> _core.FormatError:
+    """An error of a task's run options, which are all '<arguments>' to RunConfig, named as the
+    sweep config names them: '<sweep>', and 'grid.<axis>' when a grid axis gave the value."""
+    match = re.fullmatch(r"<arguments>: field '([^']*)': (.*)", str(exc), re.S)
+    if match is None:
+        return exc
+    option, what = match.groups()
+    from_grid = any(axis == option or axis.startswith(option + ".") for axis in labels)
+    return _error(f"grid.{option}" if from_grid else option, what)
 
 
 def task_id(run_args: dict) -> str:
@@ -252,10 +233,8 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     model's layers) and list its tasks.  Bad configs raise FormatError before any work."""
     cfg = _check_top_level({**config, **({"output": os.fspath(output)} if output is not None else {})})
     axes, points = _grid_points(cfg)
-    net_cache: dict = {}
+    networks: dict = {}
     tasks = []
-    from .runner import NOISY_ONLY
-
     digital_points = 0
     for number, (labels, values) in enumerate(points):
         args = _point_run_args(cfg, values)
@@ -264,11 +243,10 @@ def plan(config: Mapping, output=None) -> SweepPlan:
             # do not apply to it (and aimcemu.run refuses them), whatever the other points use.
             args.update(copy.deepcopy(NOISY_ONLY))
             digital_points += 1
-        _check_noise(args["noise"], "grid.noise" if labels else "noise")
-        net = _network(args["model"], args["data"], net_cache)
-        _check_mapping(args["mapping"], args["noise"], net, "grid.mapping" if "mapping" in labels else "mapping")
+        run_config = _task_config(args, labels, networks)
         ident = task_id(args)
-        tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5"))
+        tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5",
+                          config=run_config))
     if digital_points == len(points):
         for key, unused in NOISY_ONLY.items():
             if cfg[key] != unused:
@@ -279,77 +257,26 @@ def plan(config: Mapping, output=None) -> SweepPlan:
 
 
 # --- executing one task (runs in a worker process) -----------------------------------------------
-def _task_threads(threads) -> int:
-    """The C++ threads this task may use: a number, or per-worker numbers on a Dask cluster."""
-    if isinstance(threads, Mapping):
-        from distributed import get_worker
-
-        return int(threads.get(get_worker().address, 1))
-    return int(threads)
-
-
-def execute_task(task: dict, folder: str, threads) -> dict:
+def execute_task(task: dict, folder: str, threads, config: RunConfig | None = None) -> dict:
     """Run one task and return its small summary.  Idempotent: a task whose file exists is not
-    run again (its summary is read from the file)."""
+    run again (its summary is read from the file).  `config` is the task's run configuration as
+    plan() resolved it (then nothing is checked again); without it `task["run"]` is resolved here."""
     from . import runner
 
     path = Path(folder) / task["file"]
     ran = False
     start = time.perf_counter()
     if not path.is_file():
-        kwargs = {**task["run"], "t": tuple(task["run"]["t"])}
+        if config is None:
+            config = RunConfig.resolve(explicit={**task["run"], "t": tuple(task["run"]["t"])})
         try:  # written once: an existing file is never replaced (another attempt finished first)
-            runner.run(output=os.fspath(path), threads=_task_threads(threads), overwrite=False, **kwargs)
+            runner.execute(config.with_options(output=os.fspath(path), threads=task_threads(threads)),
+                           overwrite=False)
             ran = True
         except FileExistsError:
             pass
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
             "seconds": time.perf_counter() - start, "pid": os.getpid()}
-
-
-def read_task_summary(path, check: bool = True) -> dict:
-    """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
-    results file (small).  The file is validated as a whole (_core.read_results), so a broken
-    task file is named in the error; check=False when it already passed the checking process."""
-    info = _core.read_results(os.fspath(path), check)
-    return {"reference_accuracy": float(info["reference_accuracy"]),
-            "accuracy": [float(v) for v in info["accuracy"]],
-            "chip": [int(v) for v in info["chip"]], "t": [float(v) for v in info["t"]],
-            "niu_round": [int(v) for v in info["niu_round"]],
-            "drift_compensation": [str(v) for v in info["drift_compensation"]]}
-
-
-def _init_worker(threads: int, parent: int) -> None:
-    """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
-    Ctrl-C is left to the coordinating process, which stops the pool cleanly, and the worker
-    dies with the coordinator however it dies (kill -9 included), so no orphan keeps writing."""
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(parent)
-
-
-def _die_with_parent(parent: int) -> None:
-    """Asks Linux to SIGKILL this process when its parent exits (prctl PR_SET_PDEATHSIG), then
-    checks that the parent has not already gone in between.  Elsewhere a watchdog thread polls
-    the parent instead."""
-    import ctypes
-    import threading
-
-    pr_set_pdeathsig = 1
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        armed = libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        armed = False
-    if os.getppid() != parent:
-        os._exit(1)
-    if not armed:
-        def watch() -> None:
-            while os.getppid() == parent:
-                time.sleep(0.5)
-            os._exit(1)
-
-        threading.Thread(target=watch, name="aimcemu-parent-watch", daemon=True).start()
 
 
 # --- the coordinator ----------------------------------------------------------------------------
@@ -367,8 +294,8 @@ class SweepResult:
         return len(self.summaries) == self.total
 
     def open(self, **kwargs):
-        """The sweep as an xarray Dataset (aimcemu.analysis.open_sweep)."""
-        from .analysis import open_sweep
+        """The sweep as an xarray Dataset (aimcemu.results.open_sweep)."""
+        from .results import open_sweep
 
         return open_sweep(self.folder, **kwargs)
 
@@ -379,13 +306,6 @@ class _Interrupted(Exception):
 
 def _raise_interrupt(signum, frame):
     raise _Interrupted(signal.Signals(signum).name)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _write_json_atomic(path: Path, data) -> None:
@@ -420,137 +340,12 @@ def _check_existing_index(p: SweepPlan) -> None:
                                    "use a new folder or remove it")
 
 
-def read_index(folder) -> dict:
-    """The index.json of a sweep folder, checked: valid UTF-8 JSON of this format and version,
-    with a config, axes and a list of tasks that each name a file in tasks/.  FormatError names
-    the file and the field."""
-    path = Path(folder) / INDEX_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{folder} is not a sweep folder (no {INDEX_FILE})")
-    source = os.fspath(path)
-    try:
-        index = json.loads(validate.decode(path.read_bytes(), source))
-    except json.JSONDecodeError as exc:
-        raise validate.fail(source, "<json>", f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    except RecursionError:
-        raise validate.fail(source, "<json>", "nested too deeply") from None
-    if not isinstance(index, dict):
-        raise validate.fail(source, "<root>", "expected a JSON object")
-    if index.get("format") != FORMAT:
-        raise validate.fail(source, "format", f"expected '{FORMAT}', found {index.get('format')!r}")
-    if index.get("format_version") != FORMAT_VERSION:
-        raise validate.fail(source, "format_version", f"this build reads version {FORMAT_VERSION}, "
-                                                      f"found {index.get('format_version')!r}")
-    for key, kind in (("config", dict), ("axes", dict), ("tasks", list)):
-        if not isinstance(index.get(key), kind):
-            raise validate.fail(source, key, f"expected a JSON {'object' if kind is dict else 'array'}")
-    for name, labels in index["axes"].items():
-        if not isinstance(labels, list) or not labels:
-            raise validate.fail(source, f"axes.{name}", "expected a non-empty list of labels")
-    expected = math.prod(len(labels) for labels in index["axes"].values())
-    if len(index["tasks"]) != expected:
-        raise validate.fail(source, "tasks", f"{len(index['tasks'])} tasks for a grid of {expected} points")
-    for i, task in enumerate(index["tasks"]):
-        where = f"tasks[{i}]"
-        if not isinstance(task, dict) or not all(isinstance(task.get(k), str) for k in ("id", "file")) \
-                or not all(isinstance(task.get(k), dict) for k in ("point", "run")):
-            raise validate.fail(source, where, "expected an object with id, file, point and run")
-        parts = Path(task["file"]).parts
-        if len(parts) != 2 or parts[0] != TASK_FOLDER or parts[1] in ("..", ".") or not parts[1].endswith(".h5"):
-            raise validate.fail(source, f"{where}.file", f"expected {TASK_FOLDER}/<name>.h5, found {task['file']!r}")
-    return index
-
-
 def _index(p: SweepPlan, summaries: dict) -> dict:
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
             "tasks": [{**t.to_dict(), "done": t.id in summaries,
                        "summary": {k: summaries[t.id][k] for k in ("reference_accuracy", "accuracy", "chip", "t", "niu_round",
                                                                     "drift_compensation")}
                        if t.id in summaries else None} for t in p.tasks]}
-
-
-class _FuturesExecutor:
-    """Tasks on a concurrent.futures executor (submitit, Client.get_executor(), a thread pool...)
-    with a fixed number of C++ threads per task."""
-
-    def __init__(self, executor: cf.Executor, threads: int, owned: bool = False):
-        self.pool, self.threads, self.owned = executor, max(1, threads), owned
-
-    def submit(self, task: Task, folder: str):
-        return self.pool.submit(execute_task, task.to_dict(), folder, self.threads)
-
-    def as_completed(self, futures):
-        return cf.as_completed(futures)
-
-    def cancel(self, futures) -> None:
-        for fut in futures:
-            fut.cancel()
-
-    def close(self) -> None:
-        if self.owned:  # waits for running tasks, drops pending ones
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _local_pool(workers: int | None, task_count: int, threads: int) -> _FuturesExecutor:
-    """A pool of spawned processes (no forked C++ thread pools); each task gets cores / workers
-    C++ threads unless `threads` says otherwise."""
-    import multiprocessing
-
-    cores = _cores()
-    workers = max(1, min(workers or cores, task_count or 1))
-    threads = threads if threads > 0 else max(1, cores // workers)
-    pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_init_worker, initargs=(threads, os.getpid()))
-    return _FuturesExecutor(pool, threads, owned=True)
-
-
-class _DaskClient:
-    """Tasks as Dask futures; the client's worker threads decide concurrency."""
-
-    def __init__(self, client_or_address):
-        from distributed import Client
-
-        self.own = isinstance(client_or_address, str)
-        self.client = Client(client_or_address) if self.own else client_or_address
-        self.threads = self._threads_per_worker()
-
-    def _threads_per_worker(self) -> dict:
-        """cores of each worker's host / task slots on that host (at least 1)."""
-        workers = self.client.scheduler_info()["workers"]
-        cores = self.client.run(_cores)
-        slots_per_host: dict[str, int] = {}
-        for info in workers.values():
-            slots_per_host[info["host"]] = slots_per_host.get(info["host"], 0) + info["nthreads"]
-        return {addr: max(1, cores.get(addr, 1) // slots_per_host[info["host"]]) for addr, info in workers.items()}
-
-    def submit(self, task: Task, folder: str):
-        return self.client.submit(execute_task, task.to_dict(), os.path.abspath(folder), self.threads,
-                                  key=f"aimcemu-sweep-{task.id}", pure=False)
-
-    def as_completed(self, futures):
-        from distributed import as_completed
-
-        return as_completed(futures)
-
-    def cancel(self, futures) -> None:
-        self.client.cancel(list(futures))
-
-    def close(self) -> None:
-        if self.own:
-            self.client.close()
-
-
-def _make_executor(executor, workers, task_count, threads):
-    if executor is None or executor == "local":
-        return _local_pool(workers, task_count, threads)
-    if isinstance(executor, str):
-        return _DaskClient(executor)
-    if type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info"):
-        return _DaskClient(executor)
-    if isinstance(executor, cf.Executor):
-        return _FuturesExecutor(executor, threads or 1)
-    raise _error("executor", f"expected None, 'local', a scheduler address, a distributed.Client or an Executor, "
-                             f"got {executor!r}")
 
 
 def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
@@ -600,7 +395,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     not started, let running tasks finish (their files are complete), and return interrupted."""
     from tqdm import tqdm
 
-    runner = _make_executor(executor, workers, len(todo), threads)
+    pool = make_executor(executor, workers, len(todo), threads)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     in_main = _in_main_thread()
     if in_main:
@@ -611,8 +406,10 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     futures, ran, interrupted = [], 0, False
     try:
         try:
-            futures = [runner.submit(task, os.fspath(p.folder)) for task in todo]
-            for fut in runner.as_completed(futures):
+            folder = pool.worker_folder(p.folder)
+            futures = [pool.submit(execute_task, f"aimcemu-sweep-{task.id}", task.to_dict(), folder, pool.threads,
+                                   task.config) for task in todo]
+            for fut in pool.as_completed(futures):
                 summary = fut.result()
                 summaries[summary["id"]] = summary
                 ran += summary["ran"]
@@ -623,18 +420,18 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             if in_main:  # a second signal during the wind-down is ignored: the files stay whole
                 for sig in previous:
                     signal.signal(sig, signal.SIG_IGN)
-            ran += _wind_down(p, todo, summaries, runner, futures)
+            ran += _wind_down(p, todo, summaries, pool, futures)
         except BaseException:
             # A task failed (a full disk, a bad file found late): stop the others the same way,
             # record what finished, then report the error (that one, even if the index cannot be
             # written either: the next run rebuilds it from the files).
             try:
-                _wind_down(p, todo, summaries, runner, futures)
+                _wind_down(p, todo, summaries, pool, futures)
             except Exception:
                 pass
             raise
         else:
-            runner.close()
+            pool.close()
     finally:
         bar.close()
         if in_main:
@@ -643,11 +440,11 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     return interrupted, ran
 
 
-def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, runner, futures) -> int:
+def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> int:
     """Cancels the tasks not started, waits for the running ones (their files are complete or
     absent), adds every finished file to the index; returns how many it added."""
-    runner.cancel([f for f in futures if not f.done()])
-    runner.close()
+    pool.cancel([f for f in futures if not f.done()])
+    pool.close()
     added = 0
     for task in todo:
         if task.id not in summaries and (p.folder / task.file).is_file():

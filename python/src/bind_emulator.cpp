@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "arrays.hpp"
 #include "bindings.hpp"
 #include "emulator/emulator.hpp"
 #include "common/errors.hpp"
@@ -15,7 +16,7 @@ using namespace aimcemu::niu;
 
 namespace {
 
-using Int8Array = py::array_t<std::int8_t, py::array::c_style>;
+using bindings::Int8Array;
 
 GemmBackend backend_from(const std::string& name) {
     if (name == "fast") return GemmBackend::Fast;
@@ -26,9 +27,7 @@ GemmBackend backend_from(const std::string& name) {
 
 // int8 images [N, H, W, C] of the network's input shape, one Tensor8 each.
 std::vector<Tensor8> images_from(const Network& net, const py::object& obj) {
-    if (!py::isinstance<py::array>(obj) || !py::reinterpret_borrow<py::array>(obj).dtype().is(py::dtype::of<std::int8_t>()))
-        throw FormatError("<memory>", "images", "expected a numpy int8 array");
-    const auto images = Int8Array::ensure(obj);
+    const Int8Array images = bindings::require_int8(obj, "<memory>", "images");
     const Shape3& in = net.input_shape;
     if (images.ndim() != 4 || !(Shape3{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))} == in))
         throw FormatError("<memory>", "images", "expected [N, " + std::to_string(in.h) + ", " + std::to_string(in.w) +

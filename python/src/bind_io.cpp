@@ -4,6 +4,7 @@
 
 #include "analysis/metrics.hpp"
 #include "formats/results.hpp"
+#include "arrays.hpp"
 #include "bindings.hpp"
 #include "common/errors.hpp"
 #include "formats/model_file.hpp"
@@ -13,14 +14,8 @@ using namespace aimcemu;
 
 namespace {
 
-using Int8Array = py::array_t<std::int8_t, py::array::c_style>;
-
-// Accepts only int8 arrays (a silent cast would hide a quantization bug); returns a C-contiguous view.
-Int8Array require_int8(const py::array& a, const std::string& source, const std::string& field) {
-    if (!a.dtype().is(py::dtype::of<std::int8_t>()))
-        throw FormatError(source, field, "expected an int8 array, got dtype " + std::string(py::str(a.dtype())));
-    return Int8Array::ensure(a);
-}
+using bindings::Int8Array;
+using bindings::require_int8;
 
 std::span<const std::int8_t> as_span(const Int8Array& a) { return {a.data(), std::size_t(a.size())}; }
 

@@ -30,7 +30,19 @@ std::vector<std::int8_t> from_array(const py::array& a, const std::string& field
     return out;
 }
 
+py::dict field_ranges() {
+    py::dict d;
+    d["bias_shift"] = py::make_tuple(kBiasShiftRange.min, kBiasShiftRange.max);
+    d["out_shift"] = py::make_tuple(kOutShiftRange.min, kOutShiftRange.max);
+    d["residual_shift"] = py::make_tuple(kAlignShiftRange.min, kAlignShiftRange.max);
+    d["input_shift"] = py::make_tuple(kAlignShiftRange.min, kAlignShiftRange.max);
+    d["avg_mult"] = py::make_tuple(kAvgMultRange.min, kAvgMultRange.max);
+    return d;
+}
+
 void bind_network(py::module_& m) {
+    m.attr("LAYER_FIELD_RANGES") = field_ranges();
+    m.attr("NETWORK_INPUT") = kNetworkInput;
     py::enum_<LayerKind>(m, "LayerKind")
         .value("conv", LayerKind::Conv)
         .value("linear", LayerKind::Linear)

@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "arrays.hpp"
 #include "bindings.hpp"
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
@@ -15,13 +16,6 @@ using namespace aimcemu;
 using namespace aimcemu::niu;
 
 namespace {
-
-// An int8 array (C order) without conversion: other dtypes are a FormatError naming the field.
-py::array_t<std::int8_t> int8_array(const py::array& a, const std::string& field) {
-    if (a.dtype().kind() != 'i' || a.dtype().itemsize() != 1)
-        throw FormatError("<memory>", field, "expected an int8 array, got dtype " + std::string(py::str(a.dtype())));
-    return py::array_t<std::int8_t, py::array::c_style | py::array::forcecast>(a);
-}
 
 template <std::size_t N>
 py::array_t<std::int32_t> table(const std::array<std::int32_t, N>& t) {
@@ -100,24 +94,29 @@ void bind_niu(py::module_& root) {
         }, py::arg("index"))
         .def("__eq__", [](const NiuProgram& a, const NiuProgram& b) { return a == b; });
 
-    m.def("compile_program", [](const std::string& model_name, const noise::NoiseParams& params, const py::list& layers,
-                                std::uint64_t seed, std::uint64_t chip, std::uint64_t round, double t, int out_bits) {
-        auto model = noise::make_noise_model(model_name, params);
+    m.def("compile_program", [](const noise::NoiseModel& model, const py::list& layers, std::uint64_t seed,
+                                std::uint64_t chip, std::uint64_t round, double t, int out_bits) {
         std::vector<NiuLayerSpec> specs;
         for (std::size_t i = 0; i < layers.size(); ++i) specs.push_back(spec_from_dict(py::cast<py::dict>(layers[i]), i));
-        return compile_program(*model, specs, {seed, chip, round, t, out_bits});
-    }, py::arg("model"), py::arg("params"), py::arg("layers"), py::arg("seed") = 0, py::arg("chip") = 0,
-       py::arg("round") = 0, py::arg("t") = 0.0, py::arg("out_bits") = 8);
+        return compile_program(model, specs, {seed, chip, round, t, out_bits});
+    }, py::arg("model"), py::arg("layers"), py::arg("seed") = 0, py::arg("chip") = 0, py::arg("round") = 0,
+       py::arg("t") = 0.0, py::arg("out_bits") = 8,
+       "Compiles a program for a noise model (an aimcemu._core.noise.NoiseModel, built once by the caller)");
+
+    m.def("check_model", &check_model, py::arg("model"),
+          "FormatError unless the NIU datapath runs this noise model (PCM family, one pair, g_min = 0)");
+    m.def("max_alpha", &max_alpha, py::arg("absmax"), py::arg("out_bits") = 8,
+          "The largest drift-compensation alpha the back-conversion scale K holds (docs/niu_datapath.md section 3)");
 
     m.def("clean_absmax", [](const py::array& clean, const std::string& mode) {
         if (mode != "layer" && mode != "fixed") throw FormatError("<memory>", "absmax", "must be 'layer' or 'fixed', got '" + mode + "'");
-        const auto a = int8_array(clean, "weights");
+        const auto a = bindings::require_int8(clean, "<memory>", "weights");
         return clean_absmax(std::span(a.data(), std::size_t(a.size())), mode == "layer" ? AbsMaxMode::Layer : AbsMaxMode::Fixed127);
     }, py::arg("weights"), py::arg("mode") = "layer");
 
     m.def("apply_layer", [](const NiuProgram& p, std::size_t index, const py::array& clean, int threads) {
         if (index >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
-        const auto in = int8_array(clean, "weights");
+        const auto in = bindings::require_int8(clean, "<memory>", "weights");
         py::array_t<std::int8_t> out(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
         {
             py::gil_scoped_release release;

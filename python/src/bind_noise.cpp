@@ -45,10 +45,38 @@ py::array_t<double> map_array(const DoubleArray& in, Fn fn) {
 }
 
 std::unique_ptr<ConductanceConverter> converter_from_params(const NoiseParams& params) {
-    ParamReader reader(params, "converter");
-    auto converter = make_converter(reader, "single_pair", 25.0, 0.0);
-    reader.finish();
-    return converter;
+    return make_converter(converter_table().resolve(params));
+}
+
+const char* type_name(ParamType type) {
+    switch (type) {
+        case ParamType::Number: return "number";
+        case ParamType::Whole: return "whole";
+        case ParamType::Numbers: return "numbers";
+        case ParamType::Text: return "text";
+    }
+    return "";
+}
+
+// A table as Python sees it: one dict per parameter, in declaration order (the order of the
+// Python constructor's arguments).  "default" is None when the default is derived from other
+// parameters ("default_text" says how) or when the parameter is required.
+py::list table_rows(const ParamTable& table) {
+    py::list rows;
+    for (const ParamSpec& spec : table.specs()) {
+        py::dict row;
+        row["name"] = spec.name;
+        row["type"] = type_name(spec.type);
+        row["default"] = spec.fallback ? py::cast(*spec.fallback) : py::none();
+        row["default_text"] = spec.fallback ? format_value(*spec.fallback) : spec.default_text;
+        row["required"] = !spec.fallback && !spec.derive;
+        row["range"] = describe_range(spec);
+        row["applies"] = spec.applies_text;
+        row["unit"] = spec.unit;
+        row["doc"] = spec.doc;
+        rows.append(row);
+    }
+    return rows;
 }
 
 void bind_state(py::module_& m) {
@@ -148,11 +176,15 @@ void bind_models(py::module_& m) {
         return std::shared_ptr<NoiseModel>(make_noise_model(name, params));
     }, py::arg("name"), py::arg("params"));
     m.def("noise_model_names", &noise_model_names);
+    m.def("param_table", [](const std::string& name) { return table_rows(noise_model_table(name)); }, py::arg("model"),
+          "The declared parameters of a noise model, in constructor order (noise_models/params.hpp)");
 }
 
 void bind_converters(py::module_& m) {
     // Converters are stateless apart from their parameters, so Python passes the params dict.
     m.def("converter_params", [](const NoiseParams& params) { return converter_from_params(params)->params(); });
+    m.def("converter_table", [] { return table_rows(converter_table()); },
+          "The declared parameters of a conductance converter (noise_models/converter.hpp)");
     m.def("convert_to_conductances", [](const NoiseParams& params, const DoubleArray& weights) {
         auto conv = converter_from_params(params);
         const std::vector<double> w = to_vector(weights);
@@ -176,6 +208,7 @@ void bind_converters(py::module_& m) {
 }
 
 void bind_compensation(py::module_& m) {
+    m.attr("READOUT_FLOOR") = kReadoutFloor;
     py::class_<DriftCompensation>(m, "DriftCompensation")
         .def(py::init(&DriftCompensation::from_name), py::arg("kind"), py::arg("exact_reference") = false)
         .def_property_readonly("kind", &DriftCompensation::name)

@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "arrays.hpp"
 #include "bindings.hpp"
 #include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
@@ -16,19 +17,11 @@ using namespace aimcemu;
 
 namespace {
 
-using Int8Array = py::array_t<std::int8_t, py::array::c_style>;
+using bindings::Int8Array;
 
 // The argument as a C-contiguous int8 array of the given rank (copied only if not contiguous).
 Int8Array int8_arg(const py::handle& obj, int ndim, const std::string& name) {
-    if (!py::isinstance<py::array>(obj))
-        throw FormatError("<memory>", name, "expected a numpy int8 array");
-    const auto a = py::reinterpret_borrow<py::array>(obj);
-    if (!a.dtype().is(py::dtype::of<std::int8_t>()))
-        throw FormatError("<memory>", name, "expected dtype int8, got " + std::string(py::str(a.dtype())));
-    if (a.ndim() != ndim)
-        throw FormatError("<memory>", name, "expected " + std::to_string(ndim) + " dimensions, got " +
-                                                std::to_string(a.ndim()));
-    return Int8Array::ensure(a);
+    return bindings::require_int8(obj, "<memory>", name, ndim);
 }
 
 GemmBackend backend_from(const std::string& name) {
@@ -55,10 +48,7 @@ public:
                 throw FormatError("<memory>", field, "no such layer index");
             const Layer& l = net.layers[std::size_t(index)];
             if (!l.is_gemm()) throw FormatError("<memory>", field, "layer '" + l.name + "' has no weights");
-            if (!py::isinstance<py::array>(value) ||
-                !py::reinterpret_borrow<py::array>(value).dtype().is(py::dtype::of<std::int8_t>()))
-                throw FormatError("<memory>", field, "expected a numpy int8 array");
-            auto array = Int8Array::ensure(py::reinterpret_borrow<py::object>(value));
+            auto array = bindings::require_int8(value, "<memory>", field);
             if (array.size() != py::ssize_t(l.weights.size()))
                 throw FormatError("<memory>", field, "expected " + std::to_string(l.weights.size()) +
                                                          " values (layer '" + l.name + "'), got " +

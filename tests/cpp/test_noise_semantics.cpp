@@ -1,5 +1,5 @@
 // Semantics of the device noise models: RNG keying and known answers, chip persistence,
-// thread-count independence, converters, closed-form spot values from the aihwkit fact sheet,
+// thread-count independence, converters, closed-form spot values from aihwkit's constants,
 // drift compensation, and clear errors on bad parameters.
 #include <gtest/gtest.h>
 

@@ -57,7 +57,7 @@ def test_a_grid_of_1e8_points_is_refused_from_its_axis_lengths(folder, capsys, c
     ({"chips": 2**30}, "field 'chips': must be an integer >= 1 and <= 2^20"),
     ({"seed": 2**64}, "field 'seed'"),
     ({"t": [0.0, float("nan")]}, "field 't'"),
-    ({"t": [[1.0]]}, "field 't': times must be numbers"),
+    ({"t": [[1.0]]}, "field 't': expected a number of seconds, got [1.0]"),
     ({"noise": None, "mapping": None}, "field 't': every task of this sweep is digital"),
     ({"grid": {"mapping": {"a": [1]}}}, "field 'grid.mapping'"),
 ], ids=["chips", "seed", "t_nan", "t_nested", "digital", "mapping_list"])

@@ -1,6 +1,6 @@
 """Bad YAML anywhere the tool reads it: run configs, mapping files, sweep configs, --noise.
 
-The loader (aimcemu.validate.load_yaml_file) bounds size, depth, aliases and the size after
+The loader (aimcemu.yamlfile.load_yaml) bounds size, depth, aliases and the size after
 alias expansion, refuses duplicate keys and invalid UTF-8, and never reads a file that is not
 a regular file.  Each case asserts exit code 2, the file and field in the message, and no
 change in the folder; the alias bomb and the deep document also assert that they are refused
@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from aimcemu import FormatError, validate
+from aimcemu import FormatError
+from aimcemu.yamlfile import parse_yaml
 from hostile import assert_refused, tiny_files
 
 # A "billion laughs" document: 9 levels of 10 aliases each expand to 10^9 values.
@@ -107,15 +108,15 @@ def test_a_sweep_config_with_a_grid_key_twice_is_refused(folder, capsys):
 def test_the_loader_keeps_what_is_valid():
     """Anchors and aliases within the limits, merge keys and a BOM are ordinary YAML."""
     text = "\ufeffbase: &b {model: pcm_like, t: 1}\nnoise:\n  <<: *b\n  t: 2\nlist: [*b, *b]\n"
-    value = validate.load_yaml_text(text, "<test>")
+    value = parse_yaml(text, "<test>")
     assert value["noise"] == {"model": "pcm_like", "t": 2} and value["list"] == [value["base"]] * 2
     with pytest.raises(FormatError, match=r"<test>: field '<yaml>': more than 100 aliases \(line 2\)"):
-        validate.load_yaml_text("a: &a 1\nb: [" + ", ".join(["*a"] * 101) + "]\n", "<test>")
+        parse_yaml("a: &a 1\nb: [" + ", ".join(["*a"] * 101) + "]\n", "<test>")
     # 100 aliases of a list of 999 values: under the alias limit, over the expanded-size limit.
     with pytest.raises(FormatError, match="more than 100000 values once aliases are expanded"):
-        validate.load_yaml_text("a: &a [" + ", ".join(["1"] * 999) + "]\nb: [" + ", ".join(["*a"] * 100) + "]\n", "<test>")
+        parse_yaml("a: &a [" + ", ".join(["1"] * 999) + "]\nb: [" + ", ".join(["*a"] * 100) + "]\n", "<test>")
     # Just under the limit (99004 values) loads: the limit is where the docs say, not 10x off.
-    validate.load_yaml_text("a: &a [" + ", ".join(["1"] * 999) + "]\nb: [" + ", ".join(["*a"] * 98) + "]\n", "<test>")
-    validate.load_yaml_text("x: " + "[" * 63 + "]" * 63, "<test>")
+    parse_yaml("a: &a [" + ", ".join(["1"] * 999) + "]\nb: [" + ", ".join(["*a"] * 98) + "]\n", "<test>")
+    parse_yaml("x: " + "[" * 63 + "]" * 63, "<test>")
     with pytest.raises(FormatError, match="nested deeper than 64"):
-        validate.load_yaml_text("x: " + "[" * 64 + "]" * 64, "<test>")
+        parse_yaml("x: " + "[" * 64 + "]" * 64, "<test>")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import aimcemu
-from aimcemu import _core, sweeps
+from aimcemu import _core, results
 from hostile import temporaries, tiny_files
 
 
@@ -87,7 +87,7 @@ def test_sweep_on_a_full_disk(tmp_path, small_disk):
     assert_clean_failure(done, "No space left on device")
     assert temporaries(disk) == [], "temporary files were left on the full disk"
     if (disk / "sweep" / "index.json").is_file():  # the index lists only complete task files
-        for task in sweeps.read_index(disk / "sweep")["tasks"]:
+        for task in results.read_index(disk / "sweep")["tasks"]:
             if task["done"]:
                 _core.read_results(os.fspath(disk / "sweep" / task["file"]))
     for path in (disk / "sweep" / "tasks").glob("*.h5"):

@@ -19,8 +19,10 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from aimcemu import FormatError, _core, runner, sweeps, validate  # noqa: E402
+from aimcemu import FormatError, _core, runner, sweeps  # noqa: E402
+from aimcemu.config import RunConfig  # noqa: E402
 from aimcemu.mapping import Mapping, resolve_noise  # noqa: E402
+from aimcemu.yamlfile import parse_yaml  # noqa: E402
 from hostile import tiny_network  # noqa: E402
 
 ALLOWED = (FormatError, FileNotFoundError)
@@ -63,12 +65,7 @@ def only_clean_errors(call) -> None:
 
 # --- the parsers --------------------------------------------------------------------------------
 def parse_run_options(config: dict) -> None:
-    cfg, sources = runner._resolve_config(config, {})
-    mapping, placements = runner._placements(cfg, sources, NET)
-    if placements is None:
-        runner._refuse_ignored_options(cfg, sources)
-    else:
-        validate.noisy_rounds(cfg["chips"], len(cfg["t"]), cfg["rounds"], len(runner._compensations(cfg)))
+    RunConfig.resolve(config).placements(NET)
 
 
 def plan_sweep(config: dict, model_path: str) -> None:
@@ -147,7 +144,7 @@ YAML_TOKENS = st.sampled_from(["{", "}", "[", "]", ": ", ", ", "- ", "\n", "  ",
 @example("\x1f")  # found by this test: the YAML reader refused it before parsing began
 @example("[" * 70 + "]" * 70)
 def test_yaml_text(text):
-    only_clean_errors(lambda: validate.load_yaml_text(text, "<fuzz>"))
+    only_clean_errors(lambda: parse_yaml(text, "<fuzz>"))
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import aimcemu
-from aimcemu import _core, cli, modelfile, niu, runner
+from aimcemu import _core, cli, modelfile, niu, rounds, runner
 from int8_reference import run_network_reference
 from conftest import digits_subset
 
@@ -37,13 +37,13 @@ def digits(tmp_path_factory):
 def captured(monkeypatch):
     """Records the weights dict of every run_network call the runner makes, in call order."""
     calls = []
-    real = runner._run_network
+    real = rounds.run_network
 
     def spy(net, images, backend, threads, weights=None):
         calls.append(weights)
         return real(net, images, backend, threads, weights)
 
-    monkeypatch.setattr(runner, "_run_network", spy)
+    monkeypatch.setattr(rounds, "run_network", spy)
     return calls
 
 
@@ -344,14 +344,14 @@ def test_a_noise_model_object_equals_its_config(digits, tmp_path):
 def test_both_compensations_use_the_same_niu_draws_and_differ_only_in_alpha(digits, captured, monkeypatch, tmp_path):
     model, data, net, _, _ = digits
     calibrations = []
-    real_weights = runner._NoisyWeights.weights
+    real_weights = rounds.NoisyWeights.weights
 
     def count_calibrations(self, chip, round_id, t, alpha=None):
         if round_id == runner.CALIBRATION_ROUND:
             calibrations.append((chip, t))
         return real_weights(self, chip, round_id, t, alpha)
 
-    monkeypatch.setattr(runner._NoisyWeights, "weights", count_calibrations)
+    monkeypatch.setattr(rounds.NoisyWeights, "weights", count_calibrations)
     times = (0.0, 3600.0, 86400.0)
     out = tmp_path / "both.h5"
     summary = aimcemu.run(model, data, out, mapping="all", noise=PCM, t=times, chips=2, rounds=2, seed=5,

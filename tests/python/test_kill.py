@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 import aimcemu
-from aimcemu import _core, sweeps
+from aimcemu import _core, results
 from hostile import temporaries, tiny_files
 
 
@@ -152,10 +152,10 @@ def assert_index_consistent(folder: Path) -> None:
     """The index lists a task as done only when its file is complete, with the file's summary."""
     if not (folder / "index.json").is_file():
         return
-    index = sweeps.read_index(folder)
+    index = results.read_index(folder)
     for task in index["tasks"]:
         if task["done"]:
-            summary = sweeps.read_task_summary(folder / task["file"])
+            summary = results.read_task_summary(folder / task["file"])
             for key, value in task["summary"].items():
                 assert summary[key] == value, (task["file"], key)
 
@@ -180,7 +180,7 @@ def kill_sweeps(tmp_path, kills: int) -> None:
     done = subprocess.run(argv, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert temporaries(folder) == [], "temporary files were left behind"
-    index = sweeps.read_index(folder)
+    index = results.read_index(folder)
     assert all(task["done"] for task in index["tasks"])
     names = sorted(p.name for p in (folder / "tasks").iterdir())
     assert names == sorted(Path(t["file"]).name for t in index["tasks"])  # nothing lost, nothing extra

@@ -2,7 +2,7 @@
 
 It re-implements pcg32 (pcg-cpp's setseq_xsh_rr_64_32), the splitmix64 key chain and the
 Box-Muller sampler exactly as docs/noise_models.md specifies them, and the PCM-like and
-generic formulas from the aihwkit fact sheet, then requires the C++ core to agree bit for bit.
+generic formulas from aihwkit's published constants, then requires the C++ core to agree bit for bit.
 This pins the documented keying: anyone (the NIU, another language) can reproduce the draws.
 """
 from __future__ import annotations

@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="adaptive", help="weight-transfer schedule (default: the paper's two phases)")
     parser.add_argument("--aimc-layers", default=None, metavar="NAMES",
                         help="layers mapped to AIMC: 'all' or comma-separated names (default none)")
+    parser.add_argument("--mapping", default=None, metavar="MAPPING",
+                        help="layers mapped to AIMC as a run takes them: a YAML mapping file or 'all' "
+                             "(docs/hybrid_runs.md); instead of --aimc-layers")
     parser.add_argument("--niu", type=int, default=0, metavar="COUNT", help="NIUs replacing PUs (shared sharing)")
     parser.add_argument("--niu-sharing", choices=["shared", "per-pu"], default="shared",
                         help="shared: COUNT NIUs serve all PUs; per-pu: one NIU beside each PU (half the slots)")
@@ -59,14 +62,14 @@ def main(args: argparse.Namespace) -> int:
     integer(args.niu, "--niu", "<arguments>", 0, 4096)
     output = _output_path(args)
     result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
-                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, niu=args.niu,
+                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping, niu=args.niu,
                   niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes)
     if args.format == "json":
         import json
 
-        from ..perf import _json_default
+        from ..perf import json_default
 
-        json.dump(result.to_dict(), sys.stdout, indent=2, default=_json_default)
+        json.dump(result.to_dict(), sys.stdout, indent=2, default=json_default)
         print()
     elif args.format == "csv":
         import csv

@@ -48,7 +48,9 @@ def parse_noise(text: str | None):
     text = validate.text(text, "--noise")
     if "{" not in text and ":" not in text:
         return {"model": text.strip()}
-    value = validate.load_yaml_text(text, "--noise")
+    from ..yamlfile import parse_yaml
+
+    value = parse_yaml(text, "--noise")
     if not isinstance(value, dict):
         raise FormatError("--noise: field '<root>': expected a model name or a mapping with 'model'")
     return value

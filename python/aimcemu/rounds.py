@@ -1,0 +1,150 @@
+"""The noisy rounds of a run: the NIU writes each round's weights, the PU runs on them.
+
+``NoisyWeights`` is the NIU side of a run.  It holds the AIMC layers' clean weights and one
+noise model object per distinct noise config (built when the configuration was resolved), and
+compiles one NIU program per noise model for a (chip, round, t, alpha).  ``run_rounds`` runs
+every noisy round through the emulation loop (``_core.niu.Emulator``, emulator/emulator.hpp),
+as through the hardware's HBM: the bit-exact NIU model reads the clean region, writes the noisy
+INT8 weights into the back buffers and publishes them; the PU leases that round and runs the
+network from the leased buffers; digital layers keep their clean weights.
+
+Each layer's RNG key is its index in the network, so its draws do not depend on which other
+layers are mapped to AIMC.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import _core, niu
+from .config import CALIBRATION_ROUND, RunConfig
+from .mapping import Placement
+from .noise import NoiseModel
+
+
+def run_network(net, images, backend: str, threads: int, weights: dict | None = None) -> list[np.ndarray]:
+    """Per-layer int8 activations [N, H, W, C] from the PU functional model.  `weights`
+    ({layer index: int8 array}) replaces the weights the PU reads; a PublishedRound instead
+    runs the PU on that round's lease of the emulator's HBM (the dict is what the lease holds)."""
+    if isinstance(weights, PublishedRound):
+        _, activations = weights.emulator.run_published(images, backend, threads, weights.round)
+        return activations
+    if not hasattr(_core, "run_network"):
+        raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
+    return _core.run_network(net, images, backend, threads, weights)
+
+
+def check_activations(layers, activations, images: int) -> None:
+    """The PU model returned one [images, H, W, C] array per layer (an internal consistency check)."""
+    if len(activations) != len(layers):
+        raise RuntimeError(f"run_network returned {len(activations)} layers, the model has {len(layers)}")
+    for layer, acts in zip(layers, activations):
+        expected = (images, *tuple(layer.out_shape))
+        if tuple(np.shape(acts)) != expected:
+            raise RuntimeError(f"run_network: layer {layer.name} gave shape {np.shape(acts)}, expected {expected}")
+
+
+class PublishedRound(dict):
+    """{layer index: noisy int8 weights} of one round, read back from the emulator's HBM after
+    the NIU published it; `round` is the emulator's round id, which the PU's lease must hold."""
+
+    def __init__(self, emulator, round_id: int, weights: dict[int, np.ndarray]):
+        super().__init__(weights)
+        self.emulator, self.round = emulator, round_id
+
+
+class NoisyWeights:
+    """The NIU side of a run: one group of AIMC layers per noise config, each group's program
+    compiled per (chip, round, t, alpha) from the group's model object; runs them in the
+    emulator's HBM for noisy rounds (write_round) or directly for calibration readouts (weights)."""
+
+    def __init__(self, net, placements: list[Placement], seed: int, threads: int):
+        self.seed, self.threads = seed, threads
+        layers = net.layers
+        self.clean = {p.index: np.ascontiguousarray(layers[p.index].weights) for p in placements if p.is_aimc}
+        self.names = {i: layers[i].name for i in self.clean}
+        self._readouts: dict[tuple[int, float], dict[int, float]] = {}
+        # One group per distinct noise config, in order of first appearance: (its model object,
+        # the layer indices).
+        self.groups: dict[str, tuple[NoiseModel, list[int]]] = {}
+        for p in placements:
+            if p.is_aimc:
+                self.groups.setdefault(json.dumps(p.noise, sort_keys=True), (p.model, []))[1].append(p.index)
+
+    def programs(self, chip: int, round_id: int, t: float, alpha: dict[int, float] | None = None) -> list:
+        """One NIU program per noise model for (chip, round, t, alpha), in self.groups order: their
+        layers, concatenated, are the AIMC layers in the order of self.aimc_order()."""
+        return [niu.compile_program(model, [self.clean[i] for i in indices], seed=self.seed, chip=chip,
+                                    round=round_id, t=t, alpha=[1.0 if alpha is None else alpha[i] for i in indices],
+                                    layer_ids=indices)
+                for model, indices in self.groups.values()]
+
+    def aimc_order(self) -> list[int]:
+        """The AIMC layer indices in the order of the concatenated programs' layers."""
+        return [i for _, indices in self.groups.values() for i in indices]
+
+    def weights(self, chip: int, round_id: int, t: float, alpha: dict[int, float] | None = None) -> dict[int, np.ndarray]:
+        """{layer index: noisy int8 weights} of every AIMC layer, as the NIU writes them (the
+        calibration readouts use this; noisy rounds go through the emulator's HBM)."""
+        out = {}
+        for program, (_, indices) in zip(self.programs(chip, round_id, t, alpha), self.groups.values()):
+            for position, i in enumerate(indices):
+                out[i] = program.apply(position, self.clean[i], self.threads)
+        return out
+
+    def emulator(self, net):
+        """The emulation loop holding `net` in the modelled HBM with this run's AIMC layers."""
+        return _core.niu.Emulator(net, self.aimc_order())
+
+    def write_round(self, emulator, chip: int, round_id: int, t: float, alpha: dict[int, float]) -> PublishedRound:
+        """The NIU writes every AIMC layer's noisy weights for (chip, round, t, alpha) into the
+        emulator's back buffers and publishes them; returns the published weights, read back."""
+        programs = self.programs(chip, round_id, t, alpha)
+        published = emulator.write_round([p.core_program for p in programs], self.threads)
+        return PublishedRound(emulator, published, {i: emulator.weights(i) for i in self.aimc_order()})
+
+    def readout(self, chip: int, t: float) -> dict[int, float]:
+        """Calibration readout of every AIMC layer at time t: mean |W| of the uncompensated NIU
+        weights in the reserved calibration round (a one-hot input per row reads W itself).
+        Computed once per (chip, t) and kept, as t = 0 serves both as baseline and as a time."""
+        key = (chip, float(t))
+        if key not in self._readouts:
+            noisy = self.weights(chip, CALIBRATION_ROUND, t)
+            self._readouts[key] = {i: float(np.mean(np.abs(w.astype(np.float64)))) if w.size else 0.0
+                                   for i, w in noisy.items()}
+        return self._readouts[key]
+
+    def alpha_limit(self, layer: int) -> float:
+        """The largest alpha the NIU's back-conversion scale holds for `layer` (8-bit output)."""
+        return niu.max_alpha(int(_core.niu.clean_absmax(self.clean[layer], "layer")))
+
+
+def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Callable[[int, int, float, str], float],
+               reference: list[np.ndarray], writer, progress: bool = False) -> dict:
+    """Runs and writes every noisy round of `cfg`; `round_alpha(layer, chip, t, compensation)`
+    is the factor folded into a round's NIU program.  Returns the time spent in each part."""
+    from tqdm import tqdm
+
+    times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
+    net_layers = net.layers
+    emulator = noisy.emulator(net) if noisy.clean else None
+    bar = tqdm(cfg.round_coordinates(), desc="noisy rounds", unit="round", disable=None if progress else True,
+               leave=False)
+    for position, (round_id, chip, t, compensation) in enumerate(bar):
+        start = time.perf_counter()
+        weights = noisy.write_round(emulator, chip, round_id, t, {
+            i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else {}
+        times["noise_s"] += time.perf_counter() - start
+        start = time.perf_counter()
+        # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
+        activations = run_network(net, images, cfg.backend, cfg.threads, weights) if weights else reference
+        check_activations(net_layers, activations, len(images))
+        times["inference_s"] += time.perf_counter() - start
+        start = time.perf_counter()
+        for index, layer_acts in enumerate(activations):
+            writer.set_round(position, index, layer_acts)
+        times["write_s"] += time.perf_counter() - start
+    return times

@@ -1,0 +1,88 @@
+"""What one run produced, as aimcemu.run returns it: ``RunSummary`` (and ``LayerSummary``).
+
+The results file holds everything; the summary is the small part a caller looks at first:
+the accuracy of the noise-free reference and of every noisy round with its coordinates, and
+accuracy vs t as a table over chips.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import format_time
+
+
+@dataclass
+class LayerSummary:
+    name: str
+    kind: str
+    shape: tuple[int, int, int]
+    stored: bool
+    device: str = "digital"          # "digital" or "aimc"
+    noise_model: str | None = None   # the AIMC layer's noise model name
+
+
+@dataclass
+class RunSummary:
+    """What one run produced; ``os.fspath(summary)`` is the results file.
+
+    Noisy rounds are listed in file order with their coordinates (round_chip, round_t,
+    round_index = the NIU round id, round_compensation); ``drift_alpha[layer]`` is the [chip][t]
+    global-compensation factor of each AIMC layer (all 1.0 when "global" is not among the
+    compensations; rounds under "none" always use 1.0).  ``drift_compensation`` is the name, or
+    the list of names when the run covers several."""
+    path: str
+    model: str
+    images: int
+    accuracy: float                 # top-1 of the noise-free reference
+    round_accuracy: list[float]     # per noisy round (empty for a digital run)
+    layers: list[LayerSummary] = field(default_factory=list)
+    inference_s: float = 0.0
+    write_s: float = 0.0
+    round_chip: list[int] = field(default_factory=list)
+    round_t: list[float] = field(default_factory=list)
+    round_index: list[int] = field(default_factory=list)
+    drift_alpha: dict[str, list[list[float]]] = field(default_factory=dict)
+    drift_compensation: str | list[str] = "none"
+    noise_s: float = 0.0
+    round_compensation: list[str] = field(default_factory=list)
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def compensations(self) -> list[str]:
+        """The drift compensations of the run, in round order."""
+        return [self.drift_compensation] if isinstance(self.drift_compensation, str) else list(self.drift_compensation)
+
+    def accuracy_vs_t(self) -> list[dict]:
+        """One row per (drift compensation, t), compensation-major: accuracy averaged over the
+        rounds of each chip, then mean, std (sample std over chips, ddof=1; 0 for one chip), min
+        and max over chips."""
+        rows = []
+        acc = np.asarray(self.round_accuracy, dtype=np.float64)
+        chips = np.asarray(self.round_chip)
+        times = np.asarray(self.round_t, dtype=np.float64)
+        compensation = np.asarray(self.round_compensation or [self.compensations()[0]] * len(acc))
+        for name in self.compensations():
+            for t in sorted(set(self.round_t)):
+                here = (times == t) & (compensation == name)
+                per_chip = np.array([acc[here & (chips == c)].mean() for c in sorted(set(chips[here]))])
+                rows.append({"drift_compensation": name, "t": float(t), "chips": int(per_chip.size),
+                             "mean": float(per_chip.mean()),
+                             "std": float(per_chip.std(ddof=1)) if per_chip.size > 1 else 0.0,
+                             "min": float(per_chip.min()), "max": float(per_chip.max())})
+        return rows
+
+    def format_accuracy_table(self) -> str:
+        """Accuracy vs t as a text table, one block per drift compensation (the reference
+        accuracy in the heading)."""
+        lines = [f"accuracy vs t (drift compensation: {', '.join(self.compensations())}; "
+                 f"noise-free reference {self.accuracy:.4f})",
+                 f"{'compensation':<12}  {'t':>6}  {'t [s]':>12}  {'chips':>5}  {'mean':>7}  {'std':>7}  "
+                 f"{'min':>7}  {'max':>7}"]
+        for row in self.accuracy_vs_t():
+            lines.append(f"{row['drift_compensation']:<12}  {format_time(row['t']):>6}  {row['t']:>12.6g}  "
+                         f"{row['chips']:>5}  {row['mean']:>7.4f}  {row['std']:>7.4f}  {row['min']:>7.4f}  "
+                         f"{row['max']:>7.4f}")
+        return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""Parameters declared once per noise model: the core's table drives the config round trip, the
+Python constructors and docstrings, the checks on bad values, and docs/noise_models.md.
+
+The tables are read from the core; what each test checks against them is independent of how
+the Python side uses them (the signature, the docstring text, the document's text, the errors
+the core raises)."""
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+import aimcemu
+from aimcemu import noise
+from aimcemu.noise import parameters
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "noise_models.md"
+CUSTOM_DRIFT = {"g_lst": [0.0, 10.0, 25.0], "nu_mean_lst": [0.1, 0.06, 0.05], "nu_std_lst": [0.04, 0.02, 0.01]}
+CLASSES = {cls.model: cls for cls in (noise.PCMLikeNoiseModel, noise.HermesNoiseModel, noise.StateIndependentNoiseModel,
+                                      noise.CustomDriftPCMLikeNoiseModel, noise.ReRamWan2022NoiseModel,
+                                      noise.ReRamCMONoiseModel, noise.GenericNoiseModel)}
+
+
+def minimal_config(name: str) -> dict:
+    """The smallest valid config of a model (custom_drift_pcm needs its table)."""
+    return {"model": name, **(CUSTOM_DRIFT if name == "custom_drift_pcm" else {})}
+
+
+def test_every_core_model_has_a_class():
+    assert sorted(CLASSES) == sorted(noise.noise_model_names())
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_to_dict_holds_exactly_the_applicable_table_parameters_with_their_defaults(name):
+    rows = parameters.table(name)
+    config = noise.noise_model_from_dict(minimal_config(name)).to_dict()
+    applicable = {row["name"] for row in rows if not row["applies"]}  # pair_factors needs the n_pair converter
+    assert set(config) - {"model"} == applicable
+    for row in rows:
+        if row["default"] is not None and row["name"] in config:
+            expected = row["default"]
+            assert config[row["name"]] == (int(expected) if row["type"] == "whole" else expected), row["name"]
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_constructor_signature_and_docstring_follow_the_table(name):
+    cls, rows = CLASSES[name], parameters.table(name)
+    shown = list(inspect.signature(cls).parameters)
+    if name == "custom_drift_pcm":  # its tables come packed in one aihwkit-style argument
+        assert shown[:2] == ["custom_drift_model", "converter"]
+    else:
+        assert shown == [row["name"] for row in rows]
+    for row in rows:
+        assert re.search(rf"^\s+{row['name']}( \[\w+\])?: ", cls.__doc__, re.MULTILINE), row["name"]
+
+
+def test_positional_arguments_keep_their_order():
+    # aihwkit's order: prog_coeff, g_converter, g_max, t_read, t_0, ...
+    model = noise.PCMLikeNoiseModel([0.2, 1.0, -1.0], None, 30.0, 1e-6, 10.0)
+    assert (model.params["prog_coeff"], model.params["g_max"], model.params["t_read"], model.params["t0"]) == \
+        ([0.2, 1.0, -1.0], 30.0, 1e-6, 10.0)
+    assert noise.HermesNoiseModel(1).params["num_devices"] == 1
+    assert noise.GenericNoiseModel(0.01, 0.02).params["prog_multiplicative"] == 0.02
+    with pytest.raises(TypeError):
+        noise.HermesNoiseModel(1, num_devices=2)
+
+
+def _violations(row: dict) -> list:
+    """Values the row's declared range or type rejects."""
+    bad = []
+    if row["type"] in ("number", "whole"):
+        bad += ["text", math.inf]
+        if row["range"].startswith(">= "):
+            bad.append(float(row["range"][3:]) - 0.5)
+        if row["range"].startswith("> "):
+            bad.append(float(row["range"][2:]))
+        if row["range"].startswith("[") and row["range"].endswith("]"):
+            low, high = (float(v) for v in row["range"][1:-1].split(","))
+            bad += [low - 0.5, high + 0.5]
+        if row["range"].startswith("one of "):
+            bad.append(max(float(v) for v in row["range"][7:].split(",")) + 7.0)
+        if row["type"] == "whole":
+            bad.append(2.5)
+    elif row["type"] == "numbers":
+        bad += [1.0, "text"]
+        if row["range"].startswith(">"):
+            bad.append([-1.0])
+    else:
+        bad += [1.0, "no_such_value"] if row["range"].startswith("one of") else [1.0]
+    return bad
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_the_core_rejects_every_value_outside_the_declared_range_naming_the_field(name):
+    checked = 0
+    for row in parameters.table(name):
+        for value in _violations(row):
+            config = {**minimal_config(name), row["name"]: value}
+            if row["applies"]:
+                config["converter"] = "n_pair"
+            with pytest.raises(aimcemu.FormatError, match=f"field '{row['name']}'"):
+                noise.noise_model_from_dict(config)
+            checked += 1
+    assert checked >= 2 * len(parameters.table(name))
+
+
+def test_a_parameter_given_where_it_does_not_apply_is_an_error():
+    with pytest.raises(aimcemu.FormatError, match="field 'pair_factors': applies only with converter 'n_pair'"):
+        noise.noise_model_from_dict({"model": "pcm_like", "pair_factors": [1.0, 2.0]})
+
+
+def test_derived_defaults_follow_the_parameters_they_depend_on():
+    assert noise.HermesNoiseModel(num_devices=1).params["g_max"] == 10.35
+    assert noise.HermesNoiseModel(num_devices=1).params["t0"] == 200.0
+    assert noise.StateIndependentNoiseModel(g_max=40.0).params["read_q"] == 1.0 / 40.0
+    assert noise.ReRamWan2022NoiseModel(g_max=30.0).params["coeff_g_max_reference"] == 30.0
+    assert noise.SingleDeviceConductanceConverter().to_dict() == {"converter": "single_device", "g_max": 88.199997,
+                                                                  "g_min": 9.0}
+
+
+def test_the_document_holds_the_generated_parameter_tables():
+    text = DOC.read_text()
+    begin, end = text.find(parameters.DOC_BEGIN), text.find(parameters.DOC_END)
+    assert begin >= 0 and end > begin, f"{DOC.name} lacks the generated section's markers"
+    assert text[begin:end + len(parameters.DOC_END)] == parameters.documentation(), (
+        f"{DOC.name}'s parameter tables differ from the core's: regenerate them with scripts/gen_noise_docs.py")
