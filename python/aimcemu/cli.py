@@ -12,6 +12,7 @@ import pkgutil
 import sys
 
 from . import commands
+from ._optional import MissingExtraError
 
 
 def _command_modules():
@@ -40,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return int(args._main(args) or 0)
-    # Bad input (FormatError is a ValueError), an unusable path or a folder that another sweep
-    # holds: one line that names the file and field, not a traceback.  Anything else is a bug
-    # and keeps its traceback.
-    except (ValueError, OSError, KeyError, FolderBusyError) as exc:
+    # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep
+    # holds or an optional extra that is not installed: one line that names the file and field
+    # (or the extra to install), not a traceback.  Anything else is a bug and keeps its traceback.
+    except (ValueError, OSError, KeyError, FolderBusyError, MissingExtraError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

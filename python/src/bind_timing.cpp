@@ -27,14 +27,22 @@ void bind_config(py::module_& m) {
         .def_readwrite("axi_bytes", &PuConfig::axi_bytes)
         .def_readwrite("align_bytes", &PuConfig::align_bytes)
         .def_readwrite("adm_command_overhead", &PuConfig::adm_command_overhead)
+        .def_readwrite("adm_io_stream_bytes", &PuConfig::adm_io_stream_bytes)
         .def_readwrite("uram_count", &PuConfig::uram_count)
         .def_readwrite("uram_entries", &PuConfig::uram_entries)
         .def_readwrite("uram_weight_bits", &PuConfig::uram_weight_bits)
         .def_readwrite("uram_subregions", &PuConfig::uram_subregions)
         .def_readwrite("postproc_pipeline", &PuConfig::postproc_pipeline)
         .def_readwrite("hbm_latency_s", &PuConfig::hbm_latency_s)
+        .def_readwrite("uram_write_bits", &PuConfig::uram_write_bits)
+        .def_readwrite("uram_cascades", &PuConfig::uram_cascades)
+        .def_readwrite("hbm_channel_peak_bytes_per_s", &PuConfig::hbm_channel_peak_bytes_per_s)
+        .def_readwrite("hbm_efficiency", &PuConfig::hbm_efficiency)
         .def_property_readonly("peak_ops", &PuConfig::peak_ops)
         .def_property_readonly("port_bytes_per_s", &PuConfig::port_bytes_per_s)
+        .def_property_readonly("uram_write_bytes_per_s", &PuConfig::uram_write_bytes_per_s)
+        .def_property_readonly("hbm_channel_bytes_per_s", &PuConfig::hbm_channel_bytes_per_s)
+        .def_property_readonly("weight_port_bytes_per_s", &PuConfig::weight_port_bytes_per_s)
         .def_property_readonly("uram_capacity_entries", [](const PuConfig& p) { return uram_capacity_entries(p); })
         .def_property_readonly("uram_capacity_bytes", [](const PuConfig& p) { return uram_capacity_bytes(p); })
         .def("validate", &PuConfig::validate, py::arg("source") = "<memory>")
@@ -56,13 +64,15 @@ void bind_layer_timing(py::module_& m) {
     py::enum_<FirstLayerIm2col>(m, "FirstLayerIm2col")
         .value("host", FirstLayerIm2col::Host)
         .value("fpga", FirstLayerIm2col::Fpga);
+    py::enum_<TimingModel>(m, "TimingModel").value("full", TimingModel::Full).value("roofline", TimingModel::Roofline);
     py::enum_<AvgPoolMapping>(m, "AvgPoolMapping")
         .value("block_diagonal", AvgPoolMapping::BlockDiagonal)
         .value("dense", AvgPoolMapping::Dense);
     py::class_<TimingOptions>(m, "TimingOptions")
         .def(py::init<>())
         .def_readwrite("first_layer", &TimingOptions::first_layer)
-        .def_readwrite("avg_pool", &TimingOptions::avg_pool);
+        .def_readwrite("avg_pool", &TimingOptions::avg_pool)
+        .def_readwrite("model", &TimingOptions::model);
 
     py::class_<TileTiming>(m, "TileTiming")
         .def_readonly("layer", &TileTiming::layer)
@@ -90,6 +100,8 @@ void bind_layer_timing(py::module_& m) {
         .def_readonly("in_cycles_per_column", &LayerTiming::in_cycles_per_column)
         .def_readonly("out_cycles_per_column", &LayerTiming::out_cycles_per_column)
         .def_readonly("residual_cycles_per_column", &LayerTiming::residual_cycles_per_column)
+        .def_readonly("hbm_cycles_per_column", &LayerTiming::hbm_cycles_per_column)
+        .def_readonly("adm_bound_cycles", &LayerTiming::adm_bound_cycles)
         .def_readonly("wrb_cycles", &LayerTiming::wrb_cycles)
         .def_readonly("fill_cycles", &LayerTiming::fill_cycles)
         .def_readonly("stream_cycles", &LayerTiming::stream_cycles)
@@ -142,6 +154,8 @@ void bind_scheduler(py::module_& m) {
         .def(py::init<>())
         .def_readwrite("tiles", &ScheduleProblem::tiles)
         .def_readwrite("capacity", &ScheduleProblem::capacity)
+        .def_readwrite("port_headroom", &ScheduleProblem::port_headroom)
+        .def_readwrite("load_latency_s", &ScheduleProblem::load_latency_s)
         .def_readwrite("source", &ScheduleProblem::source);
     py::class_<TileSchedule>(m, "TileSchedule")
         .def_readonly("lead", &TileSchedule::lead)

@@ -183,6 +183,24 @@ def test_perf_output_must_be_csv_or_json_and_never_the_model(folder, capsys):
     assert json.loads((folder / "timing" / "model_perf.json").read_text())["summary"]["fps"] > 0
 
 
+def test_import_never_writes_over_its_inputs_or_non_files(folder, capsys):
+    """aimcemu import: the ONNX file and the calibration images are inputs (refused as --output
+    by inode, before the ONNX file is read), and devices and folders are never replaced."""
+    onnx = folder / "net.onnx"
+    onnx.write_bytes(b"not read: the output is refused first")
+    images = folder / "calibration.npy"
+    images.write_bytes(b"neither")
+    link = folder / "other-name.h5"
+    os.link(onnx, link)
+    for output in (onnx, link, images):
+        assert_refused(["import", onnx, "--calibration", images, "-o", output], folder, capsys,
+                       "field '--output'", "of this run")
+    assert_refused(["import", onnx, "-o", "/dev/null"], folder, capsys, "field '--output'", "not a regular file")
+    assert_refused(["import", onnx, "-o", folder], folder, capsys, "field '--output'", "is a folder")
+    assert_refused(["import", folder / "missing.onnx", "-o", folder / "out.h5"], folder, capsys,
+                   "field 'model'", "ONNX file not found")
+
+
 def test_a_task_file_is_written_once(folder):
     """A second attempt at a finished task (a Dask retry, a duplicate grid point) leaves the first
     file untouched and counts the task as done."""
