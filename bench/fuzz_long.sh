@@ -42,10 +42,11 @@ python3 - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
 rows = [json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob("fuzz_*.json"))]
-print(f"\n{'harness':<20} {'executions':>12} {'seconds':>9} {'exec/s':>8} {'cov':>6} {'ft':>6} {'ours':>5} {'libhdf5':>8}")
+print(f"\n{'harness':<20} {'executions':>12} {'seconds':>9} {'exec/s':>8} {'cov':>6} {'ft':>6} {'ours':>5} {'libhdf5':>8} "
+      f"{'unrepro':>8}")
 for r in rows:
     rate = r["executions"] / max(r["seconds"], 1e-9)
     print(f"{r['harness']:<20} {r['executions']:>12} {r['seconds']:>9.0f} {rate:>8.0f} {r['cov']:>6} {r['ft']:>6} "
-          f"{len(r['findings_ours']):>5} {r['findings_hdf5']:>8}")
+          f"{len(r['findings_ours']):>5} {r['findings_hdf5']:>8} {r.get('findings_unreproduced', 0):>8}")
 PY
 exit $status
