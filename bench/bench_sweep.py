@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aimcemu import modelfile
+from aimcemu import executors, modelfile
 
 sweep_module = importlib.import_module("aimcemu.sweeps")
 
@@ -62,7 +62,7 @@ def main() -> None:
         two, two_tasks = measure("w2t1", 2, 1)
         one_all, _ = measure("w1auto", 1, 0)
         two_auto, _ = measure("w2auto", 2, 0)
-    figures = {"cores": sweep_module._cores(), "tasks": args.tasks, "rounds_per_task": 3 * args.chips,
+    figures = {"cores": executors.cores(), "tasks": args.tasks, "rounds_per_task": 3 * args.chips,
                "images": args.images,
                "wall_1_worker_1_thread_s": one, "wall_2_workers_1_thread_s": two,
                "process_speedup": one / two, "process_efficiency": one / (2 * two),

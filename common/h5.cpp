@@ -1,5 +1,6 @@
 // RAII layer over the HDF5 C API: see h5.hpp.
 #include "common/h5.hpp"
+#include "common/temp_files.hpp"
 
 #include <hdf5_hl.h>
 #include <unistd.h>
@@ -396,26 +397,27 @@ void File::close() {
 
 // ---- AtomicFile ----
 
-namespace {
-
-// A temporary name beside `path` (same folder, so rename() is atomic); unique per process and
-// call, and created exclusively so that two writers never share one.
-std::string temp_path_for(const std::string& path) {
+AtomicFile::AtomicFile(const std::string& path, bool replace)
+    : path_(path), temp_path_(files::temporary_path_for(path)), replace_(replace) {
     namespace fs = std::filesystem;
-    static std::atomic<unsigned> counter{0};
-    const fs::path target(path);
-    const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::string name = ".";  // hidden, so a listing never shows an unfinished file
-    name += target.filename().string();
-    name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    return (folder / name).string();
-}
-
-}  // namespace
-
-AtomicFile::AtomicFile(const std::string& path) : path_(path), temp_path_(temp_path_for(path)) {
-    if (std::filesystem::is_directory(path)) throw Error("cannot write " + path + ": it is a folder");
-    file_ = File::create(temp_path_, /*exclusive=*/true);  // nothing to remove if this fails
+    // Only a regular file may be replaced: renaming over a device, a FIFO or a socket would put a
+    // plain file in its place; a folder (or a name ending in '/') cannot be a file at all.
+    if (path.empty() || path.back() == '/') throw Error("cannot write '" + path + "': it names a folder");
+    std::error_code ec;
+    const fs::file_status target = fs::status(path, ec);
+    if (fs::is_directory(target)) throw Error("cannot write " + path + ": it is a folder");
+    if (fs::exists(target) && !fs::is_regular_file(target))
+        throw Error("cannot write " + path + ": it exists and is not a regular file (a device, FIFO or socket)");
+    // Temporary files of writers killed earlier in this folder (see temp_files.hpp).
+    files::remove_stale_temporaries(fs::path(temp_path_).parent_path().string());
+    try {
+        file_ = File::create(temp_path_, /*exclusive=*/true);
+    } catch (const Error&) {
+        // H5Fcreate can fail after creating the file (a full disk: the superblock cannot be
+        // written); the destructor does not run for an object whose constructor threw.
+        std::remove(temp_path_.c_str());
+        throw;
+    }
 }
 
 AtomicFile::~AtomicFile() {
@@ -432,7 +434,10 @@ void AtomicFile::commit() {
     const std::string lost_at_close = take_failed_close(temp_path_);
     if (!lost_at_close.empty()) throw Error("cannot write " + path_ + ": " + lost_at_close);
     std::error_code ec;
-    std::filesystem::rename(temp_path_, path_, ec);
+    if (replace_)
+        std::filesystem::rename(temp_path_, path_, ec);
+    else
+        files::rename_no_replace(temp_path_, path_, ec);
     if (ec) throw Error("cannot move the finished file to " + path_ + ": " + ec.message());
     committed_ = true;
 }

@@ -159,10 +159,14 @@ public:
 };
 
 // Writes `path` atomically: file() is a temporary file in the same folder; commit() closes it and
-// renames it over `path`; destruction without commit() removes the temporary file.
+// renames it over `path`; destruction without commit() removes the temporary file.  Only a
+// regular file is ever replaced (a folder, device, FIFO or socket at `path` is refused before
+// anything is written), and with replace = false not even that: commit() then fails if `path`
+// exists, leaving it untouched.  Creating one also removes the stale temporary files of killed
+// writers from the folder (common/temp_files.hpp).
 class AtomicFile {
 public:
-    explicit AtomicFile(const std::string& path);
+    explicit AtomicFile(const std::string& path, bool replace = true);
     AtomicFile(const AtomicFile&) = delete;
     AtomicFile& operator=(const AtomicFile&) = delete;
     ~AtomicFile();
@@ -173,6 +177,7 @@ public:
 private:
     std::string path_, temp_path_;
     File file_;
+    bool replace_ = true;
     bool committed_ = false;
 };
 

@@ -1,134 +1,16 @@
 // The versioned HDF5 model file and the data set file: see model_file.hpp and docs/model_format.md.
 #include "formats/model_file.hpp"
 
-#include <filesystem>
 #include <limits>
 
-#include "common/h5.hpp"
 #include "common/errors.hpp"
+#include "common/h5.hpp"
+#include "formats/field_reader.hpp"
+#include "formats/untrusted_file.hpp"
 
 namespace aimcemu {
 
 namespace {
-
-// ---- reading with field names ----
-
-// Reads fields of one file, turning every HDF5 failure or bad value into a FormatError that
-// names the file and the field.
-class FieldReader {
-public:
-    explicit FieldReader(std::string path) : path_(std::move(path)) {}
-    const std::string& path() const { return path_; }
-
-    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-        throw FormatError(path_, field, what);
-    }
-    void require(bool ok, const std::string& field, const std::string& what) const {
-        if (!ok) fail(field, what);
-    }
-
-    h5::File open() const {
-        std::error_code ec;
-        require(std::filesystem::exists(path_, ec), "file", "no such file");
-        try {
-            return h5::File::open_read(path_);
-        } catch (const h5::Error& e) {
-            fail("file", std::string("not a readable HDF5 file (truncated or corrupt?): ") + e.what());
-        }
-    }
-
-    // Runs `body`, converting HDF5 errors into FormatError for `field`.
-    template <class F>
-    auto guarded(const std::string& field, F&& body) const {
-        try {
-            return body();
-        } catch (const h5::Error& e) {
-            fail(field, std::string("cannot be read: ") + e.what());
-        }
-    }
-
-    void require_attribute(const h5::Location& loc, const std::string& name, const std::string& field) const {
-        require(guarded(field, [&] { return loc.has_attribute(name); }), field, "missing attribute");
-    }
-
-    std::int64_t integer(const h5::Location& loc, const std::string& name, const std::string& field,
-                         std::int64_t lo = std::numeric_limits<int>::min(),
-                         std::int64_t hi = std::numeric_limits<int>::max()) const {
-        require_attribute(loc, name, field);
-        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
-        require(t.type_class == H5T_INTEGER, field, "expected an integer, found " + t.describe());
-        require(guarded(field, [&] { return loc.attribute_dims(name); }).empty(), field,
-                "expected a scalar, found an array");
-        const std::int64_t v = guarded(field, [&] { return loc.read_attribute_int(name); });
-        require(v >= lo && v <= hi, field,
-                "value " + std::to_string(v) + " outside " + std::to_string(lo) + ".." + std::to_string(hi));
-        return v;
-    }
-
-    bool flag(const h5::Location& loc, const std::string& name, const std::string& field) const {
-        return integer(loc, name, field, 0, 1) != 0;
-    }
-
-    std::string text(const h5::Location& loc, const std::string& name, const std::string& field) const {
-        require_attribute(loc, name, field);
-        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
-        require(t.is_string, field, "expected a string, found " + t.describe());
-        require(guarded(field, [&] { return loc.attribute_dims(name); }).empty(), field,
-                "expected one string, found an array");
-        return guarded(field, [&] { return loc.read_attribute_string(name); });
-    }
-
-    std::vector<std::string> texts(const h5::Location& loc, const std::string& name, const std::string& field) const {
-        require_attribute(loc, name, field);
-        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
-        require(t.is_string, field, "expected strings, found " + t.describe());
-        require(guarded(field, [&] { return loc.attribute_dims(name); }).size() == 1, field,
-                "expected a 1-D array of strings");
-        return guarded(field, [&] { return loc.read_attribute_strings(name); });
-    }
-
-    // A 1-D integer attribute of exactly `n` entries.
-    std::vector<std::int64_t> integers(const h5::Location& loc, const std::string& name, const std::string& field,
-                                       std::size_t n) const {
-        require_attribute(loc, name, field);
-        const h5::TypeInfo t = guarded(field, [&] { return loc.attribute_type(name); });
-        require(t.type_class == H5T_INTEGER, field, "expected integers, found " + t.describe());
-        const h5::Dims dims = guarded(field, [&] { return loc.attribute_dims(name); });
-        require(dims.size() == 1 && dims[0] == n, field, "expected " + std::to_string(n) + " integers");
-        return guarded(field, [&] { return loc.read_attribute_ints(name); });
-    }
-
-    // Opens a dataset and checks its element type with `type_ok`; returns it with its dims.
-    h5::Dataset dataset(const h5::Location& loc, const std::string& name, const std::string& field,
-                        bool (*type_ok)(const h5::TypeInfo&), const std::string& expected_type) const {
-        require(guarded(field, [&] { return loc.has_link(name); }), field, "missing dataset");
-        h5::Dataset ds = guarded(field, [&] { return loc.open_dataset(name); });
-        const h5::TypeInfo t = guarded(field, [&] { return ds.type(); });
-        require(type_ok(t), field, "expected " + expected_type + ", found " + t.describe());
-        return ds;
-    }
-
-    void check_format(const h5::Location& root, const std::string& format, int version) const {
-        const std::string found = text(root, "format", "format");
-        require(found == format, "format", "expected '" + format + "', found '" + found + "'");
-        const std::int64_t v = integer(root, "format_version", "format_version");
-        require(v == version, "format_version",
-                "this build reads version " + std::to_string(version) + ", the file is version " + std::to_string(v) +
-                    (v > version ? " (written by a newer aimcemu)" : ""));
-    }
-
-private:
-    std::string path_;
-};
-
-bool is_int8(const h5::TypeInfo& t) { return t.type_class == H5T_INTEGER && t.size == 1 && t.is_signed; }
-bool is_integer(const h5::TypeInfo& t) { return t.type_class == H5T_INTEGER; }
-
-std::string dims_text(const h5::Dims& dims) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-    return s + "]";
-}
 
 // ---- model file ----
 
@@ -179,7 +61,7 @@ void write_layer(const h5::Location& layers, const Layer& l) {
 
 Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name) {
     const std::string f = "layers/" + name + "/";
-    const h5::Location g = r.guarded(f, [&] { return layers.open_group(name); });
+    const h5::Location g = r.group(layers, name, "layers/" + name);
     Layer l;
     l.name = name;
     const std::string kind = r.text(g, "kind", f + "kind");
@@ -192,14 +74,14 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
         l.*(field.member) = int(r.integer(g, field.name, f + field.name, field.lo, field.hi));
     for (const auto& field : kFlagFields) l.*(field.member) = r.flag(g, field.name, f + field.name);
 
-    const bool has_weights = r.guarded(f + "weights", [&] { return g.has_link("weights"); });
-    const bool has_bias = r.guarded(f + "bias", [&] { return g.has_link("bias"); });
+    const bool has_weights = r.has_link(g, "weights", f + "weights");
+    const bool has_bias = r.has_link(g, "bias", f + "bias");
     if (!l.is_gemm()) {
         r.require(!has_weights && !has_bias, f + "weights", std::string(to_string(l.kind)) + " layers carry no weights");
         return l;
     }
     const h5::Dataset w = r.dataset(g, "weights", f + "weights", is_int8, "int8");
-    const h5::Dims wd = r.guarded(f + "weights", [&] { return w.dims(); });
+    const h5::Dims wd = r.dims(w, f + "weights");
     const hsize_t n = hsize_t(std::max(l.out_channels, 0));
     if (l.kind == LayerKind::Conv)
         r.require(wd.size() == 4 && wd[0] == n && wd[1] == hsize_t(l.kernel) && wd[2] == hsize_t(l.kernel), f + "weights",
@@ -208,13 +90,13 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     else
         r.require(wd.size() == 2 && wd[0] == n, f + "weights",
                   "expected shape [out_channels=" + std::to_string(n) + ", inputs], found " + dims_text(wd));
-    l.weights = r.guarded(f + "weights", [&] { return w.read<std::int8_t>(); });
+    l.weights = r.read<std::int8_t>(w, f + "weights");
 
     const h5::Dataset b = r.dataset(g, "bias", f + "bias", is_int8, "int8");
-    const h5::Dims bd = r.guarded(f + "bias", [&] { return b.dims(); });
+    const h5::Dims bd = r.dims(b, f + "bias");
     r.require(bd.size() == 1 && bd[0] == n, f + "bias",
               "expected shape [" + std::to_string(n) + "], found " + dims_text(bd));
-    l.bias = r.guarded(f + "bias", [&] { return b.read<std::int8_t>(); });
+    l.bias = r.read<std::int8_t>(b, f + "bias");
     return l;
 }
 
@@ -230,11 +112,21 @@ Network read_model(const FieldReader& r) {
     net.output_layer = int(r.integer(file, "output_layer", "output_layer", -1, kIntMax));
     net.class_names = r.texts(file, "class_names", "class_names");
 
-    r.require(r.guarded("layers", [&] { return file.has_link("layers"); }), "layers", "missing group");
-    const h5::Location layers = r.guarded("layers", [&] { return file.open_group("layers"); });
-    const auto names = r.guarded("layers", [&] { return layers.children_in_creation_order(); });
+    const h5::Location layers = r.group(file, "layers", "layers");
+    const auto names = r.children(layers, "layers");
     for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name));
     return net;
+}
+
+// class_names, when given, name every output of the network (labels index them).
+void check_class_names(const Network& net, const std::string& path) {
+    if (net.class_names.empty()) return;
+    const std::int64_t outputs = net.layers.at(std::size_t(net.output_index())).out_shape.size();
+    if (std::int64_t(net.class_names.size()) != outputs)
+        throw FormatError(path, "class_names",
+                          std::to_string(net.class_names.size()) + " names for the " + std::to_string(outputs) +
+                              " outputs of layer '" + net.layers.at(std::size_t(net.output_index())).name +
+                              "' (give one name per output, or none)");
 }
 
 // ---- data set file ----
@@ -245,21 +137,24 @@ DataSet read_dataset(const FieldReader& r) {
     DataSet data;
     data.source = r.text(file, "source", "source");
     data.description = r.text(file, "description", "description");
-    if (r.guarded("input_frac_bits", [&] { return file.has_attribute("input_frac_bits"); }))
+    if (r.has_attribute(file, "input_frac_bits", "input_frac_bits"))
         data.input_frac_bits = int(r.integer(file, "input_frac_bits", "input_frac_bits", -31, 31));
 
     const h5::Dataset images = r.dataset(file, "images", "images", is_int8, "int8");
-    const h5::Dims id = r.guarded("images", [&] { return images.dims(); });
-    r.require(id.size() == 4 && id[1] > 0 && id[2] > 0 && id[3] > 0, "images",
-              "expected shape [image, y, x, channel] with non-empty images, found " + dims_text(id));
+    const h5::Dims id = r.dims(images, "images");
+    r.require(id.size() == 4, "images", "expected shape [image, y, x, channel], found " + dims_text(id));
+    r.require(id[0] >= 1, "images", "the data set holds no images (shape " + dims_text(id) + ")");
+    for (std::size_t axis = 1; axis < 4; ++axis)
+        r.require(id[axis] >= hsize_t(kDimensionRange.min) && id[axis] <= hsize_t(kDimensionRange.max), "images",
+                  "image dimensions must be in 1.." + std::to_string(kDimensionRange.max) + ", found shape " + dims_text(id));
     data.image_shape = {int(id[1]), int(id[2]), int(id[3])};
 
     const h5::Dataset labels = r.dataset(file, "labels", "labels", is_integer, "an integer type");
-    const h5::Dims ld = r.guarded("labels", [&] { return labels.dims(); });
+    const h5::Dims ld = r.dims(labels, "labels");
     r.require(ld.size() == 1 && ld[0] == id[0], "labels",
               "expected shape [" + std::to_string(id[0]) + "] (one per image), found " + dims_text(ld));
-    data.images = r.guarded("images", [&] { return images.read<std::int8_t>(); });
-    data.labels = r.guarded("labels", [&] { return labels.read<std::int64_t>(); });
+    data.labels = r.read<std::int64_t>(labels, "labels");
+    data.images = r.read<std::int8_t>(images, "images");
     for (auto label : data.labels) r.require(label >= 0, "labels", "negative label " + std::to_string(label));
     return data;
 }
@@ -281,6 +176,7 @@ void write_atomically(const std::string& path, F&& write) {
 void save_model(const Network& net, const std::string& path) {
     Network checked = net;
     checked.resolve(path);  // never write a file that load_model would reject
+    check_class_names(checked, path);
     for (std::size_t i = 0; i < checked.layers.size(); ++i) check_layer_name(checked.layers[i].name, i, path);
     write_atomically(path, [&](const h5::File& file) {
         file.write_attribute("format", kModelFormat);
@@ -297,14 +193,21 @@ void save_model(const Network& net, const std::string& path) {
 }
 
 Network load_model(const std::string& path) {
+    check_in_helper(FileKind::Model, path);
+    return load_model_in_process(path);
+}
+
+Network load_model_in_process(const std::string& path) {
     Network net = read_model(FieldReader(path));
     net.resolve(path);
+    check_class_names(net, path);
     return net;
 }
 
 void save_dataset(const DataSet& data, const std::string& path) {
     const std::int64_t per_image = data.image_shape.size();
     if (per_image <= 0) throw FormatError(path, "images", "image shape must be positive");
+    if (data.count() == 0) throw FormatError(path, "images", "a data set needs at least one image");
     if (std::int64_t(data.images.size()) != data.count() * per_image)
         throw FormatError(path, "images", "expected " + std::to_string(data.count() * per_image) + " values for " +
                                               std::to_string(data.count()) + " images, got " +
@@ -322,7 +225,12 @@ void save_dataset(const DataSet& data, const std::string& path) {
     });
 }
 
-DataSet load_dataset(const std::string& path) { return read_dataset(FieldReader(path)); }
+DataSet load_dataset(const std::string& path) {
+    check_in_helper(FileKind::DataSet, path);
+    return load_dataset_in_process(path);
+}
+
+DataSet load_dataset_in_process(const std::string& path) { return read_dataset(FieldReader(path)); }
 
 void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path) {
     const auto shape_text = [](const Shape3& s) {

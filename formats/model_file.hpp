@@ -25,8 +25,12 @@ inline constexpr int kDataSetFormatVersion = 1;
 
 // Validates `net` (a copy is resolved) and writes it to `path` atomically.
 void save_model(const Network& net, const std::string& path);
-// Reads and validates a model file; the returned network is resolved.
+// Reads and validates a model file; the returned network is resolved.  The file is read in the
+// checking process first (formats/untrusted_file.hpp), so a file that crashes the HDF5 library
+// is refused with a FormatError.
 Network load_model(const std::string& path);
+// The same without the checking process (what that process and the fuzz harnesses run).
+Network load_model_in_process(const std::string& path);
 
 struct DataSet {
     Shape3 image_shape;                 // H, W, C of one image
@@ -38,7 +42,8 @@ struct DataSet {
 };
 
 void save_dataset(const DataSet& data, const std::string& path);
-DataSet load_dataset(const std::string& path);
+DataSet load_dataset(const std::string& path);             // checked like load_model
+DataSet load_dataset_in_process(const std::string& path);
 // Checks that `data` (read from `path`) fits `net`: image shape, input_frac_bits when recorded,
 // labels within the network's classes.  Throws FormatError naming `path` and the field.
 void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path);

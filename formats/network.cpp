@@ -58,13 +58,18 @@ void require(bool ok, const std::string& source, const std::string& field, const
 
 std::string range_text(FieldRange r) { return std::to_string(r.min) + ".." + std::to_string(r.max); }
 
+void require_dimension(int value, const std::string& source, const std::string& field) {
+    require(kDimensionRange.contains(value), source, field,
+            "must be in " + range_text(kDimensionRange) + " (got " + std::to_string(value) + ")");
+}
+
 void check_producer(int index, int producer, const std::string& source, const std::string& field) {
     require(producer >= kNetworkInput && producer < index, source, field,
             "must name an earlier layer or the network input (got " + std::to_string(producer) + ")");
 }
 
 void resolve_gemm(Layer& l, const std::string& src, const std::string& f) {
-    require(l.out_channels > 0, src, f + "out_channels", "must be positive");
+    require_dimension(l.out_channels, src, f + "out_channels");
     if (l.kind == LayerKind::Linear) {
         require(l.kernel == 1 && l.stride == 1 && l.pad == 0, src, f + "kernel",
                 "linear layers take kernel 1, stride 1, pad 0");
@@ -92,6 +97,7 @@ void resolve_gemm(Layer& l, const std::string& src, const std::string& f) {
 void Network::resolve(const std::string& src) {
     require(input_shape.h > 0 && input_shape.w > 0 && input_shape.c > 0, src, "input_shape",
             "every dimension must be positive");
+    for (int d : {input_shape.h, input_shape.w, input_shape.c}) require_dimension(d, src, "input_shape");
     require(!layers.empty(), src, "layers", "the network has no layers");
     require(output_layer >= -1 && output_layer < int(layers.size()), src, "output_layer", "out of range");
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -108,8 +114,8 @@ void Network::resolve(const std::string& src) {
         require(kAlignShiftRange.contains(l.input_shift), src, f + "input_shift", "must be in " + range_text(kAlignShiftRange));
         const bool windowed = l.kind == LayerKind::Conv || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool;
         if (windowed) {
-            require(l.kernel >= 1, src, f + "kernel", "must be >= 1");
-            require(l.stride >= 1, src, f + "stride", "must be >= 1");
+            require_dimension(l.kernel, src, f + "kernel");
+            require_dimension(l.stride, src, f + "stride");
             require(l.pad >= 0 && l.pad < l.kernel, src, f + "pad", "must be in 0..kernel-1");
             require(l.in_shape.h + 2 * l.pad >= l.kernel && l.in_shape.w + 2 * l.pad >= l.kernel, src,
                     f + "kernel", "window larger than the padded input");
@@ -130,6 +136,8 @@ void Network::resolve(const std::string& src) {
                     require(kAvgMultRange.contains(l.avg_mult), src, f + "avg_mult", "must be in " + range_text(kAvgMultRange));
                 break;
         }
+        require(l.out_shape.size() <= kMaxActivationsPerImage, src, f + "out_channels",
+                "one image's activations (" + std::to_string(l.out_shape.size()) + " values) exceed 2^31 - 1");
         if (l.residual_input >= 0) {
             check_producer(int(i), l.residual_input, src, f + "residual_input");
             require(shape_of(l.residual_input) == l.out_shape, src, f + "residual_input",

@@ -49,6 +49,13 @@ inline constexpr FieldRange kOutShiftRange{0, 31};
 inline constexpr FieldRange kAlignShiftRange{-8, 8};  // residual_shift and input_shift
 inline constexpr FieldRange kAvgMultRange{1, 127};
 
+// Geometry limits (inclusive) that Network::resolve enforces, so that no shape arithmetic can
+// overflow and no layer's activations outgrow what the kernels index: every dimension of the
+// input, every kernel, stride and channel count is in kDimensionRange, and one image's
+// activations of any layer hold fewer than 2^31 values.
+inline constexpr FieldRange kDimensionRange{1, 65535};
+inline constexpr std::int64_t kMaxActivationsPerImage = (std::int64_t(1) << 31) - 1;
+
 struct Layer {
     std::string name;
     LayerKind kind = LayerKind::Conv;

@@ -116,7 +116,7 @@ struct ResultsWriter::State {
     std::vector<std::int8_t> reference_logits, round_logits;             // [image][class], [round][image][class]
 
     State(const std::string& p, const Network& n, ResultsSpec s)
-        : path(p), net(n), spec(std::move(s)), out(p) {}
+        : path(p), net(n), spec(std::move(s)), out(p, spec.replace_existing) {}
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
         throw FormatError(path, field, what);

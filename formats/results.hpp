@@ -39,6 +39,7 @@ struct ResultsSpec {
     std::vector<std::string> stored_layers;  // layers whose activations are stored; empty = all
     bool store_no_activations = false;       // true: store none (metrics and predictions only)
     int deflate_level = 1;                   // 1..4 for activations
+    bool replace_existing = true;            // false: commit() fails, leaving it alone, if the file exists
 };
 
 class ResultsWriter {

@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake pkg-config libpcg-cpp-dev libeigen3-dev libhdf5-dev libgtest-dev
-              libbenchmark-dev libdnnl-dev verilator iverilog yosys chromium)
-PIP_PACKAGES=(numpy h5py pyyaml tqdm xarray h5netcdf matplotlib "dask[distributed]" scipy pandas pytest
+              libbenchmark-dev libdnnl-dev verilator iverilog yosys chromium
+              clang-14 libfuzzer-14-dev libclang-rt-14-dev)  # clang/libFuzzer: tests/fuzz
+PIP_PACKAGES=(numpy h5py pyyaml tqdm xarray h5netcdf matplotlib "dask[distributed]" scipy pandas pytest hypothesis
               scikit-learn pybind11 scikit-build-core ninja "torch==2.13.0" onnx onnxruntime
               nbclient nbformat ipykernel scikit-build)
 # aihwkit's pure-Python inference package (noise models, converters) for the interop tests: its

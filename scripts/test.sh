@@ -17,6 +17,16 @@ if [ "$FAST" = 0 ]; then
         -DAIMCEMU_BUILD_BENCH=OFF -DAIMCEMU_BUILD_RTL=OFF -DAIMCEMU_USE_DNNL=OFF >/dev/null
   cmake --build build-asan -j"$JOBS"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$JOBS" -L cpp)
+
+  # Fuzzing: each libFuzzer harness for 30 s under ASan/UBSan (clang; docs/reliability.md).
+  if command -v clang++-14 >/dev/null 2>&1; then
+    CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAIMCEMU_SANITIZE=ON \
+          -DAIMCEMU_FUZZ=ON -DAIMCEMU_BUILD_BENCH=OFF -DAIMCEMU_BUILD_RTL=OFF -DAIMCEMU_USE_DNNL=OFF >/dev/null
+    cmake --build build-fuzz -j"$JOBS" --target fuzz_all
+    (cd build-fuzz && ctest --output-on-failure -j"$JOBS" -L fuzz)
+  else
+    echo "test.sh: clang-14 not found: fuzzing skipped (the seed corpora were replayed above)"
+  fi
 fi
 
 # The Python extension is rebuilt if C++ changed (editable install, incremental build dir).

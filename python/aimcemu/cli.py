@@ -37,11 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    from .files import FolderBusyError
+
     try:
         return int(args._main(args) or 0)
-    # Bad input (FormatError is a ValueError) or an unusable path: one line that names the
-    # file and field (or the extra to install), not a traceback.  Anything else is a bug and keeps its traceback.
-    except (ValueError, OSError, KeyError, MissingExtraError) as exc:
+    # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep
+    # holds or an optional extra that is not installed: one line that names the file and field
+    # (or the extra to install), not a traceback.  Anything else is a bug and keeps its traceback.
+    except (ValueError, OSError, KeyError, FolderBusyError, MissingExtraError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -10,18 +10,24 @@ The options, their defaults and their rules live here and nowhere else::
     cfg.placements(net)        # where each layer of `net` runs, with its noise model object
     cfg.stored(...)            # the resolved JSON that results files keep (docs/hdf5_layout.md)
 
-Rules (a violation raises aimcemu.FormatError naming the source and the option):
-    model, data   a file path (None: the embedded model; its test set beside it)
-    output        a results file path (None: results/<model>_<timestamp>.h5)
+Rules (a violation raises aimcemu.FormatError naming the source and the option; the ranges
+are aimcemu.validate's, listed with their reasons in docs/reliability.md):
+    model, data   a regular file (None: the embedded model; its test set beside it)
+    output        a results file path (None: results/<model>_<timestamp>.h5); never an input of
+                  the run, a folder, a device or a FIFO; a trailing '/' is a folder that
+                  receives the default name (aimcemu.files.output_file)
     mapping       None (all digital) | "all" | a Mapping | a dict | a YAML mapping file
     noise         the default noise of AIMC layers: {"model": name, **params}, a name, or a
                   noise model object; alone it means mapping "all"
     t             times since programming, strictly increasing, finite, >= 0: numbers, or
                   strings with a unit s, min, h, d, y (365 d), e.g. "0,1h,1d,1y"
-    chips, rounds integers >= 1;  seed an integer >= 0;  threads an integer >= 0 (0 = all cores)
+    chips, rounds integers in 1..2^20;  seed an integer in 0..2^64 - 1;  threads 0..4096 (0 = all
+                  cores); chips x t x rounds x compensations <= 2^20 noisy rounds in one run
     drift_compensation  "none", "global", or several ("none,global", a list), each once
     backend       the PU model's kernel name (the PU model checks it)
-    layers        whose activations to store: "all", "none", names (a list or "a,b")
+    layers        whose activations to store: "all", "none", names (a list or "a,b"; at least one)
+    A digital run (no mapping, no noise) has no noisy rounds: t, chips, rounds, seed and
+    drift_compensation given to it would be ignored, so they are an error instead (NOISY_ONLY).
 
 Noise models are built once per distinct config: the default noise here, each mapping rule's
 noise in the Mapping, and every placement shares its rule's model object.
@@ -39,7 +45,7 @@ from typing import Any, Mapping as MappingABC
 
 import numpy as np
 
-from . import _core, modelfile
+from . import _core, modelfile, validate
 from .mapping import Mapping, Placement, resolve_noise_model
 from .noise import NoiseModel
 from .yamlfile import load_yaml
@@ -60,6 +66,9 @@ DRIFT_COMPENSATIONS = ("none", "global")  # the results writer's codes (formats/
 # NIU round id of the drift-compensation calibration readouts (reserved: noisy rounds use
 # 0..rounds-1).  It fits the 32-bit round field of the NIU program.
 CALIBRATION_ROUND = 2**32 - 1
+
+# Options that only noisy rounds use, with the values that mean "not given".
+NOISY_ONLY: dict[str, Any] = {"t": [0.0], "chips": 1, "rounds": 1, "seed": 0, "drift_compensation": "none"}
 
 TIME_UNITS = {"": 1.0, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "y": 365.0 * 86400.0}
 
@@ -140,28 +149,34 @@ def parse_compensations(value: Any, source: str = "<arguments>", field: str = "d
     return names
 
 
-def check_count(value: Any, source: str, field: str, minimum: int, what: str = "") -> int:
-    """An integer option (a count, a seed) of at least `minimum`; booleans are not integers."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise _fail(source, field, f"must be an integer >= {minimum}{what}, got {value!r}")
-    return int(value)
-
-
-def layer_selection(layers: Any) -> str | list[str]:
-    """"all", "none", or a list of layer names (a comma-separated string is split)."""
+def layer_selection(layers: Any, source: str = "<arguments>") -> str | list[str]:
+    """"all", "none", or a list of layer names (a comma-separated string is split); a
+    selection that names no layer (",", an empty list) is an error, not "store nothing"."""
     if isinstance(layers, str):
+        layers = validate.text(layers, "layers", source)
         if layers in ("all", "none"):
             return layers
-        return [name.strip() for name in layers.split(",") if name.strip()]
-    return [str(name) for name in layers]
+        names = [name.strip() for name in layers.split(",") if name.strip()]
+    elif isinstance(layers, (list, tuple)):
+        names = [validate.text(name, "layers", source) for name in layers]
+    else:
+        raise _fail(source, "layers", f"expected 'all', 'none' or layer names, got {layers!r}")
+    if not names:
+        raise _fail(source, "layers", f"{layers!r} names no layer (use 'none' to store no activations, 'all' for "
+                                      "every layer)")
+    return names
 
 
 def load_yaml_config(path, what: str = "options") -> dict:
-    """A YAML config file that must hold a mapping; FormatError naming the file otherwise."""
+    """A YAML config file that must hold a mapping; FormatError naming the file otherwise (read
+    with the limits of aimcemu.yamlfile)."""
+    config = load_yaml(path, "config")
     source = os.fspath(path)
-    config = load_yaml(source)
     if not isinstance(config, dict):
         raise _fail(source, "<root>", f"expected a mapping of {what}")
+    for key in config:
+        if not isinstance(key, str):
+            raise _fail(source, repr(key), "option names are strings")
     return config
 
 
@@ -217,19 +232,25 @@ class RunConfig:
         differ from their defaults (aimcemu.run's arguments).  `source` names a dict config in
         errors (default "<config>")."""
         options, sources = _merge(config, dict(explicit or {}), source)
-        model, data = modelfile.locate_inputs(options["model"], options["data"])
+        for key in ("model", "data", "output"):
+            if options[key] is not None:
+                if not isinstance(options[key], (str, os.PathLike)):
+                    raise _fail(sources[key], key, f"expected a path, got {options[key]!r}")
+                options[key] = validate.text(os.fspath(options[key]), key, sources[key])
+        model, data = modelfile.locate_inputs(options["model"], options["data"], sources)
         return cls._validated(options, sources, model, data)
 
     @classmethod
     def _validated(cls, options: dict, sources: dict, model: str, data: str) -> "RunConfig":
-        def check(key: str, minimum: int, what: str = "") -> int:
-            options[key] = check_count(options[key], sources[key], key, minimum, what)
+        def check(key: str, rule) -> int:
+            options[key] = rule(options[key], key, sources[key])
             return options[key]
 
         if not isinstance(options["backend"], str):
             raise _fail(sources["backend"], "backend", "must be a name (the PU model checks which)")
-        threads, chips, rounds, seed = check("threads", 0, " (0 = all cores)"), check("chips", 1), \
-            check("rounds", 1), check("seed", 0)
+        validate.text(options["backend"], "backend", sources["backend"])
+        threads, chips, rounds, seed = check("threads", validate.threads), check("chips", validate.chips), \
+            check("rounds", validate.rounds), check("seed", validate.seed)
         names = parse_compensations(options["drift_compensation"], sources["drift_compensation"])
         options["drift_compensation"] = names[0] if len(names) == 1 else names
         options["t"] = parse_times(options["t"], sources["t"], "t")
@@ -238,13 +259,15 @@ class RunConfig:
         if mapping is None and noise is not None:
             mapping = "all"  # a noise alone puts every GEMM layer on AIMC
         mapping = Mapping.coerce(mapping, sources["mapping"])
-        layers = options["layers"]
-        if not isinstance(layers, (str, list, tuple)):
-            raise _fail(sources["layers"], "layers", f"expected 'all', 'none' or layer names, got {layers!r}")
+        if mapping is None:
+            _refuse_ignored_options(options, sources)
+        else:
+            validate.noisy_rounds(chips, len(options["t"]), rounds, len(names), sources["chips"])
+        layers = layer_selection(options["layers"], sources["layers"])
         return cls(model=model, data=data, output=None if options["output"] is None else os.fspath(options["output"]),
                    mapping=mapping, noise=noise, t=tuple(options["t"]), chips=chips, rounds=rounds, seed=seed,
                    compensations=tuple(names), backend=options["backend"], threads=threads,
-                   layers=layer_selection(layers), options=options, sources=sources)
+                   layers=layers, options=options, sources=sources)
 
     # derived -----------------------------------------------------------------------------------
     @property
@@ -264,7 +287,7 @@ class RunConfig:
         if output is not None:
             changes["output"] = os.fspath(output)
         if threads is not None:
-            changes["threads"] = check_count(threads, "<arguments>", "threads", 0, " (0 = all cores)")
+            changes["threads"] = validate.threads(threads)
         return replace(self, **changes, options={**self.options, **changes})
 
     def placements(self, net) -> list[Placement] | None:
@@ -283,12 +306,25 @@ class RunConfig:
                 for r in range(self.rounds)]
 
     def output_path(self, model_name: str) -> Path:
-        """The results file: the given output, or results/<model>_<timestamp>.h5."""
-        if self.output is not None:
-            return Path(self.output)
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name) or "model"
-        return Path("results") / f"{safe}_{stamp}.h5"
+        """The results file: the given output, or results/<model>_<timestamp>.h5; a given output
+        is checked (aimcemu.files.output_file): never an input of this run (model, data set,
+        config or mapping file, compared by inode), a folder, a device or a FIFO, and a trailing
+        '/' is a folder that receives the default name."""
+        from .files import output_file
+
+        def default_name() -> str:
+            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name) or "model"
+            return f"{safe}_{stamp}.h5"
+
+        if self.output is None:
+            return Path("results") / default_name()
+        inputs = [("model", self.model), ("data", self.data)]
+        inputs += [("config", path) for path in sorted(set(self.sources.values())) if os.path.isfile(path)]
+        if self.mapping is not None and os.path.isfile(self.mapping.source):
+            inputs.append(("mapping", self.mapping.source))
+        return output_file(self.output, "output", self.sources.get("output", "<arguments>"), inputs=inputs,
+                           default_name=default_name)
 
     def stored(self, net, out_path: Path, images: int, placements: list[Placement] | None,
                noisy_rounds: int) -> dict:
@@ -314,6 +350,16 @@ class RunConfig:
             "calibration_round": CALIBRATION_ROUND if "global" in self.compensations else None,
             "aimcemu_version": __version__, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(),
         }
+
+
+def _refuse_ignored_options(options: dict, sources: dict) -> None:
+    """A digital run (no mapping, no noise) has no noisy rounds: an option that only noisy
+    rounds use would be ignored without a word, so it is an error instead."""
+    for key, unused in NOISY_ONLY.items():
+        if not _same(options[key], unused):
+            raise _fail(sources[key], key, f"this run is digital (no mapping and no noise), so it has no noisy rounds "
+                                           f"and {key} would be ignored; give a mapping or a noise model, or leave "
+                                           f"{key} out")
 
 
 def _merge(config, explicit: dict, source: str | None) -> tuple[dict, dict]:

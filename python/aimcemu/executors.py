@@ -24,11 +24,38 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def init_worker(threads: int) -> None:
+def init_worker(threads: int, parent: int) -> None:
     """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
-    and Ctrl-C is left to the coordinating process, which stops the pool cleanly."""
+    Ctrl-C is left to the coordinating process, which stops the pool cleanly, and the worker
+    dies with the coordinator however it dies (kill -9 included), so no orphan keeps writing."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
+
+
+def die_with_parent(parent: int) -> None:
+    """Asks Linux to SIGKILL this process when its parent exits (prctl PR_SET_PDEATHSIG), then
+    checks that the parent has not already gone in between.  Elsewhere a watchdog thread polls
+    the parent instead."""
+    import ctypes
+    import threading
+    import time
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        armed = False
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="aimcemu-parent-watch", daemon=True).start()
 
 
 def task_threads(threads: int | Mapping[str, int]) -> int:
@@ -75,7 +102,7 @@ def local_pool(workers: int | None, task_count: int, threads: int) -> FuturesExe
     workers = max(1, min(workers or available, task_count or 1))
     threads = threads if threads > 0 else max(1, available // workers)
     pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=init_worker, initargs=(threads,))
+                                  initializer=init_worker, initargs=(threads, os.getpid()))
     return FuturesExecutor(pool, threads, owned=True)
 
 

@@ -52,6 +52,12 @@ def resolve_noise_model(noise: Any, source: str = "<config>", field: str = "nois
         noise = {"model": noise}
     if not isinstance(noise, (NoiseModel, MappingABC)):
         raise _fail(source, field, f"expected a noise model name or a dict with 'model', got {noise!r}")
+    if isinstance(noise, MappingABC):
+        for key in noise:
+            if not isinstance(key, str):
+                raise _fail(source, field, f"parameter names are strings, got {key!r}")
+        if "model" in noise and not isinstance(noise["model"], str):
+            raise _fail(source, f"{field}.model", f"expected a noise model name, got {noise['model']!r}")
     try:
         model = noise if isinstance(noise, NoiseModel) else noise_model_from_dict(dict(noise))
         niu.check_model(model)  # AIMC weights come from the NIU: its compiler decides what it runs
@@ -151,9 +157,11 @@ class Mapping:
         return cls(config.get("default", "digital"), config.get("layers"), source=source)
 
     @classmethod
-    def from_yaml(cls, path) -> "Mapping":
-        source = os.fspath(path)
-        return cls.from_dict(load_yaml(source), source=source)
+    def from_yaml(cls, path, field: str = "mapping", source: str = "<arguments>") -> "Mapping":
+        """A mapping file, read with the limits of aimcemu.yamlfile; a missing file or one that is
+        not a regular file is an error naming `field`."""
+        config = load_yaml(path, field, source, "mapping file")
+        return cls.from_dict(config, source=os.fspath(path))
 
     @classmethod
     def coerce(cls, mapping: Any, source: str = "<config>") -> "Mapping | None":
@@ -163,9 +171,7 @@ class Mapping:
         if isinstance(mapping, str) and mapping == "all":
             return cls.all_aimc(source=source)
         if isinstance(mapping, (str, os.PathLike)):
-            if not os.path.isfile(mapping):
-                raise FileNotFoundError(f"mapping file not found: {os.fspath(mapping)}")
-            return cls.from_yaml(mapping)
+            return cls.from_yaml(mapping, "mapping", source)
         if isinstance(mapping, MappingABC):
             return cls.from_dict(mapping, source=f"{source}: mapping")
         raise _fail(source, "mapping", f"expected None, 'all', a Mapping, a dict or a YAML file, got {mapping!r}")

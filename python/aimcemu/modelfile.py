@@ -40,18 +40,25 @@ def embedded_paths(name: str = EMBEDDED_MODEL) -> tuple[Path, Path]:
     return folder / name / MODEL_FILE, folder / name / DATASET_FILE
 
 
-def locate_inputs(model=None, data=None) -> tuple[str, str]:
+def locate_inputs(model=None, data=None, sources: dict | None = None) -> tuple[str, str]:
     """(model file, data set file): the embedded default when no model is given, and the
-    test_set.h5 beside the model file when no data is given (FileNotFoundError if absent)."""
+    test_set.h5 beside the model file when no data is given.  Each must be a regular file: a
+    missing one raises FileNotFoundError, a folder, FIFO or device FormatError, naming the option
+    (the model is checked first, so a missing model is never reported as a missing data set);
+    `sources` says where each option came from (default "<arguments>")."""
+    from . import validate
+
+    sources = sources or {}
     if model is None:
         model_path, default_data = embedded_paths()
     else:
-        model_path = Path(model)
+        model_path = Path(validate.input_file(model, "model", sources.get("model", "<arguments>"), "model file"))
         default_data = model_path.parent / DATASET_FILE
     if data is None:
         if not default_data.is_file():
             raise FileNotFoundError(f"no data set given and none beside the model ({default_data})")
         data = default_data
+    data = validate.input_file(data, "data", sources.get("data", "<arguments>"), "data set file")
     return os.fspath(model_path), os.fspath(data)
 
 

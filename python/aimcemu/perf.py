@@ -280,14 +280,21 @@ class PerfResult:
         }
 
     def to_json(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2, default=json_default) + "\n")
+        from .files import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, default=json_default) + "\n")
 
     def to_csv(self, path) -> None:
+        import io
+
+        from .files import atomic_write_text
+
         rows = self.layer_rows()
-        with open(path, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0].keys()) if rows else ["layer"])
-            writer.writeheader()
-            writer.writerows(rows)
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0].keys()) if rows else ["layer"])
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(path, buffer.getvalue())
 
     def plot(self, directory) -> list[Path]:
         """Fig. 5(a) per-layer latency per PU type; Fig. 5(b)/(c) scheduler time and memory ratios."""
@@ -302,11 +309,24 @@ def _schedule_run(result: PerfResult):
     return next(iter(result.runs.items()))
 
 
+def _save_png(fig, path: Path) -> None:
+    """A figure as a PNG file, written atomically (aimcemu.files)."""
+    import io
+
+    from .files import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
 def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
     matplotlib = require("matplotlib", "aimcemu perf plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if directory.exists() and not directory.is_dir():
+        raise _core.FormatError(f"<perf>: field 'plot': {directory} exists and is not a folder")
     directory.mkdir(parents=True, exist_ok=True)
     files = []
     name = result.net.name
@@ -325,7 +345,7 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
     ax.legend()
     fig.tight_layout()
     files.append(directory / f"{name}_layer_latency.png")
-    fig.savefig(files[-1], dpi=120)
+    _save_png(fig, files[-1])
     plt.close(fig)
 
     # Fig. 5(b)/(c): per-tile time and memory ratios of the chosen PU's schedule.
@@ -346,7 +366,7 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
                  f"red: still stalled)")
     fig.tight_layout()
     files.append(directory / f"{name}_{pu}_time_ratio.png")
-    fig.savefig(files[-1], dpi=120)
+    _save_png(fig, files[-1])
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(12, 4))
@@ -359,7 +379,7 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
     ax.legend()
     fig.tight_layout()
     files.append(directory / f"{name}_{pu}_memory_ratio.png")
-    fig.savefig(files[-1], dpi=120)
+    _save_png(fig, files[-1])
     plt.close(fig)
     return files
 

@@ -234,16 +234,40 @@ def build_figures(results, layers: Sequence[str] | None = None, max_heatmaps: in
     return src, figures
 
 
+def _check_results_path(results) -> Path:
+    """A results file (regular file) or a sweep folder; anything else is refused by name."""
+    from .validate import input_file, text
+
+    results = Path(text(os.fspath(results), "results", "<report>"))
+    if not results.exists():
+        raise FileNotFoundError(f"report: no results file or sweep folder at {results}")
+    if not results.is_dir():
+        input_file(results, "results", "<report>", "results file")
+    return results
+
+
+def _output_path(results: Path, output, is_sweep: bool) -> Path:
+    """The HTML file: checked like every output (aimcemu.files.output_file): never the results
+    file or a task file it reads, a folder, a device or a FIFO; a trailing '/' is a folder that
+    receives the default name."""
+    from .files import output_file
+
+    default = "report.html" if is_sweep else results.with_suffix(".html").name
+    if output is None:
+        output = results / default if is_sweep else results.with_suffix(".html")
+    inputs = [("results file", results)] if not is_sweep else \
+        [("sweep index", results / "index.json")] + [("task file", p) for p in (results / "tasks").glob("*.h5")]
+    return output_file(output, "output", "<report>", inputs=inputs, default_name=lambda: default)
+
+
 def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bool = True) -> Path:
     """Write the HTML report of a run file or sweep folder; returns its path (default:
     report.html inside a sweep folder, or <run>.html beside a run file)."""
-    results = Path(results)
-    if not results.exists():
-        raise FileNotFoundError(f"report: no results file or sweep folder at {results}")
+    from .files import atomic_write_text
+
+    results = _check_results_path(results)
+    output = _output_path(results, output, results.is_dir())
     src, figures = build_figures(results, layers)
-    if output is None:
-        output = results / "report.html" if src.is_sweep else results.with_suffix(".html")
-    output = Path(output)
     parts = [f"<h1>aimcemu report: {html.escape(results.name)}</h1>",
              f'<p class="note">{html.escape(os.fspath(results.resolve()))}, generated '
              f'{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC</p>']
@@ -262,9 +286,7 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>aimcemu report: '
             f'{html.escape(results.name)}</title><style>{_STYLE}</style></head><body>\n'
             + "\n".join(parts) + "\n</body></html>\n")
-    temp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    temp.write_text(page, encoding="utf-8")
-    os.replace(temp, output)
+    atomic_write_text(output, page)
     return output
 
 
@@ -282,12 +304,20 @@ def _accuracy_rows(src: _Source) -> list[dict]:
 
 def save_pngs(results, folder, layers: Sequence[str] | None = None) -> list[Path]:
     """The report's figures as PNG files in `folder`."""
+    from .files import atomic_write_bytes, output_file
+
+    results = _check_results_path(results)
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir():
+        from .validate import fail
+
+        raise fail("<report>", "png", f"{folder} exists and is not a folder")
     _, figures = build_figures(results, layers)
+    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for title, png in figures.items():
         name = "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_") + ".png"
-        (folder / name).write_bytes(png)
-        paths.append(folder / name)
+        path = output_file(folder / name, "png", "<report>", inputs=[("results file", results)])
+        atomic_write_bytes(path, png)
+        paths.append(path)
     return paths

@@ -11,12 +11,14 @@ sweep larger than memory opens instantly and reductions stream through the files
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from . import _core, validate
 from .config import parse_compensations
 from ._optional import require
 
@@ -48,6 +50,20 @@ def round_coords(f) -> dict:
     return {"round": values.pop("round"), **{name: ("round", v) for name, v in values.items()}}
 
 
+def check_results_file(path, check: bool = True) -> dict:
+    """Validates a results file before anything reads it (the C++ reader, _core.read_results):
+    not HDF5, truncated, another format or version, a missing or inconsistent field, a config
+    that is not JSON: FormatError naming the file and the field.  Returns what it read.
+    check=False: the file already passed the checking process (_core.check_results_files)."""
+    source = os.fspath(path)
+    info = _core.read_results(source, check)
+    try:
+        json.loads(info["config"])
+    except ValueError as exc:
+        raise _core.FormatError(f"{source}: field 'config': not valid JSON ({exc})") from None
+    return info
+
+
 def open_run(path) -> "xarray.Dataset":
     """A results file as a Dataset: accuracy[round] (round = 0..R-1) with chip, t, niu_round and
     drift_compensation coordinates, the per-layer metrics [layer, round], reference_accuracy, and
@@ -55,6 +71,7 @@ def open_run(path) -> "xarray.Dataset":
     import h5py
 
     xr = _xr()
+    check_results_file(path)
     with h5py.File(path, "r") as f:
         layers = list(f["layers"].keys())
         layers.sort(key=lambda name: int(f["layers"][name].attrs["index"]))
@@ -81,27 +98,58 @@ def open_layer(path, layer: str, chunks: dict | None = None) -> "xarray.Dataset"
                               chunks={"round": 1} if chunks is None else chunks)
 
 
-def read_task_summary(path) -> dict:
+def read_task_summary(path, check: bool = True) -> dict:
     """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
-    results file (small)."""
-    import h5py
-
-    with h5py.File(path, "r") as f:
-        coords = round_coordinates(f)
-        return {"reference_accuracy": float(f["reference_accuracy"][()]),
-                "accuracy": [float(v) for v in f["accuracy"][()]],
-                "chip": [int(v) for v in coords["chip"]], "t": [float(v) for v in coords["t"]],
-                "niu_round": [int(v) for v in coords["niu_round"]],
-                "drift_compensation": [str(v) for v in coords["drift_compensation"]]}
+    results file (small).  The file is validated as a whole (_core.read_results), so a broken
+    task file is named in the error; check=False when it already passed the checking process."""
+    info = _core.read_results(os.fspath(path), check)
+    return {"reference_accuracy": float(info["reference_accuracy"]),
+            "accuracy": [float(v) for v in info["accuracy"]],
+            "chip": [int(v) for v in info["chip"]], "t": [float(v) for v in info["t"]],
+            "niu_round": [int(v) for v in info["niu_round"]],
+            "drift_compensation": [str(v) for v in info["drift_compensation"]]}
 
 
 # --- a sweep ------------------------------------------------------------------------------------
 def read_index(folder) -> dict:
-    """The index.json of a sweep folder (FileNotFoundError if it is not one)."""
+    """The index.json of a sweep folder, checked: valid UTF-8 JSON of this format and version,
+    with a config, axes and a list of tasks that each name a file in tasks/.  FormatError names
+    the file and the field."""
     path = Path(folder) / INDEX_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{folder} is not a sweep folder (no {INDEX_FILE})")
-    return json.loads(path.read_text())
+    source = os.fspath(path)
+    try:
+        index = json.loads(validate.decode(path.read_bytes(), source))
+    except json.JSONDecodeError as exc:
+        raise validate.fail(source, "<json>", f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise validate.fail(source, "<json>", "nested too deeply") from None
+    if not isinstance(index, dict):
+        raise validate.fail(source, "<root>", "expected a JSON object")
+    if index.get("format") != FORMAT:
+        raise validate.fail(source, "format", f"expected '{FORMAT}', found {index.get('format')!r}")
+    if index.get("format_version") != FORMAT_VERSION:
+        raise validate.fail(source, "format_version", f"this build reads version {FORMAT_VERSION}, "
+                                                      f"found {index.get('format_version')!r}")
+    for key, kind in (("config", dict), ("axes", dict), ("tasks", list)):
+        if not isinstance(index.get(key), kind):
+            raise validate.fail(source, key, f"expected a JSON {'object' if kind is dict else 'array'}")
+    for name, labels in index["axes"].items():
+        if not isinstance(labels, list) or not labels:
+            raise validate.fail(source, f"axes.{name}", "expected a non-empty list of labels")
+    expected = math.prod(len(labels) for labels in index["axes"].values())
+    if len(index["tasks"]) != expected:
+        raise validate.fail(source, "tasks", f"{len(index['tasks'])} tasks for a grid of {expected} points")
+    for i, task in enumerate(index["tasks"]):
+        where = f"tasks[{i}]"
+        if not isinstance(task, dict) or not all(isinstance(task.get(k), str) for k in ("id", "file")) \
+                or not all(isinstance(task.get(k), dict) for k in ("point", "run")):
+            raise validate.fail(source, where, "expected an object with id, file, point and run")
+        parts = Path(task["file"]).parts
+        if len(parts) != 2 or parts[0] != TASK_FOLDER or parts[1] in ("..", ".") or not parts[1].endswith(".h5"):
+            raise validate.fail(source, f"{where}.file", f"expected {TASK_FOLDER}/<name>.h5, found {task['file']!r}")
+    return index
 
 
 def _task_layout(index: dict) -> tuple[int, list[float], int, list[str] | None]:
@@ -124,6 +172,7 @@ def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], r
     shape = (*((len(compensations),) if compensations else ()), chips, len(times), reps)
     out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(np.nan)}
     out.update({m: np.full((len(layers), *shape), np.nan) for m in METRICS})
+    check_results_file(path, check=False)  # open_sweep ran the checking process on every task file
     with h5py.File(path, "r") as f:
         out["reference_accuracy"] = np.array(float(f["reference_accuracy"][()]))
         coords = round_coordinates(f)
@@ -176,6 +225,7 @@ def _sweep_layers(folder: Path, index: dict) -> list[str]:
         if model in seen_models or not path.is_file():
             continue
         seen_models.add(model)
+        check_results_file(path, check=False)
         with h5py.File(path, "r") as f:
             order = sorted(f["layers"].keys(), key=lambda n: int(f["layers"][n].attrs["index"]))
         names += [n for n in order if n not in names]
@@ -190,6 +240,8 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     xr = _xr()
     folder = Path(folder)
     index = read_index(folder)
+    # Every task file through the checking process at once (one process start, not one per file).
+    _core.check_results_files([os.fspath(folder / t["file"]) for t in index["tasks"] if (folder / t["file"]).is_file()])
     axes = index["axes"]
     chips, times, reps, compensations = _task_layout(index)
     layers = _sweep_layers(folder, index)

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from . import _core, modelfile, niu, rounds
+from . import _core, modelfile, niu, rounds, validate
 from .calibration import Alphas, calibrate, round_alpha
 from .config import (CALIBRATION_ROUND, DRIFT_COMPENSATIONS, RUN_DEFAULTS, RunConfig, format_time,
                      load_yaml_config, parse_compensations, parse_times)
@@ -46,7 +46,7 @@ __all__ = ["run", "execute", "RunSummary", "LayerSummary", "DEFAULTS", "DRIFT_CO
 
 def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,), chips: int = 1, rounds: int = 1,
         seed: int = 0, drift_compensation: str | list[str] = "none", backend: str = "fast", threads: int = 0, layers="all",
-        config: dict | str | os.PathLike | None = None, progress: bool = False) -> RunSummary:
+        config: dict | str | os.PathLike | None = None, progress: bool = False, overwrite: bool = True) -> RunSummary:
     """Run a model file on a data set file and write a results file; returns a RunSummary.
 
     model:   model file path (docs/model_format.md); None = the embedded default model
@@ -66,25 +66,35 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     layers:  whose activations to store: "all", "none", or layer names (metrics are always kept)
     config:  the same options as a dict or a YAML file; explicit arguments override it
     progress: show a progress bar over the noisy rounds (tqdm, on stderr, only on a terminal)
+    overwrite: replace an existing output file (default); False raises FileExistsError instead,
+             at the very end, without touching the file that is there (sweep tasks use it)
+
+    Everything is checked before any work (docs/reliability.md): option ranges, the input files
+    (regular files, validated by the loaders, read first in a checking process), the output path
+    (never an input or a non-file), and that the run's arrays fit in this machine's memory.
     """
     cfg = RunConfig.resolve(config, {
         "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise, "t": t, "chips": chips,
         "rounds": rounds, "seed": seed, "drift_compensation": drift_compensation, "backend": backend,
         "threads": threads, "layers": layers})
-    return execute(cfg, progress)
+    return execute(cfg, progress, overwrite)
 
 
-def execute(cfg: RunConfig, progress: bool = False) -> RunSummary:
+def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> RunSummary:
     """Runs a resolved configuration (aimcemu.run after parsing; a sweep's worker directly)."""
     net = modelfile.load_model(cfg.model)
-    dataset = modelfile.load_dataset(cfg.data, net)
-    images, labels = dataset["images"], dataset["labels"]
+    out_path = cfg.output_path(net.name)  # checked before the data set is read
     placements = cfg.placements(net)
     coordinates = cfg.round_coordinates()
-    out_path = cfg.output_path(net.name)
+    dataset = modelfile.load_dataset(cfg.data, net)
+    images, labels = dataset["images"], dataset["labels"]
+    net_layers = net.layers  # the binding copies the list on every access
+    validate.check_run_memory(len(labels), sum(int(l.out_shape.h) * int(l.out_shape.w) * int(l.out_shape.c)
+                                               for l in net_layers),
+                              int(np.prod(tuple(net_layers[net.output_index()].out_shape))), len(coordinates),
+                              cfg.data, cfg.sources.get("chips", "<arguments>"))
     if cfg.output is None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-    net_layers = net.layers  # the binding copies the list on every access
     resolved = cfg.stored(net, out_path, len(labels), placements, len(coordinates))
 
     start = time.perf_counter()
@@ -101,7 +111,7 @@ def execute(cfg: RunConfig, progress: bool = False) -> RunSummary:
 
     start = time.perf_counter()
     writer = _core.ResultsWriter(os.fspath(out_path), net, labels, coordinates, json.dumps(resolved, sort_keys=True),
-                                 cfg.layers, 1)
+                                 cfg.layers, 1, overwrite)
     for index, layer_acts in enumerate(reference):
         writer.set_reference(index, layer_acts)
     _write_placements(writer, placements, alphas, cfg)
@@ -113,7 +123,12 @@ def execute(cfg: RunConfig, progress: bool = False) -> RunSummary:
                             lambda i, chip, t, name: round_alpha(alphas, i, chip, t_index[t], name),
                             reference, writer, progress)
     start = time.perf_counter()
-    writer.commit()
+    try:
+        writer.commit()
+    except _core.FormatError:
+        if not overwrite and out_path.exists():
+            raise FileExistsError(f"{out_path}: exists; not replaced (overwrite=False)") from None
+        raise
     write_s += time.perf_counter() - start + timing.get("write_s", 0.0)
     inference_s += timing.get("inference_s", 0.0)
     return _summary(cfg, net, out_path, labels, writer, placements, coordinates, resolved["drift_alpha"],

@@ -34,7 +34,9 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
+import re
 import signal
 import sys
 import time
@@ -42,11 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import _core, modelfile
-from .config import SWEEP_DEFAULTS, RunConfig, check_count, load_yaml_config, parse_times
+from . import _core, files, modelfile, validate
+from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
 from .executors import make_executor, task_threads
 from .mapping import resolve_noise_model
-from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_task_summary
+from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summary
 
 # Top-level options of a sweep config and their defaults (aimcemu.config; run options are passed
 # to aimcemu.run).
@@ -89,7 +91,7 @@ def load_config(path) -> dict:
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     """(label, value) pairs of one grid axis; a dict gives labels explicitly."""
     if isinstance(values, Mapping):
-        pairs = [(str(label), value) for label, value in values.items()]
+        pairs = [(validate.text(str(label), f"grid.{name}", "<sweep>"), value) for label, value in values.items()]
     elif isinstance(values, (list, tuple)):
         pairs = [(_label(value), value) for value in values]
     else:
@@ -123,8 +125,12 @@ def _check_top_level(config: Mapping) -> dict:
     if cfg["output"] is None:
         raise _error("output", "the sweep folder is required")
     cfg["t"] = parse_times(cfg["t"], "<sweep>", "t")
-    for name, minimum in (("chips", 1), ("rounds", 1), ("seed", 0)):
-        cfg[name] = check_count(cfg[name], "<sweep>", name, minimum)
+    cfg["chips"] = validate.chips(cfg["chips"], "chips", "<sweep>")
+    cfg["rounds"] = validate.rounds(cfg["rounds"], "rounds", "<sweep>")
+    cfg["seed"] = validate.seed(cfg["seed"], "seed", "<sweep>")
+    if not isinstance(cfg["output"], (str, os.PathLike)):
+        raise _error("output", f"expected a folder path, got {cfg['output']!r}")
+    cfg["output"] = validate.text(os.fspath(cfg["output"]), "output", "<sweep>")
     grid = cfg["grid"]
     if grid is None:
         grid = {}
@@ -137,15 +143,23 @@ def _check_top_level(config: Mapping) -> dict:
 
 
 def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
-    """The axes (name -> labels) and every point as (labels, values) in row-major order."""
+    """The axes (name -> labels) and every point as (labels, values) in row-major order.  The
+    number of points is checked against validate.MAX_TASKS from the axis lengths, before the
+    grid is expanded."""
     axes = {}
     for name, values in cfg["grid"].items():
+        if not isinstance(name, str):
+            raise _error(f"grid.{name!r}", "axis names are strings")
         if name == "t":
             raise _error("grid.t", "t is not a task axis: list the times in the top-level 't' "
                                    "(every task covers all of them)")
         if name not in PLAIN_AXES and not name.startswith("noise."):
             raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>)")
         axes[name] = _axis_values(name, values)
+    count = math.prod(len(pairs) for pairs in axes.values())
+    if count > validate.MAX_TASKS:
+        raise _error("grid", f"{' x '.join(str(len(p)) for p in axes.values())} = {count} grid points; at most "
+                             f"{validate.MAX_TASKS} tasks per sweep")
     points = []
     for combo in itertools.product(*axes.values()) if axes else [()]:
         labels = {name: label for name, (label, _) in zip(axes, combo)}
@@ -159,7 +173,9 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
     args = {key: copy.deepcopy(cfg[key]) for key in
             ("model", "data", "mapping", "noise", "t", "chips", "rounds", "seed", "drift_compensation",
              "backend", "layers")}
-    for name, value in values.items():
+    # Whole values first, then noise parameters on top: a `noise` axis and a `noise.<parameter>`
+    # axis combine (the parameter applies to each noise config) whatever their order in the grid.
+    for name, value in sorted(values.items(), key=lambda item: item[0].startswith("noise.")):
         if name.startswith("noise."):
             if not isinstance(args["noise"], Mapping):
                 raise _error(f"grid.{name}", "a noise parameter axis needs a top-level 'noise' with a 'model'")
@@ -182,7 +198,10 @@ def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
     except _core.FormatError as exc:
         raise _error("grid.noise" if labels else "noise", str(exc)) from None
     # As the task's aimcemu.run call takes them (so the results file records the same sources).
-    config = RunConfig.resolve(explicit={**args, "noise": noise})
+    try:
+        config = RunConfig.resolve(explicit={**args, "noise": noise})
+    except _core.FormatError as exc:
+        raise _in_sweep_terms(exc, labels) from None
     if config.model not in networks:  # each model file is loaded once per plan
         networks[config.model] = modelfile.load_model(config.model)
     try:
@@ -190,6 +209,17 @@ def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
     except _core.FormatError as exc:
         raise _error("grid.mapping" if "mapping" in labels else "mapping", str(exc)) from None
     return config
+
+
+def _in_sweep_terms(exc: _core.FormatError, labels: dict) -> _core.FormatError:
+    """An error of a task's run options, which are all '<arguments>' to RunConfig, named as the
+    sweep config names them: '<sweep>', and 'grid.<axis>' when a grid axis gave the value."""
+    match = re.fullmatch(r"<arguments>: field '([^']*)': (.*)", str(exc), re.S)
+    if match is None:
+        return exc
+    option, what = match.groups()
+    from_grid = any(axis == option or axis.startswith(option + ".") for axis in labels)
+    return _error(f"grid.{option}" if from_grid else option, what)
 
 
 def task_id(run_args: dict) -> str:
@@ -205,12 +235,23 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     axes, points = _grid_points(cfg)
     networks: dict = {}
     tasks = []
+    digital_points = 0
     for number, (labels, values) in enumerate(points):
         args = _point_run_args(cfg, values)
+        if args["mapping"] is None and args["noise"] is None:
+            # A digital point runs only the noise-free reference: the options of noisy rounds
+            # do not apply to it (and aimcemu.run refuses them), whatever the other points use.
+            args.update(copy.deepcopy(NOISY_ONLY))
+            digital_points += 1
         run_config = _task_config(args, labels, networks)
         ident = task_id(args)
         tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5",
                           config=run_config))
+    if digital_points == len(points):
+        for key, unused in NOISY_ONLY.items():
+            if cfg[key] != unused:
+                raise _error(key, f"every task of this sweep is digital (no mapping and no noise), so {key} would "
+                                  "be ignored; give a mapping or a noise model, or leave it out")
     resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
     return SweepPlan(folder=Path(cfg["output"]), config=resolved, axes=axes, tasks=tasks)
 
@@ -228,8 +269,12 @@ def execute_task(task: dict, folder: str, threads, config: RunConfig | None = No
     if not path.is_file():
         if config is None:
             config = RunConfig.resolve(explicit={**task["run"], "t": tuple(task["run"]["t"])})
-        runner.execute(config.with_options(output=os.fspath(path), threads=task_threads(threads)))
-        ran = True
+        try:  # written once: an existing file is never replaced (another attempt finished first)
+            runner.execute(config.with_options(output=os.fspath(path), threads=task_threads(threads)),
+                           overwrite=False)
+            ran = True
+        except FileExistsError:
+            pass
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
             "seconds": time.perf_counter() - start, "pid": os.getpid()}
 
@@ -264,30 +309,35 @@ def _raise_interrupt(signum, frame):
 
 
 def _write_json_atomic(path: Path, data) -> None:
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    os.replace(temp, path)
+    files.atomic_write_json(path, data)
 
 
 def _prepare_folder(p: SweepPlan) -> dict:
     """Create the folder, refuse one that holds a different sweep, remove temporary files left by
-    killed tasks, and return the summaries of tasks already done."""
+    killed tasks (and only theirs: aimcemu.files), and return the summaries of tasks already
+    done.  The caller holds the folder's lock."""
     folder = p.folder
+    if folder.exists() and not folder.is_dir():
+        raise _error("output", f"{folder} exists and is not a folder")
+    _check_existing_index(p)
     (folder / TASK_FOLDER).mkdir(parents=True, exist_ok=True)
-    index_path = folder / INDEX_FILE
-    if index_path.is_file():
-        old = json.loads(index_path.read_text())
-        if [t["id"] for t in old.get("tasks", [])] != [t.id for t in p.tasks]:
-            raise _error("output", f"{folder} holds a different sweep (its tasks differ); "
-                                   "use a new folder or remove it")
-    for stale in (folder / TASK_FOLDER).glob(".*.h5.tmp-*"):
-        stale.unlink(missing_ok=True)
+    files.remove_stale_temporaries(folder)
+    files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
-    for task in p.tasks:
-        path = folder / task.file
-        if path.is_file():
-            done[task.id] = {**read_task_summary(path), "id": task.id, "file": task.file, "ran": False}
+    finished = [task for task in p.tasks if (folder / task.file).is_file()]
+    _core.check_results_files([os.fspath(folder / task.file) for task in finished])  # one checking process
+    for task in finished:
+        done[task.id] = {**read_task_summary(folder / task.file, check=False), "id": task.id, "file": task.file,
+                         "ran": False}
     return done
+
+
+def _check_existing_index(p: SweepPlan) -> None:
+    """A folder that already has an index must hold this sweep (a readable index, same tasks)."""
+    if (p.folder / INDEX_FILE).is_file():
+        if [t["id"] for t in read_index(p.folder)["tasks"]] != [t.id for t in p.tasks]:
+            raise _error("output", f"{p.folder} holds a different sweep (its tasks differ); "
+                                   "use a new folder or remove it")
 
 
 def _index(p: SweepPlan, summaries: dict) -> dict:
@@ -299,7 +349,7 @@ def _index(p: SweepPlan, summaries: dict) -> dict:
 
 
 def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
-          progress: bool = True) -> SweepResult:
+          progress: bool = True, wait_s: float = 0.0) -> SweepResult:
     """Run (or resume) a sweep; returns a SweepResult.
 
     config:   a dict of sweep options (docs/sweeps.md) or a YAML file path
@@ -310,17 +360,32 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
     threads:  C++ threads per task; 0 = cores / concurrent tasks (local pool, Dask), 1 for a
               generic Executor
     progress: show a progress bar (tqdm, on stderr)
+    wait_s:   one folder runs one sweep at a time (a lock, aimcemu.files.FolderLock): how long
+              to wait for another sweep in the same folder to finish (0: refuse at once)
+
+    Kill-safe: the pool's workers die with this process however it dies, every task file is
+    written once (atomically, never replaced), and the index never lists a task whose file is
+    not complete; a rerun picks up every finished file and runs the rest.
     """
     if isinstance(config, (str, os.PathLike)):
         config = load_config(config)
+    if workers is not None:
+        workers = validate.workers(workers, "workers")
+    threads = validate.threads(threads, "threads")
     p = plan(config, output)
-    summaries = _prepare_folder(p)
-    skipped = len(summaries)
-    _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-    todo = [t for t in p.tasks if t.id not in summaries]
-    interrupted, ran = False, 0
-    if todo:
-        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
+    if p.folder.exists() and not p.folder.is_dir():
+        raise _error("output", f"{p.folder} exists and is not a folder")
+    _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
+    p.folder.mkdir(parents=True, exist_ok=True)
+    with files.FolderLock(p.folder, "sweep", wait_s):
+        summaries = _prepare_folder(p)
+        skipped = len(summaries)
+        _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+        todo = [t for t in p.tasks if t.id not in summaries]
+        interrupted, ran = False, 0
+        if todo:
+            interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
+        files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
 
@@ -355,14 +420,16 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             if in_main:  # a second signal during the wind-down is ignored: the files stay whole
                 for sig in previous:
                     signal.signal(sig, signal.SIG_IGN)
-            pool.cancel([f for f in futures if not f.done()])
-            pool.close()  # waits for the tasks already running; their files are complete
-            for task in todo:
-                if task.id not in summaries and (p.folder / task.file).is_file():
-                    summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id,
-                                          "file": task.file, "ran": True}
-                    ran += 1
-            _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+            ran += _wind_down(p, todo, summaries, pool, futures)
+        except BaseException:
+            # A task failed (a full disk, a bad file found late): stop the others the same way,
+            # record what finished, then report the error (that one, even if the index cannot be
+            # written either: the next run rebuilds it from the files).
+            try:
+                _wind_down(p, todo, summaries, pool, futures)
+            except Exception:
+                pass
+            raise
         else:
             pool.close()
     finally:
@@ -371,6 +438,21 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return interrupted, ran
+
+
+def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> int:
+    """Cancels the tasks not started, waits for the running ones (their files are complete or
+    absent), adds every finished file to the index; returns how many it added."""
+    pool.cancel([f for f in futures if not f.done()])
+    pool.close()
+    added = 0
+    for task in todo:
+        if task.id not in summaries and (p.folder / task.file).is_file():
+            summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
+                                  "ran": True}
+            added += 1
+    _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+    return added
 
 
 def _in_main_thread() -> bool:

@@ -1,28 +1,151 @@
 """YAML input, read one way everywhere: run and sweep configs, mapping files, --noise snippets.
 
-safe_load only (no Python objects); a syntax error is a FormatError naming the file (or the
-command-line option) and the field '<yaml>'.  Limits on a document's size or depth belong here.
+Users hand aimcemu YAML they wrote or were sent, so it is parsed as untrusted input: safe_load
+only (no Python objects), and bounded so that no document can exhaust memory or the stack:
+
+    size       at most YAML_MAX_BYTES (1 MiB) of UTF-8; configs are a few KB
+    depth      at most YAML_MAX_DEPTH (64) levels of nesting, also after aliases are expanded
+    aliases    at most YAML_MAX_ALIASES (100); a config needs none
+    expanded   at most YAML_MAX_NODES (100 000) values once every alias is expanded (an alias
+               bomb is refused before it is built), and no alias cycles
+    keys       no key given twice in one mapping (the last one would silently win)
+
+Every violation, a syntax error and bytes that are not UTF-8 raise aimcemu.FormatError naming
+the file (or the command-line option) and the field '<yaml>' (or the key), with the line.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from . import _core
+from .validate import decode, fail, input_file, text
+
+YAML_MAX_BYTES = 1 << 20
+YAML_MAX_DEPTH = 64
+YAML_MAX_ALIASES = 100
+YAML_MAX_NODES = 100_000
 
 
-def parse_yaml(text: str, source: str) -> Any:
-    """The value of a YAML document; `source` names it in errors."""
+def load_yaml(path: Any, field: str = "config", source: str = "<arguments>", what: str = "YAML file") -> Any:
+    """A YAML file, bounded (see the module docstring): a regular file of at most
+    YAML_MAX_BYTES, valid UTF-8, parsed with limits on depth, aliases and expanded size, and
+    no key given twice in one mapping.  Errors name the file."""
+    path = input_file(path, field, source, what)
+    with open(path, "rb") as f:
+        raw = f.read(YAML_MAX_BYTES + 1)
+    if len(raw) > YAML_MAX_BYTES:
+        raise fail(path, "<file>", f"larger than {YAML_MAX_BYTES // 1024} KiB; a config is a few KB")
+    return parse_yaml(decode(raw, path), path)
+
+
+def parse_yaml(content: str, source: str) -> Any:
+    """YAML text with the same limits as load_yaml; `source` names it in errors."""
     import yaml
 
+    content = text(content, "<yaml>", source)
+    if len(content.encode("utf-8")) > YAML_MAX_BYTES:
+        raise fail(source, "<yaml>", f"larger than {YAML_MAX_BYTES // 1024} KiB")
+    loader = None
     try:
-        return yaml.safe_load(text)
+        loader = _bounded_loader()(content, source)  # the reader refuses control characters here
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node, source)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise _core.FormatError(f"{source}: field '<yaml>': {exc}") from None
+        raise fail(source, "<yaml>", str(exc)) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
-def load_yaml(path) -> Any:
-    """The value of a YAML file, read as UTF-8."""
-    source = os.fspath(path)
-    with open(source, encoding="utf-8") as f:
-        return parse_yaml(f.read(), source)
+_LOADER = None
+
+
+def _bounded_loader():
+    """yaml.SafeLoader with depth, alias and duplicate-key checks (built once, on first use)."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        def __init__(self, stream, source: str):
+            super().__init__(stream)
+            self.source, self.depth, self.aliases = source, 0, 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > YAML_MAX_ALIASES:
+                    mark = self.peek_event().start_mark
+                    raise fail(self.source, "<yaml>", f"more than {YAML_MAX_ALIASES} aliases (line {mark.line + 1}); "
+                                                      "a config needs none")
+                return super().compose_node(parent, index)
+            self.depth += 1
+            try:
+                if self.depth > YAML_MAX_DEPTH:
+                    mark = self.peek_event().start_mark
+                    raise fail(self.source, "<yaml>", f"nested deeper than {YAML_MAX_DEPTH} levels (line {mark.line + 1})")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def construct_mapping(self, node, deep=False):
+            seen: dict = {}
+            for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise fail(self.source, str(key_node.value),
+                               f"given twice in one mapping (lines {seen[key] + 1} and {key_node.start_mark.line + 1})")
+                seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep)
+
+    _LOADER = BoundedLoader
+    return _LOADER
+
+
+def _check_expanded_size(root, source: str) -> None:
+    """Refuses a document that, with every alias expanded, holds more than YAML_MAX_NODES
+    values or nests deeper than YAML_MAX_DEPTH, or whose aliases form a cycle (all things that
+    later code, which walks the expanded structure, cannot survive).  Linear in the distinct
+    nodes: a node reached through several aliases is measured once."""
+    import yaml
+
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    in_progress: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        key = id(node)
+        if leaving:
+            children = _children(node, yaml)
+            in_progress.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            line = node.start_mark.line + 1
+            if size[key] > YAML_MAX_NODES:
+                raise fail(source, "<yaml>", f"more than {YAML_MAX_NODES} values once aliases are expanded "
+                                             f"(line {line}); a config needs far fewer")
+            if depth[key] > YAML_MAX_DEPTH:
+                raise fail(source, "<yaml>", f"nested deeper than {YAML_MAX_DEPTH} levels once aliases are "
+                                             f"expanded (line {line})")
+            continue
+        if key in size:
+            continue
+        if key in in_progress:
+            raise fail(source, "<yaml>", f"an alias refers to a value that contains it (line {node.start_mark.line + 1})")
+        in_progress.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node, yaml))
+
+
+def _children(node, yaml) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    return []

@@ -71,7 +71,7 @@ class PyResultsWriter {
 public:
     PyResultsWriter(const std::string& path, const Network& net, const py::array& labels,
                     const py::sequence& rounds, const std::string& config_json, const py::object& layers,
-                    int deflate)
+                    int deflate, bool overwrite)
         : net_(net) {
         ResultsSpec spec;
         spec.config_json = config_json;
@@ -86,6 +86,7 @@ public:
             spec.store_no_activations = spec.stored_layers.empty();
         }
         spec.deflate_level = deflate;
+        spec.replace_existing = overwrite;
         writer_ = std::make_unique<ResultsWriter>(path, net_, std::move(spec));
     }
 
@@ -154,9 +155,10 @@ void bind_io(py::module_& m) {
 
     py::class_<PyResultsWriter>(m, "ResultsWriter", "Streams one run into an HDF5 results file (docs/hdf5_layout.md)")
         .def(py::init<const std::string&, const Network&, const py::array&, const py::sequence&, const std::string&,
-                      const py::object&, int>(),
+                      const py::object&, int, bool>(),
              py::arg("path"), py::arg("net"), py::arg("labels"), py::arg("rounds") = py::list(),
-             py::arg("config_json") = "{}", py::arg("layers") = "all", py::arg("deflate") = 1)
+             py::arg("config_json") = "{}", py::arg("layers") = "all", py::arg("deflate") = 1,
+             py::arg("overwrite") = true)
         .def("set_reference", &PyResultsWriter::set_reference, py::arg("layer"), py::arg("activations"))
         .def("set_round", &PyResultsWriter::set_round, py::arg("round_index"), py::arg("layer"), py::arg("activations"))
         .def("set_layer_series", &PyResultsWriter::set_layer_series, py::arg("layer"), py::arg("name"), py::arg("values"),

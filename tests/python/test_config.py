@@ -59,7 +59,7 @@ def test_a_sweep_takes_the_defaults_of_a_run():
                                             (["1", "30min", 7200], [1.0, 1800.0, 7200.0]), (5, [5.0])])
 def test_times_mean_the_same_in_a_run_and_in_a_sweep(digits, tmp_path, times, seconds):
     model, data, _, _, _ = digits
-    run = RunConfig.resolve({"model": str(model), "data": str(data), "t": times})
+    run = RunConfig.resolve({"model": str(model), "data": str(data), "t": times, "mapping": "all"})
     plan = sweeps.plan({"output": str(tmp_path / "s"), "model": str(model), "data": str(data), "t": times,
                         "noise": {"model": "pcm_like"}, "mapping": "all"})
     assert list(run.t) == seconds == plan.tasks[0].run["t"] == list(plan.tasks[0].config.t)
@@ -68,7 +68,7 @@ def test_times_mean_the_same_in_a_run_and_in_a_sweep(digits, tmp_path, times, se
 def test_explicit_arguments_override_the_config_file(digits, tmp_path):
     model, data, _, _, _ = digits
     path = tmp_path / "run.yaml"
-    path.write_text(f"model: {model}\ndata: {data}\nchips: 3\nt: [0, 1h]\nseed: 4\n")
+    path.write_text(f"model: {model}\ndata: {data}\nmapping: all\nchips: 3\nt: [0, 1h]\nseed: 4\n")
     cfg = RunConfig.resolve(path, {"chips": 5, "seed": 0})  # seed 0 is the default: the file's 4 stays
     assert (cfg.chips, cfg.seed, cfg.t) == (5, 4, (0.0, 3600.0))
     assert cfg.sources["chips"] == "<arguments>" and cfg.sources["seed"] == str(path)

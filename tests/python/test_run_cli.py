@@ -14,6 +14,7 @@ import pytest
 
 import aimcemu
 from aimcemu import _core, cli, modelfile, runner
+from hostile import tiny_network
 from int8_reference import run_network_reference
 
 
@@ -27,24 +28,7 @@ def inference(monkeypatch):
 
 def small_network():
     """conv 3x3 + ReLU on 6x6x1 -> max-pool -> linear to 4 classes, with fixed pseudo-random weights."""
-    rng = np.random.default_rng(7)
-    conv = _core.Layer()
-    conv.name, conv.kind, conv.kernel, conv.pad, conv.out_channels = "conv", _core.LayerKind.conv, 3, 1, 4
-    conv.weights = rng.integers(-64, 64, size=36, dtype=np.int8)
-    conv.bias = rng.integers(-8, 8, size=4, dtype=np.int8)
-    conv.out_shift, conv.relu = 5, True
-    pool = _core.Layer()
-    pool.name, pool.kind, pool.input, pool.kernel, pool.stride = "pool", _core.LayerKind.max_pool, 0, 2, 2
-    fc = _core.Layer()
-    fc.name, fc.kind, fc.input, fc.out_channels = "fc", _core.LayerKind.linear, 1, 4
-    fc.weights = rng.integers(-64, 64, size=4 * 36, dtype=np.int8)
-    fc.bias = np.zeros(4, np.int8)
-    fc.out_shift = 6
-    net = _core.Network()
-    net.name, net.input_shape, net.input_frac_bits = "small", _core.Shape3(6, 6, 1), 7
-    net.layers = [conv, pool, fc]
-    net.resolve()
-    return net
+    return tiny_network(name="small", class_names=())
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import subprocess
 
 import h5py
 import numpy as np
@@ -96,7 +97,9 @@ def test_resume_runs_only_the_missing_tasks(tmp_path, small_data):
     kept, removed = tmp_path / "s" / tasks[0].file, tmp_path / "s" / tasks[1].file
     before = os.stat(kept)
     os.remove(removed)
-    (removed.parent / f".{removed.name}.tmp-999-0").write_bytes(b"left by a killed task")
+    gone = subprocess.Popen(["true"])  # a PID that is certainly dead, as a killed task's would be
+    gone.wait()
+    (removed.parent / f".{removed.name}.tmp-{gone.pid}-0").write_bytes(b"left by a killed task")
     result = aimcemu.sweep(cfg, workers=2, progress=False)
     assert (result.ran, result.skipped, result.complete) == (1, 1, True)
     after = os.stat(kept)

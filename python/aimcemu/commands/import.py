@@ -28,18 +28,29 @@ def _input_shape(text: str | None):
 
 
 def main(args: argparse.Namespace) -> int:
+    import os
+
     import numpy as np
 
     from .. import modelfile
     from .._netbuild import DEFAULT_PERCENTILE
+    from ..files import output_file
     from ..onnx_import import convert_onnx
+    from ..validate import input_file
 
-    images = np.load(args.calibration) if args.calibration else None
-    imported = convert_onnx(args.model, images, _input_shape(args.input_shape), args.name, args.method,
+    # Checked before any work: the inputs are regular files, and the output is never one of them
+    # (by inode), a folder, a device or a FIFO; a trailing '/' is a folder for <onnx name>.h5.
+    model = input_file(args.model, "model", what="ONNX file")
+    calibration = None if args.calibration is None else input_file(args.calibration, "--calibration", what=".npy file")
+    stem = os.path.splitext(os.path.basename(model))[0] or "model"
+    output = output_file(args.output, "--output", inputs=[("model", model), ("calibration", calibration)],
+                         default_name=lambda: f"{stem}.h5")
+    images = np.load(calibration) if calibration else None
+    imported = convert_onnx(model, images, _input_shape(args.input_shape), args.name, args.method,
                             args.percentile if args.percentile is not None else DEFAULT_PERCENTILE)
-    modelfile.save_model(imported.network, args.output)
+    modelfile.save_model(imported.network, output)
     net = imported.network
-    print(f"model     {args.output}: {net.name}, {len(net.layers)} layers, {net.total_weights()} int8 weights")
+    print(f"model     {output}: {net.name}, {len(net.layers)} layers, {net.total_weights()} int8 weights")
     for move in imported.scale_moves:
         print(f"scale     {move}")
     return 0

@@ -38,9 +38,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="DIR", help="write per-layer latency and scheduler ratio plots (PNG)")
 
 
+def _output_path(args: argparse.Namespace):
+    """--output, checked before any work: .csv or .json (the format follows the extension), never
+    the model file, a folder, a device or a FIFO; a trailing '/' is a folder that receives
+    <model>_perf.json."""
+    import os
+
+    from ..files import output_file
+    from ..validate import fail
+
+    if args.output is None:
+        return None
+    model_file = args.model if os.path.isfile(args.model) else None
+    name = os.path.splitext(os.path.basename(args.model))[0] or "model"
+    path = output_file(args.output, "--output", inputs=[("model", model_file)],
+                       default_name=lambda: f"{name}_perf.json")
+    if path.suffix.lower() not in (".csv", ".json"):
+        raise fail("<arguments>", "--output", f"{path} must end in .csv (per-layer table) or .json (everything); "
+                                              f"the format follows the extension")
+    return path
+
+
 def main(args: argparse.Namespace) -> int:
     from ..perf import perf
+    from ..validate import integer
 
+    integer(args.niu, "--niu", "<arguments>", 0, 4096)
+    output = _output_path(args)
     result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
                   scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping, niu=args.niu,
                   niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes, timing_model=args.timing_model)
@@ -63,11 +87,11 @@ def main(args: argparse.Namespace) -> int:
             print(result.layer_table())
             print()
         print(result.table_one())
-    if args.output:
-        if args.output.endswith(".csv"):
-            result.to_csv(args.output)
+    if output is not None:
+        if output.suffix.lower() == ".csv":
+            result.to_csv(output)
         else:
-            result.to_json(args.output)
+            result.to_json(output)
     if args.plot:
         for path in result.plot(args.plot):
             print(f"wrote {path}", file=sys.stderr)

@@ -43,9 +43,11 @@ def parse_noise(text: str | None):
     """A model name stays a name; anything with braces or a colon is read as a YAML/JSON mapping."""
     if text is None:
         return None
+    from .. import FormatError, validate
+
+    text = validate.text(text, "--noise")
     if "{" not in text and ":" not in text:
         return {"model": text.strip()}
-    from .. import FormatError
     from ..yamlfile import parse_yaml
 
     value = parse_yaml(text, "--noise")

@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Dask scheduler address, e.g. tcp://host:8786 (default: a local process pool)")
     parser.add_argument("--workers", type=int, default=None,
                         help="local pool size (default: all cores, at most one per task)")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="if another sweep is running in the same folder, wait up to this long for it "
+                             "(default: refuse at once)")
     parser.add_argument("--check", action="store_true", help="validate the config and list the tasks, run nothing")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -28,6 +31,10 @@ def main(args: argparse.Namespace) -> int:
 
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
+    from ..validate import workers
+
+    if args.workers is not None:
+        workers(args.workers, "--workers")
     config = sweep_module.load_config(args.config)
     if args.check:
         plan = sweep_module.plan(config, args.output)
@@ -35,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
               + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none"))
         return 0
     result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
-                                progress=not args.no_progress)
+                                progress=not args.no_progress, wait_s=args.wait)
     done = len(result.summaries)
     if result.interrupted:
         print(f"interrupted: {done} of {result.total} tasks done ({result.ran} in this call); "

@@ -236,7 +236,10 @@ def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
     if not isinstance(config, Mapping) or "model" not in config:
         raise _core.FormatError("noise config: field 'model': missing (a dict with a 'model' name is expected)")
     name = config["model"]
-    cls = NoiseModel._registry.get(name)
+    for key in config:
+        if not isinstance(key, str):
+            raise _core.FormatError(f"noise config: field {key!r}: parameter names are strings")
+    cls = NoiseModel._registry.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _core.FormatError(f"noise config: field 'model': unknown noise model {name!r} "
                                 f"(known: {', '.join(sorted(NoiseModel._registry))})")

@@ -1,0 +1,157 @@
+// Reading and validating a results file: see results_reader.hpp.
+#include "formats/results_reader.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "common/errors.hpp"
+#include "common/h5.hpp"
+#include "formats/field_reader.hpp"
+#include "formats/untrusted_file.hpp"
+
+namespace aimcemu {
+
+namespace {
+
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+// A 1-D dataset of `type` with exactly `n` entries (n < 0: any length), read whole.
+template <class T>
+std::vector<T> vector_of(const FieldReader& r, const h5::Location& loc, const std::string& name, const std::string& field,
+                         bool (*type_ok)(const h5::TypeInfo&), const std::string& type_name, std::int64_t n) {
+    const h5::Dataset ds = r.dataset(loc, name, field, type_ok, type_name);
+    const h5::Dims d = r.dims(ds, field);
+    r.require(d.size() == 1 && (n < 0 || d[0] == hsize_t(n)), field,
+              "expected shape [" + (n < 0 ? std::string("n") : std::to_string(n)) + "], found " + dims_text(d));
+    return r.read<T>(ds, field);
+}
+
+// A dataset whose shape must be `expected` exactly (not read: activations can be large).
+void require_shape(const FieldReader& r, const h5::Location& loc, const std::string& name, const std::string& field,
+                   bool (*type_ok)(const h5::TypeInfo&), const std::string& type_name, const h5::Dims& expected) {
+    const h5::Dataset ds = r.dataset(loc, name, field, type_ok, type_name);
+    const h5::Dims d = r.dims(ds, field);
+    r.require(d == expected, field, "expected shape " + dims_text(expected) + ", found " + dims_text(d));
+}
+
+// The round coordinates stored in `loc` (the root or a layer group); all of length `rounds`
+// when rounds >= 0.
+std::vector<RoundInfo> read_round_coordinates(const FieldReader& r, const h5::Location& loc, const std::string& prefix,
+                                              std::int64_t rounds) {
+    const auto position = vector_of<std::int64_t>(r, loc, "round", prefix + "round", is_integer, "integers", rounds);
+    const auto n = std::int64_t(position.size());
+    for (std::int64_t i = 0; i < n; ++i)
+        r.require(position[std::size_t(i)] == i, prefix + "round", "must be the positions 0..R-1");
+    const auto chips = vector_of<std::int64_t>(r, loc, "chip", prefix + "chip", is_integer, "integers", n);
+    const auto times = vector_of<double>(r, loc, "t", prefix + "t", is_float, "floats", n);
+    const auto niu_rounds = vector_of<std::int64_t>(r, loc, "niu_round", prefix + "niu_round", is_integer, "integers", n);
+    const h5::Dataset comp = r.dataset(loc, "drift_compensation", prefix + "drift_compensation",
+                                       [](const h5::TypeInfo& t) { return t.is_string; }, "strings");
+    const auto names = r.read_strings(comp, prefix + "drift_compensation");
+    r.require(std::int64_t(names.size()) == n, prefix + "drift_compensation",
+              "expected " + std::to_string(n) + " entries, found " + std::to_string(names.size()));
+    std::vector<RoundInfo> out(position.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        r.require(chips[i] >= 0, prefix + "chip", "negative chip " + std::to_string(chips[i]));
+        r.require(std::isfinite(times[i]) && times[i] >= 0, prefix + "t", "times must be finite and >= 0");
+        r.require(niu_rounds[i] >= 0, prefix + "niu_round", "negative NIU round id");
+        r.require(!names[i].empty(), prefix + "drift_compensation", "empty name");
+        out[i] = {niu_rounds[i], chips[i], times[i], names[i]};
+    }
+    return out;
+}
+
+Shape3 shape_attribute(const FieldReader& r, const h5::Location& g, const std::string& name, const std::string& field) {
+    const auto v = r.integers(g, name, field, 3);
+    for (auto d : v) r.require(d >= 1 && d <= std::int64_t(1) << 30, field, "dimensions must be in 1..2^30");
+    return {int(v[0]), int(v[1]), int(v[2])};
+}
+
+void require_fraction(const FieldReader& r, const std::vector<double>& values, const std::string& field) {
+    for (double v : values) r.require(v >= 0.0 && v <= 1.0, field, "values must be in 0..1");
+}
+
+ResultsLayerInfo read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name, int index,
+                            std::int64_t rounds, std::int64_t images) {
+    const std::string f = "layers/" + name + "/";
+    const h5::Location g = r.group(layers, name, "layers/" + name);
+    ResultsLayerInfo l;
+    l.name = name;
+    l.kind = r.text(g, "kind", f + "kind");
+    try {
+        (void)layer_kind_from_string(l.kind, r.path());
+    } catch (const FormatError&) {
+        r.fail(f + "kind", "unknown layer kind '" + l.kind + "'");
+    }
+    l.index = int(r.integer(g, "index", f + "index", index, index));
+    l.input = r.text(g, "input", f + "input");
+    l.in_shape = shape_attribute(r, g, "in_shape", f + "in_shape");
+    l.out_shape = shape_attribute(r, g, "out_shape", f + "out_shape");
+    l.out_shift = int(r.integer(g, "out_shift", f + "out_shift", 0, 31));
+    l.activations_stored = r.flag(g, "activations_stored", f + "activations_stored");
+    read_round_coordinates(r, g, f, rounds);
+    l.snr_db = vector_of<double>(r, g, "snr_db", f + "snr_db", is_float, "floats", rounds);
+    l.cosine = vector_of<double>(r, g, "cosine", f + "cosine", is_float, "floats", rounds);
+    l.mismatch_rate = vector_of<double>(r, g, "mismatch_rate", f + "mismatch_rate", is_float, "floats", rounds);
+    require_fraction(r, l.mismatch_rate, f + "mismatch_rate");
+    if (l.activations_stored) {
+        const h5::Dims ref{hsize_t(images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
+        require_shape(r, g, "reference", f + "reference", is_int8, "int8", ref);
+        h5::Dims act = ref;
+        act.insert(act.begin(), hsize_t(rounds));
+        require_shape(r, g, "activations", f + "activations", is_int8, "int8", act);
+    }
+    return l;
+}
+
+}  // namespace
+
+ResultsFileInfo read_results(const std::string& path) {
+    check_in_helper(FileKind::Results, path);
+    return read_results_in_process(path);
+}
+
+ResultsFileInfo read_results_in_process(const std::string& path) {
+    const FieldReader r(path);
+    const h5::File file = r.open();
+    r.check_format(file, kResultsFormat, kResultsFormatVersion);
+    ResultsFileInfo info;
+    info.model = r.text(file, "model", "model");
+    info.config_json = r.text(file, "config", "config");
+    info.class_names = r.texts(file, "class_names", "class_names");
+    info.layer_names = r.texts(file, "layer_names", "layer_names");
+
+    info.rounds = read_round_coordinates(r, file, "", -1);
+    const auto rounds = std::int64_t(info.rounds.size());
+    const auto image = vector_of<std::int64_t>(r, file, "image", "image", is_integer, "integers", -1);
+    const auto images = std::int64_t(image.size());
+    r.require(images >= 1, "image", "a results file holds at least one image");
+    const auto classes = vector_of<std::int64_t>(r, file, "class", "class", is_integer, "integers", -1);
+    info.classes = std::int64_t(classes.size());
+    r.require(info.classes >= 1, "class", "a results file holds at least one class");
+    r.require(info.class_names.empty() || std::int64_t(info.class_names.size()) == info.classes, "class_names",
+              std::to_string(info.class_names.size()) + " names for " + std::to_string(info.classes) + " classes");
+    info.labels = vector_of<std::int64_t>(r, file, "labels", "labels", is_integer, "integers", images);
+    for (auto label : info.labels) r.require(label >= 0 && label < kInt64Max, "labels", "negative label");
+
+    require_shape(r, file, "predictions", "predictions", is_integer, "integers", {hsize_t(rounds), hsize_t(images)});
+    require_shape(r, file, "logits", "logits", is_int8, "int8", {hsize_t(rounds), hsize_t(images), hsize_t(info.classes)});
+    info.accuracy = vector_of<double>(r, file, "accuracy", "accuracy", is_float, "floats", rounds);
+    require_fraction(r, info.accuracy, "accuracy");
+    require_shape(r, file, "reference_predictions", "reference_predictions", is_integer, "integers", {hsize_t(images)});
+    require_shape(r, file, "reference_logits", "reference_logits", is_int8, "int8", {hsize_t(images), hsize_t(info.classes)});
+    const h5::Dataset ref_acc = r.dataset(file, "reference_accuracy", "reference_accuracy", is_float, "a float");
+    r.require(r.dims(ref_acc, "reference_accuracy").empty(), "reference_accuracy", "expected a scalar");
+    info.reference_accuracy = r.read<double>(ref_acc, "reference_accuracy").at(0);
+    require_fraction(r, {info.reference_accuracy}, "reference_accuracy");
+
+    const h5::Location layers = r.group(file, "layers", "layers");
+    const auto names = r.children(layers, "layers");
+    r.require(names == info.layer_names, "layers", "its groups differ from the root's layer_names");
+    for (std::size_t i = 0; i < names.size(); ++i)
+        info.layers.push_back(read_layer(r, layers, names[i], int(i), rounds, images));
+    r.require(!info.layers.empty(), "layers", "a results file holds at least one layer");
+    return info;
+}
+
+}  // namespace aimcemu

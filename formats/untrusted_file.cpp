@@ -1,0 +1,165 @@
+// Reading user files in a helper process first: see untrusted_file.hpp.
+#include "formats/untrusted_file.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "common/errors.hpp"
+
+extern char** environ;
+
+namespace aimcemu {
+
+namespace {
+
+std::mutex helper_mutex;
+std::string& helper_path() {
+    static std::string path;
+    return path;
+}
+
+// The helper may take as long as a slow disk needs to read the files, plus start-up.
+int time_limit_ms(const std::vector<std::string>& paths) {
+    double bytes = 0.0;
+    for (const auto& path : paths) {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) == 0) bytes += double(st.st_size);
+    }
+    return int(std::min(3600.0, 120.0 + 0.05 * double(paths.size()) + bytes / 5e6) * 1000.0);
+}
+
+// One file's report from the helper, each ending in kEnd: "ok", or "format-error\n" SOURCE \0
+// FIELD \0 WHAT, or "error\n" WHAT.
+constexpr char kEnd = '\x1e';
+
+void raise_reported(const std::string& record, const std::string& path) {
+    if (record == "ok") return;
+    if (record.rfind("format-error\n", 0) == 0) {
+        std::vector<std::string> parts;
+        const std::string rest = record.substr(std::strlen("format-error\n"));
+        for (std::size_t start = 0;;) {
+            const auto end = rest.find('\0', start);
+            parts.push_back(rest.substr(start, end == std::string::npos ? std::string::npos : end - start));
+            if (end == std::string::npos) break;
+            start = end + 1;
+        }
+        if (parts.size() == 3) throw FormatError(parts[0], parts[1], parts[2]);
+    }
+    throw FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1));
+}
+
+// Files per helper process: keeps the command line far below ARG_MAX.
+constexpr std::size_t kBatch = 256;
+
+// Runs the helper on one batch; throws for the first file that fails.
+void check_batch(const std::string& helper, FileKind kind, const std::vector<std::string>& paths) {
+    const std::string& first = paths.front();
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) throw FormatError(first, "file", "cannot start the file check: pipe failed");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    const std::string kind_arg = to_string(kind);
+    std::vector<char*> argv{const_cast<char*>(helper.c_str()), const_cast<char*>(kind_arg.c_str())};
+    for (const auto& path : paths) argv.push_back(const_cast<char*>(path.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    const int spawned = ::posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    if (spawned != 0) {
+        ::close(out[0]);
+        throw FormatError(first, "file", "cannot start the file check " + helper + ": " + std::strerror(spawned));
+    }
+
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(time_limit_ms(paths));
+    bool timed_out = false;
+    for (char buffer[4096];;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        pollfd p{out[0], POLLIN, 0};
+        const int ready = left.count() > 0 ? ::poll(&p, 1, int(left.count())) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) {
+            timed_out = true;
+            break;
+        }
+        const ssize_t n = ::read(out[0], buffer, sizeof(buffer));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (text.size() < (std::size_t(64) << 20)) text.append(buffer, std::size_t(n));
+    }
+    ::close(out[0]);
+    if (timed_out) ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+
+    // The reports that arrived whole, in order; the first file without one is where it stopped.
+    std::size_t done = 0;
+    for (std::size_t start = 0; done < paths.size();) {
+        const auto end = text.find(kEnd, start);
+        if (end == std::string::npos) break;
+        raise_reported(text.substr(start, end - start), paths[done]);
+        ++done, start = end + 1;
+    }
+    const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (done == paths.size() && clean_exit) return;
+    const std::string& culprit = paths[std::min(done, paths.size() - 1)];
+    if (timed_out)
+        throw FormatError(culprit, "file", "reading it did not finish within the time limit (a corrupt file can make "
+                                           "the HDF5 library loop); the file is not used");
+    const std::string how = WIFSIGNALED(status) ? std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                                      ::strsignal(WTERMSIG(status)) + ")"
+                                                : "exit status " + std::to_string(WEXITSTATUS(status));
+    throw FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the checking process (" + how +
+                                           "); the file is not used");
+}
+
+}  // namespace
+
+const char* to_string(FileKind kind) {
+    switch (kind) {
+        case FileKind::Model: return "model";
+        case FileKind::DataSet: return "dataset";
+        case FileKind::Results: return "results";
+    }
+    return "?";
+}
+
+void set_file_check_helper(const std::string& executable) {
+    const std::lock_guard<std::mutex> lock(helper_mutex);
+    helper_path() = executable;
+}
+
+std::string file_check_helper() {
+    const std::lock_guard<std::mutex> lock(helper_mutex);
+    return helper_path();
+}
+
+bool check_in_helper(FileKind kind, const std::string& path) {
+    return check_in_helper(kind, std::vector<std::string>{path});
+}
+
+bool check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
+    const std::string helper = file_check_helper();
+    if (helper.empty()) return false;
+    for (std::size_t i = 0; i < paths.size(); i += kBatch)
+        check_batch(helper, kind, {paths.begin() + std::ptrdiff_t(i),
+                                   paths.begin() + std::ptrdiff_t(std::min(paths.size(), i + kBatch))});
+    return true;
+}
+
+}  // namespace aimcemu

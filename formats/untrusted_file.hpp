@@ -1,0 +1,37 @@
+// Reading a user's HDF5 file in a helper process first, so that a file that crashes the HDF5
+// library cannot crash aimcemu.
+//
+// Why: HDF5 1.10 (Debian 12's) is not robust against corrupt metadata; fuzzing our loaders
+// finds inputs within seconds on which libhdf5 itself reads freed memory or segfaults, far below
+// any check we can make first.  So the loaders of model, data set and results files first run
+// the same reader in a helper process (the executable aimcemu-check-file, built beside the
+// library): if the helper dies, the file is refused with a FormatError that says so, and the
+// caller's process never touches it.  If it reports a FormatError, that error is raised here
+// unchanged; if it reads the file, the caller reads it again in-process.
+//
+// A fresh process (posix_spawn), not fork(): HDF5's global lock may be held by another thread at
+// fork time, and a forked child would wait for it forever.  When no helper is configured (the
+// C++ library used on its own, or a build without it), files are read in-process only.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace aimcemu {
+
+enum class FileKind { Model, DataSet, Results };
+
+const char* to_string(FileKind kind);
+
+// The helper executable used by check_in_helper ("" = none, read in-process only).
+void set_file_check_helper(const std::string& executable);
+std::string file_check_helper();
+
+// Reads `path` as `kind` in the helper process.  Returns false (having done nothing) when no
+// helper is configured; true when the helper read the file; throws FormatError when it refused
+// it, crashed, or ran past its time limit (a hang in the HDF5 library).
+bool check_in_helper(FileKind kind, const std::string& path);
+// The same for many files (a sweep's task files): one helper process per batch of files, so
+// the start-up is paid once; throws the FormatError of the first file that fails, in order.
+bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);
+
+}  // namespace aimcemu

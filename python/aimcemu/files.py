@@ -1,0 +1,168 @@
+"""Writing files safely: atomic replacement without litter, output paths that never destroy an
+input, and a lock that keeps two sweeps out of one folder.
+
+Every file aimcemu writes appears only when complete: it is written as a hidden temporary file
+``.NAME.tmp-HOST-PID-N`` beside the target and renamed over it (the C++ writers do the same,
+with the same names: common/temp_files.hpp).  A temporary file is removed on every error path;
+one left by a process that was killed (SIGKILL, the OOM killer, a power cut) is removed by the
+next write into the same folder, once its writer is certainly gone (this host, that PID dead or
+reused).  Files of live writers and of other hosts are never touched.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import _core
+from .validate import fail, text
+
+
+# --- atomic writes ------------------------------------------------------------------------------
+def remove_stale_temporaries(folder) -> list[str]:
+    """Removes the temporary files in `folder` whose writer is gone; returns their paths."""
+    return _core.files.remove_stale_temporaries(os.fspath(folder))
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Writes `data` to `path` atomically: the file is either the old one or the whole new one,
+    and nothing else is left in the folder whatever happens (a full disk included)."""
+    path = Path(path)
+    remove_stale_temporaries(path.parent if str(path.parent) else ".")
+    temp = _core.files.temporary_path(os.fspath(path))
+    try:
+        with open(temp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_text(path, content: str) -> None:
+    atomic_write_bytes(path, content.encode("utf-8"))
+
+
+def atomic_write_json(path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+# --- output paths ---------------------------------------------------------------------------------
+def _identity(path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterable[tuple[str, Any]] = (),
+                default_name: Callable[[], str] | None = None) -> Path:
+    """Where a command may write its output file, checked before any work:
+
+    - a path ending in '/' (or os.sep) is a folder: the file goes inside it under
+      ``default_name()`` (the folder is created); without a default name it is refused;
+    - an existing folder, device, FIFO or socket is refused: only a regular file is replaced;
+    - the output may not be one of the run's `inputs` ((field, path) pairs), compared by
+      device and inode, so neither another name nor a hard or symbolic link gets past.
+    """
+    raw = text(os.fspath(path), field, source)
+    if raw.endswith(("/", os.sep)):
+        if default_name is None:
+            raise fail(source, field, f"{raw} names a folder; give a file name")
+        folder = Path(raw)
+        if folder.exists() and not folder.is_dir():
+            raise fail(source, field, f"{raw} ends in '/' but {folder} is not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        out = folder / default_name()
+    else:
+        out = Path(raw)
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        raise fail(source, field, f"cannot use {out}: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise fail(source, field, f"{out} is a folder (end it with '/' to write a file inside it)")
+    if not stat.S_ISREG(st.st_mode):
+        raise fail(source, field, f"{out} exists and is not a regular file (a device, FIFO or socket); "
+                                  "it is never replaced")
+    identity = (st.st_dev, st.st_ino)
+    for input_field, input_path in inputs:
+        if input_path is not None and _identity(input_path) == identity:
+            raise fail(source, field, f"{out} is the {input_field} of this run ({input_path}); "
+                                      "writing there would destroy it")
+    return out
+
+
+# --- a lock per folder ----------------------------------------------------------------------------
+class FolderBusyError(RuntimeError):
+    """Another process holds the folder's lock (the message says which)."""
+
+
+class FolderLock:
+    """An exclusive lock on a folder for as long as the object lives (``with FolderLock(...)``):
+    flock(2) on a hidden file ``.aimcemu.lock`` in it, which the kernel releases when the holder
+    exits however it exits, so a killed sweep never leaves the folder locked.  The file holds
+    the holder's host, PID and start time, for the message a second process gets.  wait_s: how
+    long to wait for the holder to finish (0: refuse at once)."""
+
+    NAME = ".aimcemu.lock"
+
+    def __init__(self, folder, what: str = "sweep", wait_s: float = 0.0):
+        import fcntl
+
+        self.path = Path(folder) / self.NAME
+        self._fd = -1
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    self.release()
+                    raise
+                if time.monotonic() >= deadline:
+                    holder = self._holder()
+                    self.release()
+                    raise FolderBusyError(
+                        f"{folder}: another {what} is running in this folder ({holder}); wait for it to finish"
+                        + (f" (waited {wait_s:g} s)" if wait_s > 0 else " or pass a wait time")) from None
+                time.sleep(0.2)
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                        "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
+
+    def _holder(self) -> str:
+        try:
+            info = json.loads(os.pread(self._fd, 4096, 0) or b"{}")
+            return f"PID {info['pid']} on {info['host']} since {info['since']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "holder unknown"
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = -1
+
+    def __enter__(self) -> "FolderLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self.release()

@@ -1,0 +1,121 @@
+// Bindings for reading results files back and for the temporary files of atomic writers:
+// _core.read_results(path) -> dict, _core.files.temporary_path(target),
+// _core.files.remove_stale_temporaries(folder), _core.files.parse_temporary_name(name).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "bindings.hpp"
+#include "common/temp_files.hpp"
+#include "formats/results_reader.hpp"
+#include "formats/untrusted_file.hpp"
+
+namespace py = pybind11;
+using namespace aimcemu;
+
+namespace {
+
+template <class T>
+py::array_t<T> array_of(const std::vector<T>& v) {
+    return py::array_t<T>(py::ssize_t(v.size()), v.data());
+}
+
+py::dict results_to_python(const ResultsFileInfo& info) {
+    std::vector<std::int64_t> chip, niu_round;
+    std::vector<double> t;
+    std::vector<std::string> compensation;
+    for (const auto& r : info.rounds) {
+        chip.push_back(r.chip);
+        niu_round.push_back(r.niu_round);
+        t.push_back(r.t);
+        compensation.push_back(r.drift_compensation);
+    }
+    py::list layers;
+    for (const auto& l : info.layers) {
+        py::dict d;
+        d["name"] = l.name;
+        d["kind"] = l.kind;
+        d["input"] = l.input;
+        d["index"] = l.index;
+        d["in_shape"] = py::make_tuple(l.in_shape.h, l.in_shape.w, l.in_shape.c);
+        d["out_shape"] = py::make_tuple(l.out_shape.h, l.out_shape.w, l.out_shape.c);
+        d["out_shift"] = l.out_shift;
+        d["activations_stored"] = l.activations_stored;
+        d["snr_db"] = array_of(l.snr_db);
+        d["cosine"] = array_of(l.cosine);
+        d["mismatch_rate"] = array_of(l.mismatch_rate);
+        layers.append(d);
+    }
+    py::dict out;
+    out["model"] = info.model;
+    out["config"] = info.config_json;
+    out["class_names"] = info.class_names;
+    out["layer_names"] = info.layer_names;
+    out["images"] = info.labels.size();
+    out["classes"] = info.classes;
+    out["labels"] = array_of(info.labels);
+    out["chip"] = array_of(chip);
+    out["t"] = array_of(t);
+    out["niu_round"] = array_of(niu_round);
+    out["drift_compensation"] = compensation;
+    out["accuracy"] = array_of(info.accuracy);
+    out["reference_accuracy"] = info.reference_accuracy;
+    out["layers"] = layers;
+    return out;
+}
+
+// aimcemu-check-file beside this extension module (build/python, or the installed package).
+std::string helper_beside_this_module() {
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(&helper_beside_this_module), &info) == 0 || info.dli_fname == nullptr) return {};
+    const auto helper = std::filesystem::path(info.dli_fname).parent_path() / "aimcemu-check-file";
+    return ::access(helper.c_str(), X_OK) == 0 ? helper.string() : std::string();
+}
+
+void bind_files(py::module_& m) {
+    set_file_check_helper(helper_beside_this_module());
+    m.def("read_results", [](const std::string& path, bool check) {
+              return results_to_python(check ? read_results(path) : read_results_in_process(path));
+          },
+          py::arg("path"), py::arg("check") = true,
+          "Read and validate a results file (docs/hdf5_layout.md) without its activations: a dict of the model\n"
+          "name, config (JSON text), class and layer names, round coordinates (chip, t, niu_round,\n"
+          "drift_compensation), labels, accuracy per round, reference_accuracy and per-layer metrics.\n"
+          "Raises FormatError naming the file and the field for anything that is not a complete results\n"
+          "file of this version.  check=False skips the checking process (for files check_results_files\n"
+          "has just passed).");
+    m.def("check_results_files", [](const std::vector<std::string>& paths) {
+              py::gil_scoped_release release;
+              check_in_helper(FileKind::Results, paths);
+          },
+          py::arg("paths"),
+          "Read many results files in the checking process (one process per 256 files); raises the\n"
+          "FormatError of the first that fails.  Does nothing when no checking process is configured.");
+    py::module_ files = m.def_submodule("files", "Temporary files of atomic writers (common/temp_files.hpp)");
+    files.def("temporary_path", &files::temporary_path_for, py::arg("target"),
+              "A fresh hidden temporary name beside `target`: .NAME.tmp-HOST-PID-N");
+    files.def("remove_stale_temporaries", &files::remove_stale_temporaries, py::arg("folder"),
+              "Remove the temporary files in `folder` whose writer (this host, that PID) is gone; returns their paths.");
+    files.def("parse_temporary_name", [](const std::string& name) -> py::object {
+        const files::TemporaryName p = files::parse_temporary_name(name);
+        if (!p.ok) return py::none();
+        py::dict d;
+        d["target"] = p.target;
+        d["host"] = p.host;
+        d["pid"] = p.pid;
+        return d;
+    }, py::arg("name"), "The parts of a temporary file name (target, host, pid), or None.");
+    files.def("host_tag", &files::host_tag, "This machine's name as temporary file names carry it.");
+    files.def("check_helper", [] { return file_check_helper(); },
+              "The helper that reads user files first, in its own process ('' = none: read in-process).");
+    files.def("set_check_helper", &set_file_check_helper, py::arg("executable"),
+              "Use another helper executable ('' = read files in-process only).");
+}
+
+}  // namespace
+
+AIMCEMU_REGISTER_BINDINGS(55, bind_files);

@@ -1,0 +1,394 @@
+// Hostile input to the file layer: paths that are not files, outputs that must not be replaced,
+// temporary files of killed writers, and every bad file of the fuzz seed corpora refused with
+// the field named (tests/fuzz/corpus, written by tests/fuzz/make_seeds.py).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <set>
+
+#include "common/errors.hpp"
+#include "common/h5.hpp"
+#include "common/temp_files.hpp"
+#include "formats/field_reader.hpp"
+#include "formats/model_file.hpp"
+#include "formats/results_reader.hpp"
+#include "formats/untrusted_file.hpp"
+
+namespace fs = std::filesystem;
+using namespace aimcemu;
+
+namespace {
+
+class HostileFiles : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+        dir_ = fs::temp_directory_path() / ("aimcemu_hostile_" + std::to_string(::getpid()) + "_" + info->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
+    std::set<std::string> names() const {
+        std::set<std::string> out;
+        for (const auto& e : fs::directory_iterator(dir_)) out.insert(e.path().filename().string());
+        return out;
+    }
+    static void touch(const std::string& p, const std::string& content = "x") { std::ofstream(p) << content; }
+    fs::path dir_;
+};
+
+// A PID that is certainly not running: a child that has exited and been collected.
+pid_t dead_pid() {
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    ::waitpid(child, nullptr, 0);
+    return child;
+}
+
+template <class F>
+std::string format_error_of(F&& f) {
+    try {
+        f();
+    } catch (const FormatError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+}  // namespace
+
+// ---- temporary file names ----
+
+TEST(TemporaryNames, ParseTheNewAndTheOldForm) {
+    const auto p = files::parse_temporary_name(".run.h5.tmp-node_7.cluster-4242-3");
+    ASSERT_TRUE(p.ok);
+    EXPECT_EQ(p.target, "run.h5");
+    EXPECT_EQ(p.host, "node_7.cluster");
+    EXPECT_EQ(p.pid, 4242);
+    const auto old = files::parse_temporary_name(".a.tmp-b.h5.tmp-17-0");  // the name itself holds ".tmp-"
+    ASSERT_TRUE(old.ok);
+    EXPECT_EQ(old.target, "a.tmp-b.h5");
+    EXPECT_EQ(old.host, "");
+    EXPECT_EQ(old.pid, 17);
+    for (const char* not_one : {"run.h5", ".run.h5", ".run.h5.tmp-", ".run.h5.tmp-12", ".run.h5.tmp-x-y-1",
+                                ".run.h5.tmp-host-12-", "run.h5.tmp-12-0", ".run.h5.tmp-ho$t-12-0"})
+        EXPECT_FALSE(files::parse_temporary_name(not_one).ok) << not_one;
+}
+
+TEST(TemporaryNames, FreshNamesAreHiddenBesideTheTargetAndCarryHostAndPid) {
+    const std::string a = files::temporary_path_for("out/run.h5"), b = files::temporary_path_for("out/run.h5");
+    EXPECT_NE(a, b);
+    EXPECT_EQ(fs::path(a).parent_path(), fs::path("out"));
+    const auto p = files::parse_temporary_name(fs::path(a).filename().string());
+    ASSERT_TRUE(p.ok);
+    EXPECT_EQ(p.target, "run.h5");
+    EXPECT_EQ(p.host, files::host_tag());
+    EXPECT_EQ(p.pid, ::getpid());
+}
+
+TEST(TemporaryNames, WriterIsGoneOnlyWhenItsPidIsDeadZombieOrReused) {
+    const double now = double(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count());
+    EXPECT_FALSE(files::writer_is_gone(::getpid(), now));        // alive, and started before the file
+    EXPECT_TRUE(files::writer_is_gone(dead_pid(), now));          // exited
+    EXPECT_TRUE(files::writer_is_gone(::getpid(), 1000.0));      // alive but started long after the file: reused
+    const pid_t zombie = ::fork();
+    if (zombie == 0) ::_exit(0);
+    ::usleep(200 * 1000);  // exited, not yet collected
+    EXPECT_TRUE(files::writer_is_gone(zombie, now));
+    ::waitpid(zombie, nullptr, 0);
+    EXPECT_FALSE(files::writer_is_gone(0, now));   // never a real writer: left alone
+    EXPECT_FALSE(files::writer_is_gone(-5, now));
+}
+
+TEST_F(HostileFiles, OnlyStaleTemporariesOfThisHostAreRemoved) {
+    const std::string host = files::host_tag();
+    const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getpid());
+    const std::string stale_new = ".a.h5.tmp-" + host + "-" + dead + "-0", stale_old = ".b.h5.tmp-" + dead + "-4";
+    const std::string live = ".c.h5.tmp-" + host + "-" + alive + "-1", other_host = ".d.h5.tmp-elsewhere9-" + dead + "-0";
+    const std::string reused = ".e.h5.tmp-" + host + "-" + alive + "-2";
+    for (const auto& n : {stale_new, stale_old, live, other_host, reused, std::string("a.h5"), std::string(".hidden")})
+        touch(path(n));
+    ::utimbuf long_ago{1000, 1000};  // written long before this process started: its PID was reused
+    ASSERT_EQ(::utime(path(reused).c_str(), &long_ago), 0);
+    fs::create_directory(path(".f.h5.tmp-" + host + "-" + dead + "-0"));  // a folder is never a temporary file
+    const auto removed = files::remove_stale_temporaries(dir_.string());
+    EXPECT_EQ(std::set<std::string>(removed.begin(), removed.end()),
+              (std::set<std::string>{path(stale_new), path(stale_old), path(reused)}));
+    EXPECT_EQ(names(), (std::set<std::string>{live, other_host, "a.h5", ".hidden", ".f.h5.tmp-" + host + "-" + dead + "-0"}));
+    EXPECT_TRUE(files::remove_stale_temporaries(path("no_such_folder")).empty());
+}
+
+TEST_F(HostileFiles, AnAtomicWriteRemovesTheStaleTemporariesOfItsFolder) {
+    const std::string stale = ".old.h5.tmp-" + files::host_tag() + "-" + std::to_string(dead_pid()) + "-0";
+    touch(path(stale));
+    h5::AtomicFile out(path("new.h5"));
+    out.file().write_attribute("x", "y");
+    out.commit();
+    EXPECT_EQ(names(), std::set<std::string>{"new.h5"});
+}
+
+// ---- outputs that must never be replaced ----
+
+TEST_F(HostileFiles, AtomicFileRefusesFoldersDevicesAndFifos) {
+    ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+    fs::create_directory(path("folder"));
+    for (const std::string target : {path("fifo"), path("folder"), path("folder") + "/", path("new") + "/",
+                                     std::string("/dev/null")}) {
+        EXPECT_THROW(h5::AtomicFile{target}, h5::Error) << target;
+    }
+    EXPECT_TRUE(fs::is_fifo(path("fifo")));
+    EXPECT_TRUE(fs::is_character_file("/dev/null"));
+    EXPECT_EQ(names(), (std::set<std::string>{"fifo", "folder"}));  // nothing written, nothing left
+}
+
+TEST_F(HostileFiles, NoReplaceCommitLeavesAnExistingFileAlone) {
+    touch(path("task.h5"), "first");
+    {
+        h5::AtomicFile out(path("task.h5"), /*replace=*/false);
+        out.file().write_attribute("x", "y");
+        EXPECT_THROW(out.commit(), h5::Error);
+    }
+    std::ifstream in(path("task.h5"));
+    std::string content;
+    in >> content;
+    EXPECT_EQ(content, "first");
+    EXPECT_EQ(names(), std::set<std::string>{"task.h5"});
+    h5::AtomicFile fresh(path("fresh.h5"), /*replace=*/false);
+    fresh.file().write_attribute("x", "y");
+    fresh.commit();
+    EXPECT_EQ(names(), (std::set<std::string>{"task.h5", "fresh.h5"}));
+}
+
+TEST_F(HostileFiles, RenameNoReplace) {
+    touch(path("a"), "a");
+    touch(path("b"), "b");
+    std::error_code ec;
+    files::rename_no_replace(path("a"), path("b"), ec);
+    EXPECT_EQ(ec, std::errc::file_exists);
+    files::rename_no_replace(path("a"), path("c"), ec);
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(names(), (std::set<std::string>{"b", "c"}));
+}
+
+// ---- inputs that are not files ----
+
+TEST_F(HostileFiles, AFifoAsInputIsRefusedWithoutBlocking) {
+    ASSERT_EQ(::mkfifo(path("model.h5").c_str(), 0600), 0);
+    // A blocking open of a FIFO with no writer never returns: run it apart and give it a deadline.
+    auto result = std::async(std::launch::async, [&] {
+        return format_error_of([&] { load_model(path("model.h5")); }) + " | " +
+               format_error_of([&] { load_dataset(path("model.h5")); }) + " | " +
+               format_error_of([&] { read_results(path("model.h5")); });
+    });
+    ASSERT_EQ(result.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a loader opened the FIFO";
+    const std::string text = result.get();
+    EXPECT_EQ(text.find("(no error)"), std::string::npos) << text;
+    EXPECT_NE(text.find("field 'file': is not a regular file"), std::string::npos) << text;
+    EXPECT_NE(format_error_of([&] { load_model(dir_.string()); }).find("is a folder"), std::string::npos);
+    EXPECT_NE(format_error_of([&] { load_model("/dev/zero"); }).find("not a regular file"), std::string::npos);
+}
+
+TEST(Utf8, ValidAndInvalidSequences) {
+    std::size_t at = 0;
+    EXPECT_TRUE(valid_utf8("", at));
+    EXPECT_TRUE(valid_utf8("conv1 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", at));  // é € 😀
+    const std::pair<std::string, std::size_t> bad[] = {
+        {"ab\xff", 2}, {"\xc0\xaf", 0} /* overlong '/' */, {"x\xed\xa0\x80", 1} /* surrogate */,
+        {"\xf4\x90\x80\x80", 0} /* above U+10FFFF */, {"abc\xe2\x82", 3} /* cut short */, {"\x80", 0}};
+    for (const auto& [text, position] : bad) {
+        EXPECT_FALSE(valid_utf8(text, at)) << text;
+        EXPECT_EQ(at, position) << text;
+    }
+}
+
+// ---- the seed corpora: every bad file refused with its field named ----
+
+struct BadFile {
+    const char* harness;
+    const char* file;
+    const char* expected;  // part of the FormatError message
+};
+
+const BadFile kBadFiles[] = {
+    {"fuzz_model_file", "bad-class_names_count.h5", "field 'class_names': 2 names for the 3 outputs"},
+    {"fuzz_model_file", "bad-empty.h5", "field 'file': not a readable HDF5 file"},
+    {"fuzz_model_file", "bad-external_link.h5", "field 'layers/fc': is an external link"},
+    {"fuzz_model_file", "bad-external_storage.h5", "field 'layers/conv/weights': its data lives in external files"},
+    {"fuzz_model_file", "bad-format_foreign.h5", "field 'format': expected 'aimcemu-model'"},
+    {"fuzz_model_file", "bad-format_version_99.h5", "field 'format_version'"},
+    {"fuzz_model_file", "bad-input_shape_huge.h5", "field 'input_shape': must be in 1..65535"},
+    {"fuzz_model_file", "bad-kernel_int64_huge.h5", "field 'layers/conv/kernel': value 1099511627776 outside"},
+    {"fuzz_model_file", "bad-kernel_uint64_top.h5", "field 'layers/conv/kernel': value"},
+    {"fuzz_model_file", "bad-kind_unknown.h5", "field 'layers/conv/kind': unknown layer kind 'lstm'"},
+    {"fuzz_model_file", "bad-layer_name_not_utf8.h5", "field 'layers/f\\xffc': the name is not valid UTF-8"},
+    {"fuzz_model_file", "bad-name_not_utf8.h5", "field 'name': not valid UTF-8 (byte 0xff at position 2)"},
+    {"fuzz_model_file", "bad-not_hdf5.h5", "field 'file': not a readable HDF5 file"},
+    {"fuzz_model_file", "bad-out_channels_max.h5", "field 'layers/fc/weights': expected shape [out_channels=2147483647"},
+    {"fuzz_model_file", "bad-pad_big.h5", "(conv)/pad': must be in 0..kernel-1"},
+    {"fuzz_model_file", "bad-soft_link.h5", "field 'layers/loop': is a soft or user-defined link"},
+    {"fuzz_model_file", "bad-stride_array.h5", "field 'layers/pool/stride': expected a scalar"},
+    {"fuzz_model_file", "bad-truncated_half.h5", "field 'file': not a readable HDF5 file"},
+    {"fuzz_model_file", "bad-truncated_header.h5", "field 'file': not a readable HDF5 file"},
+    {"fuzz_model_file", "bad-weights_chunks_missing.h5", "field 'layers/fc/weights': shape [3, 16777216] needs"},
+    {"fuzz_model_file", "bad-weights_claim_huge.h5", "field 'layers/conv/weights': shape [4, 3, 3, 268435456] needs"},
+    {"fuzz_model_file", "bad-weights_float.h5", "field 'layers/conv/weights': expected int8, found float32"},
+    {"fuzz_dataset_file", "bad-format_version_2.h5", "field 'format_version'"},
+    {"fuzz_dataset_file", "bad-frac_bits_big.h5", "field 'input_frac_bits': value 99 outside"},
+    {"fuzz_dataset_file", "bad-images_claim_1e9.h5", "field 'labels': shape [1000000000] needs 8000000000 bytes"},
+    {"fuzz_dataset_file", "bad-images_contiguous_unwritten.h5", "field 'images': shape [20000, 6, 6, 2] needs"},
+    {"fuzz_dataset_file", "bad-images_dims_huge.h5", "field 'images': image dimensions must be in 1..65535"},
+    {"fuzz_dataset_file", "bad-labels_float.h5", "field 'labels': expected an integer type, found float64"},
+    {"fuzz_dataset_file", "bad-labels_negative.h5", "field 'labels': negative label -1"},
+    {"fuzz_dataset_file", "bad-labels_short.h5", "field 'labels': expected shape [5] (one per image), found [4]"},
+    {"fuzz_dataset_file", "bad-not_hdf5.h5", "field 'file': not a readable HDF5 file"},
+    {"fuzz_dataset_file", "bad-source_not_utf8.h5", "field 'source': not valid UTF-8"},
+    {"fuzz_dataset_file", "bad-truncated_half.h5", "field 'file': not a readable HDF5 file"},
+    {"fuzz_dataset_file", "bad-zero_images.h5", "field 'images': the data set holds no images"},
+    {"fuzz_results_file", "bad-accuracy_above_one.h5", "field 'accuracy': values must be in 0..1"},
+    {"fuzz_results_file", "bad-accuracy_short.h5", "field 'accuracy': expected shape [8], found [3]"},
+    {"fuzz_results_file", "bad-activations_shape.h5", "field 'layers/conv/activations': expected shape [8, 4, 6, 6, 4]"},
+    {"fuzz_results_file", "bad-config_not_utf8.h5", "field 'config': not valid UTF-8"},
+    {"fuzz_results_file", "bad-format_foreign.h5", "field 'format': expected 'aimcemu-results', found 'aimcemu-model'"},
+    {"fuzz_results_file", "bad-format_version_99.h5", "this build reads version 2, the file is version 99"},
+    {"fuzz_results_file", "bad-labels_claim_huge.h5", "field 'labels': expected shape [4], found [1073741824]"},
+    {"fuzz_results_file", "bad-layer_names_differ.h5", "field 'layers': its groups differ from the root's layer_names"},
+    {"fuzz_results_file", "bad-missing_layer.h5", "field 'layers': its groups differ"},
+    {"fuzz_results_file", "bad-not_hdf5.h5", "field 'file': not a readable HDF5 file"},
+    {"fuzz_results_file", "bad-round_not_positions.h5", "field 'round': must be the positions 0..R-1"},
+    {"fuzz_results_file", "bad-t_negative.h5", "field 't': times must be finite and >= 0"},
+    {"fuzz_results_file", "bad-truncated_half.h5", "field 'file': not a readable HDF5 file"},
+};
+
+// The public loaders read through the checking process (formats/untrusted_file.hpp) here, as
+// they do under Python; the messages are the same either way.
+class SeedCorpora : public ::testing::TestWithParam<bool> {
+protected:
+    void SetUp() override { set_file_check_helper(GetParam() ? AIMCEMU_CHECK_FILE_HELPER : ""); }
+    void TearDown() override { set_file_check_helper(""); }
+};
+INSTANTIATE_TEST_SUITE_P(InProcessAndChecked, SeedCorpora, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "checked" : "in_process"; });
+
+TEST_P(SeedCorpora, EveryBadFileIsRefusedNamingItsField) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    std::set<std::string> listed;
+    for (const BadFile& bad : kBadFiles) {
+        const std::string p = (corpus / bad.harness / bad.file).string();
+        listed.insert(std::string(bad.harness) + "/" + bad.file);
+        const std::string harness = bad.harness;
+        const std::string message = format_error_of([&] {
+            if (harness == "fuzz_model_file") load_model(p);
+            else if (harness == "fuzz_dataset_file") load_dataset(p);
+            else read_results(p);
+        });
+        EXPECT_EQ(message.rfind(p + ": ", 0), 0u) << "the message does not start with the file: " << message;
+        EXPECT_NE(message.find(bad.expected), std::string::npos) << p << "\n  got: " << message;
+    }
+    // Every bad-* seed of the HDF5 corpora is listed above, so a new one gets its expectation.
+    for (const char* harness : {"fuzz_model_file", "fuzz_dataset_file", "fuzz_results_file"})
+        for (const auto& e : fs::directory_iterator(corpus / harness))
+            if (e.path().filename().string().rfind("bad-", 0) == 0)
+                EXPECT_TRUE(listed.count(std::string(harness) + "/" + e.path().filename().string())) << e.path();
+}
+
+TEST_P(SeedCorpora, TheGoodFilesLoad) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const Network net = load_model((corpus / "fuzz_model_file" / "tiny.h5").string());
+    EXPECT_EQ(net.layers.size(), 5u);
+    const DataSet data = load_dataset((corpus / "fuzz_dataset_file" / "tiny.h5").string());
+    EXPECT_EQ(data.count(), 5);
+    check_dataset_fits(data, net, "tiny.h5");
+    const ResultsFileInfo noisy = read_results((corpus / "fuzz_results_file" / "noisy.h5").string());
+    EXPECT_EQ(noisy.rounds.size(), 8u);  // 2 compensations x 2 chips x 2 t x 1 round
+    EXPECT_EQ(noisy.layers.size(), 5u);
+    EXPECT_EQ(noisy.classes, 3);
+    EXPECT_TRUE(noisy.layers[0].activations_stored && !noisy.layers[1].activations_stored);
+    EXPECT_EQ(read_results((corpus / "fuzz_results_file" / "digital.h5").string()).rounds.size(), 0u);
+}
+
+// Inputs on which the HDF5 library itself misbehaves (found by fuzzing: tests/fuzz/run_fuzzer.py
+// sorts them out).  Read through the checking process they give a FormatError or load; this
+// process survives either way, whatever libhdf5 does with them.
+TEST(HdfCrashes, CheckedLoadersSurviveInputsThatBreakLibhdf5) {
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const fs::path root = fs::path(AIMCEMU_FUZZ_CORPUS).parent_path() / "hdf5_crashes";
+    std::size_t count = 0;
+    for (const char* harness : {"fuzz_model_file", "fuzz_dataset_file", "fuzz_results_file"}) {
+        if (!fs::is_directory(root / harness)) continue;
+        for (const auto& e : fs::directory_iterator(root / harness)) {
+            const std::string p = e.path().string(), h = harness;
+            try {
+                if (h == "fuzz_model_file") load_model(p);
+                else if (h == "fuzz_dataset_file") load_dataset(p);
+                else read_results(p);
+            } catch (const FormatError& error) {
+                EXPECT_EQ(std::string(error.what()).rfind(p + ": ", 0), 0u) << error.what();
+            }
+            ++count;
+        }
+    }
+    set_file_check_helper("");
+    EXPECT_GT(count, 0u);
+}
+
+// The checking process itself: a helper that dies is reported as a crash, not as success.
+TEST_F(HostileFiles, AHelperThatDiesIsAFormatError) {
+    const std::string fake = path("crashing-helper.sh");
+    touch(fake, "#!/bin/sh\nkill -SEGV $$\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    set_file_check_helper(fake);
+    touch(path("model.h5"));
+    const std::string message = format_error_of([&] { load_model(path("model.h5")); });
+    set_file_check_helper("");
+    EXPECT_NE(message.find("field 'file': corrupt: reading it crashed the HDF5 library"), std::string::npos) << message;
+    EXPECT_NE(message.find("signal 11"), std::string::npos) << message;
+}
+
+// Many files in one checking process: the first failure is reported, in order, and a crash is
+// blamed on the file the helper had not finished.
+TEST_F(HostileFiles, BatchesReportTheFirstFailureAndTheFileACrashHappenedOn) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string good = (corpus / "fuzz_results_file" / "noisy.h5").string();
+    const std::string bad = (corpus / "fuzz_results_file" / "bad-accuracy_short.h5").string();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    EXPECT_TRUE(check_in_helper(FileKind::Results, std::vector<std::string>(300, good)));  // two batches
+    const std::string message = format_error_of([&] { check_in_helper(FileKind::Results, {good, bad, good}); });
+    EXPECT_EQ(message.rfind(bad + ": field 'accuracy'", 0), 0u) << message;
+
+    const std::string fake = path("dies-on-the-second.sh");
+    touch(fake, "#!/bin/sh\nprintf 'ok\\036'\nkill -SEGV $$\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    set_file_check_helper(fake);
+    const std::string crash = format_error_of([&] { check_in_helper(FileKind::Results, {good, bad}); });
+    set_file_check_helper("");
+    EXPECT_EQ(crash.rfind(bad + ": field 'file': corrupt: reading it crashed", 0), 0u) << crash;
+}
+
+// A temporary file whose creation fails halfway (H5Fcreate made the file, then could not write
+// the superblock: a full disk) is removed too.  Shown with a file system with room for inodes
+// but not for data: a tmpfs of one page, mounted where root may mount (else skipped).
+TEST_F(HostileFiles, AFailedCreateLeavesNoTemporaryFile) {
+    const std::string disk = path("disk");
+    fs::create_directory(disk);
+    if (std::system(("mount -t tmpfs -o size=4k tmpfs " + disk + " 2>/dev/null").c_str()) != 0)
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)";
+    {  // fill it
+        std::ofstream fill(disk + "/fill", std::ios::binary);
+        const std::string block(4096, 'x');
+        for (int i = 0; i < 8 && fill; ++i) fill << block;
+    }
+    EXPECT_THROW(h5::AtomicFile{disk + "/out.h5"}, h5::Error);
+    std::set<std::string> left;
+    for (const auto& e : fs::directory_iterator(disk)) left.insert(e.path().filename().string());
+    std::system(("umount -l " + disk).c_str());
+    EXPECT_EQ(left, std::set<std::string>{"fill"});
+}
