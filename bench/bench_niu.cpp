@@ -1,19 +1,28 @@
-// NIU model throughput on a ResNet-50-sized layer set (all 54 GEMM layers, 25.5 M weights), as
-// weights per second per core, with the float64 reference noise model (noise_models/) measured
-// in the same run on the same weights as the yardstick.  Ratios, not absolute times, are the
-// result: the machines are shared and noisy.
+// NIU model throughput on a ResNet-50-sized layer set (all 54 GEMM layers, 25.5 M weights) in
+// weights per second, against the float64 reference noise model (noise_models/) on the same
+// weights in the same run.  Measurements are interleaved (each repeat times every variant once)
+// and the best of the repeats is reported, so a noisy shared machine disturbs the ratios less;
+// rerun on an idle machine for absolute figures.  Each line also gives weights per CPU-second
+// (process CPU time, all threads): on a shared machine that is the closer figure for one core.
 //
-// Usage: bench_niu [threads]   (default: hardware concurrency for the multi-thread line)
+//   NIU, one round     compile the program (tables, stream states) and apply every layer: what a
+//                      hybrid run pays per (chip, t, round), scalar and AVX2 kernels, 1 and 2 threads
+//   float64 reference  program (once per chip) + read (per round), and read alone, 1 thread
+//
+// Usage: bench_niu [threads] [repeats]   (default: 2 threads, 3 repeats)
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
-#include <thread>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "formats/zoo.hpp"
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
-#include "formats/zoo.hpp"
 
 using namespace aimcemu;
 using Clock = std::chrono::steady_clock;
@@ -21,6 +30,28 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Wall and CPU seconds of one measured span.
+struct Span {
+    double wall = 0, cpu = 0;
+    Span& operator+=(const Span& o) {
+        wall += o.wall;
+        cpu += o.cpu;
+        return *this;
+    }
+};
+
+struct Stopwatch {
+    Clock::time_point wall = Clock::now();
+    double cpu = cpu_seconds();
+    Span stop() const { return {seconds_since(wall), cpu_seconds() - cpu}; }
+};
 
 struct Layers {
     std::vector<const std::vector<std::int8_t>*> clean;
@@ -37,33 +68,40 @@ Layers gemm_layers(const Network& net) {
     return l;
 }
 
-double time_niu(const Layers& layers, const noise::NoiseModel& model, int threads) {
+std::vector<niu::NiuLayerSpec> specs_of(const Layers& layers) {
     std::vector<niu::NiuLayerSpec> specs;
     for (std::size_t i = 0; i < layers.clean.size(); ++i)
         specs.push_back({.layer_id = i, .count = std::uint32_t(layers.clean[i]->size()),
                          .absmax = niu::clean_absmax(*layers.clean[i], niu::AbsMaxMode::Layer)});
-    const auto start = Clock::now();
+    return specs;
+}
+
+// One round: compile + apply every layer.  kernel "" = the best kernel with `threads` threads.
+Span time_niu(const Layers& layers, const noise::NoiseModel& model, const std::string& kernel, int threads) {
+    const auto specs = specs_of(layers);
+    const Stopwatch watch;
     const niu::NiuProgram program = niu::compile_program(model, specs, {.seed = 1, .chip = 0, .round = 1, .t = 3600.0});
     std::vector<std::int8_t> out;
     for (std::size_t i = 0; i < layers.clean.size(); ++i) {
         out.resize(layers.clean[i]->size());
-        niu::apply_layer(program.layers[i], *layers.clean[i], out, threads);
+        if (kernel.empty()) niu::apply_layer(program.layers[i], *layers.clean[i], out, threads);
+        else niu::apply_layer_kernel(kernel, program.layers[i], *layers.clean[i], out);
     }
-    return seconds_since(start);
+    return watch.stop();
 }
 
 // Float reference, single thread: {program (per chip), read (per round)} seconds.
-std::pair<double, double> time_float(const Layers& layers, noise::NoiseModel& model) {
+std::pair<Span, Span> time_float(const Layers& layers, noise::NoiseModel& model) {
     model.set_num_threads(1);
-    double program_s = 0, read_s = 0;
+    Span program_s, read_s;
     for (std::size_t i = 0; i < layers.clean.size(); ++i) {
         const std::vector<double> w(layers.clean[i]->begin(), layers.clean[i]->end());
-        auto start = Clock::now();
+        const Stopwatch program_watch;
         const auto state = model.program(w, {std::int64_t(w.size())}, {1, 0, i});
-        program_s += seconds_since(start);
-        start = Clock::now();
+        program_s += program_watch.stop();
+        const Stopwatch read_watch;
         const auto noisy = model.read(state, 3600.0, 1);
-        read_s += seconds_since(start);
+        read_s += read_watch.stop();
     }
     return {program_s, read_s};
 }
@@ -71,25 +109,42 @@ std::pair<double, double> time_float(const Layers& layers, noise::NoiseModel& mo
 }  // namespace
 
 int main(int argc, char** argv) {
-    const int threads = argc > 1 ? std::atoi(argv[1]) : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+    const int repeats = argc > 2 ? std::atoi(argv[2]) : 3;
     const Network net = zoo::resnet50(zoo::ResNetVariant::V1, 1, 224, 1000);
     const Layers layers = gemm_layers(net);
     auto model = noise::make_noise_model("pcm_like", {{"drift_reference", std::string("programmed")}});
     const double n = double(layers.total);
 
-    const double niu_1 = time_niu(layers, *model, 1);
-    const double niu_n = time_niu(layers, *model, threads);
-    const auto [float_prog, float_read] = time_float(layers, *model);
+    // Best wall time and, separately, best CPU time of each variant.
+    std::map<std::string, double> best, best_cpu;
+    auto keep = [&](const std::string& name, Span s) {
+        best[name] = best.count(name) ? std::min(best[name], s.wall) : s.wall;
+        best_cpu[name] = best_cpu.count(name) ? std::min(best_cpu[name], s.cpu) : s.cpu;
+    };
+    const auto kernels = niu::available_kernels();
+    for (int r = 0; r < repeats; ++r) {
+        for (const std::string& k : kernels) keep("niu " + k + ", 1 thread", time_niu(layers, *model, k, 1));
+        keep("niu best kernel, " + std::to_string(threads) + " threads", time_niu(layers, *model, "", threads));
+        const auto [prog, read] = time_float(layers, *model);
+        keep("float64 read", read);
+        Span both = prog;
+        both += read;
+        keep("float64 program + read", both);
+    }
 
-    std::printf("ResNet-50 GEMM layers: %zu layers, %.2f M weights, model pcm_like, t = 1 h\n", layers.clean.size(), n / 1e6);
-    std::printf("NIU model, 1 thread          : %8.2f M weights/s/core  (%.3f s per round)\n", n / niu_1 / 1e6, niu_1);
-    std::printf("NIU model, %2d threads        : %8.2f M weights/s total (%.3f s per round, scaling %.2fx)\n", threads,
-                n / niu_n / 1e6, niu_n, niu_1 / niu_n);
-    std::printf("float64 reference, read only : %8.2f M weights/s/core  (%.3f s)\n", n / float_read / 1e6, float_read);
-    std::printf("float64 reference, prog+read : %8.2f M weights/s/core  (%.3f s)\n", n / (float_prog + float_read) / 1e6,
-                float_prog + float_read);
-    std::printf("ratio NIU / float read       : %8.2f x\n", float_read / niu_1);
-    std::printf("ratio NIU / float prog+read  : %8.2f x  (the NIU redraws programming noise every round)\n",
-                (float_prog + float_read) / niu_1);
+    std::printf("ResNet-50 GEMM layers: %zu layers, %.2f M weights, pcm_like, t = 1 h; best of %d interleaved repeats\n",
+                layers.clean.size(), n / 1e6, repeats);
+    std::printf("  %-34s %9s  %14s  %s\n", "", "wall", "per CPU-second", "wall per round");
+    for (const auto& [name, s] : best)
+        std::printf("  %-34s %9.2f  %14.2f  M weights/s  (%.3f s)\n", name.c_str(), n / s / 1e6, n / best_cpu[name] / 1e6, s);
+    const std::string fast1 = "niu " + kernels.back() + ", 1 thread";
+    const std::string fastn = "niu best kernel, " + std::to_string(threads) + " threads";
+    std::printf("ratios:\n");
+    std::printf("  %-44s %7.2f x\n", (kernels.back() + " / scalar kernel, 1 thread").c_str(), best["niu scalar, 1 thread"] / best[fast1]);
+    std::printf("  %-44s %7.2f x\n", (std::to_string(threads) + " threads / 1 thread").c_str(), best[fast1] / best[fastn]);
+    std::printf("  %-44s %7.2f x\n", "NIU 1 thread / float64 read", best["float64 read"] / best[fast1]);
+    std::printf("  %-44s %7.2f x  (the NIU redraws the chip noise every round)\n", "NIU 1 thread / float64 program + read",
+                best["float64 program + read"] / best[fast1]);
     return 0;
 }

@@ -1,12 +1,12 @@
-// Bit-exact NIU datapath (docs/niu_datapath.md section 3) and its two drivers.
+// Bit-exact NIU datapath (docs/niu_datapath.md section 3) and its drivers.
 #include "niu/niu_model.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <thread>
 
 #include "common/errors.hpp"
+#include "common/worker_pool.hpp"
 #include "pu_model/hbm.hpp"
 
 namespace aimcemu::niu {
@@ -14,23 +14,22 @@ namespace {
 
 using namespace gen;
 
-// (t/t0)^-nu from the drift table, linear between 256 knots.
-std::int64_t drift_factor_q16(const NiuLayerProgram& l, std::int64_t nu) {
-    const std::int64_t k = nu >> NIU_DF_FRAC_BITS;
-    const std::int64_t f = nu & ((1 << NIU_DF_FRAC_BITS) - 1);
-    return l.df[k] + rshr((std::int64_t(l.df[k + 1]) - l.df[k]) * f, NIU_DF_FRAC_BITS);
+// 2^-(x / 2^11) in Q1.15 before the integer shift: E[k] - rshr(D[k] * f, 6).
+std::int64_t exp2_fraction(std::int64_t x) {
+    const std::int64_t k = (x >> NIU_EXP_FRAC_BITS) & ((1 << NIU_EXP_SEG_BITS) - 1);
+    const std::int64_t f = x & ((1 << NIU_EXP_FRAC_BITS) - 1);
+    return NIU_EXP_VALUE[std::size_t(k)] - rshr(NIU_EXP_SLOPE[std::size_t(k)] * f, NIU_EXP_FRAC_BITS);
 }
 
-// Relative read sigma at the programmed conductance, log-segment index (section 3).
-std::int64_t read_sigma_q16(const NiuLayerProgram& l, std::int64_t gp) {
-    const auto g = std::uint32_t(gp == 0 ? 1 : gp);  // 17 bits
-    const int octave = std::countl_zero(g) - (32 - NIU_G_BITS);  // 0..16
-    const std::uint32_t n = g << octave;                           // leading one at bit 16
-    const int seg_shift = NIU_RT_FRAC_BITS;
-    const int j = (NIU_RT_OCTAVES - 1 - octave) * (1 << NIU_RT_SEG_BITS) +
-                  int((n >> seg_shift) & ((1u << NIU_RT_SEG_BITS) - 1));
-    const std::int64_t f = n & ((1u << seg_shift) - 1);
-    return l.rt[j] + rshr((std::int64_t(l.rt[j + 1]) - l.rt[j]) * f, seg_shift);
+// Relative read sigma (Q2.14) at the programmed conductance, log-segment index.
+std::int64_t read_sigma(const NiuLayerProgram& l, std::int64_t gp) {
+    const auto g = std::uint32_t(gp < 1 ? 1 : gp);
+    const int octave = 31 - std::countl_zero(g);                      // 0..14
+    const std::uint32_t n = g << (NIU_G_BITS - 1 - octave);            // leading one at bit 14
+    const int seg_shift = NIU_G_BITS - 1 - NIU_RT_SEG_BITS;            // 11
+    const int j = (octave << NIU_RT_SEG_BITS) + int((n >> seg_shift) & ((1u << NIU_RT_SEG_BITS) - 1));
+    const std::int64_t fr = (n >> (seg_shift - NIU_RT_FRAC_BITS)) & ((1u << NIU_RT_FRAC_BITS) - 1);
+    return l.rt[std::size_t(j)] + rshr(std::int64_t(l.rd[std::size_t(j)]) * fr, NIU_RT_FRAC_BITS);
 }
 
 std::int8_t saturate_code(std::int64_t v, int out_bits) {
@@ -45,64 +44,100 @@ void check_layer_io(const NiuLayerProgram& layer, std::size_t clean, std::size_t
                               " clean and " + std::to_string(out) + " output");
 }
 
-// Weights [begin, end) of one layer with streams advanced to `begin` (the fast path).
-void apply_range(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t begin,
-                 std::uint64_t end) {
-    const PcgStream chip{layer.chip_inc, layer.chip_states.at(0)};
-    const PcgStream read{layer.read_inc, layer.read_states.at(0)};
-    PcgCursor chip_rng(chip, begin * NIU_CHIP_DRAWS);
-    PcgCursor read_rng(read, begin * NIU_READ_DRAWS);
-    for (std::uint64_t i = begin; i < end; ++i) {
-        WeightDraws z;
-        z.prog_plus = gaussian_q12(chip_rng.next());
-        z.prog_minus = gaussian_q12(chip_rng.next());
-        z.nu_plus = gaussian_q12(chip_rng.next());
-        z.nu_minus = gaussian_q12(chip_rng.next());
-        z.read_plus = gaussian_q12(read_rng.next());
-        z.read_minus = gaussian_q12(read_rng.next());
-        out[i] = noisy_code(layer, clean[i], z);
+// Scalar kernel: beats [first, last) with the states at beat `first` (advanced in place).
+void apply_beats_scalar(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first,
+                        std::uint64_t last, RngState* states) {
+    const std::uint64_t count = layer.count;
+    for (std::uint64_t b = first; b < last; ++b) {
+        for (int k = 0; k < kStreams; ++k) {
+            std::uint32_t o[kGens];
+            for (int g = 0; g < kGens; ++g) o[g] = xoshiro_next(states[g * kStreams + k]);
+            const std::uint64_t i = b * kBeatLanes + std::uint64_t(k);
+            if (i < count) out[i] = noisy_code(layer, clean[i], draws_of(split_uniforms(o[0], o[1], o[2], o[3])));
+        }
     }
+}
+
+using BeatKernel = void (*)(const NiuLayerProgram&, const std::int8_t*, std::int8_t*, std::uint64_t, std::uint64_t,
+                            RngState*);
+
+BeatKernel kernel_by_name(const std::string& name) {
+    if (name == "scalar") return apply_beats_scalar;
+    if (name == "avx2") {
+        if (!detail::cpu_has_avx2()) throw FormatError("<memory>", "kernel", "this CPU has no AVX2");
+        return detail::apply_beats_avx2;
+    }
+    throw FormatError("<memory>", "kernel", "unknown NIU kernel '" + name + "' (scalar, avx2)");
+}
+
+BeatKernel best_kernel() { return detail::cpu_has_avx2() ? detail::apply_beats_avx2 : apply_beats_scalar; }
+
+// The streams' states at beat `beat` of the layer.
+std::array<RngState, kGens * kStreams> states_at(const NiuLayerProgram& layer, std::uint64_t beat) {
+    std::array<RngState, kGens * kStreams> s;
+    for (std::size_t k = 0; k < s.size(); ++k) s[k] = xoshiro_jump(layer.rng[k], beat);
+    return s;
+}
+
+void run_kernel(BeatKernel kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
+                std::span<std::int8_t> out, int threads) {
+    check_layer_io(layer, clean.size(), out.size());
+    const std::uint64_t beats = (std::uint64_t(layer.count) + kBeatLanes - 1) / kBeatLanes;
+    // Each part jumps its 160 streams (about 50 us); parts below 4096 beats are not worth it.
+    constexpr std::uint64_t kMinBeatsPerPart = 4096;
+    int workers = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    workers = int(std::min<std::uint64_t>(std::uint64_t(workers), std::max<std::uint64_t>(1, beats / kMinBeatsPerPart)));
+    const std::uint64_t parts = std::uint64_t(workers);
+    run_on_worker_pool(std::int64_t(parts), workers, [&](std::int64_t p) {
+        const std::uint64_t first = beats * std::uint64_t(p) / parts, last = beats * std::uint64_t(p + 1) / parts;
+        auto states = states_at(layer, first);
+        kernel(layer, clean.data(), out.data(), first, last, states.data());
+    });
 }
 
 }  // namespace
 
-std::int64_t device_conductance(const NiuLayerProgram& l, int a, std::int32_t z_prog, std::int32_t z_nu,
-                                std::int32_t z_read) {
-    const std::int64_t gp = clamp64(l.gt[a] + rshr(std::int64_t(l.sp[a]) * z_prog, NIU_Z_FRAC), 0, NIU_G_MAX);
-    std::int64_t nu = l.mu[a] + rshr(std::int64_t(l.sn[a]) * z_nu, NIU_Z_FRAC);
+std::int32_t device_conductance(const NiuLayerProgram& l, const CodeEntry& d, std::int32_t z1, std::int32_t z2,
+                                std::int32_t z3) {
+    const std::int64_t gp = clamp64(d.gt + rshr(std::int64_t(d.sp) * z1, NIU_Z_FRAC), 0, NIU_G_MAX);
+    std::int64_t nu = d.mu + rshr(std::int64_t(d.sn) * z2, NIU_Z_FRAC);
     nu = std::min<std::int64_t>(nu < 0 ? -nu : nu, NIU_NU_MAX);
-    const std::int64_t gd = rshr(gp * drift_factor_q16(l, nu), NIU_DF_ONE_BITS);
-    const std::int64_t sigma_abs = rshr(gd * read_sigma_q16(l, gp), NIU_RT_ONE_BITS);
-    return clamp64(gd + rshr(sigma_abs * z_read, NIU_Z_FRAC), 0, NIU_G_MAX);
+    const std::int64_t x = std::min<std::int64_t>(rshr(nu * l.drift_lt, NIU_NU_FRAC), NIU_X_MAX);
+    const int xi = int(x >> NIU_X_FRAC);
+    // 2^-x = 2^-(x mod 1) * 2^-floor(x); the integer part is a rounded right shift by xi, which
+    // the RTL performs as a product with 2^(15 - xi).
+    const std::int64_t g1 = rshr(gp * exp2_fraction(x), NIU_EXP_ONE_BITS);
+    const std::int64_t gd = rshr(g1 * (std::int64_t(1) << (NIU_EXP_ONE_BITS - xi)), NIU_EXP_ONE_BITS);
+    const std::int64_t sa = std::min<std::int64_t>(rshr(gd * read_sigma(l, gp), NIU_RT_ONE_BITS), NIU_G_MAX);
+    return std::int32_t(clamp64(gd + rshr(sa * z3, NIU_Z_FRAC), 0, NIU_G_MAX));
 }
 
 std::int8_t noisy_code(const NiuLayerProgram& l, std::int8_t clean, const WeightDraws& z) {
     const bool negative = clean < 0;
     const int a = std::min(negative ? -int(clean) : int(clean), kCodeTable - 1);
-    const std::int64_t g_plus = device_conductance(l, negative ? 0 : a, z.prog_plus, z.nu_plus, z.read_plus);
-    const std::int64_t g_minus = device_conductance(l, negative ? a : 0, z.prog_minus, z.nu_minus, z.read_minus);
+    const CodeEntry& on = l.code[std::size_t(a)];
+    const CodeEntry& off = l.code[0];
+    const std::int64_t g_plus = device_conductance(l, negative ? off : on, z.prog_plus, z.nu_plus, z.read_plus);
+    const std::int64_t g_minus = device_conductance(l, negative ? on : off, z.prog_minus, z.nu_minus, z.read_minus);
     const std::int64_t on_minus_off = negative ? g_minus - g_plus : g_plus - g_minus;
     const std::int64_t m = rshr(on_minus_off * std::int64_t(l.back_k), NIU_K_SHIFT);
     return saturate_code(negative ? -m : m, l.out_bits);
 }
 
+std::vector<std::string> available_kernels() {
+    std::vector<std::string> k{"scalar"};
+    if (detail::cpu_has_avx2()) k.push_back("avx2");
+    return k;
+}
+
+void apply_layer_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
+                        std::span<std::int8_t> out) {
+    run_kernel(kernel_by_name(kernel), layer, clean, out, 1);
+}
+
 void apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, std::span<std::int8_t> out,
                  int threads) {
-    check_layer_io(layer, clean.size(), out.size());
-    constexpr std::uint64_t chunk = 1u << 15;
-    const std::uint64_t n = layer.count;
-    const std::uint64_t chunks = (n + chunk - 1) / chunk;
-    unsigned workers = threads > 0 ? unsigned(threads) : std::max(1u, std::thread::hardware_concurrency());
-    workers = unsigned(std::min<std::uint64_t>(workers, std::max<std::uint64_t>(chunks, 1)));
-    std::atomic<std::uint64_t> next{0};
-    auto work = [&] {
-        for (std::uint64_t c = next++; c < chunks; c = next++)
-            apply_range(layer, clean.data(), out.data(), c * chunk, std::min(n, (c + 1) * chunk));
-    };
-    std::vector<std::thread> pool;
-    for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
+    run_kernel(best_kernel(), layer, clean, out, threads);
 }
 
 std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads) {
@@ -112,35 +147,62 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 }
 
 void apply_program(const NiuProgram& program, Hbm& hbm, int threads) {
-    for (const NiuLayerProgram& layer : program.layers) {
+    for (std::size_t i = 0; i < program.layers.size(); ++i) {
+        const NiuLayerProgram& layer = program.layers[i];
+        const std::string where = "<niu program>", field = "layers[" + std::to_string(i) + "]";
+        const std::uint64_t memory = hbm.layout().size();
+        const auto fits = [&](std::uint64_t addr) { return addr <= memory && layer.count <= memory - addr; };
+        if (!fits(layer.src_addr) || !fits(layer.dst_addr))
+            throw FormatError(where, field + ".COUNT",
+                              std::to_string(layer.count) + " weights at SRC_ADDR " + std::to_string(layer.src_addr) +
+                                  " and DST_ADDR " + std::to_string(layer.dst_addr) + " do not fit the " +
+                                  std::to_string(memory) + "-byte memory");
+        if (layer.src_addr < layer.dst_addr + layer.count && layer.dst_addr < layer.src_addr + layer.count)
+            throw FormatError(where, field + ".DST_ADDR", "a layer's clean and noisy regions overlap");
         const auto clean = hbm.bytes(layer.src_addr, layer.count);
         const auto out = hbm.bytes(layer.dst_addr, layer.count);
-        if (layer.src_addr < layer.dst_addr + layer.count && layer.dst_addr < layer.src_addr + layer.count)
-            throw FormatError("<niu program>", "DST_ADDR", "a layer's clean and noisy regions overlap");
         apply_layer(layer, clean, out, threads);
     }
 }
 
-NiuBeatModel::NiuBeatModel(const NiuLayerProgram& layer)
-    : layer_(layer),
-      chip_(layer.chip_states, NIU_CHIP_SLOTS, NIU_RNG_PIPE, LcgJump{NIU_CHIP_JUMP_MULT, layer.chip_jump_c}),
-      read_(layer.read_states, NIU_READ_SLOTS, NIU_RNG_PIPE, LcgJump{NIU_READ_JUMP_MULT, layer.read_jump_c}) {}
+void check_lanes(int lanes, const std::string& source, const std::string& field) {
+    for (int l : NIU_LANES_SUPPORTED)
+        if (l == lanes) return;
+    std::string list;
+    for (int l : NIU_LANES_SUPPORTED) list += (list.empty() ? "" : ", ") + std::to_string(l);
+    throw FormatError(source, field, "the NIU has 1 to 32 lanes that divide a 32-weight beat (" + list + "), got " +
+                                         std::to_string(lanes));
+}
 
-std::array<std::int8_t, kLanes> NiuBeatModel::next_beat(const std::array<std::int8_t, kLanes>& clean) {
-    std::array<std::uint32_t, NIU_CHIP_SLOTS> chip_out;
-    std::array<std::uint32_t, NIU_READ_SLOTS> read_out;
-    chip_.next_beat(chip_out.data());  // lock-step: every unit steps once per beat, tail or not
-    read_.next_beat(read_out.data());
-    std::array<std::int8_t, kLanes> out{};
-    for (int lane = 0; lane < kLanes; ++lane) {
-        if (beat_ * kLanes + std::uint64_t(lane) >= layer_.count) continue;  // tail lane: 0, masked by WSTRB
-        const std::uint32_t* c = chip_out.data() + NIU_CHIP_DRAWS * lane;
-        const std::uint32_t* r = read_out.data() + NIU_READ_DRAWS * lane;
-        const WeightDraws z{gaussian_q12(c[0]), gaussian_q12(c[1]), gaussian_q12(c[2]),
-                            gaussian_q12(c[3]), gaussian_q12(r[0]), gaussian_q12(r[1])};
-        out[std::size_t(lane)] = noisy_code(layer_, clean[std::size_t(lane)], z);
+NiuBeatModel::NiuBeatModel(const NiuLayerProgram& layer, int lanes) : layer_(layer), lanes_(lanes) {
+    check_lanes(lanes);
+    slots_ = kStreams / lanes;
+    rings_.resize(std::size_t(lanes) * kGens);
+    // Stream k = slot * L + lane: the program lists states by (generator, stream), and a ring
+    // receives its streams in slot order, head first (as rtl/niu_loader.sv pushes them).
+    for (int g = 0; g < kGens; ++g)
+        for (int k = 0; k < kStreams; ++k) rings_[std::size_t((k % lanes) * kGens + g)].push_back(layer.rng[std::size_t(g * kStreams + k)]);
+}
+
+std::vector<std::int8_t> NiuBeatModel::next_group(std::span<const std::int8_t> clean) {
+    if (clean.size() != std::size_t(lanes_))
+        throw FormatError("<memory>", "group", "a group has " + std::to_string(lanes_) + " codes");
+    std::vector<std::int8_t> out(std::size_t(lanes_), 0);
+    const std::uint64_t beat = group_ / std::uint64_t(slots_);
+    const int slot = int(group_ % std::uint64_t(slots_));
+    for (int j = 0; j < lanes_; ++j) {
+        std::uint32_t o[kGens];
+        for (int g = 0; g < kGens; ++g) {
+            auto& ring = rings_[std::size_t(j * kGens + g)];
+            RngState head = ring.front();  // lock-step: every ring steps, tail lane or not
+            ring.erase(ring.begin());
+            o[g] = xoshiro_next(head);
+            ring.push_back(head);
+        }
+        const std::uint64_t i = beat * kBeatLanes + std::uint64_t(slot * lanes_ + j);
+        if (i < layer_.count) out[std::size_t(j)] = noisy_code(layer_, clean[std::size_t(j)], draws_of(split_uniforms(o[0], o[1], o[2], o[3])));
     }
-    ++beat_;
+    ++group_;
     return out;
 }
 

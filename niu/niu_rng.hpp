@@ -1,15 +1,21 @@
 // The NIU's random numbers, bit-exact with the RTL (docs/niu_datapath.md section 4).
 //
-//   - pcg32 (pcg-cpp's setseq_xsh_rr_64_32) state arithmetic written out, so that the model can
-//     hold the same 64-bit states the RTL holds and jump them by constants;
-//   - stream keying by (seed, chip, layer, purpose, round);
-//   - interleaved sub-streams: S units x P sub-states that together emit pcg-cpp's output order
-//     one beat at a time without a one-cycle 64x64 multiply loop;
-//   - the table inverse-CDF Gaussian (one 32-bit output -> Q3.12 standard normal).
+//   - xoshiro128++ (Blackman and Vigna, "Scrambled linear pseudorandom number generators",
+//     ACM TOMS 2021): 128-bit state, 32-bit output, no multiplier, so an FPGA lane steps it in
+//     one cycle with XORs and two adders;
+//   - streams: every layer has BEAT_LANES = 32 streams per generator, stream k serving the
+//     weights i with i mod 32 = k, one step per weight.  The draws of weight i therefore depend
+//     only on (seed, chip, layer, round, i): not on the lanes of the hardware, the thread count,
+//     or the chunking of the C++ model;
+//   - keyed start states (splitmix64 of the stream key), and jump-ahead by any number of steps
+//     (the generator is linear over GF(2), so a jump is a 128x128 bit matrix);
+//   - the Gaussian: a 24-bit (chip draws) or 16-bit (read draws) uniform -> a cell of the |z|
+//     inverse CDF -> Q3.12 from a generated ROM.
 #pragma once
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
-#include <vector>
 
 #include "common/rng_keys.hpp"
 #include "niu_constants.hpp"
@@ -18,101 +24,85 @@ namespace aimcemu::niu {
 
 using aimcemu::splitmix64;  // common/rng_keys.hpp
 
-// round half up after an arithmetic right shift by s >= 1 (the PU's rounding rule).
+// Round half up after an arithmetic right shift by s >= 1 (the PU's rounding rule).
 inline std::int64_t rshr(std::int64_t p, int s) { return (p + (std::int64_t(1) << (s - 1))) >> s; }
 
 inline std::int64_t clamp64(std::int64_t v, std::int64_t lo, std::int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// ---- pcg32 --------------------------------------------------------------------------------
+// ---- xoshiro128++ ---------------------------------------------------------------------------
 
-inline constexpr std::uint64_t kPcgMult = gen::NIU_PCG_MULT;
+using RngState = std::array<std::uint32_t, 4>;  // s0, s1, s2, s3
 
-// pcg-cpp's XSH-RR output of one 64-bit state (the state *before* the step).
-inline std::uint32_t pcg_output(std::uint64_t s) {
-    const auto xorshifted = std::uint32_t(((s >> 18) ^ s) >> 27);
-    return std::rotr(xorshifted, int(s >> 59));
+inline constexpr int kStreams = gen::NIU_BEAT_LANES;   // streams per generator and layer
+inline constexpr int kChipGens = gen::NIU_RNG_CHIP_GENS;
+inline constexpr int kReadGens = gen::NIU_RNG_READ_GENS;
+inline constexpr int kGens = gen::NIU_RNG_GENS;         // chip generators first, then read
+
+// The output of a state (before its step): rotl(s0 + s3, 7) + s0.
+inline std::uint32_t xoshiro_output(const RngState& s) {
+    return std::rotl(s[0] + s[3], gen::NIU_RNG_ROT_OUT) + s[0];
 }
 
-// An affine map s -> s * mult + add (mod 2^64): one LCG step, or any number of them.
-struct LcgJump {
-    std::uint64_t mult = 1;
-    std::uint64_t add = 0;
-    std::uint64_t apply(std::uint64_t s) const { return s * mult + add; }
-};
+// One step of the xoshiro128 linear engine.
+inline void xoshiro_step(RngState& s) {
+    const std::uint32_t t = s[1] << gen::NIU_RNG_SHIFT_A;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = std::rotl(s[3], gen::NIU_RNG_ROT_B);
+}
 
-// (A^steps, A^(steps-1) + ... + A + 1): the jump by `steps` positions is
-// {mult, inc * sum}.  O(log steps) by squaring.
-struct JumpConstants {
-    std::uint64_t mult = 1;
-    std::uint64_t sum = 0;
-};
-JumpConstants jump_constants(std::uint64_t steps);
+inline std::uint32_t xoshiro_next(RngState& s) {
+    const std::uint32_t out = xoshiro_output(s);
+    xoshiro_step(s);
+    return out;
+}
 
-inline LcgJump jump_for(const JumpConstants& c, std::uint64_t inc) { return {c.mult, inc * c.sum}; }
+// State after `steps` steps, in O(log steps) 128-bit matrix-vector products.
+RngState xoshiro_jump(const RngState& s, std::uint64_t steps);
 
-// A pcg32 stream as the NIU sees it: its increment and the state at position 0.
-struct PcgStream {
-    std::uint64_t inc = 1;
-    std::uint64_t state0 = 0;
-
-    // Same stream as pcg-cpp's `pcg32 gen(state_seed, stream_id)`.
-    static PcgStream from_seed(std::uint64_t state_seed, std::uint64_t stream_id);
-    // State at stream position n (output n is pcg_output(state_at(n))).
-    std::uint64_t state_at(std::uint64_t n) const;
-};
-
-// The stream of one (seed, chip, layer, purpose, round) key (docs section 4.1).
-PcgStream keyed_stream(std::uint64_t seed, std::uint64_t chip, std::uint64_t layer, std::uint64_t purpose,
-                       std::uint64_t round);
-
-// Sequential reader of one stream from a given position (the fast model path).
-class PcgCursor {
-public:
-    PcgCursor(const PcgStream& stream, std::uint64_t position) : inc_(stream.inc), state_(stream.state_at(position)) {}
-    std::uint32_t next() {
-        const std::uint32_t out = pcg_output(state_);
-        state_ = state_ * kPcgMult + inc_;
-        return out;
-    }
-
-private:
-    std::uint64_t inc_;
-    std::uint64_t state_;
-};
-
-// S units x P sub-states, the RTL's structure: unit u's sub-state p starts at position p*S + u;
-// beat b uses sub-state b mod P of every unit, which then jumps by S*P positions.  Emits
-// positions b*S .. b*S + S-1 at beat b, i.e. exactly the stream's order.
-class SubStreamBank {
-public:
-    // initial_states[k] = state at position k, k < P*S (the program's CHIP_/READ_STATES).
-    SubStreamBank(std::vector<std::uint64_t> initial_states, int units, int pipe, LcgJump jump);
-    // Writes the S outputs of the next beat and steps the sub-state that produced them.
-    void next_beat(std::uint32_t* out);
-    int units() const { return units_; }
-
-private:
-    std::vector<std::uint64_t> states_;  // [p * units + u]
-    int units_, pipe_;
-    LcgJump jump_;
-    std::uint64_t beat_ = 0;
-};
+// Start state of generator `gen` (0..kGens-1), stream k, of a (seed, chip, layer, round) key:
+// chip generators use purpose NIU_PURPOSE_CHIP and round 0, read generators NIU_PURPOSE_READ and
+// the round (docs section 4.1).
+RngState stream_state(std::uint64_t seed, std::uint64_t chip, std::uint64_t layer, std::uint64_t round, int gen,
+                      int stream);
 
 // ---- Gaussian ------------------------------------------------------------------------------
 
-// Table inverse CDF (docs section 4.3): a standard normal in Q3.12 from one pcg32 output.
-inline std::int32_t gaussian_q12(std::uint32_t r) {
-    constexpr int seg_bits = gen::NIU_GAUSS_SEG_BITS;
-    constexpr int frac_bits = gen::NIU_GAUSS_FRAC_BITS;
-    std::uint32_t v = r & 0x7FFFFFFFu;
-    if (v == 0) v = 1;
-    const int octave = std::countl_zero(v) - 1;  // 0..30
-    const std::uint32_t n = v << octave;          // leading one at bit 30
-    const int j = (gen::NIU_GAUSS_OCTAVES - 1 - octave) * (1 << seg_bits) + int((n >> frac_bits) & ((1u << seg_bits) - 1));
-    const std::int64_t f = n & ((1u << frac_bits) - 1);
-    const std::int64_t lo = gen::NIU_GAUSS_Z[j], hi = gen::NIU_GAUSS_Z[j + 1];
-    const std::int64_t m = lo + rshr((hi - lo) * f, frac_bits);
-    return std::int32_t((r >> 31) ? -m : m);
+// ROM address of a uniform u of `ubits` bits (docs section 4.3): sign = u[ubits-1]; the magnitude
+// v (ubits-1 bits) is cut into groups of three bits aligned at its top bit, group g holding bits
+// 3g+o .. 3g+o-2 with o = (ubits-2) mod 3; the address is {sign, g of v's leading one, the 6-bit
+// window v[3g+o : 3g+o-5]} (v = 0: group 0, window 0).
+inline int gauss_index(std::uint32_t u, int ubits) {
+    constexpr int span = gen::NIU_GAUSS_GROUP_SPAN, wbits = gen::NIU_GAUSS_WINDOW_BITS;
+    const int vbits = ubits - 1, offset = (vbits - 1) % span;
+    const std::uint32_t sign = (u >> vbits) & 1u;
+    const std::uint32_t v = u & ((1u << vbits) - 1);
+    const int lead = 31 - std::countl_zero(v);  // -1 for v = 0
+    const int group = std::max(lead - offset + span - 1, 0) / span;
+    const std::uint32_t window = ((v << (wbits - 1)) >> (span * group + offset)) & ((1u << wbits) - 1);
+    return int((sign << (gen::NIU_GAUSS_GROUP_BITS + wbits)) | (std::uint32_t(group) << wbits) | window);
+}
+
+// Normals (Q3.12) of the chip draws (24-bit uniforms) and of the read draws (16-bit uniforms).
+inline std::int32_t gaussian_chip(std::uint32_t u24) {
+    return gen::NIU_GAUSS_CHIP_ROM[std::size_t(gauss_index(u24, gen::NIU_GAUSS_CHIP_U_BITS))];
+}
+inline std::int32_t gaussian_read(std::uint32_t u16) {
+    return gen::NIU_GAUSS_READ_ROM[std::size_t(gauss_index(u16, gen::NIU_GAUSS_READ_U_BITS))];
+}
+
+// The six uniforms of one weight from its four generator outputs (docs section 4.2):
+// z1+ = c0[31:8], z1- = c1[31:8], z2+ = c2[31:8], z2- = {c0[7:0], c1[7:0], c2[7:0]} (24 bits);
+// z3+ = r0[31:16], z3- = r0[15:0] (16 bits).
+struct WeightUniforms {
+    std::uint32_t prog_plus, prog_minus, nu_plus, nu_minus, read_plus, read_minus;
+};
+
+inline WeightUniforms split_uniforms(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2, std::uint32_t r0) {
+    return {c0 >> 8, c1 >> 8, c2 >> 8, ((c0 & 0xFFu) << 16) | ((c1 & 0xFFu) << 8) | (c2 & 0xFFu), r0 >> 16, r0 & 0xFFFFu};
 }
 
 }  // namespace aimcemu::niu

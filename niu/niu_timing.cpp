@@ -1,10 +1,13 @@
-// NIU time and bytes per round (see niu_timing.hpp).
+// NIU time, bytes and resources per round (see niu_timing.hpp).
 #include "niu/niu_timing.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
 
 #include "common/errors.hpp"
+#include "niu_constants.hpp"
 
 namespace aimcemu {
 
@@ -31,18 +34,96 @@ NiuThroughput niu_throughput(const NiuConfig& cfg) {
     return t;
 }
 
-NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights) {
+NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights, int layers) {
     if (weights < 0) throw FormatError("<niu>", "weights", "must be >= 0");
+    if (layers < 0) throw FormatError("<niu>", "layers", "must be >= 0");
     const NiuThroughput t = niu_throughput(cfg);
     NiuRoundTime r;
     r.weights = weights;
     r.weights_per_s = t.weights_per_s;
     r.bound = t.bound;
-    r.seconds = double(weights) / t.weights_per_s;
+    // A layer's program block: one word per cycle through the loader, then the pipeline fills.
+    const double block_cycles = double(niu::gen::NIU_LAYER_WORDS + niu::gen::NIU_PIPE_STAGES);
+    r.program_seconds = double(layers) * block_cycles / cfg.clock_hz;
+    r.seconds = double(weights) / t.weights_per_s + r.program_seconds;
     // Whole beats move on the bus: a partial last beat still costs a full one.
     const std::int64_t beats = (weights + cfg.beat_bytes - 1) / cfg.beat_bytes;
-    r.bytes_read = beats * cfg.beat_bytes;
+    r.bytes_read = beats * cfg.beat_bytes + std::int64_t(layers) * niu::gen::NIU_LAYER_WORDS * 4 +
+                   (layers > 0 ? niu::gen::NIU_PROG_HEADER_WORDS * 4 : 0);
     r.bytes_written = beats * cfg.beat_bytes;
+    return r;
+}
+
+std::vector<NiuSynthesis> niu_syntheses() {
+    std::vector<NiuSynthesis> out;
+    for (const auto& s : niu::gen::NIU_SYNTHESIS)
+        out.push_back({s.lanes, {"NIU (" + std::to_string(s.lanes) + " lanes)", s.lut, s.ff, s.dsp, s.bram36, s.uram},
+                       s.weights_per_cycle});
+    return out;
+}
+
+NiuSynthesis niu_synthesis(int lanes, const std::string& source, const std::string& field) {
+    std::string built;
+    for (const NiuSynthesis& s : niu_syntheses()) {
+        if (s.lanes == lanes) return s;
+        built += (built.empty() ? "" : ", ") + std::to_string(s.lanes);
+    }
+    throw FormatError(source, field, "the NIU RTL was not built for " + std::to_string(lanes) + " lanes (synthesized: " +
+                                         built + "; rtl/synth/, scripts/synth_niu.sh)");
+}
+
+NiuConfig niu_config_for_lanes(int lanes, const std::string& source) {
+    NiuConfig cfg;
+    cfg.lanes_per_cycle = niu_synthesis(lanes, source).weights_per_cycle;
+    return cfg;
+}
+
+namespace {
+constexpr double kNoFigure = std::numeric_limits<double>::quiet_NaN();
+}
+
+FpgaResources pu_resources(const std::string& pu_name, const std::string& source) {
+    if (pu_name == "PU1x") return {"PU1x", 15.5e3, kNoFigure, 258, 20, 64};
+    if (pu_name == "PU2x") return {"PU2x", 16.5e3, kNoFigure, 514, 20, 64};
+    throw FormatError(source, "pus", "no resource figures for a PU named '" + pu_name + "' (PU1x, PU2x)");
+}
+
+FpgaResources xcu50() { return {"XCU50", 871680, 1743360, 5952, 1344, 640}; }
+
+FpgaResources u50_shell() {
+    const FpgaResources dev = xcu50(), pu1 = pu_resources("PU1x"), pu2 = pu_resources("PU2x");
+    auto rest = [](double fraction, double device, double pus) { return std::max(0.0, fraction * device - pus); };
+    return {"shell (PCIe, HBM, AXI)", rest(0.234, dev.lut, 5 * (pu1.lut + pu2.lut)), kNoFigure,
+            rest(0.648, dev.dsp, 5 * (pu1.dsp + pu2.dsp)), rest(0.256, dev.bram36, 5 * (pu1.bram36 + pu2.bram36)),
+            rest(1.0, dev.uram, 5 * (pu1.uram + pu2.uram))};
+}
+
+FitReport fit_on_xcu50(int pu2x, int pu1x, int nius, int niu_lanes, const std::string& source) {
+    if (pu2x < 0 || pu1x < 0 || nius < 0) throw FormatError(source, "pus", "counts must be >= 0");
+    FitReport r;
+    r.device = xcu50();
+    r.shell = u50_shell();
+    if (pu2x) r.rows.push_back(pu_resources("PU2x")), r.counts.push_back(pu2x);
+    if (pu1x) r.rows.push_back(pu_resources("PU1x")), r.counts.push_back(pu1x);
+    if (nius) r.rows.push_back(niu_synthesis(niu_lanes, source).resources), r.counts.push_back(nius);
+    r.total = r.shell;
+    r.total.name = "total";
+    for (std::size_t i = 0; i < r.rows.size(); ++i) {
+        const double n = r.counts[i];
+        r.total.lut += n * r.rows[i].lut;
+        r.total.dsp += n * r.rows[i].dsp;
+        r.total.bram36 += n * r.rows[i].bram36;
+        r.total.uram += n * r.rows[i].uram;
+    }
+    r.fits = true;
+    r.limiting_fraction = -1;
+    for (auto [name, used, have] : {std::tuple{"LUT", r.total.lut, r.device.lut}, std::tuple{"DSP", r.total.dsp, r.device.dsp},
+                                    std::tuple{"BRAM36", r.total.bram36, r.device.bram36},
+                                    std::tuple{"URAM", r.total.uram, r.device.uram}}) {
+        const double fraction = used / have;
+        if (fraction > 1.0 + 1e-12) r.fits = false;
+        if (fraction > r.limiting_fraction) r.limiting_fraction = fraction, r.limiting = name;
+    }
     return r;
 }
 

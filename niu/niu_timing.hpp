@@ -1,16 +1,19 @@
-// NIU timing: how long an NIU takes to re-noise a set of weights, and the HBM bytes it moves.
+// NIU timing and cost: how long an NIU takes to re-noise a set of weights, the HBM bytes it moves,
+// what it costs in FPGA resources, and whether a configuration of PUs and NIUs fits the XCU50.
 //
 // The NIU streams clean INT8 weights in and noisy weights out through one AXI port (256-bit
-// beats of 32 INT8 lanes at the 300 MHz system clock) on ONE HBM channel, read-modify-write: each
-// weight costs one byte read and one byte written on that channel.  So its rate is the smaller of
-//   datapath:    lanes_per_cycle x clock              (weights/s)
-//   AXI port:    beat_bytes x clock per direction     (AXI reads and writes run in parallel)
+// beats at the 300 MHz system clock) on ONE HBM channel, read-modify-write: each weight costs one
+// byte read and one byte written on that channel.  Its rate is the smaller of
+//   datapath:    weights per cycle x clock      (an L-lane NIU: the co-simulation's measured rate)
+//   AXI port:    beat_bytes x clock per direction (AXI reads and writes run in parallel)
 //   HBM channel: channel_bytes_per_s x efficiency / 2 (reads and writes share the channel)
-// lanes_per_cycle is the NIU pipeline's sustained rate; the RTL's measured value replaces the
-// default (32, one full beat per cycle) once it is known.
+// and every layer first loads its program block (NIU_LAYER_WORDS words at one word per cycle,
+// then the pipeline fills).  The NIU keeps no per-chip state in HBM: the chip draws are
+// regenerated every round (docs/niu_datapath.md section 2), so there is no programming pass.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "perf_model/system.hpp"
 
@@ -28,7 +31,8 @@ struct NiuConfig {
 struct NiuRoundTime {
     std::int64_t weights = 0;
     double seconds = 0;
-    std::int64_t bytes_read = 0;
+    double program_seconds = 0;          // loading the layers' program blocks (part of seconds)
+    std::int64_t bytes_read = 0;         // weights and program blocks
     std::int64_t bytes_written = 0;
     double weights_per_s = 0;
     std::string bound;                   // "datapath", "axi-port" or "hbm-channel"
@@ -36,7 +40,51 @@ struct NiuRoundTime {
 
 // The NIU's sustained rate, as the system model consumes it.
 NiuThroughput niu_throughput(const NiuConfig& cfg);
-// Time and traffic to re-noise `weights` weights once (one round of one PU's AIMC layers).
-NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights);
+// Time and traffic to re-noise `weights` weights of `layers` layers once (one round of one
+// PU's AIMC layers); layers = 0 leaves out the program blocks.
+NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights, int layers = 0);
+
+// ---- cost ------------------------------------------------------------------------------------
+
+// FPGA resources of one block.  FF is NaN where the source gives none (the paper's PUs).
+struct FpgaResources {
+    std::string name;
+    double lut = 0, ff = 0, dsp = 0, bram36 = 0, uram = 0;
+};
+
+// One synthesized NIU configuration (rtl/synth/, generated into niu_constants.hpp).
+struct NiuSynthesis {
+    int lanes = 0;
+    FpgaResources resources;
+    double weights_per_cycle = 0;        // measured in co-simulation, ideal bus
+};
+
+// Every lane count the RTL has been synthesized and co-simulated for.
+std::vector<NiuSynthesis> niu_syntheses();
+// The synthesis for `lanes`; FormatError naming `field` for a lane count the RTL was not built for.
+NiuSynthesis niu_synthesis(int lanes, const std::string& source = "<memory>", const std::string& field = "niu.lanes");
+// An NiuConfig whose datapath rate is the RTL's measured weights per cycle at `lanes`.
+NiuConfig niu_config_for_lanes(int lanes, const std::string& source = "<memory>");
+
+// The paper's PUs (Sec. IV: LUT, DSP48E2, 20 BRAM36 and 64 URAM each; FF not reported).
+FpgaResources pu_resources(const std::string& pu_name, const std::string& source = "<memory>");
+// The XCU50 (AMD DS965: 872K LUT, 1,743K FF, 5,952 DSP, 47.3 Mb BRAM = 1,344 BRAM36,
+// 180 Mb URAM = 640 URAM).
+FpgaResources xcu50();
+// What the paper's full build uses beyond its ten PUs (PCIe, HBM controller, AXI interconnect,
+// instruction controllers): its reported utilisation (23.4 % LUT, 64.8 % DSP, 25.6 % BRAM, 100 %
+// URAM) minus 5 PU2x + 5 PU1x, floored at 0.
+FpgaResources u50_shell();
+
+// Resources of PUs and NIUs on the XCU50: the rows, their sum with the shell, and whether it fits.
+struct FitReport {
+    std::vector<FpgaResources> rows;     // one per distinct block, resources times count
+    std::vector<int> counts;
+    FpgaResources shell, total, device;
+    bool fits = false;
+    std::string limiting;                // the resource closest to (or over) the device's
+    double limiting_fraction = 0;
+};
+FitReport fit_on_xcu50(int pu2x, int pu1x, int nius, int niu_lanes, const std::string& source = "<memory>");
 
 }  // namespace aimcemu

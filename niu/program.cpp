@@ -3,18 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
-#include "niu/niu_rng.hpp"
-#include "noise_models/pcm.hpp"
 #include "common/errors.hpp"
+#include "noise_models/pcm.hpp"
 
 namespace aimcemu::niu {
 namespace {
 
 using namespace gen;
-
-constexpr double kOne16 = 65536.0;
 
 // Rounds a non-negative physical quantity to a fixed-point table entry that must fit `bits`.
 std::int32_t to_fixed(double value, int frac_bits, int bits, const std::string& field) {
@@ -22,7 +18,7 @@ std::int32_t to_fixed(double value, int frac_bits, int bits, const std::string& 
     if (!std::isfinite(scaled) || scaled < 0.0 || scaled >= std::ldexp(1.0, bits))
         throw FormatError("<niu compiler>", field,
                           "value " + std::to_string(value) + " does not fit the NIU's " + std::to_string(bits) +
-                              "-bit table (see docs/niu_datapath.md)");
+                              "-bit field (see docs/niu_datapath.md)");
     return std::int32_t(scaled);
 }
 
@@ -44,7 +40,7 @@ void check_options(const noise::PcmFamilyModel& model, const NiuCompileOptions& 
     if (!std::isfinite(o.t) || o.t < 0.0)
         throw FormatError("<niu compiler>", "t", "time since programming must be finite and >= 0, got " + std::to_string(o.t));
     model.check_time(o.t);
-    if (o.out_bits < 2 || o.out_bits > 8)
+    if (o.out_bits < NIU_OUT_BITS_MIN || o.out_bits > NIU_OUT_BITS_MAX)
         throw FormatError("<niu compiler>", "out_bits", "must be in 2..8, got " + std::to_string(o.out_bits));
 }
 
@@ -53,62 +49,57 @@ void check_layer(const NiuLayerSpec& l, std::size_t index) {
     if (l.absmax < 1 || l.absmax > 127) throw FormatError("<niu compiler>", where + ".absmax", "must be in 1..127");
     if (!std::isfinite(l.alpha) || l.alpha <= 0.0)
         throw FormatError("<niu compiler>", where + ".alpha", "drift compensation must be finite and > 0");
-    if (l.src_addr % 32 != 0 || l.dst_addr % 32 != 0)
+    if (l.src_addr % NIU_AXI_BEAT_BYTES != 0 || l.dst_addr % NIU_AXI_BEAT_BYTES != 0)
         throw FormatError("<niu compiler>", where + ".addr", "weight regions must be 32-byte aligned");
+    if (l.src_addr >> NIU_AXI_ADDR_BITS || (l.src_addr + l.count) >> NIU_AXI_ADDR_BITS || l.dst_addr >> NIU_AXI_ADDR_BITS ||
+        (l.dst_addr + l.count) >> NIU_AXI_ADDR_BITS)
+        throw FormatError("<niu compiler>", where + ".addr", "beyond the NIU's 34-bit address space");
 }
 
-// Per-code tables: index a -> target a/A, device physics at g_T = a/A * g_max.
-// Sigmas enter only as sigma * z with z symmetric, and nu as |mu + sigma z|, so storing |sigma|
-// and |mu| leaves every distribution unchanged; it matters where a fitted polynomial leaves its
-// fit range (HERMES' Q_s turns negative above about 1.9 g_max).
-void fill_code_tables(const noise::PcmFamilyModel& m, int absmax, NiuLayerProgram& p) {
+// Per-code tables: index a -> target a/A, device physics at g_T = a/A * g_max.  Sigmas enter
+// only as sigma * z with z symmetric, and nu as |mu + sigma z|, so storing |sigma| and |mu|
+// leaves every distribution unchanged.
+void fill_code_table(const noise::PcmFamilyModel& m, int absmax, NiuLayerProgram& p) {
     const double g_max = m.g_max();
     for (int a = 0; a < kCodeTable; ++a) {
         const double x = double(std::min(a, absmax)) / absmax;
         const double g_t = x * g_max;
-        p.gt[a] = to_fixed(x, NIU_G_FRAC, NIU_G_BITS, "GT");
-        p.sp[a] = to_fixed(m.prog_noise_scale() * std::abs(m.prog_sigma(g_t)) / g_max, NIU_G_FRAC, NIU_G_BITS, "SP");
-        p.mu[a] = to_fixed(m.drift_scale() * std::abs(m.nu_mean(g_t)), NIU_NU_FRAC, NIU_NU_FRAC + 1, "MU");
-        p.sn[a] = to_fixed(m.drift_scale() * std::abs(m.nu_std(g_t)), NIU_NU_FRAC, NIU_NU_FRAC + 1, "SN");
+        CodeEntry& e = p.code[std::size_t(a)];
+        e.gt = to_fixed(x, NIU_G_FRAC, NIU_G_BITS, "GT");
+        e.sp = to_fixed(m.prog_noise_scale() * std::abs(m.prog_sigma(g_t)) / g_max, NIU_G_FRAC, NIU_SP_BITS, "SP");
+        e.mu = to_fixed(m.drift_scale() * std::abs(m.nu_mean(g_t)), NIU_NU_FRAC, NIU_NU_BITS, "MU");
+        e.sn = to_fixed(m.drift_scale() * std::abs(m.nu_std(g_t)), NIU_NU_FRAC, NIU_NU_BITS, "SN");
     }
 }
 
-// Drift factor over nu = k / 2^(NU_FRAC - DF_FRAC_BITS), linear in between.
-void fill_drift_table(const noise::PcmFamilyModel& m, double t, NiuLayerProgram& p) {
-    const double step = std::ldexp(1.0, NIU_DF_FRAC_BITS - NIU_NU_FRAC);
-    for (int k = 0; k < NIU_DF_ENTRIES; ++k) p.df[k] = to_fixed(m.drift_factor(k * step, t), NIU_DF_ONE_BITS, 17, "DF");
+// (t_total / t0)^-nu = 2^-(nu * LT): the drift table is one number per layer and time.
+std::uint32_t drift_lt(const noise::PcmFamilyModel& m, double t) {
+    const double t_total = t + m.t0();
+    const double lt = t_total > m.t0() ? std::log2(t_total / m.t0()) : 0.0;
+    return std::uint32_t(to_fixed(lt, NIU_LT_FRAC, NIU_LT_BITS, "t (log2(t/t0) beyond 32)"));
 }
 
-// Relative read sigma at the log-spaced knots x = 2^-o (1 + s/16) (docs section 3).
+// Relative read sigma at the log-spaced knots x = 2^(o-14) (1 + s/8), j = 8o + s (section 3).
 void fill_read_table(const noise::PcmFamilyModel& m, double t, NiuLayerProgram& p) {
     const double factor = m.read_noise_scale() * m.read_time_factor(t);
     const int segs = 1 << NIU_RT_SEG_BITS;
-    for (int j = 0; j < NIU_RT_ENTRIES; ++j) {
-        const int octave = NIU_RT_OCTAVES - 1 - j / segs;  // -1 for the last knot (x = 2)
-        const double x = std::ldexp(1.0 + double(j % segs) / segs, -octave);
-        p.rt[j] = to_fixed(std::abs(m.read_q(x * m.g_max())) * factor, NIU_RT_ONE_BITS, 18, "RT");
+    std::array<std::int32_t, kReadSegments + 1> knot{};
+    for (int j = 0; j <= kReadSegments; ++j) {
+        const double x = std::ldexp(1.0 + double(j % segs) / segs, j / segs - NIU_G_FRAC);
+        knot[std::size_t(j)] = to_fixed(std::abs(m.read_q(x * m.g_max())) * factor, NIU_RT_ONE_BITS, NIU_RT_VALUE_BITS, "RT");
     }
-}
-
-std::vector<std::uint64_t> first_states(const PcgStream& s, int count) {
-    std::vector<std::uint64_t> out(static_cast<std::size_t>(count));
-    std::uint64_t state = s.state0;
-    for (auto& v : out) {
-        v = state;
-        state = state * kPcgMult + s.inc;
+    for (int j = 0; j < kReadSegments; ++j) {
+        p.rt[std::size_t(j)] = knot[std::size_t(j)];
+        p.rd[std::size_t(j)] = knot[std::size_t(j + 1)] - knot[std::size_t(j)];
+        if (std::abs(p.rd[std::size_t(j)]) >= (1 << (NIU_RT_SLOPE_BITS - 1)))
+            throw FormatError("<niu compiler>", "RT", "read sigma changes too fast between knots for the 16-bit slope");
     }
-    return out;
 }
 
 void fill_streams(const NiuLayerSpec& l, const NiuCompileOptions& o, NiuLayerProgram& p) {
-    const PcgStream chip = keyed_stream(o.seed, o.chip, l.layer_id, std::uint64_t(NIU_PURPOSE_CHIP), 0);
-    const PcgStream read = keyed_stream(o.seed, o.chip, l.layer_id, std::uint64_t(NIU_PURPOSE_READ), o.round);
-    p.chip_inc = chip.inc;
-    p.read_inc = read.inc;
-    p.chip_jump_c = chip.inc * NIU_CHIP_JUMP_SUM;
-    p.read_jump_c = read.inc * NIU_READ_JUMP_SUM;
-    p.chip_states = first_states(chip, NIU_RNG_PIPE * NIU_CHIP_SLOTS);
-    p.read_states = first_states(read, NIU_RNG_PIPE * NIU_READ_SLOTS);
+    for (int g = 0; g < kGens; ++g)
+        for (int k = 0; k < kStreams; ++k)
+            p.rng[std::size_t(g * kStreams + k)] = stream_state(o.seed, o.chip, l.layer_id, o.round, g, k);
 }
 
 // K = A * (2^(B-1)-1)/127 * alpha * 2^(K_SHIFT - G_FRAC).
@@ -125,14 +116,10 @@ void put64(std::uint32_t* w, std::uint64_t v) {
 }
 std::uint64_t get64(const std::uint32_t* w) { return std::uint64_t(w[0]) | (std::uint64_t(w[1]) << 32); }
 
-template <std::size_t N>
-void put_table(std::uint32_t* w, const std::array<std::int32_t, N>& t) {
-    for (std::size_t i = 0; i < N; ++i) w[i] = std::uint32_t(t[i]);
-}
-template <std::size_t N>
-void get_table(const std::uint32_t* w, std::array<std::int32_t, N>& t) {
-    for (std::size_t i = 0; i < N; ++i) t[i] = std::int32_t(w[i]);
-}
+std::uint32_t pack(std::int32_t lo, std::int32_t hi) { return (std::uint32_t(lo) & 0xFFFFu) | (std::uint32_t(hi) << 16); }
+std::int32_t low_half(std::uint32_t w) { return std::int32_t(w & 0xFFFFu); }
+std::int32_t high_half(std::uint32_t w) { return std::int32_t(w >> 16); }
+std::int32_t high_half_signed(std::uint32_t w) { return std::int32_t(std::int16_t(std::uint16_t(w >> 16))); }
 
 void write_layer(const NiuLayerProgram& l, std::uint32_t* w) {
     put64(w + NIU_LAYER_SRC_ADDR, l.src_addr);
@@ -140,19 +127,21 @@ void write_layer(const NiuLayerProgram& l, std::uint32_t* w) {
     w[NIU_LAYER_COUNT] = l.count;
     w[NIU_LAYER_OUT_BITS] = std::uint32_t(l.out_bits);
     w[NIU_LAYER_BACK_K] = l.back_k;
-    w[NIU_LAYER_RESERVED] = 0;
-    put64(w + NIU_LAYER_CHIP_INC, l.chip_inc);
-    put64(w + NIU_LAYER_CHIP_JUMP_C, l.chip_jump_c);
-    put64(w + NIU_LAYER_READ_INC, l.read_inc);
-    put64(w + NIU_LAYER_READ_JUMP_C, l.read_jump_c);
-    for (std::size_t k = 0; k < l.chip_states.size(); ++k) put64(w + NIU_LAYER_CHIP_STATES + 2 * k, l.chip_states[k]);
-    for (std::size_t k = 0; k < l.read_states.size(); ++k) put64(w + NIU_LAYER_READ_STATES + 2 * k, l.read_states[k]);
-    put_table(w + NIU_LAYER_GT, l.gt);
-    put_table(w + NIU_LAYER_SP, l.sp);
-    put_table(w + NIU_LAYER_MU, l.mu);
-    put_table(w + NIU_LAYER_SN, l.sn);
-    put_table(w + NIU_LAYER_DF, l.df);
-    put_table(w + NIU_LAYER_RT, l.rt);
+    w[NIU_LAYER_DRIFT_LT] = l.drift_lt;
+    for (int a = 0; a < kCodeTable; ++a) {
+        const CodeEntry& e = l.code[std::size_t(a)];
+        w[NIU_LAYER_CODE_TABLE + 2 * a] = pack(e.gt, e.sp);
+        w[NIU_LAYER_CODE_TABLE + 2 * a + 1] = pack(e.mu, e.sn);
+    }
+    for (int j = 0; j < kReadSegments; ++j) w[NIU_LAYER_READ_TABLE + j] = pack(l.rt[std::size_t(j)], l.rd[std::size_t(j)]);
+    for (std::size_t k = 0; k < l.rng.size(); ++k)
+        for (int i = 0; i < 4; ++i) w[NIU_LAYER_RNG_STATES + 4 * k + std::size_t(i)] = l.rng[k][std::size_t(i)];
+}
+
+// A table field must fit its width (the RTL keeps only those bits).
+std::int32_t field(std::int32_t v, int bits, const std::string& source, const std::string& name) {
+    if (v >= (1 << bits)) throw FormatError(source, name, "exceeds its " + std::to_string(bits) + "-bit width");
+    return v;
 }
 
 NiuLayerProgram read_layer(const std::uint32_t* w, const std::string& source, std::size_t index) {
@@ -163,24 +152,32 @@ NiuLayerProgram read_layer(const std::uint32_t* w, const std::string& source, st
     l.count = w[NIU_LAYER_COUNT];
     l.out_bits = int(w[NIU_LAYER_OUT_BITS]);
     l.back_k = w[NIU_LAYER_BACK_K];
-    if (l.out_bits < 2 || l.out_bits > 8) throw FormatError(source, where + ".OUT_BITS", "must be in 2..8");
-    if (l.back_k >= (1u << NIU_K_BITS)) throw FormatError(source, where + ".BACK_K", "exceeds its 18-bit width");
-    if (l.src_addr % 32 || l.dst_addr % 32) throw FormatError(source, where + ".ADDR", "must be 32-byte aligned");
-    l.chip_inc = get64(w + NIU_LAYER_CHIP_INC);
-    l.chip_jump_c = get64(w + NIU_LAYER_CHIP_JUMP_C);
-    l.read_inc = get64(w + NIU_LAYER_READ_INC);
-    l.read_jump_c = get64(w + NIU_LAYER_READ_JUMP_C);
-    if (!(l.chip_inc & 1u) || !(l.read_inc & 1u)) throw FormatError(source, where + ".INC", "pcg increments are odd");
-    l.chip_states.resize(std::size_t(NIU_RNG_PIPE) * NIU_CHIP_SLOTS);
-    l.read_states.resize(std::size_t(NIU_RNG_PIPE) * NIU_READ_SLOTS);
-    for (std::size_t k = 0; k < l.chip_states.size(); ++k) l.chip_states[k] = get64(w + NIU_LAYER_CHIP_STATES + 2 * k);
-    for (std::size_t k = 0; k < l.read_states.size(); ++k) l.read_states[k] = get64(w + NIU_LAYER_READ_STATES + 2 * k);
-    get_table(w + NIU_LAYER_GT, l.gt);
-    get_table(w + NIU_LAYER_SP, l.sp);
-    get_table(w + NIU_LAYER_MU, l.mu);
-    get_table(w + NIU_LAYER_SN, l.sn);
-    get_table(w + NIU_LAYER_DF, l.df);
-    get_table(w + NIU_LAYER_RT, l.rt);
+    l.drift_lt = w[NIU_LAYER_DRIFT_LT];
+    if (l.out_bits < NIU_OUT_BITS_MIN || l.out_bits > NIU_OUT_BITS_MAX) throw FormatError(source, where + ".OUT_BITS", "must be in 2..8");
+    field(std::int32_t(std::min<std::uint32_t>(l.back_k, 1u << 30)), NIU_K_BITS, source, where + ".BACK_K");
+    field(std::int32_t(std::min<std::uint32_t>(l.drift_lt, 1u << 30)), NIU_LT_BITS, source, where + ".DRIFT_LT");
+    if (l.src_addr % NIU_AXI_BEAT_BYTES || l.dst_addr % NIU_AXI_BEAT_BYTES) throw FormatError(source, where + ".ADDR", "must be 32-byte aligned");
+    for (int a = 0; a < kCodeTable; ++a) {
+        const std::uint32_t w0 = w[NIU_LAYER_CODE_TABLE + 2 * a], w1 = w[NIU_LAYER_CODE_TABLE + 2 * a + 1];
+        const std::string entry = where + ".CODE_TABLE[" + std::to_string(a) + "]";
+        CodeEntry& e = l.code[std::size_t(a)];
+        e.gt = field(low_half(w0), NIU_G_BITS, source, entry + ".GT");
+        e.sp = field(high_half(w0), NIU_SP_BITS, source, entry + ".SP");
+        e.mu = field(low_half(w1), NIU_NU_BITS, source, entry + ".MU");
+        e.sn = field(high_half(w1), NIU_NU_BITS, source, entry + ".SN");
+    }
+    for (int j = 0; j < kReadSegments; ++j) {
+        const std::uint32_t v = w[NIU_LAYER_READ_TABLE + j];
+        l.rt[std::size_t(j)] = low_half(v);
+        l.rd[std::size_t(j)] = high_half_signed(v);
+        if (l.rt[std::size_t(j)] + l.rd[std::size_t(j)] < 0)
+            throw FormatError(source, where + ".READ_TABLE[" + std::to_string(j) + "]", "segment ends below zero");
+    }
+    for (std::size_t k = 0; k < l.rng.size(); ++k) {
+        for (int i = 0; i < 4; ++i) l.rng[k][std::size_t(i)] = w[NIU_LAYER_RNG_STATES + 4 * k + std::size_t(i)];
+        if ((l.rng[k][0] | l.rng[k][1] | l.rng[k][2] | l.rng[k][3]) == 0)
+            throw FormatError(source, where + ".RNG_STATES[" + std::to_string(k) + "]", "an all-zero xoshiro state never changes");
+    }
     return l;
 }
 
@@ -200,11 +197,17 @@ int clean_absmax(std::span<const std::int8_t> clean, AbsMaxMode mode) {
     return std::clamp(m, 1, 127);
 }
 
+double max_alpha(int absmax, int out_bits) {
+    const double out_max = double((1 << (out_bits - 1)) - 1);
+    return (std::ldexp(1.0, NIU_K_BITS) - 1.0) / std::ldexp(absmax * out_max / 127.0, NIU_K_SHIFT - NIU_G_FRAC);
+}
+
 NiuProgram compile_program(const noise::NoiseModel& model, const std::vector<NiuLayerSpec>& layers,
                            const NiuCompileOptions& options) {
     const noise::PcmFamilyModel& pcm = require_pcm_family(model);
     check_options(pcm, options);
     NiuProgram program;
+    const std::uint32_t lt = drift_lt(pcm, options.t);
     for (std::size_t i = 0; i < layers.size(); ++i) {
         const NiuLayerSpec& spec = layers[i];
         check_layer(spec, i);
@@ -214,9 +217,9 @@ NiuProgram compile_program(const noise::NoiseModel& model, const std::vector<Niu
         p.count = spec.count;
         p.out_bits = options.out_bits;
         p.back_k = back_scale(spec.absmax, options.out_bits, spec.alpha);
+        p.drift_lt = lt;
         fill_streams(spec, options, p);
-        fill_code_tables(pcm, spec.absmax, p);
-        fill_drift_table(pcm, options.t, p);
+        fill_code_table(pcm, spec.absmax, p);
         fill_read_table(pcm, options.t, p);
         program.layers.push_back(std::move(p));
     }
@@ -236,7 +239,7 @@ std::vector<std::uint32_t> NiuProgram::to_words() const {
 
 NiuProgram NiuProgram::from_words(std::span<const std::uint32_t> w, const std::string& source) {
     if (w.size() < std::size_t(NIU_PROG_HEADER_WORDS)) throw FormatError(source, "header", "program shorter than its header");
-    if (w[NIU_PROG_MAGIC] != std::uint32_t(NIU_PROG_MAGIC_VALUE)) throw FormatError(source, "MAGIC", "not an NIU program");
+    if (w[NIU_PROG_MAGIC] != std::uint32_t(NIU_PROG_MAGIC_VALUE)) throw FormatError(source, "MAGIC", "not an NIU v2 program");
     if (w[NIU_PROG_VERSION] != std::uint32_t(NIU_PROG_VERSION_VALUE))
         throw FormatError(source, "VERSION", "unsupported version " + std::to_string(w[NIU_PROG_VERSION]));
     if (w[NIU_PROG_LAYER_WORDS] != std::uint32_t(NIU_LAYER_WORDS))

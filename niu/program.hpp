@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "niu/niu_rng.hpp"
 #include "niu_constants.hpp"
 
 namespace aimcemu::noise {
@@ -20,6 +21,14 @@ class NoiseModel;
 namespace aimcemu::niu {
 
 inline constexpr int kCodeTable = gen::NIU_CODE_TABLE;
+inline constexpr int kReadSegments = gen::NIU_RT_SEGMENTS;
+
+// Device parameters of one clean-code magnitude a (docs section 3): target, programming sigma,
+// drift-exponent mean and sigma.
+struct CodeEntry {
+    std::int32_t gt = 0, sp = 0, mu = 0, sn = 0;
+    bool operator==(const CodeEntry&) const = default;
+};
 
 // Everything the NIU needs for one layer.
 struct NiuLayerProgram {
@@ -28,13 +37,11 @@ struct NiuLayerProgram {
     std::uint32_t count = 0;      // weights N*M
     int out_bits = 8;             // output code width B (2..8)
     std::uint32_t back_k = 0;     // back-conversion scale K
-    std::uint64_t chip_inc = 1, chip_jump_c = 0;
-    std::uint64_t read_inc = 1, read_jump_c = 0;
-    std::vector<std::uint64_t> chip_states;  // state at chip-stream position k, k < P*CHIP_SLOTS
-    std::vector<std::uint64_t> read_states;  // state at read-stream position k, k < P*READ_SLOTS
-    std::array<std::int32_t, kCodeTable> gt{}, sp{}, mu{}, sn{};
-    std::array<std::int32_t, gen::NIU_DF_ENTRIES> df{};
-    std::array<std::int32_t, gen::NIU_RT_ENTRIES> rt{};
+    std::uint32_t drift_lt = 0;   // log2(t_total / t0), Q5.11
+    std::array<CodeEntry, kCodeTable> code{};
+    std::array<std::int32_t, kReadSegments> rt{};   // relative read sigma at segment start, Q2.14
+    std::array<std::int32_t, kReadSegments> rd{};   // rt[j+1] - rt[j]
+    std::array<RngState, kGens * kStreams> rng{};   // start state of generator g, stream k at [g*32 + k]
 
     bool operator==(const NiuLayerProgram&) const = default;
 };
@@ -84,5 +91,8 @@ double max_alpha(int absmax, int out_bits);
 // with g_min = 0, negative or non-finite t, bad alpha, absmax or out_bits.
 NiuProgram compile_program(const noise::NoiseModel& model, const std::vector<NiuLayerSpec>& layers,
                            const NiuCompileOptions& options);
+
+// The largest drift compensation alpha that fits K for a layer of abs-max A (section 3).
+double max_alpha(int absmax, int out_bits = 8);
 
 }  // namespace aimcemu::niu

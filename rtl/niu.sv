@@ -1,64 +1,107 @@
-// NIU top level: register port, program loader, AXI4 read engine -> noise pipeline -> AXI4 write
-// engine (docs/niu_rtl.md).  One AXI4 master port of 256 bits, like the PU the NIU replaces.
+// NIU top level: AXI4-Lite control, program loader, AXI4 read engine -> beat split -> noise
+// pipeline (Lanes lanes) -> beat join -> AXI4 write engine (docs/niu_rtl.md).  One AXI4 master
+// port of 256 bits, like the PU the NIU replaces.
 //
 // A run executes a whole NIU program (docs/niu_datapath.md section 5) from HBM: the header, then
-// for each layer its block (tables, RNG sub-states, addresses) and then the layer's weights,
-// streamed from SRC_ADDR through the noise pipeline to DST_ADDR.  The host writes PROG_ADDR and
-// CTRL.start and polls STATUS.done.
-module niu (
-  input  logic         clk_i,
-  input  logic         rst_ni,
-  // Register port.
-  input  logic         reg_valid_i,
-  input  logic         reg_write_i,
-  input  logic [5:0]   reg_addr_i,
-  input  logic [31:0]  reg_wdata_i,
-  output logic [31:0]  reg_rdata_o,
+// for each layer its block (tables, generator states, addresses) and then the layer's weights,
+// streamed from SRC_ADDR through the noise pipeline to DST_ADDR.  The host writes PROG_ADDR_LO/HI
+// and CTRL.start and polls STATUS.done (register map: docs/niu_generated.md).
+//
+// Lanes (1, 2, 4, 8, 16 or 32) is the only parameter: the weights noised per cycle.  The result
+// does not depend on it; a beat takes 32 / Lanes cycles.
+module niu #(
+  parameter int Lanes = niu_constants_pkg::NIU_LANES_DEFAULT
+) (
+  input  logic                                                clk_i,
+  input  logic                                                rst_ni,
+  // AXI4-Lite control slave.
+  input  logic                                                s_axil_aw_valid_i,
+  output logic                                                s_axil_aw_ready_o,
+  input  logic [niu_constants_pkg::NIU_AXIL_ADDR_BITS-1:0]    s_axil_aw_addr_i,
+  input  logic [niu_constants_pkg::NIU_AXIL_PROT_BITS-1:0]    s_axil_aw_prot_i,
+  input  logic                                                s_axil_w_valid_i,
+  output logic                                                s_axil_w_ready_o,
+  input  logic [niu_constants_pkg::NIU_AXIL_DATA_BITS-1:0]    s_axil_w_data_i,
+  input  logic [niu_constants_pkg::NIU_AXIL_STRB_BITS-1:0]    s_axil_w_strb_i,
+  output logic                                                s_axil_b_valid_o,
+  input  logic                                                s_axil_b_ready_i,
+  output logic [niu_constants_pkg::NIU_AXI_RESP_BITS-1:0]     s_axil_b_resp_o,
+  input  logic                                                s_axil_ar_valid_i,
+  output logic                                                s_axil_ar_ready_o,
+  input  logic [niu_constants_pkg::NIU_AXIL_ADDR_BITS-1:0]    s_axil_ar_addr_i,
+  input  logic [niu_constants_pkg::NIU_AXIL_PROT_BITS-1:0]    s_axil_ar_prot_i,
+  output logic                                                s_axil_r_valid_o,
+  input  logic                                                s_axil_r_ready_i,
+  output logic [niu_constants_pkg::NIU_AXIL_DATA_BITS-1:0]    s_axil_r_data_o,
+  output logic [niu_constants_pkg::NIU_AXI_RESP_BITS-1:0]     s_axil_r_resp_o,
   // AXI4 master: AR, R.
-  output logic                           axi_ar_valid_o,
-  input  logic                           axi_ar_ready_i,
-  output logic [niu_axi_pkg::AddrW-1:0]  axi_ar_addr_o,
-  output logic [7:0]                     axi_ar_len_o,
-  output logic [2:0]                     axi_ar_size_o,
-  output logic [1:0]                     axi_ar_burst_o,
-  input  logic                           axi_r_valid_i,
-  output logic                           axi_r_ready_o,
-  input  logic [255:0]                   axi_r_data_i,
-  input  logic [1:0]                     axi_r_resp_i,
-  input  logic                           axi_r_last_i,
+  output logic                                                axi_ar_valid_o,
+  input  logic                                                axi_ar_ready_i,
+  output logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0]     axi_ar_addr_o,
+  output logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]      axi_ar_len_o,
+  output logic [niu_constants_pkg::NIU_AXI_SIZE_BITS-1:0]     axi_ar_size_o,
+  output logic [niu_constants_pkg::NIU_AXI_BURST_BITS-1:0]    axi_ar_burst_o,
+  input  logic                                                axi_r_valid_i,
+  output logic                                                axi_r_ready_o,
+  input  logic [niu_constants_pkg::NIU_AXI_DATA_BITS-1:0]     axi_r_data_i,
+  input  logic [niu_constants_pkg::NIU_AXI_RESP_BITS-1:0]     axi_r_resp_i,
+  input  logic                                                axi_r_last_i,
   // AXI4 master: AW, W, B.
-  output logic                           axi_aw_valid_o,
-  input  logic                           axi_aw_ready_i,
-  output logic [niu_axi_pkg::AddrW-1:0]  axi_aw_addr_o,
-  output logic [7:0]                     axi_aw_len_o,
-  output logic [2:0]                     axi_aw_size_o,
-  output logic [1:0]                     axi_aw_burst_o,
-  output logic                           axi_w_valid_o,
-  input  logic                           axi_w_ready_i,
-  output logic [255:0]                   axi_w_data_o,
-  output logic [31:0]                    axi_w_strb_o,
-  output logic                           axi_w_last_o,
-  input  logic                           axi_b_valid_i,
-  output logic                           axi_b_ready_o,
-  input  logic [1:0]                     axi_b_resp_i
+  output logic                                                axi_aw_valid_o,
+  input  logic                                                axi_aw_ready_i,
+  output logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0]     axi_aw_addr_o,
+  output logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]      axi_aw_len_o,
+  output logic [niu_constants_pkg::NIU_AXI_SIZE_BITS-1:0]     axi_aw_size_o,
+  output logic [niu_constants_pkg::NIU_AXI_BURST_BITS-1:0]    axi_aw_burst_o,
+  output logic                                                axi_w_valid_o,
+  input  logic                                                axi_w_ready_i,
+  output logic [niu_constants_pkg::NIU_AXI_DATA_BITS-1:0]     axi_w_data_o,
+  output logic [niu_constants_pkg::NIU_AXI_STRB_BITS-1:0]     axi_w_strb_o,
+  output logic                                                axi_w_last_o,
+  input  logic                                                axi_b_valid_i,
+  output logic                                                axi_b_ready_o,
+  input  logic [niu_constants_pkg::NIU_AXI_RESP_BITS-1:0]     axi_b_resp_i
 );
 
-  localparam int AddrW      = niu_axi_pkg::AddrW;
-  localparam int BeatCntW   = niu_axi_pkg::BeatCntW;
+  localparam int AddrBits   = niu_constants_pkg::NIU_AXI_ADDR_BITS;
+  localparam int DataBits   = niu_constants_pkg::NIU_AXI_DATA_BITS;
+  localparam int WordBits   = niu_constants_pkg::NIU_WORD_BITS;
+  localparam int DWordBits  = 2 * WordBits;
+  localparam int XferBits   = niu_constants_pkg::NIU_XFER_BITS;
+  localparam int BeatShift  = niu_constants_pkg::NIU_AXI_BEAT_SHIFT;
+  localparam int BeatCntW   = XferBits - BeatShift + 1;
+  localparam int LenBits    = niu_constants_pkg::NIU_AXI_LEN_BITS;
+  localparam int IndexBits  = niu_constants_pkg::NIU_WORD_INDEX_BITS;
   localparam int LayerWords = niu_constants_pkg::NIU_LAYER_WORDS;
+  localparam int WordsBeat  = niu_constants_pkg::NIU_WORDS_PER_BEAT;
+  localparam int SkipBits   = $clog2(WordsBeat);
+  localparam int WordShift  = $clog2(WordBits / niu_constants_pkg::NIU_CODE_BITS);  // bytes per word
+  localparam int ErrBits    = niu_constants_pkg::NIU_STATUS_ERROR_BITS;
+  localparam int CountBits  = niu_constants_pkg::NIU_LAYER_COUNT_BITS;
+  localparam int CntBits    = niu_constants_pkg::NIU_COUNTER_BITS;
+  localparam int CodeBits   = niu_constants_pkg::NIU_CODE_BITS;
+  localparam int GroupBits  = Lanes * CodeBits;
 
-  // ---------------------------------------------------------------- registers
-  logic        start;
-  logic [63:0] prog_addr;
-  logic [7:0]  max_len;
-  logic        busy, done_set;
-  logic [3:0]  error_d, error_q;
-  logic [15:0] layers_done_d, layers_done_q;
-  logic [31:0] stream_cycles_q, stream_beats_q;
+  // ---------------------------------------------------------------- control registers
+  logic                 start;
+  logic [DWordBits-1:0] prog_addr;
+  logic [LenBits-1:0]   max_len;
+  logic                 busy, done_set;
+  logic [ErrBits-1:0]   error_d, error_q;
+  logic [CountBits-1:0] layers_done_d, layers_done_q;
+  logic [CntBits-1:0]   stream_cycles_q, stream_beats_q;
 
-  niu_regs u_regs (
+  niu_axil_regs #(.Lanes(Lanes)) u_regs (
     .clk_i, .rst_ni,
-    .reg_valid_i, .reg_write_i, .reg_addr_i, .reg_wdata_i, .reg_rdata_o,
+    .s_aw_valid_i (s_axil_aw_valid_i), .s_aw_ready_o (s_axil_aw_ready_o), .s_aw_addr_i (s_axil_aw_addr_i),
+    .s_aw_prot_i  (s_axil_aw_prot_i),
+    .s_w_valid_i  (s_axil_w_valid_i),  .s_w_ready_o  (s_axil_w_ready_o),  .s_w_data_i  (s_axil_w_data_i),
+    .s_w_strb_i   (s_axil_w_strb_i),
+    .s_b_valid_o  (s_axil_b_valid_o),  .s_b_ready_i  (s_axil_b_ready_i),  .s_b_resp_o  (s_axil_b_resp_o),
+    .s_ar_valid_i (s_axil_ar_valid_i), .s_ar_ready_o (s_axil_ar_ready_o), .s_ar_addr_i (s_axil_ar_addr_i),
+    .s_ar_prot_i  (s_axil_ar_prot_i),
+    .s_r_valid_o  (s_axil_r_valid_o),  .s_r_ready_i  (s_axil_r_ready_i),  .s_r_data_o  (s_axil_r_data_o),
+    .s_r_resp_o   (s_axil_r_resp_o),
     .start_o        (start),
     .prog_addr_o    (prog_addr),
     .max_len_o      (max_len),
@@ -71,48 +114,49 @@ module niu (
   );
 
   // ---------------------------------------------------------------- controller state
-  // Plain constants, not an enum: Icarus 11 crashes on a package enum used as a variable type
-  // and rejects some assignments of a local one.
-  localparam logic [2:0] StIdle   = 3'd0;  // waiting for CTRL.start
-  localparam logic [2:0] StHeader = 3'd1;  // reading the program header
-  localparam logic [2:0] StBlock  = 3'd2;  // reading one layer block into tables and RNG units
-  localparam logic [2:0] StCheck  = 3'd3;  // validating the layer's fields
-  localparam logic [2:0] StStream = 3'd4;  // streaming the layer's weights through the noise pipeline
-  logic [2:0] state_d, state_q;
-  logic        phase_start_d, phase_start_q;  // first cycle of HEADER / LOAD / STREAM
-  logic [63:0] block_addr_d, block_addr_q;    // byte address of the next layer block
-  logic [31:0] num_layers_q;
-  logic        header_ok_q;
+  // Plain constants, not an enum: Icarus 11 crashes on a package enum used as a variable type.
+  localparam int NumStates = 5;
+  localparam int StateBits = $clog2(NumStates);
+  localparam logic [StateBits-1:0] StIdle   = StateBits'(0);  // waiting for CTRL.start
+  localparam logic [StateBits-1:0] StHeader = StateBits'(1);  // reading the program header
+  localparam logic [StateBits-1:0] StBlock  = StateBits'(2);  // reading one layer block
+  localparam logic [StateBits-1:0] StCheck  = StateBits'(3);  // validating the layer's fields
+  localparam logic [StateBits-1:0] StStream = StateBits'(4);  // streaming the layer's weights
+  logic [StateBits-1:0] state_d, state_q;
+  logic                 phase_start_d, phase_start_q;  // first cycle of HEADER / BLOCK / STREAM
+  logic [DWordBits-1:0] block_addr_d, block_addr_q;    // byte address of the next layer block
+  logic [WordBits-1:0]  num_layers_q;
+  logic                 header_ok_q;
 
   // Fields of the current layer block (from the loader).
-  logic [63:0] src_addr, dst_addr, chip_jump_c, read_jump_c;
-  logic [31:0] count, out_bits, back_k;
+  logic [DWordBits-1:0] src_addr, dst_addr;
+  logic [WordBits-1:0]  count, out_bits, back_k, drift_lt;
 
   // ---------------------------------------------------------------- read engine
-  logic                 rd_done, rd_error;
-  logic [AddrW-1:0]     rd_addr;
-  logic [BeatCntW-1:0]  rd_beats;
-  logic                 rd_beat_valid, rd_beat_ready, rd_beat_last;
-  logic [255:0]         rd_beat_data;
-  logic [2:0]           block_skip;  // words before the block in its first beat
+  logic                rd_done, rd_error;
+  logic [AddrBits-1:0] rd_addr;
+  logic [BeatCntW-1:0] rd_beats;
+  logic                rd_beat_valid, rd_beat_ready, rd_beat_last;
+  logic [DataBits-1:0] rd_beat_data;
+  logic [SkipBits-1:0] block_skip;  // words before the block in its first beat
 
-  assign block_skip = block_addr_q[4:2];
+  assign block_skip = block_addr_q[BeatShift-1:WordShift];
 
   always_comb begin
     rd_addr  = '0;
     rd_beats = '0;
     unique case (state_q)
       StHeader: begin
-        rd_addr  = AddrW'(prog_addr);
+        rd_addr  = AddrBits'(prog_addr);
         rd_beats = BeatCntW'(1);
       end
       StBlock: begin
-        rd_addr  = AddrW'({block_addr_q[63:5], 5'd0});
-        rd_beats = BeatCntW'((32'(block_skip) + 32'(LayerWords) + 32'd7) >> 3);
+        rd_addr  = AddrBits'({block_addr_q[DWordBits-1:BeatShift], BeatShift'(0)});
+        rd_beats = (BeatCntW'(block_skip) + BeatCntW'(LayerWords + WordsBeat - 1)) / BeatCntW'(WordsBeat);
       end
       default: begin  // StStream (and unused otherwise)
-        rd_addr  = AddrW'(src_addr);
-        rd_beats = BeatCntW'((count >> 5) + 32'(count[4:0] != '0));
+        rd_addr  = AddrBits'(src_addr);
+        rd_beats = BeatCntW'(count >> BeatShift) + BeatCntW'(count[BeatShift-1:0] != '0);
       end
     endcase
   end
@@ -142,17 +186,17 @@ module niu (
   );
 
   // ---------------------------------------------------------------- program words
-  logic        streaming;
-  logic        word_valid;
-  logic [31:0] word;
-  logic [15:0] word_index;
-  logic        unpack_ready;
+  logic                 streaming;
+  logic                 word_valid;
+  logic [WordBits-1:0]  word;
+  logic [IndexBits-1:0] word_index;
+  logic                 unpack_ready;
   assign streaming = (state_q == StStream);
 
   niu_word_unpack u_unpack (
     .clk_i, .rst_ni,
     .start_i      (phase_start_q && !streaming),
-    .skip_i       ((state_q == StBlock) ? block_skip : 3'd0),
+    .skip_i       ((state_q == StBlock) ? block_skip : '0),
     .beat_valid_i (rd_beat_valid && !streaming),
     .beat_ready_o (unpack_ready),
     .beat_data_i  (rd_beat_data),
@@ -167,29 +211,31 @@ module niu (
       num_layers_q <= '0;
       header_ok_q  <= 1'b0;
     end else if (state_q == StHeader && word_valid) begin
-      if (word_index == 16'(niu_constants_pkg::NIU_PROG_MAGIC))
-        header_ok_q <= (word == 32'(niu_constants_pkg::NIU_PROG_MAGIC_VALUE));
-      if (word_index == 16'(niu_constants_pkg::NIU_PROG_VERSION) &&
-          word != 32'(niu_constants_pkg::NIU_PROG_VERSION_VALUE))
+      if (word_index == IndexBits'(niu_constants_pkg::NIU_PROG_MAGIC))
+        header_ok_q <= (word == WordBits'(niu_constants_pkg::NIU_PROG_MAGIC_VALUE));
+      if (word_index == IndexBits'(niu_constants_pkg::NIU_PROG_VERSION) &&
+          word != WordBits'(niu_constants_pkg::NIU_PROG_VERSION_VALUE))
         header_ok_q <= 1'b0;
-      if (word_index == 16'(niu_constants_pkg::NIU_PROG_LAYER_WORDS) && word != 32'(LayerWords))
+      if (word_index == IndexBits'(niu_constants_pkg::NIU_PROG_LAYER_WORDS) && word != WordBits'(LayerWords))
         header_ok_q <= 1'b0;
-      if (word_index == 16'(niu_constants_pkg::NIU_PROG_NUM_LAYERS))
+      if (word_index == IndexBits'(niu_constants_pkg::NIU_PROG_NUM_LAYERS))
         num_layers_q <= word;
     end
   end
 
   // ---------------------------------------------------------------- layer block loader
-  logic [16:0] gt0, sp0, sn0;
-  logic [17:0] mu0;
-  logic [niu_constants_pkg::NIU_CHIP_SLOTS-1:0] chip_load;
-  logic [niu_constants_pkg::NIU_READ_SLOTS-1:0] read_load;
-  logic [63:0] load_state;
-  logic        gt_we, sp_we, mu_we, sn_we, df_we, rt_we;
-  logic [8:0]  table_waddr;
-  logic [17:0] table_wdata;
+  logic [niu_constants_pkg::NIU_G_BITS-1:0]            gt0;
+  logic [niu_constants_pkg::NIU_SP_BITS-1:0]           sp0;
+  logic [niu_constants_pkg::NIU_NU_BITS-1:0]           mu0, sn0;
+  logic [Lanes*niu_constants_pkg::NIU_RNG_GENS-1:0]    rng_load;
+  logic [niu_constants_pkg::NIU_RNG_STATE_BITS-1:0]    rng_state;
+  logic                                                code_we, rt_we;
+  logic [niu_constants_pkg::NIU_CODE_INDEX_BITS-1:0]   code_waddr;
+  logic [2*(niu_constants_pkg::NIU_G_BITS+niu_constants_pkg::NIU_NU_BITS)-1:0] code_wdata;
+  logic [niu_constants_pkg::NIU_RT_ADDR_BITS-1:0]      rt_waddr;
+  logic [WordBits-1:0]                                 table_wdata;
 
-  niu_loader u_loader (
+  niu_loader #(.Lanes(Lanes)) u_loader (
     .clk_i, .rst_ni,
     .word_valid_i  (word_valid && state_q == StBlock),
     .word_i        (word),
@@ -199,71 +245,86 @@ module niu (
     .count_o       (count),
     .out_bits_o    (out_bits),
     .back_k_o      (back_k),
-    .chip_jump_c_o (chip_jump_c),
-    .read_jump_c_o (read_jump_c),
+    .drift_lt_o    (drift_lt),
     .gt0_o         (gt0),
     .sp0_o         (sp0),
     .mu0_o         (mu0),
     .sn0_o         (sn0),
-    .chip_load_o   (chip_load),
-    .read_load_o   (read_load),
-    .load_state_o  (load_state),
-    .gt_we_o       (gt_we),
-    .sp_we_o       (sp_we),
-    .mu_we_o       (mu_we),
-    .sn_we_o       (sn_we),
-    .df_we_o       (df_we),
+    .rng_load_o    (rng_load),
+    .rng_state_o   (rng_state),
+    .code_we_o     (code_we),
+    .code_waddr_o  (code_waddr),
+    .code_wdata_o  (code_wdata),
     .rt_we_o       (rt_we),
-    .table_waddr_o (table_waddr),
+    .rt_waddr_o    (rt_waddr),
     .table_wdata_o (table_wdata)
   );
 
-  // ---------------------------------------------------------------- noise pipeline
-  logic         pipe_in_ready, pipe_out_valid, pipe_out_ready;
-  logic [255:0] pipe_out_data;
-  logic         wr_in_valid, wr_in_ready;
-  logic [255:0] wr_in_data;
-  logic         skid_ready;
+  // ---------------------------------------------------------------- split -> noise pipeline -> join
+  logic                 group_in_valid, group_in_ready, group_out_valid, group_out_ready;
+  logic [GroupBits-1:0] group_in_data, group_out_data;
+  logic                 split_ready;
 
-  niu_noise_pipe u_pipe (
+  niu_beat_split #(.Lanes(Lanes)) u_split (
+    .clk_i, .rst_ni,
+    .clear_i       (phase_start_q),
+    .in_valid_i    (rd_beat_valid && streaming),
+    .in_ready_o    (split_ready),
+    .in_data_i     (rd_beat_data),
+    .group_valid_o (group_in_valid),
+    .group_ready_i (group_in_ready),
+    .group_data_o  (group_in_data)
+  );
+
+  niu_noise_pipe #(.Lanes(Lanes)) u_pipe (
     .clk_i, .rst_ni,
     .clear_i       (phase_start_q && streaming),
-    .in_valid_i    (rd_beat_valid && streaming),
-    .in_ready_o    (pipe_in_ready),
-    .in_data_i     (rd_beat_data),
-    .out_valid_o   (pipe_out_valid),
-    .out_ready_i   (pipe_out_ready),
-    .out_data_o    (pipe_out_data),
-    .chip_jump_c_i (chip_jump_c),
-    .read_jump_c_i (read_jump_c),
-    .back_k_i      (back_k[17:0]),
-    .out_bits_i    (out_bits[3:0]),
+    .in_valid_i    (group_in_valid),
+    .in_ready_o    (group_in_ready),
+    .in_data_i     (group_in_data),
+    .out_valid_o   (group_out_valid),
+    .out_ready_i   (group_out_ready),
+    .out_data_o    (group_out_data),
+    .lt_i          (drift_lt[niu_constants_pkg::NIU_LT_BITS-1:0]),
+    .back_k_i      (back_k[niu_constants_pkg::NIU_K_BITS-1:0]),
+    .out_bits_i    (out_bits[niu_constants_pkg::NIU_OUT_BITS_FIELD-1:0]),
     .gt0_i         (gt0),
     .sp0_i         (sp0),
     .mu0_i         (mu0),
     .sn0_i         (sn0),
-    .chip_load_i   (chip_load),
-    .read_load_i   (read_load),
-    .load_state_i  (load_state),
-    .gt_we_i       (gt_we),
-    .sp_we_i       (sp_we),
-    .mu_we_i       (mu_we),
-    .sn_we_i       (sn_we),
-    .df_we_i       (df_we),
+    .rng_load_i    (rng_load),
+    .rng_state_i   (rng_state),
+    .code_we_i     (code_we),
+    .code_waddr_i  (code_waddr),
+    .code_wdata_i  (code_wdata),
     .rt_we_i       (rt_we),
-    .table_waddr_i (table_waddr),
+    .rt_waddr_i    (rt_waddr),
     .table_wdata_i (table_wdata)
   );
 
-  assign rd_beat_ready  = streaming ? pipe_in_ready : unpack_ready;
-  assign pipe_out_ready = skid_ready;
+  assign rd_beat_ready = streaming ? split_ready : unpack_ready;
 
-  niu_skid #(.Width(256)) u_out_skid (
+  logic                join_valid, skid_ready;
+  logic [DataBits-1:0] join_data;
+  niu_beat_join #(.Lanes(Lanes)) u_join (
+    .clk_i, .rst_ni,
+    .clear_i       (phase_start_q),
+    .group_valid_i (group_out_valid),
+    .group_ready_o (group_out_ready),
+    .group_data_i  (group_out_data),
+    .out_valid_o   (join_valid),
+    .out_ready_i   (skid_ready),
+    .out_data_o    (join_data)
+  );
+
+  logic                wr_in_valid, wr_in_ready;
+  logic [DataBits-1:0] wr_in_data;
+  niu_skid #(.Width(DataBits)) u_out_skid (
     .clk_i, .rst_ni,
     .clear_i (1'b0),
-    .valid_i (pipe_out_valid),
+    .valid_i (join_valid),
     .ready_o (skid_ready),
-    .data_i  (pipe_out_data),
+    .data_i  (join_data),
     .valid_o (wr_in_valid),
     .ready_i (wr_in_ready),
     .data_o  (wr_in_data)
@@ -274,7 +335,7 @@ module niu (
   niu_axi_wr u_wr (
     .clk_i, .rst_ni,
     .start_i      (phase_start_q && streaming),
-    .addr_i       (AddrW'(dst_addr)),
+    .addr_i       (AddrBits'(dst_addr)),
     .len_bytes_i  (count),
     .max_len_i    (max_len),
     .done_o       (wr_done),
@@ -301,15 +362,16 @@ module niu (
   // ---------------------------------------------------------------- controller
   // A phase is over once its engines report done; done is only meaningful after the phase's
   // start cycle (the engines sample their descriptor on it).
-  logic words_done, stream_done, layer_fields_ok, addresses_ok;
+  logic words_done, stream_done, layer_fields_ok, addresses_ok, addr_range_ok;
   assign words_done  = !phase_start_q && rd_done && !word_valid;
   assign stream_done = !phase_start_q && rd_done && wr_done;
-  assign layer_fields_ok = (out_bits >= 32'd2) && (out_bits <= 32'd8) && (back_k < 32'h40000);
-  assign addresses_ok    = (src_addr[4:0] == '0) && (dst_addr[4:0] == '0);
-
-  logic addr_range_ok;
-  assign addr_range_ok = (src_addr[63:AddrW] == '0) && (dst_addr[63:AddrW] == '0)
-                      && (block_addr_q[63:AddrW] == '0);
+  assign layer_fields_ok = (out_bits >= WordBits'(niu_constants_pkg::NIU_OUT_BITS_MIN))
+                        && (out_bits <= WordBits'(niu_constants_pkg::NIU_OUT_BITS_MAX))
+                        && (back_k >> niu_constants_pkg::NIU_K_BITS == '0)
+                        && (drift_lt >> niu_constants_pkg::NIU_LT_BITS == '0);
+  assign addresses_ok    = (src_addr[BeatShift-1:0] == '0) && (dst_addr[BeatShift-1:0] == '0);
+  assign addr_range_ok   = (src_addr >> AddrBits == '0) && (dst_addr >> AddrBits == '0)
+                        && (block_addr_q >> AddrBits == '0);
 
   assign busy = (state_q != StIdle);
 
@@ -323,14 +385,14 @@ module niu (
     unique case (state_q)
       StIdle: begin
         if (start) begin
-          error_d       = niu_pkg::ErrNone;
+          error_d       = ErrBits'(niu_constants_pkg::NIU_ERR_NONE);
           layers_done_d = '0;
-          block_addr_d  = prog_addr + 64'(4 * niu_constants_pkg::NIU_PROG_HEADER_WORDS);
-          if (prog_addr[4:0] != '0) begin
-            error_d  = niu_pkg::ErrAlignment;
+          block_addr_d  = prog_addr + (DWordBits'(niu_constants_pkg::NIU_PROG_HEADER_WORDS) << WordShift);
+          if (prog_addr[BeatShift-1:0] != '0) begin
+            error_d  = ErrBits'(niu_constants_pkg::NIU_ERR_ALIGNMENT);
             done_set = 1'b1;
-          end else if (prog_addr[63:AddrW] != '0) begin
-            error_d  = niu_pkg::ErrAddrRange;
+          end else if (prog_addr >> AddrBits != '0) begin
+            error_d  = ErrBits'(niu_constants_pkg::NIU_ERR_ADDR_RANGE);
             done_set = 1'b1;
           end else begin
             state_d       = StHeader;
@@ -341,9 +403,9 @@ module niu (
       StHeader: begin
         if (words_done) begin
           if (rd_error) begin
-            error_d = niu_pkg::ErrReadResp;
+            error_d = ErrBits'(niu_constants_pkg::NIU_ERR_READ_RESP);
           end else if (!header_ok_q) begin
-            error_d = niu_pkg::ErrBadHeader;
+            error_d = ErrBits'(niu_constants_pkg::NIU_ERR_BAD_HEADER);
           end
           if (rd_error || !header_ok_q || num_layers_q == '0) begin
             state_d  = StIdle;
@@ -359,13 +421,13 @@ module niu (
       end
       StCheck: begin
         if (rd_error) begin
-          error_d = niu_pkg::ErrReadResp;
+          error_d = ErrBits'(niu_constants_pkg::NIU_ERR_READ_RESP);
         end else if (!layer_fields_ok) begin
-          error_d = niu_pkg::ErrBadLayer;
+          error_d = ErrBits'(niu_constants_pkg::NIU_ERR_BAD_LAYER);
         end else if (!addresses_ok) begin
-          error_d = niu_pkg::ErrAlignment;
+          error_d = ErrBits'(niu_constants_pkg::NIU_ERR_ALIGNMENT);
         end else if (!addr_range_ok) begin
-          error_d = niu_pkg::ErrAddrRange;
+          error_d = ErrBits'(niu_constants_pkg::NIU_ERR_ADDR_RANGE);
         end
         if (rd_error || !layer_fields_ok || !addresses_ok || !addr_range_ok) begin
           state_d  = StIdle;
@@ -377,13 +439,14 @@ module niu (
       end
       StStream: begin
         if (stream_done) begin
-          layers_done_d = layers_done_q + 16'd1;
-          block_addr_d  = block_addr_q + 64'(4 * LayerWords);
+          layers_done_d = layers_done_q + 1'b1;
+          block_addr_d  = block_addr_q + (DWordBits'(LayerWords) << WordShift);
           if (rd_error || wr_error) begin
-            error_d  = rd_error ? niu_pkg::ErrReadResp : niu_pkg::ErrWriteResp;
+            error_d  = rd_error ? ErrBits'(niu_constants_pkg::NIU_ERR_READ_RESP)
+                                : ErrBits'(niu_constants_pkg::NIU_ERR_WRITE_RESP);
             state_d  = StIdle;
             done_set = 1'b1;
-          end else if (32'(layers_done_d) == num_layers_q) begin
+          end else if (WordBits'(layers_done_d) == num_layers_q) begin
             state_d  = StIdle;
             done_set = 1'b1;
           end else begin
@@ -402,7 +465,7 @@ module niu (
       phase_start_q   <= 1'b0;
       block_addr_q    <= '0;
       layers_done_q   <= '0;
-      error_q         <= niu_pkg::ErrNone;
+      error_q         <= ErrBits'(niu_constants_pkg::NIU_ERR_NONE);
       stream_cycles_q <= '0;
       stream_beats_q  <= '0;
     end else begin
@@ -415,8 +478,8 @@ module niu (
         stream_cycles_q <= '0;
         stream_beats_q  <= '0;
       end else if (streaming) begin
-        stream_cycles_q <= stream_cycles_q + 32'd1;
-        if (rd_beat_valid && pipe_in_ready) stream_beats_q <= stream_beats_q + 32'd1;
+        stream_cycles_q <= stream_cycles_q + 1'b1;
+        if (rd_beat_valid && split_ready) stream_beats_q <= stream_beats_q + 1'b1;
       end
     end
   end

@@ -10,31 +10,34 @@ module niu_axi_rd (
   input  logic                             rst_ni,
   // Transfer descriptor, sampled on start_i.
   input  logic                             start_i,
-  input  logic [niu_axi_pkg::AddrW-1:0]    addr_i,
-  input  logic [niu_axi_pkg::BeatCntW-1:0] beats_i,
-  input  logic [7:0]                       max_len_i,
+  input  logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0] addr_i,
+  input  logic [niu_constants_pkg::NIU_XFER_BITS-niu_constants_pkg::NIU_AXI_BEAT_SHIFT:0] beats_i,
+  input  logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0] max_len_i,
   output logic                             done_o,   // every beat delivered
   output logic                             error_o,  // sticky: a beat came back with RRESP != OKAY
   // AXI4 AR channel.
   output logic                             ar_valid_o,
   input  logic                             ar_ready_i,
-  output logic [niu_axi_pkg::AddrW-1:0]    ar_addr_o,
-  output logic [7:0]                       ar_len_o,
-  output logic [2:0]                       ar_size_o,
-  output logic [1:0]                       ar_burst_o,
+  output logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0] ar_addr_o,
+  output logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0] ar_len_o,
+  output logic [niu_constants_pkg::NIU_AXI_SIZE_BITS-1:0] ar_size_o,
+  output logic [niu_constants_pkg::NIU_AXI_BURST_BITS-1:0] ar_burst_o,
   // AXI4 R channel.
   input  logic                             r_valid_i,
   output logic                             r_ready_o,
-  input  logic [niu_axi_pkg::DataW-1:0]    r_data_i,
-  input  logic [1:0]                       r_resp_i,
+  input  logic [niu_constants_pkg::NIU_AXI_DATA_BITS-1:0] r_data_i,
+  input  logic [niu_constants_pkg::NIU_AXI_RESP_BITS-1:0] r_resp_i,
   // Beat stream to the noise pipeline.
   output logic                             beat_valid_o,
   input  logic                             beat_ready_i,
-  output logic [niu_axi_pkg::DataW-1:0]    beat_data_o,
+  output logic [niu_constants_pkg::NIU_AXI_DATA_BITS-1:0] beat_data_o,
   output logic                             beat_last_o
 );
 
-  localparam int BeatCntW = niu_axi_pkg::BeatCntW;
+  localparam int BeatCntW  = niu_constants_pkg::NIU_XFER_BITS - niu_constants_pkg::NIU_AXI_BEAT_SHIFT + 1;
+  localparam int SizeBits  = niu_constants_pkg::NIU_AXI_SIZE_BITS;
+  localparam int BurstBits = niu_constants_pkg::NIU_AXI_BURST_BITS;
+  localparam int RespBits  = niu_constants_pkg::NIU_AXI_RESP_BITS;
 
   logic                ar_done;
   logic [BeatCntW-1:0] beats_left_d, beats_left_q;
@@ -54,8 +57,8 @@ module niu_axi_rd (
     .done_o  (ar_done)
   );
 
-  assign ar_size_o  = niu_axi_pkg::AxSizeBeat;
-  assign ar_burst_o = niu_axi_pkg::BurstIncr;
+  assign ar_size_o  = SizeBits'(niu_constants_pkg::NIU_AXI_SIZE_BEAT);
+  assign ar_burst_o = BurstBits'(niu_constants_pkg::NIU_AXI_BURST_INCR);
 
   // R beats pass through; the engine only counts them.
   assign beat_valid_o = r_valid_i;
@@ -71,7 +74,7 @@ module niu_axi_rd (
       error_d      = 1'b0;
     end else if (r_valid_i && beat_ready_i) begin
       beats_left_d = beats_left_q - 1'b1;
-      if (r_resp_i != niu_axi_pkg::RespOkay) error_d = 1'b1;
+      if (r_resp_i != RespBits'(niu_constants_pkg::NIU_AXI_RESP_OKAY)) error_d = 1'b1;
     end
   end
 

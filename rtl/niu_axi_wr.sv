@@ -10,37 +10,41 @@ module niu_axi_wr (
   input  logic                             rst_ni,
   // Transfer descriptor, sampled on start_i.
   input  logic                             start_i,
-  input  logic [niu_axi_pkg::AddrW-1:0]    addr_i,
-  input  logic [niu_axi_pkg::LenW-1:0]     len_bytes_i,
-  input  logic [7:0]                       max_len_i,
+  input  logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0] addr_i,
+  input  logic [niu_constants_pkg::NIU_XFER_BITS-1:0] len_bytes_i,
+  input  logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0] max_len_i,
   output logic                             done_o,
   output logic                             error_o,  // sticky: BRESP != OKAY
   // Beat stream from the noise pipeline.
   input  logic                             beat_valid_i,
   output logic                             beat_ready_o,
-  input  logic [niu_axi_pkg::DataW-1:0]    beat_data_i,
+  input  logic [niu_constants_pkg::NIU_AXI_DATA_BITS-1:0] beat_data_i,
   // AXI4 AW channel.
   output logic                             aw_valid_o,
   input  logic                             aw_ready_i,
-  output logic [niu_axi_pkg::AddrW-1:0]    aw_addr_o,
-  output logic [7:0]                       aw_len_o,
-  output logic [2:0]                       aw_size_o,
-  output logic [1:0]                       aw_burst_o,
+  output logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0] aw_addr_o,
+  output logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0] aw_len_o,
+  output logic [niu_constants_pkg::NIU_AXI_SIZE_BITS-1:0] aw_size_o,
+  output logic [niu_constants_pkg::NIU_AXI_BURST_BITS-1:0] aw_burst_o,
   // AXI4 W channel.
   output logic                             w_valid_o,
   input  logic                             w_ready_i,
-  output logic [niu_axi_pkg::DataW-1:0]    w_data_o,
-  output logic [niu_axi_pkg::BeatBytes-1:0] w_strb_o,
+  output logic [niu_constants_pkg::NIU_AXI_DATA_BITS-1:0] w_data_o,
+  output logic [niu_constants_pkg::NIU_AXI_STRB_BITS-1:0] w_strb_o,
   output logic                             w_last_o,
   // AXI4 B channel.
   input  logic                             b_valid_i,
   output logic                             b_ready_o,
-  input  logic [1:0]                       b_resp_i
+  input  logic [niu_constants_pkg::NIU_AXI_RESP_BITS-1:0] b_resp_i
 );
 
-  localparam int BeatCntW  = niu_axi_pkg::BeatCntW;
-  localparam int BeatBytes = niu_axi_pkg::BeatBytes;
-  localparam int BeatShift = niu_axi_pkg::BeatShift;
+  localparam int BeatShift = niu_constants_pkg::NIU_AXI_BEAT_SHIFT;
+  localparam int BeatCntW  = niu_constants_pkg::NIU_XFER_BITS - BeatShift + 1;
+  localparam int LenBits   = niu_constants_pkg::NIU_AXI_LEN_BITS;
+  localparam int SizeBits  = niu_constants_pkg::NIU_AXI_SIZE_BITS;
+  localparam int BurstBits = niu_constants_pkg::NIU_AXI_BURST_BITS;
+  localparam int RespBits  = niu_constants_pkg::NIU_AXI_RESP_BITS;
+  localparam int BeatBytes = niu_constants_pkg::NIU_AXI_BEAT_BYTES;
 
   // Beats in the transfer, rounded up, and the byte count of the tail beat (0: a full beat).
   logic [BeatCntW-1:0]  beats;
@@ -48,8 +52,8 @@ module niu_axi_wr (
 
   logic                 aw_done, w_bursts_done;
   logic                 w_burst_valid;
-  logic [7:0]           w_burst_len;
-  logic [7:0]           w_beat_in_burst_d, w_beat_in_burst_q;
+  logic [LenBits-1:0]   w_burst_len;
+  logic [LenBits-1:0]   w_beat_in_burst_d, w_beat_in_burst_q;
   logic [BeatCntW-1:0]  w_beats_left_d, w_beats_left_q;
   logic [BeatShift-1:0] tail_bytes_d, tail_bytes_q;
   logic [BeatCntW-1:0]  bursts_open_d, bursts_open_q;  // AW issued minus B received
@@ -69,7 +73,7 @@ module niu_axi_wr (
     .done_o    (aw_done)
   );
 
-  logic [niu_axi_pkg::AddrW-1:0] w_burst_addr_unused;
+  logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0] w_burst_addr_unused;
   niu_burst_gen u_w_bursts (
     .clk_i,
     .rst_ni,
@@ -84,8 +88,8 @@ module niu_axi_wr (
     .done_o    (w_bursts_done)
   );
 
-  assign aw_size_o  = niu_axi_pkg::AxSizeBeat;
-  assign aw_burst_o = niu_axi_pkg::BurstIncr;
+  assign aw_size_o  = SizeBits'(niu_constants_pkg::NIU_AXI_SIZE_BEAT);
+  assign aw_burst_o = BurstBits'(niu_constants_pkg::NIU_AXI_BURST_INCR);
 
   // W side: data flows whenever a burst is open on the W burst generator.
   assign w_valid_o    = beat_valid_i && w_burst_valid;
@@ -125,7 +129,7 @@ module niu_axi_wr (
       // One burst opens per AW handshake and closes per B handshake (both may happen at once).
       bursts_open_d = bursts_open_q + BeatCntW'(aw_valid_o && aw_ready_i)
                                     - BeatCntW'(b_valid_i);
-      if (b_valid_i && b_resp_i != niu_axi_pkg::RespOkay) error_d = 1'b1;
+      if (b_valid_i && b_resp_i != RespBits'(niu_constants_pkg::NIU_AXI_RESP_OKAY)) error_d = 1'b1;
     end
   end
 

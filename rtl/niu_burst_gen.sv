@@ -6,27 +6,31 @@
 // HBM channel.  The write engine runs two of these in step: one for AW, one to place WLAST, so the
 // W channel never waits for an AW handshake (AXI4 A3.3.1 dependency rules).
 module niu_burst_gen (
-  input  logic                           clk_i,
-  input  logic                           rst_ni,
+  input  logic                                                   clk_i,
+  input  logic                                                   rst_ni,
   // Transfer to split; sampled when start_i is high.
-  input  logic                           start_i,
-  input  logic [niu_axi_pkg::AddrW-1:0]  addr_i,
-  input  logic [niu_axi_pkg::BeatCntW-1:0] beats_i,
-  input  logic [7:0]                     max_len_i,  // max burst length minus one (AXI AxLEN)
+  input  logic                                                   start_i,
+  input  logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0]        addr_i,
+  input  logic [niu_constants_pkg::NIU_XFER_BITS-niu_constants_pkg::NIU_AXI_BEAT_SHIFT:0] beats_i,
+  input  logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]         max_len_i,  // max burst length minus one (AxLEN)
   // Burst stream.
-  output logic                           valid_o,
-  input  logic                           ready_i,
-  output logic [niu_axi_pkg::AddrW-1:0]  addr_o,
-  output logic [7:0]                     len_o,      // beats minus one (AXI AxLEN)
-  output logic                           done_o      // every burst of the transfer handed out
+  output logic                                                   valid_o,
+  input  logic                                                   ready_i,
+  output logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0]        addr_o,
+  output logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]         len_o,      // beats minus one (AxLEN)
+  output logic                                                   done_o      // every burst handed out
 );
 
-  localparam int AddrW     = niu_axi_pkg::AddrW;
-  localparam int BeatCntW  = niu_axi_pkg::BeatCntW;
-  localparam int BeatShift = niu_axi_pkg::BeatShift;
-  localparam int PageBeatW = niu_axi_pkg::PageBeatW;
+  localparam int AddrBits  = niu_constants_pkg::NIU_AXI_ADDR_BITS;
+  localparam int BeatShift = niu_constants_pkg::NIU_AXI_BEAT_SHIFT;
+  localparam int BeatCntW  = niu_constants_pkg::NIU_XFER_BITS - BeatShift + 1;
+  localparam int LenBits   = niu_constants_pkg::NIU_AXI_LEN_BITS;
+  localparam int PageBytes = niu_constants_pkg::NIU_AXI_PAGE_BYTES;
+  localparam int PageBeats = PageBytes >> BeatShift;
+  localparam int PageBeatW = $clog2(PageBeats) + 1;
+  localparam int PageBits  = $clog2(PageBytes);
 
-  logic [AddrW-1:0]    addr_d, addr_q;
+  logic [AddrBits-1:0] addr_d, addr_q;
   logic [BeatCntW-1:0] beats_left_d, beats_left_q;
 
   // Beats from the current address to the next 4 KiB boundary: 1..128.
@@ -36,16 +40,16 @@ module niu_burst_gen (
   logic [PageBeatW-1:0] beats_cap;     // min(page end, max burst): 1..128
   logic [PageBeatW-1:0] burst_beats;   // min(cap, beats left): 1..128 while valid
 
-  assign beats_to_page_end = PageBeatW'(niu_axi_pkg::PageBeats) - PageBeatW'(addr_q[11:BeatShift]);
-  assign beats_max = (max_len_i >= 8'(niu_axi_pkg::PageBeats - 1)) ? PageBeatW'(niu_axi_pkg::PageBeats)
-                                                                   : PageBeatW'(max_len_i) + 1'b1;
+  assign beats_to_page_end = PageBeatW'(PageBeats) - PageBeatW'(addr_q[PageBits-1:BeatShift]);
+  assign beats_max = (max_len_i >= LenBits'(PageBeats - 1)) ? PageBeatW'(PageBeats)
+                                                           : PageBeatW'(max_len_i) + 1'b1;
   assign beats_cap = (beats_max < beats_to_page_end) ? beats_max : beats_to_page_end;
   assign burst_beats = (BeatCntW'(beats_cap) < beats_left_q) ? beats_cap : PageBeatW'(beats_left_q);
 
   assign valid_o = (beats_left_q != '0);
   assign done_o  = (beats_left_q == '0);
   assign addr_o  = addr_q;
-  assign len_o   = 8'(burst_beats - 1'b1);
+  assign len_o   = LenBits'(burst_beats - 1'b1);
 
   always_comb begin
     addr_d       = addr_q;
@@ -54,7 +58,7 @@ module niu_burst_gen (
       addr_d       = addr_i;
       beats_left_d = beats_i;
     end else if (valid_o && ready_i) begin
-      addr_d       = addr_q + (AddrW'(burst_beats) << BeatShift);
+      addr_d       = addr_q + (AddrBits'(burst_beats) << BeatShift);
       beats_left_d = beats_left_q - BeatCntW'(burst_beats);
     end
   end

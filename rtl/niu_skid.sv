@@ -3,7 +3,7 @@
 // It cuts the combinational ready path between AXI channels and the noise pipeline, so that WREADY
 // never reaches RREADY in the same cycle, at full throughput (one beat per cycle).
 module niu_skid #(
-  parameter int Width = 8
+  parameter int Width = niu_constants_pkg::NIU_AXI_DATA_BITS
 ) (
   input  logic             clk_i,
   input  logic             rst_ni,

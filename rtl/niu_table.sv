@@ -1,33 +1,33 @@
-// A per-layer look-up table with one write port (program load) and synchronous read ports.
+// A per-layer look-up table: one write port (the program loader broadcasts to every copy) and one
+// registered read port that moves with the pipeline (adv_i), so a stalled pipeline keeps its read
+// data.  A block that needs several data-dependent reads per cycle instantiates several copies.
 //
-// The noise pipeline reads a table at several data-dependent indices per cycle; each read port
-// is a copy of the table (what an FPGA does with LUTRAM/BRAM replicas).  Reads are registered
-// and move only on adv_i, so a stalled pipeline keeps its read data.  Ports come in pairs
-// (index, index + 1) for the linear interpolations of the spec.
+// The tables sit in UltraRAM (ram_style "ultra"; Yosys maps them with synth_xilinx -uram): the
+// NIU takes the slot of a PU, whose 64 URAMs hold weights and are free here, while block RAM is
+// the scarce resource of the slot (20 BRAM36, which the Gaussian ROMs use).  A URAM has no
+// initial contents, which a table loaded from the program does not need.
 module niu_table #(
-  parameter int Entries = 128,
-  parameter int Width   = 17,
-  parameter int Ports   = 1
+  parameter int Entries  = niu_constants_pkg::NIU_CODE_TABLE,
+  parameter int Width    = niu_constants_pkg::NIU_TABLE_FIELD_BITS,
+  parameter int AddrBits = $clog2(Entries)
 ) (
-  input  logic                       clk_i,
-  input  logic                       we_i,
-  input  logic [$clog2(Entries)-1:0] waddr_i,
-  input  logic [Width-1:0]           wdata_i,
-  input  logic                       adv_i,
-  input  logic [Ports*$clog2(Entries)-1:0] raddr_i,   // port p at bits [p*AddrW +: AddrW]
-  output logic [Ports*Width-1:0]           rdata_o    // port p at bits [p*Width +: Width]
+  input  logic                clk_i,
+  input  logic                we_i,
+  input  logic [AddrBits-1:0] waddr_i,
+  input  logic [Width-1:0]    wdata_i,
+  input  logic                adv_i,
+  input  logic [AddrBits-1:0] raddr_i,
+  output logic [Width-1:0]    rdata_o
 );
 
-  localparam int AddrW = $clog2(Entries);
+  (* ram_style = "ultra" *) logic [Width-1:0] mem_q [Entries];
 
-  for (genvar p = 0; p < Ports; p++) begin : g_copy
-    logic [Width-1:0] mem_q [Entries];
-    always_ff @(posedge clk_i) begin
-      if (we_i) mem_q[waddr_i] <= wdata_i;
-    end
-    always_ff @(posedge clk_i) begin
-      if (adv_i) rdata_o[p*Width +: Width] <= mem_q[raddr_i[p*AddrW +: AddrW]];
-    end
+  always_ff @(posedge clk_i) begin
+    if (we_i) mem_q[waddr_i] <= wdata_i;
+  end
+
+  always_ff @(posedge clk_i) begin
+    if (adv_i) rdata_o <= mem_q[raddr_i];
   end
 
 endmodule

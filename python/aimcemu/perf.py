@@ -47,7 +47,7 @@ class PerfOptions:
     aimc_layers: str | list[str] | None = None   # None / "all" / layer names
     niu: int = 0
     niu_sharing: str = "shared"             # or "per-pu"
-    niu_lanes: float = 32.0                 # NIU lanes per cycle (sustained; RTL measurement replaces it)
+    niu_lanes: int = 32                     # lanes of the NIU RTL; its rate is the co-simulated weights/cycle
     niu_channel_efficiency: float = 1.0
     extra: dict = field(default_factory=dict)
 
@@ -104,8 +104,7 @@ def build_system(opts: PerfOptions):
     cfg.mode = _t.multi_pu_mode_from_string(opts.mode, "<perf>")
     cfg.niu_count = int(opts.niu)
     cfg.niu_sharing = _t.niu_sharing_from_string(opts.niu_sharing, "<perf>")
-    niu = _t.NiuConfig()
-    niu.lanes_per_cycle = float(opts.niu_lanes)
+    niu = niu_config(opts)
     niu.channel_efficiency = float(opts.niu_channel_efficiency)
     cfg.niu = _t.niu_throughput(niu)
     return cfg
@@ -159,6 +158,8 @@ class PerfResult:
             "aimc_weights": r.aimc_weights,
             "pu_latency_ms": {}, "pu_stall_ms": {}, "pu_baseline_stall_ms": {},
         }
+        if r.nius:
+            out.update(niu_summary(self))
         for p in r.pus:
             key = p.pu if self.options.mode == "frame-parallel" else f"stage{p.slot}:{p.pu}"
             out["pu_latency_ms"][key] = p.latency_s * 1e3
@@ -196,6 +197,8 @@ class PerfResult:
                          f"{s['aimc_weights']} weights per copy, bottleneck: {s['bottleneck']}; utilisation "
                          + ", ".join(f"{n.utilization:.2f}" for n in self.report.nius))
         lines.append(f"HBM: {s['hbm_channels']} channels, busiest at {100 * s['max_hbm_channel_use']:.1f}%")
+        if s["niu"]:
+            lines.append(niu_resource_table(self))
         return "\n".join(lines)
 
     def layer_table(self) -> str:
@@ -347,3 +350,52 @@ def perf(model="resnet50", *, mapping=None, **options) -> PerfResult:
             pu = cfg.pus[p.slot]
             runs[f"{pu.name}@{p.slot}"] = _t.run_pu(net, pu, cfg.timing, cfg.policy, list(p.layers), aimc, True)
     return PerfResult(net, opts, cfg, report, runs, aimc)
+
+
+# ---- NIU cost (docs/niu_rtl.md): the RTL's measured rate and resources, the XCU50 fit -------------
+
+def niu_config(opts: PerfOptions):
+    """The NIU's timing config for the RTL built with ``opts.niu_lanes`` lanes (a FormatError names
+    ``niu_lanes`` for a lane count the RTL was not synthesized and co-simulated for)."""
+    lanes = opts.niu_lanes
+    if isinstance(lanes, bool) or not isinstance(lanes, int) and not (isinstance(lanes, float) and lanes.is_integer()):
+        raise _core.FormatError(f"<perf>: field 'niu_lanes': expected a lane count (an integer), got {lanes!r}")
+    return _core.niu.config_for_lanes(int(lanes), "<perf>")
+
+
+def niu_fit(result: PerfResult) -> dict:
+    """PUs left in the slots, the NIUs, and the shell against the XCU50 (LUT, DSP, BRAM36, URAM)."""
+    counts = {"PU2x": 0, "PU1x": 0}
+    for p in result.report.pus:
+        name = result.config.pus[p.slot].name
+        counts[name] = counts.get(name, 0) + 1
+    return _core.niu.fit_on_xcu50(counts["PU2x"], counts["PU1x"], len(result.report.nius),
+                                  int(result.options.niu_lanes), "<perf>")
+
+
+def niu_summary(result: PerfResult) -> dict:
+    synthesis = next(s for s in _core.niu.syntheses() if s["lanes"] == int(result.options.niu_lanes))
+    fit = niu_fit(result)
+    return {"niu_lanes": int(result.options.niu_lanes), "niu_weights_per_cycle": synthesis["weights_per_cycle"],
+            "niu_resources": {k: synthesis[k] for k in ("LUT", "FF", "DSP", "BRAM36", "URAM")},
+            "fits_xcu50": fit["fits"], "xcu50_limiting": fit["limiting"],
+            "xcu50_limiting_fraction": fit["limiting_fraction"]}
+
+
+def niu_resource_table(result: PerfResult) -> str:
+    """Each block's LUT/FF/DSP/BRAM36/URAM beside the PUs', their sum with the shell, and the XCU50."""
+    fit = niu_fit(result)
+
+    def cell(value, width):
+        return f"{'-':>{width}}" if value is None else f"{value:>{width},.0f}"
+
+    lines = [f"{'resources (each)':<26}{'count':>6}{'LUT':>10}{'FF':>10}{'DSP':>8}{'BRAM36':>8}{'URAM':>6}"]
+    for row in fit["rows"] + [dict(fit["shell"], count=1), dict(fit["total"], count=None), dict(fit["device"], count=None)]:
+        count = "" if row["count"] is None else str(row["count"])
+        lines.append(f"{row['name']:<26}{count:>6}{cell(row['LUT'], 10)}{cell(row['FF'], 10)}{cell(row['DSP'], 8)}"
+                     f"{row['BRAM36']:>8.1f}{row['URAM']:>6.0f}")
+    verdict = "fits" if fit["fits"] else "does NOT fit"
+    lines.append(f"the configuration {verdict} the XCU50 ({fit['limiting']} at {100 * fit['limiting_fraction']:.1f}%; "
+                 "per-block figures: PUs from the paper, the NIU from Yosys, docs/niu_rtl.md)")
+    return "\n".join(lines)
+

@@ -4,9 +4,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "niu/niu_model.hpp"
+#include "niu/niu_timing.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
 #include "common/errors.hpp"
@@ -29,12 +32,20 @@ py::dict layer_dict(const NiuLayerProgram& l) {
     d["count"] = l.count;
     d["out_bits"] = l.out_bits;
     d["back_k"] = l.back_k;
-    d["GT"] = table(l.gt);
-    d["SP"] = table(l.sp);
-    d["MU"] = table(l.mu);
-    d["SN"] = table(l.sn);
-    d["DF"] = table(l.df);
+    d["drift_lt"] = l.drift_lt;
+    std::array<std::int32_t, kCodeTable> gt{}, sp{}, mu{}, sn{};
+    for (int a = 0; a < kCodeTable; ++a) {
+        gt[std::size_t(a)] = l.code[std::size_t(a)].gt;
+        sp[std::size_t(a)] = l.code[std::size_t(a)].sp;
+        mu[std::size_t(a)] = l.code[std::size_t(a)].mu;
+        sn[std::size_t(a)] = l.code[std::size_t(a)].sn;
+    }
+    d["GT"] = table(gt);
+    d["SP"] = table(sp);
+    d["MU"] = table(mu);
+    d["SN"] = table(sn);
     d["RT"] = table(l.rt);
+    d["RD"] = table(l.rd);
     return d;
 }
 
@@ -56,22 +67,28 @@ NiuLayerSpec spec_from_dict(const py::dict& d, std::size_t index) {
     return s;
 }
 
+// Every generated constant (NIU_NAMED_CONSTANTS) and the ROM tables, so that Python never
+// types one of them again.
 py::dict generated_constants() {
     py::dict d;
-#define AIMCEMU_NIU_CONST(name) d[#name] = gen::name
-    AIMCEMU_NIU_CONST(NIU_LANES);
-    AIMCEMU_NIU_CONST(NIU_G_FRAC);
-    AIMCEMU_NIU_CONST(NIU_Z_FRAC);
-    AIMCEMU_NIU_CONST(NIU_RNG_PIPE);
-    AIMCEMU_NIU_CONST(NIU_CHIP_DRAWS);
-    AIMCEMU_NIU_CONST(NIU_READ_DRAWS);
-    AIMCEMU_NIU_CONST(NIU_K_SHIFT);
-    AIMCEMU_NIU_CONST(NIU_K_BITS);
-    AIMCEMU_NIU_CONST(NIU_LAYER_WORDS);
-    AIMCEMU_NIU_CONST(NIU_PROG_HEADER_WORDS);
-    AIMCEMU_NIU_CONST(NIU_GAUSS_ENTRIES);
-#undef AIMCEMU_NIU_CONST
-    d["NIU_GAUSS_Z"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_Z.size()), gen::NIU_GAUSS_Z.data());
+    for (const auto& c : gen::NIU_NAMED_CONSTANTS) d[c.name] = c.value;
+    d["NIU_GAUSS_CHIP_ROM"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_CHIP_ROM.size()), gen::NIU_GAUSS_CHIP_ROM.data());
+    d["NIU_GAUSS_READ_ROM"] = py::array_t<std::int16_t>(py::ssize_t(gen::NIU_GAUSS_READ_ROM.size()), gen::NIU_GAUSS_READ_ROM.data());
+    d["NIU_EXP_VALUE"] = py::array_t<std::int32_t>(py::ssize_t(gen::NIU_EXP_VALUE.size()), gen::NIU_EXP_VALUE.data());
+    d["NIU_EXP_SLOPE"] = py::array_t<std::int32_t>(py::ssize_t(gen::NIU_EXP_SLOPE.size()), gen::NIU_EXP_SLOPE.data());
+    d["NIU_LANES_SUPPORTED"] = std::vector<int>(gen::NIU_LANES_SUPPORTED.begin(), gen::NIU_LANES_SUPPORTED.end());
+    d["NIU_LANES_BUILT"] = std::vector<int>(gen::NIU_LANES_BUILT.begin(), gen::NIU_LANES_BUILT.end());
+    return d;
+}
+
+py::dict resources_dict(const FpgaResources& r) {
+    py::dict d;
+    d["name"] = r.name;
+    d["LUT"] = r.lut;
+    d["FF"] = std::isnan(r.ff) ? py::object(py::none()) : py::object(py::float_(r.ff));
+    d["DSP"] = r.dsp;
+    d["BRAM36"] = r.bram36;
+    d["URAM"] = r.uram;
     return d;
 }
 
@@ -126,13 +143,51 @@ void bind_niu(py::module_& root) {
         return out;
     }, py::arg("program"), py::arg("index"), py::arg("weights"), py::arg("threads") = 0);
 
-    m.def("gaussian_q12", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& r) {
-        py::array_t<std::int32_t> out(r.size());
-        for (py::ssize_t i = 0; i < r.size(); ++i) out.mutable_data()[i] = gaussian_q12(r.data()[i]);
+    m.def("gaussian", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& u, int bits) {
+        if (bits != gen::NIU_GAUSS_CHIP_U_BITS && bits != gen::NIU_GAUSS_READ_U_BITS)
+            throw FormatError("<memory>", "bits", "the NIU's Gaussians take 24-bit (chip) or 16-bit (read) uniforms");
+        py::array_t<std::int32_t> out(u.size());
+        for (py::ssize_t i = 0; i < u.size(); ++i) {
+            if (u.data()[i] >> bits) throw FormatError("<memory>", "uniforms", "values must fit " + std::to_string(bits) + " bits");
+            out.mutable_data()[i] = bits == gen::NIU_GAUSS_CHIP_U_BITS ? gaussian_chip(u.data()[i]) : gaussian_read(u.data()[i]);
+        }
         return out;
-    }, py::arg("uniforms"), "The NIU's table Gaussian (Q3.12) of 32-bit pcg32 outputs");
+    }, py::arg("uniforms"), py::arg("bits"), "The NIU's Gaussian (Q3.12) of uniforms (docs/niu_datapath.md 4.3)");
 
     m.def("constants", &generated_constants, "Generated NIU constants (generated/niu_constants.hpp)");
+
+    m.def("syntheses", [] {
+        py::list out;
+        for (const NiuSynthesis& s : niu_syntheses()) {
+            py::dict d = resources_dict(s.resources);
+            d["lanes"] = s.lanes;
+            d["weights_per_cycle"] = s.weights_per_cycle;
+            out.append(d);
+        }
+        return out;
+    }, "The synthesized NIU configurations (rtl/synth/): resources and measured weights per cycle");
+    m.def("config_for_lanes", &niu_config_for_lanes, py::arg("lanes"), py::arg("source") = "<memory>",
+          "An NiuConfig (aimcemu._core.timing) running at the RTL's measured weights per cycle");
+    m.def("pu_resources", [](const std::string& name) { return resources_dict(pu_resources(name)); }, py::arg("name"));
+    m.def("fit_on_xcu50", [](int pu2x, int pu1x, int nius, int lanes, const std::string& source) {
+        const FitReport r = fit_on_xcu50(pu2x, pu1x, nius, lanes, source);
+        py::dict d;
+        py::list rows;
+        for (std::size_t i = 0; i < r.rows.size(); ++i) {
+            py::dict row = resources_dict(r.rows[i]);
+            row["count"] = r.counts[i];
+            rows.append(row);
+        }
+        d["rows"] = rows;
+        d["shell"] = resources_dict(r.shell);
+        d["total"] = resources_dict(r.total);
+        d["device"] = resources_dict(r.device);
+        d["fits"] = r.fits;
+        d["limiting"] = r.limiting;
+        d["limiting_fraction"] = r.limiting_fraction;
+        return d;
+    }, py::arg("pu2x"), py::arg("pu1x"), py::arg("nius"), py::arg("lanes"), py::arg("source") = "<memory>",
+       "PUs, NIUs and the shell against the XCU50's LUT, DSP, BRAM36 and URAM");
 }
 
 }  // namespace

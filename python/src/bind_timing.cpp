@@ -200,12 +200,13 @@ void bind_system(py::module_& m) {
     py::class_<NiuRoundTime>(m, "NiuRoundTime")
         .def_readonly("weights", &NiuRoundTime::weights)
         .def_readonly("seconds", &NiuRoundTime::seconds)
+        .def_readonly("program_seconds", &NiuRoundTime::program_seconds)
         .def_readonly("bytes_read", &NiuRoundTime::bytes_read)
         .def_readonly("bytes_written", &NiuRoundTime::bytes_written)
         .def_readonly("weights_per_s", &NiuRoundTime::weights_per_s)
         .def_readonly("bound", &NiuRoundTime::bound);
     m.def("niu_throughput", &niu_throughput, py::arg("config"));
-    m.def("niu_round_time", &niu_round_time, py::arg("config"), py::arg("weights"));
+    m.def("niu_round_time", &niu_round_time, py::arg("config"), py::arg("weights"), py::arg("layers") = 0);
 
     py::class_<SystemConfig>(m, "SystemConfig")
         .def(py::init<>())

@@ -1,7 +1,10 @@
-// Drives the Verilated NIU (rtl/niu.sv): clock, reset, the register port, and the AXI memory.
+// Drives a Verilated NIU (rtl/niu.sv, any lane count): clock, reset, an AXI4-Lite master for the
+// control registers (with its own random handshake delays), and the AXI4 memory.
 #pragma once
 
 #include <verilated.h>
+
+#include <pcg_random.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -9,40 +12,39 @@
 #include <stdexcept>
 #include <string>
 
-#include "Vniu.h"
 #include "axi_memory.hpp"
+#include "niu_constants.hpp"
 
 namespace aimcemu::cosim {
 
-// Register map of rtl/niu_pkg.sv.
-enum NiuReg : std::uint8_t {
-    kRegCtrl = 0x00,
-    kRegStatus = 0x04,
-    kRegProgAddr = 0x08,
-    kRegProgAddrHi = 0x0C,
-    kRegMaxBurst = 0x10,
-    kRegLayersDone = 0x14,
-    kRegStreamCycles = 0x18,
-    kRegStreamBeats = 0x1C,
-};
+namespace gen = aimcemu::niu::gen;
 
 struct NiuStatus {
     bool busy = false;
     bool done = false;
-    unsigned error = 0;  // niu_pkg::Err*
+    unsigned error = 0;  // NIU_ERR_*
 };
 
+// Register access outcome: data and the AXI4-Lite response (0 OKAY, 2 SLVERR).
+struct RegAccess {
+    std::uint32_t data = 0;
+    unsigned resp = 0;
+};
+
+template <class Top>
 class NiuHarness {
 public:
     // x_seed seeds Verilator's random initial values (--x-initial unique) so that no test relies
-    // on a register the RTL forgot to reset.
-    NiuHarness(std::size_t memory_bytes, std::uint64_t bus_seed, BackPressure bp, std::uint64_t x_seed)
-        : context_(std::make_unique<VerilatedContext>()), memory_(memory_bytes, bus_seed, bp) {
+    // on a register the RTL forgot to reset.  lite_delay: probability that the AXI4-Lite master
+    // holds back VALID or READY in a cycle (0 = an ideal control bus).
+    NiuHarness(std::size_t memory_bytes, std::uint64_t bus_seed, BackPressure bp, std::uint64_t x_seed,
+               double lite_delay = 0.0)
+        : context_(std::make_unique<VerilatedContext>()), memory_(memory_bytes, bus_seed, bp),
+          rng_(bus_seed, 0x11fe), lite_delay_(lite_delay) {
         context_->randReset(2);
         context_->randSeed(static_cast<int>(x_seed & 0x7fffffff));
-        top_ = std::make_unique<Vniu>(context_.get());
-        top_->reg_valid_i = 0;
-        top_->reg_write_i = 0;
+        top_ = std::make_unique<Top>(context_.get());
+        idle_lite();
         // Reset with the bus idle: outputs are random until the first clock edge in reset, so the
         // memory model (and its protocol checks) only starts once reset is released.
         top_->rst_ni = 0;
@@ -75,41 +77,79 @@ public:
         top_->eval();
     }
 
-    void write_reg(std::uint8_t addr, std::uint32_t value) {
-        top_->reg_valid_i = 1;
-        top_->reg_write_i = 1;
-        top_->reg_addr_i = addr;
-        top_->reg_wdata_i = value;
-        tick();
-        top_->reg_valid_i = 0;
-        top_->reg_write_i = 0;
+    // AXI4-Lite write: AW and W offered (each after its own random delay), then B accepted.
+    unsigned write_reg(std::uint32_t addr, std::uint32_t value, std::uint32_t strb = 0xF) {
+        bool aw_done = false, w_done = false;
+        std::uint64_t guard = 0;
+        while (!aw_done || !w_done) {
+            top_->s_axil_aw_valid_i = !aw_done && !hold();
+            top_->s_axil_aw_addr_i = addr;
+            top_->s_axil_aw_prot_i = 0;
+            top_->s_axil_w_valid_i = !w_done && !hold();
+            top_->s_axil_w_data_i = value;
+            top_->s_axil_w_strb_i = strb;
+            top_->s_axil_b_ready_i = 0;
+            settle();
+            const bool aw_fire = top_->s_axil_aw_valid_i && top_->s_axil_aw_ready_o;
+            const bool w_fire = top_->s_axil_w_valid_i && top_->s_axil_w_ready_o;
+            tick();
+            aw_done |= aw_fire;
+            w_done |= w_fire;
+            check_guard(++guard, "AXI4-Lite write address/data");
+        }
+        idle_lite();
+        return wait_b(guard);
     }
 
-    std::uint32_t read_reg(std::uint8_t addr) {
-        top_->reg_addr_i = addr;
-        top_->clk_i = 0;
-        top_->eval();
-        return top_->reg_rdata_o;
+    // AXI4-Lite read: AR offered, then R accepted.
+    RegAccess read_reg(std::uint32_t addr) {
+        std::uint64_t guard = 0;
+        for (bool done = false; !done;) {
+            top_->s_axil_ar_valid_i = !hold();
+            top_->s_axil_ar_addr_i = addr;
+            top_->s_axil_ar_prot_i = 0;
+            settle();
+            done = top_->s_axil_ar_valid_i && top_->s_axil_ar_ready_o;
+            tick();
+            check_guard(++guard, "AXI4-Lite read address");
+        }
+        idle_lite();
+        for (;;) {
+            top_->s_axil_r_ready_i = !hold();
+            settle();
+            if (top_->s_axil_r_valid_o && top_->s_axil_r_ready_i) {
+                const RegAccess r{top_->s_axil_r_data_o, unsigned(top_->s_axil_r_resp_o)};
+                tick();
+                idle_lite();
+                return r;
+            }
+            tick();
+            check_guard(++guard, "AXI4-Lite read data");
+        }
     }
 
     NiuStatus status() {
-        const std::uint32_t s = read_reg(kRegStatus);
-        return {(s & 1u) != 0, (s & 2u) != 0, (s >> 8) & 0xFu};
+        const std::uint32_t s = read_reg(gen::NIU_REG_STATUS).data;
+        return {((s >> gen::NIU_STATUS_BUSY_BIT) & 1u) != 0, ((s >> gen::NIU_STATUS_DONE_BIT) & 1u) != 0,
+                (s >> gen::NIU_STATUS_ERROR_LSB) & ((1u << gen::NIU_STATUS_ERROR_BITS) - 1)};
     }
 
     // Starts the program at prog_addr and clocks until STATUS.done; throws after max_cycles.
     NiuStatus run_program(std::uint64_t prog_addr, unsigned max_burst_len, std::uint64_t max_cycles) {
-        write_reg(kRegProgAddr, static_cast<std::uint32_t>(prog_addr));
-        write_reg(kRegProgAddrHi, static_cast<std::uint32_t>(prog_addr >> 32));
-        write_reg(kRegMaxBurst, max_burst_len);
-        write_reg(kRegCtrl, 1);
+        write_reg(gen::NIU_REG_PROG_ADDR_LO, static_cast<std::uint32_t>(prog_addr));
+        write_reg(gen::NIU_REG_PROG_ADDR_HI, static_cast<std::uint32_t>(prog_addr >> 32));
+        write_reg(gen::NIU_REG_MAX_BURST, max_burst_len);
+        write_reg(gen::NIU_REG_CTRL, 1);
         const std::uint64_t deadline = cycles_ + max_cycles;
-        while (!status().done) {
+        // Poll STATUS every 64 cycles (a register read costs cycles of its own).
+        for (;;) {
+            const NiuStatus s = status();
+            if (s.done) break;
             if (cycles_ > deadline) throw std::runtime_error("NIU did not finish in " + std::to_string(max_cycles) + " cycles");
-            tick();
+            for (int i = 0; i < 64; ++i) tick();
         }
-        NiuStatus s = status();
-        write_reg(kRegStatus, 2);  // clear done
+        const NiuStatus s = status();
+        write_reg(gen::NIU_REG_STATUS, 1u << gen::NIU_STATUS_DONE_BIT);  // clear done
         return s;
     }
 
@@ -125,9 +165,53 @@ public:
     }
 
 private:
+    bool hold() { return lite_delay_ > 0.0 && double(rng_()) < lite_delay_ * 4294967296.0; }
+
+    // Evaluates the combinational outputs for the inputs just set (clock low).
+    void settle() {
+        memory_.drive(*top_);
+        top_->clk_i = 0;
+        top_->eval();
+    }
+
+    void idle_lite() {
+        top_->s_axil_aw_valid_i = 0;
+        top_->s_axil_w_valid_i = 0;
+        top_->s_axil_b_ready_i = 0;
+        top_->s_axil_ar_valid_i = 0;
+        top_->s_axil_r_ready_i = 0;
+        top_->s_axil_aw_addr_i = 0;
+        top_->s_axil_aw_prot_i = 0;
+        top_->s_axil_w_data_i = 0;
+        top_->s_axil_w_strb_i = 0;
+        top_->s_axil_ar_addr_i = 0;
+        top_->s_axil_ar_prot_i = 0;
+    }
+
+    unsigned wait_b(std::uint64_t guard) {
+        for (;;) {
+            top_->s_axil_b_ready_i = !hold();
+            settle();
+            if (top_->s_axil_b_valid_o && top_->s_axil_b_ready_i) {
+                const unsigned resp = top_->s_axil_b_resp_o;
+                tick();
+                idle_lite();
+                return resp;
+            }
+            tick();
+            check_guard(++guard, "AXI4-Lite write response");
+        }
+    }
+
+    static void check_guard(std::uint64_t n, const char* what) {
+        if (n > 10000) throw std::runtime_error(std::string(what) + ": no handshake in 10000 cycles");
+    }
+
     std::unique_ptr<VerilatedContext> context_;
-    std::unique_ptr<Vniu> top_;
+    std::unique_ptr<Top> top_;
     AxiMemory memory_;
+    pcg32 rng_;
+    double lite_delay_;
     std::uint64_t cycles_ = 0;
 };
 

@@ -1,6 +1,8 @@
-// The bit-exact NIU model: beat-level (RTL structure) and fast paths agree bit for bit, results
-// do not depend on threads, the noise-free datapath is the identity, drift and compensation follow
-// the closed form, chip persistence holds on the NIU's own output, bad input is rejected.
+// The bit-exact NIU model: the per-weight specification (a plain loop here, stepping each stream
+// one weight at a time), the beat model at every lane count, and the fast path's kernels (scalar
+// and, where the CPU has it, AVX2) agree bit for bit for any thread count; the noise-free datapath
+// is the identity; drift and compensation follow the closed form; chip persistence holds on the
+// NIU's own output; bad input is rejected.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,10 +10,10 @@
 #include <random>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
-#include "common/errors.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;
@@ -36,16 +38,30 @@ NiuProgram compile_one(const std::string& model, const noise::NoiseParams& param
     return compile_program(*m, {spec}, options);
 }
 
-std::vector<std::int8_t> run_beats(const NiuLayerProgram& layer, const std::vector<std::int8_t>& clean) {
-    NiuBeatModel beats(layer);
+// The specification as a loop: weight i takes one output of each generator of stream i mod 32.
+std::vector<std::int8_t> reference(const NiuLayerProgram& layer, const std::vector<std::int8_t>& clean) {
+    auto states = layer.rng;
+    std::vector<std::int8_t> out(clean.size());
+    for (std::size_t i = 0; i < clean.size(); ++i) {
+        const std::size_t k = i % kStreams;
+        std::uint32_t o[kGens];
+        for (int g = 0; g < kGens; ++g) o[g] = xoshiro_next(states[std::size_t(g) * kStreams + k]);
+        out[i] = noisy_code(layer, clean[i], draws_of(split_uniforms(o[0], o[1], o[2], o[3])));
+    }
+    return out;
+}
+
+std::vector<std::int8_t> run_groups(const NiuLayerProgram& layer, const std::vector<std::int8_t>& clean, int lanes) {
+    NiuBeatModel model(layer, lanes);
     std::vector<std::int8_t> out;
-    for (std::size_t b = 0; b * kLanes < clean.size(); ++b) {
-        std::array<std::int8_t, kLanes> in{};
-        for (int k = 0; k < kLanes && b * kLanes + std::size_t(k) < clean.size(); ++k) in[std::size_t(k)] = clean[b * kLanes + std::size_t(k)];
-        const auto res = beats.next_beat(in);
-        for (int k = 0; k < kLanes; ++k) {
-            if (b * kLanes + std::size_t(k) < clean.size()) out.push_back(res[std::size_t(k)]);
-            else EXPECT_EQ(res[std::size_t(k)], 0) << "tail lane " << k;
+    for (std::size_t g = 0; g * std::size_t(lanes) < (clean.size() + 31) / 32 * 32; ++g) {
+        std::vector<std::int8_t> in(std::size_t(lanes), 0);
+        for (int j = 0; j < lanes && g * std::size_t(lanes) + std::size_t(j) < clean.size(); ++j)
+            in[std::size_t(j)] = clean[g * std::size_t(lanes) + std::size_t(j)];
+        const auto res = model.next_group(in);
+        for (int j = 0; j < lanes; ++j) {
+            if (g * std::size_t(lanes) + std::size_t(j) < clean.size()) out.push_back(res[std::size_t(j)]);
+            else EXPECT_EQ(res[std::size_t(j)], 0) << "tail lane " << j;
         }
     }
     return out;
@@ -55,17 +71,46 @@ const noise::NoiseParams kNoNoise = {{"prog_noise_scale", 0.0}, {"read_noise_sca
 
 }  // namespace
 
-TEST(NiuModel, BeatLevelModelEqualsFastPath) {
+TEST(NiuModel, EveryPathEqualsTheSpecificationLoop) {
     const std::uint32_t count = 32 * 37 + 13;  // not a multiple of the beat
     const auto clean = random_codes(count, 1);
     for (double t : {0.0, 3600.0, 3.15e7}) {
         const NiuProgram p = compile_one("pcm_like", {}, count, 127, {.seed = 5, .chip = 2, .round = 7, .t = t});
-        EXPECT_EQ(run_beats(p.layers[0], clean), apply_layer(p.layers[0], clean, 1)) << "t = " << t;
+        const auto expected = reference(p.layers[0], clean);
+        for (int lanes : {1, 2, 4, 8, 16, 32}) EXPECT_EQ(run_groups(p.layers[0], clean, lanes), expected) << "lanes " << lanes;
+        for (const std::string& kernel : available_kernels()) {
+            std::vector<std::int8_t> out(clean.size());
+            apply_layer_kernel(kernel, p.layers[0], clean, out);
+            EXPECT_EQ(out, expected) << kernel << " t = " << t;
+        }
     }
 }
 
+TEST(NiuModel, KernelsAgreeOnEveryModelWidthAndScale) {
+    // Every kernel the CPU has, against the scalar one, over models, times, code widths, alpha.
+    const auto kernels = available_kernels();
+    if (kernels.size() == 1) GTEST_SKIP() << "this CPU has no AVX2: only the scalar kernel exists";
+    const std::uint32_t count = 32 * 4099 + 5;
+    const auto clean = random_codes(count, 11);
+    int cases = 0;
+    for (const char* model : {"pcm_like", "hermes", "state_independent"})
+        for (double t : {0.0, 86400.0, 3.15e7})
+            for (int out_bits : {8, 5, 2}) {
+                const NiuProgram p = compile_one(model, {}, count, 100, {.seed = 9, .chip = 1, .round = 3, .t = t, .out_bits = out_bits},
+                                                 out_bits == 5 ? 1.7 : 1.0);
+                std::vector<std::int8_t> scalar(count), fast(count);
+                apply_layer_kernel("scalar", p.layers[0], clean, scalar);
+                for (const std::string& k : kernels) {
+                    apply_layer_kernel(k, p.layers[0], clean, fast);
+                    ASSERT_EQ(fast, scalar) << k << " " << model << " t=" << t << " B=" << out_bits;
+                }
+                ++cases;
+            }
+    EXPECT_EQ(cases, 27);
+}
+
 TEST(NiuModel, SameKeyGivesIdenticalOutputForAnyThreadCount) {
-    const std::uint32_t count = 200'003;  // several 32 Ki chunks and a ragged end
+    const std::uint32_t count = 1'000'003;  // several thread parts and a ragged end
     const auto clean = random_codes(count, 2);
     const NiuProgram p = compile_one("hermes", {}, count, 127, {.seed = 1, .chip = 4, .round = 9, .t = 86400.0});
     const auto one = apply_layer(p.layers[0], clean, 1);
@@ -101,15 +146,17 @@ TEST(NiuModel, DriftAndCompensationFollowTheClosedForm) {
     // Every device drifts with nu = 0.1 exactly; no programming or read noise.
     const noise::NoiseParams p = {{"prog_coeff", std::vector<double>{0.0, 0.0, 0.0}}, {"drift_nu_mean", 0.1},
                                   {"drift_nu_std", 0.0}, {"read_noise_scale", 0.0}};
-    const double t = 86400.0;
-    const double df = std::pow((t + 20.0) / 20.0, -0.1);
-    std::vector<std::int8_t> clean;
-    for (int c = -127; c <= 127; ++c) clean.push_back(std::int8_t(c));
-    const auto drifted = apply_layer(compile_one("state_independent", p, 255, 127, {.t = t}).layers[0], clean);
-    for (std::size_t i = 0; i < clean.size(); ++i) EXPECT_NEAR(drifted[i], clean[i] * df, 0.5 + 0.01) << int(clean[i]);
-    // Global drift compensation alpha = 1/df folded into K restores every code.
-    const auto compensated = apply_layer(compile_one("state_independent", p, 255, 127, {.t = t}, 1.0 / df).layers[0], clean);
-    EXPECT_EQ(compensated, clean);
+    for (double t : {3600.0, 86400.0, 3.15e7}) {
+        const double df = std::pow((t + 20.0) / 20.0, -0.1);
+        std::vector<std::int8_t> clean;
+        for (int c = -127; c <= 127; ++c) clean.push_back(std::int8_t(c));
+        const auto drifted = apply_layer(compile_one("state_independent", p, 255, 127, {.t = t}).layers[0], clean);
+        // The exp2 interpolation and Q1.14 rounding stay within 0.02 code of the closed form.
+        for (std::size_t i = 0; i < clean.size(); ++i) EXPECT_NEAR(drifted[i], clean[i] * df, 0.5 + 0.02) << int(clean[i]) << " t " << t;
+        // Global drift compensation alpha = 1/df folded into K restores every code.
+        const auto compensated = apply_layer(compile_one("state_independent", p, 255, 127, {.t = t}, 1.0 / df).layers[0], clean);
+        EXPECT_EQ(compensated, clean) << "t " << t;
+    }
 }
 
 TEST(NiuModel, ChipPersistenceOnTheNiuOutput) {
@@ -130,20 +177,26 @@ TEST(NiuModel, ChipPersistenceOnTheNiuOutput) {
     const noise::NoiseParams prog_only = {{"read_noise_scale", 0.0}, {"drift_scale", 0.0}};
     const auto programmed = run(prog_only, 1, 0, 0.0);
     EXPECT_EQ(programmed, run(prog_only, 1, 3, 3.15e7));
-    EXPECT_GT(fraction_differing(programmed, clean), 0.5);                // programming noise is there
+    EXPECT_GT(fraction_differing(programmed, clean), 0.5);                     // programming noise is there
     EXPECT_GT(fraction_differing(programmed, run(prog_only, 2, 0, 0.0)), 0.5);  // another chip differs
     // Read noise is fresh in every round.
     EXPECT_GT(fraction_differing(run({}, 1, 0, 3600.0), run({}, 1, 1, 3600.0)), 0.3);
 }
 
 TEST(NiuModel, StreamKeysFollowChipRoundAndTime) {
-    auto compile = [](std::uint64_t round, double t) { return compile_one("pcm_like", {}, 64, 127, {.seed = 1, .chip = 1, .round = round, .t = t}).layers[0]; };
+    auto compile = [](std::uint64_t round, double t) {
+        return compile_one("pcm_like", {}, 64, 127, {.seed = 1, .chip = 1, .round = round, .t = t}).layers[0];
+    };
     const NiuLayerProgram a = compile(0, 0.0), b = compile(0, 3600.0), c = compile(4, 3600.0);
-    EXPECT_EQ(a.chip_states, b.chip_states);
-    EXPECT_EQ(a.chip_states, c.chip_states);
-    EXPECT_EQ(a.read_states, b.read_states);  // read noise keyed by round, not t
-    EXPECT_NE(b.read_states, c.read_states);
-    EXPECT_NE(a.df, b.df);
+    auto chip_part = [](const NiuLayerProgram& l) { return std::vector<RngState>(l.rng.begin(), l.rng.begin() + kChipGens * kStreams); };
+    auto read_part = [](const NiuLayerProgram& l) { return std::vector<RngState>(l.rng.begin() + kChipGens * kStreams, l.rng.end()); };
+    EXPECT_EQ(chip_part(a), chip_part(b));
+    EXPECT_EQ(chip_part(a), chip_part(c));
+    EXPECT_EQ(read_part(a), read_part(b));  // read noise keyed by round, not t
+    EXPECT_NE(read_part(b), read_part(c));
+    EXPECT_EQ(a.drift_lt, 0u);
+    EXPECT_NE(a.drift_lt, b.drift_lt);
+    EXPECT_NE(a.rt, b.rt);
 }
 
 TEST(NiuProgramImage, RoundTripsAndRejectsCorruptImages) {
@@ -156,13 +209,28 @@ TEST(NiuProgramImage, RoundTripsAndRejectsCorruptImages) {
     EXPECT_EQ(words.size(), std::size_t(gen::NIU_PROG_HEADER_WORDS + 2 * gen::NIU_LAYER_WORDS));
     EXPECT_EQ(NiuProgram::from_words(words), p);
 
+    auto expect_field = [](const std::vector<std::uint32_t>& image, const std::string& field) {
+        try {
+            NiuProgram::from_words(image, "prog.bin");
+            ADD_FAILURE() << "no error for " << field;
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("prog.bin"), std::string::npos) << e.what();
+        }
+    };
     auto bad = words;
     bad[gen::NIU_PROG_MAGIC] ^= 1u;
-    EXPECT_THROW(NiuProgram::from_words(bad), FormatError);
-    EXPECT_THROW(NiuProgram::from_words(std::span(words).first(words.size() - 1)), FormatError);
+    expect_field(bad, "MAGIC");
+    expect_field(std::vector<std::uint32_t>(words.begin(), words.end() - 1), "NUM_LAYERS");
     bad = words;
     bad[gen::NIU_PROG_HEADER_WORDS + gen::NIU_LAYER_OUT_BITS] = 9;
-    EXPECT_THROW(NiuProgram::from_words(bad), FormatError);
+    expect_field(bad, "layers[0].OUT_BITS");
+    bad = words;
+    bad[gen::NIU_PROG_HEADER_WORDS + gen::NIU_LAYER_CODE_TABLE + 2 * 5] |= 1u << 15;  // GT[5] wider than 15 bits
+    expect_field(bad, "layers[0].CODE_TABLE[5].GT");
+    bad = words;
+    for (int i = 0; i < 4; ++i) bad[gen::NIU_PROG_HEADER_WORDS + gen::NIU_LAYER_WORDS + gen::NIU_LAYER_RNG_STATES + 4 * 7 + i] = 0;
+    expect_field(bad, "layers[1].RNG_STATES[7]");
 }
 
 TEST(NiuCompiler, RejectsBadInput) {
@@ -173,17 +241,42 @@ TEST(NiuCompiler, RejectsBadInput) {
     EXPECT_THROW(compile_program(*pcm, {ok}, {.out_bits = 9}), FormatError);
     EXPECT_THROW(noise::make_noise_model("no_such_model", {}), FormatError);
     auto reram = noise::make_noise_model("reram_cmo", {});
-    EXPECT_THROW(compile_program(*reram, {ok}, {}), FormatError);  // not a PCM-family model
+    try {
+        compile_program(*reram, {ok}, {});
+        ADD_FAILURE() << "reram_cmo accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("model"), std::string::npos) << e.what();
+    }
     NiuLayerSpec bad = ok;
     bad.alpha = 0.0;
     EXPECT_THROW(compile_program(*pcm, {bad}, {}), FormatError);
+    bad = ok;
+    bad.alpha = max_alpha(127) * 1.01;  // K no longer fits its field
+    EXPECT_THROW(compile_program(*pcm, {bad}, {}), FormatError);
+    bad.alpha = max_alpha(127) * 0.99;
+    EXPECT_NO_THROW(compile_program(*pcm, {bad}, {}));
     bad = ok;
     bad.absmax = 0;
     EXPECT_THROW(compile_program(*pcm, {bad}, {}), FormatError);
     bad = ok;
     bad.dst_addr = 16;
     EXPECT_THROW(compile_program(*pcm, {bad}, {}), FormatError);
+    bad = ok;
+    bad.dst_addr = std::uint64_t(1) << 34;  // beyond the NIU's address space
+    EXPECT_THROW(compile_program(*pcm, {bad}, {}), FormatError);
     const NiuProgram p = compile_program(*pcm, {ok}, {});
     const std::vector<std::int8_t> wrong(11);
     EXPECT_THROW(apply_layer(p.layers[0], wrong), FormatError);
+}
+
+TEST(NiuBeatModelLanes, RejectsALaneCountTheRtlCannotHave) {
+    const NiuProgram p = compile_one("pcm_like", {}, 64, 127, {});
+    for (int lanes : {0, 3, 5, 12, 64}) {
+        try {
+            NiuBeatModel m(p.layers[0], lanes);
+            ADD_FAILURE() << "lanes " << lanes << " accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find("lanes"), std::string::npos) << e.what();
+        }
+    }
 }

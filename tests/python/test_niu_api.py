@@ -58,10 +58,10 @@ def test_program_words_round_trip_and_layout():
     c = niu.constants()
     assert words.dtype == np.uint32
     assert len(words) == c["NIU_PROG_HEADER_WORDS"] + 2 * c["NIU_LAYER_WORDS"]
-    assert words[0] == 0x3155494E  # "NIU1"
+    assert words[0] == c["NIU_PROG_MAGIC_VALUE"] == 0x3255494E  # "NIU2"
     assert aimcemu._core.niu.NiuProgram.from_words(words) == prog._program
     layer = prog.layer(1)
-    assert layer["count"] == 35 and len(layer["GT"]) == 128 and len(layer["RT"]) == 273
+    assert layer["count"] == 35 and len(layer["GT"]) == 128 and len(layer["RT"]) == c["NIU_RT_SEGMENTS"]
     assert layer["GT"][0] == 0
 
 
@@ -85,13 +85,40 @@ def test_bad_input_is_a_format_error():
         niu.apply(w, {"prog_noise_scale": 1.0})
 
 
-def test_gaussian_table_moments():
-    # 2^20 uniform 32-bit inputs on a regular grid: the table's own mean and variance (exact 0 and
-    # 1 + 1.2e-4 for the continuous table) within 1e-3.
-    grid = (np.arange(1 << 20, dtype=np.uint64) * (1 << 12) + (1 << 11)).astype(np.uint32)
-    z = niu._niu.gaussian_q12(grid) / 4096.0
-    assert abs(z.mean()) < 1e-3
-    assert abs(z.var() - 1.0) < 1e-3
+def _gaussian_index(u, bits, c):
+    """docs/niu_datapath.md 4.3 written out in NumPy: three-bit groups from the magnitude's top
+    bit, the group of the leading one and the six-bit window from the group's top bit."""
+    vbits = bits - 1
+    offset = (vbits - 1) % 3
+    u = u.astype(np.int64)
+    sign, v = u >> vbits, u & ((1 << vbits) - 1)
+    lead = np.where(v > 0, np.floor(np.log2(np.maximum(v, 1))).astype(np.int64), -1)
+    group = np.maximum(lead - offset + 2, 0) // 3
+    shift = 3 * group + offset - 5
+    window = np.where(shift >= 0, v >> np.maximum(shift, 0), v << np.maximum(-shift, 0)) & 63
+    return (sign << 9) | (group << 6) | window
+
+
+@pytest.mark.parametrize("bits,rom", [(24, "NIU_GAUSS_CHIP_ROM"), (16, "NIU_GAUSS_READ_ROM")])
+def test_gaussian_is_the_rom_at_the_documented_index(bits, rom):
+    c = niu.constants()
+    rng = np.random.default_rng(bits)
+    u = np.concatenate([rng.integers(0, 1 << bits, 200000), np.arange(4096), (1 << bits) - 1 - np.arange(4096)])
+    u = u.astype(np.uint32)
+    expected = np.asarray(c[rom])[_gaussian_index(u, bits, c)]
+    np.testing.assert_array_equal(niu._niu.gaussian(u, bits), expected)
+    with pytest.raises(aimcemu.FormatError):
+        niu._niu.gaussian(np.array([1 << bits], np.uint32), bits)
+    with pytest.raises(aimcemu.FormatError):
+        niu._niu.gaussian(u[:3], 20)
+
+
+def test_read_gaussian_moments_over_every_uniform():
+    # All 2^16 read uniforms: mean exactly 0, variance within 1.5e-4 of 1, the stated reach.
+    z = niu._niu.gaussian(np.arange(1 << 16, dtype=np.uint32), 16) / 4096.0
+    assert z.mean() == 0.0
+    assert abs(z.var() - 1.0) < 1.5e-4
+    assert 4.3 < z.max() < 4.5
 
 
 @pytest.mark.parametrize("model,t", [("pcm_like", 3600.0), ("hermes", 3.1536e7), ("state_independent", 86400.0)])

@@ -51,6 +51,25 @@ def test_shared_niu_sets_the_rate_when_everything_is_aimc():
     assert s["fps"] == pytest.approx(niu_rate / net.total_weights(), rel=1e-9)
 
 
+def test_niu_rate_and_resources_come_from_the_rtl(capsys):
+    """--niu-lanes picks a synthesized NIU: its co-simulated weights per cycle set the rate, its
+    Yosys resources appear beside the PUs' with the XCU50 fit; other lane counts are refused."""
+    syntheses = {s["lanes"]: s for s in aimcemu._core.niu.syntheses()}
+    assert {1, 4, 8, 32} <= set(syntheses)
+    r = perf("resnet50", aimc_layers="all", niu=2, niu_lanes=8)
+    assert r.config.niu.weights_per_s == pytest.approx(syntheses[8]["weights_per_cycle"] * 300e6, rel=1e-12)
+    s = r.summary()
+    assert s["niu_lanes"] == 8 and s["niu_resources"]["LUT"] == syntheses[8]["LUT"] and s["fits_xcu50"]
+    table = r.table_one()
+    assert "NIU (8 lanes)" in table and "XCU50" in table and "fits the XCU50" in table
+    # Full rate: the channel, not the datapath, bounds the NIU.
+    assert perf("resnet50", aimc_layers="all", niu=1, niu_lanes=32).config.niu.bound == "hbm-channel"
+    with pytest.raises(aimcemu.FormatError, match="niu.lanes.*not built for 5 lanes"):
+        perf("resnet50", aimc_layers="all", niu=1, niu_lanes=5)
+    assert cli.main(["perf", "--model", "resnet18", "--niu", "1", "--aimc-layers", "fc", "--niu-lanes", "3"]) == 2
+    assert "niu.lanes" in capsys.readouterr().err
+
+
 def test_aimc_mask_names_and_errors():
     net = resolve_network("resnet18")
     mask = aimc_mask(net, "all")

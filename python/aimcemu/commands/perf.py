@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--niu", type=int, default=0, metavar="COUNT", help="NIUs replacing PUs (shared sharing)")
     parser.add_argument("--niu-sharing", choices=["shared", "per-pu"], default="shared",
                         help="shared: COUNT NIUs serve all PUs; per-pu: one NIU beside each PU (half the slots)")
-    parser.add_argument("--niu-lanes", type=float, default=32.0, help="NIU weights per cycle (default 32)")
+    parser.add_argument("--niu-lanes", type=int, default=32,
+                        help="lanes of the NIU RTL (1, 4, 8 or 32 are synthesized; default 32, one HBM channel's "
+                             "read-modify-write): the rate is its co-simulated weights per cycle")
     parser.add_argument("--format", choices=["table", "csv", "json"], default="table", help="stdout format")
     parser.add_argument("--output", metavar="PATH", help="also write the result: .csv (per layer) or .json (all)")
     parser.add_argument("--no-layers", action="store_true", help="table format: summary only")

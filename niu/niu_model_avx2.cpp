@@ -1,0 +1,253 @@
+// AVX2 kernel of the NIU fast path (see niu_model.hpp): the same integer arithmetic as
+// noisy_code(), eight streams (eight weights of a beat) per 256-bit vector.
+//
+// This file is compiled for AVX2 through a target pragma and is only entered after
+// detail::cpu_has_avx2() said yes.  It uses no standard-library templates inside the pragma, so
+// no inline function compiled here for AVX2 can be merged into code that runs elsewhere.
+//
+// Layout: a layer is 32 streams (beat lanes) x kGens generators.  The kernel takes one group of
+// eight streams at a time and walks the beats in blocks: first every generator of the group fills
+// a block of outputs (its state stays in four registers), then the block's weights go through the
+// datapath.  Every product fits a signed 32-bit lane (rtl/niu_gen.py checks the headroom).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "niu/niu_model.hpp"
+
+namespace aimcemu::niu::detail {
+
+bool cpu_has_avx2() { return __builtin_cpu_supports("avx2"); }
+
+}  // namespace aimcemu::niu::detail
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+
+namespace aimcemu::niu::detail {
+namespace {
+
+using namespace gen;
+
+constexpr int kBlock = 64;  // beats per block
+
+// Tables widened to 32-bit entries for vpgatherdd.
+struct Tables {
+    std::int32_t gauss_chip[NIU_GAUSS_ENTRIES];
+    std::int32_t gauss_read[NIU_GAUSS_ENTRIES];
+    __m256i exp2[NIU_EXP_ENTRIES / 8];             // E[k] | D[k] << 16, eight entries per register
+    std::int32_t code_lo[NIU_CODE_TABLE];          // GT | SP << 16
+    std::int32_t code_hi[NIU_CODE_TABLE];          // MU | SN << 16
+    std::int32_t read[NIU_RT_SEGMENTS];            // RT[j] | RD[j] << 16 (RD signed)
+};
+
+inline __m256i rotl(__m256i x, int r) { return _mm256_or_si256(_mm256_slli_epi32(x, r), _mm256_srli_epi32(x, 32 - r)); }
+
+// rshr(p, s) for a constant s: (p + 2^(s-1)) >> s, arithmetic.
+inline __m256i rshr(__m256i p, int s) { return _mm256_srai_epi32(_mm256_add_epi32(p, _mm256_set1_epi32(1 << (s - 1))), s); }
+
+inline __m256i clamp(__m256i v, int lo, int hi) {
+    return _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
+}
+
+inline __m256i low16(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)); }
+
+// Gaussian ROM index of UBits-bit uniforms (niu_rng.hpp gauss_index): the float conversion of v
+// (exact below 2^24) holds the leading one's position in its exponent e (v = 0 converts to 0.0f,
+// whose group comes out 0 after the clamp at 0); group = max(e - o + 2, 0) / 3, computed as
+// (x * 11) >> 5 (exact for x <= 30); window = ((v << 5) >> (3g + o)) & 63.
+template <int UBits>
+inline __m256i gaussian(const std::int32_t* rom, __m256i u) {
+    constexpr int vbits = UBits - 1, wbits = NIU_GAUSS_WINDOW_BITS, span = NIU_GAUSS_GROUP_SPAN;
+    constexpr int offset = (vbits - 1) % span;
+    static_assert(span == 3, "the division by 3 below assumes three-bit groups");
+    const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(u, vbits), NIU_GAUSS_GROUP_BITS + wbits);
+    const __m256i v = _mm256_and_si256(u, _mm256_set1_epi32((1 << vbits) - 1));
+    const __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(v)), 23), _mm256_set1_epi32(127));
+    const __m256i x = _mm256_max_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(span - 1 - offset)), _mm256_setzero_si256());
+    const __m256i group = _mm256_srli_epi32(_mm256_mullo_epi32(x, _mm256_set1_epi32(11)), 5);
+    const __m256i top = _mm256_add_epi32(_mm256_add_epi32(group, _mm256_add_epi32(group, group)), _mm256_set1_epi32(offset));
+    const __m256i window = _mm256_and_si256(_mm256_srlv_epi32(_mm256_slli_epi32(v, wbits - 1), top), _mm256_set1_epi32((1 << wbits) - 1));
+    const __m256i index = _mm256_or_si256(_mm256_or_si256(sign, _mm256_slli_epi32(group, wbits)), window);
+    return _mm256_i32gather_epi32(rom, index, 4);
+}
+
+struct Device {
+    __m256i gt, sp, mu, sn;
+};
+
+inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, __m256i z3, __m256i lt) {
+    const __m256i gp = clamp(_mm256_add_epi32(d.gt, rshr(_mm256_mullo_epi32(d.sp, z1), NIU_Z_FRAC)), 0, NIU_G_MAX);
+    const __m256i nu = _mm256_min_epi32(_mm256_abs_epi32(_mm256_add_epi32(d.mu, rshr(_mm256_mullo_epi32(d.sn, z2), NIU_Z_FRAC))),
+                                        _mm256_set1_epi32(NIU_NU_MAX));
+    // nu * LT is below 2^31 (generator headroom check), so the arithmetic shift is exact.
+    const __m256i x = _mm256_min_epi32(rshr(_mm256_mullo_epi32(nu, lt), NIU_NU_FRAC), _mm256_set1_epi32(NIU_X_MAX));
+    const __m256i xi = _mm256_srli_epi32(x, NIU_X_FRAC);
+    const __m256i k = _mm256_and_si256(_mm256_srli_epi32(x, NIU_EXP_FRAC_BITS), _mm256_set1_epi32((1 << NIU_EXP_SEG_BITS) - 1));
+    const __m256i f = _mm256_and_si256(x, _mm256_set1_epi32((1 << NIU_EXP_FRAC_BITS) - 1));
+    // The 32-entry 2^-f ROM sits in four registers: permute each by k mod 8, pick by k >> 3.
+    static_assert(NIU_EXP_ENTRIES == 32, "the exp lookup below takes 32 entries");
+    const __m256i bit3 = _mm256_slli_epi32(k, 28), bit4 = _mm256_slli_epi32(k, 27);
+    const __m256i lo = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[0], k), _mm256_permutevar8x32_epi32(t.exp2[1], k),
+                                          _mm256_srai_epi32(bit3, 31));
+    const __m256i hi = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[2], k), _mm256_permutevar8x32_epi32(t.exp2[3], k),
+                                          _mm256_srai_epi32(bit3, 31));
+    const __m256i ed = _mm256_blendv_epi8(lo, hi, _mm256_srai_epi32(bit4, 31));
+    const __m256i ef = _mm256_sub_epi32(low16(ed), rshr(_mm256_mullo_epi32(_mm256_srli_epi32(ed, 16), f), NIU_EXP_FRAC_BITS));
+    // gd = rshr(rshr(gp * ef, 15) * 2^(15 - xi), 15).
+    const __m256i g1 = rshr(_mm256_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
+    const __m256i scale = _mm256_srlv_epi32(_mm256_set1_epi32(1 << NIU_EXP_ONE_BITS), xi);
+    const __m256i gd = rshr(_mm256_mullo_epi32(g1, scale), NIU_EXP_ONE_BITS);
+    // Read sigma: the float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
+    const __m256i gbits = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_max_epi32(gp, _mm256_set1_epi32(1))));
+    const __m256i j = _mm256_sub_epi32(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS),
+                                       _mm256_set1_epi32(127 << NIU_RT_SEG_BITS));
+    const __m256i fr = _mm256_and_si256(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS),
+                                        _mm256_set1_epi32((1 << NIU_RT_FRAC_BITS) - 1));
+    const __m256i rr = _mm256_i32gather_epi32(t.read, j, 4);
+    const __m256i sr = _mm256_add_epi32(low16(rr), rshr(_mm256_mullo_epi32(_mm256_srai_epi32(rr, 16), fr), NIU_RT_FRAC_BITS));
+    const __m256i sa = _mm256_min_epi32(rshr(_mm256_mullo_epi32(gd, sr), NIU_RT_ONE_BITS), _mm256_set1_epi32(NIU_G_MAX));
+    return clamp(_mm256_add_epi32(gd, rshr(_mm256_mullo_epi32(sa, z3), NIU_Z_FRAC)), 0, NIU_G_MAX);
+}
+
+// Eight weights of eight streams: uniforms u[g] of the four generators, clean codes c.
+inline __m256i weights(const Tables& t, const __m256i* u, __m256i c, __m256i lt, __m256i back_k, int out_max,
+                       const Device& off) {
+    constexpr int chip = NIU_GAUSS_CHIP_U_BITS, read = NIU_GAUSS_READ_U_BITS;
+    const __m256i low8 = _mm256_set1_epi32(0xFF);
+    const __m256i z1p = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[0], 8));
+    const __m256i z1m = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[1], 8));
+    const __m256i z2p = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[2], 8));
+    const __m256i packed = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(u[0], low8), 16),
+                                                           _mm256_slli_epi32(_mm256_and_si256(u[1], low8), 8)),
+                                           _mm256_and_si256(u[2], low8));
+    const __m256i z2m = gaussian<chip>(t.gauss_chip, packed);
+    const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u[3], 16));
+    const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u[3], _mm256_set1_epi32(0xFFFF)));
+
+    const __m256i neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), c);
+    const __m256i a = _mm256_min_epi32(_mm256_abs_epi32(c), _mm256_set1_epi32(NIU_CODE_TABLE - 1));
+    const __m256i lo = _mm256_i32gather_epi32(t.code_lo, a, 4);
+    const __m256i hi = _mm256_i32gather_epi32(t.code_hi, a, 4);
+    const Device on{low16(lo), _mm256_srli_epi32(lo, 16), low16(hi), _mm256_srli_epi32(hi, 16)};
+    // g+ is on for c >= 0, g- for c < 0; the draws belong to g+ and g-.
+    const Device plus{_mm256_blendv_epi8(on.gt, off.gt, neg), _mm256_blendv_epi8(on.sp, off.sp, neg),
+                      _mm256_blendv_epi8(on.mu, off.mu, neg), _mm256_blendv_epi8(on.sn, off.sn, neg)};
+    const Device minus{_mm256_blendv_epi8(off.gt, on.gt, neg), _mm256_blendv_epi8(off.sp, on.sp, neg),
+                       _mm256_blendv_epi8(off.mu, on.mu, neg), _mm256_blendv_epi8(off.sn, on.sn, neg)};
+    const __m256i g_plus = device(t, plus, z1p, z2p, z3p, lt);
+    const __m256i g_minus = device(t, minus, z1m, z2m, z3m, lt);
+    const __m256i diff = _mm256_sub_epi32(g_plus, g_minus);
+    const __m256i on_minus_off = _mm256_sign_epi32(diff, _mm256_or_si256(neg, _mm256_set1_epi32(1)));  // neg ? -d : d
+    const __m256i m = rshr(_mm256_mullo_epi32(on_minus_off, back_k), NIU_K_SHIFT);
+    const __m256i code = _mm256_sign_epi32(m, _mm256_or_si256(neg, _mm256_set1_epi32(1)));
+    return clamp(code, -out_max, out_max);
+}
+
+// The states of eight streams of one generator, transposed into four registers.
+struct Lanes8 {
+    __m256i s0, s1, s2, s3;
+    explicit Lanes8(const RngState* st) {
+        alignas(32) std::uint32_t w[4][8];
+        for (int l = 0; l < 8; ++l)
+            for (int i = 0; i < 4; ++i) w[i][l] = st[l][std::size_t(i)];
+        s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[0]));
+        s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[1]));
+        s2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[2]));
+        s3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[3]));
+    }
+    __m256i next() {
+        const __m256i o = _mm256_add_epi32(rotl(_mm256_add_epi32(s0, s3), NIU_RNG_ROT_OUT), s0);
+        const __m256i tt = _mm256_slli_epi32(s1, NIU_RNG_SHIFT_A);
+        s2 = _mm256_xor_si256(s2, s0);
+        s3 = _mm256_xor_si256(s3, s1);
+        s1 = _mm256_xor_si256(s1, s2);
+        s0 = _mm256_xor_si256(s0, s3);
+        s2 = _mm256_xor_si256(s2, tt);
+        s3 = rotl(s3, NIU_RNG_ROT_B);
+        return o;
+    }
+    void store(RngState* st) const {
+        alignas(32) std::uint32_t w[4][8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), s0);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), s1);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), s2);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), s3);
+        for (int l = 0; l < 8; ++l)
+            for (int i = 0; i < 4; ++i) st[l][std::size_t(i)] = w[i][l];
+    }
+};
+
+}  // namespace
+
+void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
+                      std::uint64_t last_beat, RngState* states) {
+    alignas(32) Tables t;
+    for (int i = 0; i < NIU_GAUSS_ENTRIES; ++i) {
+        t.gauss_chip[i] = NIU_GAUSS_CHIP_ROM[std::size_t(i)];
+        t.gauss_read[i] = NIU_GAUSS_READ_ROM[std::size_t(i)];
+    }
+    alignas(32) std::int32_t exp2[NIU_EXP_ENTRIES];
+    for (int k = 0; k < NIU_EXP_ENTRIES; ++k) exp2[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << 16);
+    for (int r = 0; r < NIU_EXP_ENTRIES / 8; ++r) t.exp2[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(exp2 + 8 * r));
+    for (int a = 0; a < NIU_CODE_TABLE; ++a) {
+        const CodeEntry& e = layer.code[std::size_t(a)];
+        t.code_lo[a] = e.gt | (e.sp << 16);
+        t.code_hi[a] = e.mu | (e.sn << 16);
+    }
+    for (int j = 0; j < NIU_RT_SEGMENTS; ++j)
+        t.read[j] = std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & 0xFFFFu) | (std::uint32_t(layer.rd[std::size_t(j)]) << 16));
+    const Device off{_mm256_set1_epi32(layer.code[0].gt), _mm256_set1_epi32(layer.code[0].sp),
+                     _mm256_set1_epi32(layer.code[0].mu), _mm256_set1_epi32(layer.code[0].sn)};
+    const __m256i lt = _mm256_set1_epi32(std::int32_t(layer.drift_lt));
+    const __m256i back_k = _mm256_set1_epi32(std::int32_t(layer.back_k));
+    const int out_max = (1 << (layer.out_bits - 1)) - 1;
+    const std::uint64_t count = layer.count;
+
+    alignas(32) std::uint32_t uni[kGens][kBlock][8];
+    for (int group = 0; group < kStreams / 8; ++group) {
+        for (std::uint64_t b0 = first_beat; b0 < last_beat; b0 += kBlock) {
+            const int nb = int(last_beat - b0 < std::uint64_t(kBlock) ? last_beat - b0 : std::uint64_t(kBlock));
+            // Two generators per pass: their dependency chains (five XOR/shift steps deep) overlap.
+            static_assert(kGens % 2 == 0, "generators are stepped in pairs");
+            for (int g = 0; g < kGens; g += 2) {
+                Lanes8 x(states + g * kStreams + group * 8), y(states + (g + 1) * kStreams + group * 8);
+                for (int b = 0; b < nb; ++b) {
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g][b]), x.next());
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g + 1][b]), y.next());
+                }
+                x.store(states + g * kStreams + group * 8);
+                y.store(states + (g + 1) * kStreams + group * 8);
+            }
+            for (int b = 0; b < nb; ++b) {
+                const std::uint64_t base = (b0 + std::uint64_t(b)) * kBeatLanes + std::uint64_t(group) * 8;
+                if (base >= count) break;
+                const bool full = base + 8 <= count;
+                std::int64_t c8 = 0;
+                if (full) {
+                    __builtin_memcpy(&c8, clean + base, 8);
+                } else {
+                    for (std::uint64_t i = base; i < count; ++i) c8 |= std::int64_t(std::uint8_t(clean[i])) << (8 * (i - base));
+                }
+                const __m256i c = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(c8));
+                __m256i u[kGens];
+                for (int g = 0; g < kGens; ++g) u[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(uni[g][b]));
+                const __m256i codes = weights(t, u, c, lt, back_k, out_max, off);
+                // Pack eight int32 codes (all in -127..127) to eight bytes.
+                const __m128i lo = _mm256_castsi256_si128(codes), hi = _mm256_extracti128_si256(codes, 1);
+                const __m128i w16 = _mm_packs_epi32(lo, hi);
+                const __m128i b8 = _mm_packs_epi16(w16, w16);
+                const std::int64_t o8 = _mm_cvtsi128_si64(b8);
+                if (full) {
+                    __builtin_memcpy(out + base, &o8, 8);
+                } else {
+                    for (std::uint64_t i = base; i < count; ++i) out[i] = std::int8_t(o8 >> (8 * (i - base)));
+                }
+            }
+        }
+    }
+}
+
+}  // namespace aimcemu::niu::detail
+
+#pragma GCC pop_options

@@ -1,0 +1,75 @@
+// NIU timing and cost: the rate comes from the RTL's measured weights per cycle, a lane count the
+// RTL was not built for is refused, the program blocks appear in the round time, and the XCU50
+// fit check adds PUs, NIUs and the shell as the paper's utilisation implies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "common/errors.hpp"
+#include "niu/niu_timing.hpp"
+#include "niu_constants.hpp"
+
+using namespace aimcemu;
+
+TEST(NiuTiming, RateIsTheMeasuredWeightsPerCycle) {
+    ASSERT_FALSE(niu_syntheses().empty());
+    for (const NiuSynthesis& s : niu_syntheses()) {
+        EXPECT_GT(s.weights_per_cycle, 0.95 * s.lanes) << s.lanes;  // one group per cycle, small overhead
+        EXPECT_LE(s.weights_per_cycle, s.lanes) << s.lanes;
+        const NiuConfig cfg = niu_config_for_lanes(s.lanes);
+        EXPECT_DOUBLE_EQ(cfg.lanes_per_cycle, s.weights_per_cycle);
+        const NiuThroughput t = niu_throughput(cfg);
+        EXPECT_DOUBLE_EQ(t.weights_per_s, std::min(s.weights_per_cycle * 300e6, 14.4e9 / 2)) << s.lanes;
+    }
+}
+
+TEST(NiuTiming, ALaneCountTheRtlWasNotBuiltForIsRefused) {
+    try {
+        niu_config_for_lanes(3, "perf.yaml");
+        ADD_FAILURE() << "3 lanes accepted";
+    } catch (const FormatError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("perf.yaml"), std::string::npos) << what;
+        EXPECT_NE(what.find("niu.lanes"), std::string::npos) << what;
+    }
+}
+
+TEST(NiuTiming, ProgramBlocksAreLoadedOncePerLayerAndRound) {
+    NiuConfig cfg;
+    cfg.lanes_per_cycle = 8;
+    const NiuRoundTime none = niu_round_time(cfg, 25'000'000);
+    const NiuRoundTime with = niu_round_time(cfg, 25'000'000, 54);
+    const double block = double(niu::gen::NIU_LAYER_WORDS + niu::gen::NIU_PIPE_STAGES) / 300e6;
+    EXPECT_DOUBLE_EQ(none.seconds, 25e6 / (8 * 300e6));
+    EXPECT_NEAR(with.program_seconds, 54 * block, 1e-15);
+    EXPECT_NEAR(with.seconds - none.seconds, 54 * block, 1e-12);
+    EXPECT_EQ(with.bytes_read - none.bytes_read, 54 * niu::gen::NIU_LAYER_WORDS * 4 + niu::gen::NIU_PROG_HEADER_WORDS * 4);
+    EXPECT_EQ(with.bytes_written, none.bytes_written);
+    EXPECT_THROW(niu_round_time(cfg, 10, -1), FormatError);
+}
+
+TEST(NiuTiming, FitOnTheXcu50) {
+    // The paper's build: ten PUs take all 640 URAMs; with the shell it is exactly the reported
+    // utilisation, and it fits.
+    const FitReport paper = fit_on_xcu50(5, 5, 0, 8);
+    EXPECT_TRUE(paper.fits);
+    EXPECT_EQ(paper.limiting, "URAM");
+    EXPECT_DOUBLE_EQ(paper.total.uram, 640);
+    EXPECT_NEAR(paper.total.lut / xcu50().lut, 0.234, 1e-12);
+    EXPECT_NEAR(paper.total.bram36 / xcu50().bram36, 0.256, 1e-12);
+    // An NIU in a PU1x slot: the totals are the sum of the rows and the shell.
+    const NiuSynthesis n8 = niu_synthesis(8);
+    const FitReport one = fit_on_xcu50(5, 4, 1, 8);
+    EXPECT_NEAR(one.total.lut, one.shell.lut + 5 * 16.5e3 + 4 * 15.5e3 + n8.resources.lut, 1e-6);
+    EXPECT_NEAR(one.total.dsp, one.shell.dsp + 5 * 514 + 4 * 258 + n8.resources.dsp, 1e-9);
+    EXPECT_NEAR(one.total.uram, 9 * 64 + n8.resources.uram, 1e-9);
+    EXPECT_TRUE(one.fits);
+    // Ten PUs and an NIU on top: no URAM left for it.
+    const FitReport over = fit_on_xcu50(5, 5, 1, 8);
+    EXPECT_FALSE(over.fits);
+    EXPECT_EQ(over.limiting, "URAM");
+    EXPECT_GT(over.limiting_fraction, 1.0);
+    EXPECT_THROW(fit_on_xcu50(5, 4, 1, 3), FormatError);
+    EXPECT_THROW(pu_resources("PU4x"), FormatError);
+}
