@@ -185,11 +185,6 @@ NiuLayerProgram read_layer(const std::uint32_t* w, const std::string& source, st
 
 void check_model(const noise::NoiseModel& model) { require_pcm_family(model); }
 
-double max_alpha(int absmax, int out_bits) {
-    const double scale = double(absmax * ((1 << (out_bits - 1)) - 1)) / 127.0 * std::ldexp(1.0, NIU_K_SHIFT - NIU_G_FRAC);
-    return double((std::uint32_t(1) << NIU_K_BITS) - 1) / scale;
-}
-
 int clean_absmax(std::span<const std::int8_t> clean, AbsMaxMode mode) {
     if (mode == AbsMaxMode::Fixed127) return 127;
     int m = 0;
