@@ -143,8 +143,8 @@ double row_segment_cost(const PuConfig& pu, std::int64_t n, std::int64_t tiles, 
     return command_cost(pu, col * n + tile * pu.r_sa, rows);
 }
 
-enum Stage { kSa, kWrb, kIn, kOut, kResidual, kStages };
-constexpr std::array<const char*, kStages> kStageNames = {"SA", "WRB", "ADM-in", "ADM-out", "residual"};
+enum Stage { kSa, kWrb, kIn, kOut, kResidual, kPeriph, kStages };
+constexpr std::array<const char*, kStages> kStageNames = {"SA", "WRB", "ADM-in", "ADM-out", "residual", "peripherals"};
 
 LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const TimingOptions& opt,
                       std::vector<TileTiming>* tiles_out) {
@@ -166,6 +166,12 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     t.wrb_cycles = ceil_div(pu.r_sa, pu.r_g);
     t.wrb_condition = pu.r_g * t.wave_cycles >= pu.r_sa;
     t.sa_cycles = g.tiles * g.columns * t.wave_cycles;
+    t.peripherals = std::size_t(index) < opt.peripherals.size() && opt.peripherals[std::size_t(index)];
+    if (t.peripherals) {
+        if (opt.periph_lanes < 0 || opt.periph_latency < 0)
+            throw FormatError("<timing>", "peripherals", "periph_lanes and periph_latency must be >= 0");
+        t.periph_cycles = ceil_div(pu.r_sa, opt.periph_lanes == 0 ? pu.r_g : opt.periph_lanes);
+    }
     const std::int64_t entries = uram_tile_entries(pu, g.m_eff);
     if (entries > uram_capacity_entries(pu))
         throw FormatError("<timing:" + net.name + ">", "layers/" + l.name,
@@ -189,6 +195,8 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
             c[kIn] = in_axi[std::size_t(col)] * f;
             c[kOut] = row_segment_cost(pu, g.n, g.tiles, rows, tile, col) * f;
             c[kResidual] = residual ? row_segment_cost(pu, g.n, g.tiles, rows, tile, col) * f : 0.0;
+            c[kPeriph] = double(t.periph_cycles);
+            t.periph_stall_cycles += std::max(0.0, c[kPeriph] - *std::max_element(c.begin(), c.begin() + kPeriph));
             const auto slowest = std::max_element(c.begin(), c.end());
             stage_time[std::size_t(slowest - c.begin())] += *slowest;
             tile_cycles += *slowest;
@@ -226,7 +234,7 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     const double first_load = in_axi.empty() ? 0.0 : in_axi.front() * f;
     const std::int64_t sa_drain = sa_pipeline_cycles(pu, std::min<std::int64_t>(g.n, pu.r_sa), g.m_eff, 1) - t.wave_cycles;
     t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + sa_drain +
-                    pu.postproc_pipeline;
+                    pu.postproc_pipeline + (t.peripherals ? opt.periph_latency : 0);
     if (tiles_out && !tiles_out->empty()) {
         auto& first = (*tiles_out)[tiles_out->size() - std::size_t(g.tiles)];
         first.exec_s += double(t.fill_cycles) / pu.fast_hz;

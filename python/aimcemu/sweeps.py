@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import _core, modelfile
+from . import _core, modelfile, peripherals
 from .config import SWEEP_DEFAULTS, RunConfig, check_count, load_yaml_config, parse_times
 from .executors import make_executor, task_threads
 from .mapping import resolve_noise_model
@@ -52,7 +52,7 @@ from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_task_
 # to aimcemu.run).
 DEFAULTS = SWEEP_DEFAULTS
 # Grid axes besides "noise.<parameter>" (any parameter of the noise model).
-PLAIN_AXES = ("model", "data", "mapping", "noise", "drift_compensation")
+PLAIN_AXES = ("model", "data", "mapping", "noise", "peripherals", "drift_compensation")
 
 
 def _error(field_name: str, what: str) -> _core.FormatError:
@@ -143,8 +143,9 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
         if name == "t":
             raise _error("grid.t", "t is not a task axis: list the times in the top-level 't' "
                                    "(every task covers all of them)")
-        if name not in PLAIN_AXES and not name.startswith("noise."):
-            raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>)")
+        if name not in PLAIN_AXES and not name.startswith(("noise.", "peripherals.")):
+            raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>, "
+                                         "peripherals.<setting>)")
         axes[name] = _axis_values(name, values)
     points = []
     for combo in itertools.product(*axes.values()) if axes else [()]:
@@ -157,13 +158,17 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
 def _point_run_args(cfg: dict, values: dict) -> dict:
     """aimcemu.run arguments of one grid point (the top-level options with the point's values)."""
     args = {key: copy.deepcopy(cfg[key]) for key in
-            ("model", "data", "mapping", "noise", "t", "chips", "rounds", "seed", "drift_compensation",
-             "backend", "layers")}
+            ("model", "data", "mapping", "noise", "peripherals", "t", "chips", "rounds", "seed",
+             "drift_compensation", "backend", "layers")}
     for name, value in values.items():
         if name.startswith("noise."):
             if not isinstance(args["noise"], Mapping):
                 raise _error(f"grid.{name}", "a noise parameter axis needs a top-level 'noise' with a 'model'")
             args["noise"] = {**args["noise"], name[len("noise."):]: value}
+        elif name.startswith("peripherals."):
+            base = args["peripherals"]
+            base = {} if base is None else (peripherals.parse_cli(base) if isinstance(base, str) else dict(base))
+            args["peripherals"] = {**base, name[len("peripherals."):]: value}
         else:
             args[name] = copy.deepcopy(value)
     for key in ("model", "data"):

@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mapping", default=None, metavar="MAPPING",
                         help="layers mapped to AIMC as a run takes them: a YAML mapping file or 'all' "
                              "(docs/hybrid_runs.md); instead of --aimc-layers")
+    parser.add_argument("--peripherals", default=None, metavar="LAYERS",
+                        help='layers whose results pass the analog tile peripherals (docs/peripherals.md): '
+                             '"aimc" (the AIMC layers), "all" or comma-separated names')
     parser.add_argument("--niu", type=int, default=0, metavar="COUNT", help="NIUs replacing PUs (shared sharing)")
     parser.add_argument("--niu-sharing", choices=["shared", "per-pu"], default="shared",
                         help="shared: COUNT NIUs serve all PUs; per-pu: one NIU beside each PU (half the slots)")
@@ -40,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     from ..perf import perf
 
     result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
-                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping, niu=args.niu,
+                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping, peripherals=args.peripherals, niu=args.niu,
                   niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes)
     if args.format == "json":
         import json
