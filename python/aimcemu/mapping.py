@@ -87,7 +87,7 @@ class Placement:
         return self.device == "aimc"
 
 
-_INHERIT = "inherit"  # a rule without "peripherals": the run's default applies
+_INHERIT = "inherit"  # a rule without "peripherals": the run's default applies (compared by value: it survives pickling)
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class Mapping:
             entry: dict[str, Any] = {"device": rule.device}
             if rule.noise is not None:
                 entry["noise"] = rule.noise
-            if rule.peripherals is not _INHERIT:
+            if rule.peripherals != _INHERIT:
                 entry["peripherals"] = rule.peripherals
             layers[rule.pattern] = rule.device if len(entry) == 1 else entry
         return {"default": self.default, "layers": layers}
@@ -229,7 +229,7 @@ class Mapping:
                     model = fallback
                 if id(model) not in configs:
                     configs[id(model)] = model.to_dict()
-                periph = default_peripherals if periphs[i] is _INHERIT else periphs[i]
+                periph = default_peripherals if periphs[i] == _INHERIT else periphs[i]
                 placements.append(Placement(i, layer.name, "aimc", configs[id(model)], periph, model))
             else:
                 placements.append(Placement(i, layer.name, "digital"))

@@ -33,11 +33,12 @@ def run_network(net, images, backend: str, threads: int, weights: dict | None = 
     `peripherals` (_core.niu.Peripherals, see peripheral_hook) applies the AIMC layers' DACs,
     output noise and ADCs."""
     if isinstance(weights, PublishedRound):
-        _, activations = weights.emulator.run_published(images, backend, threads, weights.round, peripherals)
+        extra = {} if peripherals is None else {"peripherals": peripherals}
+        _, activations = weights.emulator.run_published(images, backend, threads, weights.round, **extra)
         return activations
     if not hasattr(_core, "run_network"):
         raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
-    return _core.run_network(net, images, backend, threads, weights, peripherals)
+    return _core.run_network(net, images, backend, threads, weights, peripherals=peripherals)
 
 
 def peripheral_settings(net, placements: list[Placement]) -> list | None:
@@ -164,7 +165,8 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
         start = time.perf_counter()
         # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
         hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
-        activations = run_network(net, images, cfg.backend, cfg.threads, weights, hook) if weights else reference
+        extra = {} if hook is None else {"peripherals": hook}
+        activations = run_network(net, images, cfg.backend, cfg.threads, weights, **extra) if weights else reference
         check_activations(net_layers, activations, len(images))
         times["inference_s"] += time.perf_counter() - start
         start = time.perf_counter()
