@@ -1,5 +1,5 @@
 // Benchmark: how long the analytic timing model takes to time ResNet-50 on the whole U50 system,
-// against a reference measured in the same run: the cycle-level SA model (sa_cycle.hpp) on one
+// against a reference measured in the same run: the PE-level SA model (sa_cycle.hpp) on one
 // ResNet-50 layer shape, extrapolated per simulated cycle to the whole network.  Prints ms and
 // ratios; it asserts nothing (timing belongs here, not in tests).
 #include <chrono>
@@ -41,7 +41,7 @@ int main() {
     piped.mode = MultiPuMode::LayerPipelined;
     const double t_sys_pipe = best_ms(3, [&] { sink += evaluate_system(net, piped).fps; });
 
-    // Reference: the cycle-level model on layer1.0.conv2's shape (N=64, M=576) for 256 columns.
+    // Reference: the PE-level model on layer1.0.conv2's shape (N=64, M=576) for 256 columns.
     const std::int64_t n = 64, m = 576, p = 256;
     std::vector<std::int8_t> w(std::size_t(n * m), 3), x(std::size_t(p * m), 5), b(std::size_t(n), 1);
     std::vector<std::int32_t> acc(std::size_t(n * p));
@@ -57,9 +57,9 @@ int main() {
     std::printf("  U50 system, baseline schedule            %9.3f\n", t_sys_base);
     std::printf("  U50 system, adaptive schedule (default)  %9.3f\n", t_sys_adaptive);
     std::printf("  U50 system, layer-pipelined              %9.3f\n", t_sys_pipe);
-    std::printf("reference: cycle-level SA model, %lld cycles in %.3f ms -> whole network on PU2x ~%.0f ms\n",
+    std::printf("reference: PE-level SA model, %lld cycles in %.3f ms -> whole network on PU2x ~%.0f ms\n",
                 static_cast<long long>(stats.cycles), t_cycle, t_cycle_network);
-    std::printf("ratio cycle-level network / analytic system (adaptive): %.0fx\n", t_cycle_network / t_sys_adaptive);
+    std::printf("ratio PE-level network / analytic system (adaptive): %.0fx\n", t_cycle_network / t_sys_adaptive);
     std::printf("(checksum %g)\n", sink);
     return 0;
 }

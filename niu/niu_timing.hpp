@@ -23,8 +23,10 @@ struct NiuConfig {
     double lanes_per_cycle = 32;         // weights that leave the noise pipeline per clock
     double clock_hz = 300e6;             // AXI / system clock
     int beat_bytes = 32;                 // 256-bit AXI beat = 32 INT8 lanes
-    double channel_bytes_per_s = 32.0 * 450e6;  // one HBM pseudo-channel (256 bit at 450 MHz)
-    double channel_efficiency = 1.0;     // sustained fraction of the channel for long bursts
+    // One HBM pseudo-channel of the U50 and its sustained fraction for long bursts: the same
+    // constants as the PUs' channels (perf_model/pu_config.hpp).
+    double channel_bytes_per_s = kU50HbmPeakBytesPerS / kU50HbmPseudoChannels;
+    double channel_efficiency = kShuhaiHbmEfficiency;
     void validate(const std::string& source = "<memory>") const;
 };
 

@@ -83,16 +83,13 @@ struct NiuCompileOptions {
 // differential pair with g_min = 0 (compile_program's first check).
 void check_model(const noise::NoiseModel& model);
 
-// The largest drift-compensation alpha whose back-conversion scale K (NIU_K_BITS wide) holds
-// for a layer of abs-max `absmax` with `out_bits`-bit codes (docs/niu_datapath.md section 3).
-double max_alpha(int absmax, int out_bits);
-
 // Throws FormatError for a model outside the PCM family, a converter other than a single pair
 // with g_min = 0, negative or non-finite t, bad alpha, absmax or out_bits.
 NiuProgram compile_program(const noise::NoiseModel& model, const std::vector<NiuLayerSpec>& layers,
                            const NiuCompileOptions& options);
 
-// The largest drift compensation alpha that fits K for a layer of abs-max A (section 3).
+// The largest drift-compensation alpha whose back-conversion scale K (NIU_K_BITS wide) holds
+// for a layer of abs-max `absmax` with `out_bits`-bit codes (docs/niu_datapath.md section 3).
 double max_alpha(int absmax, int out_bits = 8);
 
 }  // namespace aimcemu::niu

@@ -23,12 +23,18 @@ void PuConfig::validate(const std::string& source) const {
     require(align_bytes % axi_bytes == 0 || axi_bytes % align_bytes == 0, source, "align_bytes",
             "must divide or be a multiple of axi_bytes");
     require(adm_command_overhead >= 0, source, "adm_command_overhead", "must be >= 0");
+    require(adm_io_stream_bytes > 0 && adm_io_stream_bytes <= axi_bytes, source, "adm_io_stream_bytes",
+            "must be in 1..axi_bytes");
     require(uram_count >= r_sa, source, "uram_count", "needs one URAM per SA row at least");
     require(uram_entries > 0, source, "uram_entries", "must be positive");
     require(uram_subregions >= 1, source, "uram_subregions", "must be >= 1");
     require(c_sa * 8 * uram_subregions == uram_weight_bits, source, "c_sa",
             "C_SA * 8 bit * sub-regions must equal the URAM weight width (" + std::to_string(uram_weight_bits) +
                 " bit)");
+    require(uram_cascades >= 1 && uram_write_bits >= 8 * uram_cascades, source, "uram_write_bits",
+            "the URAM write side needs at least one byte per cascade");
+    require(hbm_channel_peak_bytes_per_s > 0, source, "hbm_channel_peak_bytes_per_s", "must be positive");
+    require(hbm_efficiency > 0 && hbm_efficiency <= 1, source, "hbm_efficiency", "must be in (0, 1]");
     require(postproc_pipeline >= 0 && hbm_latency_s >= 0, source, "pipeline",
             "depths and latency must be >= 0");
 }

@@ -4,10 +4,20 @@
 // shape, clocks, port widths, URAM count) and the few physical assumptions that the paper does
 // not state (ADM command overhead, HBM latency, pipeline depths).  docs/timing.md explains each.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 namespace aimcemu {
+
+// HBM of the Alveo U50: 32 pseudo-channels, 316 GB/s in total (AMD DS965, the U50 data sheet).
+inline constexpr int kU50HbmPseudoChannels = 32;
+inline constexpr double kU50HbmPeakBytesPerS = 316e9;
+// Sustained fraction of the HBM peak for long sequential bursts: Shuhai (Wang et al., FCCM 2020)
+// measured 425 GB/s over all 32 AXI channels of an Alveo U280's HBM, whose peak is 460.8 GB/s
+// (PG276: 32 ports x 256 bit x 450 MHz).  The U50 has the same HBM subsystem at a lower memory
+// clock; the same protocol overheads (refresh, page activation) are assumed to cost the same share.
+inline constexpr double kShuhaiHbmEfficiency = 425e9 / 460.8e9;
 
 struct PuConfig {
     std::string name = "PU2x";
@@ -22,16 +32,31 @@ struct PuConfig {
     // AXI ports (two 256-bit ports per PU: I/O, and weights+bias+residual).
     int axi_bytes = 32;               // one beat
     int align_bytes = 32;             // ADM minimum transfer / alignment (paper Sec. V)
+    // Bytes per AXI cycle on the I/O ADM's stream side (128 bit).  Rate-matched to the PU2x: its SA
+    // reads 8 bytes per fast cycle from the activation buffer and its WRB emits R_g = 8 bytes per
+    // fast cycle, 16 bytes per AXI cycle each.  Transfers move whole aligned 32-byte words (the
+    // paper's 32-byte minimum, no realignment), so a word takes two cycles on this side.  The paper
+    // gives the port's width (256 bit), not this one: chosen against its numbers (docs/timing.md).
+    int adm_io_stream_bytes = 16;
     // Extra AXI cycles per ADM command that the IM2COL unit issues (one command per in-image
     // kernel pixel, per output segment, per residual segment).  Not in the paper: fitted to the
     // footnote of Table I (ResNet-50 with the first layer's IM2COL in the FPGA); see docs/timing.md.
-    double adm_command_overhead = 1.52;
+    double adm_command_overhead = 0.34;
 
     // URAM weight store: 64 URAMs x 4096 x 72 bit; 64 bits of weights + the spare byte (bias).
     int uram_count = 64;
     int uram_entries = 4096;
     int uram_weight_bits = 64;
     int uram_subregions = 1;          // PU1x: 2 sub-regions of 32 bit, matching its C_SA = 4
+    // Write side (paper Sec. IV): the weights port's 256-bit, 300 MHz stream is converted to 128 bit
+    // at the fast clock and feeds two URAM cascades of R_SA/2 URAMs; a cascade takes one write per
+    // cycle (AMD UG573), which carries one entry: C_SA weights of one row.
+    int uram_write_bits = 128;
+    int uram_cascades = 2;
+
+    // HBM pseudo-channel behind each of the PU's regions (weights, activations, residuals).
+    double hbm_channel_peak_bytes_per_s = kU50HbmPeakBytesPerS / kU50HbmPseudoChannels;
+    double hbm_efficiency = kShuhaiHbmEfficiency;
 
     // Pipeline depth (fast cycles) after the WRB, for the per-layer drain (the SA's own drain comes
     // from sa_pipeline_cycles in timing.hpp).
@@ -41,7 +66,19 @@ struct PuConfig {
     // Derived quantities.
     double macs_per_cycle() const { return double(r_sa) * c_sa; }
     double peak_ops() const { return 2.0 * macs_per_cycle() * fast_hz; }   // ops/s
-    double port_bytes_per_s() const { return double(axi_bytes) * axi_hz; }
+    double port_bytes_per_s() const { return double(axi_bytes) * axi_hz; }  // one AXI port, one direction
+    // Bytes per second the URAM write side accepts: one entry (C_SA weight bytes) per cascade per
+    // fast cycle, at most the converter's width.
+    double uram_write_bytes_per_s() const {
+        const double per_cascade = std::min(double(uram_write_bits) / 8.0 / uram_cascades, double(weights_per_entry()));
+        return uram_cascades * per_cascade * fast_hz;
+    }
+    double hbm_channel_bytes_per_s() const { return hbm_channel_peak_bytes_per_s * hbm_efficiency; }
+    // The weights port's sustained rate into the URAMs: the slowest of AXI port, URAM write side and
+    // the weights' HBM channel.
+    double weight_port_bytes_per_s() const {
+        return std::min({port_bytes_per_s(), uram_write_bytes_per_s(), hbm_channel_bytes_per_s()});
+    }
     // Weights held by one URAM entry (one SA row reads C_SA weights per fast cycle).
     int weights_per_entry() const { return c_sa; }
     std::int64_t entries_per_row() const { return std::int64_t(uram_entries) * uram_subregions; }
@@ -57,10 +94,10 @@ PuConfig pu1x();   // R_SA = 64, C_SA = 4  (258 DSP), URAM split into two 32-bit
 // "pu2x" / "pu1x" (case-insensitive); FormatError otherwise.
 PuConfig pu_by_name(const std::string& name, const std::string& source = "<memory>");
 
-// HBM as seen by the system (U50: 32 pseudo-channels, each 256 bit at 450 MHz on the AXI side).
+// HBM as seen by the system: the U50's 32 pseudo-channels at their sustained rate.
 struct HbmConfig {
-    int channels = 32;
-    double channel_bytes_per_s = 32.0 * 450e6;   // 14.4 GB/s per pseudo-channel
+    int channels = kU50HbmPseudoChannels;
+    double channel_bytes_per_s = kU50HbmPeakBytesPerS / kU50HbmPseudoChannels * kShuhaiHbmEfficiency;
     void validate(const std::string& source = "<memory>") const;
 };
 

@@ -31,6 +31,8 @@ SchedulePolicy schedule_policy_from_string(const std::string& name, const std::s
 void ScheduleProblem::validate() const {
     if (tiles.empty()) throw FormatError(source, "tiles", "no tiles to schedule");
     if (capacity <= 0) throw FormatError(source, "capacity", "URAM capacity must be positive");
+    if (!(port_headroom >= 1.0)) throw FormatError(source, "port_headroom", "must be >= 1");
+    if (!(load_latency_s >= 0.0)) throw FormatError(source, "load_latency_s", "must be >= 0");
     for (std::size_t i = 0; i < tiles.size(); ++i) {
         const SchedTile& t = tiles[i];
         const std::string field = "tiles/" + std::to_string(i);
@@ -88,7 +90,9 @@ public:
             const long w = window(g);
             if (w >= 0 && std::size_t(w) >= exec_next_) return false;  // release window not reached: cannot happen
             release_[g] = w < 0 ? 0.0 : s_[std::size_t(w)];
-            double start = std::max(release_[g], g == 0 ? 0.0 : port_free);
+            // A resident tile (nothing to load, no entries to claim) does not queue on the port.
+            const bool resident = t.load_s <= 0 && t.entries == 0;
+            double start = std::max(release_[g], g == 0 || resident ? 0.0 : port_free);
             if (double_buffer_) {
                 if (2 * t.entries > p_.capacity) feasible = false;
                 if (g >= 2) {
@@ -105,8 +109,14 @@ public:
             alive_.insert(std::upper_bound(alive_.begin(), alive_.end(), g), g);
             occ_[g] = double(allocated_);
             ls_[g] = start;
-            le_[g] = g == 0 ? 0.0 : port_finish(start, t.load_s);
-            port_free = le_[g];
+            if (g == 0 || resident) {
+                le_[g] = g == 0 ? 0.0 : start;
+            } else {
+                const bool port_was_idle = start > port_free;
+                const double first_data = port_was_idle ? start + p_.load_latency_s : start;
+                le_[g] = port_finish(first_data, t.load_s);
+                port_free = le_[g];
+            }
             loaded_[g] = true;
             advance_execution();
         }
@@ -198,7 +208,7 @@ private:
             }
             const SchedTile& run = tile(i);
             const double share = run.exec_s > 0 ? std::min(1.0, run.side_port_s / run.exec_s) : 0.0;
-            const double rate = 1.0 - share;
+            const double rate = std::min(1.0, p_.port_headroom * (1.0 - share));
             const double available = (e_[i] - t) * rate;
             if (rate > 0 && remaining <= available) return t + remaining / rate;
             remaining -= std::max(0.0, available);
@@ -329,15 +339,16 @@ ScheduleResult optimal_schedule(const ScheduleProblem& problem) {
 double stall_lower_bound(const ScheduleProblem& problem) {
     problem.validate();
     const auto& tiles = problem.tiles;
-    double exec = 0, port = 0, forced = 0;
+    double carried = 0, loads = 0, forced = 0;  // load work the port can do while tiles execute; all load work
     for (std::size_t j = 0; j < tiles.size(); ++j) {
-        exec += tiles[j].exec_s;
-        port += tiles[j].load_s + tiles[j].side_port_s;
+        const double share = tiles[j].exec_s > 0 ? std::min(1.0, tiles[j].side_port_s / tiles[j].exec_s) : 0.0;
+        carried += tiles[j].exec_s * std::min(1.0, problem.port_headroom * (1.0 - share));
+        loads += tiles[j].load_s;
         const SchedTile& prev = tiles[(j + tiles.size() - 1) % tiles.size()];
         // Tile j cannot be resident with its predecessor: its whole load happens while the SA idles.
         if (tiles.size() > 1 && prev.entries + tiles[j].entries > problem.capacity) forced += tiles[j].load_s;
     }
-    return std::max({0.0, port - exec, forced});
+    return std::max({0.0, loads - carried, forced});
 }
 
 }  // namespace aimcemu

@@ -32,6 +32,13 @@ struct SchedTile {
 struct ScheduleProblem {
     std::vector<SchedTile> tiles;
     std::int64_t capacity = 0;  // URAM entries per row available to dynamic tiles
+    // The weights port's AXI rate over the weight-load rate (>= 1).  A residual stream that takes a
+    // share r of the AXI port leaves the loads min(1, port_headroom * (1 - r)) of their rate: when
+    // the URAM write side, not the AXI port, limits the loads, residuals use the spare AXI beats.
+    double port_headroom = 1.0;
+    // A load that starts while the port idles waits this long for its first data (HBM read
+    // latency); a load queued behind another has its latency hidden by the one before.
+    double load_latency_s = 0.0;
     std::string source = "<schedule>";
     void validate() const;      // FormatError for empty input, negative times, a tile larger than capacity
 };
@@ -87,7 +94,8 @@ ScheduleResult simulate_schedule(const ScheduleProblem& problem, const std::vect
 ScheduleResult optimal_schedule(const ScheduleProblem& problem);
 
 // A lower bound on the steady-state stall of any schedule that fetches every tile every round:
-// max(port work - SA work, sum over tiles that cannot share URAM with their predecessor of l_j).
+// max(load work - what the port can carry while tiles execute, sum over tiles that cannot share
+// URAM with their predecessor of l_j).
 double stall_lower_bound(const ScheduleProblem& problem);
 
 }  // namespace aimcemu

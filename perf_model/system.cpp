@@ -141,6 +141,10 @@ PuRun run_pu(const Network& net, const PuConfig& pu, const TimingOptions& timing
 
     run.problem.source = "<schedule:" + net.name + "@" + pu.name + ">";
     run.problem.capacity = std::max<std::int64_t>(1, uram_capacity_entries(pu) - run.static_entries);
+    run.problem.port_headroom = pu.port_bytes_per_s() / pu.weight_port_bytes_per_s();
+    run.problem.load_latency_s = pu.hbm_latency_s;
+    // The roofline variant moves weights for free: its schedule has no stall.
+    const bool free_weights = timing.model == TimingModel::Roofline;
     for (const TileTiming& tt : run.timing.tiles) {
         if (!included[std::size_t(tt.layer)]) continue;
         const bool resident = tt.shared_static || pinned[std::size_t(tt.layer)];
@@ -149,9 +153,11 @@ PuRun run_pu(const Network& net, const PuConfig& pu, const TimingOptions& timing
         st.side_port_s = tt.side_port_s;
         st.label = run.timing.layers[std::size_t(tt.layer)].name + "#" + std::to_string(tt.tile);
         if (!resident) {
-            st.load_s = double(tt.load_bytes) / pu.port_bytes_per_s();
-            st.entries = tt.entries;
             run.weight_bytes_per_round += tt.load_bytes;
+            if (!free_weights) {
+                st.load_s = double(tt.load_bytes) / pu.weight_port_bytes_per_s();
+                st.entries = tt.entries;
+            }
         }
         run.problem.tiles.push_back(st);
     }
@@ -290,7 +296,7 @@ double stage_estimate(const NetworkTiming& t, const PuConfig& pu, int first, int
         }
     }
     if (entries > uram_capacity_entries(pu)) port += digital_bytes;  // must stream
-    return std::max(compute, port / pu.port_bytes_per_s());
+    return std::max(compute, port / pu.weight_port_bytes_per_s());
 }
 
 // Cuts layers into at most `stages` contiguous stages (stage k on PU stage_pus[k]) minimising the

@@ -7,11 +7,13 @@
 
 #include "common/errors.hpp"
 #include "perf_model/uram.hpp"
+#include "pu_model/sa_pipeline.hpp"
 
 namespace aimcemu {
 
 const char* to_string(FirstLayerIm2col v) { return v == FirstLayerIm2col::Host ? "host" : "fpga"; }
 const char* to_string(AvgPoolMapping v) { return v == AvgPoolMapping::BlockDiagonal ? "block-diagonal" : "dense"; }
+const char* to_string(TimingModel v) { return v == TimingModel::Full ? "full" : "roofline"; }
 
 std::int64_t aligned_beats(const PuConfig& pu, std::int64_t address, std::int64_t bytes) {
     if (bytes <= 0) return 0;
@@ -32,8 +34,11 @@ std::int64_t sa_pipeline_cycles(const PuConfig& pu, std::int64_t n, std::int64_t
     const std::int64_t waves = p * sections;
     const std::int64_t blocks = pu.r_sa / pu.r_g;
     const std::int64_t rows_last = n - (sections - 1) * pu.r_sa;
-    const std::int64_t top = ceil_div(rows_last, pu.r_g) - 1;
-    return (waves - 1) * std::max(g, blocks) + g + pu.c_sa + (top + 1) * pu.r_g - 1 + (blocks - 1 - top) + 3;
+    const int top = int(ceil_div(rows_last, pu.r_g) - 1);
+    // The last wave starts (W-1) wave intervals in; its top chunk reaches its FIFO head, climbs the
+    // aggregator chain to the top slot, is written to the WRB and read the cycle after.
+    const std::int64_t last_chunk_ready = sa_pipeline::chunk_ready_cycle(g, pu.c_sa, pu.r_g, top);
+    return (waves - 1) * std::max(g, blocks) + last_chunk_ready + (blocks - 1 - top) + sa_pipeline::kWrbWriteAndRead + 1;
 }
 
 bool sa_pipeline_exact(const PuConfig& pu, std::int64_t n, std::int64_t m) {
@@ -92,31 +97,50 @@ GemmPlan plan_gemm(const Network& net, const Layer& l, const PuConfig& pu, const
     return g;
 }
 
-// ADM cost (AXI cycles) of one command of `bytes` at `address`.
-double command_cost(const PuConfig& pu, std::int64_t address, std::int64_t bytes) {
-    return double(aligned_beats(pu, address, bytes)) + pu.adm_command_overhead;
+// What moving one column, or one output or residual segment, costs: AXI cycles on the port (the
+// aligned 32-byte words it spans at the ADM stream side's width, plus the ADM's per-command
+// overhead) and the bytes the HBM channel delivers.
+struct Transfer {
+    double axi_cycles = 0;
+    double hbm_bytes = 0;
+    Transfer& operator+=(const Transfer& o) {
+        axi_cycles += o.axi_cycles;
+        hbm_bytes += o.hbm_bytes;
+        return *this;
+    }
+};
+
+// One ADM command of `bytes` at `address` through a stream side of `stream_bytes` per AXI cycle:
+// the aligned words it spans, moved whole, plus the command overhead.
+Transfer command(const PuConfig& pu, std::int64_t address, std::int64_t bytes, int stream_bytes) {
+    const double moved = double(aligned_beats(pu, address, bytes) * pu.axi_bytes);
+    return {moved / stream_bytes + pu.adm_command_overhead, moved};
 }
 
-// Input AXI cycles of each column (for IM2COL they differ at the image border).
-std::vector<double> input_axi_cycles(const Network& net, const Layer& l, const GemmPlan& g, const PuConfig& pu,
-                                     std::int64_t tile) {
-    std::vector<double> cycles(std::size_t(g.columns), 0.0);
+// Part of one long linear transfer: no per-command cost.
+Transfer streamed(double bytes, int stream_bytes) { return {bytes / stream_bytes, bytes}; }
+
+// Input transfer of each column (for IM2COL they differ at the image border).
+std::vector<Transfer> input_transfers(const Network& net, const Layer& l, const GemmPlan& g, const PuConfig& pu,
+                                      std::int64_t tile) {
+    std::vector<Transfer> columns(std::size_t(g.columns));
     if (g.input == InputMode::Linear) {
-        std::fill(cycles.begin(), cycles.end(), double(g.m_eff) / pu.axi_bytes);
-        return cycles;
+        std::fill(columns.begin(), columns.end(), streamed(double(g.m_eff), pu.adm_io_stream_bytes));
+        return columns;
     }
-    if (g.input == InputMode::Strided) {
-        std::fill(cycles.begin(), cycles.end(), double(aligned_beats(pu, 0, g.in_channels)));
-        return cycles;
+    if (g.input == InputMode::Strided) {  // one stride-patterned burst per column: no per-command cost
+        const double moved = double(aligned_beats(pu, 0, g.in_channels) * pu.axi_bytes);
+        std::fill(columns.begin(), columns.end(), streamed(moved, pu.adm_io_stream_bytes));
+        return columns;
     }
     const Shape3& in = net.shape_of(l.input);
     const int ow = l.out_shape.w;
     const bool aligned = (std::int64_t(in.c) % pu.align_bytes == 0) &&
                          (std::int64_t(g.channel_offset_step) * tile % pu.align_bytes == 0);
-    const double aligned_cost = command_cost(pu, 0, g.in_channels);
+    const Transfer aligned_command = command(pu, 0, g.in_channels, pu.adm_io_stream_bytes);
     for (std::int64_t col = 0; col < g.columns; ++col) {
         const int oy = int(col / ow), ox = int(col % ow);
-        double sum = 0;
+        Transfer sum;
         for (int ky = 0; ky < l.kernel; ++ky) {
             const int iy = oy * l.stride - l.pad + ky;
             if (iy < 0 || iy >= in.h) continue;  // padding rows are zeros written by the buffer, no transfer
@@ -124,27 +148,29 @@ std::vector<double> input_axi_cycles(const Network& net, const Layer& l, const G
                 const int ix = ox * l.stride - l.pad + kx;
                 if (ix < 0 || ix >= in.w) continue;
                 if (aligned) {
-                    sum += aligned_cost;
+                    sum += aligned_command;
                 } else {
                     const std::int64_t addr = (std::int64_t(iy) * in.w + ix) * in.c + g.channel_offset_step * tile;
-                    sum += command_cost(pu, addr, g.in_channels);
+                    sum += command(pu, addr, g.in_channels, pu.adm_io_stream_bytes);
                 }
             }
         }
-        cycles[std::size_t(col)] = sum;
+        columns[std::size_t(col)] = sum;
     }
-    return cycles;
+    return columns;
 }
 
-// AXI cycles to move a tile's `rows` bytes of pixel `col` of an N-channel HWC tensor.
-double row_segment_cost(const PuConfig& pu, std::int64_t n, std::int64_t tiles, int rows, std::int64_t tile,
-                        std::int64_t col) {
-    if (tiles == 1 && rows == n) return double(rows) / pu.axi_bytes;  // contiguous across columns: one stream
-    return command_cost(pu, col * n + tile * pu.r_sa, rows);
+// A tile's `rows` bytes of pixel `col` of an N-channel HWC tensor, through a stream side of
+// `stream_bytes` per AXI cycle.
+Transfer row_segment(const PuConfig& pu, std::int64_t n, std::int64_t tiles, int rows, std::int64_t tile,
+                     std::int64_t col, int stream_bytes) {
+    if (tiles == 1 && rows == n) return streamed(double(rows), stream_bytes);  // contiguous across columns: one stream
+    return command(pu, col * n + tile * pu.r_sa, rows, stream_bytes);
 }
 
-enum Stage { kSa, kWrb, kIn, kOut, kResidual, kPeriph, kStages };
-constexpr std::array<const char*, kStages> kStageNames = {"SA", "WRB", "ADM-in", "ADM-out", "residual", "peripherals"};
+enum Stage { kSa, kWrb, kIn, kOut, kResidual, kHbm, kPeriph, kStages };
+constexpr std::array<const char*, kStages> kStageNames = {"SA", "WRB", "ADM-in", "ADM-out", "residual", "HBM",
+                                                          "peripherals"};
 
 LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const TimingOptions& opt,
                       std::vector<TileTiming>* tiles_out) {
@@ -178,32 +204,44 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
                           "one weight tile needs " + std::to_string(entries) + " URAM entries, more than the " +
                               std::to_string(uram_capacity_entries(pu)) + " a " + pu.name + " has");
 
+    const bool roofline = opt.model == TimingModel::Roofline;
     const double f = pu.fast_per_axi();
+    const double hbm_cycles_per_byte = pu.fast_hz / pu.hbm_channel_bytes_per_s();
     const bool residual = l.residual_input >= 0;
     std::array<double, kStages> stage_time{};
-    std::vector<double> in_axi;
-    double in_sum = 0, out_sum = 0, res_sum = 0;
+    std::vector<Transfer> in;
+    double in_sum = 0, out_sum = 0, res_sum = 0, hbm_sum = 0, in_bytes = 0;
     for (std::int64_t tile = 0; tile < g.tiles; ++tile) {
-        if (tile == 0 || g.channel_offset_step != 0) in_axi = input_axi_cycles(net, l, g, pu, tile);
+        if (tile == 0 || g.channel_offset_step != 0) in = input_transfers(net, l, g, pu, tile);
         const int rows = int(std::min<std::int64_t>(pu.r_sa, g.n - tile * pu.r_sa));
         double tile_cycles = 0, tile_side = 0;
         for (std::int64_t col = 0; col < g.columns; ++col) {
             // The tile's output (and residual) segment sits at pixel `col`; block-diagonal avg pool has one pixel.
+            const Transfer& column_in = in[std::size_t(col)];
+            // Output through the I/O port; the residual segment through the weights port, whose stream
+            // side (256 bit at 300 MHz to 128 bit at 600 MHz) moves a whole word per AXI cycle.
+            const Transfer out = row_segment(pu, g.n, g.tiles, rows, tile, col, pu.adm_io_stream_bytes);
+            const Transfer res = row_segment(pu, g.n, g.tiles, rows, tile, col, pu.axi_bytes);
             std::array<double, kStages> c{};
             c[kSa] = double(t.wave_cycles);
             c[kWrb] = double(t.wrb_cycles);
-            c[kIn] = in_axi[std::size_t(col)] * f;
-            c[kOut] = row_segment_cost(pu, g.n, g.tiles, rows, tile, col) * f;
-            c[kResidual] = residual ? row_segment_cost(pu, g.n, g.tiles, rows, tile, col) * f : 0.0;
+            c[kIn] = column_in.axi_cycles * f;
+            c[kOut] = out.axi_cycles * f;
+            c[kResidual] = residual ? res.axi_cycles * f : 0.0;
+            c[kHbm] = (column_in.hbm_bytes + out.hbm_bytes) * hbm_cycles_per_byte;
             c[kPeriph] = double(t.periph_cycles);
-            t.periph_stall_cycles += std::max(0.0, c[kPeriph] - *std::max_element(c.begin(), c.begin() + kPeriph));
-            const auto slowest = std::max_element(c.begin(), c.end());
-            stage_time[std::size_t(slowest - c.begin())] += *slowest;
-            tile_cycles += *slowest;
+            if (!roofline)
+                t.periph_stall_cycles += std::max(0.0, c[kPeriph] - *std::max_element(c.begin(), c.begin() + kPeriph));
+            const std::size_t slowest =
+                roofline ? std::size_t(kSa) : std::size_t(std::max_element(c.begin(), c.end()) - c.begin());
+            stage_time[slowest] += c[slowest];
+            tile_cycles += c[slowest];
             tile_side += c[kResidual];
             in_sum += c[kIn];
             out_sum += c[kOut];
             res_sum += c[kResidual];
+            hbm_sum += c[kHbm];
+            in_bytes += column_in.hbm_bytes;
         }
         t.stream_cycles += tile_cycles;
         if (tiles_out) {
@@ -214,7 +252,7 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
             tt.entries = entries;
             tt.load_bytes = std::int64_t(rows) * g.m_eff + rows;  // weights + the bias byte per row
             tt.exec_s = tile_cycles / pu.fast_hz;
-            tt.side_port_s = tile_side / pu.fast_hz;
+            tt.side_port_s = roofline ? 0.0 : tile_side / pu.fast_hz;
             tt.shared_static = g.shared_tile;
             tiles_out->push_back(tt);
         }
@@ -226,15 +264,21 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     t.in_cycles_per_column = in_sum / waves;
     t.out_cycles_per_column = out_sum / waves;
     t.residual_cycles_per_column = res_sum / waves;
-    t.input_bytes = std::int64_t(std::llround(in_sum / f * pu.axi_bytes));
+    t.hbm_cycles_per_column = hbm_sum / waves;
+    t.input_bytes = std::int64_t(std::llround(in_bytes));
+    t.adm_bound_cycles = t.stream_cycles - double(t.sa_cycles);
     t.bound = kStageNames[std::size_t(std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin())];
 
     // Fill and drain: the first column's load, one HBM read and one write latency, the SA pipeline's
-    // drain after the last wave (as the cycle-level model counts it), and the post-processing chain.
-    const double first_load = in_axi.empty() ? 0.0 : in_axi.front() * f;
-    const std::int64_t sa_drain = sa_pipeline_cycles(pu, std::min<std::int64_t>(g.n, pu.r_sa), g.m_eff, 1) - t.wave_cycles;
-    t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + sa_drain +
-                    pu.postproc_pipeline + (t.peripherals ? opt.periph_latency : 0);
+    // drain after the last wave (as the PE-level model counts it), and the post-processing chain
+    // (with the analog peripherals' pipeline where the layer has them).
+    if (!roofline) {
+        const double first_load = in.empty() ? 0.0 : in.front().axi_cycles * f;
+        const std::int64_t sa_drain =
+            sa_pipeline_cycles(pu, std::min<std::int64_t>(g.n, pu.r_sa), g.m_eff, 1) - t.wave_cycles;
+        t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + sa_drain +
+                        pu.postproc_pipeline + (t.peripherals ? opt.periph_latency : 0);
+    }
     if (tiles_out && !tiles_out->empty()) {
         auto& first = (*tiles_out)[tiles_out->size() - std::size_t(g.tiles)];
         first.exec_s += double(t.fill_cycles) / pu.fast_hz;
@@ -246,8 +290,9 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
 }
 
 // Element-wise add (not used by the zoo, whose residuals are fused): both operands stream in on
-// the two ports while the sum streams out; the slowest of the three sets the time.
-LayerTiming time_add(const Network& net, int index, const PuConfig& pu) {
+// the two ports while the sum streams out; the port or the activation channel (which carries the
+// input and the sum) sets the time.  The roofline gives it no time: the SA does no work.
+LayerTiming time_add(const Network& net, int index, const PuConfig& pu, const TimingOptions& opt) {
     const Layer& l = net.layers[std::size_t(index)];
     LayerTiming t;
     t.layer = index;
@@ -259,11 +304,15 @@ LayerTiming time_add(const Network& net, int index, const PuConfig& pu) {
     t.input_bytes = bytes;
     t.residual_bytes = bytes;
     t.output_bytes = bytes;
-    t.stream_cycles = double(bytes) / pu.axi_bytes * pu.fast_per_axi();
+    const double port = double(bytes) / pu.adm_io_stream_bytes * pu.fast_per_axi();
+    const double channel = 2.0 * double(bytes) / pu.hbm_channel_bytes_per_s() * pu.fast_hz;
+    t.bound = port >= channel ? "ADM-in" : "HBM";
+    if (opt.model == TimingModel::Roofline) return t;
+    t.stream_cycles = std::max(port, channel);
+    t.adm_bound_cycles = t.stream_cycles;
     t.fill_cycles = std::int64_t(std::ceil(2.0 * pu.hbm_latency_s * pu.fast_hz)) + pu.postproc_pipeline;
     t.cycles = t.stream_cycles + double(t.fill_cycles);
     t.time_s = t.cycles / pu.fast_hz;
-    t.bound = "ADM-in";
     return t;
 }
 
@@ -274,7 +323,7 @@ LayerTiming time_one(const Network& net, int index, const PuConfig& pu, const Ti
         case LayerKind::Conv:
         case LayerKind::Linear:
         case LayerKind::AvgPool: return time_gemm(net, index, pu, opt, tiles_out);
-        case LayerKind::Add: return time_add(net, index, pu);
+        case LayerKind::Add: return time_add(net, index, pu, opt);
         case LayerKind::MaxPool: break;
     }
     // Max-pool is fused into the producing layer's post-processing (paper Sec. V): no PU time.

@@ -10,6 +10,7 @@
 //             linear transfers (k=1, p=0, s in {1,2}; FC; host IM2COL) stream at 32 B/AXI cycle
 //   ADM out   the tile's R_SA output bytes of the pixel: aligned beats (+ overhead if strided)
 //   residual  the tile's R_SA residual bytes on the weights/residual port (same cost rule)
+//   HBM       the activation channel: the input and output beats at the channel's sustained rate
 // plus a per-layer fill (first column load, HBM latency, SA and post-processing depth).
 // Weight-tile load stalls are not here: the scheduler (scheduler.hpp) adds them.
 #pragma once
@@ -35,12 +36,22 @@ enum class AvgPoolMapping {
     Dense,          // the full N x (k*k*C) GEMM of Layer::gemm_n/m (mostly zero weights)
 };
 
+// Which model times the layers.
+enum class TimingModel {
+    Full,      // every stage, the per-layer fill and drain, and (system model) weight-load stalls
+    Roofline,  // SA cycles only, P * ceil(N/R_SA) * ceil(M/C_SA) with the mapped M and P: no fill,
+               // no data-movement bound, no weight stall.  The straw man the paper's numbers must
+               // reject (tests/cpp/test_timing_paper.cpp).
+};
+
 const char* to_string(FirstLayerIm2col v);
 const char* to_string(AvgPoolMapping v);
+const char* to_string(TimingModel v);
 
 struct TimingOptions {
     FirstLayerIm2col first_layer = FirstLayerIm2col::Host;
     AvgPoolMapping avg_pool = AvgPoolMapping::BlockDiagonal;
+    TimingModel model = TimingModel::Full;
     // Analog tile peripherals (docs/peripherals.md) in the post-processing of the layers flagged
     // here (by layer index; empty: none): one more streaming stage of periph_lanes results per
     // fast cycle (0: R_g, the block's design rate) and periph_latency cycles of pipeline depth.
@@ -76,18 +87,20 @@ struct LayerTiming {
     double in_cycles_per_column = 0;     // average ADM input time of a column, fast cycles
     double out_cycles_per_column = 0;
     double residual_cycles_per_column = 0;
+    double hbm_cycles_per_column = 0;    // activation channel: input + output beats at its sustained rate
     std::int64_t wrb_cycles = 0;         // ceil(R_SA / R_g)
-    std::int64_t fill_cycles = 0;
+    std::int64_t fill_cycles = 0;        // fill and drain: first column, HBM latencies, SA and post-processing depth
     double stream_cycles = 0;            // sum over tiles and columns of the slowest stage
+    double adm_bound_cycles = 0;         // stream_cycles - sa_cycles: waves a data-movement stage made longer
     double cycles = 0;                   // stream + fill (no weight stalls)
-    std::string bound;                   // "SA", "ADM-in", "ADM-out", "residual", "WRB", "peripherals", "fused"
+    std::string bound;                   // "SA", "ADM-in", "ADM-out", "residual", "WRB", "HBM", "peripherals", "fused"
     bool wrb_condition = true;           // R_g >= R_SA / ceil(M/C_SA) (the paper's condition)
     bool peripherals = false;            // the layer's results pass the analog tile peripherals
     std::int64_t periph_cycles = 0;      // their stage per wave: ceil(R_SA / periph lanes)
     double periph_stall_cycles = 0;      // stream cycles the stage adds over the other stages
     double macs = 0;                     // useful MACs (conv/linear: N*M*P; pools: 0)
     std::int64_t weight_bytes = 0;       // weights + bias loaded per inference
-    std::int64_t input_bytes = 0;        // activation bytes read from HBM (all tiles)
+    std::int64_t input_bytes = 0;        // activation bytes read from HBM (all tiles, whole aligned beats)
     std::int64_t output_bytes = 0;
     std::int64_t residual_bytes = 0;
     double time_s = 0;

@@ -1,23 +1,56 @@
-// Cycle-level model of the PU's systolic array (SA), its output aggregator and the wave reorder
-// buffer (WRB), after the paper's Fig. 2(b).  It computes the GEMM exactly as the array does and
-// moves every result through the modelled datapath, so that the values it returns are the ones
-// that leave the WRB in read order; a wrong reorder would give a wrong result.  It is slow (one
-// step per fast-clock cycle) and meant for small shapes: it is the cycle-count reference for the
-// analytic timing model and the third bit-exact GEMM path.  Assumptions: docs/arithmetic.md.
+// PE-level, cycle-by-cycle model of the PU's systolic array (SA), its output aggregator and the
+// wave reorder buffer (WRB), after the paper's Fig. 2(b).
+//
+// Every register that carries data is modelled: the activation buffer read, the per-column input
+// skew, the DSP48E2 input cascade that moves activations up each column, each row's URAM read
+// (enabled in systolic alignment, with the per-column weight skew), the A/B, M and P registers of
+// every PE, the bias entering the first column's C port, the partial sums moving right into the
+// neighbour's C port, and the last column accumulating ceil(M/C_SA) rounds.  Finished rows are
+// scaled, merged into R_g-wide chunks, queued in one FIFO per row-block, climb the aggregator
+// chain and are written to the WRB at the address its free list hands out (arrival order); a
+// table indexed by the chunk's tag remembers where it went.  The read side walks (wave,
+// row-block) in strict order, and the output is written in read order by a counter that knows
+// nothing of tags: a chunk that arrives with a wrong tag lands in the wrong place, and one that
+// never arrives stops the run with a FormatError naming its wave (a cycle limit guards the loop).
+//
+// Pipeline depths: sa_pipeline.hpp (shared with the analytic timing model).  The model is slow
+// (R_SA x C_SA PEs stepped every fast cycle) and meant for small shapes: it is the cycle-count
+// reference for perf_model/timing.hpp and the third bit-exact GEMM path.  docs/arithmetic.md.
 #pragma once
 #include <cstdint>
 
 namespace aimcemu {
 
+// Deliberate defects, for the mutation tests that show a broken datapath cannot pass: each gives
+// a wrong result or a FormatError naming the wave, never a hang.
+enum class SaFault {
+    None,
+    InputSkew,      // column `column`'s input skew line is one register short
+    SwapChunkTags,  // wave `wave`: the chunks of row-blocks `block` and `block + 1` swap their tags
+    DropChunk,      // wave `wave`: row-block `block`'s chunk is lost between aggregator and WRB
+};
+
+struct SaFaultSpec {
+    SaFault kind = SaFault::None;
+    int column = 1;
+    std::int64_t wave = 0;
+    int block = 0;
+};
+
 struct SaConfig {
-    int rows = 64;          // R_SA: PEs (output channels) per input round
+    int rows = 64;          // R_SA: PE rows (output channels) per wave
     int cols = 8;           // C_SA: depth positions per cycle (PU2x 8, PU1x 4)
-    int rg = 8;             // R_g: bytes per chunk, WRB read bytes per cycle; must divide rows
+    int rg = 8;             // R_g: rows per chunk, WRB read chunks per cycle; must divide rows
     // The paper gives no depths; these defaults let the array stream at full rate whenever the
-    // WRB read side keeps up (a chunk spends up to G + C + R cycles in the pipeline).
-    int fifo_depth = 16;    // chunks per row-block FIFO incl. those in the SA pipeline (credits)
+    // WRB read side keeps up (a chunk spends up to G + C + R + the pipeline depth in flight).
+    int fifo_depth = 16;    // chunks per row-block FIFO incl. those in the array (credits): covers
+                            // the round trip of a 64-row array at G >= R_SA/R_g; smaller arrays
+                            // at G = 1 need up to C_SA + R_SA + 5 (deeper FIFOs slow the
+                            // read-bound regime: more waves in flight collide in the chain)
     int wrb_waves = 64;     // WRB capacity in waves (64 x 64 B = one BRAM36); the SA starts a
                             // wave only when the WRB has space reserved for it
+    std::int64_t cycle_limit = 0;  // 0: derived from the shape (never reached by a sound datapath)
+    SaFaultSpec fault;      // SaFault::None for the real datapath
     void validate() const;  // throws FormatError naming the bad field
 };
 
@@ -32,10 +65,13 @@ struct SaCycleStats {
     std::int64_t out_of_order_writes = 0;// chunks written to the WRB before an older chunk
     std::int64_t first_output_cycle = 0; // cycle of the first WRB read
     std::int64_t max_wrb_chunks = 0;     // peak WRB occupancy in chunks
+    std::int64_t cycle_limit = 0;        // the guard this run had
 };
 
 // acc (P x N int32) = W (N x M) * X + (bias << bias_shift), with X given as P rows of M int8
-// (row stride ldx), computed by the modelled array.  Returns the cycle statistics.
+// (row stride ldx), computed by the modelled array.  Returns the cycle statistics.  Throws
+// FormatError for a bad configuration, and for a datapath that loses a chunk or overruns the
+// cycle limit (only possible with a fault injected).
 SaCycleStats sa_cycle_gemm(const std::int8_t* w, const std::int8_t* xt, std::int64_t ldx, const std::int8_t* bias,
                            int bias_shift, std::int64_t n, std::int64_t m, std::int64_t p, const SaConfig& config,
                            std::int32_t* acc);

@@ -38,6 +38,7 @@ __version__ = "0.1.0"
 # Public names -> the submodule that defines them (imported on first use).
 _LAZY = {
     "import_torch": "importer",
+    "import_onnx": "onnx_import",
     "run": "runner",
     "sweep": "sweeps",
     "analysis": None,
@@ -47,6 +48,7 @@ _LAZY = {
     "perf": None,
     "mapping": None,
     "importer": None,
+    "onnx_import": None,
     "Mapping": "mapping",
     "config": None,
     "results": None,

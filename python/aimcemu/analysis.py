@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from . import modelfile
+from ._optional import require
 from .results import METRICS, open_layer, open_run, open_sweep, round_coordinates, round_coords, round_slots
 from .sweeps import sweep
 
@@ -30,9 +31,8 @@ __all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_s
            "student_t_quantile", "METRICS"]
 
 def _xr():
-    import xarray
-
-    return xarray
+    require("h5netcdf", "aimcemu.analysis (xarray's h5netcdf engine)")
+    return require("xarray", "aimcemu.analysis")
 
 
 # --- one run ------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
 
 # --- studies ------------------------------------------------------------------------------------
 def student_t_quantile(probability: float, dof: int) -> float:
-    from scipy import stats
+    stats = require("scipy.stats", "confidence intervals")
 
     return float(stats.t.ppf(probability, dof))
 
@@ -181,7 +181,7 @@ def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips:
     95 % CI over chips (averaged over t), accuracy_drop (reference - mean), and the SNR of the
     layer's own output and of the network's output (dB, means over chips and t).  The runs go
     through aimcemu.sweep into `output` (a sweep folder; resumable)."""
-    import pandas as pd
+    pd = require("pandas", "layer_sensitivity")
 
     model_path, _ = modelfile.locate_inputs(model, data)
     net = modelfile.load_model(model_path)

@@ -12,6 +12,7 @@ import pkgutil
 import sys
 
 from . import commands
+from ._optional import MissingExtraError
 
 
 def _command_modules():
@@ -39,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     # Bad input (FormatError is a ValueError) or an unusable path: one line that names the
-    # file and field, not a traceback.  Anything else is a bug and keeps its traceback.
-    except (ValueError, OSError, KeyError) as exc:
+    # file and field (or the extra to install), not a traceback.  Anything else is a bug and keeps its traceback.
+    except (ValueError, OSError, KeyError, MissingExtraError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

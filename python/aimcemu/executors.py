@@ -13,6 +13,7 @@ import signal
 from typing import Any, Callable, Mapping
 
 from . import _core
+from ._optional import require
 
 
 def cores() -> int:
@@ -33,7 +34,7 @@ def init_worker(threads: int) -> None:
 def task_threads(threads: int | Mapping[str, int]) -> int:
     """The C++ threads a task may use: a number, or per-worker numbers on a Dask cluster."""
     if isinstance(threads, Mapping):
-        from distributed import get_worker
+        get_worker = require("distributed", "sweeps on a Dask cluster").get_worker
 
         return int(threads.get(get_worker().address, 1))
     return int(threads)
@@ -82,7 +83,7 @@ class DaskClient:
     """Tasks as Dask futures; the client's worker threads decide concurrency."""
 
     def __init__(self, client_or_address):
-        from distributed import Client
+        Client = require("distributed", "sweeps on a Dask cluster").Client
 
         self.own = isinstance(client_or_address, str)
         self.client = Client(client_or_address) if self.own else client_or_address
@@ -105,7 +106,7 @@ class DaskClient:
         return self.client.submit(fn, *args, key=key, pure=False)
 
     def as_completed(self, futures):
-        from distributed import as_completed
+        as_completed = require("distributed", "sweeps on a Dask cluster").as_completed
 
         return as_completed(futures)
 

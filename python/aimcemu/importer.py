@@ -1,10 +1,10 @@
 """PyTorch -> aimcemu INT8 network import (power-of-two scales).
 
-``import_torch(module, calibration_data)`` traces an eval-mode PyTorch CNN with torch.fx, maps its
-graph onto the layer kinds of formats/network.hpp (conv, linear, add, max_pool, avg_pool), fuses
-what the accelerator's post-processing can absorb (BatchNorm into the conv, ReLU into the producer,
-a residual add into the conv that feeds it), chooses power-of-two scales from calibration ranges
-(aimcemu.quantize) and returns a resolved ``_core.Network``.  docs/import.md describes the scheme.
+``import_torch(module, calibration_data)`` traces an eval-mode PyTorch CNN with torch.fx, turns
+each graph node into a framework-neutral node (aimcemu._netbuild, shared with the ONNX importer),
+measures every value's range on the calibration data and lets _netbuild map the nodes onto the
+layer kinds of formats/network.hpp, fuse what the accelerator's post-processing absorbs and choose
+power-of-two scales.  Returns a resolved ``_core.Network``.  docs/import.md describes the scheme.
 
 Anything the format cannot express raises UnsupportedOperationError naming every offending module;
 nothing is ever skipped silently.
@@ -12,87 +12,69 @@ nothing is ever skipped silently.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
-import torch
-import torch.fx as fx
-import torch.nn as nn
-import torch.nn.functional as F
 
 from . import _core
-from . import quantize as q
+from . import _netbuild as nb
+from ._netbuild import DEFAULT_PERCENTILE, ImportedModel, UnsupportedOperationError  # noqa: F401 (public)
+from ._optional import require
+
+torch = require("torch", "aimcemu.importer (import_torch)")
+import torch.fx as fx  # noqa: E402  (after the check above, which names the extra to install)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 CALIBRATION_BATCH = 256
-NETWORK_INPUT = _core.NETWORK_INPUT   # "the producer is the image" (formats/network.hpp)
 
 
-class UnsupportedOperationError(NotImplementedError):
-    """The model uses operations the INT8 network format cannot express.
-
-    ``problems`` holds one (where, what) pair per offending op: where is the module's qualified
-    name (or the graph node's name for a function call) and what says why."""
-
-    def __init__(self, problems: list[tuple[str, str]]):
-        self.problems = list(problems)
-        lines = "\n".join(f"  {where}: {what}" for where, what in self.problems)
-        super().__init__(f"cannot import the model, {len(self.problems)} unsupported operation(s):\n{lines}")
-
-
-@dataclass
-class ImportedModel:
-    """What the importer produced: the network plus each tensor's scale, so that a caller can map
-    int8 activations back to the float model's values (value = int8 * 2^-frac_bits)."""
-    network: _core.Network
-    input_frac_bits: int
-    frac_bits: list[int]           # per layer, the frac bits of the layer's output
-
-    def quantize_images(self, images_nchw) -> np.ndarray:
-        return q.quantize_images(_to_numpy(images_nchw), self.input_frac_bits)
-
-
-def import_torch(module: nn.Module, calibration_data, name: str | None = None) -> _core.Network:
+def import_torch(module: nn.Module, calibration_data, name: str | None = None, calibration: str = "max",
+                 percentile: float = DEFAULT_PERCENTILE) -> _core.Network:
     """Converts an eval-mode PyTorch CNN to a resolved INT8 ``_core.Network``.
 
     calibration_data: a float tensor/array [N, C, H, W], or an iterable of such batches (or of
-    (images, labels) tuples, as a DataLoader yields).  Activation scales come from the max |value|
-    each tensor takes over it, so it should look like the data the network will see."""
-    return convert_torch(module, calibration_data, name).network
+    (images, labels) tuples, as a DataLoader yields).  calibration="max" takes each tensor's
+    scale from the largest |value| it reaches on that data; "percentile" from the given
+    percentile of |value| (clipping rare outliers for a finer scale)."""
+    return convert_torch(module, calibration_data, name, calibration, percentile).network
 
 
-def convert_torch(module: nn.Module, calibration_data, name: str | None = None) -> ImportedModel:
+def convert_torch(module: nn.Module, calibration_data, name: str | None = None, calibration: str = "max",
+                  percentile: float = DEFAULT_PERCENTILE) -> ImportedModel:
     """import_torch, also returning the frac bits of every tensor."""
     if any(m.training for m in module.modules()):
         raise ValueError("import_torch needs the module in eval mode (BatchNorm statistics and dropout are "
                          "frozen only then): call module.eval() first")
     graph_module = _trace(module)
     ops = _classify_graph(graph_module)
-    ranges = _calibrate(graph_module, calibration_data)
-    plans, input_node, output_layer = _GraphMapper(ops, ranges).map(graph_module.graph)
-    return _Quantizer(plans, ranges, input_node).build(name or type(module).__name__, output_layer)
+    nodes, node_of = _neutral_nodes(graph_module, ops)
+    stats = _calibrate(graph_module, calibration_data)
+    ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile)
+    name = name or type(module).__name__
+    return nb.build_network(nodes, _output_node(graph_module, node_of), ranges, name, f"<import_torch:{name}>")
 
 
 def fold_batchnorm(weight: torch.Tensor, bias: torch.Tensor | None, bn: nn.BatchNorm2d) -> tuple[np.ndarray, np.ndarray]:
     """Conv weight [O, C, kh, kw] and bias [O] with an eval-mode BatchNorm folded in, in float64:
     bn(conv(x)) = conv'(x) with w' = w * g, b' = (b - mean) * g + beta, g = gamma / sqrt(var + eps)."""
-    out_channels = weight.shape[0]
-    w = weight.detach().double()
-    b = bias.detach().double() if bias is not None else torch.zeros(out_channels, dtype=torch.float64)
-    gamma = bn.weight.detach().double() if bn.weight is not None else torch.ones(out_channels, dtype=torch.float64)
-    beta = bn.bias.detach().double() if bn.bias is not None else torch.zeros(out_channels, dtype=torch.float64)
-    g = gamma / torch.sqrt(bn.running_var.detach().double() + bn.eps)
-    folded_w = w * g.reshape(-1, *([1] * (w.dim() - 1)))
-    folded_b = (b - bn.running_mean.detach().double()) * g + beta
-    return folded_w.numpy(), folded_b.numpy()
+    return nb.fold_batchnorm(_f64(weight), None if bias is None else _f64(bias), _batchnorm(bn))
+
+
+def _f64(t: torch.Tensor) -> np.ndarray:
+    return t.detach().double().cpu().numpy()
+
+
+def _batchnorm(bn: nn.BatchNorm2d) -> nb.BatchNorm:
+    n = bn.num_features
+    return nb.BatchNorm(gamma=_f64(bn.weight) if bn.weight is not None else np.ones(n),
+                        beta=_f64(bn.bias) if bn.bias is not None else np.zeros(n),
+                        mean=_f64(bn.running_mean), var=_f64(bn.running_var), eps=float(bn.eps))
 
 
 # --------------------------------------------------------------------------------------------
 # Tracing and op classification
-
-
-def _to_numpy(x) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def _trace(module: nn.Module) -> fx.GraphModule:
@@ -104,8 +86,8 @@ def _trace(module: nn.Module) -> fx.GraphModule:
 
 @dataclass
 class _Op:
-    """One graph node as a layer kind: tag is input, output, conv, bn, relu, linear, add,
-    max_pool, avg_pool, global_avg_pool, flatten or identity."""
+    """One graph node as a layer kind: a _netbuild tag, or output, or shape (x.size(0) and the
+    like, which only feed a reshape's target shape)."""
     tag: str
     module: nn.Module | None = None
     kernel: int = 1
@@ -119,11 +101,10 @@ class _Unsupported(Exception):
 
 def _square(value, what: str) -> int:
     """A kernel/stride/padding given as int or pair; the format has one value for both axes."""
-    if isinstance(value, int):
-        return value
-    if isinstance(value, (tuple, list)) and len(value) == 2 and value[0] == value[1]:
-        return int(value[0])
-    raise _Unsupported(f"{what} {value} is not square (the format has one value for both axes)")
+    try:
+        return nb.square(value, what)
+    except ValueError as exc:
+        raise _Unsupported(str(exc)) from None
 
 
 def _conv_op(m: nn.Conv2d) -> _Op:
@@ -215,8 +196,23 @@ _RELU_FUNCTIONS = (F.relu, torch.relu)
 _ADD_FUNCTIONS = (operator.add, operator.iadd, torch.add)
 
 
+def _is_shape_value(arg) -> bool:
+    """x.size(...), x.shape, x.shape[i]: a shape, not a tensor."""
+    if not isinstance(arg, fx.Node):
+        return False
+    if arg.op == "call_method" and arg.target in ("size", "dim"):
+        return True
+    if arg.op == "call_function" and arg.target is getattr and arg.args[1] in ("shape", "ndim"):
+        return True
+    return arg.op == "call_function" and arg.target is operator.getitem and _is_shape_value(arg.args[0])
+
+
 def _function_op(node: fx.Node) -> _Op:
     target = node.target
+    if _is_shape_value(node):
+        return _Op("shape")
+    if target is torch.reshape:
+        return _Op("flatten")     # the mapper accepts only a reshape to [N, features]
     if target in _RELU_FUNCTIONS:
         return _Op("relu")
     if target in _ADD_FUNCTIONS:
@@ -229,6 +225,10 @@ def _function_op(node: fx.Node) -> _Op:
 
 
 def _method_op(node: fx.Node) -> _Op:
+    if _is_shape_value(node):
+        return _Op("shape")
+    if node.target in ("view", "reshape"):
+        return _Op("flatten")     # the mapper accepts only a reshape to [N, features]
     if node.target in ("relu", "relu_"):
         return _Op("relu")
     if node.target in ("add", "add_", "__add__", "__iadd__"):
@@ -280,28 +280,67 @@ def _classify_graph(graph_module: fx.GraphModule) -> dict[fx.Node, _Op]:
 
 
 # --------------------------------------------------------------------------------------------
+# fx graph -> neutral nodes
+
+
+def _neutral_nodes(graph_module: fx.GraphModule, ops: dict) -> tuple[list[nb.Node], dict]:
+    """The tensor-valued fx nodes as _netbuild nodes (topological order), and fx node -> node.
+    Shape computations (x.size(0), x.shape[0]) carry no tensor and get no node."""
+    node_of: dict[fx.Node, nb.Node] = {}
+    nodes = []
+    for fx_node in graph_module.graph.nodes:
+        op = ops[fx_node]
+        if op.tag in ("output", "shape"):
+            continue
+        inputs = [node_of[a] for a in _tensor_args(fx_node) if a in node_of]
+        node = nb.Node(fx_node.name, _node_where(fx_node), op.tag, inputs, kernel=op.kernel, stride=op.stride,
+                       pad=op.pad)
+        module = op.module
+        if op.tag in ("conv", "linear"):
+            node.weight = _f64(module.weight)
+            node.bias = _f64(module.bias) if module.bias is not None else None
+        elif op.tag == "bn":
+            node.bn = _batchnorm(module)
+        node_of[fx_node] = node
+        nodes.append(node)
+    for fx_node, node in node_of.items():
+        node.users = sum(1 for user in fx_node.users if ops[user].tag != "shape")
+    return nodes, node_of
+
+
+def _tensor_args(fx_node: fx.Node) -> list[fx.Node]:
+    """The node's tensor operands in order (the data input first)."""
+    if fx_node.op == "placeholder":
+        return []
+    args = list(fx_node.args) or list(fx_node.kwargs.values())
+    tag_first_only = fx_node.target not in (*_ADD_FUNCTIONS, "add", "add_", "__add__", "__iadd__")
+    args = args[:1] if tag_first_only else args[:2]
+    return [a for a in args if isinstance(a, fx.Node)]
+
+
+def _output_node(graph_module: fx.GraphModule, node_of: dict) -> nb.Node:
+    output = next(n for n in graph_module.graph.nodes if n.op == "output")
+    result = output.args[0]
+    if not isinstance(result, fx.Node) or result not in node_of:
+        raise UnsupportedOperationError([("output", "the model must return a single tensor")])
+    return node_of[result]
+
+
+# --------------------------------------------------------------------------------------------
 # Calibration
 
 
-@dataclass
-class _Ranges:
-    """Per node: the largest |value| over the calibration data and the per-sample shape."""
-    max_abs: dict = field(default_factory=dict)
-    shape: dict = field(default_factory=dict)
-
-
 class _RangeRecorder(fx.Interpreter):
-    def __init__(self, graph_module: fx.GraphModule, ranges: _Ranges):
+    def __init__(self, graph_module: fx.GraphModule, stats: nb.RangeStatistics):
         super().__init__(graph_module)
-        self.ranges = ranges
+        self.stats = stats
 
     def run_node(self, node):
         out = super().run_node(node)
-        if isinstance(out, torch.Tensor):
+        if isinstance(out, torch.Tensor) and out.dim() >= 1:
             # Read right away: an in-place op later in the graph may overwrite this tensor.
-            peak = float(out.detach().abs().max()) if out.numel() else 0.0
-            self.ranges.max_abs[node] = max(self.ranges.max_abs.get(node, 0.0), peak)
-            self.ranges.shape[node] = tuple(out.shape[1:])
+            self.stats.update(node, out.detach().cpu().numpy())
+            self.stats.shape[node] = tuple(out.shape[1:])
         return out
 
 
@@ -316,9 +355,9 @@ def _calibration_batches(data) -> Iterable[torch.Tensor]:
         yield torch.as_tensor(item[0] if isinstance(item, (tuple, list)) else item)
 
 
-def _calibrate(graph_module: fx.GraphModule, calibration_data) -> _Ranges:
-    ranges = _Ranges()
-    recorder = _RangeRecorder(graph_module, ranges)
+def _calibrate(graph_module: fx.GraphModule, calibration_data) -> nb.RangeStatistics:
+    stats = nb.RangeStatistics()
+    recorder = _RangeRecorder(graph_module, stats)
     param = next(graph_module.parameters(), None)
     dtype = param.dtype if param is not None else torch.float32
     batches = 0
@@ -330,343 +369,4 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data) -> _Ranges:
             batches += 1
     if batches == 0:
         raise ValueError("calibration_data is empty")
-    return ranges
-
-
-# --------------------------------------------------------------------------------------------
-# Graph -> layer plans (structure and fusion; no numbers yet)
-
-
-@dataclass
-class _Plan:
-    """One layer of the network being built.  ``tail`` is the graph node whose value the layer
-    currently outputs; fusing an op into the layer moves the tail to that op."""
-    name: str
-    kind: str                      # a _core.LayerKind name
-    input: int
-    tail: fx.Node
-    op: _Op
-    bn: nn.BatchNorm2d | None = None
-    relu: bool = False
-    residual_input: int = -1
-    relu_after_residual: bool = False
-    pre_residual: fx.Node | None = None   # GEMM value before a fused residual add
-    flat_chw: tuple | None = None          # linear: torch CHW shape its input was flattened from
-
-
-@dataclass(frozen=True)
-class _Value:
-    """Where a graph value lives: a layer's output (or the input, -1), and, when torch sees it
-    flattened, the (C, H, W) shape it was flattened from."""
-    layer: int
-    flat_chw: tuple | None = None
-
-
-class _GraphMapper:
-    def __init__(self, ops: dict[fx.Node, _Op], ranges: _Ranges):
-        self.ops = ops
-        self.ranges = ranges
-        self.plans: list[_Plan] = []
-        self.values: dict[fx.Node, _Value] = {}
-        self.names: set[str] = set()
-
-    def map(self, graph: fx.Graph) -> tuple[list[_Plan], fx.Node, int]:
-        input_node, output_layer = None, -1
-        for node in graph.nodes:
-            tag = self.ops[node].tag
-            if tag == "input":
-                input_node = node
-                self.values[node] = _Value(NETWORK_INPUT)
-            elif tag == "output":
-                output_layer = self._output(node)
-            else:
-                getattr(self, "_map_" + tag)(node)
-        return self.plans, input_node, output_layer
-
-    # -- helpers
-
-    def _fail(self, node: fx.Node, what: str):
-        raise UnsupportedOperationError([(_node_where(node), what)])
-
-    def _unique_name(self, node: fx.Node) -> str:
-        base = _node_where(node)
-        name, n = base, 2
-        while name in self.names:
-            name, n = f"{base}_{n}", n + 1
-        self.names.add(name)
-        return name
-
-    def _add_plan(self, node: fx.Node, kind: str, source: fx.Node, **fields) -> _Plan:
-        value = self.values[source]
-        plan = _Plan(self._unique_name(node), kind, value.layer, node, self.ops[node], **fields)
-        self.plans.append(plan)
-        self.values[node] = _Value(len(self.plans) - 1)
-        return plan
-
-    def _sole_tail_of(self, node: fx.Node) -> _Plan | None:
-        """The plan whose current output is `node`, when nothing else reads `node` (so an op on it
-        can be fused into that plan without changing what other consumers see)."""
-        layer = self.values[node].layer
-        if layer == NETWORK_INPUT or len(node.users) != 1:
-            return None
-        plan = self.plans[layer]
-        return plan if plan.tail is node else None
-
-    def _spatial_input(self, node: fx.Node) -> fx.Node:
-        source = node.args[0]
-        if self.values[source].flat_chw is not None or len(self.ranges.shape[source]) != 3:
-            self._fail(node, "expects a [N, C, H, W] tensor, got a flattened one")
-        return source
-
-    def _alias(self, node: fx.Node, source: fx.Node, value: _Value) -> None:
-        self.values[node] = value
-        plan = self._sole_tail_of(source)
-        if plan is not None:
-            plan.tail = node
-
-    # -- one method per op tag
-
-    def _map_conv(self, node):
-        self._add_plan(node, "conv", self._spatial_input(node))
-
-    def _map_max_pool(self, node):
-        self._add_plan(node, "max_pool", self._spatial_input(node))
-
-    def _map_avg_pool(self, node):
-        self._add_plan(node, "avg_pool", self._spatial_input(node))
-
-    def _map_global_avg_pool(self, node):
-        source = self._spatial_input(node)
-        _, h, w = self.ranges.shape[source]
-        if h != w:
-            self._fail(node, f"global average pool over a non-square {h}x{w} map is not supported")
-        self.ops[node] = _Op("global_avg_pool", self.ops[node].module, kernel=h, stride=1, pad=0)
-        self._add_plan(node, "avg_pool", source)
-
-    def _map_bn(self, node):
-        source = node.args[0]
-        plan = self._sole_tail_of(source)
-        if (plan is None or plan.kind != "conv" or plan.bn is not None or plan.relu
-                or plan.residual_input >= 0 or self.ops[source].tag != "conv"):
-            self._fail(node, "BatchNorm2d must directly follow a Conv2d whose output only it reads "
-                             "(it is folded into that conv)")
-        plan.bn = self.ops[node].module
-        plan.tail = node
-        self.values[node] = self.values[source]
-
-    def _map_relu(self, node):
-        source = node.args[0] if node.args else node.kwargs["input"]
-        plan = self._sole_tail_of(source)
-        if plan is None:
-            # Nothing to fuse into (the input, or a value with several readers): a 1x1 max pool
-            # with its ReLU flag is an exact standalone ReLU.
-            plan = self._add_plan(node, "max_pool", source)
-            plan.op = _Op("max_pool", kernel=1, stride=1, pad=0)
-            plan.relu = True
-            self.values[node] = _Value(self.values[node].layer, self.values[source].flat_chw)
-            return
-        if plan.kind != "add" and plan.residual_input >= 0:
-            plan.relu_after_residual = True   # after the fused residual add
-        else:
-            plan.relu = True
-        plan.tail = node
-        self.values[node] = self.values[source]
-
-    def _map_identity(self, node):
-        self._alias(node, node.args[0], self.values[node.args[0]])
-
-    def _map_flatten(self, node):
-        source = node.args[0]
-        value = self.values[source]
-        shape = self.ranges.shape[source]
-        if value.flat_chw is None:
-            if len(shape) != 3:
-                self._fail(node, f"flatten of a tensor of per-sample shape {shape} is not supported")
-            value = _Value(value.layer, tuple(shape))
-        self._alias(node, source, value)
-
-    def _map_linear(self, node):
-        source = node.args[0]
-        value = self.values[source]
-        if value.flat_chw is None or len(self.ranges.shape[source]) != 1:
-            self._fail(node, "Linear must read a flattened [N, features] tensor (flatten(x, 1) first)")
-        self._add_plan(node, "linear", source, flat_chw=value.flat_chw)
-        # torch sees [N, features]; a following Linear reads it as a 1x1 map (no permutation).
-        self.values[node] = _Value(len(self.plans) - 1, (self.ops[node].module.out_features, 1, 1))
-
-    def _map_add(self, node):
-        a, b = node.args[0], node.args[1]
-        va, vb = self.values[a], self.values[b]
-        if va.flat_chw != vb.flat_chw:
-            self._fail(node, "adding a flattened tensor to an unflattened one is not supported")
-        # The accelerator's post-processing adds a residual to a conv/linear output.  Fuse into the
-        # first operand's layer when possible (ResNet code writes `out += identity`, main path
-        # first, so the shortcut becomes the residual as in the paper), else into the second's.
-        for operand, shortcut in ((a, b), (b, a)):
-            plan = self._sole_tail_of(operand)
-            layer, other = self.values[operand].layer, self.values[shortcut].layer
-            if (plan is None or plan.kind not in ("conv", "linear") or plan.residual_input >= 0
-                    or other in (NETWORK_INPUT, layer)):
-                continue
-            if layer < other:
-                self._move_to_end(layer)      # the residual operand must be an earlier layer
-            plan.pre_residual = plan.tail
-            plan.residual_input = self.values[shortcut].layer
-            plan.tail = node
-            self.values[node] = _Value(self.values[operand].layer, va.flat_chw)
-            return
-        first, second = (a, b) if vb.layer != NETWORK_INPUT else (b, a)
-        if self.values[second].layer == NETWORK_INPUT:
-            self._fail(node, "adding the network input to itself is not supported")
-        plan = self._add_plan(node, "add", first)
-        plan.residual_input = self.values[second].layer
-        self.values[node] = _Value(self.values[node].layer, va.flat_chw)
-
-    def _move_to_end(self, layer: int) -> None:
-        """Moves plan `layer` to the end of the list and renumbers every reference.  Safe when the
-        add being fused is the plan's only reader: then no other plan reads it, and the plans after
-        it do not depend on it."""
-        def renumber(index: int) -> int:
-            return index - 1 if index > layer else index
-
-        moved = self.plans.pop(layer)
-        for plan in self.plans:
-            plan.input, plan.residual_input = renumber(plan.input), renumber(plan.residual_input)
-        self.plans.append(moved)
-        last = len(self.plans) - 1
-        self.values = {node: _Value(last if v.layer == layer else renumber(v.layer), v.flat_chw)
-                       for node, v in self.values.items()}
-
-    def _output(self, node: fx.Node) -> int:
-        result = node.args[0]
-        if not isinstance(result, fx.Node):
-            self._fail(node, "the model must return a single tensor")
-        layer = self.values[result].layer
-        if layer < 0:
-            self._fail(node, "the model returns its input unchanged")
-        return layer
-
-
-# --------------------------------------------------------------------------------------------
-# Layer plans -> quantized _core.Network
-
-
-class _Quantizer:
-    def __init__(self, plans: list[_Plan], ranges: _Ranges, input_node: fx.Node):
-        self.plans = plans
-        self.ranges = ranges
-        self.input_node = input_node
-        self.frac: list[int] = []
-        self.input_frac = q.frac_bits_for_range(ranges.max_abs[input_node])
-
-    def build(self, name: str, output_layer: int) -> ImportedModel:
-        net = _core.Network()
-        net.name = name
-        c, h, w = self.ranges.shape[self.input_node]
-        net.input_shape = _core.Shape3(h, w, c)
-        net.input_frac_bits = self.input_frac
-        layers = [self._layer(plan) for plan in self.plans]
-        net.layers = layers
-        net.output_layer = output_layer
-        net.resolve(f"<import_torch:{name}>")
-        self._check_shapes(net)
-        return ImportedModel(net, self.input_frac, list(self.frac))
-
-    def _frac_of(self, layer: int) -> int:
-        return self.input_frac if layer == NETWORK_INPUT else self.frac[layer]
-
-    def _fit(self, *nodes: fx.Node) -> int:
-        """Finest frac bits at which every node's calibrated range fits int8."""
-        return min(q.frac_bits_for_range(self.ranges.max_abs[n]) for n in nodes)
-
-    def _layer(self, plan: _Plan):
-        layer = _core.Layer()
-        layer.name = plan.name
-        layer.kind = getattr(_core.LayerKind, plan.kind)
-        layer.input = plan.input
-        layer.relu = plan.relu
-        layer.residual_input = plan.residual_input
-        layer.relu_after_residual = plan.relu_after_residual
-        x_frac = self._frac_of(plan.input)
-        if plan.kind in ("conv", "linear"):
-            y_frac = self._gemm(plan, layer, x_frac)
-        elif plan.kind == "add":
-            y_frac = self._add(plan, layer, x_frac)
-        elif plan.kind == "avg_pool":
-            y_frac = self._avg_pool(plan, layer, x_frac)
-        else:  # max_pool: exact, keeps its input's scale
-            layer.kernel, layer.stride, layer.pad = plan.op.kernel, plan.op.stride, plan.op.pad
-            y_frac = x_frac
-        self.frac.append(y_frac)
-        return layer
-
-    def _gemm_float_operands(self, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
-        module = plan.op.module
-        if plan.bn is not None:
-            weight, bias = fold_batchnorm(module.weight, module.bias, plan.bn)
-        else:
-            weight = module.weight.detach().double().numpy()
-            bias = (module.bias.detach().double().numpy() if module.bias is not None
-                    else np.zeros(weight.shape[0]))
-        if plan.kind == "conv":
-            weight = weight.transpose(0, 2, 3, 1)          # [O, C, kh, kw] -> [O, kh, kw, C]
-        else:
-            c, h, w = plan.flat_chw                         # torch flattens CHW, we flatten HWC
-            weight = weight.reshape(-1, c, h, w).transpose(0, 2, 3, 1)
-        return np.ascontiguousarray(weight).reshape(weight.shape[0], -1), bias
-
-    def _gemm(self, plan: _Plan, layer, x_frac: int) -> int:
-        weight, bias = self._gemm_float_operands(plan)
-        w_q, w_frac = q.quantize_weights(weight)
-        acc_frac = w_frac + x_frac
-        y_frac = self._fit(plan.tail, *([plan.pre_residual] if plan.pre_residual is not None else []))
-        y_frac = max(min(y_frac, acc_frac), acc_frac - q.OUT_SHIFT_MAX)
-        if plan.residual_input >= 0:
-            r_frac = self.frac[plan.residual_input]
-            y_frac = min(y_frac, r_frac + q.ALIGN_SHIFT_MAX)
-            self._check_align(plan, y_frac - r_frac, "residual")
-            layer.residual_shift = y_frac - r_frac
-        layer.out_shift = acc_frac - y_frac
-        layer.weights = w_q.reshape(-1)
-        layer.bias, layer.bias_shift = q.quantize_bias(bias, acc_frac)
-        layer.out_channels = weight.shape[0]
-        if plan.kind == "conv":
-            layer.kernel, layer.stride, layer.pad = plan.op.kernel, plan.op.stride, plan.op.pad
-        return y_frac
-
-    def _add(self, plan: _Plan, layer, a_frac: int) -> int:
-        b_frac = self.frac[plan.residual_input]
-        y_frac = min(self._fit(plan.tail), a_frac + q.ALIGN_SHIFT_MAX, b_frac + q.ALIGN_SHIFT_MAX)
-        layer.input_shift = y_frac - a_frac
-        layer.residual_shift = y_frac - b_frac
-        self._check_align(plan, layer.input_shift, "first operand")
-        self._check_align(plan, layer.residual_shift, "second operand")
-        return y_frac
-
-    def _avg_pool(self, plan: _Plan, layer, x_frac: int) -> int:
-        k = plan.op.kernel
-        layer.kernel, layer.stride, layer.pad = k, plan.op.stride, plan.op.pad
-        y_frac = self._fit(plan.tail)
-        # y = avg_mult * sum / 2^out_shift must approximate mean * 2^(y_frac - x_frac).
-        while 2.0 ** (y_frac - x_frac) / (k * k) > q.AVG_MULT_MAX:
-            y_frac -= 1
-        layer.avg_mult, layer.out_shift = q.avg_pool_multiplier(2.0 ** (y_frac - x_frac) / (k * k))
-        return y_frac
-
-    @staticmethod
-    def _check_align(plan: _Plan, shift: int, what: str) -> None:
-        if not -q.ALIGN_SHIFT_MAX <= shift <= q.ALIGN_SHIFT_MAX:
-            raise UnsupportedOperationError([(plan.name, f"the {what} of the add is {abs(shift)} binary orders of "
-                                                         f"magnitude off the sum's scale (the format aligns at most "
-                                                         f"{q.ALIGN_SHIFT_MAX})")])
-
-    def _check_shapes(self, net) -> None:
-        """The resolved C++ shapes must match what torch computed, or the mapping is wrong."""
-        for plan, layer in zip(self.plans, net.layers):
-            torch_shape = self.ranges.shape[plan.tail]
-            ours = tuple(layer.out_shape)
-            expected = (torch_shape[1], torch_shape[2], torch_shape[0]) if len(torch_shape) == 3 else None
-            same = ours == expected if expected else int(np.prod(ours)) == int(np.prod(torch_shape))
-            if not same:
-                raise AssertionError(f"import_torch: layer {plan.name} has shape {ours} but torch computed "
-                                     f"{torch_shape} (CHW); this is an importer bug")
+    return stats

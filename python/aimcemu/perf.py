@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import _core
+from ._optional import require
 from .config import aimc_layer_names
 
 _t = _core.timing
@@ -48,7 +49,8 @@ class PerfOptions:
     niu: int = 0
     niu_sharing: str = "shared"             # or "per-pu"
     niu_lanes: int = 32                     # lanes of the NIU RTL; its rate is the co-simulated weights/cycle
-    niu_channel_efficiency: float = 1.0
+    niu_channel_efficiency: float | None = None   # None: the HBM's sustained share (Shuhai)
+    timing_model: str = "full"              # or "roofline": SA cycles only (no fill, data movement, stalls)
     # Layers whose results pass the analog tile peripherals (docs/peripherals.md): None, "aimc"
     # (the AIMC layers), "all" or layer names.  The block takes R_g results per cycle (no stall)
     # and adds its pipeline depth to each such layer's fill.
@@ -114,6 +116,10 @@ def _timing_options(opts: PerfOptions, peripherals: list[bool] | None = None):
     if opts.avg_pool not in pools:
         raise _core.FormatError(f"<perf>: field 'avg_pool': '{opts.avg_pool}' (known: block-diagonal, dense)")
     t.avg_pool = pools[opts.avg_pool]
+    models = {"full": _t.TimingModel.full, "roofline": _t.TimingModel.roofline}
+    if opts.timing_model not in models:
+        raise _core.FormatError(f"<perf>: field 'timing_model': '{opts.timing_model}' (known: full, roofline)")
+    t.model = models[opts.timing_model]
     return t
 
 
@@ -126,7 +132,8 @@ def build_system(opts: PerfOptions, peripherals: list[bool] | None = None):
     cfg.niu_count = int(opts.niu)
     cfg.niu_sharing = _t.niu_sharing_from_string(opts.niu_sharing, "<perf>")
     niu = niu_config(opts)
-    niu.channel_efficiency = float(opts.niu_channel_efficiency)
+    if opts.niu_channel_efficiency is not None:
+        niu.channel_efficiency = float(opts.niu_channel_efficiency)
     cfg.niu = _t.niu_throughput(niu)
     return cfg
 
@@ -139,14 +146,15 @@ class PerfResult:
 
     # ---- tables -------------------------------------------------------------------------
     def layer_rows(self) -> list[dict]:
-        """One row per timed layer and PU type: cycles, stall (from the schedule), efficiency."""
+        """One row per timed layer and PU type: where its time goes (SA cycles, fill/drain, waves a
+        data-movement stage made longer, weight-load stall from the schedule) and its efficiency."""
         rows = []
         for pu_name, run in self.runs.items():
             stall_by_layer: dict[str, float] = {}
             for tile, sched in zip(run.problem.tiles, run.schedule.tiles):
                 layer = tile.label.rsplit("#", 1)[0]
                 stall_by_layer[layer] = stall_by_layer.get(layer, 0.0) + sched.stall
-            f = self.config.pus[0].fast_hz
+            f = run.timing.pu.fast_hz
             mine = set(run.layers)
             for lt in run.timing.layers:
                 if not lt.timed or lt.layer not in mine:
@@ -155,13 +163,33 @@ class PerfResult:
                 rows.append({
                     "pu": pu_name, "layer": lt.name, "kind": str(lt.kind).split(".")[-1],
                     "n": lt.n, "m": lt.m_eff, "p": lt.p, "tiles": lt.tiles,
-                    "sa_cycles": lt.sa_cycles, "cycles": round(lt.cycles), "fill_cycles": lt.fill_cycles,
-                    "stall_cycles": round(stall * f), "latency_us": (lt.time_s + stall) * 1e6,
+                    "sa_cycles": lt.sa_cycles, "fill_cycles": lt.fill_cycles,
+                    "adm_bound_cycles": round(lt.adm_bound_cycles), "stall_cycles": round(stall * f),
+                    "cycles": round(lt.cycles + stall * f), "latency_us": (lt.time_s + stall) * 1e6,
                     "efficiency": lt.macs / ((lt.cycles + stall * f) * self._macs_per_cycle(pu_name)),
                     "bound": lt.bound, "aimc": bool(self.aimc[lt.layer]), "peripherals": bool(lt.peripherals),
                     "periph_stall_cycles": round(lt.periph_stall_cycles),
                 })
         return rows
+
+    def time_breakdown(self) -> dict:
+        """Per PU run: the ideal latency (SA cycles only) and what the model adds to it -- fill and
+        drain, waves a data-movement stage (ADM, HBM channel, WRB) made longer, weight-load stall --
+        in ms, with the weights port's sustained rate and the three rates it is the smallest of."""
+        out = {}
+        for key, run in self.runs.items():
+            pu, f = run.timing.pu, run.timing.pu.fast_hz
+            layers = [run.timing.layers[i] for i in run.layers if run.timing.layers[i].timed]
+            ideal = sum(lt.sa_cycles for lt in layers) / f
+            fill = sum(lt.fill_cycles for lt in layers) / f
+            adm = sum(lt.adm_bound_cycles for lt in layers) / f
+            out[key] = {
+                "ideal_ms": ideal * 1e3, "fill_ms": fill * 1e3, "adm_bound_ms": adm * 1e3,
+                "stall_ms": max(0.0, run.latency_s - run.compute_s) * 1e3, "latency_ms": run.latency_s * 1e3,
+                "weight_port_gbps": pu.weight_port_bytes_per_s / 1e9, "axi_port_gbps": pu.port_bytes_per_s / 1e9,
+                "uram_write_gbps": pu.uram_write_bytes_per_s / 1e9, "hbm_channel_gbps": pu.hbm_channel_bytes_per_s / 1e9,
+            }
+        return out
 
     def _macs_per_cycle(self, pu_name: str) -> float:
         pu = next(p for p in self.config.pus if p.name == pu_name.split("@")[0])
@@ -178,7 +206,9 @@ class PerfResult:
             "fps_per_tops": r.fps / tops if tops else 0.0, "bottleneck": r.bottleneck,
             "max_hbm_channel_use": r.max_channel_use, "hbm_channels": r.channels_used,
             "aimc_weights": r.aimc_weights,
+            "timing_model": self.options.timing_model,
             "pu_latency_ms": {}, "pu_stall_ms": {}, "pu_baseline_stall_ms": {},
+            "time_breakdown": self.time_breakdown(),
         }
         if r.nius:
             out.update(niu_summary(self))
@@ -188,7 +218,8 @@ class PerfResult:
             out["pu_stall_ms"][key] = p.stall_s * 1e3
             out["pu_baseline_stall_ms"][key] = p.baseline_stall_s * 1e3
         paper = PAPER.get(self.net.name, {})
-        if self.options.pus == U50_PUS and self.options.mode == "frame-parallel" and not any(self.aimc):
+        if (self.options.pus == U50_PUS and self.options.mode == "frame-parallel" and not any(self.aimc)
+                and self.options.timing_model == "full"):
             key = "fps" if self.options.first_layer == "host" else "fps_fpga_im2col"
             if key in paper:
                 out["paper_fps"] = paper[key]
@@ -213,6 +244,7 @@ class PerfResult:
                 for k, v in s["paper_latency_ms"].items()))
         lines.append(f"stalls (baseline -> {self.options.scheduler}): " + ", ".join(
             f"{k} {s['pu_baseline_stall_ms'][k]:.3f} -> {v:.3f} ms" for k, v in s["pu_stall_ms"].items()))
+        lines.extend(self._gap_lines(s))
         if s["niu"]:
             lines.append(f"NIUs: {s['niu']} ({s['niu_sharing']}) in place of PUs, {len(self.report.pus)} PUs "
                          f"left, {s['aimc_layers']} AIMC layers, "
@@ -223,14 +255,32 @@ class PerfResult:
             lines.append(niu_resource_table(self))
         return "\n".join(lines)
 
+    def _gap_lines(self, s: dict) -> list[str]:
+        """Why each PU run is slower than its ideal (SA cycles only), and the paper's figure."""
+        lines = []
+        paper = s.get("paper_latency_ms", {})
+        for key, b in s["time_breakdown"].items():
+            pu = key.split("@")[0]
+            line = (f"{key}: ideal {b['ideal_ms']:.3f} ms + fill/drain {b['fill_ms']:.3f} + ADM/HBM-bound "
+                    f"{b['adm_bound_ms']:.3f} + weight stall {b['stall_ms']:.3f} = {b['latency_ms']:.3f} ms")
+            if pu in paper:
+                line += f" (paper {paper[pu]} ms, {100 * (b['latency_ms'] / paper[pu] - 1):+.2f}%)"
+            lines.append(line)
+            lines.append(f"  weights port {b['weight_port_gbps']:.2f} GB/s = min(AXI {b['axi_port_gbps']:.2f}, "
+                         f"URAM writes {b['uram_write_gbps']:.2f}, HBM channel {b['hbm_channel_gbps']:.2f})")
+        return lines
+
     def layer_table(self) -> str:
-        cols = [("pu", 6, "s"), ("layer", 22, "s"), ("n", 6, "d"), ("m", 7, "d"), ("p", 6, "d"), ("tiles", 6, "d"),
-                ("sa_cycles", 10, "d"), ("cycles", 10, "d"), ("stall_cycles", 9, "d"), ("latency_us", 11, ".1f"),
-                ("efficiency", 8, ".3f"), ("bound", 9, "s")]
-        head = " ".join(f"{c:>{w}}" if t != "s" else f"{c:<{w}}" for c, w, t in cols)
+        """Per layer: SA cycles, fill/drain, ADM/HBM-bound cycles, weight-load stall, their sum."""
+        cols = [("pu", "pu", 6, "s"), ("layer", "layer", 22, "s"), ("n", "n", 5, "d"), ("m", "m", 6, "d"),
+                ("p", "p", 6, "d"), ("tiles", "tiles", 5, "d"), ("sa_cycles", "sa", 9, "d"),
+                ("fill_cycles", "fill", 5, "d"), ("adm_bound_cycles", "adm", 7, "d"), ("stall_cycles", "stall", 7, "d"),
+                ("cycles", "cycles", 9, "d"), ("latency_us", "latency_us", 10, ".1f"), ("efficiency", "eff", 6, ".3f"),
+                ("bound", "bound", 8, "s")]
+        head = " ".join(f"{h:>{w}}" if t != "s" else f"{h:<{w}}" for _, h, w, t in cols)
         lines = [head]
         for row in self.layer_rows():
-            lines.append(" ".join(f"{row[c]:>{w}{t}}" if t != "s" else f"{str(row[c]):<{w}}" for c, w, t in cols))
+            lines.append(" ".join(f"{row[c]:>{w}{t}}" if t != "s" else f"{str(row[c]):<{w}}" for c, _, w, t in cols))
         return "\n".join(lines)
 
     # ---- files --------------------------------------------------------------------------
@@ -275,8 +325,7 @@ def _schedule_run(result: PerfResult):
 
 
 def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
-    import matplotlib
-
+    matplotlib = require("matplotlib", "aimcemu perf plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from . import analysis, modelfile
+from ._optional import require
 from .config import aimc_layer_names
 from .perf import perf
 from .results import open_run, open_sweep
@@ -33,7 +34,7 @@ NIU_COUNTS = (1, 2, 4)
 
 
 def _plt():
-    import matplotlib
+    matplotlib = require("matplotlib", "aimcemu report")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from .config import parse_compensations
+from ._optional import require
 
 METRICS = ("snr_db", "cosine", "mismatch_rate")
 
@@ -29,9 +30,8 @@ FORMAT_VERSION = 1
 
 
 def _xr():
-    import xarray
-
-    return xarray
+    require("h5netcdf", "aimcemu.analysis (xarray's h5netcdf engine)")
+    return require("xarray", "aimcemu.analysis")
 
 
 # --- one run ------------------------------------------------------------------------------------
@@ -229,8 +229,8 @@ def _task_columns(folder, tasks, done, layers, chips, times, reps, compensations
             continue
         path = os.fspath(folder / task["file"])
         if lazy:
-            import dask
-            import dask.array as da
+            dask = require("dask", "open_sweep(lazy=True)")
+            da = require("dask.array", "open_sweep(lazy=True)")
 
             arrays = dask.delayed(_task_arrays, pure=True)(path, layers, chips, times, reps, compensations)
             for name, shape in per_task.items():
@@ -244,7 +244,7 @@ def _task_columns(folder, tasks, done, layers, chips, times, reps, compensations
 
 def _stack(blocks: list, lazy: bool):
     if lazy:
-        import dask.array as da
+        da = require("dask.array", "lazy arrays")
 
         return da.stack([da.asarray(b) for b in blocks])
     return np.stack(blocks)

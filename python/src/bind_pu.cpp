@@ -156,6 +156,7 @@ py::dict stats_dict(const SaCycleStats& s) {
     d["out_of_order_writes"] = s.out_of_order_writes;
     d["first_output_cycle"] = s.first_output_cycle;
     d["max_wrb_chunks"] = s.max_wrb_chunks;
+    d["cycle_limit"] = s.cycle_limit;
     return d;
 }
 

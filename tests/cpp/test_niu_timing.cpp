@@ -20,7 +20,10 @@ TEST(NiuTiming, RateIsTheMeasuredWeightsPerCycle) {
         const NiuConfig cfg = niu_config_for_lanes(s.lanes);
         EXPECT_DOUBLE_EQ(cfg.lanes_per_cycle, s.weights_per_cycle);
         const NiuThroughput t = niu_throughput(cfg);
-        EXPECT_DOUBLE_EQ(t.weights_per_s, std::min(s.weights_per_cycle * 300e6, 14.4e9 / 2)) << s.lanes;
+        // Each weight is read and written on one U50 pseudo-channel: 316 GB/s / 32 (DS965) at the
+        // sustained 425 / 460.8 that Shuhai measured, over 2 bytes per weight.
+        const double channel_weights_per_s = 316e9 / 32 * (425.0 / 460.8) / 2;
+        EXPECT_NEAR(t.weights_per_s, std::min(s.weights_per_cycle * 300e6, channel_weights_per_s), 1.0) << s.lanes;
     }
 }
 

@@ -25,12 +25,9 @@ std::vector<bool> all_aimc(const Network& net) {
 
 }  // namespace
 
-// Table I: ResNet-18 1237.72 FPS and ResNet-50 584.92 FPS on 5 PU2x + 5 PU1x, within +-2 %.
-TEST(TimingSystem, ReproducesTableI) {
+// Frame-parallel accounting on the U50 (the figures themselves: test_timing_paper.cpp).
+TEST(TimingSystem, FrameParallelAccounting) {
     const SystemReport s50 = evaluate_system(r50(), u50_system());
-    EXPECT_NEAR(s50.fps, 584.92, 0.02 * 584.92);
-    const SystemReport s18 = evaluate_system(zoo::resnet18(), u50_system());
-    EXPECT_NEAR(s18.fps, 1237.72, 0.02 * 1237.72);
     // FPS is the sum of the PUs' rates; efficiency is against 4.608 TOPS of SA.
     double sum = 0;
     for (const PuReport& p : s50.pus) sum += 1.0 / p.latency_s;
@@ -45,7 +42,8 @@ TEST(TimingSystem, ReproducesTableI) {
 TEST(TimingSystem, NiuThroughputIsTheSmallestBound) {
     NiuConfig cfg;
     const NiuThroughput t = niu_throughput(cfg);
-    EXPECT_DOUBLE_EQ(t.weights_per_s, 14.4e9 / 2);  // the channel carries a read and a write per weight
+    // The channel carries a read and a write per weight: 316 GB/s / 32 channels at the sustained share.
+    EXPECT_DOUBLE_EQ(t.weights_per_s, 316e9 / 32 * (425.0 / 460.8) / 2);
     EXPECT_EQ(t.bound, "hbm-channel");
     cfg.lanes_per_cycle = 8;
     EXPECT_DOUBLE_EQ(niu_throughput(cfg).weights_per_s, 8 * 300e6);

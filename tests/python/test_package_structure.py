@@ -131,6 +131,9 @@ def check_private_names(root: Path) -> list[str]:
     not defined in the module that uses it (dunders, ALLOWED_PRIVATE and attributes of other
     packages' objects excepted)."""
     problems = []
+    # The package's own underscore modules (_optional, _netbuild) are internal to the package, not
+    # to one module: siblings import them by design.
+    package_modules = {path.stem for path in root.rglob("_*.py") if not path.stem.startswith("__")}
     for module, path in module_names(root).items():
         tree = ast.parse(path.read_text())
         own, external = _defined_private_names(tree), _external_names(tree, root.name)
@@ -142,7 +145,8 @@ def check_private_names(root: Path) -> list[str]:
                     and _root_name(node) not in external:
                 names = [node.attr]
             for name in names:
-                if name.startswith("_") and not name.startswith("__") and name not in ALLOWED_PRIVATE:
+                if name.startswith("_") and not name.startswith("__") and name not in ALLOWED_PRIVATE \
+                        and not (isinstance(node, ast.ImportFrom) and name in package_modules):
                     problems.append(f"{module}:{node.lineno}: uses {name}")
     return problems
 

@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="first layer's IM2COL on the host (padded to 160 B, as in the paper) or in the FPGA")
     parser.add_argument("--avg-pool", choices=["block-diagonal", "dense"], default="block-diagonal",
                         help="how the average pool maps to the GEMM engine")
+    parser.add_argument("--timing-model", choices=["full", "roofline"], default="full",
+                        help="full model, or the roofline straw man: SA cycles only, no fill, data movement or stall")
     parser.add_argument("--scheduler", choices=["baseline", "adaptive", "double-buffer", "in-order-prefetch"],
                         default="adaptive", help="weight-transfer schedule (default: the paper's two phases)")
     parser.add_argument("--aimc-layers", default=None, metavar="NAMES",
@@ -43,8 +45,9 @@ def main(args: argparse.Namespace) -> int:
     from ..perf import perf
 
     result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
-                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping, peripherals=args.peripherals, niu=args.niu,
-                  niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes)
+                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping,
+                  peripherals=args.peripherals, niu=args.niu, niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes,
+                  timing_model=args.timing_model)
     if args.format == "json":
         import json
 

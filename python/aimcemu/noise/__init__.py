@@ -3,7 +3,8 @@
 Organised as aihwkit's ``inference`` package: ``aimcemu.noise.models`` (the device models),
 ``aimcemu.noise.converters`` (weights to conductances), ``aimcemu.noise.compensation`` (drift
 compensation) and ``aimcemu.noise.parameters`` (each model's parameter table, declared once in
-the C++ core).  Every public name is also here.
+the C++ core), ``aimcemu.noise.aihwkit_interop``
+(conversion to and from aihwkit's objects).  Every public name is also here.
 
 Each model is an object holding its parameters.  ``program`` maps a NumPy weight array to the
 devices of one chip (programming noise and drift exponents are drawn once per chip);
@@ -40,6 +41,7 @@ from .converters import (ConductanceConverter, DualPairConductanceConverter, NPa
 from .models import (CustomDriftPCMLikeNoiseModel, GenericNoiseModel, HermesNoiseModel, LayerState, NoiseModel,
                      PCMFamilyNoiseModel, PCMLikeNoiseModel, ReRamCMONoiseModel, ReRamWan2022NoiseModel,
                      StateIndependentNoiseModel, noise_model_from_dict, noise_model_names)
+from .aihwkit_interop import AihwkitConversionError, from_aihwkit, to_aihwkit
 
 __all__ = [
     "LayerState",
@@ -50,4 +52,5 @@ __all__ = [
     "noise_model_from_dict", "noise_model_names",
     "DriftCompensation", "GlobalDriftCompensation", "PerColumnDriftCompensation",
     "GlobalDriftCompensationWithExactReference", "drift_compensation_from_dict", "READOUT_FLOOR",
+    "from_aihwkit", "to_aihwkit", "AihwkitConversionError",
 ]

@@ -1,0 +1,534 @@
+"""The framework-neutral half of model import: a source graph -> a quantized ``_core.Network``.
+
+Both front ends (``aimcemu.importer`` for PyTorch, ``aimcemu.onnx_import`` for ONNX) translate
+their graph into :class:`Node` objects (one per value-producing op, parameters as float64 NumPy
+arrays) and measure each node's value range (:class:`RangeStatistics`, or scales read from a QDQ
+model).  This module then maps the nodes onto the layer kinds of formats/network.hpp, fusing what
+the accelerator's post-processing absorbs (BatchNorm into the conv, ReLU into the producer, a
+residual add into the conv that feeds it), and chooses power-of-two scales (aimcemu.quantize).
+docs/import.md describes the scheme.  No torch or onnx import here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import _core
+from . import quantize as q
+
+NETWORK_INPUT = _core.NETWORK_INPUT   # "the producer is the image" (formats/network.hpp)
+HISTOGRAM_BINS = 2048
+DEFAULT_PERCENTILE = 99.99
+
+# Node tags: input, conv, bn, relu, linear, add, max_pool, avg_pool, global_avg_pool, flatten,
+# identity.  A front end gives every node exactly one.
+TAGS = ("input", "conv", "bn", "relu", "linear", "add", "max_pool", "avg_pool", "global_avg_pool", "flatten",
+        "identity")
+
+
+class UnsupportedOperationError(NotImplementedError):
+    """The model uses operations the INT8 network format cannot express.
+
+    ``problems`` holds one (where, what) pair per offending op: where names the op as the user
+    can find it (a module path, an ONNX node) and what says why; ``source`` names the model."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = "the model"):
+        self.problems = list(problems)
+        self.source = source
+        lines = "\n".join(f"  {where}: {what}" for where, what in self.problems)
+        super().__init__(f"cannot import {source}, {len(self.problems)} unsupported operation(s):\n{lines}")
+
+
+@dataclass
+class BatchNorm:
+    """Eval-mode BatchNorm parameters (per channel, float64)."""
+    gamma: np.ndarray
+    beta: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    eps: float
+
+
+@dataclass(eq=False)
+class Node:
+    """One value of the source graph and the op that produces it.
+
+    weight: conv [O, C, kh, kw] or linear [O, I] (float64); bias [O] or None; bn for tag "bn".
+    users: how many ops (and the graph output) read the value; fusion needs a sole reader."""
+    name: str                      # the value's name in the source graph (fx node, ONNX tensor)
+    where: str                     # where a user finds the op (module path, ONNX node name)
+    tag: str
+    inputs: list["Node"] = field(default_factory=list)
+    users: int = 0
+    kernel: int = 1
+    stride: int = 1
+    pad: int = 0
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    bn: BatchNorm | None = None
+
+
+def fold_batchnorm(weight: np.ndarray, bias: np.ndarray | None, bn: BatchNorm) -> tuple[np.ndarray, np.ndarray]:
+    """Conv weight [O, C, kh, kw] and bias [O] with an eval-mode BatchNorm folded in, in float64:
+    bn(conv(x)) = conv'(x) with w' = w * g, b' = (b - mean) * g + beta, g = gamma / sqrt(var + eps)."""
+    w = np.asarray(weight, dtype=np.float64)
+    b = np.zeros(w.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64)
+    g = bn.gamma / np.sqrt(bn.var + bn.eps)
+    return w * g.reshape(-1, *([1] * (w.ndim - 1))), (b - bn.mean) * g + bn.beta
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration statistics
+
+
+class RangeStatistics:
+    """Per-value range statistics over calibration batches, in one pass.
+
+    Keeps the largest |value| and a histogram of |value| on [0, top) with HISTOGRAM_BINS bins;
+    when a batch exceeds top, top doubles and pairs of bins merge (exact), so percentiles need no
+    second pass.  ``max_abs(key)`` is the max-abs rule; ``percentile(key, p)`` the p-th
+    percentile of |value| (to a bin's width, top/2048), never above the max."""
+
+    def __init__(self):
+        self.peak: dict = {}
+        self.shape: dict = {}
+        self._hist: dict = {}
+        self._top: dict = {}
+
+    def update(self, key, values: np.ndarray) -> None:
+        """values: one batch [N, ...] of the value named key."""
+        values = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+        peak = float(values.max()) if values.size else 0.0
+        self.peak[key] = max(self.peak.get(key, 0.0), peak)
+        if key not in self._hist:
+            self._hist[key] = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+            self._top[key] = 2.0 ** math.ceil(math.log2(peak)) if peak > 0 else 1.0
+        while peak >= self._top[key]:
+            h = self._hist[key]
+            self._hist[key] = np.concatenate([h.reshape(-1, 2).sum(axis=1), np.zeros(HISTOGRAM_BINS // 2, np.int64)])
+            self._top[key] *= 2.0
+        bins = (values * (HISTOGRAM_BINS / self._top[key])).astype(np.int64)
+        self._hist[key] += np.bincount(np.minimum(bins, HISTOGRAM_BINS - 1), minlength=HISTOGRAM_BINS)
+
+    def max_abs(self, key) -> float:
+        return self.peak[key]
+
+    def percentile(self, key, p: float) -> float:
+        hist = self._hist[key]
+        total = int(hist.sum())
+        if total == 0 or self.peak[key] == 0.0:
+            return 0.0
+        rank = math.ceil(total * p / 100.0)
+        upper_bin = int(np.searchsorted(np.cumsum(hist), rank))
+        return min((upper_bin + 1) * self._top[key] / HISTOGRAM_BINS, self.peak[key])
+
+
+@dataclass
+class Ranges:
+    """What the quantizer needs per node: its per-sample shape and the |value| range to fit int8.
+
+    max_abs maps a node to a float, or to None where only the shape is known (a front end then
+    has to say why, via missing_range)."""
+    max_abs: dict
+    shape: dict
+    missing_range: Callable[[Node], str] = lambda node: "no calibrated range"
+
+    def of(self, node: Node) -> float:
+        value = self.max_abs.get(node)
+        if value is None:
+            raise UnsupportedOperationError([(node.where, self.missing_range(node))])
+        return value
+
+
+def ranges_from_statistics(stats: RangeStatistics, node_of_key: dict, calibration: str = "max",
+                           percentile: float = DEFAULT_PERCENTILE) -> Ranges:
+    """Ranges of the nodes from calibration statistics keyed by the front end's own keys."""
+    if calibration not in ("max", "percentile"):
+        raise ValueError(f"calibration: expected 'max' or 'percentile', got {calibration!r}")
+    if calibration == "percentile" and not 0.0 < percentile <= 100.0:
+        raise ValueError(f"percentile: expected a value in (0, 100], got {percentile}")
+    max_abs, shape = {}, {}
+    for key, node in node_of_key.items():
+        if key in stats.shape:
+            shape[node] = stats.shape[key]
+            max_abs[node] = stats.max_abs(key) if calibration == "max" else stats.percentile(key, percentile)
+    return Ranges(max_abs, shape)
+
+
+# --------------------------------------------------------------------------------------------
+# Nodes -> layer plans (structure and fusion; no numbers yet)
+
+
+@dataclass
+class _Plan:
+    """One layer of the network being built.  ``tail`` is the node whose value the layer
+    currently outputs; fusing an op into the layer moves the tail to that op."""
+    name: str
+    kind: str                      # a _core.LayerKind name
+    input: int
+    tail: Node
+    node: Node                     # the op that made the layer (conv/linear/pool/add)
+    kernel: int = 1
+    stride: int = 1
+    pad: int = 0
+    bn: BatchNorm | None = None
+    relu: bool = False
+    residual_input: int = -1
+    relu_after_residual: bool = False
+    pre_residual: Node | None = None   # GEMM value before a fused residual add
+    flat_chw: tuple | None = None      # linear: the (C, H, W) shape its input was flattened from
+
+
+@dataclass(frozen=True)
+class _Value:
+    """Where a graph value lives: a layer's output (or the input, -1), and, when the source sees
+    it flattened, the (C, H, W) shape it was flattened from."""
+    layer: int
+    flat_chw: tuple | None = None
+
+
+class GraphMapper:
+    def __init__(self, ranges: Ranges, source: str):
+        self.ranges = ranges
+        self.source = source
+        self.plans: list[_Plan] = []
+        self.values: dict[Node, _Value] = {}
+        self.names: set[str] = set()
+
+    def map(self, nodes: list[Node], output: Node) -> tuple[list[_Plan], int]:
+        """nodes in topological order (the input first); output: the node the model returns."""
+        for node in nodes:
+            if node.tag == "input":
+                self.values[node] = _Value(NETWORK_INPUT)
+            else:
+                getattr(self, "_map_" + node.tag)(node)
+        layer = self.values[output].layer
+        if layer < 0:
+            self._fail(output, "the model returns its input unchanged")
+        return self.plans, layer
+
+    # -- helpers
+
+    def _fail(self, node: Node, what: str):
+        raise UnsupportedOperationError([(node.where, what)], self.source)
+
+    def _unique_name(self, node: Node) -> str:
+        base = node.where
+        name, n = base, 2
+        while name in self.names:
+            name, n = f"{base}_{n}", n + 1
+        self.names.add(name)
+        return name
+
+    def _add_plan(self, node: Node, kind: str, source: Node, **fields) -> _Plan:
+        fields.setdefault("kernel", node.kernel)
+        fields.setdefault("stride", node.stride)
+        fields.setdefault("pad", node.pad)
+        plan = _Plan(self._unique_name(node), kind, self.values[source].layer, node, node, **fields)
+        self.plans.append(plan)
+        self.values[node] = _Value(len(self.plans) - 1)
+        return plan
+
+    def _sole_tail_of(self, node: Node) -> _Plan | None:
+        """The plan whose current output is `node`, when nothing else reads `node` (so an op on it
+        can be fused into that plan without changing what other consumers see)."""
+        layer = self.values[node].layer
+        if layer == NETWORK_INPUT or node.users != 1:
+            return None
+        plan = self.plans[layer]
+        return plan if plan.tail is node else None
+
+    def _spatial_input(self, node: Node) -> Node:
+        source = node.inputs[0]
+        if self.values[source].flat_chw is not None or len(self.ranges.shape[source]) != 3:
+            self._fail(node, "expects a [N, C, H, W] tensor, got a flattened one")
+        return source
+
+    def _alias(self, node: Node, source: Node, value: _Value) -> None:
+        self.values[node] = value
+        plan = self._sole_tail_of(source)
+        if plan is not None:
+            plan.tail = node
+
+    # -- one method per node tag
+
+    def _map_conv(self, node):
+        self._add_plan(node, "conv", self._spatial_input(node))
+
+    def _map_max_pool(self, node):
+        self._add_plan(node, "max_pool", self._spatial_input(node))
+
+    def _map_avg_pool(self, node):
+        self._add_plan(node, "avg_pool", self._spatial_input(node))
+
+    def _map_global_avg_pool(self, node):
+        source = self._spatial_input(node)
+        _, h, w = self.ranges.shape[source]
+        if h != w:
+            self._fail(node, f"global average pool over a non-square {h}x{w} map is not supported")
+        self._add_plan(node, "avg_pool", source, kernel=h, stride=1, pad=0)
+
+    def _map_bn(self, node):
+        source = node.inputs[0]
+        plan = self._sole_tail_of(source)
+        if (plan is None or plan.kind != "conv" or plan.bn is not None or plan.relu
+                or plan.residual_input >= 0 or source.tag != "conv"):
+            self._fail(node, "BatchNorm must directly follow a convolution whose output only it reads "
+                             "(it is folded into that convolution)")
+        plan.bn = node.bn
+        plan.tail = node
+        self.values[node] = self.values[source]
+
+    def _map_relu(self, node):
+        source = node.inputs[0]
+        plan = self._sole_tail_of(source)
+        if plan is None:
+            # Nothing to fuse into (the input, or a value with several readers): a 1x1 max pool
+            # with its ReLU flag is an exact standalone ReLU.
+            plan = self._add_plan(node, "max_pool", source, kernel=1, stride=1, pad=0)
+            plan.relu = True
+            self.values[node] = _Value(self.values[node].layer, self.values[source].flat_chw)
+            return
+        if plan.kind != "add" and plan.residual_input >= 0:
+            plan.relu_after_residual = True   # after the fused residual add
+        else:
+            plan.relu = True
+        plan.tail = node
+        self.values[node] = self.values[source]
+
+    def _map_identity(self, node):
+        self._alias(node, node.inputs[0], self.values[node.inputs[0]])
+
+    def _map_flatten(self, node):
+        """flatten(x, 1) or a reshape to [N, features]: nothing to compute, but the next linear
+        layer must permute its columns from the source's CHW order to the format's HWC order."""
+        source = node.inputs[0]
+        value = self.values[source]
+        shape, out_shape = self.ranges.shape[source], self.ranges.shape[node]
+        if len(out_shape) != 1 or int(np.prod(out_shape)) != int(np.prod(shape)):
+            self._fail(node, f"a reshape of per-sample shape {shape} to {out_shape} is not supported "
+                             "(only flattening to [N, features])")
+        if value.flat_chw is None:
+            if len(shape) != 3:
+                self._fail(node, f"flatten of a tensor of per-sample shape {shape} is not supported")
+            value = _Value(value.layer, tuple(shape))
+        self._alias(node, source, value)
+
+    def _map_linear(self, node):
+        source = node.inputs[0]
+        value = self.values[source]
+        if value.flat_chw is None or len(self.ranges.shape[source]) != 1:
+            self._fail(node, "a fully connected layer must read a flattened [N, features] tensor (flatten first)")
+        self._add_plan(node, "linear", source, flat_chw=value.flat_chw)
+        # The source sees [N, features]; a following linear reads it as a 1x1 map (no permutation).
+        self.values[node] = _Value(len(self.plans) - 1, (node.weight.shape[0], 1, 1))
+
+    def _map_add(self, node):
+        a, b = node.inputs
+        va, vb = self.values[a], self.values[b]
+        if va.flat_chw != vb.flat_chw:
+            self._fail(node, "adding a flattened tensor to an unflattened one is not supported")
+        # The accelerator's post-processing adds a residual to a conv/linear output.  Fuse into the
+        # first operand's layer when possible (ResNet code writes `out += identity`, main path
+        # first, so the shortcut becomes the residual as in the paper), else into the second's.
+        for operand, shortcut in ((a, b), (b, a)):
+            plan = self._sole_tail_of(operand)
+            layer, other = self.values[operand].layer, self.values[shortcut].layer
+            if (plan is None or plan.kind not in ("conv", "linear") or plan.residual_input >= 0
+                    or other in (NETWORK_INPUT, layer)):
+                continue
+            if layer < other:
+                self._move_to_end(layer)      # the residual operand must be an earlier layer
+            plan.pre_residual = plan.tail
+            plan.residual_input = self.values[shortcut].layer
+            plan.tail = node
+            self.values[node] = _Value(self.values[operand].layer, va.flat_chw)
+            return
+        first, second = (a, b) if vb.layer != NETWORK_INPUT else (b, a)
+        if self.values[second].layer == NETWORK_INPUT:
+            self._fail(node, "adding the network input to itself is not supported")
+        plan = self._add_plan(node, "add", first)
+        plan.residual_input = self.values[second].layer
+        self.values[node] = _Value(self.values[node].layer, va.flat_chw)
+
+    def _move_to_end(self, layer: int) -> None:
+        """Moves plan `layer` to the end of the list and renumbers every reference.  Safe when the
+        add being fused is the plan's only reader: then no other plan reads it, and the plans after
+        it do not depend on it."""
+        def renumber(index: int) -> int:
+            return index - 1 if index > layer else index
+
+        moved = self.plans.pop(layer)
+        for plan in self.plans:
+            plan.input, plan.residual_input = renumber(plan.input), renumber(plan.residual_input)
+        self.plans.append(moved)
+        last = len(self.plans) - 1
+        self.values = {node: _Value(last if v.layer == layer else renumber(v.layer), v.flat_chw)
+                       for node, v in self.values.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Layer plans -> quantized _core.Network
+
+
+@dataclass
+class ImportedModel:
+    """What an importer produced: the network plus each tensor's scale, so that a caller can map
+    int8 activations back to the source model's values (value = int8 * 2^-frac_bits).
+
+    sources[i] names the source-graph value that layer i's output stands for (an fx node, an
+    ONNX tensor); weight_frac_bits[i] is None for layers without weights.  An ONNX QDQ import
+    also fills scale_moves (aimcemu.onnx_import.ScaleMove per quantized tensor)."""
+    network: _core.Network
+    input_frac_bits: int
+    frac_bits: list[int]           # per layer, the frac bits of the layer's output
+    sources: list[str] = field(default_factory=list)
+    weight_frac_bits: list = field(default_factory=list)
+    scale_moves: list = field(default_factory=list)
+
+    def quantize_images(self, images_nchw) -> np.ndarray:
+        return q.quantize_images(np.asarray(images_nchw), self.input_frac_bits)
+
+
+class Quantizer:
+    def __init__(self, plans: list[_Plan], ranges: Ranges, input_node: Node, source: str):
+        self.plans = plans
+        self.ranges = ranges
+        self.input_node = input_node
+        self.source = source
+        self.frac: list[int] = []
+        self.weight_frac: list = []
+        self.input_frac = q.frac_bits_for_range(ranges.of(input_node))
+
+    def build(self, name: str, output_layer: int) -> ImportedModel:
+        net = _core.Network()
+        net.name = name
+        c, h, w = self.ranges.shape[self.input_node]
+        net.input_shape = _core.Shape3(h, w, c)
+        net.input_frac_bits = self.input_frac
+        net.layers = [self._layer(plan) for plan in self.plans]
+        net.output_layer = output_layer
+        net.resolve(self.source)
+        self._check_shapes(net)
+        return ImportedModel(net, self.input_frac, list(self.frac), [p.tail.name for p in self.plans],
+                             list(self.weight_frac))
+
+    def _frac_of(self, layer: int) -> int:
+        return self.input_frac if layer == NETWORK_INPUT else self.frac[layer]
+
+    def _fit(self, *nodes: Node) -> int:
+        """Finest frac bits at which every node's range fits int8."""
+        return min(q.frac_bits_for_range(self.ranges.of(n)) for n in nodes)
+
+    def _layer(self, plan: _Plan):
+        layer = _core.Layer()
+        layer.name = plan.name
+        layer.kind = getattr(_core.LayerKind, plan.kind)
+        layer.input = plan.input
+        layer.relu = plan.relu
+        layer.residual_input = plan.residual_input
+        layer.relu_after_residual = plan.relu_after_residual
+        x_frac = self._frac_of(plan.input)
+        w_frac = None
+        if plan.kind in ("conv", "linear"):
+            y_frac, w_frac = self._gemm(plan, layer, x_frac)
+        elif plan.kind == "add":
+            y_frac = self._add(plan, layer, x_frac)
+        elif plan.kind == "avg_pool":
+            y_frac = self._avg_pool(plan, layer, x_frac)
+        else:  # max_pool: exact, keeps its input's scale
+            layer.kernel, layer.stride, layer.pad = plan.kernel, plan.stride, plan.pad
+            y_frac = x_frac
+        self.frac.append(y_frac)
+        self.weight_frac.append(w_frac)
+        return layer
+
+    @staticmethod
+    def _gemm_float_operands(plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
+        weight, bias = plan.node.weight, plan.node.bias
+        if plan.bn is not None:
+            weight, bias = fold_batchnorm(weight, bias, plan.bn)
+        elif bias is None:
+            bias = np.zeros(weight.shape[0])
+        if plan.kind == "conv":
+            weight = weight.transpose(0, 2, 3, 1)          # [O, C, kh, kw] -> [O, kh, kw, C]
+        else:
+            c, h, w = plan.flat_chw                         # sources flatten CHW, we flatten HWC
+            weight = weight.reshape(-1, c, h, w).transpose(0, 2, 3, 1)
+        return np.ascontiguousarray(weight, dtype=np.float64).reshape(weight.shape[0], -1), np.asarray(bias, np.float64)
+
+    def _gemm(self, plan: _Plan, layer, x_frac: int) -> tuple[int, int]:
+        weight, bias = self._gemm_float_operands(plan)
+        w_q, w_frac = q.quantize_weights(weight)
+        acc_frac = w_frac + x_frac
+        y_frac = self._fit(plan.tail, *([plan.pre_residual] if plan.pre_residual is not None else []))
+        y_frac = max(min(y_frac, acc_frac), acc_frac - q.OUT_SHIFT_MAX)
+        if plan.residual_input >= 0:
+            r_frac = self.frac[plan.residual_input]
+            y_frac = min(y_frac, r_frac + q.ALIGN_SHIFT_MAX)
+            self._check_align(plan, y_frac - r_frac, "residual")
+            layer.residual_shift = y_frac - r_frac
+        layer.out_shift = acc_frac - y_frac
+        layer.weights = w_q.reshape(-1)
+        layer.bias, layer.bias_shift = q.quantize_bias(bias, acc_frac)
+        layer.out_channels = weight.shape[0]
+        if plan.kind == "conv":
+            layer.kernel, layer.stride, layer.pad = plan.kernel, plan.stride, plan.pad
+        return y_frac, w_frac
+
+    def _add(self, plan: _Plan, layer, a_frac: int) -> int:
+        b_frac = self.frac[plan.residual_input]
+        y_frac = min(self._fit(plan.tail), a_frac + q.ALIGN_SHIFT_MAX, b_frac + q.ALIGN_SHIFT_MAX)
+        layer.input_shift = y_frac - a_frac
+        layer.residual_shift = y_frac - b_frac
+        self._check_align(plan, layer.input_shift, "first operand")
+        self._check_align(plan, layer.residual_shift, "second operand")
+        return y_frac
+
+    def _avg_pool(self, plan: _Plan, layer, x_frac: int) -> int:
+        k = plan.kernel
+        layer.kernel, layer.stride, layer.pad = k, plan.stride, plan.pad
+        y_frac = self._fit(plan.tail)
+        # y = avg_mult * sum / 2^out_shift must approximate mean * 2^(y_frac - x_frac).
+        while 2.0 ** (y_frac - x_frac) / (k * k) > q.AVG_MULT_MAX:
+            y_frac -= 1
+        layer.avg_mult, layer.out_shift = q.avg_pool_multiplier(2.0 ** (y_frac - x_frac) / (k * k))
+        return y_frac
+
+    def _check_align(self, plan: _Plan, shift: int, what: str) -> None:
+        if not -q.ALIGN_SHIFT_MAX <= shift <= q.ALIGN_SHIFT_MAX:
+            raise UnsupportedOperationError([(plan.name, f"the {what} of the add is {abs(shift)} binary orders of "
+                                                         f"magnitude off the sum's scale (the format aligns at most "
+                                                         f"{q.ALIGN_SHIFT_MAX})")],
+                                            self.source)
+
+    def _check_shapes(self, net) -> None:
+        """The resolved C++ shapes must match what the source computed, or the mapping is wrong."""
+        for plan, layer in zip(self.plans, net.layers):
+            source_shape = self.ranges.shape[plan.tail]
+            ours = tuple(layer.out_shape)
+            expected = (source_shape[1], source_shape[2], source_shape[0]) if len(source_shape) == 3 else None
+            same = ours == expected if expected else int(np.prod(ours)) == int(np.prod(source_shape))
+            if not same:
+                raise AssertionError(f"{self.source}: layer {plan.name} has shape {ours} but the source computed "
+                                     f"{source_shape} (CHW); this is an importer bug")
+
+
+def build_network(nodes: list[Node], output: Node, ranges: Ranges, name: str, source: str) -> ImportedModel:
+    """Maps the nodes (topological order, the input first) and quantizes them."""
+    plans, output_layer = GraphMapper(ranges, source).map(nodes, output)
+    return Quantizer(plans, ranges, nodes[0], source).build(name, output_layer)
+
+
+def square(value, what: str) -> int:
+    """A kernel/stride/padding given as an int or equal values per axis; the format has one value
+    for both axes.  Raises ValueError naming what otherwise."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    values = [int(v) for v in value]
+    if values and all(v == values[0] for v in values):
+        return values[0]
+    raise ValueError(f"{what} {tuple(values)} is not square (the format has one value for both axes)")

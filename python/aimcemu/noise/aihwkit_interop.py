@@ -1,0 +1,336 @@
+"""Conversion between IBM aihwkit's inference noise objects and aimcemu's noise models.
+
+    from aimcemu.noise import from_aihwkit, to_aihwkit
+    model = from_aihwkit(rpu_config.noise_model)          # aihwkit -> aimcemu.noise.NoiseModel
+    comp = from_aihwkit(rpu_config.drift_compensation)    # -> DriftCompensation
+    back = to_aihwkit(model)                              # needs aihwkit importable
+
+Supported (aihwkit 1.2 ``aihwkit.inference``): PCMLikeNoiseModel, CustomDriftPCMLikeNoiseModel,
+HermesNoiseModel, StateIndependentNoiseModel, ReRamWan2022NoiseModel, ReRamCMONoiseModel; the
+Single-pair, N-pair, Dual-pair and Single-device conductance converters; global, global with
+exact reference and per-column drift compensation.  ``from_aihwkit`` reads the object's attributes
+(it does not import aihwkit); a field that has no counterpart here, or a value that our model
+cannot take, raises AihwkitConversionError naming every such field.  Our models' aihwkit-parity
+semantics (``drift_reference="reconverted"``) are the ones aihwkit's program/drift path has, so a
+converted model samples the same distributions (tests/python/test_noise_aihwkit.py runs aihwkit's
+own sampling against ours).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from .._optional import require
+from .compensation import DriftCompensation, GlobalDriftCompensation, PerColumnDriftCompensation
+from .converters import (ConductanceConverter, NPairConductanceConverter, SingleDeviceConductanceConverter,
+                         SinglePairConductanceConverter)
+from .models import (CustomDriftPCMLikeNoiseModel, HermesNoiseModel, NoiseModel, PCMLikeNoiseModel,
+                     ReRamCMONoiseModel, ReRamWan2022NoiseModel, StateIndependentNoiseModel)
+
+_MISSING = object()
+
+
+class AihwkitConversionError(ValueError):
+    """An aihwkit object (or one of ours) cannot be converted.  ``fields`` holds one
+    (field, why) pair per problem."""
+
+    def __init__(self, what: str, fields: list[tuple[str, str]]):
+        self.fields = list(fields)
+        lines = "\n".join(f"  {name}: {why}" for name, why in self.fields)
+        super().__init__(f"cannot convert {what}, {len(self.fields)} unsupported field(s):\n{lines}")
+
+
+class _Reader:
+    """Reads an aihwkit object's attributes, collecting problems instead of stopping at the first."""
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+        self.name = type(obj).__name__
+        self.used: set[str] = set()
+        self.problems: list[tuple[str, str]] = []
+
+    def get(self, attr: str):
+        self.used.add(attr)
+        value = getattr(self.obj, attr, _MISSING)
+        if value is _MISSING:
+            self.problems.append((attr, "not set on the object"))
+        return value
+
+    def expect(self, attr: str, default, why: str) -> None:
+        """A field our model fixes: it must hold aihwkit's default value."""
+        value = self.get(attr)
+        if value is not _MISSING and not _same(value, default):
+            self.problems.append((attr, f"{_show(value)} differs from aihwkit's default {_show(default)}: {why}"))
+
+    def finish(self, ignore: tuple[str, ...] = ()) -> None:
+        extra = sorted(set(vars(self.obj)) - self.used - set(ignore))
+        for attr in extra:
+            self.problems.append((attr, "an attribute aihwkit's class does not have; aimcemu cannot model it"))
+        if self.problems:
+            raise AihwkitConversionError(f"aihwkit {self.name}", self.problems)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=0.0)
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _show(value) -> str:
+    return repr(value) if not isinstance(value, float) else f"{value:g}"
+
+
+def _floats(value) -> list[float]:
+    return [float(v) for v in value]
+
+
+# --- aihwkit -> aimcemu ---------------------------------------------------------------------------
+def _converter_from(obj):
+
+    r = _Reader(obj)
+    kind = r.name
+    if kind == "SinglePairConductanceConverter":
+        conv = SinglePairConductanceConverter(g_max=r.get("g_max"), g_min=r.get("g_min"))
+    elif kind in ("NPairConductanceConverter", "DualPairConductanceConverter"):
+        conv = NPairConductanceConverter(f_lst=_floats(r.get("f_lst")), g_max=r.get("g_max"), g_min=r.get("g_min"))
+    elif kind == "SingleDeviceConductanceConverter":
+        conv = SingleDeviceConductanceConverter(g_max=r.get("g_max"), g_min=r.get("g_min"))
+    else:
+        raise AihwkitConversionError(f"aihwkit {kind}", [("class", f"{kind} has no aimcemu counterpart "
+                                                                   "(supported: single pair, N pair, dual pair, single device)")])
+    r.finish(ignore=("scale_ratio",))  # scale_ratio is a cache of the last conversion
+    return conv
+
+
+_PCM_DEFAULT_COEFF = [0.26348, 1.9650, -1.1731]
+_HERMES_DEFAULT_COEFF = {2: ([0.16603222, 4.71806468, -8.48101252, 4.68961419], 20.7),
+                         1: ([0.15781817, 2.32443916, -2.16310839, 0.68841818], 10.35)}
+_WAN_DEFAULT_COEFF = {1.0: [-16.815, 45.393, -43.853, 16.030, 0.348][::-1],
+                      86400.0: [-16.458, 47.095, -50.773, 22.086, 0.701][::-1],
+                      172800.0: [-11.934, 37.062, -43.507, 20.274, 0.782][::-1]}
+_CMO_DEFAULTS = {"coeff_dict": {0.2: [0.00081107, 0.00106879], 2: [0.0112185391, 0.01129027418]},
+                 "decay_dict": {"mean": [-0.08900206], "std": [0.04201137, 0.41183342]},
+                 "read_dict": {"K": 0.0277316483, "t_read": 1e-6}}
+_FIXED = "aimcemu's model has this fit built in"
+
+
+def _pcm_fields(r: _Reader) -> dict:
+    return {"t_read": r.get("t_read"), "t0": r.get("t_0"), "prog_noise_scale": r.get("prog_noise_scale"),
+            "read_noise_scale": r.get("read_noise_scale"), "drift_scale": r.get("drift_scale")}
+
+
+def _check_g_max(r: _Reader, converter) -> None:
+    g_max = r.get("g_max")
+    if g_max is not _MISSING and not _same(g_max, converter.g_max):
+        r.problems.append(("g_max", f"{g_max} differs from the converter's g_max {converter.g_max}"))
+
+
+def _pcm_like_from(r: _Reader, converter, cls_name: str):
+
+    _check_g_max(r, converter)
+    fields = {**_pcm_fields(r), "prog_coeff": _floats(r.get("prog_coeff")),
+              "prog_coeff_g_max_reference": r.get("prog_coeff_g_max_reference")}
+    if cls_name == "CustomDriftPCMLikeNoiseModel":
+        table = r.get("custom_drift_model")
+        return lambda: CustomDriftPCMLikeNoiseModel({k: _floats(v) for k, v in table.items()},
+                                                          converter=converter, **fields)
+    return lambda: PCMLikeNoiseModel(converter=converter, **fields)
+
+
+def _hermes_from(r: _Reader, converter, cls_name: str):
+
+    _check_g_max(r, converter)
+    devices = r.get("num_devices")
+    coeff, reference = _HERMES_DEFAULT_COEFF.get(devices, _HERMES_DEFAULT_COEFF[2])
+    r.expect("prog_coeff", coeff, _FIXED)
+    r.expect("prog_coeff_g_max_reference", reference, _FIXED)
+    fields = _pcm_fields(r)
+    return lambda: HermesNoiseModel(num_devices=int(devices), converter=converter, **fields)
+
+
+def _state_independent_from(r: _Reader, converter, cls_name: str):
+
+    _check_g_max(r, converter)
+    fields = {**_pcm_fields(r), "prog_coeff": _floats(r.get("prog_coeff")), "drift_nu_mean": r.get("drift_nu_mean"),
+              "drift_nu_std": r.get("drift_nu_std")}
+    # aihwkit's read sigma is |g_drift / g_max| * sqrt(...) in uS: read_q = 1/g_max here.
+    return lambda: StateIndependentNoiseModel(converter=converter, read_q=1.0 / converter.g_max, **fields)
+
+
+def _wan_from(r: _Reader, converter, cls_name: str):
+
+    _check_g_max(r, converter)
+    r.expect("coeff_dic", _WAN_DEFAULT_COEFF, _FIXED)
+    r.get("prog_coeff_g_max_reference")   # aihwkit stores 40 there and never uses it
+    scale = r.get("noise_scale")
+    reference = r.get("coeff_g_max_reference")
+    return lambda: ReRamWan2022NoiseModel(converter=converter, prog_noise_scale=scale, read_noise_scale=scale,
+                                                coeff_g_max_reference=reference)
+
+
+def _cmo_from(r: _Reader, converter, cls_name: str):
+
+    for attr, default in _CMO_DEFAULTS.items():
+        r.expect(attr, default, _FIXED)
+    for attr in ("g_max", "g_min"):
+        value = r.get(attr)
+        if value is not _MISSING and not _same(value, getattr(converter, attr)):
+            r.problems.append((attr, f"{value} differs from the converter's {getattr(converter, attr)}"))
+    r.expect("coeff_g_max_reference", converter.g_max, "aihwkit sets it to g_max")
+    fields = {"acceptance_range": r.get("acceptance_range"), "prog_noise_scale": r.get("prog_noise_scale"),
+              "read_noise_scale": r.get("read_noise_scale"), "drift_scale": r.get("drift_scale")}
+    return lambda: ReRamCMONoiseModel(converter=converter, **fields)
+
+
+_NOISE_MODELS: dict[str, Callable] = {
+    "PCMLikeNoiseModel": _pcm_like_from,
+    "CustomDriftPCMLikeNoiseModel": _pcm_like_from,
+    "HermesNoiseModel": _hermes_from,
+    "StateIndependentNoiseModel": _state_independent_from,
+    "ReRamWan2022NoiseModel": _wan_from,
+    "ReRamCMONoiseModel": _cmo_from,
+}
+_CONVERTERS = ("SinglePairConductanceConverter", "NPairConductanceConverter", "DualPairConductanceConverter",
+               "SingleDeviceConductanceConverter", "CustomPairConductanceConverter", "FusionConductanceConverter")
+_COMPENSATIONS = ("GlobalDriftCompensation", "GlobalDriftCompensationWithExactReference", "PerColumnDriftCompensation")
+
+
+def _noise_model_from(obj):
+    r = _Reader(obj)
+    converter_obj = r.get("g_converter")
+    if converter_obj is _MISSING:
+        raise AihwkitConversionError(f"aihwkit {r.name}", r.problems)
+    converter = _converter_from(converter_obj)
+    build = _NOISE_MODELS[r.name](r, converter, r.name)
+    r.finish()
+    return build()
+
+
+def _compensation_from(obj):
+
+    r = _Reader(obj)
+    r.finish()
+    if r.name == "PerColumnDriftCompensation":
+        return PerColumnDriftCompensation()
+    return GlobalDriftCompensation(exact_reference=r.name == "GlobalDriftCompensationWithExactReference")
+
+
+def _is_aihwkit(obj) -> bool:
+    return type(obj).__module__.split(".")[0] == "aihwkit"
+
+
+def from_aihwkit(obj):
+    """An aimcemu noise model, converter or drift compensation equal to the aihwkit object ``obj``.
+
+    Subclasses of aihwkit's classes are refused (their overridden methods cannot be converted);
+    AihwkitConversionError names every field that cannot be represented."""
+    name = type(obj).__name__
+    if not _is_aihwkit(obj) or name not in (*_NOISE_MODELS, *_CONVERTERS, *_COMPENSATIONS):
+        bases = [c.__name__ for c in type(obj).__mro__[1:] if _is_aihwkit_class(c)]
+        why = (f"a subclass of aihwkit's {bases[0]} (its own methods cannot be converted)" if bases
+               else "not an aihwkit inference noise model, converter or drift compensation")
+        raise AihwkitConversionError(f"{type(obj).__module__}.{name}", [("class", why)])
+    if name in _NOISE_MODELS:
+        return _noise_model_from(obj)
+    if name in _CONVERTERS:
+        return _converter_from(obj)
+    return _compensation_from(obj)
+
+
+def _is_aihwkit_class(cls) -> bool:
+    return cls.__module__.split(".")[0] == "aihwkit" and cls.__name__ in (*_NOISE_MODELS, *_CONVERTERS, *_COMPENSATIONS)
+
+
+# --- aimcemu -> aihwkit ---------------------------------------------------------------------------
+def _aihwkit():
+    return require("aihwkit.inference", "to_aihwkit")
+
+
+def _converter_to(conv):
+    ai = _aihwkit()
+    cfg = conv.to_dict()
+    if cfg["converter"] == "single_pair":
+        return ai.SinglePairConductanceConverter(g_max=cfg["g_max"], g_min=cfg["g_min"])
+    if cfg["converter"] == "n_pair":
+        return ai.NPairConductanceConverter(f_lst=list(cfg["pair_factors"]), g_max=cfg["g_max"], g_min=cfg["g_min"])
+    return ai.SingleDeviceConductanceConverter(g_max=cfg["g_max"], g_min=cfg["g_min"])
+
+
+def _model_to(model):
+    ai = _aihwkit()
+    p = model.params
+    problems = []
+    if p.get("drift_reference", "reconverted") != "reconverted":
+        problems.append(("drift_reference", f"{p['drift_reference']!r}: aihwkit always re-converts the programmed "
+                                            "weights before drift ('reconverted')"))
+    name = model.model
+    conv = _converter_to(model.converter)
+    pcm = dict(t_read=p.get("t_read"), t_0=p.get("t0"), prog_noise_scale=p.get("prog_noise_scale"),
+               read_noise_scale=p.get("read_noise_scale"), drift_scale=p.get("drift_scale"))
+    build = None
+    if name in ("pcm_like", "custom_drift_pcm"):
+        def build():
+            if name == "pcm_like":
+                obj = ai.PCMLikeNoiseModel(prog_coeff=list(p["prog_coeff"]), g_converter=conv, **pcm)
+            else:
+                table = {k: list(p[k]) for k in ("g_lst", "nu_mean_lst", "nu_std_lst")}
+                obj = ai.CustomDriftPCMLikeNoiseModel(table, prog_coeff=list(p["prog_coeff"]), g_converter=conv, **pcm)
+            # Set after construction: aihwkit leaves it unset when given together with prog_coeff.
+            obj.prog_coeff_g_max_reference = p["prog_coeff_g_max_reference"]
+            return obj
+    elif name == "hermes":
+        def build():
+            return ai.HermesNoiseModel(num_devices=int(p["num_devices"]), g_converter=conv, g_max=p["g_max"], **pcm)
+    elif name == "state_independent":
+        if not _same(p["read_q"], 1.0 / p["g_max"]):
+            problems.append(("read_q", f"{p['read_q']:g}: aihwkit's read noise is fixed at 1/g_max = {1.0 / p['g_max']:g}"))
+
+        def build():
+            return ai.StateIndependentNoiseModel(g_converter=conv, prog_coeff=list(p["prog_coeff"]),
+                                                 drift_nu_mean=p["drift_nu_mean"], drift_nu_std=p["drift_nu_std"], **pcm)
+    elif name == "reram_wan2022":
+        if p["prog_noise_scale"] != p["read_noise_scale"]:
+            problems.append(("read_noise_scale", f"{p['read_noise_scale']:g} differs from prog_noise_scale "
+                                                 f"{p['prog_noise_scale']:g}: aihwkit has one noise_scale"))
+        if not _same(p["coeff_g_max_reference"], p["g_max"]):
+            problems.append(("coeff_g_max_reference", f"{p['coeff_g_max_reference']:g}: aihwkit ignores it "
+                                                      "(uses g_max)"))
+
+        def build():
+            return ai.ReRamWan2022NoiseModel(g_converter=conv, noise_scale=p["prog_noise_scale"])
+    elif name == "reram_cmo":
+        def build():
+            return ai.ReRamCMONoiseModel(g_max=p["g_max"], g_min=p["g_min"], prog_noise_scale=p["prog_noise_scale"],
+                                         read_noise_scale=p["read_noise_scale"], drift_scale=p["drift_scale"],
+                                         acceptance_range=p["acceptance_range"])
+    else:
+        problems.append(("model", f"{name!r} has no aihwkit counterpart"))
+    if problems:
+        raise AihwkitConversionError(f"aimcemu noise model {name!r}", problems)
+    return build()
+
+
+def to_aihwkit(obj):
+    """The aihwkit object equal to an aimcemu noise model, converter or drift compensation.
+    Needs ``aihwkit.inference`` importable; AihwkitConversionError names what aihwkit cannot express."""
+
+    if isinstance(obj, NoiseModel):
+        return _model_to(obj)
+    if isinstance(obj, ConductanceConverter):
+        return _converter_to(obj)
+    if isinstance(obj, DriftCompensation):
+        ai = _aihwkit()
+        drift = require("aihwkit.inference.compensation.drift", "to_aihwkit")
+        if obj.kind == "per_column":
+            if obj.exact_reference:
+                raise AihwkitConversionError("per-column drift compensation",
+                                             [("exact_reference", "aihwkit has it for global compensation only")])
+            return drift.PerColumnDriftCompensation()
+        return drift.GlobalDriftCompensationWithExactReference() if obj.exact_reference else ai.GlobalDriftCompensation()
+    raise AihwkitConversionError(type(obj).__name__, [("class", "not an aimcemu noise model, converter or drift "
+                                                                "compensation")])

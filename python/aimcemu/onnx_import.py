@@ -1,0 +1,506 @@
+"""ONNX -> aimcemu INT8 network import (float models and onnxruntime QDQ models).
+
+    net = aimcemu.import_onnx("model.onnx", calibration_data=images)     # float model
+    net = aimcemu.import_onnx("model_qdq.onnx")                          # QDQ: scales from the file
+    imported = convert_onnx("model_qdq.onnx")                            # plus scales and their moves
+    for move in imported.scale_moves: print(move)
+
+Each ONNX op becomes a framework-neutral node (aimcemu._netbuild, shared with the PyTorch
+importer), which is mapped, fused and quantized exactly as import_torch does.  Float models are
+calibrated with onnxruntime on ``calibration_data`` (max-abs or percentile, as import_torch).  In
+a QDQ model (QuantizeLinear/DequantizeLinear pairs, as onnxruntime.quantization.quantize_static
+writes them) each quantized tensor's range comes from its QuantizeLinear scale and zero point,
+weights and biases are dequantized from the file, and each scale's move to the nearest power of
+two that holds the same range is reported (``ScaleMove``).  A QuantizeLinear whose range starts
+at 0 clamps negatives, so it stands for a ReLU (onnxruntime removes Relu nodes that way).
+
+Anything that cannot be converted raises UnsupportedOperationError naming the file and every
+offending node; an unreadable file or input without a known size raises aimcemu.FormatError.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _core
+from . import _netbuild as nb
+from . import quantize as q
+from ._netbuild import DEFAULT_PERCENTILE, ImportedModel, UnsupportedOperationError  # noqa: F401 (public)
+from ._optional import require
+
+onnx = require("onnx", "aimcemu.onnx_import (import_onnx)")
+from onnx import numpy_helper  # noqa: E402
+
+CALIBRATION_BATCH = 64
+# Ops that only compute a reshape's target shape from a tensor's shape.
+_SHAPE_OPS = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "ConstantOfShape", "Mul", "Div"}
+
+
+@dataclass
+class ScaleMove:
+    """How far a QDQ scale moved on import.  kind: "activation" or "weight"; qdq_scale: the
+    file's scale (per-channel weights: the smallest and largest); pow2_scale = 2^-frac_bits, the
+    scale the network uses; bits = log2(pow2_scale / qdq_scale) (0: exact; +1: one bit coarser)."""
+    tensor: str
+    kind: str
+    qdq_scale: tuple[float, float]
+    pow2_scale: float
+    bits: tuple[float, float]
+
+    def __str__(self) -> str:
+        lo, hi = self.bits
+        moved = f"{lo:+.2f}" if lo == hi else f"{lo:+.2f}..{hi:+.2f}"
+        return f"{self.kind} {self.tensor}: scale {self.qdq_scale[0]:.4g} -> 2^{round(-math.log2(self.pow2_scale))} ({moved} bits)"
+
+
+def import_onnx(path, calibration_data=None, input_shape=None, name: str | None = None, calibration: str = "max",
+                percentile: float = DEFAULT_PERCENTILE) -> _core.Network:
+    """Converts an ONNX CNN (float, or QDQ-quantized) to a resolved INT8 ``_core.Network``.
+
+    calibration_data: float images [N, C, H, W] (an array or an iterable of batches); required for a
+    float model, optional for a QDQ model (used only for tensors the file leaves unquantized).
+    input_shape: (C, H, W), needed when the model's input has dynamic spatial dimensions."""
+    return convert_onnx(path, calibration_data, input_shape, name, calibration, percentile).network
+
+
+def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None = None, calibration: str = "max",
+                 percentile: float = DEFAULT_PERCENTILE) -> ImportedModel:
+    """import_onnx, also returning every tensor's frac bits and, for QDQ models, the scale moves."""
+    path = os.fspath(path)
+    model = _load(path)
+    graph = _Graph(model, path)
+    chw = graph.input_chw(input_shape)
+    if calibration_data is None and not graph.qdq_ranges:
+        raise ValueError(f"{path}: a float model (no QuantizeLinear) needs calibration_data to choose its scales")
+    stats = _run_onnxruntime(model, path, graph, chw, calibration_data)
+    node_of = {n.name: n for n in graph.nodes}
+    ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile) if calibration_data is not None \
+        else nb.Ranges({}, {node_of[k]: v for k, v in stats.shape.items() if k in node_of})
+    for node, max_abs in graph.qdq_ranges.items():
+        ranges.max_abs[node] = max_abs            # the file's own scales win over calibration
+    ranges.missing_range = lambda node: (f"tensor '{node.name}' has no QuantizeLinear; pass calibration_data "
+                                         "to calibrate it")
+    name = name or graph.name
+    imported = nb.build_network(graph.nodes, graph.output, ranges, name, path)
+    imported.scale_moves = graph.scale_moves(imported)
+    return imported
+
+
+def _load(path: str):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such ONNX file")
+    try:
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # protobuf's DecodeError, onnx's ValidationError, ...
+        raise _core.FormatError(f"{path}: field 'model': not a valid ONNX model ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else 'truncated or corrupt'})") from exc
+    return model
+
+
+def _attrs(node) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _where(node, index: int) -> str:
+    return f"node '{node.name}' ({node.op_type})" if node.name else f"node #{index} ({node.op_type}, output '{node.output[0]}')"
+
+
+def _layer_name(node, index: int) -> str:
+    """A layer name from the ONNX node: PyTorch's exporter writes '/layer1/0/conv1/Conv', which
+    becomes 'layer1.0.conv1.Conv' ('/' cannot name an HDF5 group in the model file)."""
+    name = (node.name or f"{node.op_type}_{index}").strip("/").replace("/", ".")
+    return name or f"{node.op_type}_{index}"
+
+
+def _qdq_range(scale: np.ndarray, zero_point: np.ndarray, dtype) -> tuple[float, float]:
+    info = np.iinfo(dtype)
+    s, z = float(np.max(scale)), float(np.max(zero_point)) if zero_point.size else 0.0
+    return s * (info.min - z), s * (info.max - z)
+
+
+def _broadcast_shape(values: np.ndarray, scale, axis: int) -> list[int]:
+    """The shape that lines a per-axis scale (or zero point) up with values' axis."""
+    shape = [1] * values.ndim
+    if np.size(scale) > 1:
+        shape[axis % values.ndim] = -1
+    return shape
+
+
+def _dequantize(values: np.ndarray, scale: np.ndarray, zero_point, axis: int) -> np.ndarray:
+    shape = _broadcast_shape(values, scale, axis)
+    zp = np.zeros(1) if zero_point is None else np.asarray(zero_point, dtype=np.float64)
+    zp_shape = shape if zp.size > 1 else [1] * values.ndim
+    return (values.astype(np.float64) - zp.reshape(zp_shape)) * np.asarray(scale, dtype=np.float64).reshape(shape)
+
+
+def _quantize(values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int) -> np.ndarray:
+    """ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point)."""
+    shape = _broadcast_shape(values, scale, axis)
+    info = np.iinfo(zero_point.dtype)
+    zp_shape = shape if zero_point.size > 1 else [1] * values.ndim
+    scaled = np.rint(values / np.asarray(scale, dtype=np.float64).reshape(shape)) + zero_point.astype(np.float64).reshape(zp_shape)
+    return np.clip(scaled, info.min, info.max).astype(zero_point.dtype)
+
+
+class _Graph:
+    """The ONNX graph as _netbuild nodes: data tensors become nodes, constants are folded, Q/DQ
+    pairs on data are dropped (their scales kept as the tensor's range)."""
+
+    def __init__(self, model, path: str):
+        self.path = path
+        self.name = model.graph.name or os.path.splitext(os.path.basename(path))[0]
+        g = model.graph
+        self.const = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+        inputs = [i for i in g.input if i.name not in self.const]
+        if len(inputs) != 1:
+            raise UnsupportedOperationError([("graph inputs", f"the model must take exactly one input, it takes "
+                                                              f"{len(inputs)}")], path)
+        self.input_info = inputs[0]
+        self.input = nb.Node(inputs[0].name, f"input '{inputs[0].name}'", "input")
+        self.value: dict[str, nb.Node] = {inputs[0].name: self.input}
+        self.shape_values: set[str] = set()
+        self.nodes = [self.input]
+        self.qdq_ranges: dict[nb.Node, float] = {}
+        self.activation_scales: dict[nb.Node, float] = {}
+        self.weight_scales: dict[nb.Node, np.ndarray] = {}
+        self.dq_scale_of: dict[str, np.ndarray] = {}     # dequantized constant -> its scales
+        problems = []
+        for index, node in enumerate(g.node):
+            try:
+                self._convert(node, index)
+            except _Skip as exc:
+                problems.append((_where(node, index), str(exc)))
+                for out in node.output:   # stand-ins, so that later nodes still get checked
+                    self.value.setdefault(out, nb.Node(out, out, "identity"))
+        if len(g.output) != 1:
+            problems.append(("graph outputs", f"the model must return one tensor, it returns {len(g.output)}"))
+        if problems:
+            raise UnsupportedOperationError(problems, path)
+        self.output = self.value[g.output[0].name]
+        for node in self.nodes:
+            for source in node.inputs:
+                source.users += 1
+        self.output.users += 1
+
+    # -- input
+
+    def input_chw(self, input_shape) -> tuple[int, int, int]:
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in self.input_info.type.tensor_type.shape.dim]
+        where = f"input '{self.input_info.name}'"
+        if len(dims) != 4:
+            raise _core.FormatError(f"{self.path}: field '{where}': expected images [N, C, H, W], got rank {len(dims)}")
+        if input_shape is not None:
+            chw = tuple(int(v) for v in input_shape)
+            if len(chw) != 3 or any(d is not None and d != v for d, v in zip(dims[1:], chw)):
+                raise _core.FormatError(f"{self.path}: field '{where}': input_shape {tuple(input_shape)} does not "
+                                        f"fit the model's [N, C, H, W] = {dims}")
+            return chw
+        if any(d is None for d in dims[1:]):
+            raise _core.FormatError(f"{self.path}: field '{where}': dynamic shape {dims} (None = dynamic); pass "
+                                    "input_shape=(C, H, W) (CLI: --input-shape C,H,W)")
+        return tuple(dims[1:])
+
+    # -- one ONNX node
+
+    def _data(self, name: str) -> nb.Node:
+        if name not in self.value:
+            raise _Skip(f"input '{name}' is neither a tensor computed from the image nor a constant")
+        return self.value[name]
+
+    def _constant(self, name: str, what: str) -> np.ndarray:
+        if name not in self.const:
+            raise _Skip(f"its {what} ('{name}') must be a constant (an initializer)")
+        return self.const[name]
+
+    def _add(self, node, index: int, tag: str, inputs: list[nb.Node], **fields) -> nb.Node:
+        where = _layer_name(node, index)
+        made = nb.Node(node.output[0], where, tag, inputs, **fields)
+        self.nodes.append(made)
+        self.value[node.output[0]] = made
+        return made
+
+    def _convert(self, node, index: int) -> None:
+        op, ins = node.op_type, list(node.input)
+        if node.domain not in ("", "ai.onnx"):
+            raise _Skip(f"operator domain '{node.domain}' is not supported")
+        if op == "Constant":
+            self.const[node.output[0]] = numpy_helper.to_array(_attrs(node)["value"])
+            return
+        if ins and all(i in self.const or i == "" for i in ins) and op in ("QuantizeLinear", "DequantizeLinear",
+                                                                           "Identity", "Transpose", "Cast"):
+            self._fold_constant(node)
+            return
+        if self._computes_a_shape(op, ins):
+            self.shape_values.update(node.output)
+            return
+        handler = getattr(self, "_op_" + op, None)
+        if handler is None:
+            raise _Skip(f"{op} is not supported")
+        handler(node, index, ins, _attrs(node))
+
+    def _computes_a_shape(self, op: str, ins: list[str]) -> bool:
+        """Shape(x), and shape ops on its results and constants: they only feed a Reshape's
+        target shape (x.view(x.size(0), -1) exports that way) and carry no tensor data."""
+        if op == "Shape":
+            return True
+        used = [i for i in ins if i]
+        return (op in _SHAPE_OPS and any(i in self.shape_values for i in used)
+                and all(i in self.shape_values or i in self.const for i in used))
+
+    def _fold_constant(self, node) -> None:
+        op, a = node.op_type, _attrs(node)
+        x = self.const[node.input[0]]
+        if op == "QuantizeLinear":
+            zp = self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+            value = _quantize(x.astype(np.float64), self.const[node.input[1]], zp, a.get("axis", 1))
+        elif op == "DequantizeLinear":
+            zp = self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else None
+            value = _dequantize(x, self.const[node.input[1]], zp, a.get("axis", 1))
+            self.dq_scale_of[node.output[0]] = np.atleast_1d(self.const[node.input[1]]).astype(np.float64)
+        elif op == "Transpose":
+            value = np.transpose(x, a.get("perm"))
+        else:  # Identity, Cast
+            value = x
+        self.const[node.output[0]] = value
+
+    def _weight(self, name: str, what: str) -> np.ndarray:
+        return np.asarray(self._constant(name, what), dtype=np.float64)
+
+    def _note_weight_scale(self, made: nb.Node, weight_name: str) -> None:
+        scales = self.dq_scale_of.get(weight_name)
+        if scales is not None:
+            self.weight_scales[made] = scales
+
+    # -- Q/DQ on data: aliases that carry a range
+
+    def _op_QuantizeLinear(self, node, index, ins, a):
+        source = self._data(ins[0])
+        scale = self._constant(ins[1], "scale")
+        zp = self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else np.zeros((), np.uint8)
+        if np.size(scale) != 1:
+            raise _Skip("per-channel quantization of an activation is not supported (the format has one scale per tensor)")
+        lo, hi = _qdq_range(scale, zp, zp.dtype)
+        if lo >= 0.0 and source.tag not in ("relu", "input"):
+            # Saturation at 0 is a ReLU (onnxruntime drops Relu nodes this way); make it explicit.
+            source = self._add(node, index, "relu", [source])
+            source.where = f"{_layer_name(node, index)}.implied_relu"   # uint8 saturation at 0 is the ReLU
+        self.qdq_ranges[source] = max(abs(lo), abs(hi))
+        self.activation_scales[source] = float(np.max(scale))
+        self.value[node.output[0]] = source
+
+    def _op_DequantizeLinear(self, node, index, ins, a):
+        self.value[node.output[0]] = self._data(ins[0])
+
+    # -- layers
+
+    def _op_Conv(self, node, index, ins, a):
+        x = self._data(ins[0])
+        weight = self._weight(ins[1], "weight")
+        if weight.ndim != 4:
+            raise _Skip(f"only 2-D convolutions are supported (weight of rank {weight.ndim})")
+        if a.get("group", 1) != 1:
+            raise _Skip(f"grouped convolution (group={a['group']}) is not supported")
+        if any(d != 1 for d in a.get("dilations", [1, 1])):
+            raise _Skip(f"dilation {tuple(a['dilations'])} is not supported")
+        kernel, stride, pad = self._geometry(a, weight.shape[2:])
+        if pad >= kernel:
+            raise _Skip(f"padding {pad} >= kernel {kernel} is not supported")
+        bias = self._weight(ins[2], "bias") if len(ins) > 2 and ins[2] else None
+        made = self._add(node, index, "conv", [x], kernel=kernel, stride=stride, pad=pad, weight=weight, bias=bias)
+        self._note_weight_scale(made, ins[1])
+
+    def _geometry(self, a: dict, kernel_hw) -> tuple[int, int, int]:
+        try:
+            kernel = nb.square(list(a.get("kernel_shape", kernel_hw)), "kernel")
+            stride = nb.square(list(a.get("strides", [1, 1])), "stride")
+            auto_pad = a.get("auto_pad", b"NOTSET")
+            auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+            if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                if stride != 1 or kernel % 2 == 0:
+                    raise ValueError(f"auto_pad {auto_pad} is supported only for odd kernels at stride 1")
+                pad = kernel // 2
+            elif auto_pad == "VALID":
+                pad = 0
+            else:
+                pads = list(a.get("pads", [0, 0, 0, 0]))
+                pad = nb.square(pads, "padding (top, left, bottom, right)")
+        except ValueError as exc:
+            raise _Skip(str(exc)) from None
+        return kernel, stride, pad
+
+    def _op_BatchNormalization(self, node, index, ins, a):
+        x = self._data(ins[0])
+        gamma, beta, mean, var = (self._weight(n, w) for n, w in zip(ins[1:5], ("scale", "bias", "mean", "var")))
+        self._add(node, index, "bn", [x], bn=nb.BatchNorm(gamma, beta, mean, var, float(a.get("epsilon", 1e-5))))
+
+    def _op_Relu(self, node, index, ins, a):
+        self._add(node, index, "relu", [self._data(ins[0])])
+
+    def _op_Gemm(self, node, index, ins, a):
+        x = self._data(ins[0])
+        if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
+            raise _Skip("only Gemm with transA=0, alpha=1, beta=1 is supported")
+        weight = self._weight(ins[1], "weight")
+        weight = weight if a.get("transB", 0) else weight.T          # -> [out, in]
+        bias = self._weight(ins[2], "bias").reshape(-1) if len(ins) > 2 and ins[2] else None
+        made = self._add(node, index, "linear", [x], weight=weight, bias=bias)
+        self._note_weight_scale(made, ins[1])
+
+    def _op_MatMul(self, node, index, ins, a):
+        x = self._data(ins[0])
+        weight = self._weight(ins[1], "weight")
+        if weight.ndim != 2:
+            raise _Skip("only a matrix product with a constant [in, out] matrix is supported")
+        made = self._add(node, index, "linear", [x], weight=weight.T)
+        self._note_weight_scale(made, ins[1])
+
+    def _op_Add(self, node, index, ins, a):
+        data = [i for i in ins if i in self.value]
+        if len(data) == 2:
+            self._add(node, index, "add", [self.value[ins[0]], self.value[ins[1]]])
+            return
+        x = self._data(data[0]) if data else self._data(ins[0])
+        const_name = ins[1] if ins[0] == data[0] else ins[0]
+        bias = self._weight(const_name, "addend").reshape(-1)
+        # x + b after a bias-less MatMul (how some exporters write Linear): the layer's bias.
+        if x.tag == "linear" and x.bias is None and bias.size == x.weight.shape[0]:
+            x.bias = bias
+            self.value[node.output[0]] = x
+            return
+        raise _Skip("adding a constant is supported only as the bias of a preceding MatMul")
+
+    def _op_MaxPool(self, node, index, ins, a):
+        if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])) or len(node.output) > 1:
+            raise _Skip("ceil_mode, dilation and the indices output are not supported")
+        kernel, stride, pad = self._geometry(a, a["kernel_shape"])
+        self._add(node, index, "max_pool", [self._data(ins[0])], kernel=kernel, stride=stride, pad=pad)
+
+    def _op_AveragePool(self, node, index, ins, a):
+        kernel, stride, pad = self._geometry(a, a["kernel_shape"])
+        if a.get("ceil_mode", 0):
+            raise _Skip("ceil_mode is not supported")
+        if pad > 0 and not a.get("count_include_pad", 0):
+            raise _Skip("padding without count_include_pad=1 is not supported (the GEMM divides by k*k)")
+        self._add(node, index, "avg_pool", [self._data(ins[0])], kernel=kernel, stride=stride, pad=pad)
+
+    def _op_GlobalAveragePool(self, node, index, ins, a):
+        self._add(node, index, "global_avg_pool", [self._data(ins[0])])
+
+    def _op_Flatten(self, node, index, ins, a):
+        if a.get("axis", 1) != 1:
+            raise _Skip(f"Flatten(axis={a['axis']}) is not supported (only axis=1)")
+        self._add(node, index, "flatten", [self._data(ins[0])])
+
+    def _op_Reshape(self, node, index, ins, a):
+        if ins[1] not in self.const and ins[1] not in self.shape_values:
+            raise _Skip("the target shape must be a constant or computed from the input's shape")
+        self._add(node, index, "flatten", [self._data(ins[0])])   # the mapper accepts [N, features] only
+
+    def _op_Dropout(self, node, index, ins, a):
+        self._add(node, index, "identity", [self._data(ins[0])])
+
+    _op_Identity = _op_Dropout
+
+    # -- report
+
+    def scale_moves(self, imported: ImportedModel) -> list[ScaleMove]:
+        """Per quantized tensor, the QDQ scale against the power-of-two scale the network uses."""
+        moves = []
+        frac_of_node = {imported.sources[i]: f for i, f in enumerate(imported.frac_bits)}
+        frac_of_node[self.input.name] = imported.input_frac_bits
+        for node, scale in self.activation_scales.items():
+            if node.name in frac_of_node:
+                pow2 = 2.0 ** -frac_of_node[node.name]
+                moves.append(ScaleMove(node.name, "activation", (scale, scale), pow2, (math.log2(pow2 / scale),) * 2))
+        for node, scales in self.weight_scales.items():
+            layer = next((i for i, layer in enumerate(imported.network.layers) if layer.name == node.where), None)
+            if layer is None or imported.weight_frac_bits[layer] is None:
+                continue
+            pow2 = 2.0 ** -imported.weight_frac_bits[layer]
+            bits = np.log2(pow2 / scales)
+            moves.append(ScaleMove(node.where, "weight", (float(scales.min()), float(scales.max())), pow2,
+                                   (float(bits.min()), float(bits.max()))))
+        return moves
+
+
+class _Skip(Exception):
+    """One node cannot be converted (collected, then raised together)."""
+
+
+def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> nb.RangeStatistics:
+    """Runs the float graph with every node's value as an output: ranges over the calibration
+    data, or (without it) the shapes from one zero image."""
+    ort = require("onnxruntime", "aimcemu.onnx_import (import_onnx)")
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    existing = {o.name for o in probe.graph.output}
+    for node in graph.nodes[1:]:
+        if node.name not in existing:
+            probe.graph.output.append(onnx.ValueInfoProto(name=node.name))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every value
+    options.log_severity_level = 3
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    stats = nb.RangeStatistics()
+    input_name = graph.input.name
+    batches = [np.zeros((1, *chw), np.float32)] if calibration_data is None else _batches(calibration_data, chw)
+    count = 0
+    for batch in batches:
+        outputs = session.run(names, {input_name: batch})
+        for key, value in [(input_name, batch), *zip(names, outputs)]:
+            if calibration_data is not None:
+                stats.update(key, value)
+            stats.shape[key] = tuple(value.shape[1:])
+        count += 1
+    if count == 0:
+        raise ValueError("calibration_data is empty")
+    return stats
+
+
+def _batches(data, chw):
+    if hasattr(data, "detach"):
+        data = data.detach().cpu().numpy()
+    if isinstance(data, np.ndarray):
+        data = [data[i:i + CALIBRATION_BATCH] for i in range(0, len(data), CALIBRATION_BATCH)]
+    for batch in data:
+        batch = batch[0] if isinstance(batch, (tuple, list)) else batch
+        batch = np.asarray(batch.detach().cpu().numpy() if hasattr(batch, "detach") else batch, dtype=np.float32)
+        if batch.ndim != 4 or tuple(batch.shape[1:]) != tuple(chw):
+            raise ValueError(f"calibration_data: expected images [N, {', '.join(map(str, chw))}], got {batch.shape}")
+        yield batch
+
+
+def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, outputs: list[np.ndarray]) -> list[tuple[str, str, float]]:
+    """(layer, ONNX tensor, cosine similarity) per layer: our dequantized int8 layer outputs
+    (``outputs``, one [N, H, W, C] array per layer, e.g. from ``_core.run_network``) against
+    onnxruntime's values of the tensor each layer stands for, on the same float images."""
+    ort = require("onnxruntime", "aimcemu.onnx_import.layer_cosines")
+    model = onnx.load(os.fspath(path))
+    # In a QDQ model compare with the value as quantized: DequantizeLinear(QuantizeLinear(tensor)).
+    consumer = {(n.op_type, n.input[0]): n.output[0] for n in model.graph.node if n.input}
+    quantized_name = {}
+    for source in imported.sources:
+        q_out = consumer.get(("QuantizeLinear", source))
+        if q_out is None and any(n.op_type == "QuantizeLinear" and n.output[0] == source for n in model.graph.node):
+            q_out = source        # an implied ReLU: the layer stands for the QuantizeLinear's output
+        quantized_name[source] = consumer.get(("DequantizeLinear", q_out), source) if q_out else source
+    existing = {o.name for o in model.graph.output}
+    for name in set(quantized_name.values()) - existing:
+        model.graph.output.append(onnx.ValueInfoProto(name=name))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    values = dict(zip(names, session.run(names, {session.get_inputs()[0].name: images_nchw.astype(np.float32)})))
+    result = []
+    for layer, source, frac, ours in zip(imported.network.layers, imported.sources, imported.frac_bits, outputs):
+        h, w, c = tuple(layer.out_shape)
+        reference = values[quantized_name[source]].reshape(len(images_nchw), c, h, w)   # ONNX: CHW order
+        reference = reference.transpose(0, 2, 3, 1).reshape(len(images_nchw), -1)
+        mine = q.dequantize(np.asarray(ours).reshape(len(images_nchw), -1), frac)
+        denom = np.linalg.norm(mine) * np.linalg.norm(reference)
+        result.append((layer.name, source, float(np.sum(mine * reference) / denom) if denom else 1.0))
+    return result
