@@ -298,3 +298,21 @@ def test_perf_accounts_for_the_block_without_a_stall():
     options.periph_lanes = 4
     slow = _core.timing.time_network(net, _core.timing.pu2x(), options)
     assert any(l.periph_stall_cycles > 0 for l in slow.layers)
+
+
+def test_sweep_axis_over_a_peripheral_setting(tmp_path):
+    """grid: {peripherals.out_noise: [...]} runs one task per value on top of the sweep's preset;
+    each task's results file records its resolved settings."""
+    import h5py
+
+    result = aimcemu.sweep({"output": str(tmp_path / "s"), "peripherals": "pcm", "chips": 1,
+                            "grid": {"peripherals.out_noise": [0.0, 0.3]}}, workers=1, progress=False)
+    files = sorted((tmp_path / "s").rglob("*.h5"))
+    assert len(files) == 2, result
+    noises = set()
+    for path in files:
+        with h5py.File(path) as f:
+            config = json.loads(f.attrs["config"])
+            assert config["peripherals"]["out_bound"] == 10.0   # the preset under the axis
+            noises.add(config["peripherals"]["out_noise"])
+    assert noises == {0.0, 0.3}
