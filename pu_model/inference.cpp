@@ -90,7 +90,7 @@ std::unique_ptr<std::int32_t[]> gemm_layer(const Layer& l, const std::int8_t* w,
 }
 
 Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std::vector<Tensor8>& outputs,
-                  const PackedLayers& packed, const RunOptions& opt) {
+                  const PackedLayers& packed, const RunOptions& opt, std::int64_t image) {
     const Layer& l = net.layers[std::size_t(index)];
     auto producer = [&](int i) -> const Tensor8& { return i == kNetworkInput ? input : outputs[std::size_t(i)]; };
     const Tensor8& x = producer(l.input);
@@ -98,7 +98,17 @@ Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std
     switch (l.kind) {
         case LayerKind::Conv:
         case LayerKind::Linear: {
-            const auto acc = gemm_layer(l, weights_read(net, index, opt), packed[std::size_t(index)].get(), x, opt);
+            const std::int8_t* w = weights_read(net, index, opt);
+            const PackedWeights* pw = packed[std::size_t(index)].get();
+            if (opt.peripherals && opt.peripherals->active(index)) {
+                // The GEMM multiplies the DAC codes; the peripherals turn its accumulator into
+                // digitised outputs in x's accumulator units (pu_model/peripherals.hpp).
+                const auto acc = gemm_layer(l, w, pw, opt.peripherals->input_codes(index, x), opt);
+                opt.peripherals->apply_output(index, image, x, acc.get(), l.gemm_p(), l.gemm_n());
+                requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data(), opt.threads);
+                break;
+            }
+            const auto acc = gemm_layer(l, w, pw, x, opt);
             requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data(), opt.threads);
             break;
         }
@@ -133,11 +143,11 @@ void check_ready(const Network& net, const Tensor8& input, const std::string& fi
 }
 
 std::vector<Tensor8> run_prepared(const Network& net, const Tensor8& input, const PackedLayers& packed,
-                                  const RunOptions& options) {
+                                  const RunOptions& options, std::int64_t image) {
     std::vector<Tensor8> outputs;
     outputs.reserve(net.layers.size());
     for (int i = 0; i < int(net.layers.size()); ++i)
-        outputs.push_back(run_layer(net, i, input, outputs, packed, options));
+        outputs.push_back(run_layer(net, i, input, outputs, packed, options, image));
     return outputs;
 }
 
@@ -153,7 +163,7 @@ std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, GemmB
 
 std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, const RunOptions& options) {
     check_ready(net, input, "input");
-    return run_prepared(net, input, pack_layers(net, options), options);
+    return run_prepared(net, input, pack_layers(net, options), options, options.first_image);
 }
 
 std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const std::vector<Tensor8>& images,
@@ -163,13 +173,13 @@ std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const st
     if (images.empty()) return results;
     const PackedLayers packed = pack_layers(net, options);
     if (images.size() == 1) {
-        results[0] = run_prepared(net, images[0], packed, options);
+        results[0] = run_prepared(net, images[0], packed, options, options.first_image);
         return results;
     }
     RunOptions per_image = options;
     per_image.threads = 1;   // parallel over images; each image's GEMMs run on its own thread
     parallel_for(std::int64_t(images.size()), options.threads, [&](std::int64_t i) {
-        results[std::size_t(i)] = run_prepared(net, images[std::size_t(i)], packed, per_image);
+        results[std::size_t(i)] = run_prepared(net, images[std::size_t(i)], packed, per_image, options.first_image + i);
     });
     return results;
 }
