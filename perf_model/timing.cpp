@@ -168,8 +168,9 @@ Transfer row_segment(const PuConfig& pu, std::int64_t n, std::int64_t tiles, int
     return command(pu, col * n + tile * pu.r_sa, rows, stream_bytes);
 }
 
-enum Stage { kSa, kWrb, kIn, kOut, kResidual, kHbm, kStages };
-constexpr std::array<const char*, kStages> kStageNames = {"SA", "WRB", "ADM-in", "ADM-out", "residual", "HBM"};
+enum Stage { kSa, kWrb, kIn, kOut, kResidual, kHbm, kPeriph, kStages };
+constexpr std::array<const char*, kStages> kStageNames = {"SA", "WRB", "ADM-in", "ADM-out", "residual", "HBM",
+                                                          "peripherals"};
 
 LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const TimingOptions& opt,
                       std::vector<TileTiming>* tiles_out) {
@@ -191,6 +192,12 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     t.wrb_cycles = ceil_div(pu.r_sa, pu.r_g);
     t.wrb_condition = pu.r_g * t.wave_cycles >= pu.r_sa;
     t.sa_cycles = g.tiles * g.columns * t.wave_cycles;
+    t.peripherals = std::size_t(index) < opt.peripherals.size() && opt.peripherals[std::size_t(index)];
+    if (t.peripherals) {
+        if (opt.periph_lanes < 0 || opt.periph_latency < 0)
+            throw FormatError("<timing>", "peripherals", "periph_lanes and periph_latency must be >= 0");
+        t.periph_cycles = ceil_div(pu.r_sa, opt.periph_lanes == 0 ? pu.r_g : opt.periph_lanes);
+    }
     const std::int64_t entries = uram_tile_entries(pu, g.m_eff);
     if (entries > uram_capacity_entries(pu))
         throw FormatError("<timing:" + net.name + ">", "layers/" + l.name,
@@ -222,6 +229,9 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
             c[kOut] = out.axi_cycles * f;
             c[kResidual] = residual ? res.axi_cycles * f : 0.0;
             c[kHbm] = (column_in.hbm_bytes + out.hbm_bytes) * hbm_cycles_per_byte;
+            c[kPeriph] = double(t.periph_cycles);
+            if (!roofline)
+                t.periph_stall_cycles += std::max(0.0, c[kPeriph] - *std::max_element(c.begin(), c.begin() + kPeriph));
             const std::size_t slowest =
                 roofline ? std::size_t(kSa) : std::size_t(std::max_element(c.begin(), c.end()) - c.begin());
             stage_time[slowest] += c[slowest];
@@ -260,13 +270,14 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     t.bound = kStageNames[std::size_t(std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin())];
 
     // Fill and drain: the first column's load, one HBM read and one write latency, the SA pipeline's
-    // drain after the last wave (as the PE-level model counts it), and the post-processing chain.
+    // drain after the last wave (as the PE-level model counts it), and the post-processing chain
+    // (with the analog peripherals' pipeline where the layer has them).
     if (!roofline) {
         const double first_load = in.empty() ? 0.0 : in.front().axi_cycles * f;
         const std::int64_t sa_drain =
             sa_pipeline_cycles(pu, std::min<std::int64_t>(g.n, pu.r_sa), g.m_eff, 1) - t.wave_cycles;
         t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + sa_drain +
-                        pu.postproc_pipeline;
+                        pu.postproc_pipeline + (t.peripherals ? opt.periph_latency : 0);
     }
     if (tiles_out && !tiles_out->empty()) {
         auto& first = (*tiles_out)[tiles_out->size() - std::size_t(g.tiles)];

@@ -52,6 +52,14 @@ struct TimingOptions {
     FirstLayerIm2col first_layer = FirstLayerIm2col::Host;
     AvgPoolMapping avg_pool = AvgPoolMapping::BlockDiagonal;
     TimingModel model = TimingModel::Full;
+    // Analog tile peripherals (docs/peripherals.md) in the post-processing of the layers flagged
+    // here (by layer index; empty: none): one more streaming stage of periph_lanes results per
+    // fast cycle (0: R_g, the block's design rate) and periph_latency cycles of pipeline depth.
+    // The block's generated constants (NIU_PERIPH_LANES, NIU_PERIPH_PIPE_STAGES) fill these in
+    // aimcemu.perf.
+    std::vector<bool> peripherals;
+    int periph_lanes = 0;
+    int periph_latency = 0;
 };
 
 // One weight tile as the scheduler sees it.
@@ -85,8 +93,11 @@ struct LayerTiming {
     double stream_cycles = 0;            // sum over tiles and columns of the slowest stage
     double adm_bound_cycles = 0;         // stream_cycles - sa_cycles: waves a data-movement stage made longer
     double cycles = 0;                   // stream + fill (no weight stalls)
-    std::string bound;                   // "SA", "ADM-in", "ADM-out", "residual", "WRB", "HBM", "fused"
+    std::string bound;                   // "SA", "ADM-in", "ADM-out", "residual", "WRB", "HBM", "peripherals", "fused"
     bool wrb_condition = true;           // R_g >= R_SA / ceil(M/C_SA) (the paper's condition)
+    bool peripherals = false;            // the layer's results pass the analog tile peripherals
+    std::int64_t periph_cycles = 0;      // their stage per wave: ceil(R_SA / periph lanes)
+    double periph_stall_cycles = 0;      // stream cycles the stage adds over the other stages
     double macs = 0;                     // useful MACs (conv/linear: N*M*P; pools: 0)
     std::int64_t weight_bytes = 0;       // weights + bias loaded per inference
     std::int64_t input_bytes = 0;        // activation bytes read from HBM (all tiles, whole aligned beats)

@@ -81,8 +81,10 @@ public:
         : net_(net), weights_(weights), opt_(opt), last_use_(last_use) {}
 
     // results[b] receives image b's outputs (kept layers filled, the others shape only).
-    void run(const Tensor8* const* images, int count, std::vector<Tensor8>* results) {
+    // first_image: the run-wide index of images[0] (it keys the peripherals' noise).
+    void run(const Tensor8* const* images, int count, std::vector<Tensor8>* results, std::int64_t first_image) {
         count_ = count;
+        first_image_ = first_image;
         const std::int64_t in_size = net_.input_shape.size();
         input_ = uninitialised<std::int8_t>(count * in_size);
         for (int b = 0; b < count; ++b)
@@ -146,6 +148,7 @@ private:
 
     // y (count images of P x N int8) of a conv or linear layer.
     void gemm_layer(int index, const std::int8_t* x, std::int8_t* y) {
+        if (opt_.peripherals && opt_.peripherals->active(index)) return peripheral_gemm_layer(index, x, y);
         const Layer& l = net_.layers[std::size_t(index)];
         const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p(), in_size = l.in_shape.size();
         // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
@@ -187,11 +190,60 @@ private:
         }
     }
 
+    // A layer with analog tile peripherals, one image at a time: the DAC scale is chosen per image
+    // and the output noise is keyed by the image's run-wide index (pu_model/peripherals.hpp).  The
+    // GEMM multiplies the DAC codes; the peripherals turn its accumulator into digitised outputs.
+    void peripheral_gemm_layer(int index, const std::int8_t* x, std::int8_t* y) {
+        const Layer& l = net_.layers[std::size_t(index)];
+        const std::int64_t n = l.gemm_n(), p = l.gemm_p(), in_size = l.in_shape.size();
+        auto acc = uninitialised<std::int32_t>(n * p);
+        for (int b = 0; b < count_; ++b) {
+            const Tensor8 image{l.in_shape, std::vector<std::int8_t>(x + b * in_size, x + (b + 1) * in_size)};
+            const Tensor8 codes = opt_.peripherals->input_codes(index, image);
+            accumulate_one_image(index, codes.data.data(), acc.get());
+            opt_.peripherals->apply_output(index, first_image_ + b, image, acc.get(), p, n);
+            requantize(acc.get(), n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
+        }
+    }
+
+    // The exact int32 accumulator (P x N) of one image's conv or linear layer, any backend.
+    void accumulate_one_image(int index, const std::int8_t* x, std::int32_t* acc) {
+        const Layer& l = net_.layers[std::size_t(index)];
+        const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p();
+        const bool conv = l.kind == LayerKind::Conv;
+        const bool pointwise = !conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0);
+        const WindowGeometry g = conv ? geometry_of(l) : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
+        if (opt_.backend == GemmBackend::Fast) {
+            const PackedWeights& packed = *weights_.layer(index);
+            const std::int64_t stride = packed.x_row_stride();
+            const std::uint8_t mask = packed.x_xor_mask();
+            if (pointwise && mask == 0 && stride == m) {
+                gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x), p, acc, opt_.threads);
+                return;
+            }
+            auto operand = uninitialised<std::uint8_t>(p * stride);
+            im2col_into(x, g, mask, stride, operand.get(), opt_.threads);
+            gemm_fast(packed, operand.get(), p, acc, opt_.threads);
+            return;
+        }
+        const std::int8_t* w = weights_read(net_, index, opt_);
+        std::vector<std::int8_t> patches;
+        if (!pointwise) {
+            patches = im2col(x, g);
+            x = patches.data();
+        }
+        if (opt_.backend == GemmBackend::Reference)
+            gemm_reference(w, x, m, l.bias.data(), l.bias_shift, n, m, p, acc);
+        else
+            sa_cycle_gemm(w, x, m, l.bias.data(), l.bias_shift, n, m, p, opt_.sa, acc);
+    }
+
     const Network& net_;
     const RunWeights& weights_;
     const RunOptions& opt_;
     const std::vector<int>& last_use_;   // per layer, then the network input last
     int count_ = 0;
+    std::int64_t first_image_ = 0;
     std::unique_ptr<std::int8_t[]> input_;
     std::vector<std::unique_ptr<std::int8_t[]>> outputs_;
 };
@@ -290,7 +342,8 @@ std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const st
     const int workers = batches >= threads ? threads : 1;
     parallel_for(batches, workers, [&](std::int64_t k) {
         const int first = int(k) * batch, size = std::min(batch, count - first);
-        MicroBatch(net, weights, per_batch, last_use).run(inputs.data() + first, size, results.data() + first);
+        MicroBatch(net, weights, per_batch, last_use).run(inputs.data() + first, size, results.data() + first,
+                                                          options.first_image + first);
     });
     return results;
 }

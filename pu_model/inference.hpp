@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "pu_model/gemm.hpp"
+#include "pu_model/peripherals.hpp"
 #include "formats/network.hpp"
 #include "pu_model/sa_cycle.hpp"
 
@@ -70,6 +71,11 @@ struct RunOptions {
     std::vector<bool> keep;
     int batch = 0;                           // images per GEMM (0 = automatic); never changes a byte
     const PackedNetwork* packed = nullptr;   // prepared weights of this network (Fast backend)
+    // Analog tile peripherals of AIMC layers (DAC before the GEMM; output noise, bound and ADC
+    // between the accumulator and requantisation), nullptr for none.  Their noise is keyed by the
+    // image's index in the run: first_image + the image's position in the batch.
+    const LayerPeripherals* peripherals = nullptr;
+    std::int64_t first_image = 0;
 };
 
 // One output per layer, in network order.  The network must be resolved; the input must have the

@@ -19,6 +19,9 @@ are aimcemu.validate's, listed with their reasons in docs/reliability.md):
     mapping       None (all digital) | "all" | a Mapping | a dict | a YAML mapping file
     noise         the default noise of AIMC layers: {"model": name, **params}, a name, or a
                   noise model object; alone it means mapping "all"
+    peripherals   the default analog tile peripherals of AIMC layers (aimcemu.peripherals): a
+                  preset name, a dict, or "pcm,out_noise=0.02"; None: none; alone it means
+                  mapping "all"
     t             times since programming, strictly increasing, finite, >= 0: numbers, or
                   strings with a unit s, min, h, d, y (365 d), e.g. "0,1h,1d,1y"
     chips, rounds integers in 1..2^20;  seed an integer in 0..2^64 - 1;  threads 0..4096 (0 = all
@@ -46,6 +49,7 @@ from typing import Any, Mapping as MappingABC
 import numpy as np
 
 from . import _core, modelfile, validate
+from . import peripherals as _peripherals
 from .mapping import Mapping, Placement, resolve_noise_model
 from .noise import NoiseModel
 from .yamlfile import load_yaml
@@ -53,12 +57,12 @@ from .yamlfile import load_yaml
 # The run options and their defaults, in the order the docs list them.
 RUN_DEFAULTS: dict[str, Any] = {
     "model": None, "data": None, "output": None, "backend": "fast", "threads": 0, "layers": "all",
-    "mapping": None, "noise": None, "t": (0.0,), "chips": 1, "rounds": 1, "seed": 0,
+    "mapping": None, "noise": None, "peripherals": None, "t": (0.0,), "chips": 1, "rounds": 1, "seed": 0,
     "drift_compensation": "none"}
 # A sweep's top-level options: the run options a task takes (threads and output are the
 # sweep's to choose), activations not stored unless asked, and the grid.
 SWEEP_DEFAULTS: dict[str, Any] = {
-    **{key: RUN_DEFAULTS[key] for key in ("output", "model", "data", "mapping", "noise")}, "t": [0.0],
+    **{key: RUN_DEFAULTS[key] for key in ("output", "model", "data", "mapping", "noise", "peripherals")}, "t": [0.0],
     **{key: RUN_DEFAULTS[key] for key in ("chips", "rounds", "seed", "drift_compensation", "backend")},
     "layers": "none", "grid": None}
 
@@ -214,6 +218,7 @@ class RunConfig:
     output: str | None                  # results file path (None: a timestamped default)
     mapping: Mapping | None             # None: a digital run
     noise: NoiseModel | None            # the default noise of AIMC layers as given (None: pcm_like)
+    peripherals: dict | None            # the default peripherals of AIMC layers, resolved (None: none)
     t: tuple[float, ...]
     chips: int
     rounds: int
@@ -255,9 +260,11 @@ class RunConfig:
         options["drift_compensation"] = names[0] if len(names) == 1 else names
         options["t"] = parse_times(options["t"], sources["t"], "t")
         noise = None if options["noise"] is None else resolve_noise_model(options["noise"], sources["noise"], "noise")
+        periph = _peripherals.resolve(options["peripherals"], sources["peripherals"], "peripherals")
+        options["peripherals"] = periph
         mapping = options["mapping"]
-        if mapping is None and noise is not None:
-            mapping = "all"  # a noise alone puts every GEMM layer on AIMC
+        if mapping is None and (noise is not None or periph is not None):
+            mapping = "all"  # a noise or peripherals alone put every GEMM layer on AIMC
         mapping = Mapping.coerce(mapping, sources["mapping"])
         if mapping is None:
             _refuse_ignored_options(options, sources)
@@ -265,7 +272,7 @@ class RunConfig:
             validate.noisy_rounds(chips, len(options["t"]), rounds, len(names), sources["chips"])
         layers = layer_selection(options["layers"], sources["layers"])
         return cls(model=model, data=data, output=None if options["output"] is None else os.fspath(options["output"]),
-                   mapping=mapping, noise=noise, t=tuple(options["t"]), chips=chips, rounds=rounds, seed=seed,
+                   mapping=mapping, noise=noise, peripherals=periph, t=tuple(options["t"]), chips=chips, rounds=rounds, seed=seed,
                    compensations=tuple(names), backend=options["backend"], threads=threads,
                    layers=layers, options=options, sources=sources)
 
@@ -295,7 +302,7 @@ class RunConfig:
         network, with the default noise (pcm_like when none was given)."""
         if self.mapping is None:
             return None
-        return self.mapping.resolve(net, self.noise)
+        return self.mapping.resolve(net, self.noise, self.peripherals)
 
     def round_coordinates(self) -> list[tuple[int, int, float, str]]:
         """(NIU round id, chip, t, drift compensation) of every noisy round, compensation-major:
@@ -346,7 +353,8 @@ class RunConfig:
             "mapping_source": None if self.mapping is None else self.mapping.source, "noise": noise,
             "noisy_rounds": noisy_rounds,
             "placements": None if placements is None else
-            {p.name: {"device": p.device, **({"noise": p.noise} if p.is_aimc else {})} for p in placements},
+            {p.name: {"device": p.device, **({"noise": p.noise, "peripherals": p.peripherals} if p.is_aimc else {})}
+             for p in placements},
             "calibration_round": CALIBRATION_ROUND if "global" in self.compensations else None,
             "aimcemu_version": __version__, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(),
         }

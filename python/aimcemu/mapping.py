@@ -18,6 +18,10 @@ In YAML (the same keys)::
     layers:                     # glob patterns over layer names, applied in order, the last match wins
       conv1: aimc
       "block1.*": {device: aimc, noise: {model: hermes}}
+      "fc": {device: aimc, peripherals: {preset: pcm, out_noise: 0.02}}   # aimcemu.peripherals
+
+AIMC layers whose rule gives no ``peripherals`` take the run's default (``aimcemu.run(
+peripherals=...)``); ``peripherals: null`` in a rule turns them off for its layers.
 
 Rules (each violation raises aimcemu.FormatError naming the source and the field): a pattern
 that matches no layer, or only layers without weights while asking for AIMC, is an error; the
@@ -32,7 +36,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping as MappingABC
 
-from . import _core, niu
+from . import _core, niu, peripherals as _peripherals
 from .noise import NoiseModel, noise_model_from_dict
 from .yamlfile import load_yaml
 
@@ -75,11 +79,12 @@ def resolve_noise(noise: Any, source: str = "<config>", field: str = "noise") ->
 @dataclass(frozen=True)
 class Placement:
     """Where one layer of a network runs: its index and name, "digital" or "aimc", and for AIMC
-    layers the resolved noise config (defaults filled)."""
+    layers the resolved noise config (defaults filled) and peripherals config (None: none)."""
     index: int
     name: str
     device: str
     noise: dict | None = None
+    peripherals: dict | None = None
     # The noise model object (built once per mapping rule, shared by its layers).
     model: NoiseModel | None = field(default=None, compare=False, repr=False)
 
@@ -88,11 +93,15 @@ class Placement:
         return self.device == "aimc"
 
 
+_INHERIT = "inherit"  # a rule without "peripherals": the run's default applies (compared by value: it survives pickling)
+
+
 @dataclass(frozen=True)
 class _Rule:
     pattern: str
     device: str
     model: NoiseModel | None  # None: the run's default noise
+    peripherals: Any = _INHERIT  # a resolved peripherals config, None (off) or _INHERIT
 
     @property
     def noise(self) -> dict | None:
@@ -122,16 +131,21 @@ class Mapping:
             return _Rule(pattern, value, None)
         if not isinstance(value, MappingABC):
             raise _fail(self.source, field, f"expected 'digital', 'aimc' or a dict, got {value!r}")
-        unknown = sorted(set(value) - {"device", "noise"})
+        unknown = sorted(set(value) - {"device", "noise", "peripherals"})
         if unknown:
-            raise _fail(self.source, f"{field}.{unknown[0]}", "unknown key (known: device, noise)")
-        device = value.get("device", "aimc" if "noise" in value else None)
+            raise _fail(self.source, f"{field}.{unknown[0]}", "unknown key (known: device, noise, peripherals)")
+        device = value.get("device", "aimc" if ("noise" in value or "peripherals" in value) else None)
         if device not in DEVICES:
             raise _fail(self.source, f"{field}.device", f"expected one of {', '.join(DEVICES)}, got {device!r}")
         noise = value.get("noise")
         if noise is not None and device == "digital":
             raise _fail(self.source, f"{field}.noise", "a digital layer takes no noise model")
-        return _Rule(pattern, device, None if noise is None else self._model(noise, f"{field}.noise"))
+        periph: Any = _INHERIT
+        if "peripherals" in value:
+            if device == "digital":
+                raise _fail(self.source, f"{field}.peripherals", "a digital layer has no analog peripherals")
+            periph = _peripherals.resolve(value["peripherals"], self.source, f"{field}.peripherals")
+        return _Rule(pattern, device, None if noise is None else self._model(noise, f"{field}.noise"), periph)
 
     def _model(self, noise: Any, field: str) -> NoiseModel:
         """The model of a rule's noise config; rules that give the same config share one."""
@@ -179,19 +193,26 @@ class Mapping:
     def to_dict(self) -> dict:
         layers = {}
         for rule in self._rules:
-            layers[rule.pattern] = rule.device if rule.noise is None else {"device": rule.device, "noise": rule.noise}
+            entry: dict[str, Any] = {"device": rule.device}
+            if rule.noise is not None:
+                entry["noise"] = rule.noise
+            if rule.peripherals != _INHERIT:
+                entry["peripherals"] = rule.peripherals
+            layers[rule.pattern] = rule.device if len(entry) == 1 else entry
         return {"default": self.default, "layers": layers}
 
     # resolution ----------------------------------------------------------------------------------
-    def resolve(self, net, default_noise: Any = None) -> list[Placement]:
+    def resolve(self, net, default_noise: Any = None, default_peripherals: dict | None = None) -> list[Placement]:
         """One Placement per layer of `net`, in network order.  `default_noise` (a model object, a
         config or a name) is the noise of AIMC layers whose rule names none (None: pcm_like with
-        its defaults); it is built at most once."""
+        its defaults); it is built at most once.  `default_peripherals` (a resolved peripherals
+        config, aimcemu.peripherals.resolve) is that of AIMC layers whose rule gives none."""
         layers = net.layers  # the binding copies the list on every access
         names = [l.name for l in layers]
         has_weights = [bool(l.is_gemm) for l in layers]
         devices = [self.default] * len(layers)
         models: list[NoiseModel | None] = [None] * len(layers)
+        periphs: list[Any] = [_INHERIT] * len(layers)
         for rule in self._rules:
             matched = [i for i, name in enumerate(names) if fnmatch.fnmatchcase(name, rule.pattern)]
             if not matched:
@@ -201,7 +222,7 @@ class Mapping:
                 raise _fail(self.source, f"layers.{rule.pattern}",
                             "matches only layers without weights, which cannot run on AIMC")
             for i in matched:
-                devices[i], models[i] = rule.device, rule.model
+                devices[i], models[i], periphs[i] = rule.device, rule.model, rule.peripherals
         fallback: NoiseModel | None = None
         configs: dict[int, dict] = {}  # id(model) -> its config, computed once per model
         placements = []
@@ -214,7 +235,8 @@ class Mapping:
                     model = fallback
                 if id(model) not in configs:
                     configs[id(model)] = model.to_dict()
-                placements.append(Placement(i, layer.name, "aimc", configs[id(model)], model))
+                periph = default_peripherals if periphs[i] == _INHERIT else periphs[i]
+                placements.append(Placement(i, layer.name, "aimc", configs[id(model)], periph, model))
             else:
                 placements.append(Placement(i, layer.name, "digital"))
         return placements

@@ -51,6 +51,10 @@ class PerfOptions:
     niu_lanes: int = 32                     # lanes of the NIU RTL; its rate is the co-simulated weights/cycle
     niu_channel_efficiency: float | None = None   # None: the HBM's sustained share (Shuhai)
     timing_model: str = "full"              # or "roofline": SA cycles only (no fill, data movement, stalls)
+    # Layers whose results pass the analog tile peripherals (docs/peripherals.md): None, "aimc"
+    # (the AIMC layers), "all" or layer names.  The block takes R_g results per cycle (no stall)
+    # and adds its pipeline depth to each such layer's fill.
+    peripherals: str | list[str] | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -85,8 +89,25 @@ def aimc_mask(net, spec) -> list[bool]:
     return mask
 
 
-def _timing_options(opts: PerfOptions):
+def peripheral_mask(net, spec, aimc: list[bool]) -> list[bool]:
+    """Per-layer peripherals flags from None, "aimc" (the AIMC layers), "all" or layer names."""
+    if spec is None or spec == "none":
+        return [False] * len(net.layers)
+    if spec == "aimc":
+        return list(aimc)
+    try:
+        return aimc_mask(net, spec)
+    except _core.FormatError as exc:
+        raise _core.FormatError(str(exc).replace("'aimc_layers'", "'peripherals'")) from None
+
+
+def _timing_options(opts: PerfOptions, peripherals: list[bool] | None = None):
     t = _t.TimingOptions()
+    if peripherals is not None and any(peripherals):
+        constants = _core.niu.constants()
+        t.peripherals = list(peripherals)
+        t.periph_lanes = int(constants["NIU_PERIPH_LANES"])
+        t.periph_latency = int(constants["NIU_PERIPH_PIPE_STAGES"])
     choices = {"host": _t.FirstLayerIm2col.host, "fpga": _t.FirstLayerIm2col.fpga}
     if opts.first_layer not in choices:
         raise _core.FormatError(f"<perf>: field 'first_layer': '{opts.first_layer}' (known: host, fpga)")
@@ -102,10 +123,10 @@ def _timing_options(opts: PerfOptions):
     return t
 
 
-def build_system(opts: PerfOptions):
+def build_system(opts: PerfOptions, peripherals: list[bool] | None = None):
     cfg = _t.SystemConfig()
     cfg.pus = _t.parse_pu_mix(opts.pus, "<perf>")
-    cfg.timing = _timing_options(opts)
+    cfg.timing = _timing_options(opts, peripherals)
     cfg.policy = _t.schedule_policy_from_string(opts.scheduler, "<perf>")
     cfg.mode = _t.multi_pu_mode_from_string(opts.mode, "<perf>")
     cfg.niu_count = int(opts.niu)
@@ -146,7 +167,8 @@ class PerfResult:
                     "adm_bound_cycles": round(lt.adm_bound_cycles), "stall_cycles": round(stall * f),
                     "cycles": round(lt.cycles + stall * f), "latency_us": (lt.time_s + stall) * 1e6,
                     "efficiency": lt.macs / ((lt.cycles + stall * f) * self._macs_per_cycle(pu_name)),
-                    "bound": lt.bound, "aimc": bool(self.aimc[lt.layer]),
+                    "bound": lt.bound, "aimc": bool(self.aimc[lt.layer]), "peripherals": bool(lt.peripherals),
+                    "periph_stall_cycles": round(lt.periph_stall_cycles),
                 })
         return rows
 
@@ -407,7 +429,7 @@ def perf(model="resnet50", *, mapping=None, **options) -> PerfResult:
     opts = PerfOptions(model=model if isinstance(model, str) else getattr(model, "name", "network"), **options)
     net = resolve_network(model)
     aimc = aimc_mask(net, opts.aimc_layers)
-    cfg = build_system(opts)
+    cfg = build_system(opts, peripheral_mask(net, opts.peripherals, aimc))
     report = _t.evaluate_system(net, cfg, aimc)
     runs = {}
     if opts.mode == "frame-parallel":

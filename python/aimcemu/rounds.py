@@ -25,16 +25,37 @@ from .mapping import Placement
 from .noise import NoiseModel
 
 
-def run_network(net, images, backend: str, threads: int, weights: dict | None = None) -> list[np.ndarray]:
+def run_network(net, images, backend: str, threads: int, weights: dict | None = None,
+                peripherals=None) -> list[np.ndarray]:
     """Per-layer int8 activations [N, H, W, C] from the PU functional model.  `weights`
     ({layer index: int8 array}) replaces the weights the PU reads; a PublishedRound instead
-    runs the PU on that round's lease of the emulator's HBM."""
+    runs the PU on that round's lease of the emulator's HBM.  `peripherals` (_core.niu.Peripherals,
+    see peripheral_hook) applies the AIMC layers' DACs, output noise and ADCs."""
     if isinstance(weights, PublishedRound):
-        _, activations = weights.emulator.run_published(images, backend, threads, weights.round)
+        extra = {} if peripherals is None else {"peripherals": peripherals}
+        _, activations = weights.emulator.run_published(images, backend, threads, weights.round, **extra)
         return activations
     if not hasattr(_core, "run_network"):
         raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
-    return _core.run_network(net, images, backend, threads, weights)
+    return _core.run_network(net, images, backend, threads, weights, peripherals=peripherals)
+
+
+def peripheral_settings(net, placements: list[Placement]) -> list | None:
+    """The core's per-layer peripherals settings (None for layers without), or None when no
+    layer has peripherals."""
+    from .peripherals import core_settings
+
+    settings: list = [None] * len(net.layers)
+    for p in placements:
+        if p.is_aimc and p.peripherals is not None:
+            settings[p.index] = core_settings(p.peripherals, "<config>", f"peripherals.{p.name}")
+    return settings if any(s is not None for s in settings) else None
+
+
+def peripheral_hook(net, settings: list | None, seed: int, chip: int, round_id: int):
+    """The peripherals of one noisy round: their output noise is keyed by (seed, chip, layer,
+    round, image), like the NIU's read noise by (seed, chip, layer, round)."""
+    return None if settings is None else _core.niu.Peripherals(net, settings, seed, chip, round_id)
 
 
 def check_activations(layers, activations, images: int) -> None:
@@ -68,6 +89,7 @@ class NoisyWeights:
 
     def __init__(self, net, placements: list[Placement], seed: int, threads: int):
         self.seed, self.threads = seed, threads
+        self.placements = placements
         layers = net.layers
         self.clean = {p.index: np.ascontiguousarray(layers[p.index].weights) for p in placements if p.is_aimc}
         self.names = {i: layers[i].name for i in self.clean}
@@ -135,6 +157,7 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
     times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
     net_layers = net.layers
     emulator = noisy.emulator(net) if noisy.clean else None
+    settings = peripheral_settings(net, noisy.placements)
     bar = tqdm(cfg.round_coordinates(), desc="noisy rounds", unit="round", disable=None if progress else True,
                leave=False)
     for position, (round_id, chip, t, compensation) in enumerate(bar):
@@ -144,7 +167,9 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
         times["noise_s"] += time.perf_counter() - start
         start = time.perf_counter()
         # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
-        activations = run_network(net, images, cfg.backend, cfg.threads, published) if published else reference
+        hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
+        extra = {} if hook is None else {"peripherals": hook}
+        activations = run_network(net, images, cfg.backend, cfg.threads, published, **extra) if published else reference
         check_activations(net_layers, activations, len(images))
         times["inference_s"] += time.perf_counter() - start
         start = time.perf_counter()

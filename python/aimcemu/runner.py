@@ -44,7 +44,8 @@ __all__ = ["run", "execute", "RunSummary", "LayerSummary", "DEFAULTS", "DRIFT_CO
            "niu_alpha_limit"]
 
 
-def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,), chips: int = 1, rounds: int = 1,
+def run(model=None, data=None, output=None, *, mapping=None, noise=None, peripherals=None, t=(0.0,), chips: int = 1,
+        rounds: int = 1,
         seed: int = 0, drift_compensation: str | list[str] = "none", backend: str = "fast", threads: int = 0, layers="all",
         config: dict | str | os.PathLike | None = None, progress: bool = False, overwrite: bool = True) -> RunSummary:
     """Run a model file on a data set file and write a results file; returns a RunSummary.
@@ -57,6 +58,9 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
              a YAML mapping file (aimcemu.mapping)
     noise:   default noise of AIMC layers: {"model": name, **params}, a model name, or a noise
              model object (aimcemu.noise); default pcm_like.  A noise without a mapping = "all".
+    peripherals: default analog tile peripherals of AIMC layers (aimcemu.peripherals): a preset
+             ("aihwkit", "pcm", "ideal"), a dict of aihwkit IOParameters names, or
+             "pcm,out_noise=0.02"; None = none.  Without a mapping = "all".
     t:       times since programming in seconds (strictly increasing, >= 0), or "0,1h,1d,1y"
     chips, rounds, seed: noisy rounds are compensation-major, then chip-major:
              for compensation, for chip, for t, for round
@@ -74,8 +78,8 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, t=(0.0,
     (never an input or a non-file), and that the run's arrays fit in this machine's memory.
     """
     cfg = RunConfig.resolve(config, {
-        "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise, "t": t, "chips": chips,
-        "rounds": rounds, "seed": seed, "drift_compensation": drift_compensation, "backend": backend,
+        "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise,
+        "peripherals": peripherals, "t": t, "chips": chips, "rounds": rounds, "seed": seed, "drift_compensation": drift_compensation, "backend": backend,
         "threads": threads, "layers": layers})
     return execute(cfg, progress, overwrite)
 
@@ -136,8 +140,8 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
 
 
 def _write_placements(writer, placements: list[Placement] | None, alphas: Alphas, cfg: RunConfig) -> None:
-    """Per layer: the attribute device ("digital"/"aimc") and, for AIMC layers, noise_model and
-    the dataset drift_alpha [round] (the factor folded into that round's NIU program)."""
+    """Per layer: the attribute device ("digital"/"aimc") and, for AIMC layers, noise_model,
+    peripherals (its resolved config as JSON, "null" for none) and the dataset drift_alpha [round] (the factor folded into that round's NIU program)."""
     if placements is None:
         return
     t_index = {t: k for k, t in enumerate(cfg.t)}
@@ -145,6 +149,7 @@ def _write_placements(writer, placements: list[Placement] | None, alphas: Alphas
         writer.set_layer_attribute(p.index, "device", p.device)
         if p.is_aimc:
             writer.set_layer_attribute(p.index, "noise_model", p.noise["model"])
+            writer.set_layer_attribute(p.index, "peripherals", json.dumps(p.peripherals, sort_keys=True))
             per_round = [round_alpha(alphas, p.index, chip, t_index[t], name)
                          for _, chip, t, name in cfg.round_coordinates()]
             writer.set_layer_series(p.index, "drift_alpha", np.asarray(per_round, dtype=np.float64))

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import _core, files, modelfile, validate
+from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
 from .executors import make_executor, task_threads
 from .mapping import resolve_noise_model
@@ -54,7 +54,7 @@ from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index
 # to aimcemu.run).
 DEFAULTS = SWEEP_DEFAULTS
 # Grid axes besides "noise.<parameter>" (any parameter of the noise model).
-PLAIN_AXES = ("model", "data", "mapping", "noise", "drift_compensation")
+PLAIN_AXES = ("model", "data", "mapping", "noise", "peripherals", "drift_compensation")
 
 
 def _error(field_name: str, what: str) -> _core.FormatError:
@@ -153,8 +153,9 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
         if name == "t":
             raise _error("grid.t", "t is not a task axis: list the times in the top-level 't' "
                                    "(every task covers all of them)")
-        if name not in PLAIN_AXES and not name.startswith("noise."):
-            raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>)")
+        if name not in PLAIN_AXES and not name.startswith(("noise.", "peripherals.")):
+            raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>, "
+                                         "peripherals.<setting>)")
         axes[name] = _axis_values(name, values)
     count = math.prod(len(pairs) for pairs in axes.values())
     if count > validate.MAX_TASKS:
@@ -171,15 +172,19 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
 def _point_run_args(cfg: dict, values: dict) -> dict:
     """aimcemu.run arguments of one grid point (the top-level options with the point's values)."""
     args = {key: copy.deepcopy(cfg[key]) for key in
-            ("model", "data", "mapping", "noise", "t", "chips", "rounds", "seed", "drift_compensation",
-             "backend", "layers")}
-    # Whole values first, then noise parameters on top: a `noise` axis and a `noise.<parameter>`
-    # axis combine (the parameter applies to each noise config) whatever their order in the grid.
-    for name, value in sorted(values.items(), key=lambda item: item[0].startswith("noise.")):
+            ("model", "data", "mapping", "noise", "peripherals", "t", "chips", "rounds", "seed",
+             "drift_compensation", "backend", "layers")}
+    # Whole values first, then parameters on top: a `noise` (or `peripherals`) axis and a
+    # `noise.<parameter>` (`peripherals.<setting>`) axis combine whatever their order in the grid.
+    for name, value in sorted(values.items(), key=lambda item: item[0].startswith(("noise.", "peripherals."))):
         if name.startswith("noise."):
             if not isinstance(args["noise"], Mapping):
                 raise _error(f"grid.{name}", "a noise parameter axis needs a top-level 'noise' with a 'model'")
             args["noise"] = {**args["noise"], name[len("noise."):]: value}
+        elif name.startswith("peripherals."):
+            base = args["peripherals"]
+            base = {} if base is None else (peripherals.parse_cli(base) if isinstance(base, str) else dict(base))
+            args["peripherals"] = {**base, name[len("peripherals."):]: value}
         else:
             args[name] = copy.deepcopy(value)
     for key in ("model", "data"):

@@ -8,6 +8,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "emulator/emulator.hpp"
+#include "niu/peripherals.hpp"
 #include "common/errors.hpp"
 
 namespace py = pybind11;
@@ -84,9 +85,11 @@ void bind_emulator(py::module_& root) {
         }, py::arg("programs"), py::arg("threads") = 0,
            "The NIU writes every AIMC layer into the back buffers and publishes them; returns the round id")
         .def("run_published", [](Emulator& e, const py::object& images, const std::string& backend, int threads,
-                                 std::uint64_t expected_round) {
+                                 std::uint64_t expected_round, const Peripherals* peripherals, std::int64_t first_image) {
             const auto inputs = images_from(e.network(), images);
-            const RunOptions options = run_options(backend, threads);
+            RunOptions options = run_options(backend, threads);
+            options.peripherals = peripherals;
+            options.first_image = first_image;
             RoundOutputs result;
             {
                 py::gil_scoped_release release;
@@ -94,7 +97,9 @@ void bind_emulator(py::module_& root) {
             }
             return round_result(e.network(), result);
         }, py::arg("images"), py::arg("backend") = "fast", py::arg("threads") = 0, py::arg("expected_round") = 0,
+           py::arg("peripherals") = nullptr, py::arg("first_image") = 0,
            "The PU runs the latest published round: (round id, per-layer int8 activations [N, H, W, C]).\n"
+           "peripherals: an aimcemu._core.niu.Peripherals for the AIMC layers (noise keyed by first_image + i).\n"
            "expected_round != 0: FormatError unless that is the round leased.")
         .def("run_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, const py::object& images,
                              const std::string& backend, int threads) {

@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "niu/peripherals.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "common/errors.hpp"
@@ -83,7 +84,8 @@ std::vector<bool> keep_flags(const Network& net, const py::object& keep) {
 }
 
 py::list run_network_py(const Network& net, const py::object& images_obj, const std::string& backend, int threads,
-                        const py::object& weights_obj, const py::object& keep, int batch) {
+                        const py::object& weights_obj, const py::object& keep, int batch,
+                        const py::object& peripherals, std::int64_t first_image) {
     const Int8Array images = int8_arg(images_obj, 4, "images");
     const Shape3 in{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))};
     if (!(in == net.input_shape))
@@ -102,6 +104,8 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     options.weights = view.get();
     options.keep = keep_flags(net, keep);
     options.batch = batch;
+    options.peripherals = peripherals.is_none() ? nullptr : peripherals.cast<const niu::Peripherals*>();
+    options.first_image = first_image;
     const std::int64_t count = images.shape(0), image_size = in.size();
     std::vector<Tensor8> inputs(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i)
@@ -184,12 +188,15 @@ py::dict stats_dict(const SaCycleStats& s) {
 void bind_pu(py::module_& m) {
     m.def("run_network", &run_network_py, py::arg("net"), py::arg("images"), py::arg("backend") = "fast",
           py::arg("threads") = 0, py::arg("weights") = py::none(), py::arg("keep") = py::none(), py::arg("batch") = 0,
+          py::arg("peripherals") = py::none(), py::arg("first_image") = 0,
           "Bit-exact INT8 inference of a resolved Network on int8 images [N, H, W, C] (HWC).\n"
           "Returns one int8 array [N, H, W, C] per layer.  backend: 'fast', 'reference' or 'cycle_sa'.\n"
           "weights: optional {layer_index: int8 array} replacing the weights the PU reads (e.g. noisy\n"
           "ones).  keep: None (every layer) or the layer indices/names to return (-1 = the last); the\n"
           "others come back as None and are never held for all images at once.  batch: images per\n"
-          "GEMM (0 = automatic).  threads: 0 = all cores; results never depend on threads or batch.");
+          "GEMM (0 = automatic).  peripherals: an aimcemu._core.niu.Peripherals applied to its AIMC\n"
+          "layers, their noise keyed by first_image + the image's position.  threads: 0 = all cores;\n"
+          "results never depend on threads or batch.");
 
     m.def("gemm",
           [](const py::object& w, const py::object& x, const py::object& bias, int bias_shift, const std::string& backend,

@@ -72,7 +72,10 @@ void bind_layer_timing(py::module_& m) {
         .def(py::init<>())
         .def_readwrite("first_layer", &TimingOptions::first_layer)
         .def_readwrite("avg_pool", &TimingOptions::avg_pool)
-        .def_readwrite("model", &TimingOptions::model);
+        .def_readwrite("model", &TimingOptions::model)
+        .def_readwrite("peripherals", &TimingOptions::peripherals)
+        .def_readwrite("periph_lanes", &TimingOptions::periph_lanes)
+        .def_readwrite("periph_latency", &TimingOptions::periph_latency);
 
     py::class_<TileTiming>(m, "TileTiming")
         .def_readonly("layer", &TileTiming::layer)
@@ -108,6 +111,9 @@ void bind_layer_timing(py::module_& m) {
         .def_readonly("cycles", &LayerTiming::cycles)
         .def_readonly("bound", &LayerTiming::bound)
         .def_readonly("wrb_condition", &LayerTiming::wrb_condition)
+        .def_readonly("peripherals", &LayerTiming::peripherals)
+        .def_readonly("periph_cycles", &LayerTiming::periph_cycles)
+        .def_readonly("periph_stall_cycles", &LayerTiming::periph_stall_cycles)
         .def_readonly("macs", &LayerTiming::macs)
         .def_readonly("weight_bytes", &LayerTiming::weight_bytes)
         .def_readonly("input_bytes", &LayerTiming::input_bytes)

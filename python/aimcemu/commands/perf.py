@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mapping", default=None, metavar="MAPPING",
                         help="layers mapped to AIMC as a run takes them: a YAML mapping file or 'all' "
                              "(docs/hybrid_runs.md); instead of --aimc-layers")
+    parser.add_argument("--peripherals", default=None, metavar="LAYERS",
+                        help='layers whose results pass the analog tile peripherals (docs/peripherals.md): '
+                             '"aimc" (the AIMC layers), "all" or comma-separated names')
     parser.add_argument("--niu", type=int, default=0, metavar="COUNT", help="NIUs replacing PUs (shared sharing)")
     parser.add_argument("--niu-sharing", choices=["shared", "per-pu"], default="shared",
                         help="shared: COUNT NIUs serve all PUs; per-pu: one NIU beside each PU (half the slots)")
@@ -66,8 +69,9 @@ def main(args: argparse.Namespace) -> int:
     integer(args.niu, "--niu", "<arguments>", 0, 4096)
     output = _output_path(args)
     result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
-                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping, niu=args.niu,
-                  niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes, timing_model=args.timing_model)
+                  scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping,
+                  peripherals=args.peripherals, niu=args.niu, niu_sharing=args.niu_sharing, niu_lanes=args.niu_lanes,
+                  timing_model=args.timing_model)
     if args.format == "json":
         import json
 

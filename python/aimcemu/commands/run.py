@@ -6,6 +6,11 @@ times and prints accuracy vs t at the end::
 
     aimcemu run --mapping all --noise pcm_like --t 0,1h,1d,1y --chips 8 --drift-compensation none,global
 
+With --peripherals (a preset such as aihwkit or pcm, and/or settings) the AIMC layers also pass
+DACs, output noise and ADCs (docs/peripherals.md)::
+
+    aimcemu run --mapping all --peripherals pcm,out_noise=0.02 --chips 4
+
 With several drift compensations the table has one block per compensation; the same chips,
 times and NIU draws are used under each.
 """
@@ -25,6 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise", default=None,
                         help='default noise of AIMC layers: a model name (pcm_like, hermes, ...) or a YAML/JSON '
                              'snippet such as \'{model: pcm_like, read_noise_scale: 0}\' (alone it implies --mapping all)')
+    parser.add_argument("--peripherals", default=None,
+                        help='analog tile peripherals of AIMC layers (docs/peripherals.md): a preset (aihwkit, pcm, '
+                             'ideal) and/or settings, e.g. "pcm,out_noise=0.02" or '
+                             '"out_res=1/64,out_bound=10" (alone it implies --mapping all)')
     parser.add_argument("--t", default=None, help="times since programming, e.g. 0,3600,86400 or 0,1h,1d,1y (default 0)")
     parser.add_argument("--chips", type=int, default=None, help="chip instances (default 1)")
     parser.add_argument("--rounds", type=int, default=None, help="noisy rounds per chip and t (default 1)")
@@ -89,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     from ..runner import run
 
     explicit = {"model": args.model, "data": args.data, "output": args.output, "mapping": args.mapping,
-                "noise": parse_noise(args.noise), "t": args.t, "chips": args.chips, "rounds": args.rounds,
+                "noise": parse_noise(args.noise), "peripherals": args.peripherals, "t": args.t, "chips": args.chips, "rounds": args.rounds,
                 "seed": args.seed, "drift_compensation": args.drift_compensation, "backend": args.backend,
                 "threads": args.threads, "layers": args.layers}
     # Options not given on the command line keep the config file's value (or the default).

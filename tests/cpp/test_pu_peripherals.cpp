@@ -1,0 +1,292 @@
+// Analog tile peripherals in the PU model: ideal settings give the exact digital path bit for bit,
+// bad settings are rejected naming the layer and the field, noise is keyed by (seed, chip, layer,
+// round, image, output) so thread counts and batching never change results, and the driver's
+// registers hold the values the settings define.  Statistics against aihwkit's definitions are
+// in tests/python/test_peripherals.py; the RTL co-simulation in tests/cosim/test_periph_cosim.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <pcg_random.hpp>
+
+#include "common/errors.hpp"
+#include "niu/peripherals.hpp"
+#include "pu_model/inference.hpp"
+
+using namespace aimcemu;
+using namespace aimcemu::niu;
+
+namespace {
+
+std::vector<std::int8_t> random_bytes(pcg32& rng, std::int64_t count, int span) {
+    std::vector<std::int8_t> v(static_cast<std::size_t>(count));
+    for (auto& x : v) x = std::int8_t(int(rng(std::uint32_t(2 * span + 1))) - span);
+    return v;
+}
+
+Layer gemm(const std::string& name, LayerKind kind, int input, int k, int pad, int n, std::int64_t m, pcg32& rng,
+           int out_shift) {
+    Layer l;
+    l.name = name;
+    l.kind = kind;
+    l.input = input;
+    l.kernel = k;
+    l.stride = 1;
+    l.pad = pad;
+    l.out_channels = n;
+    l.weights = random_bytes(rng, n * m, 127);
+    l.bias = random_bytes(rng, n, 127);
+    l.bias_shift = 2;
+    l.out_shift = out_shift;
+    l.relu = kind == LayerKind::Conv;
+    return l;
+}
+
+// conv 3x3 (N = 13: a partial chunk of R_g lanes) -> max pool -> conv 1x1 -> linear.
+Network network() {
+    pcg32 rng(5);
+    Network net;
+    net.name = "periph";
+    net.input_shape = {7, 6, 3};
+    net.layers.push_back(gemm("c0", LayerKind::Conv, -1, 3, 1, 13, 27, rng, 8));
+    Layer mp;
+    mp.name = "mp";
+    mp.kind = LayerKind::MaxPool;
+    mp.input = 0;
+    mp.kernel = 2;
+    mp.stride = 2;
+    net.layers.push_back(mp);
+    net.layers.push_back(gemm("c1", LayerKind::Conv, 1, 1, 0, 16, 13, rng, 7));
+    net.layers.push_back(gemm("fc", LayerKind::Linear, 2, 1, 0, 10, 3 * 3 * 16, rng, 10));
+    net.resolve();
+    return net;
+}
+
+std::vector<Tensor8> images(const Network& net, int count, std::uint64_t seed) {
+    pcg32 rng(seed);
+    std::vector<Tensor8> out;
+    for (int i = 0; i < count; ++i) out.push_back({net.input_shape, random_bytes(rng, net.input_shape.size(), 128)});
+    return out;
+}
+
+using Settings = std::vector<std::optional<PeripheralSettings>>;
+
+Settings on_gemm_layers(const Network& net, const PeripheralSettings& s) {
+    Settings out(net.layers.size());
+    for (std::size_t i = 0; i < net.layers.size(); ++i)
+        if (net.layers[i].is_gemm()) out[i] = s;
+    return out;
+}
+
+PeripheralSettings aihwkit_default() {   // IOParameters' defaults
+    PeripheralSettings s;
+    s.inp_steps = 126;
+    s.inp_bound = 1.0;
+    s.out_noise = 0.06;
+    s.out_bound = 12.0;
+    s.out_steps = 510;
+    return s;
+}
+
+std::vector<std::vector<Tensor8>> run(const Network& net, const std::vector<Tensor8>& in, const Peripherals* p,
+                                      int threads, GemmBackend backend = GemmBackend::Fast, std::int64_t first = 0) {
+    RunOptions o;
+    o.backend = backend;
+    o.threads = threads;
+    o.peripherals = p;
+    o.first_image = first;
+    return run_network_batch(net, in, o);
+}
+
+// The bytes of every layer of every image.
+std::vector<std::vector<std::int8_t>> bytes(const std::vector<std::vector<Tensor8>>& outputs) {
+    std::vector<std::vector<std::int8_t>> out;
+    for (const auto& image : outputs)
+        for (const auto& layer : image) out.push_back(layer.data);
+    return out;
+}
+
+}  // namespace
+
+TEST(Peripherals, IdealSettingsGiveTheDigitalPathBitForBit) {
+    const Network net = network();
+    const auto in = images(net, 5, 1);
+    const auto digital = run(net, in, nullptr, 2);
+    for (NoiseManagement nm : {NoiseManagement::AbsMax, NoiseManagement::None}) {
+        PeripheralSettings ideal;
+        ideal.noise_management = nm;
+        ASSERT_TRUE(ideal.ideal());
+        const Peripherals p(net, on_gemm_layers(net, ideal), 7, 1, 3);
+        for (GemmBackend b : {GemmBackend::Fast, GemmBackend::Reference})
+            EXPECT_EQ(bytes(run(net, in, &p, 2, b)), bytes(digital)) << to_string(nm) << " " << to_string(b);
+    }
+}
+
+TEST(Peripherals, NonIdealSettingsChangeOutputs) {
+    const Network net = network();
+    const auto in = images(net, 3, 2);
+    const auto digital = run(net, in, nullptr, 1);
+    const Peripherals p(net, on_gemm_layers(net, aihwkit_default()), 7, 0, 0);
+    const auto analog = run(net, in, &p, 1);
+    EXPECT_NE(analog[0][0].data, digital[0][0].data);
+    EXPECT_EQ(analog[0][1].shape, digital[0][1].shape);
+}
+
+TEST(Peripherals, ResultsIndependentOfThreadsBatchingAndBackend) {
+    const Network net = network();
+    const auto in = images(net, 6, 3);
+    const Peripherals p(net, on_gemm_layers(net, aihwkit_default()), 11, 2, 5);
+    const auto one = bytes(run(net, in, &p, 1));
+    EXPECT_EQ(bytes(run(net, in, &p, 3)), one);
+    EXPECT_EQ(bytes(run(net, in, &p, 2, GemmBackend::Reference)), one);
+    // Image k's noise is keyed by its index in the run, not its position in a batch.
+    for (int k : {0, 4}) {
+        const auto alone = run(net, {in[std::size_t(k)]}, &p, 1, GemmBackend::Fast, k);
+        const auto layers = bytes(alone);
+        for (std::size_t l = 0; l < layers.size(); ++l)
+            EXPECT_EQ(layers[l], one[std::size_t(k) * layers.size() + l]) << "image " << k << " layer " << l;
+    }
+}
+
+TEST(Peripherals, NoiseKeyedBySeedChipRoundAndImage) {
+    const Network net = network();
+    const auto in = images(net, 1, 4);
+    PeripheralSettings noisy;
+    noisy.out_noise = 0.2;
+    const auto c0 = [&](std::uint64_t seed, std::uint64_t chip, std::uint64_t round, std::int64_t image) {
+        const Peripherals p(net, on_gemm_layers(net, noisy), seed, chip, round);
+        return run(net, in, &p, 1, GemmBackend::Fast, image)[0][0].data;
+    };
+    const auto base = c0(1, 0, 0, 0);
+    EXPECT_EQ(c0(1, 0, 0, 0), base);
+    EXPECT_NE(c0(2, 0, 0, 0), base);
+    EXPECT_NE(c0(1, 1, 0, 0), base);
+    EXPECT_NE(c0(1, 0, 1, 0), base);
+    EXPECT_NE(c0(1, 0, 0, 1), base);
+}
+
+TEST(Peripherals, BadSettingsNameTheLayerAndTheField) {
+    const Network net = network();
+    const auto expect_rejected = [&](PeripheralSettings s, int layer, const std::string& field) {
+        Settings settings(net.layers.size());
+        settings[std::size_t(layer)] = s;
+        try {
+            Peripherals p(net, settings, 0, 0, 0, "cfg.yaml");
+            ADD_FAILURE() << "accepted " << field;
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.source(), "cfg.yaml");
+            EXPECT_EQ(e.field(), "peripherals." + net.layers[std::size_t(layer)].name + "." + field) << e.what();
+        }
+    };
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    PeripheralSettings s;
+    s.inp_steps = -1;
+    expect_rejected(s, 0, "inp_res");
+    s = {};
+    s.inp_steps = 255;   // codes beyond the INT8 GEMM
+    expect_rejected(s, 2, "inp_res");
+    s = {};
+    s.inp_bound = -1.0;
+    expect_rejected(s, 0, "inp_bound");
+    s = {};
+    s.inp_bound = 0.0;
+    expect_rejected(s, 0, "inp_bound");
+    s = {};
+    s.out_bound = -12.0;
+    expect_rejected(s, 3, "out_bound");
+    s = {};
+    s.out_bound = nan;
+    expect_rejected(s, 3, "out_bound");
+    s = {};
+    s.out_noise = nan;
+    expect_rejected(s, 0, "out_noise");
+    s = {};
+    s.out_noise = -0.1;
+    expect_rejected(s, 0, "out_noise");
+    s = {};
+    s.out_steps = 64;   // an ADC without a bound
+    expect_rejected(s, 0, "out_res");
+    s.out_bound = 10.0;
+    s.out_steps = -4;
+    expect_rejected(s, 0, "out_res");
+    // A layer without weights has no tile.
+    Settings on_pool(net.layers.size());
+    on_pool[1] = PeripheralSettings{};
+    EXPECT_THROW(Peripherals(net, on_pool, 0, 0, 0), FormatError);
+}
+
+TEST(Peripherals, RegistersHoldTheSettingsInAccumulatorUnits) {
+    const PeripheralSettings s = aihwkit_default();
+    const PeriphRegisters r = periph_registers(s, 127, 100);
+    const double unit = 127.0 * 100.0;
+    EXPECT_EQ(r.scale, std::uint64_t(std::llround(2.0 * 100.0 / 126.0 * 65536.0)));
+    EXPECT_EQ(r.sigma, std::uint64_t(std::llround(0.06 * unit * 256.0)));
+    EXPECT_TRUE(r.clip);
+    EXPECT_TRUE(r.adc);
+    EXPECT_EQ(r.code_max, 255);
+    const double step = 24.0 * unit / 510.0;   // 597.6: 2^9 * 1.167
+    EXPECT_EQ(r.step_shift, 30 - 9);
+    EXPECT_EQ(r.step, std::uint64_t(std::llround(std::ldexp(step, 21))));
+    EXPECT_EQ(r.recip_shift, 31 + 9);
+    EXPECT_EQ(r.recip, std::uint64_t(std::llround(std::ldexp(1.0 / step, 40))));
+    // An ADC finer than one accumulator unit leaves only the bound.
+    PeripheralSettings fine;
+    fine.out_bound = 1.0;
+    fine.out_steps = 1 << 20;
+    const PeriphRegisters f = periph_registers(fine, 10, 10);
+    EXPECT_TRUE(f.clip);
+    EXPECT_FALSE(f.adc);
+    EXPECT_EQ(f.bound, 100);
+}
+
+TEST(Peripherals, AdcOutputsAreLevelsWithinTheBound) {
+    PeripheralSettings s;
+    s.out_bound = 3.0;
+    s.out_steps = 16;
+    const PeriphRegisters r = periph_registers(s, 64, 32);   // unit 2048, step 768, bound 6144
+    ASSERT_TRUE(r.adc);
+    std::int32_t previous = std::numeric_limits<std::int32_t>::min();
+    for (std::int32_t acc = -20000; acc <= 20000; acc += 7) {
+        const std::int32_t y = periph_datapath(r, acc, 0);
+        EXPECT_EQ(y % 768, 0) << acc;
+        EXPECT_LE(std::abs(y), 6144) << acc;
+        EXPECT_GE(y, previous) << acc;   // monotone
+        previous = y;
+        if (std::abs(acc) < 6144 + 384) EXPECT_LE(std::abs(y - acc), 384) << acc;   // nearest level
+    }
+    EXPECT_EQ(periph_datapath(r, 383, 0), 0);
+    EXPECT_EQ(periph_datapath(r, 385, 0), 768);
+    EXPECT_EQ(periph_datapath(r, -384, 0), 0);
+    EXPECT_EQ(periph_datapath(r, -385, 0), -768);
+    EXPECT_EQ(periph_datapath(r, 6144 + 10000, 0), 6144);
+    // A step that is not a power of two: thresholds within 2^-30 of the ideal ones.
+    PeripheralSettings odd;
+    odd.out_bound = 1.0;
+    odd.out_steps = 510;
+    const PeriphRegisters o = periph_registers(odd, 127, 127);   // step 63.25...
+    const double step = 2.0 * 127 * 127 / 510;
+    for (int k = -255; k < 255; ++k) {
+        const double threshold = (k + 0.5) * step;
+        const auto below = std::int32_t(std::floor(threshold - 1e-3)), above = std::int32_t(std::ceil(threshold + 1e-3));
+        EXPECT_EQ(periph_datapath(o, below, 0), std::llround(k * step)) << k;
+        EXPECT_EQ(periph_datapath(o, above, 0), std::llround((k + 1) * step)) << k;
+    }
+}
+
+TEST(Peripherals, DacCodesAreAihwkitsDiscretisedInputs) {
+    PeripheralSettings s;
+    s.inp_steps = 126;   // aihwkit inp_res = 1/126 over [-1, 1]: step 2/126 of the full scale
+    for (int s_x : {1, 37, 100, 128}) {
+        const auto codes = dac_codes(s, s_x);
+        for (int x = -128; x < 128; ++x) {
+            // value = round(x / s_x / res) * res with res = 2/126, then clipped at 1: code = value / res.
+            const double levels = std::floor(double(x) / s_x * 63.0 + 0.5);
+            EXPECT_EQ(int(codes[std::size_t(x + 128)]), int(std::clamp(levels, -63.0, 63.0))) << s_x << " " << x;
+        }
+    }
+    // abs-max noise management: the full scale is the image's largest |x|; none: 128.
+    const std::int8_t x[] = {3, -90, 17, 0};
+    EXPECT_EQ(dac_full_scale(s, x, 4), 90);
+    s.noise_management = NoiseManagement::None;
+    EXPECT_EQ(dac_full_scale(s, x, 4), 128);
+}
