@@ -23,17 +23,13 @@ import numpy as np
 
 from . import modelfile
 from ._optional import require
-from .results import METRICS, open_layer, open_run, open_sweep, round_coordinates, round_coords, round_slots
+from .results import (METRICS, open_layer, open_run, open_sweep, round_coordinates, round_coords, round_slots,
+                      xarray_module)
 from .sweeps import sweep
 
 __all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_stats", "activation_histograms",
            "accuracy_vs_t", "run_as_grid", "snr_over_t", "layer_sensitivity", "rank_layers", "format_table",
            "student_t_quantile", "METRICS"]
-
-def _xr():
-    require("h5netcdf", "aimcemu.analysis (xarray's h5netcdf engine)")
-    return require("xarray", "aimcemu.analysis")
-
 
 # --- one run ------------------------------------------------------------------------------------
 def _layer_names(f, layers) -> list[str]:
@@ -57,7 +53,7 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
     at a time.  layers: names, or None for every layer with stored activations."""
     import h5py
 
-    xr = _xr()
+    xr = xarray_module()
     with h5py.File(path, "r") as f:
         names = _layer_names(f, layers)
         rounds = len(f["round"])
@@ -84,7 +80,7 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
     noisy[layer, value]; both sum to images x elements (x rounds for noisy)."""
     import h5py
 
-    xr = _xr()
+    xr = xarray_module()
     with h5py.File(path, "r") as f:
         names = _layer_names(f, layers)
         chosen = range(len(f["round"])) if rounds is None else list(rounds)
@@ -112,7 +108,7 @@ def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
     averaged over its repeated rounds; then mean, sample std (ddof=1), n and the Student-t
     interval mean +- t_{(1+c)/2, n-1} * std / sqrt(n) over chips (NaN chips, e.g. of unfinished
     tasks, are left out).  Works on open_run and open_sweep Datasets."""
-    xr = _xr()
+    xr = xarray_module()
     if "rep" not in ds.dims:  # a single run: regroup rounds by (chip, t)
         ds = run_as_grid(ds)
     per_chip = ds["accuracy"].mean("rep")
@@ -133,7 +129,7 @@ def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
 def run_as_grid(run) -> "xarray.Dataset":
     """A run's rounds rearranged to [chip, t, rep] (the layout open_sweep gives); a run over
     several drift compensations gets [drift_compensation, chip, t, rep], in the run's order."""
-    xr = _xr()
+    xr = xarray_module()
     chips = sorted(set(run["chip"].values.tolist()))
     times = sorted(set(run["t"].values.tolist()))
     names = list(dict.fromkeys(run["drift_compensation"].values.tolist()))

@@ -31,7 +31,8 @@ FORMAT = "aimcemu-sweep"
 FORMAT_VERSION = 1
 
 
-def _xr():
+def xarray_module():
+    """xarray, with its h5netcdf engine; a missing one names the extra to install."""
     require("h5netcdf", "aimcemu.analysis (xarray's h5netcdf engine)")
     return require("xarray", "aimcemu.analysis")
 
@@ -70,7 +71,7 @@ def open_run(path) -> "xarray.Dataset":
     the file's config (attrs["config"], a dict)."""
     import h5py
 
-    xr = _xr()
+    xr = xarray_module()
     check_results_file(path)
     with h5py.File(path, "r") as f:
         layers = list(f["layers"].keys())
@@ -94,7 +95,7 @@ def open_run(path) -> "xarray.Dataset":
 def open_layer(path, layer: str, chunks: dict | None = None) -> "xarray.Dataset":
     """One layer group (reference[image, y, x, channel], activations[round, ...], metrics) as a
     lazy dask-backed Dataset, one chunk per round (the file's own chunking)."""
-    return _xr().open_dataset(path, group=f"layers/{layer}", engine="h5netcdf",
+    return xarray_module().open_dataset(path, group=f"layers/{layer}", engine="h5netcdf",
                               chunks={"round": 1} if chunks is None else chunks)
 
 
@@ -237,7 +238,7 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
     file (the others are NaN, so a running sweep can be looked at).  lazy: dask arrays with one
     block per task file (default: lazy when the sweep has more than 64 tasks)."""
-    xr = _xr()
+    xr = xarray_module()
     folder = Path(folder)
     index = read_index(folder)
     # Every task file through the checking process at once (one process start, not one per file).
