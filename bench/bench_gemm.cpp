@@ -1,34 +1,45 @@
-// Benchmark of the fast INT8 conv path against oneDNN's s8 GEMM, measured in the same run.
+// Benchmark of every conv/linear layer of ResNet-18 and ResNet-50 (v1, 224x224) on the fast INT8
+// path against oneDNN's own convolution and matmul primitives, measured in the same run.
 //
-// For every distinct conv/linear shape of ResNet-18 and ResNet-50 (v1) at 224x224, batch 1:
-//   ours   = IM2COL (into the operand layout of the chosen fast kernel: AMX, else VNNI, ...) + fast
-//            GEMM + requantisation to int8, with the weights packed beforehand (packing is reported
-//            separately as a percentage: run_network_batch packs once per batch);
-//   oneDNN = dnnl_gemm_s8s8s32 alone, on the already-IM2COL'd int8 operand (no IM2COL, no
-//            requantisation), i.e. oneDNN is given the easier job.
-// Single thread and all threads.  GOPS = 2*N*M*P / seconds (best of repeated runs).  The total
-// weights each shape by how often it occurs in the two networks.  Not a test: numbers only.
+// The same work on both sides, weights prepared once on both sides:
+//   ours   = IM2COL (into the operand layout of the chosen fast kernel) + fast GEMM + bias +
+//            requantisation to int8 with ReLU in the GEMM's epilogue, weights packed beforehand;
+//   oneDNN = convolution_forward (conv layers) or matmul (linear layers) with u8/s8 source,
+//            s8 weights in the primitive's preferred layout (format_tag::any, reordered once),
+//            s32 bias, an output scale of 2^-shift, a ReLU post-op and s8 output: oneDNN's
+//            fused equivalent of our requantisation (its rounding differs; speed only here).
+// Activations are in [0, 127] (post-ReLU, as in the network) except for the 3-channel input
+// layer, whose input is signed.  `--batch B` stacks B images per call on both sides; `--kernel K`
+// (amx, vnni512, avx2, portable) picks our kernel instead of the fastest; `--threads T` the
+// second table's thread count.
+//
+// For each shape and thread count (1 and all cores) the two sides alternate, best of repeated
+// runs, so load from other processes hits both alike; GOPS = 2*N*M*P / seconds.  The table also
+// gives our GOPS as a fraction of the fast kernel's peak on this CPU, from a clock measured here
+// (the AVX2 kernel's peak is 32 int8 MACs per cycle per core: docs/performance.md).
 #include <dlfcn.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
+#include <cstring>
 #include <functional>
 #include <map>
-#include <thread>
+#include <string>
 #include <tuple>
 
 #include <pcg_random.hpp>
 
+#include "formats/zoo.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/postproc.hpp"
-#include "formats/zoo.hpp"
 
 #ifdef AIMCEMU_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 using namespace aimcemu;
@@ -38,24 +49,59 @@ namespace {
 struct Shape {
     WindowGeometry g;
     int n;
+    bool linear;
     bool operator<(const Shape& o) const {
-        return std::tie(g.in.h, g.in.w, g.in.c, g.kernel, g.stride, g.pad, n) <
-               std::tie(o.g.in.h, o.g.in.w, o.g.in.c, o.g.kernel, o.g.stride, o.g.pad, o.n);
+        return std::tie(g.in.h, g.in.w, g.in.c, g.kernel, g.stride, g.pad, n, linear) <
+               std::tie(o.g.in.h, o.g.in.w, o.g.in.c, o.g.kernel, o.g.stride, o.g.pad, o.n, o.linear);
     }
+    bool signed_input() const { return g.in.c == 3; }   // the network's input layer
 };
 
-// Best-of timing: repeats until about `budget` seconds were spent (at least 3 runs).
-double best_seconds(const std::function<void()>& fn, double budget = 0.15) {
-    double best = 1e30, spent = 0;
-    for (int run = 0; run < 3 || spent < budget; ++run) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        best = std::min(best, s);
-        spent += s;
-        if (run > 200) break;
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Best-of timing of a and b, alternating, until each had about `budget` seconds (>= 3 runs).
+std::pair<double, double> best_of_alternating(const std::function<void()>& a, const std::function<void()>& b,
+                                              double budget = 0.25) {
+    double best_a = 1e30, best_b = 1e30, spent = 0;
+    for (int run = 0; run < 3 || spent < 2 * budget; ++run) {
+        const double t0 = now();
+        a();
+        const double t1 = now();
+        b();
+        const double t2 = now();
+        best_a = std::min(best_a, t1 - t0);
+        best_b = std::min(best_b, t2 - t1);
+        spent += t2 - t0;
+        if (run > 300) break;
+    }
+    return {best_a, best_b};
+}
+
+// Clock of this core in GHz: a chain of dependent adds retires one per cycle (CPU time of this
+// thread, so time taken by other processes does not count).
+double measure_ghz() {
+    double best = 0;
+    for (int rep = 0; rep < 5; ++rep) {
+        timespec t0, t1;
+        long iterations = 200000000, x = 0;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        asm volatile("1:\n add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n dec %1\n jnz 1b"
+                     : "+r"(x), "+r"(iterations));
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        const double s = double(t1.tv_sec - t0.tv_sec) + 1e-9 * double(t1.tv_nsec - t0.tv_nsec);
+        best = std::max(best, 4 * 200e6 / s / 1e9);
     }
     return best;
+}
+
+// int8 MACs per cycle per core of a fast kernel at its peak (instruction throughput).
+double peak_macs_per_cycle(FastKernel k) {
+    switch (k) {
+        case FastKernel::Avx2: return 32;      // vpmaddubsw + vpmaddwd, one each per cycle (Zen 3)
+        case FastKernel::Vnni512: return 128;  // vpdpbusd zmm, two per cycle
+        case FastKernel::Amx: return 1024;     // tdpbssd: 16x16x64 MACs per 16 cycles
+        default: return 0;
+    }
 }
 
 // oneDNN threads through OpenMP; reach omp_set_num_threads without linking libgomp ourselves.
@@ -65,45 +111,124 @@ void set_omp_threads(int threads) {
     if (fn) fn(threads);
 }
 
-std::vector<std::int8_t> random_int8(pcg32& rng, std::int64_t count) {
+std::vector<std::int8_t> random_bytes(pcg32& rng, std::int64_t count, int lo, int hi) {
     std::vector<std::int8_t> v(static_cast<std::size_t>(count));
-    for (auto& x : v) x = std::int8_t(int(rng(256)) - 128);
+    for (auto& x : v) x = std::int8_t(lo + int(rng(std::uint32_t(hi - lo + 1))));
     return v;
 }
 
-struct Result {
-    double ours = 0, pack = 0, dnnl = 0;   // seconds
+constexpr int kBiasShift = 4, kOutShift = 12;
+
+struct Case {
+    Shape s;
+    int batch;
+    std::vector<std::int8_t> x, w, bias;
+    std::int64_t n() const { return s.n; }
+    std::int64_t m() const { return s.g.m(); }
+    std::int64_t p() const { return s.g.p() * batch; }
+    double ops() const { return 2.0 * double(n()) * double(m()) * double(p()); }
 };
 
-Result measure(const Shape& s, int threads) {
-    pcg32 rng(1);
-    const std::int64_t n = s.n, m = s.g.m(), p = s.g.p();
-    const auto x = random_int8(rng, s.g.in.size());
-    const auto w = random_int8(rng, n * m);
-    const auto bias = random_int8(rng, n);
-    Result r;
-    r.pack = best_seconds([&] { PackedWeights packed(w.data(), bias.data(), 4, n, m); }, 0.05);
-    const PackedWeights packed(w.data(), bias.data(), 4, n, m);
-    std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()));
-    std::vector<std::int32_t> acc(std::size_t(n * p));
-    std::vector<std::int8_t> y(acc.size());
-    r.ours = best_seconds([&] {
-        im2col_into(x.data(), s.g, packed.x_xor_mask(), packed.x_row_stride(), operand.data(), threads);
-        gemm_fast(packed, operand.data(), p, acc.data(), threads);
-        requantize(acc.data(), std::int64_t(acc.size()), 12, true, y.data(), threads);
-    });
+// The fast kernel under test: --kernel NAME (default: auto, the fastest this CPU has).
+FastKernel g_kernel = FastKernel::Auto;
+
+// Ours: IM2COL + GEMM with requantisation (shift, round, saturate, ReLU) in the kernel's
+// epilogue, as run_network does it; weights packed once.
+class Ours {
+public:
+    explicit Ours(const Case& l)
+        : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel),
+          operand_(std::size_t(l.p() * packed_.x_row_stride())), y_(std::size_t(l.n() * l.p())) {}
+    void run(int threads) {
+        const std::int64_t image_in = l_.s.g.in.size(), image_rows = l_.s.g.p() * packed_.x_row_stride();
+        for (int b = 0; b < l_.batch; ++b)
+            im2col_into(l_.x.data() + b * image_in, l_.s.g, packed_.x_xor_mask(), packed_.x_row_stride(),
+                        operand_.data() + b * image_rows, threads);
+        GemmOutput out;
+        out.y = y_.data();
+        out.out_shift = kOutShift;
+        out.relu = true;
+        gemm_fast(packed_, operand_.data(), l_.p(), out, threads);
+    }
+
+private:
+    const Case& l_;
+    PackedWeights packed_;
+    std::vector<std::uint8_t> operand_;
+    std::vector<std::int8_t> y_;
+};
+
 #ifdef AIMCEMU_HAVE_DNNL
-    const auto patches = im2col(x.data(), s.g);
-    std::vector<std::int32_t> column(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) column[std::size_t(i)] = std::int32_t(bias[std::size_t(i)]) << 4;
-    set_omp_threads(threads == 0 ? resolve_threads(0) : threads);
-    r.dnnl = best_seconds([&] {
-        dnnl_gemm_s8s8s32('N', 'T', 'R', p, n, m, 1.0f, patches.data(), m, 0, w.data(), m, 0, 0.0f, acc.data(), n,
-                          column.data());
-    });
+// oneDNN's conv (or matmul) primitive with the same fused work and weights reordered once.
+class OneDnn {
+public:
+    explicit OneDnn(const Case& l) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+        using dt = dnnl::memory::data_type;
+        using tag = dnnl::memory::format_tag;
+        const auto& g = l.s.g;
+        const dt src_type = l.s.signed_input() ? dt::s8 : dt::u8;
+        dnnl::primitive_attr attr;
+        attr.set_output_scales(0, {1.0f / float(1 << kOutShift)});
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(ops);
+        dnnl::memory::desc src_md, w_md, user_w_md, dst_md;
+        const dnnl::memory::desc bias_md({l.n()}, dt::s32, tag::x);
+        if (!l.s.linear) {
+            const dnnl::memory::dims src_dims{l.batch, g.in.c, g.in.h, g.in.w};
+            const dnnl::memory::dims w_dims{l.n(), g.in.c, g.kernel, g.kernel};
+            const dnnl::memory::dims dst_dims{l.batch, l.n(), g.out_h(), g.out_w()};
+            src_md = dnnl::memory::desc(src_dims, src_type, tag::nhwc);
+            dst_md = dnnl::memory::desc(dst_dims, dt::s8, tag::nhwc);
+            w_md = dnnl::memory::desc(w_dims, dt::s8, tag::any);
+            user_w_md = dnnl::memory::desc(w_dims, dt::s8, tag::ohwi);   // our [N][kh][kw][Cin]
+            const dnnl::convolution_forward::desc desc(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, w_md, bias_md, dst_md,
+                {g.stride, g.stride}, {g.pad, g.pad}, {g.pad, g.pad});
+            const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);
+            prim_ = dnnl::convolution_forward(pd);
+            w_md = pd.weights_desc();
+            impl_ = pd.impl_info_str();
+        } else {
+            src_md = dnnl::memory::desc({l.batch, l.m()}, src_type, tag::ab);
+            dst_md = dnnl::memory::desc({l.batch, l.n()}, dt::s8, tag::ab);
+            w_md = dnnl::memory::desc({l.m(), l.n()}, dt::s8, tag::any);
+            user_w_md = dnnl::memory::desc({l.m(), l.n()}, dt::s8, tag::ba);   // W^T of our [N][M]
+            const dnnl::memory::desc mm_bias({1, l.n()}, dt::s32, tag::ab);
+            const dnnl::matmul::desc desc(src_md, w_md, mm_bias, dst_md);
+            const dnnl::matmul::primitive_desc pd(desc, attr, engine_);
+            prim_ = dnnl::matmul(pd);
+            w_md = pd.weights_desc();
+            impl_ = pd.impl_info_str();
+        }
+        src_ = dnnl::memory(src_md, engine_, const_cast<std::int8_t*>(l.x.data()));
+        dst_ = dnnl::memory(dst_md, engine_);
+        bias32_.assign(l.bias.begin(), l.bias.end());
+        for (auto& b : bias32_) b <<= kBiasShift;
+        bias_ = dnnl::memory(l.s.linear ? dnnl::memory::desc({1, l.n()}, dt::s32, tag::ab) : bias_md, engine_,
+                             bias32_.data());
+        // The weights, reordered once into the primitive's layout (not timed).
+        dnnl::memory user_w(user_w_md, engine_, const_cast<std::int8_t*>(l.w.data()));
+        weights_ = dnnl::memory(w_md, engine_);
+        dnnl::reorder(user_w, weights_).execute(stream_, user_w, weights_);
+        stream_.wait();
+    }
+    void run() {
+        prim_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_BIAS, bias_},
+                                {DNNL_ARG_DST, dst_}});
+        stream_.wait();
+    }
+    const std::string& impl() const { return impl_; }
+
+private:
+    dnnl::engine engine_;
+    dnnl::stream stream_;
+    dnnl::primitive prim_;
+    dnnl::memory src_, weights_, bias_, dst_;
+    std::vector<std::int32_t> bias32_;
+    std::string impl_;
+};
 #endif
-    return r;
-}
 
 std::map<Shape, int> distinct_shapes() {
     std::map<Shape, int> shapes;
@@ -112,42 +237,67 @@ std::map<Shape, int> distinct_shapes() {
             if (!l.is_gemm()) continue;
             Shape s;
             s.n = l.out_channels;
-            s.g = l.kind == LayerKind::Linear ? WindowGeometry{{1, 1, int(l.gemm_m())}, 1, 1, 0}
-                                              : WindowGeometry{l.in_shape, l.kernel, l.stride, l.pad};
+            s.linear = l.kind == LayerKind::Linear;
+            s.g = s.linear ? WindowGeometry{{1, 1, int(l.gemm_m())}, 1, 1, 0}
+                           : WindowGeometry{l.in_shape, l.kernel, l.stride, l.pad};
             ++shapes[s];
         }
     }
     return shapes;
 }
 
-void run_table(const std::map<Shape, int>& shapes, int threads) {
-    std::printf("\n== %s (%d thread%s), fast kernel: %s ==\n", threads == 1 ? "single thread" : "all threads",
-                resolve_threads(threads), resolve_threads(threads) == 1 ? "" : "s",
-                to_string(resolve_fast_kernel(FastKernel::Auto)));
-    std::printf("%-22s %5s %5s %6s %5s | %9s %9s %7s | %8s\n", "in HxWxC k/s/p", "N", "M", "P", "count",
-                "ours GOPS", "dnnl GOPS", "ratio", "pack %");
-    double ops_total = 0, ours_total = 0, dnnl_total = 0;
+struct Totals {
+    double ops = 0, ours = 0, dnnl = 0;
+};
+
+void run_table(const std::map<Shape, int>& shapes, int batch, int threads, double ghz, Totals& total) {
+    const FastKernel kernel = resolve_fast_kernel(g_kernel);
+    const double peak = peak_macs_per_cycle(kernel) * 2 * ghz * threads;   // GOPS
+    std::printf("\n== %d thread%s, batch %d, fast kernel %s, peak %.0f GOPS ==\n", threads, threads == 1 ? "" : "s",
+                batch, to_string(kernel), peak);
+    std::printf("%-20s %4s %5s %6s %3s | %8s %8s %6s %6s | %s\n", "in HxWxC k/s/p", "N", "M", "P", "cnt", "ours",
+                "oneDNN", "ratio", "%peak", "oneDNN implementation");
     for (const auto& [s, count] : shapes) {
-        const double ops = 2.0 * s.n * double(s.g.m()) * double(s.g.p());
-        const Result r = measure(s, threads);
+        pcg32 rng(1);
+        Case l{s, batch, {}, {}, {}};
+        l.x = s.signed_input() ? random_bytes(rng, s.g.in.size() * batch, -128, 127)
+                               : random_bytes(rng, s.g.in.size() * batch, 0, 127);
+        l.w = random_bytes(rng, l.n() * l.m(), -128, 127);
+        l.bias = random_bytes(rng, l.n(), -128, 127);
+        Ours ours(l);
+        double t_ours = 0, t_dnnl = 0;
+        std::string impl = "-";
+#ifdef AIMCEMU_HAVE_DNNL
+        set_omp_threads(threads);
+        OneDnn dnnl(l);
+        impl = dnnl.impl();
+        std::tie(t_ours, t_dnnl) = best_of_alternating([&] { ours.run(threads); }, [&] { dnnl.run(); });
+#else
+        std::tie(t_ours, t_dnnl) = best_of_alternating([&] { ours.run(threads); }, [] {});
+        t_dnnl = 0;
+#endif
         char name[64];
         std::snprintf(name, sizeof name, "%dx%dx%d %d/%d/%d", s.g.in.h, s.g.in.w, s.g.in.c, s.g.kernel, s.g.stride,
                       s.g.pad);
-        std::printf("%-22s %5d %5lld %6lld %5d | %9.1f %9.1f %7.2f | %7.1f%%\n", name, s.n, (long long)s.g.m(),
-                    (long long)s.g.p(), count, ops / r.ours / 1e9, r.dnnl > 0 ? ops / r.dnnl / 1e9 : 0.0,
-                    r.dnnl > 0 ? r.dnnl / r.ours : 0.0, 100.0 * r.pack / r.ours);
-        ops_total += ops * count;
-        ours_total += r.ours * count;
-        dnnl_total += r.dnnl * count;
+        const double ops = l.ops();
+        std::printf("%-20s %4d %5lld %6lld %3d | %8.1f %8.1f %6.2f %5.0f%% | %s\n", name, s.n, (long long)l.m(),
+                    (long long)l.p(), count, ops / t_ours / 1e9, t_dnnl > 0 ? ops / t_dnnl / 1e9 : 0.0,
+                    t_dnnl > 0 ? t_dnnl / t_ours : 0.0, peak > 0 ? 100.0 * ops / t_ours / 1e9 / peak : 0.0,
+                    impl.c_str());
+        std::fflush(stdout);
+        total.ops += ops * count;
+        total.ours += t_ours * count;
+        total.dnnl += t_dnnl * count;
     }
-    std::printf("%-22s %5s %5s %6s %5s | %9.1f %9.1f %7.2f |  (ours incl. IM2COL+requant; dnnl GEMM only)\n",
-                "TOTAL (weighted)", "", "", "", "", ops_total / ours_total / 1e9,
-                dnnl_total > 0 ? ops_total / dnnl_total / 1e9 : 0.0, dnnl_total > 0 ? dnnl_total / ours_total : 0.0);
+    std::printf("%-20s %4s %5s %6s %3s | %8.1f %8.1f %6.2f %5.0f%% | (weighted by occurrences; GOPS)\n",
+                "TOTAL", "", "", "", "", total.ops / total.ours / 1e9,
+                total.dnnl > 0 ? total.ops / total.dnnl / 1e9 : 0.0, total.dnnl > 0 ? total.dnnl / total.ours : 0.0,
+                peak > 0 ? 100.0 * total.ops / total.ours / 1e9 / peak : 0.0);
 }
 
 }  // namespace
 
-int main(int, char** argv) {
+int main(int argc, char** argv) {
     // oneDNN's OpenMP threads spin after each call by default and would steal the second core
     // from our path when the two alternate; make them sleep.  libgomp reads the variable when it
     // loads, so set it and start again.
@@ -155,13 +305,21 @@ int main(int, char** argv) {
         setenv("OMP_WAIT_POLICY", "passive", 1);
         execv("/proc/self/exe", argv);
     }
+    int batch = 1, max_threads = resolve_threads(0);
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--batch")) batch = std::max(1, std::atoi(argv[i + 1]));
+        if (!std::strcmp(argv[i], "--threads")) max_threads = std::max(1, std::atoi(argv[i + 1]));
+        if (!std::strcmp(argv[i], "--kernel")) g_kernel = resolve_fast_kernel(fast_kernel_from_string(argv[i + 1]));
+    }
     const auto shapes = distinct_shapes();
-    std::printf("bench_gemm: %zu distinct conv/linear shapes of ResNet-18 + ResNet-50 v1 at 224x224, batch 1\n",
-                shapes.size());
+    const double ghz = measure_ghz();
+    std::printf("bench_gemm: %zu distinct conv/linear shapes of ResNet-18 + ResNet-50 v1 at 224x224; "
+                "measured clock %.2f GHz\n", shapes.size(), ghz);
 #ifndef AIMCEMU_HAVE_DNNL
     std::printf("(built without oneDNN: no reference column)\n");
 #endif
-    run_table(shapes, 1);
-    if (resolve_threads(0) > 1) run_table(shapes, 0);
+    Totals one, all;
+    run_table(shapes, batch, 1, ghz, one);
+    if (max_threads > 1) run_table(shapes, batch, max_threads, ghz, all);
     return 0;
 }

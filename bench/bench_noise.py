@@ -2,17 +2,29 @@
 
 Workload: the 54 conv/FC layers of ResNet-50 (25.5 M weights, the zoo's synthetic INT8 weights
 as float64), each programmed once and read once at t = 1 day (Wan 2022: its 1-day key).
-For each model it measures, in the same run:
-  * the C++ core on 1 thread (per core) and on all cores, through aimcemu.noise,
-  * a straightforward NumPy implementation of the same formulas (numpy.random.Generator for
-    the draws, so the values differ but the work is the same),
-and prints weights/s and the ratio C++(1 thread) / NumPy.  Timing is wall clock, best of
---repeats, with the three run layer by layer in turn.  Run:  AIMCEMU_CORE_DIR=build-noise/python python3 bench/bench_noise.py [--layers N]
+
+Part 1, against aihwkit (the peer researchers use): aimcemu's PCM-like model against aihwkit
+1.2.0's own PCMLikeNoiseModel (PyTorch, float32): apply_programming_noise, then
+apply_drift_noise (drift + read noise), layer by layer, the two alternating, on 1 thread (torch
+and aimcemu) and on all cores.  aihwkit is not a dependency: its inference package is pure
+Python over torch, and its source distribution provides it without the compiled simulator:
+
+    pip download --no-deps --no-binary :all: --no-build-isolation aihwkit==1.2.0
+    tar xzf aihwkit-1.2.0.tar.gz
+    python3 bench/bench_noise.py --aihwkit-src aihwkit-1.2.0/src
+
+Part 2, every model against a straightforward NumPy implementation of the same formulas
+(numpy.random.Generator for the draws, so the values differ but the work is the same).
+
+Figures: weights/s from wall-clock time (best of --repeats) and, for the 1-thread columns, also
+from process CPU time, which other processes on a shared machine do not inflate.  Run:
+    AIMCEMU_CORE_DIR=build/python python3 bench/bench_noise.py [--layers N] [--aihwkit-src DIR]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -171,16 +183,67 @@ def time_interleaved(model: noise.NoiseModel, numpy_fn, layers, cores: int, repe
     return best[0], best[1], best[2]
 
 
+def time_against_aihwkit(layers, cores: int, repeats: int, aihwkit_src: str) -> None:
+    """aimcemu PCM-like against aihwkit's PCMLikeNoiseModel, program + drift + read, same layers."""
+    sys.path.insert(0, aihwkit_src)
+    import torch
+    from aihwkit.inference.noise.pcm import PCMLikeNoiseModel
+
+    ours = noise.PCMLikeNoiseModel()
+    theirs = PCMLikeNoiseModel()
+    tensors = [torch.from_numpy(w.astype(np.float32)) for w in layers]
+    n = sum(w.size for w in layers)
+    print(f"\n== aihwkit {getattr(sys.modules.get('aihwkit'), '__version__', '1.2.0')} PCMLikeNoiseModel (torch "
+          f"{torch.__version__}, float32) vs aimcemu pcm_like (float64): program + drift + read at t = {T_READ:g} s ==")
+    print(f"{'threads':>8} {'aimcemu':>12} {'aihwkit':>12} {'ratio':>7} | {'aimcemu':>12} {'aihwkit':>12} {'ratio':>7}")
+    print(f"{'':>8} {'Mweights/s':>12} {'Mweights/s':>12} {'wall':>7} | {'Mw/s (CPU)':>12} {'Mw/s (CPU)':>12} {'CPU':>7}")
+    for threads in sorted({1, cores}):
+        ours.num_threads = threads
+        torch.set_num_threads(threads)
+        best_wall, best_cpu = [float("inf")] * 2, [float("inf")] * 2
+        for _ in range(repeats):
+            wall, cpu = [0.0, 0.0], [0.0, 0.0]
+            for i, (w, wt) in enumerate(zip(layers, tensors)):
+                w0, c0 = time.perf_counter(), time.process_time()
+                state = ours.program(w, seed=1, chip=0, layer=i)
+                ours.read(state, T_READ, 0)
+                w1, c1 = time.perf_counter(), time.process_time()
+                w_prog, nu = theirs.apply_programming_noise(wt)
+                theirs.apply_drift_noise(w_prog, nu, T_READ)
+                w2, c2 = time.perf_counter(), time.process_time()
+                wall[0] += w1 - w0
+                wall[1] += w2 - w1
+                cpu[0] += c1 - c0
+                cpu[1] += c2 - c1
+            best_wall = [min(b, x) for b, x in zip(best_wall, wall)]
+            best_cpu = [min(b, x) for b, x in zip(best_cpu, cpu)]
+        cpu_cols = (f"{n / best_cpu[0] / 1e6:12.2f} {n / best_cpu[1] / 1e6:12.2f} {best_cpu[1] / best_cpu[0]:7.2f}"
+                    if threads == 1 else f"{'-':>12} {'-':>12} {'-':>7}")
+        print(f"{threads:>8} {n / best_wall[0] / 1e6:12.2f} {n / best_wall[1] / 1e6:12.2f} "
+              f"{best_wall[1] / best_wall[0]:7.2f} | {cpu_cols}")
+    ours.num_threads = 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=None, help="only the first N ResNet-50 layers")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--models", nargs="*", default=None)
+    parser.add_argument("--aihwkit-src", default=os.environ.get("AIHWKIT_SRC"),
+                        help="aihwkit 1.2.0's src/ folder (from its sdist): compare with its PCMLikeNoiseModel")
+    parser.add_argument("--no-numpy", action="store_true", help="skip the per-model NumPy comparison")
     args = parser.parse_args()
     layers = resnet50_layers(args.layers)
     n = sum(w.size for w in layers)
     cores = os.cpu_count() or 1
     print(f"ResNet-50: {len(layers)} layers, {n / 1e6:.2f} M weights; program + read at t = {T_READ:g} s; {cores} cores")
+    if args.aihwkit_src:
+        time_against_aihwkit(layers, cores, args.repeats, args.aihwkit_src)
+    else:
+        print("(no --aihwkit-src: skipping the aihwkit comparison; see the top of this file)")
+    if args.no_numpy:
+        return
+    print()
     print(f"{'model':<18} {'C++ 1 thr':>12} {'C++ ' + str(cores) + ' thr':>12} {'NumPy':>12} {'C++/NumPy':>10}")
     print(f"{'':<18} {'Mweights/s':>12} {'Mweights/s':>12} {'Mweights/s':>12} {'per core':>10}")
     for name, model, numpy_fn in CASES:

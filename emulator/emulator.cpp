@@ -102,16 +102,28 @@ RoundOutputs Emulator::run_published(const std::vector<Tensor8>& images, const R
     if (expected_round != 0 && lease.round() != expected_round)
         throw FormatError(kSource, "round", "the PU leased round " + std::to_string(lease.round()) + ", expected " +
                                                 std::to_string(expected_round));
+    // With the fast backend, digital layers come packed from digital_packed(): their HBM region
+    // holds the network's own weights, unchanged since construction, so the view leaves them out.
+    const bool fast = options.backend == GemmBackend::Fast;
+    RunOptions pu_options = options;
+    if (fast) pu_options.packed = &digital_packed(options.kernel, options.threads);
     std::vector<const std::int8_t*> table(net_.layers.size(), nullptr);
     for (int l = 0; l < int(net_.layers.size()); ++l) {
-        if (!net_.layers[std::size_t(l)].is_gemm()) continue;
+        if (!net_.layers[std::size_t(l)].is_gemm() || (fast && !is_aimc(l))) continue;
         const HbmRegion& region = is_aimc(l) ? lease.weights(l) : gemm_weight_region(l);
         table[std::size_t(l)] = std::as_const(hbm_).region(region).data();
     }
     const HbmWeightView view(std::move(table));
-    RunOptions pu_options = options;
     pu_options.weights = &view;
     return {lease.round(), run_network_batch(net_, images, pu_options)};
+}
+
+const PackedNetwork& Emulator::digital_packed(FastKernel kernel, int threads) {
+    std::lock_guard lock(packed_mutex_);
+    const FastKernel resolved_kernel = resolve_fast_kernel(kernel);
+    auto& packed = digital_packed_[resolved_kernel];
+    if (!packed) packed = std::make_unique<PackedNetwork>(net_, resolved_kernel, threads, aimc_layers_);
+    return *packed;
 }
 
 RoundOutputs Emulator::run_round(const NiuProgram& program, const std::vector<Tensor8>& images,

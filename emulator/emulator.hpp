@@ -14,6 +14,8 @@
 // buffer of the round being written, whatever the program was compiled with.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -70,6 +72,12 @@ private:
     Hbm hbm_;
     WeightRoundFence fence_;  // refers to hbm_'s layout: declared after it
     std::mutex round_mutex_;  // run_round: one write + run at a time
+    // The digital GEMM layers' weights packed for the fast kernel once, on the first round that
+    // uses that kernel (their HBM regions are never rewritten, so every round reads the same
+    // bytes); AIMC layers change every round and are packed by each run.
+    const PackedNetwork& digital_packed(FastKernel kernel, int threads);
+    std::mutex packed_mutex_;
+    std::map<FastKernel, std::unique_ptr<PackedNetwork>> digital_packed_;   // one per kernel used
 };
 
 }  // namespace aimcemu::niu

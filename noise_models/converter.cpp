@@ -62,6 +62,21 @@ double SinglePairConverter::to_weight(const double* g, const Conversion& c) cons
     return ((g[0] - g_min_) - (g[1] - g_min_)) / c.scale;
 }
 
+std::vector<double> SinglePairConverter::convert(std::span<const double> weights, const Conversion& c) const {
+    std::vector<double> g(2 * weights.size());
+    for (std::size_t i = 0; i < weights.size(); ++i) {   // to_conductances, inlined
+        g[2 * i] = std::clamp(weights[i] * c.scale, 0.0, g_max_) + g_min_;
+        g[2 * i + 1] = std::clamp(-weights[i] * c.scale, 0.0, g_max_) + g_min_;
+    }
+    return g;
+}
+
+std::vector<double> SinglePairConverter::convert_back(std::span<const double> g, const Conversion& c) const {
+    std::vector<double> w(g.size() / 2);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = ((g[2 * i] - g_min_) - (g[2 * i + 1] - g_min_)) / c.scale;
+    return w;
+}
+
 std::unique_ptr<ConductanceConverter> SinglePairConverter::clone() const {
     return std::make_unique<SinglePairConverter>(*this);
 }

@@ -41,9 +41,10 @@ public:
     double g_max() const { return g_max_; }
     double g_min() const { return g_min_; }
 
-    // Whole-layer helpers: conductances are laid out [weight][device].
-    std::vector<double> convert(std::span<const double> weights, const Conversion& c) const;
-    std::vector<double> convert_back(std::span<const double> g, const Conversion& c) const;
+    // Whole-layer helpers: conductances are laid out [weight][device].  Converters may override
+    // them with a loop that gives the same values without a virtual call per weight.
+    virtual std::vector<double> convert(std::span<const double> weights, const Conversion& c) const;
+    virtual std::vector<double> convert_back(std::span<const double> g, const Conversion& c) const;
 
 protected:
     double g_max_, g_min_;
@@ -57,6 +58,8 @@ public:
     Conversion fit(std::span<const double> weights) const override;
     void to_conductances(double w, const Conversion& c, double* g) const override;
     double to_weight(const double* g, const Conversion& c) const override;
+    std::vector<double> convert(std::span<const double> weights, const Conversion& c) const override;
+    std::vector<double> convert_back(std::span<const double> g, const Conversion& c) const override;
     std::unique_ptr<ConductanceConverter> clone() const override;
 };
 

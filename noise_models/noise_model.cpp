@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <thread>
 
 #include "common/errors.hpp"
+#include "common/worker_pool.hpp"
 
 namespace aimcemu::noise {
 
@@ -22,49 +24,58 @@ int resolve_threads(int requested, std::size_t num_weights) {
     return int(std::max<std::size_t>(1, std::min<std::size_t>(std::size_t(n), chunks)));
 }
 
-// Runs fn(begin, end) over [0, n) in chunks of kChunkWeights, chunk c on thread c % threads.
-template <class Fn>
-void for_each_chunk(std::size_t n, int requested_threads, Fn&& fn) {
+}  // namespace
+
+void for_each_weight_chunk(std::size_t n, int requested_threads, const std::function<void(std::size_t, std::size_t)>& fn) {
     const int threads = resolve_threads(requested_threads, n);
     const std::size_t chunks = (n + kChunkWeights - 1) / kChunkWeights;
-    auto worker = [&](int id) {
-        for (std::size_t c = std::size_t(id); c < chunks; c += std::size_t(threads))
-            fn(c * kChunkWeights, std::min(n, (c + 1) * kChunkWeights));
-    };
-    if (threads == 1) {
-        worker(0);
-        return;
-    }
-    std::vector<std::jthread> pool;
-    for (int id = 1; id < threads; ++id) pool.emplace_back(worker, id);
-    worker(0);
+    run_on_worker_pool(std::int64_t(chunks), threads, [&](std::int64_t c) {
+        fn(std::size_t(c) * kChunkWeights, std::min(n, (std::size_t(c) + 1) * kChunkWeights));
+    });
 }
 
-// The streams one chunk needs, each positioned at the chunk's first device.
+namespace {
+
+template <class Fn>
+void for_each_chunk(std::size_t n, int requested_threads, Fn&& fn) {
+    for_each_weight_chunk(n, requested_threads, fn);
+}
+
+// Devices per block: the draws of a block are made in bulk and stay in L1 while the model uses them.
+constexpr std::size_t kBlockDevices = 512;
+
+// The streams one chunk needs, each positioned at the chunk's first device, and the block
+// buffers their draws go to.
 struct ChunkStreams {
     std::optional<DeviceStream> prog, nu, fault, read, relaxation;
+    double buffer[5][kBlockDevices];
 
-    static ChunkStreams for_program(const NoiseModel& m, const ChipKey& key, std::uint64_t first_device) {
-        ChunkStreams s;
-        if (m.uses_purpose(Purpose::Programming)) s.prog.emplace(key, Purpose::Programming, 0, first_device);
-        if (m.uses_purpose(Purpose::DriftExponent)) s.nu.emplace(key, Purpose::DriftExponent, 0, first_device);
-        if (m.uses_purpose(Purpose::Fault)) s.fault.emplace(key, Purpose::Fault, 0, first_device);
+    static void open(std::optional<DeviceStream>& s, const NoiseModel& m, const ChipKey& key, Purpose p,
+                     std::uint64_t round, std::uint64_t first_device) {
+        if (m.uses_purpose(p)) s.emplace(key, p, round, first_device);
+    }
+    static std::unique_ptr<ChunkStreams> for_program(const NoiseModel& m, const ChipKey& key, std::uint64_t first_device) {
+        auto s = std::make_unique<ChunkStreams>();
+        open(s->prog, m, key, Purpose::Programming, 0, first_device);
+        open(s->nu, m, key, Purpose::DriftExponent, 0, first_device);
+        open(s->fault, m, key, Purpose::Fault, 0, first_device);
         return s;
     }
-    static ChunkStreams for_read(const NoiseModel& m, const ChipKey& key, std::uint64_t round, std::uint64_t first_device) {
-        ChunkStreams s;
-        if (m.uses_purpose(Purpose::Read)) s.read.emplace(key, Purpose::Read, round, first_device);
-        if (m.uses_purpose(Purpose::Relaxation)) s.relaxation.emplace(key, Purpose::Relaxation, round, first_device);
+    static std::unique_ptr<ChunkStreams> for_read(const NoiseModel& m, const ChipKey& key, std::uint64_t round,
+                                                  std::uint64_t first_device) {
+        auto s = std::make_unique<ChunkStreams>();
+        open(s->read, m, key, Purpose::Read, round, first_device);
+        open(s->relaxation, m, key, Purpose::Relaxation, round, first_device);
         return s;
     }
-    // One device's draws; every used stream advances by exactly one device.
-    DeviceDraws next() {
-        DeviceDraws d;
-        if (prog) d.prog = prog->gaussian();
-        if (nu) d.nu = nu->gaussian();
-        if (fault) d.fault = fault->uniform();
-        if (read) d.read = read->gaussian();
-        if (relaxation) d.relaxation = relaxation->gaussian();
+    // The next `count` devices' draws; every used stream advances by exactly `count` devices.
+    BlockDraws next(std::size_t count) {
+        BlockDraws d;
+        if (prog) prog->gaussians(buffer[0], count), d.prog = buffer[0];
+        if (nu) nu->gaussians(buffer[1], count), d.nu = buffer[1];
+        if (fault) fault->uniforms(buffer[2], count), d.fault = buffer[2];
+        if (read) read->gaussians(buffer[3], count), d.read = buffer[3];
+        if (relaxation) relaxation->gaussians(buffer[4], count), d.relaxation = buffer[4];
         return d;
     }
 };
@@ -122,16 +133,42 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     s.fault.resize(devices);
     const std::size_t d = std::size_t(s.devices_per_weight);
     for_each_chunk(weights.size(), num_threads_, [&](std::size_t begin, std::size_t end) {
-        ChunkStreams streams = ChunkStreams::for_program(*this, key, begin * d);
-        for (std::size_t i = begin * d; i < end * d; ++i) {
-            const ProgrammedDevice p = program_device(s.g_target[i], streams.next());
-            s.g_prog[i] = p.g_prog;
-            s.nu[i] = p.nu;
-            s.fault[i] = std::uint8_t(p.fault);
+        const auto streams = ChunkStreams::for_program(*this, key, begin * d);
+        for (std::size_t i = begin * d; i < end * d; i += kBlockDevices) {
+            const std::size_t count = std::min(kBlockDevices, end * d - i);
+            program_block(s.g_target.data() + i, streams->next(count), count, s.g_prog.data() + i, s.nu.data() + i,
+                          s.fault.data() + i);
         }
     });
     return s;
 }
+
+DeviceDraws BlockDraws::at(std::size_t i) const {
+    DeviceDraws d;
+    if (prog) d.prog = prog[i];
+    if (nu) d.nu = nu[i];
+    if (fault) d.fault = fault[i];
+    if (read) d.read = read[i];
+    if (relaxation) d.relaxation = relaxation[i];
+    return d;
+}
+
+void NoiseModel::program_block(const double* g_target, const BlockDraws& draws, std::size_t count, double* g_prog,
+                               double* nu, std::uint8_t* fault) const {
+    for (std::size_t i = 0; i < count; ++i) {
+        const ProgrammedDevice p = program_device(g_target[i], draws.at(i));
+        g_prog[i] = p.g_prog;
+        nu[i] = p.nu;
+        fault[i] = std::uint8_t(p.fault);
+    }
+}
+
+void NoiseModel::read_block(const DeviceAtRead* devices, const ReadContext& read, const BlockDraws& draws,
+                            std::size_t count, double* g) const {
+    for (std::size_t i = 0; i < count; ++i) g[i] = read_device(devices[i], read, draws.at(i));
+}
+
+bool NoiseModel::read_fused(const LayerState&, double, std::uint64_t, double*, double*) const { return false; }
 
 std::vector<double> NoiseModel::programmed_weights(const LayerState& state) const {
     return converter_->convert_back(state.g_prog, state.conversion);
@@ -164,10 +201,13 @@ std::vector<double> read_devices(const NoiseModel& m, const LayerState& state, c
     const std::size_t d = std::size_t(state.devices_per_weight);
     std::vector<double> g(g_start.size());
     for_each_chunk(state.num_weights(), m.num_threads(), [&](std::size_t begin, std::size_t end) {
-        ChunkStreams streams = ChunkStreams::for_read(m, state.key, round, begin * d);
-        for (std::size_t i = begin * d; i < end * d; ++i) {
-            const DeviceAtRead dev{state.g_target[i], g_start[i], state.nu[i], Fault(state.fault[i])};
-            g[i] = m.read_device(dev, context, streams.next());
+        const auto streams = ChunkStreams::for_read(m, state.key, round, begin * d);
+        DeviceAtRead devices[kBlockDevices];
+        for (std::size_t i = begin * d; i < end * d; i += kBlockDevices) {
+            const std::size_t count = std::min(kBlockDevices, end * d - i);
+            for (std::size_t k = 0; k < count; ++k)
+                devices[k] = {state.g_target[i + k], g_start[i + k], state.nu[i + k], Fault(state.fault[i + k])};
+            m.read_block(devices, context, streams->next(count), count, g.data() + i);
         }
     });
     return g;
@@ -175,13 +215,24 @@ std::vector<double> read_devices(const NoiseModel& m, const LayerState& state, c
 }  // namespace
 
 std::vector<double> NoiseModel::read_conductances(const LayerState& state, double t, std::uint64_t round) const {
+    std::vector<double> g(state.g_prog.size());
+    if (read_fused(state, t, round, g.data(), nullptr)) return g;
     const ReadStart start = read_start(*this, state);
     return read_devices(*this, state, start.g_start, t, round);
 }
 
 std::vector<double> NoiseModel::read(const LayerState& state, double t, std::uint64_t round) const {
+    std::vector<double> w(state.num_weights());
+    read_into(state, t, round, w.data());
+    return w;
+}
+
+void NoiseModel::read_into(const LayerState& state, double t, std::uint64_t round, double* out) const {
+    if (read_fused(state, t, round, nullptr, out)) return;
     const ReadStart start = read_start(*this, state);
-    return converter_->convert_back(read_devices(*this, state, start.g_start, t, round), start.conversion);
+    const std::vector<double> w =
+        converter_->convert_back(read_devices(*this, state, start.g_start, t, round), start.conversion);
+    std::copy(w.begin(), w.end(), out);
 }
 
 }  // namespace aimcemu::noise

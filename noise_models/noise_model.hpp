@@ -10,6 +10,7 @@
 // programming (aihwkit's t_inference).  Models never share random streams (see rng.hpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,6 +72,18 @@ struct DeviceAtRead {
     Fault fault = Fault::Healthy;
 };
 
+// The random inputs of a block of consecutive devices: one array per purpose, null for purposes
+// the model does not use (the engine fills them in bulk, simd.hpp).
+struct BlockDraws {
+    const double* prog = nullptr;
+    const double* nu = nullptr;
+    const double* fault = nullptr;
+    const double* read = nullptr;
+    const double* relaxation = nullptr;
+
+    DeviceDraws at(std::size_t i) const;   // device i's draws (zero for unused purposes)
+};
+
 // Constants of one read that do not depend on the device, computed once per read.
 struct ReadContext {
     double t = 0.0;            // s since programming
@@ -97,6 +110,8 @@ public:
     std::vector<double> read_conductances(const LayerState& state, double t, std::uint64_t round) const;
     // Weights of one read at time t after programming (converted back with the read's scale).
     std::vector<double> read(const LayerState& state, double t, std::uint64_t round) const;
+    // The same into out[0, num_weights) (no intermediate copy: the Python binding writes NumPy).
+    void read_into(const LayerState& state, double t, std::uint64_t round, double* out) const;
     // Programmed weights (no drift, no read noise): convert_back(g_prog).
     std::vector<double> programmed_weights(const LayerState& state) const;
 
@@ -111,6 +126,17 @@ public:
     virtual ProgrammedDevice program_device(double g_target, const DeviceDraws& draws) const = 0;
     virtual double read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const = 0;
     virtual bool uses_purpose(Purpose p) const = 0;
+    // The same physics for a block of `count` consecutive devices.  The defaults call
+    // program_device / read_device per device; models override them with vectorised code.
+    virtual void program_block(const double* g_target, const BlockDraws& draws, std::size_t count, double* g_prog,
+                               double* nu, std::uint8_t* fault) const;
+    virtual void read_block(const DeviceAtRead* devices, const ReadContext& read, const BlockDraws& draws,
+                            std::size_t count, double* g) const;
+    // A model's own path for a whole read (conductances into g_out and/or weights into w_out,
+    // either may be null), used when it returns true; false = take the generic engine.  The
+    // PCM-like model fuses re-conversion, drift and read noise here.
+    virtual bool read_fused(const LayerState& state, double t, std::uint64_t round, double* g_out,
+                            double* w_out) const;
     // Called once per read before any read_device(); throws FormatError for a bad t.
     virtual void check_time(double t) const;
     // The per-read constants (check_time has passed).
@@ -129,6 +155,11 @@ private:
     DriftReference drift_reference_ = DriftReference::Reconverted;
     int num_threads_ = 0;
 };
+
+// Runs fn(begin, end) over [0, weights) in chunks of a fixed number of whole weights on up to
+// `threads` workers (0 = all cores).  Chunk boundaries never depend on the thread count, and every
+// chunk starts at an even device, so positional streams (rng.hpp) start on a Box-Muller pair.
+void for_each_weight_chunk(std::size_t weights, int threads, const std::function<void(std::size_t, std::size_t)>& fn);
 
 // The table row every model has: which conductances drift starts from (`fallback` is the
 // model's default, "reconverted" or "programmed").

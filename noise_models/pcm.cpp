@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/errors.hpp"
+#include "noise_models/simd.hpp"
 
 namespace aimcemu::noise {
 
@@ -76,7 +77,11 @@ double PcmFamilyModel::read_time_factor(double t) const {
 }
 
 double PcmFamilyModel::drift_factor(double nu, double t) const {
-    return std::exp(-nu * read_context(t).log_time);
+    const double x = -nu * read_context(t).log_time;
+    if (!simd::available()) return std::exp(x);
+    double factor;   // the exponential the vectorised reads use, so that both agree bit for bit
+    simd::exp(&x, &factor, 1);
+    return factor;
 }
 
 ReadContext PcmFamilyModel::read_context(double t) const {
@@ -143,6 +148,74 @@ void PcmLikeModel::nu_params(double g, double& mean, double& std) const {
     const double log_x = std::log(relative(g, g_max()));
     mean = std::clamp(-0.0155 * log_x + 0.0244, 0.049, 0.1);
     std = std::clamp(-0.0125 * log_x - 0.0059, 0.008, 0.045);
+}
+
+// The vectorised PCM-like path (simd.hpp).
+namespace {
+simd::PcmLikeBlock simd_constants(const PcmLikeModel& m, const std::vector<double>& coeff, double reference) {
+    simd::PcmLikeBlock c;
+    c.g_max = m.g_max();
+    c.prog_coeff = coeff.data();
+    c.prog_coeff_count = int(coeff.size());
+    c.prog_sigma_scale = m.g_max() / reference;
+    c.prog_noise_scale = m.prog_noise_scale();
+    c.drift_scale = m.drift_scale();
+    c.read_noise_scale = m.read_noise_scale();
+    return c;
+}
+constexpr std::size_t kFusedBlockWeights = 256;
+}  // namespace
+
+void PcmLikeModel::program_block(const double* g_target, const BlockDraws& draws, std::size_t count, double* g_prog,
+                                 double* nu, std::uint8_t* fault) const {
+    if (!simd::available()) return NoiseModel::program_block(g_target, draws, count, g_prog, nu, fault);
+    simd::pcm_like_program(simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_), g_target, draws.prog,
+                           draws.nu, count, g_prog, nu);
+    std::fill(fault, fault + count, std::uint8_t(Fault::Healthy));
+}
+
+void PcmLikeModel::read_block(const DeviceAtRead* devices, const ReadContext& read, const BlockDraws& draws,
+                              std::size_t count, double* g) const {
+    if (!simd::available()) return NoiseModel::read_block(devices, read, draws, count, g);
+    std::vector<double> start(count), nu(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        start[i] = devices[i].g_start;
+        nu[i] = devices[i].nu;
+    }
+    simd::pcm_like_read(simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_), read.log_time,
+                        read.read_factor, start.data(), nu.data(), draws.read, count, g);
+}
+
+// aihwkit's re-converted read of a single pair with g_min = 0, fused: the re-fit scale comes
+// from max|g+ - g-| (division by the old scale is monotonic, so this is max|W_prog| exactly),
+// then one pass computes only the device that carries each weight.
+bool PcmLikeModel::read_fused(const LayerState& state, double t, std::uint64_t round, double* g_out,
+                              double* w_out) const {
+    const auto* pair = dynamic_cast<const SinglePairConverter*>(&converter());
+    if (!simd::available() || drift_reference() != DriftReference::Reconverted || !pair || pair->g_min() != 0.0 ||
+        state.devices_per_weight != 2 || state.g_prog.size() != 2 * state.num_weights() ||
+        state.nu.size() != state.g_prog.size())
+        return false;
+    check_time(t);
+    const ReadContext context = read_context(t);
+    const std::size_t n = state.num_weights();
+    double abs_max = 0.0;
+    for (std::size_t i = 0; i < n; ++i) abs_max = std::max(abs_max, std::abs(state.g_prog[2 * i] - state.g_prog[2 * i + 1]));
+    const double scale_prog = state.conversion.scale;
+    const double scale_read = (pair->g_max() - pair->g_min()) / std::max(abs_max / scale_prog, 1e-7);
+    const simd::PcmLikeBlock c = simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_);
+    for_each_weight_chunk(n, num_threads(), [&](std::size_t begin, std::size_t end) {
+        DeviceStream stream(state.key, Purpose::Read, round, 2 * begin);
+        double z[2 * kFusedBlockWeights];
+        for (std::size_t i = begin; i < end; i += kFusedBlockWeights) {
+            const std::size_t count = std::min(kFusedBlockWeights, end - i);
+            stream.gaussians(z, 2 * count);
+            simd::pcm_like_read_reconverted(c, context.log_time, context.read_factor, scale_prog, scale_read,
+                                            state.g_prog.data() + 2 * i, state.nu.data() + 2 * i, z, count,
+                                            g_out ? g_out + 2 * i : nullptr, w_out ? w_out + i : nullptr);
+        }
+    });
+    return true;
 }
 
 // --- HERMES ---------------------------------------------------------------------------------

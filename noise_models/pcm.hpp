@@ -78,6 +78,15 @@ public:
     double read_q(double g_prog) const override;
     void nu_params(double g_target, double& mean, double& std) const override;
 
+    // Vectorised physics (simd.hpp) where the CPU has AVX2; the scalar closed forms above stay
+    // the definition they are tested against.
+    void program_block(const double* g_target, const BlockDraws& draws, std::size_t count, double* g_prog,
+                       double* nu, std::uint8_t* fault) const override;
+    void read_block(const DeviceAtRead* devices, const ReadContext& read, const BlockDraws& draws, std::size_t count,
+                    double* g) const override;
+    bool read_fused(const LayerState& state, double t, std::uint64_t round, double* g_out,
+                    double* w_out) const override;
+
 private:
     std::vector<double> prog_coeff_;  // sigma polynomial in x = g/g_max (uS) ...
     double prog_coeff_g_max_reference_;  // ... fitted at this g_max

@@ -14,6 +14,7 @@
 
 #include "common/errors.hpp"
 #include "common/worker_pool.hpp"
+#include "pu_model/postproc.hpp"
 
 #ifdef AIMCEMU_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -46,13 +47,53 @@ const char* to_string(FastKernel kernel) {
         case FastKernel::Auto: return "auto";
         case FastKernel::Amx: return "amx";
         case FastKernel::Vnni512: return "vnni512";
+        case FastKernel::Avx2: return "avx2";
         case FastKernel::Dnnl: return "dnnl";
         case FastKernel::Portable: return "portable";
     }
     return "?";
 }
 
+FastKernel fast_kernel_from_string(const std::string& name, const std::string& field) {
+    if (name == to_string(FastKernel::Auto)) return FastKernel::Auto;
+    std::string known = "auto";
+    for (FastKernel k : kAllFastKernels) {
+        if (name == to_string(k)) return k;
+        known += std::string(", ") + to_string(k);
+    }
+    throw FormatError("<memory>", field, "unknown GEMM kernel '" + name + "' (expected " + known + ")");
+}
+
+namespace {
+std::atomic<std::int64_t> g_kernel_calls[std::size(kAllFastKernels) + 1];
+}  // namespace
+
+std::int64_t fast_kernel_calls(FastKernel kernel) { return g_kernel_calls[std::size_t(kernel)].load(); }
+
 namespace detail {
+
+bool cpu_has_avx2() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+std::int64_t avx2_packed_size(std::int64_t n, std::int64_t m) {
+    return (n + kAvx2Panel - 1) / kAvx2Panel * kAvx2Panel * ((m + 3) / 4 * 4);
+}
+
+// Panel of 16 channels starting at n0, at offset n0 * depth; inside it, group g of 4 depth
+// positions holds 2 vectors x 8 lanes x 4 bytes (channel n0 + 8v + lane).  Zero padding.
+void avx2_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed) {
+    const std::int64_t depth = (m + 3) / 4 * 4;
+    std::memset(packed, 0, std::size_t(avx2_packed_size(n, m)));
+    for (std::int64_t row = 0; row < n; ++row) {
+        const std::int64_t n0 = row / kAvx2Panel * kAvx2Panel;
+        std::int8_t* lane = packed + n0 * depth + (row - n0) * 4;
+        const std::int8_t* src = w + row * m;
+        for (std::int64_t k = 0; k < m; k += 4)
+            std::memcpy(lane + (k / 4) * 64, src + k, std::size_t(std::min<std::int64_t>(4, m - k)));
+    }
+}
 
 bool cpu_has_vnni512() {
     __builtin_cpu_init();
@@ -113,6 +154,7 @@ bool fast_kernel_available(FastKernel kernel) {
         case FastKernel::Auto:
         case FastKernel::Portable: return true;
         case FastKernel::Vnni512: return detail::cpu_has_vnni512();
+        case FastKernel::Avx2: return detail::cpu_has_avx2();
         case FastKernel::Amx: return detail::cpu_has_amx();
         case FastKernel::Dnnl:
 #ifdef AIMCEMU_HAVE_DNNL
@@ -134,9 +176,8 @@ FastKernel resolve_fast_kernel(FastKernel kernel) {
                                                         "' is not available in this build or on this CPU");
         return kernel;
     }
-    if (fast_kernel_available(FastKernel::Amx)) return FastKernel::Amx;
-    if (fast_kernel_available(FastKernel::Vnni512)) return FastKernel::Vnni512;
-    if (fast_kernel_available(FastKernel::Dnnl)) return FastKernel::Dnnl;
+    for (FastKernel k : kAllFastKernels)
+        if (fast_kernel_available(k)) return k;
     return FastKernel::Portable;
 }
 
@@ -160,6 +201,10 @@ PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int 
             const std::int64_t value = std::int64_t(column_[std::size_t(row)]) - 128 * rowsum;
             column_[std::size_t(row)] = std::int32_t(std::uint32_t(std::uint64_t(value)));
         }
+    } else if (kernel_ == FastKernel::Avx2) {
+        x_row_stride_ = (m + 3) / 4 * 4;
+        data_.resize(std::size_t(detail::avx2_packed_size(n, m)));
+        detail::avx2_pack_weights(w, n, m, data_.data());
     } else if (kernel_ == FastKernel::Amx) {
         x_row_stride_ = detail::amx_depth(m);
         data_.resize(std::size_t(detail::amx_packed_size(n, m)));
@@ -218,29 +263,73 @@ void dnnl_rows(const std::int8_t* w, const std::int32_t* column, std::int64_t n,
 
 }  // namespace
 
+namespace {
+
+// Output pixels per task: about four tasks per worker on small layers (so that a 7x7 layer still
+// uses every core), at most 96 rows (a multiple of every kernel's tile height) on large ones.
+std::int64_t rows_per_task(FastKernel kernel, std::int64_t p, int workers) {
+    const std::int64_t tile = kernel == FastKernel::Amx       ? 32
+                              : kernel == FastKernel::Vnni512 ? detail::kVnniRowsPerTile
+                                                              : detail::kAvx2RowsPerTile;
+    constexpr std::int64_t kMaxRows = 96;
+    const std::int64_t wanted = (p + 4 * workers - 1) / (4 * workers);
+    return std::min(kMaxRows, std::max(tile, (wanted + tile - 1) / tile * tile));
+}
+
+}  // namespace
+
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, std::int32_t* acc, int threads) {
+    GemmOutput out;
+    out.acc = acc;
+    gemm_fast(packed, xt, p, out, threads);
+}
+
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
+               int threads) {
     const std::int64_t n = packed.n_, m = packed.m_, ldx = packed.x_row_stride_;
     const std::int8_t* w = packed.data_.data();
     const std::int32_t* column = packed.column_.data();
     const std::int8_t* xs = reinterpret_cast<const std::int8_t*>(xt);
+    ++g_kernel_calls[std::size_t(packed.kernel_)];
 #ifdef AIMCEMU_HAVE_DNNL
     if (packed.kernel_ == FastKernel::Dnnl) {   // oneDNN threads internally (OpenMP)
-        dnnl_rows(w, column, n, m, xs, ldx, 0, p, acc);
+        if (!out.y) {
+            dnnl_rows(w, column, n, m, xs, ldx, 0, p, out.acc);
+            return;
+        }
+        std::vector<std::int32_t> acc(std::size_t(p * n));
+        dnnl_rows(w, column, n, m, xs, ldx, 0, p, acc.data());
+        requantize(acc.data(), p * n, out.out_shift, out.relu, out.y, threads);
         return;
     }
 #endif
-    // Chunks of output pixels: a multiple of the VNNI tile height, small enough to balance.
-    const std::int64_t chunk = 16 * detail::kVnniRowsPerTile;
+    const int workers = int(std::min<std::int64_t>(resolve_threads(threads), std::max<std::int64_t>(1, p)));
+    const std::int64_t chunk = rows_per_task(packed.kernel_, p, workers);
     const std::int64_t chunks = (p + chunk - 1) / chunk;
-    parallel_for(chunks, threads, [&](std::int64_t i) {
+    parallel_for(chunks, workers, [&](std::int64_t i) {
         const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
-        if (packed.kernel_ == FastKernel::Amx) {
-            std::vector<std::int8_t> scratch(end - begin < chunk ? std::size_t(32 * ldx) : 0);
-            detail::amx_gemm_rows(w, column, n, m, xs, ldx, begin, end, acc, scratch.data());
-        } else if (packed.kernel_ == FastKernel::Vnni512)
-            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, begin, end, acc);
-        else
-            portable_rows(w, column, n, m, xs, ldx, begin, end, acc);
+        if (packed.kernel_ == FastKernel::Avx2) {   // requantises in its own epilogue
+            detail::avx2_gemm_rows(w, column, n, m, xs, ldx, begin, end, out);
+            return;
+        }
+        // The other kernels write int32: into the output, or into a per-task block that is
+        // requantised while it is still in cache.
+        std::vector<std::int32_t> block(out.y ? std::size_t((end - begin) * n) : 0);
+        std::int32_t* acc = out.y ? block.data() : out.acc + begin * n;
+        const std::int8_t* x = xs + begin * ldx;
+        const std::int64_t rows = end - begin;
+        switch (packed.kernel_) {
+            case FastKernel::Amx: {
+                std::vector<std::int8_t> scratch(rows % 32 ? std::size_t(32 * ldx) : 0);   // a partial block
+                detail::amx_gemm_rows(w, column, n, m, x, ldx, 0, rows, acc, scratch.data());
+                break;
+            }
+            case FastKernel::Vnni512:
+                detail::vnni_gemm_rows(w, column, n, m, xt + begin * ldx, ldx, 0, rows, acc);
+                break;
+            default: portable_rows(w, column, n, m, x, ldx, 0, rows, acc); break;
+        }
+        if (out.y) requantize(acc, rows * n, out.out_shift, out.relu, out.y + begin * n, 1);
     });
 }
 

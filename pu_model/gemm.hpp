@@ -9,8 +9,11 @@
 //   gemm_fast       FastKernel::Amx: AMX-INT8 tiles (tdpbssd is s8 x s8, exact in int32);
 //                   FastKernel::Vnni512: AVX-512 VNNI (vpdpbusd is u8 x s8, so X is offset by
 //                   +128 and 128 * rowsum(W) is subtracted again: exact in int32);
-//                   FastKernel::Dnnl: oneDNN's dnnl_gemm_s8s8s32 (only when built with oneDNN);
-//                   FastKernel::Portable: blocked int32 loops for CPUs with neither;
+//                   FastKernel::Avx2: vpmaddubsw + vpmaddwd with the unsigned operand kept in
+//                   [0, 128] so that the 16-bit pair sums cannot saturate (exact; gemm_avx2.cpp);
+//                   FastKernel::Dnnl: oneDNN's dnnl_gemm_s8s8s32 (only when built with oneDNN,
+//                   and only with AVX-512 VNNI, where it is exact);
+//                   FastKernel::Portable: blocked int32 loops for CPUs with none of these;
 //   sa_cycle_gemm   the cycle-level systolic-array model (sa_cycle.hpp).
 //
 // Integer sums are exact and associative, so splitting P across threads cannot change a result.
@@ -29,11 +32,29 @@ void check_gemm_fits_int32(std::int64_t m, int bias_shift, const std::string& fi
 void gemm_reference(const std::int8_t* w, const std::int8_t* xt, std::int64_t ldx, const std::int8_t* bias,
                     int bias_shift, std::int64_t n, std::int64_t m, std::int64_t p, std::int32_t* acc);
 
-enum class FastKernel { Auto, Amx, Vnni512, Dnnl, Portable };
+enum class FastKernel { Auto, Amx, Vnni512, Avx2, Dnnl, Portable };
+// Every concrete kernel, fastest first (the order Auto tries them in).
+inline constexpr FastKernel kAllFastKernels[] = {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Avx2,
+                                                 FastKernel::Dnnl, FastKernel::Portable};
 const char* to_string(FastKernel kernel);
+// The kernel named `name` ("auto", "amx", ...); FormatError naming `field` otherwise.
+FastKernel fast_kernel_from_string(const std::string& name, const std::string& field = "kernel");
 bool fast_kernel_available(FastKernel kernel);
-// Auto resolves to the first available of Amx, Vnni512, Dnnl (when linked), Portable.
+// Auto resolves to the first available kernel of kAllFastKernels.
 FastKernel resolve_fast_kernel(FastKernel kernel);
+// How many gemm_fast calls each kernel has served in this process (so that a test or a
+// benchmark can say which kernels actually ran, and notice one that silently dropped out).
+std::int64_t fast_kernel_calls(FastKernel kernel);
+
+// Where a kernel writes its results (row-major P x N): int32 accumulators, or, when y is set,
+// int8 outputs requantised in the kernel's epilogue: y = sat8(round_shift(acc, out_shift)), then
+// ReLU if relu (the rules of postproc.hpp).
+struct GemmOutput {
+    std::int32_t* acc = nullptr;
+    std::int8_t* y = nullptr;
+    int out_shift = 0;
+    bool relu = false;
+};
 
 // Weights prepared once for a fast kernel (packing is O(N*M), the GEMM O(N*M*P)).
 class PackedWeights {
@@ -48,9 +69,11 @@ public:
     // values, then don't-care padding), each byte XORed with x_xor_mask().
     std::int64_t x_row_stride() const { return x_row_stride_; }
     std::uint8_t x_xor_mask() const { return kernel_ == FastKernel::Vnni512 ? 0x80 : 0x00; }
+    // Bytes of packed weights (memory accounting).
+    std::size_t bytes() const { return data_.size() + column_.size() * sizeof(std::int32_t); }
 
 private:
-    friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, std::int32_t*, int);
+    friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int);
     FastKernel kernel_;
     std::int64_t n_, m_, x_row_stride_;
     std::vector<std::int8_t> data_;      // kernel-specific weight layout
@@ -60,6 +83,11 @@ private:
 // acc (P x N) = W * X + bias for X laid out as packed.x_row_stride()/x_xor_mask() say.
 // threads: 0 = all hardware threads; the result is identical for any value.
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, std::int32_t* acc, int threads);
+// The same GEMM, requantised to int8 on the fly (out: y set, acc unused).  The AVX2 kernel does
+// it in registers; the others requantise each block of rows while it is in cache.  Bytes equal
+// requantize(gemm_fast(...)) exactly.
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
+               int threads);
 
 // Convenience for plain int8 X (P x M, stride M): packs, converts X, runs.
 void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,
@@ -86,6 +114,16 @@ std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
 void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
                     std::int32_t* acc);
+// The AVX2 kernel (gemm_avx2.cpp): panels of 16 channels, [panel][k/4][16 lanes x 4 bytes];
+// xt is plain int8 with rows padded to a multiple of 4 bytes.
+inline constexpr int kAvx2Panel = 16;
+inline constexpr int kAvx2RowsPerTile = 6;
+bool cpu_has_avx2();
+std::int64_t avx2_packed_size(std::int64_t n, std::int64_t m);
+void avx2_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);
+void avx2_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
+                    const std::int8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
+                    const GemmOutput& out);
 // The AMX kernel (gemm_amx.cpp): weights in blocks of 32 channels, depth padded to 64; xt is
 // plain int8 with ldx = depth; scratch holds 32 * ldx bytes for the last partial block of rows.
 std::int64_t amx_depth(std::int64_t m);

@@ -21,10 +21,31 @@ void WindowGeometry::validate(const std::string& field) const {
 
 namespace {
 
+// Copies n <= 32 bytes with two overlapping fixed-size moves: the runs of a 3-channel input layer
+// are this short (7 x 3 bytes), and a library memcpy call per run cost more than the GEMM.
+void copy_short(const std::int8_t* src, std::int64_t n, std::uint8_t* dst) {
+    auto move = [&](auto word) {
+        const std::size_t size = sizeof word;
+        std::memcpy(&word, src, size);
+        std::memcpy(dst, &word, size);
+        std::memcpy(&word, src + n - std::int64_t(size), size);
+        std::memcpy(dst + n - std::int64_t(size), &word, size);
+    };
+    struct Bytes16 { std::uint64_t lo, hi; };
+    if (n >= 16) move(Bytes16{});
+    else if (n >= 8) move(std::uint64_t{});
+    else if (n >= 4) move(std::uint32_t{});
+    else
+        for (std::int64_t i = 0; i < n; ++i) dst[i] = std::uint8_t(src[i]);
+}
+
 // Copies n bytes XORed with the mask; the mask is uniform, so XOR on 8-byte words is the same.
 void copy_xor(const std::int8_t* src, std::uint8_t mask, std::int64_t n, std::uint8_t* dst) {
     if (mask == 0) {
-        std::memcpy(dst, src, std::size_t(n));
+        if (n <= 32)
+            copy_short(src, n, dst);
+        else
+            std::memcpy(dst, src, std::size_t(n));
         return;
     }
     const std::uint64_t mask8 = 0x0101010101010101ull * mask;
@@ -62,12 +83,14 @@ void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
                     std::memset(dst, xor_mask, std::size_t(kx_run));
                     continue;
                 }
-                std::memset(dst, xor_mask, std::size_t(kx_lo) * c);
+                // (the memset calls are skipped when empty: on a 3-channel input layer a call per
+                // empty edge cost as much as the copies)
+                if (kx_lo > 0) std::memset(dst, xor_mask, std::size_t(kx_lo) * c);
                 const std::int8_t* src = x + (std::int64_t(iy) * g.in.w + x0 + kx_lo) * c;
                 copy_xor(src, xor_mask, std::int64_t(kx_hi - kx_lo) * c, dst + std::int64_t(kx_lo) * c);
-                std::memset(dst + std::int64_t(kx_hi) * c, xor_mask, std::size_t(k - kx_hi) * c);
+                if (kx_hi < k) std::memset(dst + std::int64_t(kx_hi) * c, xor_mask, std::size_t(k - kx_hi) * c);
             }
-            if (row_stride > m) std::memset(row + m, xor_mask, std::size_t(row_stride - m));
+            for (std::int64_t pad = m; pad < row_stride; ++pad) row[pad] = xor_mask;
         }
     }
 }

@@ -1,6 +1,7 @@
 // Whole-network inference on the PU functional model (see inference.hpp).
 #include "pu_model/inference.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include "common/errors.hpp"
@@ -24,29 +25,46 @@ namespace {
 
 WindowGeometry geometry_of(const Layer& l) { return {l.in_shape, l.kernel, l.stride, l.pad}; }
 
-// Fast-kernel weights of every conv/linear layer, packed once and shared by all images of a batch
-// (packing costs as much as the GEMM itself on the 7x7 layers of a 224x224 ResNet).
-using PackedLayers = std::vector<std::unique_ptr<PackedWeights>>;
-
 const std::int8_t* weights_read(const Network& net, int index, const RunOptions& opt) {
     const std::int8_t* w = opt.weights ? opt.weights->weights(index) : nullptr;
     return w ? w : net.layers[std::size_t(index)].weights.data();
 }
 
-PackedLayers pack_layers(const Network& net, const RunOptions& opt) {
-    PackedLayers packed(net.layers.size());
-    if (opt.backend != GemmBackend::Fast) return packed;
-    parallel_for(std::int64_t(net.layers.size()), opt.threads, [&](std::int64_t i) {
-        const Layer& l = net.layers[std::size_t(i)];
-        if (l.is_gemm())
-            packed[std::size_t(i)] = std::make_unique<PackedWeights>(weights_read(net, int(i), opt), l.bias.data(),
-                                                                     l.bias_shift, l.gemm_n(), l.gemm_m(), opt.kernel);
-    });
-    return packed;
+std::unique_ptr<PackedWeights> pack_layer(const Layer& l, const std::int8_t* w, FastKernel kernel) {
+    return std::make_unique<PackedWeights>(w, l.bias.data(), l.bias_shift, l.gemm_n(), l.gemm_m(), kernel);
 }
 
-// acc (P x N) of a conv or linear layer on its input, through the chosen backend (`packed`: the
-// layer's fast-kernel weights, used by the Fast backend).
+// The fast-kernel weights one run uses: the caller's PackedNetwork where it has the layer and no
+// WeightView replaces it, else packed here (once per run, shared by every micro-batch).
+class RunWeights {
+public:
+    RunWeights(const Network& net, const RunOptions& opt) : use_(net.layers.size(), nullptr), own_(net.layers.size()) {
+        if (opt.backend != GemmBackend::Fast) return;
+        if (opt.packed && opt.packed->layer_count() != net.layers.size())
+            throw FormatError("<memory>", "packed", "the PackedNetwork was made for another network");
+        const FastKernel kernel = resolve_fast_kernel(opt.kernel);
+        std::vector<int> to_pack;
+        for (int i = 0; i < int(net.layers.size()); ++i) {
+            if (!net.layers[std::size_t(i)].is_gemm()) continue;
+            const bool replaced = opt.weights && opt.weights->weights(i);
+            if (!replaced && opt.packed && opt.packed->kernel() == kernel && opt.packed->layer(i))
+                use_[std::size_t(i)] = opt.packed->layer(i);
+            else
+                to_pack.push_back(i);
+        }
+        parallel_for(std::int64_t(to_pack.size()), opt.threads, [&](std::int64_t k) {
+            const int i = to_pack[std::size_t(k)];
+            own_[std::size_t(i)] = pack_layer(net.layers[std::size_t(i)], weights_read(net, i, opt), kernel);
+        });
+        for (int i : to_pack) use_[std::size_t(i)] = own_[std::size_t(i)].get();
+    }
+    const PackedWeights* layer(int index) const { return use_[std::size_t(index)]; }
+
+private:
+    std::vector<const PackedWeights*> use_;
+    std::vector<std::unique_ptr<PackedWeights>> own_;
+};
+
 // Buffers every path overwrites completely are left uninitialised (zero-filling them showed up in
 // profiles of 224x224 networks).
 template <typename T>
@@ -54,81 +72,197 @@ std::unique_ptr<T[]> uninitialised(std::int64_t count) {
     return std::unique_ptr<T[]>(new T[std::size_t(count)]);
 }
 
-std::unique_ptr<std::int32_t[]> gemm_layer(const Layer& l, const std::int8_t* w, const PackedWeights* packed_weights,
-                                           const Tensor8& x, const RunOptions& opt) {
-    const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p();
-    auto acc = uninitialised<std::int32_t>(n * p);
-    // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
-    const bool conv = l.kind == LayerKind::Conv;
-    const WindowGeometry g = geometry_of(l);
-    if (opt.backend == GemmBackend::Fast) {
-        const PackedWeights& packed = *packed_weights;
-        const std::int64_t stride = packed.x_row_stride();
-        const std::uint8_t mask = packed.x_xor_mask();
-        const bool as_is = mask == 0 && stride == m && (!conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0));
-        if (as_is) {
-            gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x.data.data()), p, acc.get(), opt.threads);
-        } else {
-            auto operand = uninitialised<std::uint8_t>(p * stride);   // im2col_into writes every byte
-            const WindowGeometry flat = conv ? g : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
-            im2col_into(x.data.data(), flat, mask, stride, operand.get(), opt.threads);
-            gemm_fast(packed, operand.get(), p, acc.get(), opt.threads);
-        }
-        return acc;
-    }
-    std::vector<std::int8_t> patches;
-    const std::int8_t* operand = x.data.data();
-    if (conv && !(l.kernel == 1 && l.stride == 1 && l.pad == 0)) {
-        patches = im2col(x.data.data(), g);
-        operand = patches.data();
-    }
-    if (opt.backend == GemmBackend::Reference)
-        gemm_reference(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, acc.get());
-    else
-        sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt.sa, acc.get());
-    return acc;
-}
+// One micro-batch: `count` images run together, layer by layer.  Each layer's output for the
+// micro-batch is one buffer holding the images one after another (HWC each), so that a conv or
+// linear layer is a single GEMM over count * P rows and element-wise steps run once over it.
+class MicroBatch {
+public:
+    MicroBatch(const Network& net, const RunWeights& weights, const RunOptions& opt, const std::vector<int>& last_use)
+        : net_(net), weights_(weights), opt_(opt), last_use_(last_use) {}
 
-Tensor8 run_layer(const Network& net, int index, const Tensor8& input, const std::vector<Tensor8>& outputs,
-                  const PackedLayers& packed, const RunOptions& opt, std::int64_t image) {
-    const Layer& l = net.layers[std::size_t(index)];
-    auto producer = [&](int i) -> const Tensor8& { return i == kNetworkInput ? input : outputs[std::size_t(i)]; };
-    const Tensor8& x = producer(l.input);
-    Tensor8 y{l.out_shape, std::vector<std::int8_t>(std::size_t(l.out_shape.size()))};
-    switch (l.kind) {
-        case LayerKind::Conv:
-        case LayerKind::Linear: {
-            const std::int8_t* w = weights_read(net, index, opt);
-            const PackedWeights* pw = packed[std::size_t(index)].get();
-            if (opt.peripherals && opt.peripherals->active(index)) {
-                // The GEMM multiplies the DAC codes; the peripherals turn its accumulator into
-                // digitised outputs in x's accumulator units (pu_model/peripherals.hpp).
-                const auto acc = gemm_layer(l, w, pw, opt.peripherals->input_codes(index, x), opt);
-                opt.peripherals->apply_output(index, image, x, acc.get(), l.gemm_p(), l.gemm_n());
-                requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data(), opt.threads);
-                break;
+    // results[b] receives image b's outputs (kept layers filled, the others shape only).
+    // first_image: the run-wide index of images[0] (it keys the peripherals' noise).
+    void run(const Tensor8* const* images, int count, std::vector<Tensor8>* results, std::int64_t first_image) {
+        count_ = count;
+        first_image_ = first_image;
+        const std::int64_t in_size = net_.input_shape.size();
+        input_ = uninitialised<std::int8_t>(count * in_size);
+        for (int b = 0; b < count; ++b)
+            std::copy(images[b]->data.begin(), images[b]->data.end(), input_.get() + b * in_size);
+        outputs_.clear();
+        outputs_.resize(net_.layers.size());
+        for (int b = 0; b < count; ++b) results[b].resize(net_.layers.size());
+        for (int i = 0; i < int(net_.layers.size()); ++i) {
+            outputs_[std::size_t(i)] = run_layer(i);
+            const Layer& l = net_.layers[std::size_t(i)];
+            const std::int64_t size = l.out_shape.size();
+            for (int b = 0; b < count; ++b) {
+                Tensor8& t = results[b][std::size_t(i)];
+                t.shape = l.out_shape;
+                if (kept(i)) t.data.assign(outputs_[std::size_t(i)].get() + b * size,
+                                           outputs_[std::size_t(i)].get() + (b + 1) * size);
             }
-            const auto acc = gemm_layer(l, w, pw, x, opt);
-            requantize(acc.get(), l.gemm_n() * l.gemm_p(), l.out_shift, l.relu, y.data.data(), opt.threads);
-            break;
+            release_after(i);
         }
-        case LayerKind::Add:
-            add_tensors(x.data.data(), l.input_shift, producer(l.residual_input).data.data(), l.residual_shift,
-                        l.out_shape.size(), l.relu || l.relu_after_residual, y.data.data());
-            return y;   // the add is the residual operation itself
-        case LayerKind::MaxPool:
-            max_pool(x.data.data(), geometry_of(l), y.data.data());
-            if (l.relu) relu_inplace(y.data.data(), y.shape.size());
-            break;
-        case LayerKind::AvgPool:
-            avg_pool(x.data.data(), geometry_of(l), l.avg_mult, l.out_shift, y.data.data());
-            if (l.relu) relu_inplace(y.data.data(), y.shape.size());
-            break;
     }
-    if (l.residual_input >= 0)
-        residual_add(y.data.data(), producer(l.residual_input).data.data(), y.shape.size(), l.residual_shift,
-                     l.relu_after_residual);
-    return y;
+
+private:
+    bool kept(int i) const { return opt_.keep.empty() || opt_.keep[std::size_t(i)]; }
+    const std::int8_t* producer(int i) const {
+        return i == kNetworkInput ? input_.get() : outputs_[std::size_t(i)].get();
+    }
+    // Frees every buffer whose last reader was layer i (the input after its last reader too).
+    void release_after(int i) {
+        for (int j = 0; j <= i; ++j)
+            if (last_use_[std::size_t(j)] == i) outputs_[std::size_t(j)].reset();
+        if (input_last_use() == i) input_.reset();
+    }
+    int input_last_use() const { return last_use_.back(); }
+
+    std::unique_ptr<std::int8_t[]> run_layer(int index) {
+        const Layer& l = net_.layers[std::size_t(index)];
+        const std::int64_t size = l.out_shape.size(), in_size = l.in_shape.size();
+        auto y = uninitialised<std::int8_t>(count_ * size);
+        const std::int8_t* x = producer(l.input);
+        switch (l.kind) {
+            case LayerKind::Conv:
+            case LayerKind::Linear: gemm_layer(index, x, y.get()); break;
+            case LayerKind::Add:   // the add is the residual operation itself
+                add_tensors(x, l.input_shift, producer(l.residual_input), l.residual_shift, count_ * size,
+                            l.relu || l.relu_after_residual, y.get());
+                return y;
+            case LayerKind::MaxPool:
+                for (int b = 0; b < count_; ++b) max_pool(x + b * in_size, geometry_of(l), y.get() + b * size);
+                if (l.relu) relu_inplace(y.get(), count_ * size);
+                break;
+            case LayerKind::AvgPool:
+                for (int b = 0; b < count_; ++b)
+                    avg_pool(x + b * in_size, geometry_of(l), l.avg_mult, l.out_shift, y.get() + b * size);
+                if (l.relu) relu_inplace(y.get(), count_ * size);
+                break;
+        }
+        if (l.residual_input >= 0)
+            residual_add(y.get(), producer(l.residual_input), count_ * size, l.residual_shift, l.relu_after_residual);
+        return y;
+    }
+
+    // y (count images of P x N int8) of a conv or linear layer.
+    void gemm_layer(int index, const std::int8_t* x, std::int8_t* y) {
+        if (opt_.peripherals && opt_.peripherals->active(index)) return peripheral_gemm_layer(index, x, y);
+        const Layer& l = net_.layers[std::size_t(index)];
+        const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p(), in_size = l.in_shape.size();
+        // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
+        const bool conv = l.kind == LayerKind::Conv;
+        const bool pointwise = !conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0);
+        const WindowGeometry g = conv ? geometry_of(l) : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
+        if (opt_.backend == GemmBackend::Fast) {
+            const PackedWeights& packed = *weights_.layer(index);
+            const std::int64_t stride = packed.x_row_stride();
+            const std::uint8_t mask = packed.x_xor_mask();
+            GemmOutput out;
+            out.y = y;
+            out.out_shift = l.out_shift;
+            out.relu = l.relu;
+            if (pointwise && mask == 0 && stride == m) {   // the input already is the operand
+                gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x), count_ * p, out, opt_.threads);
+                return;
+            }
+            auto operand = uninitialised<std::uint8_t>(count_ * p * stride);   // im2col_into writes every byte
+            for (int b = 0; b < count_; ++b)
+                im2col_into(x + b * in_size, g, mask, stride, operand.get() + b * p * stride, opt_.threads);
+            gemm_fast(packed, operand.get(), count_ * p, out, opt_.threads);
+            return;
+        }
+        const std::int8_t* w = weights_read(net_, index, opt_);
+        auto acc = uninitialised<std::int32_t>(n * p);
+        for (int b = 0; b < count_; ++b) {   // one image at a time: the SA model runs per frame
+            std::vector<std::int8_t> patches;
+            const std::int8_t* operand = x + b * in_size;
+            if (!pointwise) {
+                patches = im2col(operand, g);
+                operand = patches.data();
+            }
+            if (opt_.backend == GemmBackend::Reference)
+                gemm_reference(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, acc.get());
+            else
+                sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt_.sa, acc.get());
+            requantize(acc.get(), n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
+        }
+    }
+
+    // A layer with analog tile peripherals, one image at a time: the DAC scale is chosen per image
+    // and the output noise is keyed by the image's run-wide index (pu_model/peripherals.hpp).  The
+    // GEMM multiplies the DAC codes; the peripherals turn its accumulator into digitised outputs.
+    void peripheral_gemm_layer(int index, const std::int8_t* x, std::int8_t* y) {
+        const Layer& l = net_.layers[std::size_t(index)];
+        const std::int64_t n = l.gemm_n(), p = l.gemm_p(), in_size = l.in_shape.size();
+        auto acc = uninitialised<std::int32_t>(n * p);
+        for (int b = 0; b < count_; ++b) {
+            const Tensor8 image{l.in_shape, std::vector<std::int8_t>(x + b * in_size, x + (b + 1) * in_size)};
+            const Tensor8 codes = opt_.peripherals->input_codes(index, image);
+            accumulate_one_image(index, codes.data.data(), acc.get());
+            opt_.peripherals->apply_output(index, first_image_ + b, image, acc.get(), p, n);
+            requantize(acc.get(), n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
+        }
+    }
+
+    // The exact int32 accumulator (P x N) of one image's conv or linear layer, any backend.
+    void accumulate_one_image(int index, const std::int8_t* x, std::int32_t* acc) {
+        const Layer& l = net_.layers[std::size_t(index)];
+        const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p();
+        const bool conv = l.kind == LayerKind::Conv;
+        const bool pointwise = !conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0);
+        const WindowGeometry g = conv ? geometry_of(l) : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
+        if (opt_.backend == GemmBackend::Fast) {
+            const PackedWeights& packed = *weights_.layer(index);
+            const std::int64_t stride = packed.x_row_stride();
+            const std::uint8_t mask = packed.x_xor_mask();
+            if (pointwise && mask == 0 && stride == m) {
+                gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x), p, acc, opt_.threads);
+                return;
+            }
+            auto operand = uninitialised<std::uint8_t>(p * stride);
+            im2col_into(x, g, mask, stride, operand.get(), opt_.threads);
+            gemm_fast(packed, operand.get(), p, acc, opt_.threads);
+            return;
+        }
+        const std::int8_t* w = weights_read(net_, index, opt_);
+        std::vector<std::int8_t> patches;
+        if (!pointwise) {
+            patches = im2col(x, g);
+            x = patches.data();
+        }
+        if (opt_.backend == GemmBackend::Reference)
+            gemm_reference(w, x, m, l.bias.data(), l.bias_shift, n, m, p, acc);
+        else
+            sa_cycle_gemm(w, x, m, l.bias.data(), l.bias_shift, n, m, p, opt_.sa, acc);
+    }
+
+    const Network& net_;
+    const RunWeights& weights_;
+    const RunOptions& opt_;
+    const std::vector<int>& last_use_;   // per layer, then the network input last
+    int count_ = 0;
+    std::int64_t first_image_ = 0;
+    std::unique_ptr<std::int8_t[]> input_;
+    std::vector<std::unique_ptr<std::int8_t[]>> outputs_;
+};
+
+// For each layer, the index of the last layer that reads its output (the layer itself if none);
+// one more entry at the end for the network input.  Kept layers are copied out when they are
+// made, so a buffer is never needed after its last reader.
+std::vector<int> last_uses(const Network& net) {
+    std::vector<int> last(net.layers.size() + 1);
+    for (int i = 0; i < int(net.layers.size()); ++i) last[std::size_t(i)] = i;
+    last.back() = 0;
+    for (int i = 0; i < int(net.layers.size()); ++i) {
+        const Layer& l = net.layers[std::size_t(i)];
+        int& input = l.input == kNetworkInput ? last.back() : last[std::size_t(l.input)];
+        input = std::max(input, i);
+        if (l.residual_input >= 0)
+            last[std::size_t(l.residual_input)] = std::max(last[std::size_t(l.residual_input)], i);
+    }
+    return last;
 }
 
 void check_ready(const Network& net, const Tensor8& input, const std::string& field) {
@@ -142,16 +276,37 @@ void check_ready(const Network& net, const Tensor8& input, const std::string& fi
                               "x" + std::to_string(net.input_shape.c) + " HWC int8 values");
 }
 
-std::vector<Tensor8> run_prepared(const Network& net, const Tensor8& input, const PackedLayers& packed,
-                                  const RunOptions& options, std::int64_t image) {
-    std::vector<Tensor8> outputs;
-    outputs.reserve(net.layers.size());
-    for (int i = 0; i < int(net.layers.size()); ++i)
-        outputs.push_back(run_layer(net, i, input, outputs, packed, options, image));
-    return outputs;
+void check_options(const Network& net, const RunOptions& opt) {
+    if (!opt.keep.empty() && opt.keep.size() != net.layers.size())
+        throw FormatError("<memory>", "keep", "expected one flag per layer (" + std::to_string(net.layers.size()) +
+                                                  "), got " + std::to_string(opt.keep.size()));
+    if (opt.batch < 0) throw FormatError("<memory>", "batch", "must be >= 0 (0 = automatic)");
 }
 
+// Images per micro-batch when the caller leaves it open: enough rows on the 7x7 layers to fill
+// the kernel's tiles (8 x 49 rows), no more than each thread's share of the images.
+constexpr int kAutoBatch = 8;
+
 }  // namespace
+
+PackedNetwork::PackedNetwork(const Network& net, FastKernel kernel, int threads)
+    : PackedNetwork(net, kernel, threads, {}) {}
+
+PackedNetwork::PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip)
+    : kernel_(resolve_fast_kernel(kernel)), layers_(net.layers.size()) {
+    parallel_for(std::int64_t(net.layers.size()), threads, [&](std::int64_t i) {
+        const Layer& l = net.layers[std::size_t(i)];
+        if (l.is_gemm() && std::find(skip.begin(), skip.end(), int(i)) == skip.end())
+            layers_[std::size_t(i)] = pack_layer(l, l.weights.data(), kernel_);
+    });
+}
+
+std::size_t PackedNetwork::bytes() const {
+    std::size_t total = 0;
+    for (const auto& l : layers_)
+        if (l) total += l->bytes();
+    return total;
+}
 
 std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, GemmBackend backend,
                                  const WeightView* weights) {
@@ -162,24 +317,33 @@ std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, GemmB
 }
 
 std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, const RunOptions& options) {
-    check_ready(net, input, "input");
-    return run_prepared(net, input, pack_layers(net, options), options, options.first_image);
+    return std::move(run_network_batch(net, {input}, options)[0]);
 }
 
 std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const std::vector<Tensor8>& images,
                                                     const RunOptions& options) {
     for (std::size_t i = 0; i < images.size(); ++i) check_ready(net, images[i], "images[" + std::to_string(i) + "]");
+    check_options(net, options);
     std::vector<std::vector<Tensor8>> results(images.size());
     if (images.empty()) return results;
-    const PackedLayers packed = pack_layers(net, options);
-    if (images.size() == 1) {
-        results[0] = run_prepared(net, images[0], packed, options, options.first_image);
-        return results;
-    }
-    RunOptions per_image = options;
-    per_image.threads = 1;   // parallel over images; each image's GEMMs run on its own thread
-    parallel_for(std::int64_t(images.size()), options.threads, [&](std::int64_t i) {
-        results[std::size_t(i)] = run_prepared(net, images[std::size_t(i)], packed, per_image, options.first_image + i);
+    const RunWeights weights(net, options);
+    const std::vector<int> last_use = last_uses(net);
+    const int count = int(images.size());
+    const int threads = resolve_threads(options.threads);
+    std::vector<const Tensor8*> inputs(images.size());
+    for (std::size_t i = 0; i < images.size(); ++i) inputs[i] = &images[i];
+    // One micro-batch per thread at least, when there are images enough: then each thread runs
+    // whole micro-batches on its own; otherwise the threads split every GEMM of one micro-batch.
+    const int wanted = options.batch > 0 ? options.batch : kAutoBatch;
+    const int batch = std::max(1, std::min(wanted, (count + threads - 1) / threads));
+    const int batches = (count + batch - 1) / batch;
+    RunOptions per_batch = options;
+    per_batch.threads = batches >= threads ? 1 : threads;
+    const int workers = batches >= threads ? threads : 1;
+    parallel_for(batches, workers, [&](std::int64_t k) {
+        const int first = int(k) * batch, size = std::min(batch, count - first);
+        MicroBatch(net, weights, per_batch, last_use).run(inputs.data() + first, size, results.data() + first,
+                                                          options.first_image + first);
     });
     return results;
 }

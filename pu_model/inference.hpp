@@ -2,11 +2,19 @@
 //
 // Runs every layer of a resolved Network in order (conv/linear through IM2COL + GEMM +
 // post-processing, adds and pools through post-processing; pu_model/postproc.hpp has the rules)
-// and returns every layer's output, since researchers study per-layer activations.  The GEMM
-// backend is a choice: Fast (production), Reference (the definition) or CycleSA (the cycle-level
-// systolic-array model; slow, small networks only).  All three give identical bytes.
+// and returns the layers' outputs, since researchers study per-layer activations (all of them,
+// or only those RunOptions::keep names, so that a long run does not hold what it will not store).
+// The GEMM backend is a choice: Fast (production), Reference (the definition) or CycleSA (the
+// cycle-level systolic-array model; slow, small networks only).  All three give identical bytes.
+//
+// Speed (docs/performance.md): images run in micro-batches of RunOptions::batch images, layer by
+// layer, with one GEMM per layer over the whole micro-batch (more rows per weight panel on the
+// small 7x7 layers).  With several micro-batches, each thread runs its own; with one, the
+// threads split each GEMM.  Fast-kernel weights are packed once per call, or once for many calls
+// with a PackedNetwork.  Bytes never depend on threads, batch or packing.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "pu_model/gemm.hpp"
@@ -32,12 +40,37 @@ struct WeightView {
     virtual const std::int8_t* weights(int layer_index) const = 0;
 };
 
+// Fast-kernel weights of every GEMM layer of one network, packed once (packing costs as much as
+// a GEMM on the 7x7 layers) and shared by any number of runs and threads.  Layers whose weights
+// a WeightView replaces are packed per run instead.
+class PackedNetwork {
+public:
+    PackedNetwork(const Network& net, FastKernel kernel = FastKernel::Auto, int threads = 0);
+    // Packs every GEMM layer except those in `skip` (e.g. layers whose weights change every run:
+    // a run packs those itself).
+    PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip);
+    // Layer `index`'s packed weights (nullptr for a layer without weights or one skipped).
+    const PackedWeights* layer(int index) const { return layers_[std::size_t(index)].get(); }
+    std::size_t layer_count() const { return layers_.size(); }
+    FastKernel kernel() const { return kernel_; }
+    std::size_t bytes() const;   // memory held by the packed weights
+
+private:
+    FastKernel kernel_;
+    std::vector<std::unique_ptr<PackedWeights>> layers_;
+};
+
 struct RunOptions {
     GemmBackend backend = GemmBackend::Fast;
     int threads = 1;                         // 0 = all hardware threads; results never depend on it
     FastKernel kernel = FastKernel::Auto;    // which fast kernel (Fast backend only)
     SaConfig sa;                             // the modelled array (CycleSA backend only)
     const WeightView* weights = nullptr;
+    // Which layers' outputs to return (empty = all).  A layer not kept comes back with its shape
+    // and no data, and its buffer is freed as soon as the layers that read it have run.
+    std::vector<bool> keep;
+    int batch = 0;                           // images per GEMM (0 = automatic); never changes a byte
+    const PackedNetwork* packed = nullptr;   // prepared weights of this network (Fast backend)
     // Analog tile peripherals of AIMC layers (DAC before the GEMM; output noise, bound and ADC
     // between the accumulator and requantisation), nullptr for none.  Their noise is keyed by the
     // image's index in the run: first_image + the image's position in the batch.
@@ -51,9 +84,8 @@ std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, GemmB
                                  const WeightView* weights = nullptr);
 std::vector<Tensor8> run_network(const Network& net, const Tensor8& input, const RunOptions& options);
 
-// N images on a pool of options.threads threads (one image per task; with a single image the
-// threads go to the GEMM instead).  result[i] holds image i's per-layer outputs; identical bytes
-// for any thread count.
+// N images on options.threads threads (see the top of this file for how they are shared out).
+// result[i] holds image i's per-layer outputs; identical bytes for any thread count and batch.
 std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const std::vector<Tensor8>& images,
                                                     const RunOptions& options);
 

@@ -29,9 +29,8 @@ def run_network(net, images, backend: str, threads: int, weights: dict | None = 
                 peripherals=None) -> list[np.ndarray]:
     """Per-layer int8 activations [N, H, W, C] from the PU functional model.  `weights`
     ({layer index: int8 array}) replaces the weights the PU reads; a PublishedRound instead
-    runs the PU on that round's lease of the emulator's HBM (the dict is what the lease holds).
-    `peripherals` (_core.niu.Peripherals, see peripheral_hook) applies the AIMC layers' DACs,
-    output noise and ADCs."""
+    runs the PU on that round's lease of the emulator's HBM.  `peripherals` (_core.niu.Peripherals,
+    see peripheral_hook) applies the AIMC layers' DACs, output noise and ADCs."""
     if isinstance(weights, PublishedRound):
         extra = {} if peripherals is None else {"peripherals": peripherals}
         _, activations = weights.emulator.run_published(images, backend, threads, weights.round, **extra)
@@ -69,13 +68,18 @@ def check_activations(layers, activations, images: int) -> None:
             raise RuntimeError(f"run_network: layer {layer.name} gave shape {np.shape(acts)}, expected {expected}")
 
 
-class PublishedRound(dict):
-    """{layer index: noisy int8 weights} of one round, read back from the emulator's HBM after
-    the NIU published it; `round` is the emulator's round id, which the PU's lease must hold."""
+class PublishedRound:
+    """A round the NIU published in the emulator's HBM: `round` is the emulator's round id, which
+    the PU's lease must hold.  The noisy weights stay in the HBM (emulator.weights(i) reads one
+    back); nothing is copied to Python per round."""
 
-    def __init__(self, emulator, round_id: int, weights: dict[int, np.ndarray]):
-        super().__init__(weights)
+    def __init__(self, emulator, round_id: int):
         self.emulator, self.round = emulator, round_id
+
+    def read_back(self) -> dict[int, np.ndarray]:
+        """{layer index: noisy int8 weights} of every AIMC layer, copied from the HBM (for tests
+        and inspection; valid until the next round is published)."""
+        return {i: self.emulator.weights(i) for i in self.emulator.aimc_layers}
 
 
 class NoisyWeights:
@@ -124,10 +128,9 @@ class NoisyWeights:
 
     def write_round(self, emulator, chip: int, round_id: int, t: float, alpha: dict[int, float]) -> PublishedRound:
         """The NIU writes every AIMC layer's noisy weights for (chip, round, t, alpha) into the
-        emulator's back buffers and publishes them; returns the published weights, read back."""
+        emulator's back buffers and publishes them; returns that round (its weights stay there)."""
         programs = self.programs(chip, round_id, t, alpha)
-        published = emulator.write_round([p.core_program for p in programs], self.threads)
-        return PublishedRound(emulator, published, {i: emulator.weights(i) for i in self.aimc_order()})
+        return PublishedRound(emulator, emulator.write_round([p.core_program for p in programs], self.threads))
 
     def readout(self, chip: int, t: float) -> dict[int, float]:
         """Calibration readout of every AIMC layer at time t: mean |W| of the uncompensated NIU
@@ -159,14 +162,14 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
                leave=False)
     for position, (round_id, chip, t, compensation) in enumerate(bar):
         start = time.perf_counter()
-        weights = noisy.write_round(emulator, chip, round_id, t, {
-            i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else {}
+        published = noisy.write_round(emulator, chip, round_id, t, {
+            i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else None
         times["noise_s"] += time.perf_counter() - start
         start = time.perf_counter()
         # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
         hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
         extra = {} if hook is None else {"peripherals": hook}
-        activations = run_network(net, images, cfg.backend, cfg.threads, weights, **extra) if weights else reference
+        activations = run_network(net, images, cfg.backend, cfg.threads, published, **extra) if published else reference
         check_activations(net_layers, activations, len(images))
         times["inference_s"] += time.perf_counter() - start
         start = time.perf_counter()

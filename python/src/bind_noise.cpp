@@ -108,17 +108,18 @@ void bind_models(py::module_& m) {
                            std::uint64_t layer) {
             std::vector<std::int64_t> shape(weights.shape(), weights.shape() + weights.ndim());
             if (shape.empty()) shape.push_back(1);
-            const std::vector<double> w = to_vector(weights);
+            const std::span<const double> w(weights.data(), std::size_t(weights.size()));   // no copy
             py::gil_scoped_release release;
             return model.program(w, shape, ChipKey{seed, chip, layer});
         }, py::arg("weights"), py::arg("seed"), py::arg("chip"), py::arg("layer"))
         .def("read", [](const NoiseModel& model, const LayerState& state, double t, std::uint64_t round) {
-            std::vector<double> w;
+            py::array_t<double> out(state_shape(state, false));
+            double* w = out.mutable_data();
             {
                 py::gil_scoped_release release;
-                w = model.read(state, t, round);
+                model.read_into(state, t, round, w);
             }
-            return to_array(w, state_shape(state, false));
+            return out;
         }, py::arg("state"), py::arg("t"), py::arg("round"))
         .def("read_conductances", [](const NoiseModel& model, const LayerState& state, double t, std::uint64_t round) {
             std::vector<double> g;

@@ -32,11 +32,7 @@ GemmBackend backend_from(const std::string& name) {
     throw FormatError("<memory>", "backend", "unknown backend '" + name + "' (expected fast, reference or cycle_sa)");
 }
 
-FastKernel kernel_from(const std::string& name) {
-    for (auto k : {FastKernel::Auto, FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
-        if (name == to_string(k)) return k;
-    throw FormatError("<memory>", "kernel", "unknown kernel '" + name + "' (expected auto, amx, vnni512, dnnl or portable)");
-}
+FastKernel kernel_from(const std::string& name) { return fast_kernel_from_string(name, "kernel"); }
 
 // {layer_index: int8 array} supplied by the caller (e.g. noisy weights from the NIU model).
 class DictWeights : public WeightView {
@@ -65,8 +61,31 @@ private:
     std::vector<Int8Array> keep_;
 };
 
+// keep: None (every layer) or layer indices / names; the others come back as None.
+std::vector<bool> keep_flags(const Network& net, const py::object& keep) {
+    if (keep.is_none()) return {};
+    std::vector<bool> flags(net.layers.size(), false);
+    for (const auto& item : keep.cast<py::iterable>()) {
+        int index = -1;
+        if (py::isinstance<py::str>(item)) {
+            const std::string name = item.cast<std::string>();
+            for (std::size_t i = 0; i < net.layers.size(); ++i)
+                if (net.layers[i].name == name) index = int(i);
+            if (index < 0) throw FormatError("<memory>", "keep", "no layer named '" + name + "'");
+        } else {
+            index = item.cast<int>();
+            if (index < 0) index += int(net.layers.size());   // -1 = the last layer
+            if (index < 0 || index >= int(net.layers.size()))
+                throw FormatError("<memory>", "keep", "no layer index " + std::to_string(item.cast<int>()));
+        }
+        flags[std::size_t(index)] = true;
+    }
+    return flags;
+}
+
 py::list run_network_py(const Network& net, const py::object& images_obj, const std::string& backend, int threads,
-                        const py::object& weights_obj, const py::object& peripherals, std::int64_t first_image) {
+                        const py::object& weights_obj, const py::object& keep, int batch,
+                        const py::object& peripherals, std::int64_t first_image) {
     const Int8Array images = int8_arg(images_obj, 4, "images");
     const Shape3 in{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))};
     if (!(in == net.input_shape))
@@ -83,6 +102,8 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     options.backend = backend_from(backend);
     options.threads = threads;
     options.weights = view.get();
+    options.keep = keep_flags(net, keep);
+    options.batch = batch;
     options.peripherals = peripherals.is_none() ? nullptr : peripherals.cast<const niu::Peripherals*>();
     options.first_image = first_image;
     const std::int64_t count = images.shape(0), image_size = in.size();
@@ -97,6 +118,10 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     }
     py::list per_layer;
     for (std::size_t l = 0; l < net.layers.size(); ++l) {
+        if (!options.keep.empty() && !options.keep[l]) {
+            per_layer.append(py::none());
+            continue;
+        }
         const Shape3& s = net.layers[l].out_shape;
         Int8Array out({py::ssize_t(count), py::ssize_t(s.h), py::ssize_t(s.w), py::ssize_t(s.c)});
         for (std::int64_t i = 0; i < count; ++i)
@@ -162,13 +187,16 @@ py::dict stats_dict(const SaCycleStats& s) {
 
 void bind_pu(py::module_& m) {
     m.def("run_network", &run_network_py, py::arg("net"), py::arg("images"), py::arg("backend") = "fast",
-          py::arg("threads") = 0, py::arg("weights") = py::none(), py::arg("peripherals") = py::none(),
-          py::arg("first_image") = 0,
+          py::arg("threads") = 0, py::arg("weights") = py::none(), py::arg("keep") = py::none(), py::arg("batch") = 0,
+          py::arg("peripherals") = py::none(), py::arg("first_image") = 0,
           "Bit-exact INT8 inference of a resolved Network on int8 images [N, H, W, C] (HWC).\n"
           "Returns one int8 array [N, H, W, C] per layer.  backend: 'fast', 'reference' or 'cycle_sa'.\n"
           "weights: optional {layer_index: int8 array} replacing the weights the PU reads (e.g. noisy\n"
-          "ones).  peripherals: an aimcemu._core.niu.Peripherals applied to its AIMC layers, their noise\n"
-          "keyed by first_image + the image's position.  threads: 0 = all cores; results never depend on it.");
+          "ones).  keep: None (every layer) or the layer indices/names to return (-1 = the last); the\n"
+          "others come back as None and are never held for all images at once.  batch: images per\n"
+          "GEMM (0 = automatic).  peripherals: an aimcemu._core.niu.Peripherals applied to its AIMC\n"
+          "layers, their noise keyed by first_image + the image's position.  threads: 0 = all cores;\n"
+          "results never depend on threads or batch.");
 
     m.def("gemm",
           [](const py::object& w, const py::object& x, const py::object& bias, int bias_shift, const std::string& backend,
@@ -192,7 +220,7 @@ void bind_pu(py::module_& m) {
           py::arg("w"), py::arg("x"), py::arg("bias"), py::arg("bias_shift"), py::arg("backend") = "fast",
           py::arg("kernel") = "auto", py::arg("threads") = 1,
           "acc[N, P] = w[N, M] @ x[M, P] + (bias[N] << bias_shift), exact int32.\n"
-          "kernel (fast backend): 'auto', 'vnni512', 'dnnl' or 'portable'.");
+          "kernel (fast backend): 'auto' or one of fast_kernels().");
 
     m.def("im2col",
           [](const py::object& x_obj, int kernel, int stride, int pad) {
@@ -231,7 +259,7 @@ void bind_pu(py::module_& m) {
 
     m.def("fast_kernels", [] {
         std::vector<std::string> names;
-        for (auto k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+        for (FastKernel k : kAllFastKernels)
             if (fast_kernel_available(k)) names.emplace_back(to_string(k));
         return names;
     }, "Fast GEMM kernels available in this build on this CPU; 'auto' picks the first.");

@@ -2,11 +2,21 @@
 // convolution written here from the definition, on randomized layer shapes.
 #include <gtest/gtest.h>
 
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
 #include <pcg_random.hpp>
 
 #include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
+#include "pu_model/postproc.hpp"
 #include "pu_model/sa_cycle.hpp"
 
 using namespace aimcemu;
@@ -77,7 +87,7 @@ std::string describe(const ConvCase& c) {
 
 std::vector<FastKernel> available_fast_kernels() {
     std::vector<FastKernel> kernels;
-    for (auto k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable})
+    for (FastKernel k : kAllFastKernels)
         if (fast_kernel_available(k)) kernels.push_back(k);
     return kernels;
 }
@@ -156,17 +166,196 @@ TEST(Gemm, ExtremeOperandsAtTheDeepestLayerStayExact) {
     EXPECT_EQ(acc[0], 4608 * 16384 - (128 << 16));
 }
 
+TEST(Gemm, UnsignedOperandsAtTheSaturationBoundStayExact) {
+    // The AVX2 kernel sums pairs of u8 x s8 products in 16-bit lanes.  Post-ReLU activations
+    // (0..127) against -128 give pairs of -32512, the closest to saturation the unsigned path gets;
+    // a block with one negative byte takes the split path, where x = -128 gives pairs of -32768.
+    // Pixels alternate between all-non-negative blocks and blocks with a single -128 so that both
+    // paths meet in one GEMM.  The last check shows the data can catch a saturating kernel: with
+    // x offset to u8 (x + 128, what a VNNI-less u8s8 kernel does) the same pairs saturate.
+    const std::int64_t n = 37, m = 4608, p = 203;
+    std::vector<std::int8_t> w(std::size_t(n * m)), x(std::size_t(p * m)), bias(std::size_t(n), 127);
+    pcg32 rng(17);
+    for (auto& v : w) v = rng(4) ? std::int8_t(-128) : std::int8_t(127);
+    for (std::int64_t row = 0; row < p; ++row)
+        for (std::int64_t k = 0; k < m; ++k) x[std::size_t(row * m + k)] = rng(8) ? std::int8_t(127) : std::int8_t(0);
+    for (std::int64_t row = 40; row < p; row += 50) x[std::size_t(row * m + row % m)] = -128;
+    std::vector<std::int32_t> ref(std::size_t(n * p)), acc(ref.size());
+    gemm_reference(w.data(), x.data(), m, bias.data(), 8, n, m, p, ref.data());
+    for (FastKernel k : available_fast_kernels()) {
+        std::fill(acc.begin(), acc.end(), 0);
+        gemm_fast(w.data(), x.data(), bias.data(), 8, n, m, p, acc.data(), 2, k);
+        EXPECT_EQ(acc, ref) << to_string(k);
+    }
+    const int offset_pair = (127 + 128) * -128 * 2;   // u8 operand 255 against two -128 weights
+    EXPECT_LT(offset_pair, -32768) << "the operands would not expose a saturating u8 x s8 kernel";
+}
+
+namespace {
+
+// The kernels this CPU must offer, from CPUID read here (independently of gemm.cpp), unless the
+// environment names them: AIMCEMU_EXPECT_KERNELS=amx,vnni512,avx2,dnnl,portable.
+std::vector<std::string> expected_kernels() {
+    std::vector<std::string> names;
+    if (const char* env = std::getenv("AIMCEMU_EXPECT_KERNELS")) {
+        std::stringstream list(env);
+        for (std::string name; std::getline(list, name, ',');)
+            if (!name.empty()) names.push_back(name);
+        return names;
+    }
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2");
+    const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vnni");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool amx_cpu = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 24)) && (edx & (1u << 25));
+    const bool amx = amx_cpu && vnni && syscall(SYS_arch_prctl, 0x1023, 18) == 0;   // ARCH_REQ_XCOMP_PERM, tile data
+    if (amx) names.emplace_back("amx");
+    if (vnni) names.emplace_back("vnni512");
+    if (avx2) names.emplace_back("avx2");
+#ifdef AIMCEMU_HAVE_DNNL
+    if (vnni) names.emplace_back("dnnl");
+#endif
+    names.emplace_back("portable");
+    return names;
+}
+
+}  // namespace
+
+TEST(Gemm, EveryKernelTheCpuOffersIsAvailableAndServesCalls) {
+    // A kernel that silently dropped out (a broken CPUID check, a build without the ISA) would
+    // leave every other test green on the remaining kernels: this one names what ran.
+    const auto expected = expected_kernels();
+    ASSERT_FALSE(expected.empty());
+    pcg32 rng(5);
+    const std::int64_t n = 20, m = 75, p = 9;
+    const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+    std::vector<std::int32_t> ref(std::size_t(n * p)), acc(ref.size());
+    gemm_reference(w.data(), x.data(), m, bias.data(), 2, n, m, p, ref.data());
+    std::string ran;
+    for (const std::string& name : expected) {
+        const FastKernel k = fast_kernel_from_string(name);
+        ASSERT_TRUE(fast_kernel_available(k)) << "this CPU offers " << name << " but the kernel is unavailable";
+        const std::int64_t before = fast_kernel_calls(k);
+        gemm_fast(w.data(), x.data(), bias.data(), 2, n, m, p, acc.data(), 1, k);
+        EXPECT_EQ(fast_kernel_calls(k), before + 1) << name << " did not serve the call";
+        EXPECT_EQ(acc, ref) << name;
+        ran += (ran.empty() ? "" : ",") + name;
+    }
+    EXPECT_EQ(to_string(resolve_fast_kernel(FastKernel::Auto)), expected.front()) << "auto must pick the fastest";
+    for (FastKernel k : kAllFastKernels)
+        if (fast_kernel_available(k))
+            EXPECT_NE(std::find(expected.begin(), expected.end(), std::string(to_string(k))), expected.end())
+                << to_string(k) << " is available but not expected on this CPU";
+    RecordProperty("kernels_ran", ran);
+    std::cout << "[ kernels  ] ran: " << ran << "\n";
+    EXPECT_THROW(fast_kernel_from_string("avx9"), FormatError);
+}
+
+namespace {
+
+// What a kernel needs that this CPU or build may lack, for the skip message (read from CPUID
+// here, independently of gemm.cpp's checks).
+std::string missing_feature(FastKernel k) {
+    __builtin_cpu_init();
+    const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vnni");
+    switch (k) {
+        case FastKernel::Amx:
+            return "needs AMX-TILE + AMX-INT8 (CPUID.7.0:EDX bits 24, 25), AVX-512 VNNI and Linux's tile-data "
+                   "permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+        case FastKernel::Vnni512: return "needs AVX-512F, AVX-512BW and AVX-512 VNNI";
+        case FastKernel::Avx2: return "needs AVX2";
+        case FastKernel::Dnnl:
+#ifdef AIMCEMU_HAVE_DNNL
+            return vnni ? "unavailable although the CPU has AVX-512 VNNI"
+                        : "needs AVX-512 VNNI (without it oneDNN's s8 GEMM sums u8*s8 pairs in saturating int16)";
+#else
+            (void)vnni;
+            return "this build has no oneDNN (AIMCEMU_USE_DNNL=OFF or libdnnl-dev missing)";
+#endif
+        default: return "unavailable";
+    }
+}
+
+class EachKernel : public ::testing::TestWithParam<FastKernel> {};
+
+}  // namespace
+
+// Every kernel by name, so that a run on any CPU lists each one as passed or skipped with the
+// feature it lacks (the tests above loop over whatever is available and would stay silent).
+TEST_P(EachKernel, MatchesTheReferenceOnRandomAndExtremeOperands) {
+    const FastKernel k = GetParam();
+    if (!fast_kernel_available(k)) GTEST_SKIP() << to_string(k) << ": " << missing_feature(k);
+    pcg32 rng(77);
+    for (const auto& c : random_cases(40, 11)) {
+        const auto x = random_int8(rng, c.g.in.size());
+        const auto w = random_int8(rng, c.n * c.g.m());
+        const auto bias = random_int8(rng, c.n);
+        const auto expect = direct_conv(x, c.g, w, bias, c.bias_shift, c.n);
+        const auto patches = im2col(x.data(), c.g);
+        std::vector<std::int32_t> acc(expect.size());
+        gemm_fast(w.data(), patches.data(), bias.data(), c.bias_shift, c.n, c.g.m(), c.g.p(), acc.data(), 2, k);
+        ASSERT_EQ(acc, expect) << describe(c);
+    }
+    // +-128 and 127 everywhere over the deepest ResNet depth: every pair at the int16 bounds.
+    const std::int64_t n = 35, m = 4608, p = 13;
+    for (int xv : {-128, 127, 0})
+        for (int wv : {-128, 127}) {
+            std::vector<std::int8_t> w(std::size_t(n * m), std::int8_t(wv)), x(std::size_t(p * m), std::int8_t(xv));
+            std::vector<std::int8_t> bias(std::size_t(n), -128);
+            std::vector<std::int32_t> acc(std::size_t(n * p));
+            gemm_fast(w.data(), x.data(), bias.data(), 16, n, m, p, acc.data(), 1, k);
+            EXPECT_EQ(acc.front(), std::int32_t(m * xv * wv - (128 << 16))) << "x " << xv << ", w " << wv;
+            EXPECT_EQ(acc.back(), acc.front());
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemm, EachKernel, ::testing::ValuesIn(kAllFastKernels),
+                         [](const ::testing::TestParamInfo<FastKernel>& info) { return std::string(to_string(info.param)); });
+
+TEST(Gemm, RequantisedOutputEqualsRequantizeOfTheAccumulators) {
+    // The fused epilogue (in registers for AVX2, per block for the others) against the plain
+    // requantize() of the reference accumulators: every shift 0..24, with and without ReLU, N not
+    // a multiple of 16, and accumulators that saturate int8 either way and sit on rounding ties.
+    pcg32 rng(41);
+    const std::int64_t n = 45, m = 300, p = 23;
+    const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+    std::vector<std::int32_t> acc(std::size_t(n * p));
+    gemm_reference(w.data(), x.data(), m, bias.data(), 6, n, m, p, acc.data());
+    for (FastKernel k : available_fast_kernels()) {
+        const PackedWeights packed(w.data(), bias.data(), 6, n, m, k);
+        std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+        for (std::int64_t row = 0; row < p; ++row)
+            for (std::int64_t c = 0; c < m; ++c)
+                operand[std::size_t(row * packed.x_row_stride() + c)] = std::uint8_t(x[std::size_t(row * m + c)]) ^
+                                                                        packed.x_xor_mask();
+        for (int shift = 0; shift <= 24; ++shift)
+            for (bool relu : {false, true}) {
+                std::vector<std::int8_t> expect(acc.size()), got(acc.size(), 99);
+                requantize(acc.data(), std::int64_t(acc.size()), shift, relu, expect.data());
+                GemmOutput out;
+                out.y = got.data();
+                out.out_shift = shift;
+                out.relu = relu;
+                gemm_fast(packed, operand.data(), p, out, 2);
+                ASSERT_EQ(got, expect) << to_string(k) << " shift " << shift << (relu ? " relu" : "");
+            }
+    }
+}
+
 TEST(Gemm, ThreadCountNeverChangesTheResult) {
     pcg32 rng(99);
     const std::int64_t n = 70, m = 3 * 3 * 67, p = 1000;
     const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
     std::vector<std::int32_t> one(std::size_t(n * p));
     gemm_fast(w.data(), x.data(), bias.data(), 3, n, m, p, one.data(), 1);
-    for (int threads : {2, 3, 5, 0}) {
-        std::vector<std::int32_t> many(one.size());
-        gemm_fast(w.data(), x.data(), bias.data(), 3, n, m, p, many.data(), threads);
-        EXPECT_EQ(many, one) << threads << " threads";
-    }
+    for (FastKernel k : available_fast_kernels())
+        for (int threads : {1, 2, 3, 5, 0}) {
+            std::vector<std::int32_t> many(one.size());
+            gemm_fast(w.data(), x.data(), bias.data(), 3, n, m, p, many.data(), threads, k);
+            EXPECT_EQ(many, one) << to_string(k) << ", " << threads << " threads";
+        }
 }
 
 TEST(Gemm, RejectsDepthsThatCanOverflowInt32) {

@@ -207,7 +207,7 @@ TEST(Inference, AllBackendsAgreeOnASmallNetworkWithEveryLayerKind) {
     const auto reference = run_network(net, image, GemmBackend::Reference);
     expect_same_outputs(run_network(net, image, GemmBackend::Fast), reference, "fast");
     expect_same_outputs(run_network(net, image, GemmBackend::CycleSA), reference, "cycle SA");
-    for (FastKernel k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
+    for (FastKernel k : kAllFastKernels) {
         if (!fast_kernel_available(k)) continue;
         RunOptions opt;
         opt.kernel = k;
@@ -246,6 +246,70 @@ TEST(Inference, BatchResultsDoNotDependOnThreadCount) {
     // A batch of one spends the threads inside the GEMM instead: same bytes.
     opt.threads = 2;
     expect_same_outputs(run_network_batch(net, {images[1]}, opt)[0], serial[1], "single image, 2 GEMM threads");
+}
+
+TEST(Inference, MicroBatchesThreadsAndKeptLayersNeverChangeAByte) {
+    // Each image alone, one thread, one image per GEMM is the reference; then micro-batches of
+    // 1, 2, 3 and 8 images (several per GEMM, 7x7 layers stacked) on 1-3 threads, and a run that
+    // keeps only two layers (the others come back as shapes without data).
+    const Network net = zoo::resnet18(4, 32, 10);
+    std::vector<Tensor8> images;
+    for (int i = 0; i < 7; ++i) images.push_back(random_image(net.input_shape, 300 + i));
+    RunOptions one;
+    one.threads = 1;
+    one.batch = 1;
+    std::vector<std::vector<Tensor8>> alone;
+    for (const auto& image : images) alone.push_back(run_network(net, image, one));
+    for (int batch : {1, 2, 3, 8, 0})
+        for (int threads : {1, 2, 3}) {
+            RunOptions opt;
+            opt.batch = batch;
+            opt.threads = threads;
+            const auto together = run_network_batch(net, images, opt);
+            for (std::size_t i = 0; i < images.size(); ++i)
+                expect_same_outputs(together[i], alone[i], "batch " + std::to_string(batch) + ", " +
+                                                               std::to_string(threads) + " threads, image " +
+                                                               std::to_string(i));
+        }
+    RunOptions keep;
+    keep.threads = 2;
+    keep.keep.assign(net.layers.size(), false);
+    keep.keep[3] = keep.keep.back() = true;
+    const auto kept = run_network_batch(net, images, keep);
+    for (std::size_t i = 0; i < images.size(); ++i)
+        for (std::size_t l = 0; l < net.layers.size(); ++l) {
+            EXPECT_EQ(kept[i][l].shape, alone[i][l].shape);
+            if (keep.keep[l])
+                EXPECT_EQ(kept[i][l].data, alone[i][l].data) << "layer " << l;
+            else
+                EXPECT_TRUE(kept[i][l].data.empty()) << "layer " << l << " was not asked for";
+        }
+    keep.keep.pop_back();
+    EXPECT_THROW(run_network_batch(net, images, keep), FormatError);
+}
+
+TEST(Inference, PackedNetworkServesEveryRunAndViewedLayersArePackedPerRun) {
+    const Network net = small_network();
+    Network noisy = net;
+    pcg32 rng(78);
+    noisy.layers[2].weights = random_weights(rng, std::int64_t(net.layers[2].weights.size()), 127);
+    struct OneLayer : WeightView {
+        const std::int8_t* replacement;
+        const std::int8_t* weights(int i) const override { return i == 2 ? replacement : nullptr; }
+    } view;
+    view.replacement = noisy.layers[2].weights.data();
+    const PackedNetwork packed(net);
+    EXPECT_GT(packed.bytes(), net.layers[0].weights.size());
+    const Tensor8 image = random_image(net.input_shape, 9);
+    RunOptions opt;
+    opt.packed = &packed;
+    expect_same_outputs(run_network(net, image, opt), run_network(net, image, GemmBackend::Reference), "packed");
+    opt.weights = &view;
+    expect_same_outputs(run_network(net, image, opt), run_network(noisy, image, GemmBackend::Reference),
+                        "packed + view");
+    const PackedNetwork other(zoo::resnet18(4, 32, 10));
+    opt.packed = &other;
+    EXPECT_THROW(run_network(net, image, opt), FormatError);
 }
 
 TEST(Inference, WeightViewReplacesTheWeightsThePuReads) {
@@ -290,7 +354,7 @@ TEST(Inference, PointwiseConvOnAlignedDepthReadsTheInputInPlace) {
     net.resolve();
     const Tensor8 image = random_image(net.input_shape, 2);
     const auto reference = run_network(net, image, GemmBackend::Reference);
-    for (FastKernel k : {FastKernel::Amx, FastKernel::Vnni512, FastKernel::Dnnl, FastKernel::Portable}) {
+    for (FastKernel k : kAllFastKernels) {
         if (!fast_kernel_available(k)) continue;
         RunOptions opt;
         opt.kernel = k;

@@ -36,12 +36,13 @@ def digits(tmp_path_factory):
 
 @pytest.fixture
 def captured(monkeypatch):
-    """Records the weights dict of every run_network call the runner makes, in call order."""
+    """Records the weights dict of every run_network call the runner makes, in call order (a
+    published round's weights read back from the emulator's HBM at the time of the call)."""
     calls = []
     real = rounds.run_network
 
     def spy(net, images, backend, threads, weights=None):
-        calls.append(weights)
+        calls.append(weights.read_back() if isinstance(weights, rounds.PublishedRound) else weights)
         return real(net, images, backend, threads, weights)
 
     monkeypatch.setattr(rounds, "run_network", spy)

@@ -2,8 +2,13 @@
 
 It re-implements pcg32 (pcg-cpp's setseq_xsh_rr_64_32), the splitmix64 key chain and the
 Box-Muller sampler exactly as docs/noise_models.md specifies them, and the PCM-like and
-generic formulas from aihwkit's published constants, then requires the C++ core to agree bit for bit.
-This pins the documented keying: anyone (the NIU, another language) can reproduce the draws.
+generic formulas from aihwkit's published constants, then requires the C++ core to agree.  This
+pins the documented keying: anyone (the NIU, another language) can reproduce the draws.
+
+Integer steps (the pcg32 outputs, the uniforms, which devices are stuck, the converter) must
+agree exactly.  Values that go through log, sin, cos, exp or pow agree to RTOL: the C++ core
+evaluates them with its own vectorised polynomials (noise_models/simd.hpp), a few ulp from
+libm's; a keying or formula error (another device's draw, another stream) is off by O(1).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import pytest
 from aimcemu import noise
 
 MASK64 = (1 << 64) - 1
+RTOL = 1e-13   # a few hundred ulp of headroom over the few ulp the two math libraries differ by
 PCG_MULT = 6364136223846793005
 
 
@@ -94,7 +100,7 @@ def weights() -> np.ndarray:
     return np.random.default_rng(5).standard_normal((6, 7))
 
 
-def test_pcm_programming_is_bit_exact_with_reference(weights):
+def test_pcm_programming_agrees_with_reference(weights):
     seed, chip, layer = 123, 4, 9
     model = noise.PCMLikeNoiseModel(drift_reference="programmed")
     state = model.program(weights, seed=seed, chip=chip, layer=layer)
@@ -104,8 +110,8 @@ def test_pcm_programming_is_bit_exact_with_reference(weights):
     g_prog = [max(0.0, g + 1.0 * pcm_prog_sigma(g) * z) for g, z in zip(g_target, xi_prog)]
     nu = [1.0 * abs(pcm_nu_params(g)[0] + pcm_nu_params(g)[1] * z) for g, z in zip(g_target, xi_nu)]
     assert state.g_target.ravel().tolist() == g_target
-    assert state.g_prog.ravel().tolist() == g_prog
-    assert state.nu.ravel().tolist() == nu
+    np.testing.assert_allclose(state.g_prog.ravel(), g_prog, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(state.nu.ravel(), nu, rtol=RTOL, atol=0)
 
     # a read in the physical mode: drift then relative 1/f noise keyed by the round
     t, round_ = 3600.0, 7
@@ -117,10 +123,10 @@ def test_pcm_programming_is_bit_exact_with_reference(weights):
     for g, n, z in zip(g_prog, nu, xi_read):
         g_drift = g * math.exp(-n * log_ratio)
         expected.append(max(0.0, g_drift + 1.0 * abs(g_drift) * (pcm_read_q(g) * factor) * z))
-    assert model.read_conductances(state, t, round_).ravel().tolist() == expected
+    np.testing.assert_allclose(model.read_conductances(state, t, round_).ravel(), expected, rtol=RTOL, atol=0)
 
 
-def test_generic_model_is_bit_exact_with_reference(weights):
+def test_generic_model_agrees_with_reference(weights):
     model = noise.GenericNoiseModel(prog_additive=0.03, read_multiplicative=0.02, stuck_low_prob=0.1)
     state = model.program(weights, seed=1, chip=2, layer=3)
     g_target = single_pair(weights, 25.0)
@@ -128,7 +134,7 @@ def test_generic_model_is_bit_exact_with_reference(weights):
     uniforms = [fault_gen() * 2.0**-32 for _ in g_target]
     xi = gaussians(device_stream(1, 2, 3, "programming"), len(g_target))
     expected = [0.0 if u < 0.1 else g + math.sqrt((0.03 * 25.0) ** 2 + (0.0 * g) ** 2) * z for g, u, z in zip(g_target, uniforms, xi)]
-    assert state.g_prog.ravel().tolist() == expected
+    np.testing.assert_allclose(state.g_prog.ravel(), expected, rtol=RTOL, atol=0)
     assert state.fault.ravel().tolist() == [1 if u < 0.1 else 0 for u in uniforms]
 
 

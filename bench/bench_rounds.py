@@ -1,0 +1,92 @@
+"""Benchmark: what noisy rounds cost beyond their work, and the peak memory of a run.
+
+ResNet-50 v1 from the zoo (synthetic INT8 weights), --images random 224x224 images, each case
+run by ``aimcemu.run`` in a fresh Python process so that its peak RSS (ru_maxrss) is its own:
+
+  * digital:  aimcemu.run(layers="none"): the reference inference alone;
+  * all-AIMC: aimcemu.run(mapping="all", noise="pcm_like", rounds=--rounds, layers="none"):
+              the reference, then per round the NIU writes every layer's noisy weights and the
+              PU runs on them, metrics per layer and round.
+
+From the run's own RunSummary: pu_s = PU inference time of one pass over the images (the digital
+run's inference_s), niu_s = NIU time per round (the AIMC run's noise_s / rounds).  The issue's
+figure of merit is  total / (rounds * pu_s + rounds * niu_s)  (target <= 1.2); since every run
+also computes the noise-free reference once, the table also gives total / ((rounds + 1) * pu_s
++ rounds * niu_s): what the run costs beyond the work it has to do.  Cases alternate over
+--repeats; the best wall time counts (a shared machine's load inflates the others).
+
+    AIMCEMU_CORE_DIR=build/python python3 bench/bench_rounds.py [--images 16] [--rounds 4] [--threads 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+CHILD = r"""
+import json, resource, sys, time
+import aimcemu
+args = json.loads(sys.argv[1])
+start = time.perf_counter()
+s = aimcemu.run(args["model"], args["data"], args["out"], layers="none", threads=args["threads"], **args["extra"])
+wall = time.perf_counter() - start
+print(json.dumps({"wall_s": wall, "inference_s": s.inference_s, "noise_s": s.noise_s, "write_s": s.write_s,
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run_case(model: Path, data: Path, out: Path, threads: int, extra: dict) -> dict:
+    args = json.dumps({"model": str(model), "data": str(data), "out": str(out), "threads": threads, "extra": extra})
+    done = subprocess.run([sys.executable, "-c", CHILD, args], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--net", default="resnet50")
+    args = parser.parse_args()
+
+    from aimcemu import _core, modelfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        net = _core.zoo.by_name(args.net)
+        images = np.random.default_rng(3).integers(-128, 128, size=(args.images, *net.input_shape), dtype=np.int8)
+        model, data = folder / "model.h5", folder / "data.h5"
+        modelfile.save_model(net, model)
+        modelfile.save_dataset(images, np.zeros(args.images, dtype=np.int64), data, source="random")
+        cases = {"digital": {}, "all-AIMC": {"mapping": "all", "noise": "pcm_like", "rounds": args.rounds}}
+        best: dict[str, dict] = {}
+        for _ in range(args.repeats):
+            for name, extra in cases.items():
+                r = run_case(model, data, folder / "out.h5", args.threads, extra)
+                if name not in best or r["wall_s"] < best[name]["wall_s"]:
+                    best[name] = r
+
+    digital, noisy = best["digital"], best["all-AIMC"]
+    pu_s, niu_s, rounds = digital["inference_s"], noisy["noise_s"] / args.rounds, args.rounds
+    print(f"{args.net}, {args.images} images, {rounds} rounds, {args.threads} threads "
+          f"(fast kernel {_core.fast_kernels()[0]})")
+    print(f"{'case':<10}{'wall s':>9}{'PU s':>9}{'NIU s':>9}{'write s':>9}{'peak RSS MiB':>14}")
+    for name, r in best.items():
+        print(f"{name:<10}{r['wall_s']:9.2f}{r['inference_s']:9.2f}{r['noise_s']:9.2f}{r['write_s']:9.2f}"
+              f"{r['rss_mib']:14.0f}")
+    print(f"PU per pass {pu_s:.3f} s, NIU per round {niu_s:.3f} s")
+    print(f"total / (rounds*PU + rounds*NIU)       = {noisy['wall_s'] / (rounds * pu_s + rounds * niu_s):.2f}"
+          "   (issue 10 item 3: <= 1.2)")
+    print(f"total / ((rounds+1)*PU + rounds*NIU)   = {noisy['wall_s'] / ((rounds + 1) * pu_s + rounds * niu_s):.2f}"
+          "   (the reference pass counted as work)")
+
+
+if __name__ == "__main__":
+    main()
