@@ -21,8 +21,14 @@ bool cpu_has_avx2() { return __builtin_cpu_supports("avx2"); }
 
 }  // namespace aimcemu::niu::detail
 
+// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
+// pragma and instead attaches the same target attribute to every function that follows.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 
 namespace aimcemu::niu::detail {
 namespace {
@@ -250,4 +256,8 @@ void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, st
 
 }  // namespace aimcemu::niu::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -22,8 +22,14 @@
 
 #include "noise_models/simd.hpp"
 
+// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
+// pragma and instead attaches the same target attribute to every function that follows.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 namespace aimcemu::noise::simd {
 namespace {
@@ -305,4 +311,8 @@ void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double re
 
 }  // namespace aimcemu::noise::simd
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -17,8 +17,14 @@
 
 #include "pu_model/gemm.hpp"
 
+// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
+// pragma and instead attaches the same target attribute to every function that follows.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,amx-tile,amx-int8"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,amx-tile,amx-int8")
+#endif
 
 namespace aimcemu::detail {
 namespace {
@@ -101,4 +107,8 @@ void amx_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::i
 
 }  // namespace aimcemu::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
