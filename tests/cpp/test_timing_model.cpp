@@ -195,10 +195,15 @@ TEST(Uram, LayoutIsABijectionInsideTheStore) {
         EXPECT_EQ(uram_bias_location(pu, base, 3).bit_offset, 64);  // the spare byte
         EXPECT_THROW(uram_weight_location(pu, base + 1, 0, 0, m), FormatError);
     }
-    // PU1x: logical entries past 4096 land in the upper 32-bit sub-region of the same URAM.
-    const UramLocation hi = uram_weight_location(pu1x(), 4096, 0, 1, 4);
-    EXPECT_EQ(hi.entry, 0);
+    // PU1x: odd logical entries land in the upper 32-bit sub-region of the word their even
+    // neighbour starts, so consecutive entries of a tile fill one word (one write, pu_config.hpp).
+    const UramLocation hi = uram_weight_location(pu1x(), 4096, 0, 5, 8);
+    EXPECT_EQ(hi.entry, 2048);
     EXPECT_EQ(hi.bit_offset, 32 + 8);
+    const UramLocation lo = uram_weight_location(pu1x(), 4096, 0, 1, 8);
+    EXPECT_EQ(lo.entry, 2048);
+    EXPECT_EQ(lo.bit_offset, 8);
+    EXPECT_EQ(uram_weight_location(pu1x(), 8191, 0, 0, 4).entry, 4095);
 }
 
 TEST(Uram, ResNetsDoNotFitStatically) {
