@@ -38,10 +38,10 @@ struct PuConfig {
     // paper's 32-byte minimum, no realignment), so a word takes two cycles on this side.  The paper
     // gives the port's width (256 bit), not this one: chosen against its numbers (docs/timing.md).
     int adm_io_stream_bytes = 16;
-    // Extra AXI cycles per ADM command that the IM2COL unit issues (one command per in-image
-    // kernel pixel, per output segment, per residual segment).  Not in the paper: fitted to the
-    // footnote of Table I (ResNet-50 with the first layer's IM2COL in the FPGA); see docs/timing.md.
-    double adm_command_overhead = 0.34;
+    // Extra AXI cycles per ADM command (one per IM2COL kernel row or pixel, timing.cpp; per output
+    // segment, per residual segment).  Not in the paper: fitted to the ResNet-50 figure of Table I's
+    // footnote (the first layer's IM2COL in the FPGA) alone; see docs/timing.md.
+    double adm_command_overhead = 0.41;
 
     // URAM weight store: 64 URAMs x 4096 x 72 bit; 64 bits of weights + the spare byte (bias).
     int uram_count = 64;
@@ -49,8 +49,10 @@ struct PuConfig {
     int uram_weight_bits = 64;
     int uram_subregions = 1;          // PU1x: 2 sub-regions of 32 bit, matching its C_SA = 4
     // Write side (paper Sec. IV): the weights port's 256-bit, 300 MHz stream is converted to 128 bit
-    // at the fast clock and feeds two URAM cascades of R_SA/2 URAMs; a cascade takes one write per
-    // cycle (AMD UG573), which carries one entry: C_SA weights of one row.
+    // at the fast clock, "aligned with the URAM data widths", and feeds two URAM cascades of R_SA/2
+    // URAMs; a cascade takes one write per cycle through the URAM's 72-bit port (AMD UG573), which
+    // carries one whole URAM word: 64 weight bits of one row, both sub-regions on the PU1x (its
+    // sub-regions split the read path only; uram.hpp lays a tile's entries pairwise into words).
     int uram_write_bits = 128;
     int uram_cascades = 2;
 
@@ -67,10 +69,10 @@ struct PuConfig {
     double macs_per_cycle() const { return double(r_sa) * c_sa; }
     double peak_ops() const { return 2.0 * macs_per_cycle() * fast_hz; }   // ops/s
     double port_bytes_per_s() const { return double(axi_bytes) * axi_hz; }  // one AXI port, one direction
-    // Bytes per second the URAM write side accepts: one entry (C_SA weight bytes) per cascade per
+    // Bytes per second the URAM write side accepts: one URAM word (its weight bits) per cascade per
     // fast cycle, at most the converter's width.
     double uram_write_bytes_per_s() const {
-        const double per_cascade = std::min(double(uram_write_bits) / 8.0 / uram_cascades, double(weights_per_entry()));
+        const double per_cascade = std::min(double(uram_write_bits) / 8.0 / uram_cascades, uram_weight_bits / 8.0);
         return uram_cascades * per_cascade * fast_hz;
     }
     double hbm_channel_bytes_per_s() const { return hbm_channel_peak_bytes_per_s * hbm_efficiency; }

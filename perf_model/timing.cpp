@@ -120,6 +120,15 @@ Transfer command(const PuConfig& pu, std::int64_t address, std::int64_t bytes, i
 // Part of one long linear transfer: no per-command cost.
 Transfer streamed(double bytes, int stream_bytes) { return {bytes / stream_bytes, bytes}; }
 
+// Whether the IM2COL unit fetches the in-image pixels of one kernel row with a single ADM command.
+// An HWC image stores a patch row's pixels back to back (paper Sec. II-B), and when the column takes
+// every channel of a pixel and those channels fill whole 32-byte words, the row is one aligned
+// transfer.  Otherwise (the 3-channel first layer, the block-diagonal pool's 64-channel slices of a
+// wider pixel, channel counts off the alignment) each pixel is its own command.
+bool im2col_row_per_command(const PuConfig& pu, const GemmPlan& g, const Shape3& in) {
+    return g.in_channels == in.c && std::int64_t(in.c) % pu.align_bytes == 0;
+}
+
 // Input transfer of each column (for IM2COL they differ at the image border).
 std::vector<Transfer> input_transfers(const Network& net, const Layer& l, const GemmPlan& g, const PuConfig& pu,
                                       std::int64_t tile) {
@@ -138,12 +147,19 @@ std::vector<Transfer> input_transfers(const Network& net, const Layer& l, const 
     const bool aligned = (std::int64_t(in.c) % pu.align_bytes == 0) &&
                          (std::int64_t(g.channel_offset_step) * tile % pu.align_bytes == 0);
     const Transfer aligned_command = command(pu, 0, g.in_channels, pu.adm_io_stream_bytes);
+    const bool per_row = im2col_row_per_command(pu, g, in);
     for (std::int64_t col = 0; col < g.columns; ++col) {
         const int oy = int(col / ow), ox = int(col % ow);
         Transfer sum;
         for (int ky = 0; ky < l.kernel; ++ky) {
             const int iy = oy * l.stride - l.pad + ky;
             if (iy < 0 || iy >= in.h) continue;  // padding rows are zeros written by the buffer, no transfer
+            if (per_row) {  // the row's in-image pixels, [ix0, ix1), in one aligned command
+                const int ix0 = std::max(0, ox * l.stride - l.pad), ix1 = std::min(in.w, ox * l.stride - l.pad + l.kernel);
+                const std::int64_t addr = (std::int64_t(iy) * in.w + ix0) * in.c;
+                if (ix1 > ix0) sum += command(pu, addr, std::int64_t(ix1 - ix0) * in.c, pu.adm_io_stream_bytes);
+                continue;
+            }
             for (int kx = 0; kx < l.kernel; ++kx) {
                 const int ix = ox * l.stride - l.pad + kx;
                 if (ix < 0 || ix >= in.w) continue;

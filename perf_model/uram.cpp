@@ -14,10 +14,10 @@ UramLocation uram_weight_location(const PuConfig& pu, std::int64_t base, int row
                                                 std::to_string(base) + " exceeds the URAM capacity");
     const std::int64_t logical = base + k / pu.weights_per_entry();
     const int lane = int(k % pu.weights_per_entry());
-    const int subregion = int(logical / pu.uram_entries);
+    const int subregion = int(logical % pu.uram_subregions);
     UramLocation loc;
     loc.uram = row;
-    loc.entry = int(logical % pu.uram_entries);
+    loc.entry = int(logical / pu.uram_subregions);
     loc.bit_offset = subregion * pu.c_sa * 8 + lane * 8;
     return loc;
 }
@@ -25,7 +25,7 @@ UramLocation uram_weight_location(const PuConfig& pu, std::int64_t base, int row
 UramLocation uram_bias_location(const PuConfig& pu, std::int64_t base, int row) {
     if (row < 0 || row >= pu.r_sa) throw FormatError("<uram>", "row", "row " + std::to_string(row) + " outside the SA");
     if (base < 0 || base >= uram_capacity_entries(pu)) throw FormatError("<uram>", "base", "outside the URAM");
-    return UramLocation{row, int(base % pu.uram_entries), pu.uram_weight_bits};
+    return UramLocation{row, int(base / pu.uram_subregions), pu.uram_weight_bits};
 }
 
 StaticFitReport uram_static_fit(const PuConfig& pu, const std::vector<std::string>& names,

@@ -5,7 +5,9 @@
 // consecutive entries in every URAM, each entry holding the C_SA weights that row r multiplies
 // in one fast cycle.  The tile's bias byte of row r sits in the spare (ECC) byte of the tile's
 // first entry in URAM r.  PU1x (C_SA = 4) splits each URAM into two 32-bit sub-regions, so its
-// logical entry space is 2 x 4096 entries of 4 weights: the same 2 MiB as PU2x.
+// logical entry space is 2 x 4096 entries of 4 weights: the same 2 MiB as PU2x.  Logical entry e
+// lies in word e / 2, sub-region e % 2: a tile's consecutive entries pair into whole words, so the
+// write side fills a word per write (pu_config.hpp) while the read side selects one half.
 #pragma once
 #include <cstdint>
 #include <string>

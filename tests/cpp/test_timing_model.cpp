@@ -115,6 +115,36 @@ TEST(TimingModel, FirstLayerIm2colHostAndFpga) {
     EXPECT_GT(f.time_s, 2.0 * host.time_s);
 }
 
+// IM2COL commands: when a pixel's channels fill whole 32-byte words, a kernel row's in-image
+// pixels (contiguous in the HWC image) are one command; otherwise each pixel is one, moving the
+// aligned words it spans.  Fast cycles = 2 x AXI cycles; the stream side moves 16 bytes per AXI cycle.
+TEST(TimingModel, Im2colIssuesOneCommandPerAlignedKernelRow) {
+    const PuConfig pu = pu2x();
+    const double gap = pu.adm_command_overhead;
+    TimingOptions fpga;  // one_conv's layer reads the network input: build its IM2COL in the FPGA
+    fpga.first_layer = FirstLayerIm2col::Fpga;
+    // 64 channels, 3x3 on a 3x3 image without padding: one column, three rows of 192 bytes.
+    EXPECT_DOUBLE_EQ(time_layer(one_conv(3, 64, 64, 3, 1, 0), 0, pu, fpga).in_cycles_per_column,
+                     2.0 * 3 * (3 * 64 / 16.0 + gap));
+    // Padded 4x4 image: each output pixel fetches its in-image rows, each with its in-image pixels.
+    double sum = 0;
+    for (int oy = 0; oy < 4; ++oy)
+        for (int ox = 0; ox < 4; ++ox) {
+            const int rows = 3 - (oy == 0) - (oy == 3), pixels = 3 - (ox == 0) - (ox == 3);
+            sum += 2.0 * rows * (pixels * 64 / 16.0 + gap);
+        }
+    EXPECT_NEAR(time_layer(one_conv(4, 64, 64, 3, 1, 1), 0, pu, fpga).in_cycles_per_column, sum / 16, 1e-9);
+    // 48 channels are off the alignment: nine commands of the whole words each pixel spans.
+    double per_pixel = 0;
+    for (int iy = 0; iy < 3; ++iy)
+        for (int ix = 0; ix < 3; ++ix) {
+            const std::int64_t address = (iy * 3 + ix) * 48;
+            const std::int64_t words = (address + 47) / 32 - address / 32 + 1;
+            per_pixel += 2.0 * (words * 32 / 16.0 + gap);
+        }
+    EXPECT_NEAR(time_layer(one_conv(3, 48, 64, 3, 1, 0), 0, pu, fpga).in_cycles_per_column, per_pixel, 1e-9);
+}
+
 // The I/O ADM moves whole words at 16 bytes per AXI cycle; the residual, on the weights port, at
 // 32.  On the PU2x a 64-byte output segment of a multi-tile layer (4 + overhead AXI cycles) is
 // longer than a G = 8 wave, so ResNet-50's layer1 1x1 convs with 256 outputs are ADM-out bound.
@@ -195,10 +225,15 @@ TEST(Uram, LayoutIsABijectionInsideTheStore) {
         EXPECT_EQ(uram_bias_location(pu, base, 3).bit_offset, 64);  // the spare byte
         EXPECT_THROW(uram_weight_location(pu, base + 1, 0, 0, m), FormatError);
     }
-    // PU1x: logical entries past 4096 land in the upper 32-bit sub-region of the same URAM.
-    const UramLocation hi = uram_weight_location(pu1x(), 4096, 0, 1, 4);
-    EXPECT_EQ(hi.entry, 0);
+    // PU1x: odd logical entries land in the upper 32-bit sub-region of the word their even
+    // neighbour starts, so consecutive entries of a tile fill one word (one write, pu_config.hpp).
+    const UramLocation hi = uram_weight_location(pu1x(), 4096, 0, 5, 8);
+    EXPECT_EQ(hi.entry, 2048);
     EXPECT_EQ(hi.bit_offset, 32 + 8);
+    const UramLocation lo = uram_weight_location(pu1x(), 4096, 0, 1, 8);
+    EXPECT_EQ(lo.entry, 2048);
+    EXPECT_EQ(lo.bit_offset, 8);
+    EXPECT_EQ(uram_weight_location(pu1x(), 8191, 0, 0, 4).entry, 4095);
 }
 
 TEST(Uram, ResNetsDoNotFitStatically) {

@@ -62,14 +62,13 @@ TEST(TimingPaper, AdaptiveScheduleStallsNoMoreThanTheBaseline) {
 }
 
 // Table I footnote 2: the first layer's IM2COL in the FPGA.  adm_command_overhead was fitted to
-// the ResNet-50 figure; the ResNet-18 figure is a prediction, 1.3 % high: the +-1 % the model was
-// asked for is not reached, and this bound says so rather than hiding it (docs/timing.md, sec. 5).
+// the ResNet-50 figure alone; the ResNet-18 figure is a prediction (+0.86 %, docs/timing.md sec. 5).
 TEST(TimingPaper, FirstLayerIm2colInTheFpgaFootnote) {
     TimingOptions fpga;
     fpga.first_layer = FirstLayerIm2col::Fpga;
     const Figures f = figures(fpga);
     EXPECT_NEAR(error(f.r50_fps, 453.7), 0.0, 0.005) << f.r50_fps;
-    EXPECT_NEAR(error(f.r18_fps, 767.9), 0.0, 0.015) << f.r18_fps;
+    EXPECT_NEAR(error(f.r18_fps, 767.9), 0.0, 0.01) << f.r18_fps;
     EXPECT_GT(error(f.r18_fps, 767.9), 0.0) << "the prediction errs on the fast side";
 }
 

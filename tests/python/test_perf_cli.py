@@ -122,8 +122,11 @@ def test_time_breakdown_adds_up_and_names_the_gap(r50):
         assert b["latency_ms"] == pytest.approx(s["pu_latency_ms"][pu], rel=1e-12)
         # the weights port is the slowest of its three links
         assert b["weight_port_gbps"] == pytest.approx(min(b["axi_port_gbps"], b["uram_write_gbps"], b["hbm_channel_gbps"]))
-    # PU1x writes one 32-bit sub-region entry per URAM cascade per fast cycle: 2 x 4 B x 600 MHz
-    assert s["time_breakdown"]["PU1x"]["uram_write_gbps"] == pytest.approx(4.8)
+    # both PU types write one whole URAM word (64 weight bits) per cascade per fast cycle:
+    # 2 x 8 B x 600 MHz, so the PU1x's weights port is bound by the HBM channel like the PU2x's
+    for pu in ("PU1x", "PU2x"):
+        assert s["time_breakdown"][pu]["uram_write_gbps"] == pytest.approx(9.6)
+        assert s["time_breakdown"][pu]["weight_port_gbps"] == pytest.approx(316 / 32 * 425 / 460.8)
     text = r50.table_one()
     assert "PU2x: ideal 12.614 ms" in text and "(paper 12.9 ms" in text
 
