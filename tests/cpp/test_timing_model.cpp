@@ -25,9 +25,7 @@ Network one_conv(int h, int cin, int cout, int k, int s, int p) {
     Layer l;
     l.name = "conv";
     l.kind = LayerKind::Conv;
-    l.kernel = k;
-    l.stride = s;
-    l.pad = p;
+    l.window = Window::square(k, s, p);
     l.out_channels = cout;
     l.weights.assign(std::size_t(cout) * k * k * cin, 1);
     l.bias.assign(std::size_t(cout), 0);
@@ -60,7 +58,7 @@ TEST(TimingModel, SaCyclesFollowThePaperFormula) {
             if (l.kind != LayerKind::Conv && l.kind != LayerKind::Linear) continue;
             const LayerTiming& lt = t.layers[std::size_t(net.find_layer(l.name))];
             const std::int64_t n = l.out_channels;
-            const std::int64_t m = l.kind == LayerKind::Linear ? l.in_shape.size() : std::int64_t(l.kernel) * l.kernel * l.in_shape.c;
+            const std::int64_t m = l.kind == LayerKind::Linear ? l.in_shape.size() : std::int64_t(l.window.kernel_h) * l.window.kernel_w * l.in_shape.c;
             const std::int64_t m_run = l.name == "conv1" ? 160 : m;  // host IM2COL pads 147 -> 160
             const std::int64_t p = std::int64_t(l.out_shape.h) * l.out_shape.w;
             EXPECT_EQ(lt.sa_cycles, p * ceil_div(n, pu.r_sa) * ceil_div(m_run, pu.c_sa)) << l.name << " " << pu.name;
@@ -113,6 +111,42 @@ TEST(TimingModel, FirstLayerIm2colHostAndFpga) {
     EXPECT_GT(f.in_cycles_per_column, 2.0 * 40 * (2 + pu.adm_command_overhead));
     EXPECT_LT(f.in_cycles_per_column, 2.0 * 49 * (4 + pu.adm_command_overhead));
     EXPECT_GT(f.time_s, 2.0 * host.time_s);
+}
+
+// A non-square conv's IM2COL issues one ADM command per in-image tap of its kh x kw window.  A 3x5
+// window, stride (1, 2), pads top/bottom/left/right (0, 1, 2, 1) on a 6x9x32 map: output 5x4.
+// In-image rows per output row (oy = 0..4): 3, 3, 3, 3, 2 (row 6 is padding) = 14; in-image
+// columns per output column (ox = 0..3, ix = 2*ox - 2 + kx): 3, 5, 5, 5 = 18; the window is
+// separable, so 14 * 18 = 252 commands over the 20 columns.  32 channels are one aligned 32-byte
+// word each: 32/16 AXI cycles on the I/O stream side plus the command overhead.
+TEST(TimingModel, NonSquareIm2colCountsInImageTapsPerAxis) {
+    Network net;
+    net.name = "nonsquare";
+    net.input_shape = {6, 9, 32};
+    Layer pw;
+    pw.name = "pw";
+    pw.kind = LayerKind::Conv;
+    pw.out_channels = 32;
+    pw.weights.assign(32 * 32, 1);
+    pw.bias.assign(32, 0);
+    Layer conv;
+    conv.name = "conv";
+    conv.kind = LayerKind::Conv;
+    conv.input = 0;
+    conv.window = Window{3, 5, 1, 2, 0, 1, 2, 1};
+    conv.out_channels = 16;
+    conv.weights.assign(16 * 3 * 5 * 32, 1);
+    conv.bias.assign(16, 0);
+    net.layers = {pw, conv};
+    net.resolve();
+    const PuConfig pu = pu2x();
+    const LayerTiming t = time_layer(net, 1, pu);
+    EXPECT_EQ(t.p, 5 * 4);
+    EXPECT_EQ(t.m, 3 * 5 * 32);
+    EXPECT_EQ(t.m_eff, 3 * 5 * 32);
+    EXPECT_EQ(t.sa_cycles, 20 * ceil_div(16, pu.r_sa) * ceil_div(3 * 5 * 32, pu.c_sa));
+    EXPECT_DOUBLE_EQ(t.macs, 16.0 * (3 * 5 * 32) * 20);
+    EXPECT_NEAR(t.in_cycles_per_column, 2.0 * 252.0 / 20 * (32.0 / 16 + pu.adm_command_overhead), 1e-9);
 }
 
 // The I/O ADM moves whole words at 16 bytes per AXI cycle; the residual, on the weights port, at
