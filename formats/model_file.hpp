@@ -5,8 +5,9 @@
 // per layer under /layers, in network order, with the layer's fields as attributes and its int8
 // `weights` and `bias` datasets.  Version 2 stores a conv's or pool's window per axis
 // (kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_bottom, pad_left, pad_right); version-1
-// files, with one square kernel, stride and pad, still load.  A data set file holds int8 `images` [N, H, W, C], already
-// quantized with the model's input_frac_bits, and integer `labels` [N].
+// files, with one square kernel, stride and pad, still load.  A data set file holds int8
+// `images` [N, H, W, C], already quantized with the model's input_frac_bits, and integer
+// `labels` [N].
 //
 // Loading validates every field and throws FormatError(path, field, what) on the first problem;
 // the network is then checked as a graph by Network::resolve(path).  Saving writes a temporary
