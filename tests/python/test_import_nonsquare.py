@@ -136,6 +136,19 @@ def test_pu_model_runs_the_nonsquare_network_like_the_reference(nonsquare, backe
         np.testing.assert_array_equal(np.asarray(mine).reshape(ref.shape), ref, err_msg=layer.name)
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")   # PyTorch's own copy
+def test_torch_padding_same_puts_the_odd_pad_at_the_end():
+    """padding='same' with even kernels: PyTorch pads (k - 1) // 2 before and the rest after."""
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Conv2d(2, 3, (2, 4), padding="same")).eval()
+    images = torch.rand(64, 2, 5, 6)
+    imported = convert_torch(model, images)
+    assert window_tuple(imported.network.layers[0]) == (2, 4, 1, 1, 0, 1, 1, 2)
+    with torch.no_grad():
+        want = model(images).double().numpy().transpose(0, 2, 3, 1)
+    assert relative_error(imported, images.numpy(), want) < 0.03
+
+
 def test_model_file_round_trip_keeps_the_windows(nonsquare, tmp_path):
     from aimcemu import modelfile
     _, _, imported, _, _ = nonsquare
