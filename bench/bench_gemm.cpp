@@ -50,10 +50,12 @@ struct Shape {
     WindowGeometry g;
     int n;
     bool linear;
-    bool operator<(const Shape& o) const {
-        return std::tie(g.in.h, g.in.w, g.in.c, g.kernel, g.stride, g.pad, n, linear) <
-               std::tie(o.g.in.h, o.g.in.w, o.g.in.c, o.g.kernel, o.g.stride, o.g.pad, o.n, o.linear);
+    auto key() const {
+        const Window& w = g.window;
+        return std::tie(g.in.h, g.in.w, g.in.c, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_bottom,
+                        w.pad_left, w.pad_right, n, linear);
     }
+    bool operator<(const Shape& o) const { return key() < o.key(); }
     bool signed_input() const { return g.in.c == 3; }   // the network's input layer
 };
 
@@ -176,7 +178,7 @@ public:
         const dnnl::memory::desc bias_md({l.n()}, dt::s32, tag::x);
         if (!l.s.linear) {
             const dnnl::memory::dims src_dims{l.batch, g.in.c, g.in.h, g.in.w};
-            const dnnl::memory::dims w_dims{l.n(), g.in.c, g.kernel, g.kernel};
+            const dnnl::memory::dims w_dims{l.n(), g.in.c, g.window.kernel_h, g.window.kernel_w};
             const dnnl::memory::dims dst_dims{l.batch, l.n(), g.out_h(), g.out_w()};
             src_md = dnnl::memory::desc(src_dims, src_type, tag::nhwc);
             dst_md = dnnl::memory::desc(dst_dims, dt::s8, tag::nhwc);
@@ -184,7 +186,8 @@ public:
             user_w_md = dnnl::memory::desc(w_dims, dt::s8, tag::ohwi);   // our [N][kh][kw][Cin]
             const dnnl::convolution_forward::desc desc(
                 dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, w_md, bias_md, dst_md,
-                {g.stride, g.stride}, {g.pad, g.pad}, {g.pad, g.pad});
+                {g.window.stride_h, g.window.stride_w}, {g.window.pad_top, g.window.pad_left},
+                {g.window.pad_bottom, g.window.pad_right});
             const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);
             prim_ = dnnl::convolution_forward(pd);
             w_md = pd.weights_desc();
@@ -238,8 +241,7 @@ std::map<Shape, int> distinct_shapes() {
             Shape s;
             s.n = l.out_channels;
             s.linear = l.kind == LayerKind::Linear;
-            s.g = s.linear ? WindowGeometry{{1, 1, int(l.gemm_m())}, 1, 1, 0}
-                           : WindowGeometry{l.in_shape, l.kernel, l.stride, l.pad};
+            s.g = s.linear ? WindowGeometry{{1, 1, int(l.gemm_m())}, Window{}} : WindowGeometry{l.in_shape, l.window};
             ++shapes[s];
         }
     }
@@ -277,8 +279,8 @@ void run_table(const std::map<Shape, int>& shapes, int batch, int threads, doubl
         t_dnnl = 0;
 #endif
         char name[64];
-        std::snprintf(name, sizeof name, "%dx%dx%d %d/%d/%d", s.g.in.h, s.g.in.w, s.g.in.c, s.g.kernel, s.g.stride,
-                      s.g.pad);
+        std::snprintf(name, sizeof name, "%dx%dx%d %dx%d/%d/%d", s.g.in.h, s.g.in.w, s.g.in.c, s.g.window.kernel_h,
+                      s.g.window.kernel_w, s.g.window.stride_h, s.g.window.pad_top);
         const double ops = l.ops();
         std::printf("%-20s %4d %5lld %6lld %3d | %8.1f %8.1f %6.2f %5.0f%% | %s\n", name, s.n, (long long)l.m(),
                     (long long)l.p(), count, ops / t_ours / 1e9, t_dnnl > 0 ? ops / t_dnnl / 1e9 : 0.0,

@@ -184,14 +184,17 @@ std::vector<std::int64_t> FieldReader::integers(const h5::Location& loc, const s
     return values;
 }
 
-void FieldReader::check_format(const h5::Location& root, const std::string& format, int version) const {
+int FieldReader::check_format(const h5::Location& root, const std::string& format, int oldest, int newest) const {
     const std::string found = text(root, "format", "format");
     require(found == format, "format", "expected '" + format + "', found '" + found + "'");
     const std::int64_t v = integer(root, "format_version", "format_version", std::numeric_limits<std::int64_t>::min(),
                                    std::numeric_limits<std::int64_t>::max());
-    require(v == version, "format_version",
-            "this build reads version " + std::to_string(version) + ", the file is version " + std::to_string(v) +
-                (v > version ? " (written by a newer aimcemu)" : ""));
+    const std::string readable = oldest == newest ? "version " + std::to_string(newest)
+                                                  : "versions " + std::to_string(oldest) + ".." + std::to_string(newest);
+    require(v >= oldest && v <= newest, "format_version",
+            "this build reads " + readable + ", the file is version " + std::to_string(v) +
+                (v > newest ? " (written by a newer aimcemu)" : ""));
+    return int(v);
 }
 
 bool FieldReader::has_link(const h5::Location& loc, const std::string& name, const std::string& field) const {

@@ -77,7 +77,11 @@ public:
     std::vector<std::int64_t> integers(const h5::Location& loc, const std::string& name, const std::string& field,
                                        std::size_t n) const;
     // The root attributes "format" and "format_version".
-    void check_format(const h5::Location& root, const std::string& format, int version) const;
+    void check_format(const h5::Location& root, const std::string& format, int version) const {
+        check_format(root, format, version, version);
+    }
+    // The same for a reader of versions oldest..newest; returns the file's version.
+    int check_format(const h5::Location& root, const std::string& format, int oldest, int newest) const;
     // A string that must be valid UTF-8 (names, descriptions), checked with the field named.
     void require_utf8(const std::string& value, const std::string& field) const;
 

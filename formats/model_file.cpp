@@ -23,8 +23,7 @@ struct IntField {
 constexpr std::int64_t kIntMin = std::numeric_limits<int>::min();
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 const IntField kIntFields[] = {
-    {"input", &Layer::input, -1, kIntMax},          {"kernel", &Layer::kernel, kIntMin, kIntMax},
-    {"stride", &Layer::stride, kIntMin, kIntMax},   {"pad", &Layer::pad, kIntMin, kIntMax},
+    {"input", &Layer::input, -1, kIntMax},
     {"out_channels", &Layer::out_channels, kIntMin, kIntMax},
     {"bias_shift", &Layer::bias_shift, kIntMin, kIntMax},
     {"out_shift", &Layer::out_shift, kIntMin, kIntMax},
@@ -33,6 +32,25 @@ const IntField kIntFields[] = {
     {"input_shift", &Layer::input_shift, kIntMin, kIntMax},
     {"avg_mult", &Layer::avg_mult, kIntMin, kIntMax},
 };
+// The window (version 2): every layer stores all eight, 1x1 / 1 / 0 where it has no window.
+// Network::resolve checks their ranges, naming the field.
+struct WindowField {
+    const char* name;
+    int Window::*member;
+};
+const WindowField kWindowFields[] = {
+    {"kernel_h", &Window::kernel_h}, {"kernel_w", &Window::kernel_w}, {"stride_h", &Window::stride_h},
+    {"stride_w", &Window::stride_w}, {"pad_top", &Window::pad_top},   {"pad_bottom", &Window::pad_bottom},
+    {"pad_left", &Window::pad_left}, {"pad_right", &Window::pad_right},
+};
+
+// Version 1 stored one kernel, stride and pad for both axes: Window::square of the three.
+Window read_square_window(const FieldReader& r, const h5::Location& g, const std::string& f) {
+    const auto field = [&](const char* name) { return int(r.integer(g, name, f + name, kIntMin, kIntMax)); };
+    const int kernel = field("kernel"), stride = field("stride"), pad = field("pad");
+    return Window::square(kernel, stride, pad);
+}
+
 struct FlagField {
     const char* name;
     bool Layer::*member;
@@ -49,17 +67,18 @@ void write_layer(const h5::Location& layers, const Layer& l) {
     const h5::Location g = layers.create_group(l.name);
     g.write_attribute("kind", std::string(to_string(l.kind)));
     for (const auto& f : kIntFields) g.write_attribute<std::int32_t>(f.name, l.*(f.member));
+    for (const auto& f : kWindowFields) g.write_attribute<std::int32_t>(f.name, l.window.*(f.member));
     for (const auto& f : kFlagFields) g.write_attribute<std::int8_t>(f.name, l.*(f.member) ? 1 : 0);
     if (!l.is_gemm()) return;
     const hsize_t n = hsize_t(l.out_channels);
     const h5::Dims wdims = l.kind == LayerKind::Conv
-                               ? h5::Dims{n, hsize_t(l.kernel), hsize_t(l.kernel), hsize_t(l.in_shape.c)}
+                               ? h5::Dims{n, hsize_t(l.window.kernel_h), hsize_t(l.window.kernel_w), hsize_t(l.in_shape.c)}
                                : h5::Dims{n, hsize_t(l.gemm_m())};
     g.write_dataset("weights", wdims, l.weights.data(), {h5::choose_chunk(wdims, 1), 4});
     g.write_dataset("bias", {n}, l.bias.data());
 }
 
-Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name) {
+Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name, int version) {
     const std::string f = "layers/" + name + "/";
     const h5::Location g = r.group(layers, name, "layers/" + name);
     Layer l;
@@ -72,6 +91,11 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     }
     for (const auto& field : kIntFields)
         l.*(field.member) = int(r.integer(g, field.name, f + field.name, field.lo, field.hi));
+    if (version == 1)
+        l.window = read_square_window(r, g, f);
+    else
+        for (const auto& field : kWindowFields)
+            l.window.*(field.member) = int(r.integer(g, field.name, f + field.name, kIntMin, kIntMax));
     for (const auto& field : kFlagFields) l.*(field.member) = r.flag(g, field.name, f + field.name);
 
     const bool has_weights = r.has_link(g, "weights", f + "weights");
@@ -84,9 +108,11 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     const h5::Dims wd = r.dims(w, f + "weights");
     const hsize_t n = hsize_t(std::max(l.out_channels, 0));
     if (l.kind == LayerKind::Conv)
-        r.require(wd.size() == 4 && wd[0] == n && wd[1] == hsize_t(l.kernel) && wd[2] == hsize_t(l.kernel), f + "weights",
-                  "expected shape [out_channels=" + std::to_string(n) + ", kernel=" + std::to_string(l.kernel) +
-                      ", kernel, in_channels], found " + dims_text(wd));
+        r.require(wd.size() == 4 && wd[0] == n && wd[1] == hsize_t(l.window.kernel_h) &&
+                      wd[2] == hsize_t(l.window.kernel_w),
+                  f + "weights",
+                  "expected shape [out_channels=" + std::to_string(n) + ", kernel_h=" + std::to_string(l.window.kernel_h) +
+                      ", kernel_w=" + std::to_string(l.window.kernel_w) + ", in_channels], found " + dims_text(wd));
     else
         r.require(wd.size() == 2 && wd[0] == n, f + "weights",
                   "expected shape [out_channels=" + std::to_string(n) + ", inputs], found " + dims_text(wd));
@@ -102,7 +128,7 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
 
 Network read_model(const FieldReader& r) {
     const h5::File file = r.open();
-    r.check_format(file, kModelFormat, kModelFormatVersion);
+    const int version = r.check_format(file, kModelFormat, kOldestModelFormatVersion, kModelFormatVersion);
     Network net;
     net.name = r.text(file, "name", "name");
     const auto shape = r.integers(file, "input_shape", "input_shape", 3);
@@ -114,7 +140,7 @@ Network read_model(const FieldReader& r) {
 
     const h5::Location layers = r.group(file, "layers", "layers");
     const auto names = r.children(layers, "layers");
-    for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name));
+    for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name, version));
     return net;
 }
 

@@ -1,10 +1,13 @@
 // The versioned HDF5 model file and the data set file (formats in docs/model_format.md).
 //
 // A model file holds one quantized Network: root attributes (format "aimcemu-model",
-// format_version 1, name, input_shape, input_frac_bits, output_layer, class_names) and one group
+// format_version 2, name, input_shape, input_frac_bits, output_layer, class_names) and one group
 // per layer under /layers, in network order, with the layer's fields as attributes and its int8
-// `weights` and `bias` datasets.  A data set file holds int8 `images` [N, H, W, C], already
-// quantized with the model's input_frac_bits, and integer `labels` [N].
+// `weights` and `bias` datasets.  Version 2 stores a conv's or pool's window per axis
+// (kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_bottom, pad_left, pad_right); version-1
+// files, with one square kernel, stride and pad, still load.  A data set file holds int8
+// `images` [N, H, W, C], already quantized with the model's input_frac_bits, and integer
+// `labels` [N].
 //
 // Loading validates every field and throws FormatError(path, field, what) on the first problem;
 // the network is then checked as a graph by Network::resolve(path).  Saving writes a temporary
@@ -19,7 +22,8 @@
 namespace aimcemu {
 
 inline constexpr const char* kModelFormat = "aimcemu-model";
-inline constexpr int kModelFormatVersion = 1;
+inline constexpr int kModelFormatVersion = 2;          // what save_model writes
+inline constexpr int kOldestModelFormatVersion = 1;    // the oldest load_model reads (square windows)
 inline constexpr const char* kDataSetFormat = "aimcemu-dataset";
 inline constexpr int kDataSetFormatVersion = 1;
 

@@ -30,7 +30,7 @@ std::int64_t Layer::gemm_n() const {
 }
 std::int64_t Layer::gemm_m() const {
     if (kind == LayerKind::Linear) return in_shape.size();
-    return std::int64_t(kernel) * kernel * in_shape.c;
+    return window.taps() * in_shape.c;
 }
 std::int64_t Layer::gemm_p() const { return std::int64_t(out_shape.h) * out_shape.w; }
 
@@ -68,15 +68,33 @@ void check_producer(int index, int producer, const std::string& source, const st
             "must name an earlier layer or the network input (got " + std::to_string(producer) + ")");
 }
 
+// One axis of a window: kernel and stride in kDimensionRange, each pad in 0..kernel-1, and the
+// kernel no larger than the padded input.
+void check_axis(int in, int kernel, int stride, int pad_before, int pad_after, const char* axis,
+                const char* pad_before_name, const char* pad_after_name, const std::string& src, const std::string& f) {
+    const std::string k_field = f + "kernel_" + axis;
+    require_dimension(kernel, src, k_field);
+    require_dimension(stride, src, f + "stride_" + axis);
+    const std::string pad_range = "must be in 0..kernel_" + std::string(axis) + "-1 (kernel_" + axis + " = " +
+                                  std::to_string(kernel) + ")";
+    require(pad_before >= 0 && pad_before < kernel, src, f + pad_before_name, pad_range + ", got " + std::to_string(pad_before));
+    require(pad_after >= 0 && pad_after < kernel, src, f + pad_after_name, pad_range + ", got " + std::to_string(pad_after));
+    require(std::int64_t(in) + pad_before + pad_after >= kernel, src, k_field, "window larger than the padded input");
+}
+
+void check_window(const Window& w, const Shape3& in, const std::string& src, const std::string& f) {
+    check_axis(in.h, w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, "h", "pad_top", "pad_bottom", src, f);
+    check_axis(in.w, w.kernel_w, w.stride_w, w.pad_left, w.pad_right, "w", "pad_left", "pad_right", src, f);
+}
+
 void resolve_gemm(Layer& l, const std::string& src, const std::string& f) {
     require_dimension(l.out_channels, src, f + "out_channels");
     if (l.kind == LayerKind::Linear) {
-        require(l.kernel == 1 && l.stride == 1 && l.pad == 0, src, f + "kernel",
-                "linear layers take kernel 1, stride 1, pad 0");
+        require(l.window.is_pointwise(), src, f + "kernel_h",
+                "linear layers take the 1x1 window (kernel 1, stride 1, pad 0 on both axes)");
         l.out_shape = {1, 1, l.out_channels};
     } else {
-        l.out_shape = {window_out(l.in_shape.h, l.kernel, l.stride, l.pad),
-                       window_out(l.in_shape.w, l.kernel, l.stride, l.pad), l.out_channels};
+        l.out_shape = {l.window.out_h(l.in_shape.h), l.window.out_w(l.in_shape.w), l.out_channels};
     }
     const std::int64_t m = l.gemm_m();
     require(std::int64_t(l.weights.size()) == l.out_channels * m, src, f + "weights",
@@ -113,13 +131,7 @@ void Network::resolve(const std::string& src) {
                 "must be in " + range_text(kAlignShiftRange));
         require(kAlignShiftRange.contains(l.input_shift), src, f + "input_shift", "must be in " + range_text(kAlignShiftRange));
         const bool windowed = l.kind == LayerKind::Conv || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool;
-        if (windowed) {
-            require_dimension(l.kernel, src, f + "kernel");
-            require_dimension(l.stride, src, f + "stride");
-            require(l.pad >= 0 && l.pad < l.kernel, src, f + "pad", "must be in 0..kernel-1");
-            require(l.in_shape.h + 2 * l.pad >= l.kernel && l.in_shape.w + 2 * l.pad >= l.kernel, src,
-                    f + "kernel", "window larger than the padded input");
-        }
+        if (windowed) check_window(l.window, l.in_shape, src, f);
         switch (l.kind) {
             case LayerKind::Conv:
             case LayerKind::Linear: resolve_gemm(l, src, f); break;
@@ -129,8 +141,7 @@ void Network::resolve(const std::string& src) {
                 break;
             case LayerKind::MaxPool:
             case LayerKind::AvgPool:
-                l.out_shape = {window_out(l.in_shape.h, l.kernel, l.stride, l.pad),
-                               window_out(l.in_shape.w, l.kernel, l.stride, l.pad), l.in_shape.c};
+                l.out_shape = {l.window.out_h(l.in_shape.h), l.window.out_w(l.in_shape.w), l.in_shape.c};
                 require(l.weights.empty() && l.bias.empty(), src, f + "weights", "pool layers carry no weights");
                 if (l.kind == LayerKind::AvgPool)
                     require(kAvgMultRange.contains(l.avg_mult), src, f + "avg_mult", "must be in " + range_text(kAvgMultRange));

@@ -14,8 +14,8 @@
 //   avg_pool:       acc = avg_mult * sum(window); y = sat8(round_shift(acc, out_shift))  (a GEMM)
 //
 // Activations are HWC int8.  A linear layer flattens its input in HWC order (M = H*W*C).
-// Conv weights are stored [N][kh][kw][Cin], i.e. one row of the GEMM weight matrix per output
-// channel with M = kh*kw*Cin in the same (ky, kx, c) order that IM2COL produces.
+// Conv weights are stored [N][kernel_h][kernel_w][Cin], i.e. one row of the GEMM weight matrix per output
+// channel with M = kernel_h*kernel_w*Cin in the same (ky, kx, c) order that IM2COL produces.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -56,15 +56,41 @@ inline constexpr FieldRange kAvgMultRange{1, 127};
 inline constexpr FieldRange kDimensionRange{1, 65535};
 inline constexpr std::int64_t kMaxActivationsPerImage = (std::int64_t(1) << 31) - 1;
 
+// Output size along one axis of a window op: floor((in + pad_before + pad_after - k) / s) + 1.
+inline int window_out(int in, int k, int s, int pad_before, int pad_after) {
+    return (in + pad_before + pad_after - k) / s + 1;
+}
+
+// The window of a conv or pool, per axis: kernel_h x kernel_w taps stepping stride_h rows and
+// stride_w columns over the input framed by pad_top / pad_bottom rows and pad_left / pad_right
+// columns of zeros.  Network::resolve checks every pad against its own axis' kernel
+// (0 <= pad < kernel), which keeps at least one in-image tap in every window (a max pool's
+// padding never wins).
+struct Window {
+    int kernel_h = 1, kernel_w = 1;
+    int stride_h = 1, stride_w = 1;
+    int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+
+    // The same kernel, stride and pad on both axes and both sides (the version-1 model file).
+    static constexpr Window square(int kernel, int stride = 1, int pad = 0) {
+        return {kernel, kernel, stride, stride, pad, pad, pad, pad};
+    }
+    bool is_square() const { return *this == square(kernel_h, stride_h, pad_top); }
+    // 1x1, stride 1, no padding: the operand is the input itself (no IM2COL needed).
+    bool is_pointwise() const { return *this == Window{}; }
+    std::int64_t taps() const { return std::int64_t(kernel_h) * kernel_w; }
+    int out_h(int in_h) const { return window_out(in_h, kernel_h, stride_h, pad_top, pad_bottom); }
+    int out_w(int in_w) const { return window_out(in_w, kernel_w, stride_w, pad_left, pad_right); }
+    bool operator==(const Window&) const = default;
+};
+
 struct Layer {
     std::string name;
     LayerKind kind = LayerKind::Conv;
     int input = kNetworkInput;     // producer layer index (kNetworkInput = the image)
 
-    // Geometry (conv, pools).  Linear layers use kernel 1, stride 1, pad 0 on a flattened input.
-    int kernel = 1;
-    int stride = 1;
-    int pad = 0;
+    // Geometry (conv, pools).  Linear layers keep the 1x1 window (Window{}) on a flattened input.
+    Window window;
     int out_channels = 0;          // conv / linear: N
 
     // GEMM operands (conv / linear).  weights: N*M int8, bias: N int8.
@@ -108,8 +134,5 @@ struct Network {
     int find_layer(const std::string& layer_name) const;  // -1 if absent
     std::int64_t total_weights() const;
 };
-
-// Output spatial size of a window op: floor((in + 2p - k) / s) + 1.
-inline int window_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
 }  // namespace aimcemu

@@ -27,11 +27,9 @@ public:
         l.name = name;
         l.kind = LayerKind::Conv;
         l.input = input;
-        l.kernel = k;
-        l.stride = s;
-        l.pad = p;
+        l.window = Window::square(k, s, p);
         l.out_channels = out_c;
-        fill_gemm(l, std::int64_t(k) * k * in.c);
+        fill_gemm(l, l.window.taps() * in.c);
         l.relu = relu && residual < 0;
         if (residual >= 0) {
             l.residual_input = residual;
@@ -55,21 +53,18 @@ public:
         l.name = name;
         l.kind = LayerKind::MaxPool;
         l.input = input;
-        l.kernel = k;
-        l.stride = s;
-        l.pad = p;
+        l.window = Window::square(k, s, p);
         return push(std::move(l));
     }
 
-    // Global average pool as a GEMM: multiplier/shift approximate 1/(k*k) with an int8 multiplier.
+    // Global average pool as a GEMM: multiplier/shift approximate 1/(h*w) with an int8 multiplier.
     int global_avg_pool(const std::string& name, int input) {
         const Shape3 in = net_.shape_of(input);
         Layer l;
         l.name = name;
         l.kind = LayerKind::AvgPool;
         l.input = input;
-        l.kernel = in.h;
-        l.stride = 1;
+        l.window = Window{.kernel_h = in.h, .kernel_w = in.w};   // the whole map, stride 1, no padding
         const double inv = 1.0 / (double(in.h) * in.w);
         l.out_shift = int(std::floor(std::log2(127.0 / inv)));  // largest shift keeping mult <= 127
         l.avg_mult = int(std::lround(inv * std::ldexp(1.0, l.out_shift)));

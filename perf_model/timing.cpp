@@ -76,7 +76,7 @@ GemmPlan plan_gemm(const Network& net, const Layer& l, const PuConfig& pu, const
     } else if (l.kind == LayerKind::AvgPool) {
         g.input = InputMode::Im2col;
         if (opt.avg_pool == AvgPoolMapping::BlockDiagonal) {
-            g.m_eff = std::int64_t(l.kernel) * l.kernel * std::min<std::int64_t>(pu.r_sa, in.c);
+            g.m_eff = l.window.taps() * std::min<std::int64_t>(pu.r_sa, in.c);
             g.in_channels = std::min(pu.r_sa, in.c);
             g.channel_offset_step = pu.r_sa;
             g.columns = 1;
@@ -86,9 +86,9 @@ GemmPlan plan_gemm(const Network& net, const Layer& l, const PuConfig& pu, const
     } else if (l.input == kNetworkInput && opt.first_layer == FirstLayerIm2col::Host) {
         g.input = InputMode::Linear;  // host-built IM2COL matrix, patches padded to the alignment
         g.m_eff = ceil_div(g.m, pu.align_bytes) * pu.align_bytes;
-    } else if (l.kernel == 1 && l.pad == 0 && l.stride == 1) {
+    } else if (l.window.is_pointwise()) {
         g.input = InputMode::Linear;
-    } else if (l.kernel == 1 && l.pad == 0 && l.stride == 2) {
+    } else if (l.window == Window::square(1, 2, 0)) {
         g.input = InputMode::Strided;
     } else {
         g.input = InputMode::Im2col;
@@ -151,17 +151,18 @@ std::vector<Transfer> input_transfers(const Network& net, const Layer& l, const 
     for (std::int64_t col = 0; col < g.columns; ++col) {
         const int oy = int(col / ow), ox = int(col % ow);
         Transfer sum;
-        for (int ky = 0; ky < l.kernel; ++ky) {
-            const int iy = oy * l.stride - l.pad + ky;
+        for (int ky = 0; ky < l.window.kernel_h; ++ky) {
+            const int iy = oy * l.window.stride_h - l.window.pad_top + ky;
             if (iy < 0 || iy >= in.h) continue;  // padding rows are zeros written by the buffer, no transfer
+            const int ix_first = ox * l.window.stride_w - l.window.pad_left;  // may lie in the padding
             if (per_row) {  // the row's in-image pixels, [ix0, ix1), in one aligned command
-                const int ix0 = std::max(0, ox * l.stride - l.pad), ix1 = std::min(in.w, ox * l.stride - l.pad + l.kernel);
+                const int ix0 = std::max(0, ix_first), ix1 = std::min(in.w, ix_first + l.window.kernel_w);
                 const std::int64_t addr = (std::int64_t(iy) * in.w + ix0) * in.c;
                 if (ix1 > ix0) sum += command(pu, addr, std::int64_t(ix1 - ix0) * in.c, pu.adm_io_stream_bytes);
                 continue;
             }
-            for (int kx = 0; kx < l.kernel; ++kx) {
-                const int ix = ox * l.stride - l.pad + kx;
+            for (int kx = 0; kx < l.window.kernel_w; ++kx) {
+                const int ix = ix_first + kx;
                 if (ix < 0 || ix >= in.w) continue;
                 if (aligned) {
                     sum += aligned_command;

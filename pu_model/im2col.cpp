@@ -12,10 +12,14 @@ namespace aimcemu {
 void WindowGeometry::validate(const std::string& field) const {
     if (in.h <= 0 || in.w <= 0 || in.c <= 0)
         throw FormatError("<memory>", field, "input shape must be positive");
-    if (kernel < 1) throw FormatError("<memory>", field, "kernel must be >= 1");
-    if (stride < 1) throw FormatError("<memory>", field, "stride must be >= 1");
-    if (pad < 0 || pad >= kernel) throw FormatError("<memory>", field, "pad must be in 0..kernel-1");
-    if (in.h + 2 * pad < kernel || in.w + 2 * pad < kernel)
+    const Window& w = window;
+    if (w.kernel_h < 1 || w.kernel_w < 1) throw FormatError("<memory>", field, "kernel_h and kernel_w must be >= 1");
+    if (w.stride_h < 1 || w.stride_w < 1) throw FormatError("<memory>", field, "stride_h and stride_w must be >= 1");
+    if (w.pad_top < 0 || w.pad_top >= w.kernel_h || w.pad_bottom < 0 || w.pad_bottom >= w.kernel_h)
+        throw FormatError("<memory>", field, "pad_top and pad_bottom must be in 0..kernel_h-1");
+    if (w.pad_left < 0 || w.pad_left >= w.kernel_w || w.pad_right < 0 || w.pad_right >= w.kernel_w)
+        throw FormatError("<memory>", field, "pad_left and pad_right must be in 0..kernel_w-1");
+    if (in.h + w.pad_top + w.pad_bottom < w.kernel_h || in.w + w.pad_left + w.pad_right < w.kernel_w)
         throw FormatError("<memory>", field, "window larger than the padded input");
 }
 
@@ -66,19 +70,20 @@ namespace {
 // Output rows [oy_begin, oy_end) of the operand (see im2col_into).
 void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int oy_begin, int oy_end) {
-    const int ow = g.out_w(), k = g.kernel, c = g.in.c;
+    const Window& w = g.window;
+    const int ow = g.out_w(), kh = w.kernel_h, kw = w.kernel_w, c = g.in.c;
     const std::int64_t m = g.m();
-    const std::int64_t kx_run = std::int64_t(k) * c;   // one kernel row of a patch, contiguous in HWC
+    const std::int64_t kx_run = std::int64_t(kw) * c;   // one kernel row of a patch, contiguous in HWC
     for (int oy = oy_begin; oy < oy_end; ++oy) {
         for (int ox = 0; ox < ow; ++ox) {
             std::uint8_t* row = out + (std::int64_t(oy) * ow + ox) * row_stride;
-            const int x0 = ox * g.stride - g.pad;
+            const int x0 = ox * w.stride_w - w.pad_left;
             // Columns of the kernel that fall inside the image: kx in [kx_lo, kx_hi).
             const int kx_lo = x0 < 0 ? -x0 : 0;
-            const int kx_hi = x0 + k > g.in.w ? g.in.w - x0 : k;
-            for (int ky = 0; ky < k; ++ky) {
+            const int kx_hi = x0 + kw > g.in.w ? g.in.w - x0 : kw;
+            for (int ky = 0; ky < kh; ++ky) {
                 std::uint8_t* dst = row + ky * kx_run;
-                const int iy = oy * g.stride - g.pad + ky;
+                const int iy = oy * w.stride_h - w.pad_top + ky;
                 if (iy < 0 || iy >= g.in.h || kx_lo >= kx_hi) {
                     std::memset(dst, xor_mask, std::size_t(kx_run));
                     continue;
@@ -88,7 +93,7 @@ void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
                 if (kx_lo > 0) std::memset(dst, xor_mask, std::size_t(kx_lo) * c);
                 const std::int8_t* src = x + (std::int64_t(iy) * g.in.w + x0 + kx_lo) * c;
                 copy_xor(src, xor_mask, std::int64_t(kx_hi - kx_lo) * c, dst + std::int64_t(kx_lo) * c);
-                if (kx_hi < k) std::memset(dst + std::int64_t(kx_hi) * c, xor_mask, std::size_t(k - kx_hi) * c);
+                if (kx_hi < kw) std::memset(dst + std::int64_t(kx_hi) * c, xor_mask, std::size_t(kw - kx_hi) * c);
             }
             for (std::int64_t pad = m; pad < row_stride; ++pad) row[pad] = xor_mask;
         }

@@ -3,7 +3,7 @@
 // The PU does this by address generation (ADM commands reading HWC segments from HBM); here it is
 // a gather into a buffer.  Orientation: the operand is stored P x M ("patch-major"): row p is the
 // receptive field of output pixel p = oy * out_w + ox, laid out in (ky, kx, c) order, which is the
-// order of one row of the weight matrix [N][kh][kw][Cin] (formats/network.hpp).  So acc[p][n] is a
+// order of one row of the weight matrix [N][kernel_h][kernel_w][Cin] (formats/network.hpp).  So acc[p][n] is a
 // dot product of two contiguous rows, and the GEMM's X[M][P] is this buffer read transposed.
 // Padding positions read as the value 0.
 #pragma once
@@ -17,13 +17,14 @@ namespace aimcemu {
 // The geometry of one window operation (conv, pool) on an HWC input.
 struct WindowGeometry {
     Shape3 in;
-    int kernel = 1, stride = 1, pad = 0;
+    Window window;   // per-axis kernel, stride and padding
 
-    int out_h() const { return window_out(in.h, kernel, stride, pad); }
-    int out_w() const { return window_out(in.w, kernel, stride, pad); }
-    std::int64_t m() const { return std::int64_t(kernel) * kernel * in.c; }   // GEMM depth
-    std::int64_t p() const { return std::int64_t(out_h()) * out_w(); }        // output pixels
-    // Throws FormatError naming `field` unless the geometry is valid (pad < kernel, window fits).
+    int out_h() const { return window.out_h(in.h); }
+    int out_w() const { return window.out_w(in.w); }
+    std::int64_t m() const { return window.taps() * in.c; }                  // GEMM depth
+    std::int64_t p() const { return std::int64_t(out_h()) * out_w(); }       // output pixels
+    // Throws FormatError naming `field` unless the geometry is valid (each pad < its axis' kernel,
+    // the window fits the padded input).
     void validate(const std::string& field) const;
 };
 

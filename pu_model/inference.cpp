@@ -23,7 +23,7 @@ const char* to_string(GemmBackend backend) {
 
 namespace {
 
-WindowGeometry geometry_of(const Layer& l) { return {l.in_shape, l.kernel, l.stride, l.pad}; }
+WindowGeometry geometry_of(const Layer& l) { return {l.in_shape, l.window}; }
 
 const std::int8_t* weights_read(const Network& net, int index, const RunOptions& opt) {
     const std::int8_t* w = opt.weights ? opt.weights->weights(index) : nullptr;
@@ -153,8 +153,8 @@ private:
         const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p(), in_size = l.in_shape.size();
         // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
         const bool conv = l.kind == LayerKind::Conv;
-        const bool pointwise = !conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0);
-        const WindowGeometry g = conv ? geometry_of(l) : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
+        const bool pointwise = !conv || l.window.is_pointwise();
+        const WindowGeometry g = conv ? geometry_of(l) : WindowGeometry{Shape3{1, 1, int(m)}, Window{}};
         if (opt_.backend == GemmBackend::Fast) {
             const PackedWeights& packed = *weights_.layer(index);
             const std::int64_t stride = packed.x_row_stride();
@@ -211,8 +211,8 @@ private:
         const Layer& l = net_.layers[std::size_t(index)];
         const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p();
         const bool conv = l.kind == LayerKind::Conv;
-        const bool pointwise = !conv || (l.kernel == 1 && l.stride == 1 && l.pad == 0);
-        const WindowGeometry g = conv ? geometry_of(l) : WindowGeometry{Shape3{1, 1, int(m)}, 1, 1, 0};
+        const bool pointwise = !conv || l.window.is_pointwise();
+        const WindowGeometry g = conv ? geometry_of(l) : WindowGeometry{Shape3{1, 1, int(m)}, Window{}};
         if (opt_.backend == GemmBackend::Fast) {
             const PackedWeights& packed = *weights_.layer(index);
             const std::int64_t stride = packed.x_row_stride();

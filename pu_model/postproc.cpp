@@ -72,15 +72,16 @@ namespace {
 template <typename Start, typename Visit, typename Finish>
 void for_each_window(const WindowGeometry& g, Start start, Visit visit, Finish finish) {
     const int oh = g.out_h(), ow = g.out_w(), c = g.in.c;
+    const Window& w = g.window;
     for (int oy = 0; oy < oh; ++oy) {
         for (int ox = 0; ox < ow; ++ox) {
             const std::int64_t out_base = (std::int64_t(oy) * ow + ox) * c;
             start(out_base);
-            for (int ky = 0; ky < g.kernel; ++ky) {
-                const int iy = oy * g.stride - g.pad + ky;
+            for (int ky = 0; ky < w.kernel_h; ++ky) {
+                const int iy = oy * w.stride_h - w.pad_top + ky;
                 if (iy < 0 || iy >= g.in.h) continue;
-                for (int kx = 0; kx < g.kernel; ++kx) {
-                    const int ix = ox * g.stride - g.pad + kx;
+                for (int kx = 0; kx < w.kernel_w; ++kx) {
+                    const int ix = ox * w.stride_w - w.pad_left + kx;
                     if (ix < 0 || ix >= g.in.w) continue;
                     visit(out_base, (std::int64_t(iy) * g.in.w + ix) * c);
                 }
@@ -95,7 +96,7 @@ void for_each_window(const WindowGeometry& g, Start start, Visit visit, Finish f
 void max_pool(const std::int8_t* x, const WindowGeometry& g, std::int8_t* out) {
     g.validate("max_pool");
     const int c = g.in.c;
-    // pad < kernel guarantees every window holds at least one in-image tap, so padding never wins.
+    // Each pad < its axis' kernel guarantees every window holds at least one in-image tap, so padding never wins.
     std::vector<std::int8_t> best(std::size_t(c), 0);
     for_each_window(
         g, [&](std::int64_t) { std::fill(best.begin(), best.end(), std::int8_t(-128)); },
@@ -107,8 +108,8 @@ void max_pool(const std::int8_t* x, const WindowGeometry& g, std::int8_t* out) {
 
 void avg_pool(const std::int8_t* x, const WindowGeometry& g, int avg_mult, int out_shift, std::int8_t* out) {
     g.validate("avg_pool");
-    if (std::int64_t(avg_mult < 0 ? -avg_mult : avg_mult) * 128 * g.kernel * g.kernel >= (std::int64_t(1) << 31))
-        throw FormatError("<memory>", "avg_pool", "avg_mult * 128 * kernel^2 can overflow the int32 accumulator");
+    if (std::int64_t(avg_mult < 0 ? -avg_mult : avg_mult) * 128 * g.window.taps() >= (std::int64_t(1) << 31))
+        throw FormatError("<memory>", "avg_pool", "avg_mult * 128 * kernel_h * kernel_w can overflow the int32 accumulator");
     const int c = g.in.c;
     std::vector<std::int32_t> sum(std::size_t(c), 0);
     for_each_window(

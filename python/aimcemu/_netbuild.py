@@ -52,6 +52,38 @@ class BatchNorm:
     eps: float
 
 
+@dataclass(frozen=True)
+class WindowGeometry:
+    """A conv's or pool's window as the source states it: kernel and stride (h, w), explicit pads
+    (top, bottom, left, right), or ``same`` ("upper"/"lower": pad so that out = ceil(in / stride),
+    the odd pad at the end or the beginning, which needs the input size and is resolved when the
+    graph is mapped).  ``exclude_pad``: an average pool that divides by the in-image taps only."""
+    kernel: tuple = (1, 1)
+    stride: tuple = (1, 1)
+    pads: tuple = (0, 0, 0, 0)
+    same: str = ""
+    exclude_pad: bool = False
+
+
+def pair(value, what: str) -> tuple[int, int]:
+    """A kernel/stride/padding given as one int (both axes) or one value per axis (h, w)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value), int(value)
+    values = tuple(int(v) for v in value)
+    if len(values) != 2:
+        raise ValueError(f"{what} {values} must be one value or one per axis (h, w)")
+    return values
+
+
+def same_pads(size: int, kernel: int, stride: int, same: str) -> tuple[int, int]:
+    """(before, after) padding of one axis for SAME: out = ceil(size / stride), the total padding
+    split evenly, the odd one at the end ("upper") or the beginning ("lower")."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    small = total // 2
+    return (small, total - small) if same == "upper" else (total - small, small)
+
+
 @dataclass(eq=False)
 class Node:
     """One value of the source graph and the op that produces it.
@@ -63,9 +95,7 @@ class Node:
     tag: str
     inputs: list["Node"] = field(default_factory=list)
     users: int = 0
-    kernel: int = 1
-    stride: int = 1
-    pad: int = 0
+    geometry: "WindowGeometry" = field(default_factory=lambda: WindowGeometry())
     weight: np.ndarray | None = None
     bias: np.ndarray | None = None
     bn: BatchNorm | None = None
@@ -171,9 +201,7 @@ class _Plan:
     input: int
     tail: Node
     node: Node                     # the op that made the layer (conv/linear/pool/add)
-    kernel: int = 1
-    stride: int = 1
-    pad: int = 0
+    window: _core.Window = field(default_factory=_core.Window)
     bn: BatchNorm | None = None
     relu: bool = False
     residual_input: int = -1
@@ -224,9 +252,6 @@ class GraphMapper:
         return name
 
     def _add_plan(self, node: Node, kind: str, source: Node, **fields) -> _Plan:
-        fields.setdefault("kernel", node.kernel)
-        fields.setdefault("stride", node.stride)
-        fields.setdefault("pad", node.pad)
         plan = _Plan(self._unique_name(node), kind, self.values[source].layer, node, node, **fields)
         self.plans.append(plan)
         self.values[node] = _Value(len(self.plans) - 1)
@@ -247,6 +272,27 @@ class GraphMapper:
             self._fail(node, "expects a [N, C, H, W] tensor, got a flattened one")
         return source
 
+    def _window(self, node: Node, source: Node) -> _core.Window:
+        """The node's window with SAME padding resolved on the source's size; each pad must be
+        below its axis' kernel (the format's rule, which keeps padding out of every max)."""
+        g = node.geometry
+        (kh, kw), (sh, sw) = g.kernel, g.stride
+        if g.same:
+            _, h, w = self.ranges.shape[source]
+            (top, bottom), (left, right) = same_pads(h, kh, sh, g.same), same_pads(w, kw, sw, g.same)
+        else:
+            top, bottom, left, right = g.pads
+        window = _core.Window(kh, kw, sh, sw, top, bottom, left, right)
+        for name, pad, kernel in (("pad_top", top, kh), ("pad_bottom", bottom, kh), ("pad_left", left, kw),
+                                  ("pad_right", right, kw)):
+            if not 0 <= pad < kernel:
+                self._fail(node, f"padding {name}={pad} must be in 0..{kernel - 1} (below the kernel's "
+                                 f"{'height' if name in ('pad_top', 'pad_bottom') else 'width'} {kernel})")
+        if g.exclude_pad and (top or bottom or left or right):
+            self._fail(node, "an average pool that excludes the padding from its divisor (count_include_pad "
+                             "off) is not supported with padding (the GEMM divides by kernel_h * kernel_w)")
+        return window
+
     def _alias(self, node: Node, source: Node, value: _Value) -> None:
         self.values[node] = value
         plan = self._sole_tail_of(source)
@@ -255,21 +301,23 @@ class GraphMapper:
 
     # -- one method per node tag
 
+    def _map_windowed(self, node, kind: str):
+        source = self._spatial_input(node)
+        self._add_plan(node, kind, source, window=self._window(node, source))
+
     def _map_conv(self, node):
-        self._add_plan(node, "conv", self._spatial_input(node))
+        self._map_windowed(node, "conv")
 
     def _map_max_pool(self, node):
-        self._add_plan(node, "max_pool", self._spatial_input(node))
+        self._map_windowed(node, "max_pool")
 
     def _map_avg_pool(self, node):
-        self._add_plan(node, "avg_pool", self._spatial_input(node))
+        self._map_windowed(node, "avg_pool")
 
     def _map_global_avg_pool(self, node):
         source = self._spatial_input(node)
         _, h, w = self.ranges.shape[source]
-        if h != w:
-            self._fail(node, f"global average pool over a non-square {h}x{w} map is not supported")
-        self._add_plan(node, "avg_pool", source, kernel=h, stride=1, pad=0)
+        self._add_plan(node, "avg_pool", source, window=_core.Window(kernel_h=h, kernel_w=w))
 
     def _map_bn(self, node):
         source = node.inputs[0]
@@ -288,7 +336,7 @@ class GraphMapper:
         if plan is None:
             # Nothing to fuse into (the input, or a value with several readers): a 1x1 max pool
             # with its ReLU flag is an exact standalone ReLU.
-            plan = self._add_plan(node, "max_pool", source, kernel=1, stride=1, pad=0)
+            plan = self._add_plan(node, "max_pool", source)
             plan.relu = True
             self.values[node] = _Value(self.values[node].layer, self.values[source].flat_chw)
             return
@@ -440,7 +488,7 @@ class Quantizer:
         elif plan.kind == "avg_pool":
             y_frac = self._avg_pool(plan, layer, x_frac)
         else:  # max_pool: exact, keeps its input's scale
-            layer.kernel, layer.stride, layer.pad = plan.kernel, plan.stride, plan.pad
+            layer.window = plan.window
             y_frac = x_frac
         self.frac.append(y_frac)
         self.weight_frac.append(w_frac)
@@ -476,7 +524,7 @@ class Quantizer:
         layer.bias, layer.bias_shift = q.quantize_bias(bias, acc_frac)
         layer.out_channels = weight.shape[0]
         if plan.kind == "conv":
-            layer.kernel, layer.stride, layer.pad = plan.kernel, plan.stride, plan.pad
+            layer.window = plan.window
         return y_frac, w_frac
 
     def _add(self, plan: _Plan, layer, a_frac: int) -> int:
@@ -489,13 +537,13 @@ class Quantizer:
         return y_frac
 
     def _avg_pool(self, plan: _Plan, layer, x_frac: int) -> int:
-        k = plan.kernel
-        layer.kernel, layer.stride, layer.pad = k, plan.stride, plan.pad
+        taps = plan.window.kernel_h * plan.window.kernel_w
+        layer.window = plan.window
         y_frac = self._fit(plan.tail)
         # y = avg_mult * sum / 2^out_shift must approximate mean * 2^(y_frac - x_frac).
-        while 2.0 ** (y_frac - x_frac) / (k * k) > q.AVG_MULT_MAX:
+        while 2.0 ** (y_frac - x_frac) / taps > q.AVG_MULT_MAX:
             y_frac -= 1
-        layer.avg_mult, layer.out_shift = q.avg_pool_multiplier(2.0 ** (y_frac - x_frac) / (k * k))
+        layer.avg_mult, layer.out_shift = q.avg_pool_multiplier(2.0 ** (y_frac - x_frac) / taps)
         return y_frac
 
     def _check_align(self, plan: _Plan, shift: int, what: str) -> None:
@@ -522,13 +570,3 @@ def build_network(nodes: list[Node], output: Node, ranges: Ranges, name: str, so
     plans, output_layer = GraphMapper(ranges, source).map(nodes, output)
     return Quantizer(plans, ranges, nodes[0], source).build(name, output_layer)
 
-
-def square(value, what: str) -> int:
-    """A kernel/stride/padding given as an int or equal values per axis; the format has one value
-    for both axes.  Raises ValueError naming what otherwise."""
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    values = [int(v) for v in value]
-    if values and all(v == values[0] for v in values):
-        return values[0]
-    raise ValueError(f"{what} {tuple(values)} is not square (the format has one value for both axes)")

@@ -90,21 +90,27 @@ class _Op:
     like, which only feed a reshape's target shape)."""
     tag: str
     module: nn.Module | None = None
-    kernel: int = 1
-    stride: int = 1
-    pad: int = 0
+    geometry: nb.WindowGeometry = nb.WindowGeometry()
 
 
 class _Unsupported(Exception):
     pass
 
 
-def _square(value, what: str) -> int:
-    """A kernel/stride/padding given as int or pair; the format has one value for both axes."""
+def _pair(value, what: str) -> tuple[int, int]:
+    """A kernel/stride/padding given as int or (h, w)."""
     try:
-        return nb.square(value, what)
+        return nb.pair(value, what)
     except ValueError as exc:
         raise _Unsupported(str(exc)) from None
+
+
+def _pool_geometry(m, exclude_pad: bool = False) -> nb.WindowGeometry:
+    """nn.MaxPool2d / nn.AvgPool2d: the stride defaults to the kernel; symmetric padding per axis."""
+    kernel = _pair(m.kernel_size, "kernel_size")
+    stride = _pair(m.stride if m.stride is not None else m.kernel_size, "stride")
+    ph, pw = _pair(m.padding, "padding")
+    return nb.WindowGeometry(kernel, stride, (ph, ph, pw, pw), exclude_pad=exclude_pad)
 
 
 def _conv_op(m: nn.Conv2d) -> _Op:
@@ -114,41 +120,31 @@ def _conv_op(m: nn.Conv2d) -> _Op:
         raise _Unsupported(f"dilation {tuple(m.dilation)} is not supported")
     if m.padding_mode != "zeros":
         raise _Unsupported(f"padding_mode '{m.padding_mode}' is not supported (zero padding only)")
-    kernel = _square(m.kernel_size, "kernel")
-    stride = _square(m.stride, "stride")
+    kernel, stride = _pair(m.kernel_size, "kernel_size"), _pair(m.stride, "stride")
     if m.padding == "valid":
-        pad = 0
-    elif m.padding == "same":
-        if stride != 1 or kernel % 2 == 0:
-            raise _Unsupported("padding='same' is supported only for odd kernels at stride 1")
-        pad = kernel // 2
-    else:
-        pad = _square(m.padding, "padding")
-    if pad >= kernel:
-        raise _Unsupported(f"padding {pad} >= kernel {kernel} is not supported")
-    return _Op("conv", m, kernel, stride, pad)
+        return _Op("conv", m, nb.WindowGeometry(kernel, stride))
+    if m.padding == "same":   # PyTorch allows it at stride 1 only; the odd pad goes to the end
+        return _Op("conv", m, nb.WindowGeometry(kernel, stride, same="upper"))
+    ph, pw = _pair(m.padding, "padding")
+    return _Op("conv", m, nb.WindowGeometry(kernel, stride, (ph, ph, pw, pw)))
 
 
 def _max_pool_op(m: nn.MaxPool2d) -> _Op:
-    if m.ceil_mode or m.return_indices:
-        raise _Unsupported("ceil_mode and return_indices are not supported")
-    if _square(m.dilation, "dilation") != 1:
-        raise _Unsupported(f"dilation {m.dilation} is not supported")
-    kernel = _square(m.kernel_size, "kernel")
-    stride = _square(m.stride if m.stride is not None else m.kernel_size, "stride")
-    pad = _square(m.padding, "padding")
-    return _Op("max_pool", m, kernel, stride, pad)
+    if m.ceil_mode:
+        raise _Unsupported("ceil_mode=True is not supported (output sizes round down)")
+    if m.return_indices:
+        raise _Unsupported("return_indices=True is not supported")
+    if _pair(m.dilation, "dilation") != (1, 1):
+        raise _Unsupported(f"dilation={m.dilation} is not supported (only 1)")
+    return _Op("max_pool", m, _pool_geometry(m))
 
 
 def _avg_pool_op(m: nn.AvgPool2d) -> _Op:
-    kernel = _square(m.kernel_size, "kernel")
-    stride = _square(m.stride if m.stride is not None else m.kernel_size, "stride")
-    pad = _square(m.padding, "padding")
-    if m.ceil_mode or m.divisor_override is not None:
-        raise _Unsupported("ceil_mode and divisor_override are not supported")
-    if pad > 0 and not m.count_include_pad:
-        raise _Unsupported("count_include_pad=False with padding is not supported (the GEMM divides by k*k)")
-    return _Op("avg_pool", m, kernel, stride, pad)
+    if m.ceil_mode:
+        raise _Unsupported("ceil_mode=True is not supported (output sizes round down)")
+    if m.divisor_override is not None:
+        raise _Unsupported("divisor_override is not supported")
+    return _Op("avg_pool", m, _pool_geometry(m, exclude_pad=not m.count_include_pad))
 
 
 def _module_op(m: nn.Module) -> _Op:
@@ -293,8 +289,7 @@ def _neutral_nodes(graph_module: fx.GraphModule, ops: dict) -> tuple[list[nb.Nod
         if op.tag in ("output", "shape"):
             continue
         inputs = [node_of[a] for a in _tensor_args(fx_node) if a in node_of]
-        node = nb.Node(fx_node.name, _node_where(fx_node), op.tag, inputs, kernel=op.kernel, stride=op.stride,
-                       pad=op.pad)
+        node = nb.Node(fx_node.name, _node_where(fx_node), op.tag, inputs, geometry=op.geometry)
         module = op.module
         if op.tag in ("conv", "linear"):
             node.weight = _f64(module.weight)

@@ -304,33 +304,38 @@ class _Graph:
             raise _Skip(f"only 2-D convolutions are supported (weight of rank {weight.ndim})")
         if a.get("group", 1) != 1:
             raise _Skip(f"grouped convolution (group={a['group']}) is not supported")
-        if any(d != 1 for d in a.get("dilations", [1, 1])):
-            raise _Skip(f"dilation {tuple(a['dilations'])} is not supported")
-        kernel, stride, pad = self._geometry(a, weight.shape[2:])
-        if pad >= kernel:
-            raise _Skip(f"padding {pad} >= kernel {kernel} is not supported")
+        geometry = self._geometry(a, weight.shape[2:])
         bias = self._weight(ins[2], "bias") if len(ins) > 2 and ins[2] else None
-        made = self._add(node, index, "conv", [x], kernel=kernel, stride=stride, pad=pad, weight=weight, bias=bias)
+        made = self._add(node, index, "conv", [x], geometry=geometry, weight=weight, bias=bias)
         self._note_weight_scale(made, ins[1])
 
-    def _geometry(self, a: dict, kernel_hw) -> tuple[int, int, int]:
-        try:
-            kernel = nb.square(list(a.get("kernel_shape", kernel_hw)), "kernel")
-            stride = nb.square(list(a.get("strides", [1, 1])), "stride")
-            auto_pad = a.get("auto_pad", b"NOTSET")
-            auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-            if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-                if stride != 1 or kernel % 2 == 0:
-                    raise ValueError(f"auto_pad {auto_pad} is supported only for odd kernels at stride 1")
-                pad = kernel // 2
-            elif auto_pad == "VALID":
-                pad = 0
-            else:
-                pads = list(a.get("pads", [0, 0, 0, 0]))
-                pad = nb.square(pads, "padding (top, left, bottom, right)")
-        except ValueError as exc:
-            raise _Skip(str(exc)) from None
-        return kernel, stride, pad
+    @staticmethod
+    def _geometry(a: dict, kernel_hw, exclude_pad: bool = False) -> nb.WindowGeometry:
+        """kernel_shape, strides, pads ([top, left, bottom, right]) or auto_pad of a Conv or pool;
+        dilations and ceil_mode, which the format lacks, are refused naming the attribute."""
+        dilations = [int(d) for d in a.get("dilations", [1, 1])]
+        if any(d != 1 for d in dilations):
+            raise _Skip(f"attribute dilations={dilations} is not supported (only 1)")
+        if a.get("ceil_mode", 0):
+            raise _Skip("attribute ceil_mode=1 is not supported (output sizes round down)")
+        kernel = [int(k) for k in a.get("kernel_shape", kernel_hw)]
+        stride = [int(s) for s in a.get("strides", [1, 1])]
+        if len(kernel) != 2 or len(stride) != 2:
+            raise _Skip(f"only 2-D windows are supported (kernel_shape={kernel}, strides={stride})")
+        auto_pad = a.get("auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            same = "upper" if auto_pad == "SAME_UPPER" else "lower"
+            return nb.WindowGeometry(tuple(kernel), tuple(stride), same=same, exclude_pad=exclude_pad)
+        if auto_pad == "VALID":
+            return nb.WindowGeometry(tuple(kernel), tuple(stride), exclude_pad=exclude_pad)
+        if auto_pad != "NOTSET":
+            raise _Skip(f"attribute auto_pad={auto_pad} is not supported")
+        pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])]
+        if len(pads) != 4:
+            raise _Skip(f"attribute pads={pads} must hold 4 values (top, left, bottom, right)")
+        top, left, bottom, right = pads
+        return nb.WindowGeometry(tuple(kernel), tuple(stride), (top, bottom, left, right), exclude_pad=exclude_pad)
 
     def _op_BatchNormalization(self, node, index, ins, a):
         x = self._data(ins[0])
@@ -374,18 +379,13 @@ class _Graph:
         raise _Skip("adding a constant is supported only as the bias of a preceding MatMul")
 
     def _op_MaxPool(self, node, index, ins, a):
-        if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])) or len(node.output) > 1:
-            raise _Skip("ceil_mode, dilation and the indices output are not supported")
-        kernel, stride, pad = self._geometry(a, a["kernel_shape"])
-        self._add(node, index, "max_pool", [self._data(ins[0])], kernel=kernel, stride=stride, pad=pad)
+        if len(node.output) > 1 and node.output[1]:
+            raise _Skip("the indices output is not supported")
+        self._add(node, index, "max_pool", [self._data(ins[0])], geometry=self._geometry(a, a["kernel_shape"]))
 
     def _op_AveragePool(self, node, index, ins, a):
-        kernel, stride, pad = self._geometry(a, a["kernel_shape"])
-        if a.get("ceil_mode", 0):
-            raise _Skip("ceil_mode is not supported")
-        if pad > 0 and not a.get("count_include_pad", 0):
-            raise _Skip("padding without count_include_pad=1 is not supported (the GEMM divides by k*k)")
-        self._add(node, index, "avg_pool", [self._data(ins[0])], kernel=kernel, stride=stride, pad=pad)
+        geometry = self._geometry(a, a["kernel_shape"], exclude_pad=not a.get("count_include_pad", 0))
+        self._add(node, index, "avg_pool", [self._data(ins[0])], geometry=geometry)
 
     def _op_GlobalAveragePool(self, node, index, ins, a):
         self._add(node, index, "global_avg_pool", [self._data(ins[0])])

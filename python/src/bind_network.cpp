@@ -2,6 +2,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <array>
+#include <utility>
+
 #include "bindings.hpp"
 #include "common/errors.hpp"
 #include "formats/network.hpp"
@@ -40,6 +43,48 @@ py::dict field_ranges() {
     return d;
 }
 
+std::string window_repr(const Window& w) {
+    return "Window(kernel_h=" + std::to_string(w.kernel_h) + ", kernel_w=" + std::to_string(w.kernel_w) +
+           ", stride_h=" + std::to_string(w.stride_h) + ", stride_w=" + std::to_string(w.stride_w) +
+           ", pad_top=" + std::to_string(w.pad_top) + ", pad_bottom=" + std::to_string(w.pad_bottom) +
+           ", pad_left=" + std::to_string(w.pad_left) + ", pad_right=" + std::to_string(w.pad_right) + ")";
+}
+
+// The square shorthand `kernel`, `stride`, `pad` of a layer: reading it needs the same value on
+// every axis (and side) it covers, otherwise it is a FormatError naming the per-axis fields to read
+// instead; writing it sets them all, so code written for square layers keeps working.
+template <std::size_t N>
+void bind_square_field(py::class_<Layer>& layer, const char* name, std::array<int Window::*, N> members) {
+    layer.def_property(
+        name,
+        [name, members](const Layer& l) {
+            const int first = l.window.*members[0];
+            for (auto member : members) {
+                if (l.window.*member == first) continue;
+                throw FormatError("<memory>", "layers/" + l.name + "/" + name,
+                                  std::string("differs between axes (") + window_repr(l.window) + "); read the per-axis fields");
+            }
+            return first;
+        },
+        [members](Layer& l, int value) {
+            for (auto member : members) l.window.*member = value;
+        });
+}
+
+void bind_window_fields(py::class_<Layer>& layer) {
+    const std::pair<const char*, int Window::*> fields[] = {
+        {"kernel_h", &Window::kernel_h}, {"kernel_w", &Window::kernel_w}, {"stride_h", &Window::stride_h},
+        {"stride_w", &Window::stride_w}, {"pad_top", &Window::pad_top},   {"pad_bottom", &Window::pad_bottom},
+        {"pad_left", &Window::pad_left}, {"pad_right", &Window::pad_right}};
+    for (const auto& [name, member] : fields)
+        layer.def_property(
+            name, [member](const Layer& l) { return l.window.*member; },
+            [member](Layer& l, int value) { l.window.*member = value; });
+    bind_square_field<2>(layer, "kernel", {&Window::kernel_h, &Window::kernel_w});
+    bind_square_field<2>(layer, "stride", {&Window::stride_h, &Window::stride_w});
+    bind_square_field<4>(layer, "pad", {&Window::pad_top, &Window::pad_bottom, &Window::pad_left, &Window::pad_right});
+}
+
 void bind_network(py::module_& m) {
     m.attr("LAYER_FIELD_RANGES") = field_ranges();
     m.attr("NETWORK_INPUT") = kNetworkInput;
@@ -62,14 +107,35 @@ void bind_network(py::module_& m) {
             return "Shape3(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ", " + std::to_string(s.c) + ")";
         });
 
-    py::class_<Layer>(m, "Layer")
+    py::class_<Window>(m, "Window", "Per-axis window of a conv or pool: kernel, stride and the four pads")
+        .def(py::init([](int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_top, int pad_bottom,
+                         int pad_left, int pad_right) {
+                 return Window{kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_bottom, pad_left, pad_right};
+             }),
+             py::arg("kernel_h") = 1, py::arg("kernel_w") = 1, py::arg("stride_h") = 1, py::arg("stride_w") = 1,
+             py::arg("pad_top") = 0, py::arg("pad_bottom") = 0, py::arg("pad_left") = 0, py::arg("pad_right") = 0)
+        .def_static("square", &Window::square, py::arg("kernel"), py::arg("stride") = 1, py::arg("pad") = 0)
+        .def_readwrite("kernel_h", &Window::kernel_h)
+        .def_readwrite("kernel_w", &Window::kernel_w)
+        .def_readwrite("stride_h", &Window::stride_h)
+        .def_readwrite("stride_w", &Window::stride_w)
+        .def_readwrite("pad_top", &Window::pad_top)
+        .def_readwrite("pad_bottom", &Window::pad_bottom)
+        .def_readwrite("pad_left", &Window::pad_left)
+        .def_readwrite("pad_right", &Window::pad_right)
+        .def_property_readonly("is_square", &Window::is_square)
+        .def("out_h", &Window::out_h, py::arg("in_h"))
+        .def("out_w", &Window::out_w, py::arg("in_w"))
+        .def("__eq__", &Window::operator==)
+        .def("__repr__", [](const Window& w) { return window_repr(w); });
+
+    py::class_<Layer> layer(m, "Layer");
+    layer.def(py::init<>())
         .def(py::init<>())
         .def_readwrite("name", &Layer::name)
         .def_readwrite("kind", &Layer::kind)
         .def_readwrite("input", &Layer::input)
-        .def_readwrite("kernel", &Layer::kernel)
-        .def_readwrite("stride", &Layer::stride)
-        .def_readwrite("pad", &Layer::pad)
+        .def_readwrite("window", &Layer::window)
         .def_readwrite("out_channels", &Layer::out_channels)
         .def_property("weights", [](const Layer& l) { return to_array(l.weights); },
                       [](Layer& l, const py::array& a) { l.weights = from_array(a, "layers/" + l.name + "/weights"); })
@@ -90,6 +156,7 @@ void bind_network(py::module_& m) {
         .def_property_readonly("gemm_m", &Layer::gemm_m)
         .def_property_readonly("gemm_p", &Layer::gemm_p)
         .def("__repr__", [](const Layer& l) { return "<Layer " + l.name + " " + to_string(l.kind) + ">"; });
+    bind_window_fields(layer);
 
     py::class_<Network>(m, "Network")
         .def(py::init<>())

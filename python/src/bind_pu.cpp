@@ -222,17 +222,22 @@ void bind_pu(py::module_& m) {
           "acc[N, P] = w[N, M] @ x[M, P] + (bias[N] << bias_shift), exact int32.\n"
           "kernel (fast backend): 'auto' or one of fast_kernels().");
 
+    const auto im2col_window = [](const py::object& x_obj, const Window& window) {
+        const Int8Array x = int8_arg(x_obj, 3, "x");
+        const WindowGeometry g{{int(x.shape(0)), int(x.shape(1)), int(x.shape(2))}, window};
+        g.validate("im2col");
+        Int8Array out({py::ssize_t(g.p()), py::ssize_t(g.m())});
+        {
+            py::gil_scoped_release release;
+            im2col_into(x.data(), g, 0, g.m(), reinterpret_cast<std::uint8_t*>(out.mutable_data()));
+        }
+        return out;
+    };
+    m.def("im2col", im2col_window, py::arg("x"), py::arg("window"),
+          "IM2COL of an HWC int8 map x[H, W, C] under a per-axis Window (see the square form below).");
     m.def("im2col",
-          [](const py::object& x_obj, int kernel, int stride, int pad) {
-              const Int8Array x = int8_arg(x_obj, 3, "x");
-              const WindowGeometry g{{int(x.shape(0)), int(x.shape(1)), int(x.shape(2))}, kernel, stride, pad};
-              g.validate("im2col");
-              Int8Array out({py::ssize_t(g.p()), py::ssize_t(g.m())});
-              {
-                  py::gil_scoped_release release;
-                  im2col_into(x.data(), g, 0, g.m(), reinterpret_cast<std::uint8_t*>(out.mutable_data()));
-              }
-              return out;
+          [im2col_window](const py::object& x_obj, int kernel, int stride, int pad) {
+              return im2col_window(x_obj, Window::square(kernel, stride, pad));
           },
           py::arg("x"), py::arg("kernel"), py::arg("stride") = 1, py::arg("pad") = 0,
           "IM2COL of an HWC int8 map x[H, W, C]: returns the patch-major operand [P, M] (row p = output\n"

@@ -158,7 +158,7 @@ TEST(PeriphCosim, WholeLayerEqualsTheModelsApplyOutput) {
     Layer l;
     l.name = "conv";
     l.kind = LayerKind::Conv;
-    l.kernel = 1;
+    l.window = Window::square(1);
     l.out_channels = 21;
     pcg32 rng(9);
     l.weights.resize(21 * 3);

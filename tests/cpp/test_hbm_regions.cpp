@@ -21,8 +21,7 @@ Network tiny_network() {
     Layer conv;
     conv.name = "conv";
     conv.kind = LayerKind::Conv;
-    conv.kernel = 3;
-    conv.pad = 1;
+    conv.window = Window::square(3, 1, 1);
     conv.out_channels = 8;
     conv.weights.assign(8 * 3 * 3 * 4, 1);
     conv.bias.assign(8, 0);

@@ -46,8 +46,7 @@ Network tiny_network() {
     Layer conv;
     conv.name = "conv";
     conv.kind = LayerKind::Conv;
-    conv.kernel = 3;
-    conv.pad = 1;
+    conv.window = Window::square(3, 1, 1);
     conv.out_channels = 2;
     for (int i = 0; i < 2 * 3 * 3 * 2; ++i) conv.weights.push_back(std::int8_t(i * 7 - 60));
     conv.bias = {5, -7};
@@ -66,13 +65,12 @@ Network tiny_network() {
     pool.name = "pool";
     pool.kind = LayerKind::MaxPool;
     pool.input = 1;
-    pool.kernel = 2;
-    pool.stride = 2;
+    pool.window = Window::square(2, 2);
     Layer avg;
     avg.name = "avg";
     avg.kind = LayerKind::AvgPool;
     avg.input = 2;
-    avg.kernel = 2;
+    avg.window = Window::square(2);
     avg.avg_mult = 32;
     avg.out_shift = 7;
     Layer fc;
@@ -88,6 +86,13 @@ Network tiny_network() {
     return net;
 }
 
+// Opens layer `name` of the model file at `path` for writing and runs `edit` on its group.
+template <class Edit>
+void layer_of(const std::string& path, const std::string& name, Edit edit) {
+    const auto f = h5::File::open_write(path);
+    edit(f.open_group("layers").open_group(name));
+}
+
 void expect_same_network(const Network& a, const Network& b) {
     EXPECT_EQ(a.name, b.name);
     EXPECT_EQ(a.input_shape, b.input_shape);
@@ -101,9 +106,7 @@ void expect_same_network(const Network& a, const Network& b) {
         EXPECT_EQ(x.name, y.name);
         EXPECT_EQ(x.kind, y.kind);
         EXPECT_EQ(x.input, y.input);
-        EXPECT_EQ(x.kernel, y.kernel);
-        EXPECT_EQ(x.stride, y.stride);
-        EXPECT_EQ(x.pad, y.pad);
+        EXPECT_EQ(x.window, y.window);
         EXPECT_EQ(x.out_channels, y.out_channels);
         EXPECT_EQ(x.weights, y.weights);
         EXPECT_EQ(x.bias, y.bias);
@@ -146,6 +149,91 @@ TEST_F(ModelFileTest, EveryLayerKindAndFieldRoundTrips) {
     const Network net = tiny_network();
     save_model(net, path("tiny.h5"));
     expect_same_network(net, load_model(path("tiny.h5")));
+}
+
+namespace {
+
+// Non-square windows on a conv and both pools: 3x5 stride (1, 2) pads (0, 1, 2, 1), 1x3 / 2x1.
+Network nonsquare_network() {
+    Network net;
+    net.name = "nonsquare";
+    net.input_shape = {6, 9, 2};
+    Layer conv;
+    conv.name = "conv";
+    conv.kind = LayerKind::Conv;
+    conv.window = Window{3, 5, 1, 2, 0, 1, 2, 1};
+    conv.out_channels = 3;
+    for (int i = 0; i < 3 * 3 * 5 * 2; ++i) conv.weights.push_back(std::int8_t(i * 5 - 70));
+    conv.bias = {1, -2, 3};
+    conv.out_shift = 3;
+    Layer pool;
+    pool.name = "pool";
+    pool.kind = LayerKind::MaxPool;
+    pool.input = 0;
+    pool.window = Window{1, 3, 1, 2, 0, 0, 1, 1};
+    Layer avg;
+    avg.name = "avg";
+    avg.kind = LayerKind::AvgPool;
+    avg.input = 1;
+    avg.window = Window{2, 1, 2, 1, 1, 0, 0, 0};
+    avg.avg_mult = 64;
+    avg.out_shift = 7;
+    net.layers = {conv, pool, avg};
+    net.resolve();
+    return net;
+}
+
+// Rewrites a version-2 file as version 1: the eight per-axis fields become one square kernel,
+// stride and pad (every window in the file must be square).
+void downgrade_to_version_1(const std::string& path) {
+    const auto f = h5::File::open_write(path);
+    f.remove_attribute("format_version");
+    f.write_attribute<std::int32_t>("format_version", 1);
+    const h5::Location layers = f.open_group("layers");
+    for (const auto& name : layers.children_in_creation_order()) {
+        const h5::Location g = layers.open_group(name);
+        const int kernel = g.read_attribute_int("kernel_h");
+        const int stride = g.read_attribute_int("stride_h");
+        const int pad = g.read_attribute_int("pad_top");
+        for (const char* field : {"kernel_h", "kernel_w", "stride_h", "stride_w", "pad_top", "pad_bottom", "pad_left",
+                                  "pad_right"})
+            g.remove_attribute(field);
+        g.write_attribute<std::int32_t>("kernel", kernel);
+        g.write_attribute<std::int32_t>("stride", stride);
+        g.write_attribute<std::int32_t>("pad", pad);
+    }
+}
+
+}  // namespace
+
+TEST_F(ModelFileTest, NonSquareWindowsRoundTripPerAxis) {
+    const Network net = nonsquare_network();
+    EXPECT_EQ(net.layers[0].out_shape, (Shape3{5, 4, 3}));   // (6+0+1-3)/1+1, (9+2+1-5)/2+1 = 7/2+1
+    EXPECT_EQ(net.layers[1].out_shape, (Shape3{5, 2, 3}));   // (5-1)/1+1, (4+1+1-3)/2+1 = 3/2+1
+    EXPECT_EQ(net.layers[2].out_shape, (Shape3{3, 2, 3}));   // (5+1+0-2)/2+1, (2-1)/1+1
+    save_model(net, path("ns.h5"));
+    expect_same_network(net, load_model(path("ns.h5")));
+    const auto f = h5::File::open_read(path("ns.h5"));
+    EXPECT_EQ(f.read_attribute_int("format_version"), 2);
+    const h5::Location conv = f.open_group("layers").open_group("conv");
+    EXPECT_EQ(conv.open_dataset("weights").dims(), (h5::Dims{3, 3, 5, 2}));
+    EXPECT_EQ(conv.read_attribute_int("pad_left"), 2);
+    EXPECT_FALSE(conv.has_attribute("kernel"));
+}
+
+TEST_F(ModelFileTest, Version1FilesWithSquareWindowsStillLoad) {
+    const Network net = zoo::resnet18(3, 32, 10);
+    save_model(net, path("v1.h5"));
+    downgrade_to_version_1(path("v1.h5"));
+    {
+        const auto f = h5::File::open_read(path("v1.h5"));
+        ASSERT_EQ(f.read_attribute_int("format_version"), 1);
+        ASSERT_TRUE(f.open_group("layers").open_group("conv1").has_attribute("kernel"));
+    }
+    expect_same_network(net, load_model(path("v1.h5")));
+    // A version-1 file is read by its own fields: one lacking `pad` names that field.
+    layer_of(path("v1.h5"), "conv1", [](const h5::Location& g) { g.remove_attribute("pad"); });
+    expect_format_error(path("v1.h5"), "layers/conv1/pad", "missing");
 }
 
 TEST_F(ModelFileTest, LayerGroupsListInNetworkOrder) {
@@ -215,7 +303,7 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"WrongFormat", "format", "aimcemu-model",
                    [](const h5::File& f) { f.remove_attribute("format"); f.write_attribute("format", "something-else"); }},
         Corruption{"NewerVersion", "format_version", "newer",
-                   [](const h5::File& f) { f.remove_attribute("format_version"); f.write_attribute<std::int32_t>("format_version", 2); }},
+                   [](const h5::File& f) { f.remove_attribute("format_version"); f.write_attribute<std::int32_t>("format_version", kModelFormatVersion + 1); }},
         Corruption{"VersionAsString", "format_version", "integer",
                    [](const h5::File& f) { f.remove_attribute("format_version"); f.write_attribute("format_version", "1"); }},
         Corruption{"MissingName", "name", "missing",
@@ -250,6 +338,12 @@ INSTANTIATE_TEST_SUITE_P(
                    [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "fc"), "bias", {4}); }},
         Corruption{"PoolWithWeights", "layers/pool/weights", "carry no weights",
                    [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "pool"), "weights", {1}); }},
+        Corruption{"PadLeftNotBelowKernelW", "layers/0 (conv)/pad_left", "0..kernel_w-1",
+                   [](const h5::File& f) { layer(f, "conv").remove_attribute("pad_left"); layer(f, "conv").write_attribute<std::int32_t>("pad_left", 3); }},
+        Corruption{"MissingStrideW", "layers/pool/stride_w", "missing",
+                   [](const h5::File& f) { layer(f, "pool").remove_attribute("stride_w"); }},
+        Corruption{"WeightsTransposedKernel", "layers/conv/weights", "kernel_h=3, kernel_w=3",
+                   [](const h5::File& f) { replace_dataset<std::int8_t>(layer(f, "conv"), "weights", {2, 1, 9, 2}); }},
         Corruption{"ProducerAfterLayer", "layers/1 (add)/input", "earlier layer",
                    [](const h5::File& f) { layer(f, "add").remove_attribute("input"); layer(f, "add").write_attribute<std::int32_t>("input", 3); }}),
     [](const auto& info) { return info.param.name; });

@@ -26,8 +26,7 @@ Network small_network() {
     net.input_shape = {4, 4, 2};
     Layer conv;
     conv.name = "conv";
-    conv.kernel = 3;
-    conv.pad = 1;
+    conv.window = Window::square(3, 1, 1);
     conv.out_channels = 3;
     conv.weights.assign(3 * 3 * 3 * 2, 1);
     conv.bias.assign(3, 0);
@@ -35,8 +34,7 @@ Network small_network() {
     pool.name = "pool";
     pool.kind = LayerKind::MaxPool;
     pool.input = 0;
-    pool.kernel = 2;
-    pool.stride = 2;
+    pool.window = Window::square(2, 2);
     Layer fc;
     fc.name = "fc";
     fc.kind = LayerKind::Linear;

@@ -33,9 +33,9 @@ TEST(Zoo, ResNet50VariantsPlaceTheStrideDifferently) {
     const Network v1 = zoo::resnet50(zoo::ResNetVariant::V1);
     const Network v15 = zoo::resnet50(zoo::ResNetVariant::V1_5);
     const int a = v1.find_layer("layer2.0.conv1");
-    EXPECT_EQ(v1.layers[a].stride, 2);
-    EXPECT_EQ(v15.layers[a].stride, 1);
-    EXPECT_EQ(v15.layers[v15.find_layer("layer2.0.conv2")].stride, 2);
+    EXPECT_EQ(v1.layers[a].window, Window::square(1, 2));
+    EXPECT_EQ(v15.layers[a].window, Window::square(1, 1));
+    EXPECT_EQ(v15.layers[v15.find_layer("layer2.0.conv2")].window, Window::square(3, 2, 1));
     EXPECT_EQ(v1.layers.back().in_shape, v15.layers.back().in_shape);
 }
 

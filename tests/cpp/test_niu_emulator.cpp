@@ -34,8 +34,7 @@ Layer gemm_layer(const std::string& name, LayerKind kind, int input, int k, int 
     l.name = name;
     l.kind = kind;
     l.input = input;
-    l.kernel = k;
-    l.pad = pad;
+    l.window = Window::square(k, 1, pad);
     l.out_channels = n;
     l.weights = random_codes(rng, n * m);
     l.bias = random_codes(rng, n);
@@ -57,8 +56,7 @@ Network hybrid_network() {
     pool.name = "pool";
     pool.kind = LayerKind::MaxPool;
     pool.input = 0;
-    pool.kernel = 2;
-    pool.stride = 2;
+    pool.window = Window::square(2, 2);
     net.layers.push_back(pool);  // 3x3x5
     net.layers.push_back(gemm_layer("c1", LayerKind::Conv, 1, 3, 1, 8, 3 * 3 * 5, rng, 10));
     net.layers.push_back(gemm_layer("c2", LayerKind::Conv, 2, 1, 0, 8, 8, rng, 8));

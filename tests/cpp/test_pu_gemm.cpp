@@ -33,18 +33,20 @@ std::vector<std::int8_t> random_int8(pcg32& rng, std::int64_t count) {
 std::vector<std::int32_t> direct_conv(const std::vector<std::int8_t>& x, const WindowGeometry& g,
                                       const std::vector<std::int8_t>& w, const std::vector<std::int8_t>& bias,
                                       int bias_shift, int n) {
-    const int oh = g.out_h(), ow = g.out_w(), k = g.kernel, c = g.in.c;
+    const Window& win = g.window;
+    const int oh = g.out_h(), ow = g.out_w(), kh = win.kernel_h, kw = win.kernel_w, c = g.in.c;
     std::vector<std::int32_t> acc(std::size_t(std::int64_t(oh) * ow * n));
     for (int oy = 0; oy < oh; ++oy)
         for (int ox = 0; ox < ow; ++ox)
             for (int o = 0; o < n; ++o) {
                 std::int64_t sum = std::int64_t(bias[std::size_t(o)]) << bias_shift;
-                for (int ky = 0; ky < k; ++ky)
-                    for (int kx = 0; kx < k; ++kx)
+                for (int ky = 0; ky < kh; ++ky)
+                    for (int kx = 0; kx < kw; ++kx)
                         for (int ch = 0; ch < c; ++ch) {
-                            const int iy = oy * g.stride - g.pad + ky, ix = ox * g.stride - g.pad + kx;
+                            const int iy = oy * win.stride_h - win.pad_top + ky;
+                            const int ix = ox * win.stride_w - win.pad_left + kx;
                             if (iy < 0 || iy >= g.in.h || ix < 0 || ix >= g.in.w) continue;
-                            sum += std::int64_t(w[std::size_t(((std::int64_t(o) * k + ky) * k + kx) * c + ch)]) *
+                            sum += std::int64_t(w[std::size_t(((std::int64_t(o) * kh + ky) * kw + kx) * c + ch)]) *
                                    x[std::size_t((std::int64_t(iy) * g.in.w + ix) * c + ch)];
                         }
                 acc[std::size_t((std::int64_t(oy) * ow + ox) * n + o)] = std::int32_t(sum);
@@ -68,10 +70,46 @@ std::vector<ConvCase> random_cases(int count, std::uint64_t seed) {
     std::vector<ConvCase> cases;
     for (int i = 0; i < count; ++i) {
         ConvCase c;
-        c.g.kernel = kernels[rng(4)];
-        c.g.stride = 1 + int(rng(2));
-        c.g.pad = int(rng(std::uint32_t(std::min(3, c.g.kernel - 1) + 1)));
-        c.g.in = {c.g.kernel + int(rng(6)), c.g.kernel + int(rng(6)), channels[rng(6)]};
+        const int kernel = kernels[rng(4)];
+        const int stride = 1 + int(rng(2));
+        const int pad = int(rng(std::uint32_t(std::min(3, kernel - 1) + 1)));
+        c.g.window = Window::square(kernel, stride, pad);
+        c.g.in = {kernel + int(rng(6)), kernel + int(rng(6)), channels[rng(6)]};
+        c.n = outputs[rng(7)];
+        c.bias_shift = int(rng(12));
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+// Non-square windows: the named shapes of issue 14 (1x7, 7x1, 3x5 with stride (1, 2) and pads
+// top/bottom/left/right (0, 1, 2, 1)), then random kernels, strides and four independent pads per
+// case, including inputs exactly as large as the padded window.
+std::vector<ConvCase> nonsquare_cases(int count, std::uint64_t seed) {
+    std::vector<ConvCase> cases = {
+        {{{9, 11, 5}, Window{1, 7, 1, 1, 0, 0, 3, 3}}, 7, 2},
+        {{{11, 9, 3}, Window{7, 1, 1, 1, 3, 3, 0, 0}}, 17, 0},
+        {{{8, 10, 13}, Window{3, 5, 1, 2, 0, 1, 2, 1}}, 10, 5},
+        {{{3, 5, 67}, Window{3, 5, 2, 1, 0, 0, 0, 0}}, 65, 3},
+    };
+    pcg32 rng(seed);
+    const int kernels[] = {1, 2, 3, 5, 7};
+    const int channels[] = {1, 3, 5, 13, 67, 70};
+    const int outputs[] = {1, 7, 10, 17, 65, 70, 130};
+    for (int i = 0; i < count; ++i) {
+        ConvCase c;
+        Window& w = c.g.window;
+        w.kernel_h = kernels[rng(5)];
+        w.kernel_w = kernels[rng(5)];
+        w.stride_h = 1 + int(rng(3));
+        w.stride_w = 1 + int(rng(3));
+        w.pad_top = int(rng(std::uint32_t(w.kernel_h)));
+        w.pad_bottom = int(rng(std::uint32_t(w.kernel_h)));
+        w.pad_left = int(rng(std::uint32_t(w.kernel_w)));
+        w.pad_right = int(rng(std::uint32_t(w.kernel_w)));
+        // The smallest input the window fits in, plus 0..5.
+        c.g.in = {std::max(1, w.kernel_h - w.pad_top - w.pad_bottom) + int(rng(6)),
+                  std::max(1, w.kernel_w - w.pad_left - w.pad_right) + int(rng(6)), channels[rng(6)]};
         c.n = outputs[rng(7)];
         c.bias_shift = int(rng(12));
         cases.push_back(c);
@@ -80,9 +118,12 @@ std::vector<ConvCase> random_cases(int count, std::uint64_t seed) {
 }
 
 std::string describe(const ConvCase& c) {
+    const Window& w = c.g.window;
     return "in " + std::to_string(c.g.in.h) + "x" + std::to_string(c.g.in.w) + "x" + std::to_string(c.g.in.c) +
-           " k" + std::to_string(c.g.kernel) + " s" + std::to_string(c.g.stride) + " p" + std::to_string(c.g.pad) +
-           " N" + std::to_string(c.n) + " bias_shift " + std::to_string(c.bias_shift);
+           " k" + std::to_string(w.kernel_h) + "x" + std::to_string(w.kernel_w) + " s" + std::to_string(w.stride_h) +
+           "," + std::to_string(w.stride_w) + " p" + std::to_string(w.pad_top) + "," + std::to_string(w.pad_bottom) +
+           "," + std::to_string(w.pad_left) + "," + std::to_string(w.pad_right) + " N" + std::to_string(c.n) +
+           " bias_shift " + std::to_string(c.bias_shift);
 }
 
 std::vector<FastKernel> available_fast_kernels() {
@@ -94,20 +135,21 @@ std::vector<FastKernel> available_fast_kernels() {
 
 }  // namespace
 
-TEST(Im2col, MatchesTheDefinitionIncludingPaddingAndXorOffset) {
-    pcg32 rng(7);
-    for (const auto& c : random_cases(40, 11)) {
+// IM2COL of one case against its definition: patch row p = (oy, ox), column (ky, kx, c).
+void check_im2col_definition(const ConvCase& c, pcg32& rng) {
+    {
         const auto x = random_int8(rng, c.g.in.size());
         const auto patches = im2col(x.data(), c.g);
         const std::int64_t m = c.g.m(), stride = m + 5;
         std::vector<std::uint8_t> offset(std::size_t(c.g.p() * stride));
         im2col_into(x.data(), c.g, 0x80, stride, offset.data());
-        const int ow = c.g.out_w(), k = c.g.kernel, ch = c.g.in.c;
+        const Window& win = c.g.window;
+        const int ow = c.g.out_w(), kw = win.kernel_w, ch = c.g.in.c;
         for (std::int64_t p = 0; p < c.g.p(); ++p)
             for (std::int64_t col = 0; col < m; ++col) {
                 const int oy = int(p / ow), ox = int(p % ow);
-                const int ky = int(col / (k * ch)), kx = int(col / ch % k), cc = int(col % ch);
-                const int iy = oy * c.g.stride - c.g.pad + ky, ix = ox * c.g.stride - c.g.pad + kx;
+                const int ky = int(col / (kw * ch)), kx = int(col / ch % kw), cc = int(col % ch);
+                const int iy = oy * win.stride_h - win.pad_top + ky, ix = ox * win.stride_w - win.pad_left + kx;
                 const bool inside = iy >= 0 && iy < c.g.in.h && ix >= 0 && ix < c.g.in.w;
                 const std::int8_t expect = inside ? x[std::size_t((std::int64_t(iy) * c.g.in.w + ix) * ch + cc)] : 0;
                 ASSERT_EQ(patches[std::size_t(p * m + col)], expect) << describe(c);
@@ -116,10 +158,24 @@ TEST(Im2col, MatchesTheDefinitionIncludingPaddingAndXorOffset) {
     }
 }
 
-TEST(Gemm, ReferenceFastAndCycleSaAgreeWithDirectConvolution) {
-    pcg32 rng(2024);
+TEST(Im2col, MatchesTheDefinitionIncludingPaddingAndXorOffset) {
+    pcg32 rng(7);
+    for (const auto& c : random_cases(40, 11)) check_im2col_definition(c, rng);
+}
+
+TEST(Im2col, NonSquareWindowsMatchTheDefinition) {
+    pcg32 rng(8);
+    for (const auto& c : nonsquare_cases(60, 12)) {
+        EXPECT_EQ(c.g.m(), std::int64_t(c.g.window.kernel_h) * c.g.window.kernel_w * c.g.in.c) << describe(c);
+        check_im2col_definition(c, rng);
+    }
+}
+
+// IM2COL + each GEMM path (reference, every fast kernel, the cycle-level SA) against the direct
+// convolution, bit for bit.
+void check_conv_paths(const ConvCase& c, pcg32& rng) {
     const auto kernels = available_fast_kernels();
-    for (const auto& c : random_cases(60, 5)) {
+    {
         const auto x = random_int8(rng, c.g.in.size());
         const std::int64_t m = c.g.m(), p = c.g.p();
         const auto w = random_int8(rng, c.n * m);
@@ -141,6 +197,16 @@ TEST(Gemm, ReferenceFastAndCycleSaAgreeWithDirectConvolution) {
             ASSERT_EQ(acc, expect) << "cycle SA " << sa.rows << "x" << sa.cols << ", " << describe(c);
         }
     }
+}
+
+TEST(Gemm, ReferenceFastAndCycleSaAgreeWithDirectConvolution) {
+    pcg32 rng(2024);
+    for (const auto& c : random_cases(60, 5)) check_conv_paths(c, rng);
+}
+
+TEST(Gemm, NonSquareConvolutionsAgreeWithDirectConvolution) {
+    pcg32 rng(2025);
+    for (const auto& c : nonsquare_cases(60, 6)) check_conv_paths(c, rng);
 }
 
 TEST(Gemm, ExtremeOperandsAtTheDeepestLayerStayExact) {

@@ -2,6 +2,8 @@
 // counts never change results, a WeightView replaces the weights the PU reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <pcg_random.hpp>
 
 #include "common/errors.hpp"
@@ -32,9 +34,7 @@ Layer gemm_layer(const std::string& name, LayerKind kind, int input, int k, int 
     l.name = name;
     l.kind = kind;
     l.input = input;
-    l.kernel = k;
-    l.stride = s;
-    l.pad = p;
+    l.window = Window::square(k, s, p);
     l.out_channels = n;
     l.weights = random_weights(rng, n * m, 127);
     l.bias = random_weights(rng, n, 127);
@@ -55,9 +55,7 @@ Network small_network() {
     mp.name = "mp";
     mp.kind = LayerKind::MaxPool;
     mp.input = 0;
-    mp.kernel = 3;
-    mp.stride = 2;
-    mp.pad = 1;
+    mp.window = Window::square(3, 2, 1);
     net.layers.push_back(mp);                                                      // 5x6x13
     net.layers.push_back(gemm_layer("c1", LayerKind::Conv, 1, 5, 1, 2, 13, 5 * 5 * 13, rng, 10));
     net.layers[2].residual_input = 1;
@@ -78,9 +76,7 @@ Network small_network() {
     ap.name = "ap";
     ap.kind = LayerKind::AvgPool;
     ap.input = 5;
-    ap.kernel = 3;
-    ap.stride = 1;
-    ap.pad = 1;
+    ap.window = Window::square(3, 1, 1);
     ap.avg_mult = 57;
     ap.out_shift = 9;
     net.layers.push_back(ap);
@@ -97,7 +93,162 @@ void expect_same_outputs(const std::vector<Tensor8>& a, const std::vector<Tensor
     }
 }
 
+// ---- An independent direct reference for windows (no IM2COL, no shared helpers) ----
+
+// The input pixel under tap (ky, kx) of output (oy, ox), or nullptr where the tap is padding.
+const std::int8_t* tap(const Tensor8& x, const Window& w, int oy, int ox, int ky, int kx) {
+    const int iy = oy * w.stride_h - w.pad_top + ky, ix = ox * w.stride_w - w.pad_left + kx;
+    if (iy < 0 || iy >= x.shape.h || ix < 0 || ix >= x.shape.w) return nullptr;
+    return &x.data[std::size_t((std::int64_t(iy) * x.shape.w + ix) * x.shape.c)];
+}
+
+// The requantisation of docs/arithmetic.md written out: round half up, saturate, optional ReLU.
+std::int8_t requantize_direct(std::int64_t acc, int shift, bool relu) {
+    std::int64_t y = shift > 0 ? (acc + (std::int64_t(1) << (shift - 1))) >> shift : acc;
+    y = std::clamp<std::int64_t>(y, -128, 127);
+    return std::int8_t(relu && y < 0 ? 0 : y);
+}
+
+// Output size straight from the formula (in + pad_a + pad_b - k) / s + 1.
+Shape3 direct_out_shape(const Shape3& in, const Window& w, int c) {
+    return {(in.h + w.pad_top + w.pad_bottom - w.kernel_h) / w.stride_h + 1,
+            (in.w + w.pad_left + w.pad_right - w.kernel_w) / w.stride_w + 1, c};
+}
+
+Tensor8 direct_conv_layer(const Tensor8& x, const Layer& l) {
+    const Window& w = l.window;
+    Tensor8 y{direct_out_shape(x.shape, w, l.out_channels), {}};
+    for (int oy = 0; oy < y.shape.h; ++oy)
+        for (int ox = 0; ox < y.shape.w; ++ox)
+            for (int n = 0; n < l.out_channels; ++n) {
+                std::int64_t acc = std::int64_t(l.bias[std::size_t(n)]) << l.bias_shift;
+                for (int ky = 0; ky < w.kernel_h; ++ky)
+                    for (int kx = 0; kx < w.kernel_w; ++kx)
+                        if (const std::int8_t* px = tap(x, w, oy, ox, ky, kx))
+                            for (int c = 0; c < x.shape.c; ++c)
+                                acc += std::int64_t(px[c]) *
+                                       l.weights[std::size_t(((std::int64_t(n) * w.kernel_h + ky) * w.kernel_w + kx) *
+                                                                 x.shape.c + c)];
+                y.data.push_back(requantize_direct(acc, l.out_shift, l.relu));
+            }
+    return y;
+}
+
+Tensor8 direct_pool_layer(const Tensor8& x, const Layer& l) {
+    const Window& w = l.window;
+    Tensor8 y{direct_out_shape(x.shape, w, x.shape.c), {}};
+    for (int oy = 0; oy < y.shape.h; ++oy)
+        for (int ox = 0; ox < y.shape.w; ++ox)
+            for (int c = 0; c < x.shape.c; ++c) {
+                int best = -129;   // below every int8: a window of padding only would show it
+                std::int64_t sum = 0;
+                for (int ky = 0; ky < w.kernel_h; ++ky)
+                    for (int kx = 0; kx < w.kernel_w; ++kx)
+                        if (const std::int8_t* px = tap(x, w, oy, ox, ky, kx)) {
+                            best = std::max(best, int(px[c]));
+                            sum += px[c];
+                        }
+                y.data.push_back(l.kind == LayerKind::MaxPool ? std::int8_t(best)
+                                                              : requantize_direct(l.avg_mult * sum, l.out_shift, false));
+            }
+    return y;
+}
+
+// Non-square convs (1x7, 7x1, 3x5 stride (1, 2) pads (0, 1, 2, 1)) and non-square pools, each
+// with asymmetric padding.
+Network nonsquare_network() {
+    pcg32 rng(31);
+    Network net;
+    net.name = "nonsquare";
+    net.input_shape = {12, 15, 3};
+    const auto conv = [&](const std::string& name, int input, Window w, int n, int c_in, int shift) {
+        Layer l = gemm_layer(name, LayerKind::Conv, input, 1, 1, 0, n, w.taps() * c_in, rng, shift);
+        l.window = w;
+        l.relu = true;
+        return l;
+    };
+    net.layers.push_back(conv("c1x7", -1, Window{1, 7, 1, 1, 0, 0, 3, 3}, 8, 3, 8));          // 12x15x8
+    net.layers.push_back(conv("c7x1", 0, Window{7, 1, 2, 1, 3, 2, 0, 0}, 9, 8, 10));           // 6x15x9
+    net.layers.push_back(conv("c3x5", 1, Window{3, 5, 1, 2, 0, 1, 2, 1}, 70, 9, 10));          // 5x7x70
+    Layer mp;
+    mp.name = "mp";
+    mp.kind = LayerKind::MaxPool;
+    mp.input = 2;
+    mp.window = Window{2, 3, 1, 2, 1, 0, 0, 2};                                                 // 5x4x70
+    net.layers.push_back(mp);
+    Layer ap;
+    ap.name = "ap";
+    ap.kind = LayerKind::AvgPool;
+    ap.input = 3;
+    ap.window = Window{3, 2, 2, 1, 1, 1, 1, 0};                                                 // 3x4x70
+    ap.avg_mult = 43;
+    ap.out_shift = 8;
+    net.layers.push_back(ap);
+    net.resolve();
+    return net;
+}
+
 }  // namespace
+
+TEST(PostProc, NonSquarePoolsMatchTheDirectDefinition) {
+    pcg32 rng(41);
+    const Window windows[] = {Window{1, 3, 1, 2, 0, 0, 1, 2}, Window{3, 1, 2, 1, 2, 1, 0, 0},
+                              Window{2, 5, 2, 3, 1, 0, 4, 3}, Window{4, 2, 1, 1, 3, 0, 1, 1}};
+    int checked = 0;
+    for (const Window& w : windows)
+        for (const Shape3 in : {Shape3{5, 7, 3}, Shape3{2, 9, 1}, Shape3{6, 2, 17}}) {
+            if (in.h + w.pad_top + w.pad_bottom < w.kernel_h || in.w + w.pad_left + w.pad_right < w.kernel_w) continue;
+            ++checked;
+            const Tensor8 x = random_image(in, rng());
+            const WindowGeometry g{in, w};
+            Layer l;
+            l.window = w;
+            l.kind = LayerKind::MaxPool;
+            const Tensor8 expect_max = direct_pool_layer(x, l);
+            ASSERT_EQ(g.out_h(), expect_max.shape.h);
+            ASSERT_EQ(g.out_w(), expect_max.shape.w);
+            std::vector<std::int8_t> y(expect_max.data.size());
+            max_pool(x.data.data(), g, y.data());
+            EXPECT_EQ(y, expect_max.data) << "max pool " << w.kernel_h << "x" << w.kernel_w;
+            l.kind = LayerKind::AvgPool;
+            l.avg_mult = 37;
+            l.out_shift = 7;
+            const Tensor8 expect_avg = direct_pool_layer(x, l);
+            avg_pool(x.data.data(), g, 37, 7, y.data());
+            EXPECT_EQ(y, expect_avg.data) << "avg pool " << w.kernel_h << "x" << w.kernel_w;
+        }
+    EXPECT_GE(checked, 9);
+}
+
+TEST(Inference, NonSquareNetworkMatchesTheDirectDefinitionOnEveryBackend) {
+    const Network net = nonsquare_network();
+    EXPECT_EQ(net.layers[2].gemm_m(), 3 * 5 * 9);
+    const Tensor8 image = random_image(net.input_shape, 9);
+    const auto reference = run_network(net, image, GemmBackend::Reference);
+    // Each layer from its own input (the previous layer's reference output), by the definition.
+    Tensor8 in = image;
+    for (std::size_t i = 0; i < net.layers.size(); ++i) {
+        const Layer& l = net.layers[i];
+        const Tensor8 expect = l.kind == LayerKind::Conv ? direct_conv_layer(in, l) : direct_pool_layer(in, l);
+        ASSERT_EQ(reference[i].shape, expect.shape) << l.name;
+        ASSERT_EQ(reference[i].shape, l.out_shape) << l.name;
+        EXPECT_EQ(reference[i].data, expect.data) << l.name;
+        in = reference[i];
+    }
+    expect_same_outputs(run_network(net, image, GemmBackend::Fast), reference, "fast");
+    expect_same_outputs(run_network(net, image, GemmBackend::CycleSA), reference, "cycle SA");
+    for (FastKernel k : kAllFastKernels) {
+        if (!fast_kernel_available(k)) continue;
+        RunOptions opt;
+        opt.kernel = k;
+        opt.threads = 2;
+        expect_same_outputs(run_network(net, image, opt), reference, to_string(k));
+    }
+    // Not degenerate: the last conv's output has both zero and non-zero values.
+    const auto& c3 = reference[2].data;
+    EXPECT_GT(std::count(c3.begin(), c3.end(), std::int8_t(0)), 0);
+    EXPECT_LT(std::count(c3.begin(), c3.end(), std::int8_t(0)), std::ptrdiff_t(c3.size()));
+}
 
 TEST(PostProc, RoundHalfUpOnBothSigns) {
     // x / 2: 1.5 -> 2, 0.5 -> 1, -0.5 -> 0, -1.5 -> -1, -2.5 -> -2 (half up, not half away from 0).
@@ -184,7 +335,7 @@ TEST(PostProc, MaxPoolPaddingNeverWins) {
     // All-negative 2x2x1 input, 3x3 window with pad 1: every output is the max of real pixels.
     const std::int8_t x[] = {-5, -7, -9, -128};
     std::int8_t y[4];
-    max_pool(x, WindowGeometry{{2, 2, 1}, 3, 1, 1}, y);
+    max_pool(x, WindowGeometry{{2, 2, 1}, Window::square(3, 1, 1)}, y);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], -5);
 }
 
@@ -192,13 +343,13 @@ TEST(PostProc, AvgPoolIsAScaledWindowSumWithZeroPadding) {
     // 2x2x2 input, 3x3 window pad 1: every window covers the whole input (and 5 padding zeros).
     const std::int8_t x[] = {1, -10, 2, -20, 3, -30, 4, -41};
     std::int8_t y[8];
-    avg_pool(x, WindowGeometry{{2, 2, 2}, 3, 1, 1}, 57, 9, y);   // 57/512 ~ 1/9
+    avg_pool(x, WindowGeometry{{2, 2, 2}, Window::square(3, 1, 1)}, 57, 9, y);   // 57/512 ~ 1/9
     // channel 0: 57 * 10 = 570 -> (570 + 256) >> 9 = 1; channel 1: 57 * -101 = -5757 -> -11.24 -> -11
     for (int p = 0; p < 4; ++p) {
         EXPECT_EQ(y[2 * p], 1);
         EXPECT_EQ(y[2 * p + 1], -11);
     }
-    EXPECT_THROW(avg_pool(x, WindowGeometry{{2, 2, 2}, 3, 1, 3}, 57, 9, y), FormatError);
+    EXPECT_THROW(avg_pool(x, WindowGeometry{{2, 2, 2}, Window::square(3, 1, 3)}, 57, 9, y), FormatError);
 }
 
 TEST(Inference, AllBackendsAgreeOnASmallNetworkWithEveryLayerKind) {

@@ -30,9 +30,7 @@ Layer gemm(const std::string& name, LayerKind kind, int input, int k, int pad, i
     l.name = name;
     l.kind = kind;
     l.input = input;
-    l.kernel = k;
-    l.stride = 1;
-    l.pad = pad;
+    l.window = Window::square(k, 1, pad);
     l.out_channels = n;
     l.weights = random_bytes(rng, n * m, 127);
     l.bias = random_bytes(rng, n, 127);
@@ -53,8 +51,7 @@ Network network() {
     mp.name = "mp";
     mp.kind = LayerKind::MaxPool;
     mp.input = 0;
-    mp.kernel = 2;
-    mp.stride = 2;
+    mp.window = Window::square(2, 2);
     net.layers.push_back(mp);
     net.layers.push_back(gemm("c1", LayerKind::Conv, 1, 1, 0, 16, 13, rng, 7));
     net.layers.push_back(gemm("fc", LayerKind::Linear, 2, 1, 0, 10, 3 * 3 * 16, rng, 10));

@@ -25,9 +25,7 @@ Network one_conv(int h, int cin, int cout, int k, int s, int p) {
     Layer l;
     l.name = "conv";
     l.kind = LayerKind::Conv;
-    l.kernel = k;
-    l.stride = s;
-    l.pad = p;
+    l.window = Window::square(k, s, p);
     l.out_channels = cout;
     l.weights.assign(std::size_t(cout) * k * k * cin, 1);
     l.bias.assign(std::size_t(cout), 0);
@@ -60,7 +58,7 @@ TEST(TimingModel, SaCyclesFollowThePaperFormula) {
             if (l.kind != LayerKind::Conv && l.kind != LayerKind::Linear) continue;
             const LayerTiming& lt = t.layers[std::size_t(net.find_layer(l.name))];
             const std::int64_t n = l.out_channels;
-            const std::int64_t m = l.kind == LayerKind::Linear ? l.in_shape.size() : std::int64_t(l.kernel) * l.kernel * l.in_shape.c;
+            const std::int64_t m = l.kind == LayerKind::Linear ? l.in_shape.size() : std::int64_t(l.window.kernel_h) * l.window.kernel_w * l.in_shape.c;
             const std::int64_t m_run = l.name == "conv1" ? 160 : m;  // host IM2COL pads 147 -> 160
             const std::int64_t p = std::int64_t(l.out_shape.h) * l.out_shape.w;
             EXPECT_EQ(lt.sa_cycles, p * ceil_div(n, pu.r_sa) * ceil_div(m_run, pu.c_sa)) << l.name << " " << pu.name;
@@ -143,6 +141,43 @@ TEST(TimingModel, Im2colIssuesOneCommandPerAlignedKernelRow) {
             per_pixel += 2.0 * (words * 32 / 16.0 + gap);
         }
     EXPECT_NEAR(time_layer(one_conv(3, 48, 64, 3, 1, 0), 0, pu, fpga).in_cycles_per_column, per_pixel, 1e-9);
+}
+
+// A non-square conv's IM2COL counts its kh x kw window per axis.  A 3x5 window, stride (1, 2),
+// pads top/bottom/left/right (0, 1, 2, 1) on a 6x9x32 map: output 5x4.  In-image rows per output
+// row (oy = 0..4): 3, 3, 3, 3, 2 (row 6 is padding) = 14; in-image pixels per output column
+// (ox = 0..3, ix = 2*ox - 2 + kx): 3, 5, 5, 5 = 18.  32 channels fill one aligned 32-byte word, so
+// each in-image kernel row is one command of its pixels' words (32/16 AXI cycles per pixel on the
+// I/O stream side) plus the command overhead.  The window is separable: over the 20 columns,
+// 14 rows x (2 x 18 AXI cycles of data + 4 commands' overhead), times 2 fast cycles per AXI cycle.
+TEST(TimingModel, NonSquareIm2colCountsInImageTapsPerAxis) {
+    Network net;
+    net.name = "nonsquare";
+    net.input_shape = {6, 9, 32};
+    Layer pw;
+    pw.name = "pw";
+    pw.kind = LayerKind::Conv;
+    pw.out_channels = 32;
+    pw.weights.assign(32 * 32, 1);
+    pw.bias.assign(32, 0);
+    Layer conv;
+    conv.name = "conv";
+    conv.kind = LayerKind::Conv;
+    conv.input = 0;
+    conv.window = Window{3, 5, 1, 2, 0, 1, 2, 1};
+    conv.out_channels = 16;
+    conv.weights.assign(16 * 3 * 5 * 32, 1);
+    conv.bias.assign(16, 0);
+    net.layers = {pw, conv};
+    net.resolve();
+    const PuConfig pu = pu2x();
+    const LayerTiming t = time_layer(net, 1, pu);
+    EXPECT_EQ(t.p, 5 * 4);
+    EXPECT_EQ(t.m, 3 * 5 * 32);
+    EXPECT_EQ(t.m_eff, 3 * 5 * 32);
+    EXPECT_EQ(t.sa_cycles, 20 * ceil_div(16, pu.r_sa) * ceil_div(3 * 5 * 32, pu.c_sa));
+    EXPECT_DOUBLE_EQ(t.macs, 16.0 * (3 * 5 * 32) * 20);
+    EXPECT_NEAR(t.in_cycles_per_column, 2.0 * 14 * (18 * 32.0 / 16 + 4 * pu.adm_command_overhead) / 20, 1e-9);
 }
 
 // The I/O ADM moves whole words at 16 bytes per AXI cycle; the residual, on the weights port, at

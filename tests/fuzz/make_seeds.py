@@ -88,6 +88,21 @@ def both(first, second):
     return edit
 
 
+WINDOW_FIELDS = ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_top", "pad_bottom", "pad_left", "pad_right")
+
+
+def downgrade_to_v1(f) -> None:
+    """Rewrites a version-2 model file (square windows only) in the version-1 layout."""
+    f.attrs["format_version"] = np.int32(1)
+    for group in f["layers"].values():
+        window = {name: int(group.attrs[name]) for name in WINDOW_FIELDS}
+        for name in WINDOW_FIELDS:
+            del group.attrs[name]
+        group.attrs["kernel"] = np.int32(window["kernel_h"])
+        group.attrs["stride"] = np.int32(window["stride_h"])
+        group.attrs["pad"] = np.int32(window["pad_top"])
+
+
 def model_corpus(folder: Path, scratch: Path) -> Path:
     net = tiny_network()
     good = folder / "tiny.h5"
@@ -95,11 +110,14 @@ def model_corpus(folder: Path, scratch: Path) -> Path:
     bad = {
         "class_names_count": set_attr("/", "class_names", np.array([b"x", b"y"], dtype=h5py.string_dtype())),
         "kind_unknown": set_attr("layers/conv", "kind", "lstm"),
-        "kernel_int64_huge": set_attr("layers/conv", "kernel", np.int64(2**40)),
-        "kernel_uint64_top": set_attr("layers/conv", "kernel", np.uint64(2**64 - 1)),
-        "pad_big": set_attr("layers/conv", "pad", np.int32(2**30)),
+        "kernel_h_int64_huge": set_attr("layers/conv", "kernel_h", np.int64(2**40)),
+        "kernel_w_uint64_top": set_attr("layers/conv", "kernel_w", np.uint64(2**64 - 1)),
+        "pad_left_big": set_attr("layers/conv", "pad_left", np.int32(2**30)),
+        "pad_bottom_negative": set_attr("layers/pool", "pad_bottom", np.int32(-1)),
+        "square_fields_in_v2": both(set_attr("layers/conv", "kernel", np.int32(3)),
+                                    lambda f: f["layers/conv"].attrs.__delitem__("kernel_h")),
         "out_channels_max": set_attr("layers/fc", "out_channels", np.int32(2**31 - 1)),
-        "stride_array": set_attr("layers/pool", "stride", np.array([1, 2], np.int32)),
+        "stride_w_array": set_attr("layers/pool", "stride_w", np.array([1, 2], np.int32)),
         "input_shape_huge": set_attr("/", "input_shape", np.array([2**20, 2**20, 2**20], np.int32)),
         "name_not_utf8": set_attr("/", "name", np.bytes_(b"ti\xffny")),
         "weights_float": replace_dataset("layers/conv/weights", data=np.zeros((4, 3, 3, 2), np.float32)),
@@ -111,6 +129,17 @@ def model_corpus(folder: Path, scratch: Path) -> Path:
     }
     for name, edit in bad.items():
         edited(good, folder / f"bad-{name}.h5", edit)
+
+    # Version 1 (one square kernel, stride and pad per layer) still loads: a valid seed, and the
+    # old square fields' own checks.
+    good_v1 = folder / "tiny-v1.h5"
+    edited(good, good_v1, downgrade_to_v1)
+    bad_v1 = {
+        "v1_kernel_int64_huge": set_attr("layers/conv", "kernel", np.int64(2**40)),
+        "v1_pad_missing": lambda f: f["layers/conv"].attrs.__delitem__("pad"),
+    }
+    for name, edit in bad_v1.items():
+        edited(good_v1, folder / f"bad-{name}.h5", edit)
 
     def external_link(f):
         del f["layers/fc"]

@@ -23,6 +23,8 @@ one per layer, for a resolved ``aimcemu._core.Network`` and int8 images [N, H, W
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 INT8_MIN, INT8_MAX = -128, 127
@@ -52,30 +54,55 @@ def relu(v: np.ndarray) -> np.ndarray:
     return np.maximum(v, 0)
 
 
-def _out_size(n: int, k: int, s: int, p: int) -> int:
-    return (n + 2 * p - k) // s + 1
+class Window(NamedTuple):
+    """A window per axis: kernel, stride, pads (top, bottom, left, right)."""
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    top: int
+    bottom: int
+    left: int
+    right: int
+
+    @classmethod
+    def square(cls, kernel: int, stride: int = 1, pad: int = 0) -> "Window":
+        return cls(kernel, kernel, stride, stride, pad, pad, pad, pad)
+
+    @classmethod
+    def of(cls, layer) -> "Window":
+        w = layer.window
+        return cls(w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_bottom, w.pad_left, w.pad_right)
+
+    def out_hw(self, h: int, w: int) -> tuple[int, int]:
+        return (h + self.top + self.bottom - self.kh) // self.sh + 1, (w + self.left + self.right - self.kw) // self.sw + 1
 
 
-def _window(padded: np.ndarray, ky: int, kx: int, stride: int, oh: int, ow: int) -> np.ndarray:
+def _as_window(kernel, stride, pad) -> Window:
+    return kernel if isinstance(kernel, Window) else Window.square(kernel, stride, pad)
+
+
+def _window(padded: np.ndarray, ky: int, kx: int, win: Window, oh: int, ow: int) -> np.ndarray:
     """The [N, oh, ow, C] slice of a padded NHWC tensor that kernel tap (ky, kx) reads."""
-    return padded[:, ky: ky + stride * (oh - 1) + 1: stride, kx: kx + stride * (ow - 1) + 1: stride, :]
+    return padded[:, ky: ky + win.sh * (oh - 1) + 1: win.sh, kx: kx + win.sw * (ow - 1) + 1: win.sw, :]
 
 
-def _pad_hw(x: np.ndarray, pad: int, value: int) -> np.ndarray:
-    return np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)), constant_values=value)
+def _pad_hw(x: np.ndarray, win: Window, value: int) -> np.ndarray:
+    return np.pad(x, ((0, 0), (win.top, win.bottom), (win.left, win.right), (0, 0)), constant_values=value)
 
 
-def conv_acc(x: np.ndarray, weights: np.ndarray, kernel: int, stride: int, pad: int) -> np.ndarray:
-    """Exact convolution sums: x int [N,H,W,C], weights [O, k, k, C] -> int64 [N, oh, ow, O]."""
+def conv_acc(x: np.ndarray, weights: np.ndarray, kernel, stride: int = 1, pad: int = 0) -> np.ndarray:
+    """Exact convolution sums: x int [N,H,W,C], weights [O, kh, kw, C] -> int64 [N, oh, ow, O].
+    kernel: a Window, or a square kernel with stride and pad."""
+    win = _as_window(kernel, stride, pad)
     x = np.asarray(x, dtype=np.int64)
-    w = np.asarray(weights, dtype=np.int64).reshape(-1, kernel, kernel, x.shape[3])
-    oh = _out_size(x.shape[1], kernel, stride, pad)
-    ow = _out_size(x.shape[2], kernel, stride, pad)
-    padded = _pad_hw(x, pad, 0)
+    w = np.asarray(weights, dtype=np.int64).reshape(-1, win.kh, win.kw, x.shape[3])
+    oh, ow = win.out_hw(x.shape[1], x.shape[2])
+    padded = _pad_hw(x, win, 0)
     acc = np.zeros((x.shape[0], oh, ow, w.shape[0]), dtype=np.int64)
-    for ky in range(kernel):
-        for kx in range(kernel):
-            tap = _window(padded, ky, kx, stride, oh, ow)
+    for ky in range(win.kh):
+        for kx in range(win.kw):
+            tap = _window(padded, ky, kx, win, oh, ow)
             acc += np.tensordot(tap, w[:, ky, kx, :], axes=([3], [1]))
     return acc
 
@@ -87,29 +114,29 @@ def linear_acc(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return (flat @ w.T).reshape(x.shape[0], 1, 1, w.shape[0])
 
 
-def max_pool(x: np.ndarray, kernel: int, stride: int, pad: int) -> np.ndarray:
+def max_pool(x: np.ndarray, kernel, stride: int = 1, pad: int = 0) -> np.ndarray:
     """Exact max over each window; padded positions hold a value below any int8 so never win."""
+    win = _as_window(kernel, stride, pad)
     x = np.asarray(x, dtype=np.int64)
-    oh = _out_size(x.shape[1], kernel, stride, pad)
-    ow = _out_size(x.shape[2], kernel, stride, pad)
-    padded = _pad_hw(x, pad, np.iinfo(np.int64).min)
+    oh, ow = win.out_hw(x.shape[1], x.shape[2])
+    padded = _pad_hw(x, win, np.iinfo(np.int64).min)
     out = np.full((x.shape[0], oh, ow, x.shape[3]), np.iinfo(np.int64).min, dtype=np.int64)
-    for ky in range(kernel):
-        for kx in range(kernel):
-            out = np.maximum(out, _window(padded, ky, kx, stride, oh, ow))
+    for ky in range(win.kh):
+        for kx in range(win.kw):
+            out = np.maximum(out, _window(padded, ky, kx, win, oh, ow))
     return out
 
 
-def window_sum(x: np.ndarray, kernel: int, stride: int, pad: int) -> np.ndarray:
+def window_sum(x: np.ndarray, kernel, stride: int = 1, pad: int = 0) -> np.ndarray:
     """Sum over each window with zero padding (padding counts in the window, as in the GEMM)."""
+    win = _as_window(kernel, stride, pad)
     x = np.asarray(x, dtype=np.int64)
-    oh = _out_size(x.shape[1], kernel, stride, pad)
-    ow = _out_size(x.shape[2], kernel, stride, pad)
-    padded = _pad_hw(x, pad, 0)
+    oh, ow = win.out_hw(x.shape[1], x.shape[2])
+    padded = _pad_hw(x, win, 0)
     out = np.zeros((x.shape[0], oh, ow, x.shape[3]), dtype=np.int64)
-    for ky in range(kernel):
-        for kx in range(kernel):
-            out += _window(padded, ky, kx, stride, oh, ow)
+    for ky in range(win.kh):
+        for kx in range(win.kw):
+            out += _window(padded, ky, kx, win, oh, ow)
     return out
 
 
@@ -132,15 +159,15 @@ def run_layer(layer, x: np.ndarray, residual: np.ndarray | None) -> np.ndarray:
         return relu(y) if (layer.relu or layer.relu_after_residual) else y
     if kind in ("conv", "linear"):
         weights = np.asarray(layer.weights, dtype=np.int64)
-        acc = (conv_acc(x, weights, layer.kernel, layer.stride, layer.pad) if kind == "conv"
+        acc = (conv_acc(x, weights, Window.of(layer)) if kind == "conv"
                else linear_acc(x, weights))
         acc = acc + (np.asarray(layer.bias, dtype=np.int64) << np.int64(layer.bias_shift))
         y = requantize(acc, layer.out_shift, layer.relu)
     elif kind == "max_pool":
-        y = max_pool(x, layer.kernel, layer.stride, layer.pad)
+        y = max_pool(x, Window.of(layer))
         y = relu(y) if layer.relu else y
     elif kind == "avg_pool":
-        acc = np.int64(layer.avg_mult) * window_sum(x, layer.kernel, layer.stride, layer.pad)
+        acc = np.int64(layer.avg_mult) * window_sum(x, Window.of(layer))
         y = requantize(acc, layer.out_shift, layer.relu)
     else:
         raise ValueError(f"layer {layer.name}: unknown kind {kind}")

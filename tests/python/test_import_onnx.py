@@ -222,20 +222,20 @@ class WithSigmoid(nn.Module):
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(1, 2, 3)
-        self.wide = nn.Conv2d(2, 2, (1, 3))
+        self.wide = nn.Conv2d(2, 2, 3, dilation=2)
 
     def forward(self, x):
         return self.wide(torch.sigmoid(self.conv(x)))
 
 
 def test_unsupported_ops_name_the_file_and_nodes(tmp_path):
-    path = export(WithSigmoid().eval(), tmp_path / "sig.onnx", torch.rand(1, 1, 6, 6))
+    path = export(WithSigmoid().eval(), tmp_path / "sig.onnx", torch.rand(1, 1, 8, 8))
     with pytest.raises(UnsupportedOperationError) as info:
-        import_onnx(path, np.random.rand(4, 1, 6, 6).astype(np.float32))
+        import_onnx(path, np.random.rand(4, 1, 8, 8).astype(np.float32))
     message = str(info.value)
     assert str(path) in message and "2 unsupported operation(s)" in message
     assert "node '/Sigmoid' (Sigmoid): Sigmoid is not supported" in message
-    assert "node '/wide/Conv' (Conv): kernel (1, 3) is not square" in message   # checked after the Sigmoid
+    assert "node '/wide/Conv' (Conv): attribute dilations=[2, 2] is not supported" in message   # after the Sigmoid
 
 
 def test_truncated_file_is_a_format_error(small, tmp_path):

@@ -388,9 +388,15 @@ def test_linear_without_flatten_is_rejected():
         import_torch(model, torch.randn(4, 1, 3, 3))
 
 
-def test_non_square_kernel_is_rejected():
-    with pytest.raises(UnsupportedOperationError, match=r"0 \(Conv2d\): kernel \(1, 3\) is not square"):
-        import_torch(nn.Sequential(nn.Conv2d(1, 2, (1, 3))).eval(), torch.randn(2, 1, 4, 4))
+def test_ceil_mode_and_dilation_are_rejected_naming_the_module_and_attribute():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, dilation=2), nn.MaxPool2d((1, 2), ceil_mode=True),
+                          nn.AvgPool2d((2, 1), ceil_mode=True)).eval()
+    with pytest.raises(UnsupportedOperationError) as info:
+        import_torch(model, torch.randn(2, 1, 9, 9))
+    problems = dict(info.value.problems)
+    assert "dilation (2, 2) is not supported" in problems["0 (Conv2d)"]
+    assert "ceil_mode=True is not supported" in problems["1 (MaxPool2d)"]
+    assert "ceil_mode=True is not supported" in problems["2 (AvgPool2d)"]
 
 
 def test_training_mode_is_rejected():

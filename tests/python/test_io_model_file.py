@@ -57,7 +57,7 @@ def test_resnet18_round_trip_and_h5py_reads_what_the_core_wrote(tmp_path):
     assert_same_network(net, modelfile.load_model(path))
     layers = net.layers
     with h5py.File(path, "r") as f:
-        assert f.attrs["format"] == "aimcemu-model" and f.attrs["format_version"] == 1
+        assert f.attrs["format"] == "aimcemu-model" and f.attrs["format_version"] == 2
         assert list(f.attrs["input_shape"]) == [32, 32, 3]
         assert list(f["layers"]) == [l.name for l in layers]  # creation order, i.e. network order
         conv1 = layers[0]
@@ -88,9 +88,9 @@ def replace(group, name, data):
 
 CORRUPTIONS = {
     "wrong format": ("format", lambda f: f.attrs.__setitem__("format", "not-a-model")),
-    "newer version": ("format_version", lambda f: f.attrs.create("format_version", 2, dtype=np.int32)),
+    "newer version": ("format_version", lambda f: f.attrs.create("format_version", 3, dtype=np.int32)),
     "missing name": ("name", lambda f: f.attrs.__delitem__("name")),
-    "missing layer attribute": ("layers/conv/stride", lambda f: f["layers/conv"].attrs.__delitem__("stride")),
+    "missing layer attribute": ("layers/conv/stride_w", lambda f: f["layers/conv"].attrs.__delitem__("stride_w")),
     "float weights": ("layers/conv/weights",
                       lambda f: replace(f["layers/conv"], "weights", np.zeros((2, 3, 3, 2), np.float32))),
     "int16 bias": ("layers/fc/bias", lambda f: replace(f["layers/fc"], "bias", np.zeros(3, np.int16))),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import aimcemu
-from int8_reference import conv_acc, run_network_reference
+from int8_reference import Window, conv_acc, run_network_reference
 
 KINDS = {"conv", "linear", "add", "max_pool", "avg_pool"}
 
@@ -130,6 +130,21 @@ def test_im2col_is_patch_major_and_matches_reference_conv(core, rng):
     via_im2col = patches.astype(np.int64) @ w.astype(np.int64).T
     direct = conv_acc(x[None], w, 3, 2, 1).reshape(-1, 4)
     np.testing.assert_array_equal(via_im2col, direct)
+
+
+def test_im2col_with_a_nonsquare_window_matches_reference_conv(core, rng):
+    x = rng.integers(-128, 128, (6, 9, 5), dtype=np.int8)
+    window = core.Window(kernel_h=3, kernel_w=5, stride_h=1, stride_w=2, pad_top=0, pad_bottom=1, pad_left=2,
+                         pad_right=1)
+    patches = core.im2col(x, window)
+    # out_h = (6 + 0 + 1 - 3) / 1 + 1 = 5, out_w = (9 + 2 + 1 - 5) / 2 + 1 = 4; M = 3 * 5 * 5
+    assert patches.shape == (5 * 4, 3 * 5 * 5)
+    w = rng.integers(-128, 128, (4, 3 * 5 * 5), dtype=np.int8)
+    via_im2col = patches.astype(np.int64) @ w.astype(np.int64).T
+    direct = conv_acc(x[None], w, Window(3, 5, 1, 2, 0, 1, 2, 1)).reshape(-1, 4)
+    np.testing.assert_array_equal(via_im2col, direct)
+    with pytest.raises(ValueError, match="pad_left and pad_right"):
+        core.im2col(x, core.Window(kernel_h=3, kernel_w=2, pad_left=2))
 
 
 def small_network(core, rng):
