@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "common/errors.hpp"
@@ -17,18 +18,24 @@ namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// A conv layer of weights 1 and bias 0 over `cin` input channels.
+Layer conv_layer(const std::string& name, const Window& window, int cin, int cout) {
+    Layer l;
+    l.name = name;
+    l.kind = LayerKind::Conv;
+    l.window = window;
+    l.out_channels = cout;
+    l.weights.assign(std::size_t(cout) * window.kernel_h * window.kernel_w * cin, 1);
+    l.bias.assign(std::size_t(cout), 0);
+    return l;
+}
+
 // A one-layer network: conv k x k with `cin` -> `cout` channels on an h x h image.
 Network one_conv(int h, int cin, int cout, int k, int s, int p) {
     Network net;
     net.name = "one_conv";
     net.input_shape = {h, h, cin};
-    Layer l;
-    l.name = "conv";
-    l.kind = LayerKind::Conv;
-    l.window = Window::square(k, s, p);
-    l.out_channels = cout;
-    l.weights.assign(std::size_t(cout) * k * k * cin, 1);
-    l.bias.assign(std::size_t(cout), 0);
+    Layer l = conv_layer("conv", Window::square(k, s, p), cin, cout);
     l.out_shift = 4;
     net.layers.push_back(l);
     net.resolve();
@@ -154,20 +161,9 @@ TEST(TimingModel, NonSquareIm2colCountsInImageTapsPerAxis) {
     Network net;
     net.name = "nonsquare";
     net.input_shape = {6, 9, 32};
-    Layer pw;
-    pw.name = "pw";
-    pw.kind = LayerKind::Conv;
-    pw.out_channels = 32;
-    pw.weights.assign(32 * 32, 1);
-    pw.bias.assign(32, 0);
-    Layer conv;
-    conv.name = "conv";
-    conv.kind = LayerKind::Conv;
+    const Layer pw = conv_layer("pw", Window::square(1, 1, 0), 32, 32);
+    Layer conv = conv_layer("conv", Window{3, 5, 1, 2, 0, 1, 2, 1}, 32, 16);
     conv.input = 0;
-    conv.window = Window{3, 5, 1, 2, 0, 1, 2, 1};
-    conv.out_channels = 16;
-    conv.weights.assign(16 * 3 * 5 * 32, 1);
-    conv.bias.assign(16, 0);
     net.layers = {pw, conv};
     net.resolve();
     const PuConfig pu = pu2x();
