@@ -72,36 +72,151 @@ BeatKernel kernel_by_name(const std::string& name) {
 
 BeatKernel best_kernel() { return detail::cpu_has_avx2() ? detail::apply_beats_avx2 : apply_beats_scalar; }
 
-// The streams' states at beat `beat` of the layer.
-std::array<RngState, kGens * kStreams> states_at(const NiuLayerProgram& layer, std::uint64_t beat) {
-    std::array<RngState, kGens * kStreams> s;
-    for (std::size_t k = 0; k < s.size(); ++k) s[k] = xoshiro_jump(layer.rng[k], beat);
+// The states of generators [first_gen, last_gen) at beat `beat` of the layer, at their usual
+// index g * kStreams + k (the other generators' entries are left default).
+std::array<RngState, kGens * kStreams> states_at(const NiuLayerProgram& layer, std::uint64_t beat, int first_gen = 0,
+                                                 int last_gen = kGens) {
+    std::array<RngState, kGens * kStreams> s{};
+    for (std::size_t k = std::size_t(first_gen) * kStreams; k < std::size_t(last_gen) * kStreams; ++k)
+        s[k] = xoshiro_jump(layer.rng[k], beat);
     return s;
 }
 
-void run_kernel(BeatKernel kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
-                std::span<std::int8_t> out, int threads) {
-    check_layer_io(layer, clean.size(), out.size());
-    const std::uint64_t beats = (std::uint64_t(layer.count) + kBeatLanes - 1) / kBeatLanes;
-    // Each part jumps its 160 streams (about 50 us); parts below 4096 beats are not worth it.
+std::uint64_t beats_of(std::uint64_t count) { return (count + kBeatLanes - 1) / kBeatLanes; }
+
+// Splits beats [0, beats) into one contiguous part per worker and runs part(first, last) on the
+// pool.  Each part jumps its streams (about 50 us for all 128); parts below 4096 beats are not
+// worth it.  Contiguous parts keep each thread on its own cache lines of the input and output.
+template <class Part>
+void for_beat_parts(std::uint64_t beats, int threads, const Part& part) {
     constexpr std::uint64_t kMinBeatsPerPart = 4096;
     int workers = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
     workers = int(std::min<std::uint64_t>(std::uint64_t(workers), std::max<std::uint64_t>(1, beats / kMinBeatsPerPart)));
     const std::uint64_t parts = std::uint64_t(workers);
     run_on_worker_pool(std::int64_t(parts), workers, [&](std::int64_t p) {
-        const std::uint64_t first = beats * std::uint64_t(p) / parts, last = beats * std::uint64_t(p + 1) / parts;
+        part(beats * std::uint64_t(p) / parts, beats * std::uint64_t(p + 1) / parts);
+    });
+}
+
+void run_kernel(BeatKernel kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
+                std::span<std::int8_t> out, int threads) {
+    check_layer_io(layer, clean.size(), out.size());
+    for_beat_parts(beats_of(layer.count), threads, [&](std::uint64_t first, std::uint64_t last) {
         auto states = states_at(layer, first);
         kernel(layer, clean.data(), out.data(), first, last, states.data());
     });
 }
 
+// ---- kept chip state ------------------------------------------------------------------------
+
+std::size_t chip_word(std::uint64_t i, int run) {
+    return std::size_t(i / NiuChipState::kBlockWeights) * NiuChipState::kBlockWords + std::size_t(run) * NiuChipState::kBlockWeights +
+           std::size_t(i % NiuChipState::kBlockWeights);
+}
+
+constexpr std::uint16_t kSignBit = 0x8000;
+
+// Scalar chip half: beats [first, last), chip generators' states at `first` (advanced in place).
+void chip_beats_scalar(const NiuLayerProgram& layer, const std::int8_t* clean, std::uint16_t* words, std::uint64_t first,
+                       std::uint64_t last, RngState* states) {
+    const std::uint64_t count = layer.count;
+    for (std::uint64_t b = first; b < last; ++b) {
+        for (int k = 0; k < kStreams; ++k) {
+            std::uint32_t o[kChipGens];
+            for (int g = 0; g < kChipGens; ++g) o[g] = xoshiro_next(states[g * kStreams + k]);
+            const std::uint64_t i = b * kBeatLanes + std::uint64_t(k);
+            if (i >= count) continue;
+            const WeightDraws z = draws_of(split_uniforms(o[0], o[1], o[2], 0));
+            const bool negative = clean[i] < 0;
+            const CodeEntry& on = layer.code[std::size_t(std::min(negative ? -int(clean[i]) : int(clean[i]), kCodeTable - 1))];
+            const CodeEntry& off = layer.code[0];
+            const ProgrammedDevice plus = program_device(negative ? off : on, z.prog_plus, z.nu_plus);
+            const ProgrammedDevice minus = program_device(negative ? on : off, z.prog_minus, z.nu_minus);
+            words[chip_word(i, 0)] = std::uint16_t(plus.gp) | (negative ? kSignBit : 0);
+            words[chip_word(i, 1)] = std::uint16_t(plus.nu);
+            words[chip_word(i, 2)] = std::uint16_t(minus.gp);
+            words[chip_word(i, 3)] = std::uint16_t(minus.nu);
+        }
+    }
+}
+
+// Scalar round half: beats [first, last), the read generator's 32 states at `first`.
+void kept_beats_scalar(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first,
+                       std::uint64_t last, RngState* read_states) {
+    const std::uint64_t count = layer.count;
+    for (std::uint64_t b = first; b < last; ++b) {
+        for (int k = 0; k < kStreams; ++k) {
+            const std::uint32_t r0 = xoshiro_next(read_states[k]);
+            const std::uint64_t i = b * kBeatLanes + std::uint64_t(k);
+            if (i >= count) continue;
+            const WeightUniforms u = split_uniforms(0, 0, 0, r0);
+            const std::uint16_t w0 = words[chip_word(i, 0)];
+            const ProgrammedDevice plus{std::int32_t(w0 & ~kSignBit), std::int32_t(words[chip_word(i, 1)])};
+            const ProgrammedDevice minus{std::int32_t(words[chip_word(i, 2)]), std::int32_t(words[chip_word(i, 3)])};
+            out[i] = code_of_pair(layer, (w0 & kSignBit) != 0, read_device(layer, plus, gaussian_read(u.read_plus)),
+                                  read_device(layer, minus, gaussian_read(u.read_minus)));
+        }
+    }
+}
+
+using ChipKernel = void (*)(const NiuLayerProgram&, const std::int8_t*, std::uint16_t*, std::uint64_t, std::uint64_t,
+                            RngState*);
+using KeptKernel = void (*)(const NiuLayerProgram&, const std::uint16_t*, std::int8_t*, std::uint64_t, std::uint64_t,
+                            RngState*);
+
+struct HalfKernels {
+    ChipKernel chip;
+    KeptKernel kept;
+};
+
+HalfKernels half_kernels(const std::string& name) {
+    if (name == "scalar") return {chip_beats_scalar, kept_beats_scalar};
+    kernel_by_name(name);  // the same names and checks as the full kernels
+    return {detail::chip_beats_avx2, detail::kept_beats_avx2};
+}
+
+HalfKernels best_half_kernels() { return half_kernels(detail::cpu_has_avx2() ? "avx2" : "scalar"); }
+
+NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
+                             int threads) {
+    check_layer_io(layer, clean.size(), clean.size());
+    NiuChipState chip;
+    chip.count = layer.count;
+    chip.key = chip_state_key(layer);
+    const std::uint64_t blocks = (std::uint64_t(layer.count) + NiuChipState::kBlockWeights - 1) / NiuChipState::kBlockWeights;
+    chip.words.assign(std::size_t(blocks) * NiuChipState::kBlockWords, 0);
+    for_beat_parts(beats_of(layer.count), threads, [&](std::uint64_t first, std::uint64_t last) {
+        auto states = states_at(layer, first, 0, kChipGens);
+        kernel(layer, clean.data(), chip.words.data(), first, last, states.data());
+    });
+    return chip;
+}
+
+void run_kept_kernel(KeptKernel kernel, const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out,
+                     int threads) {
+    check_layer_io(layer, chip.count, out.size());
+    if (chip.key != chip_state_key(layer) ||
+        chip.words.size() != (std::size_t(chip.count) + NiuChipState::kBlockWeights - 1) / NiuChipState::kBlockWeights *
+                                 NiuChipState::kBlockWords)
+        throw FormatError("<memory>", "chip_state",
+                          "the kept chip state was computed for another layer program (its code table or chip streams "
+                          "differ: another seed, chip, layer or noise model)");
+    for_beat_parts(beats_of(layer.count), threads, [&](std::uint64_t first, std::uint64_t last) {
+        auto states = states_at(layer, first, kChipGens, kGens);
+        kernel(layer, chip.words.data(), out.data(), first, last, states.data() + std::size_t(kChipGens) * kStreams);
+    });
+}
+
 }  // namespace
 
-std::int32_t device_conductance(const NiuLayerProgram& l, const CodeEntry& d, std::int32_t z1, std::int32_t z2,
-                                std::int32_t z3) {
+ProgrammedDevice program_device(const CodeEntry& d, std::int32_t z1, std::int32_t z2) {
     const std::int64_t gp = clamp64(d.gt + rshr(std::int64_t(d.sp) * z1, NIU_Z_FRAC), 0, NIU_G_MAX);
-    std::int64_t nu = d.mu + rshr(std::int64_t(d.sn) * z2, NIU_Z_FRAC);
-    nu = std::min<std::int64_t>(nu < 0 ? -nu : nu, NIU_NU_MAX);
+    const std::int64_t nu = d.mu + rshr(std::int64_t(d.sn) * z2, NIU_Z_FRAC);
+    return {std::int32_t(gp), std::int32_t(std::min<std::int64_t>(nu < 0 ? -nu : nu, NIU_NU_MAX))};
+}
+
+std::int32_t read_device(const NiuLayerProgram& l, ProgrammedDevice p, std::int32_t z3) {
+    const std::int64_t gp = p.gp, nu = p.nu;
     const std::int64_t x = std::min<std::int64_t>(rshr(nu * l.drift_lt, NIU_NU_FRAC), NIU_X_MAX);
     const int xi = int(x >> NIU_X_FRAC);
     // 2^-x = 2^-(x mod 1) * 2^-floor(x); the integer part is a rounded right shift by xi, which
@@ -112,6 +227,17 @@ std::int32_t device_conductance(const NiuLayerProgram& l, const CodeEntry& d, st
     return std::int32_t(clamp64(gd + rshr(sa * z3, NIU_Z_FRAC), 0, NIU_G_MAX));
 }
 
+std::int32_t device_conductance(const NiuLayerProgram& l, const CodeEntry& d, std::int32_t z1, std::int32_t z2,
+                                std::int32_t z3) {
+    return read_device(l, program_device(d, z1, z2), z3);
+}
+
+std::int8_t code_of_pair(const NiuLayerProgram& l, bool negative, std::int64_t g_plus, std::int64_t g_minus) {
+    const std::int64_t on_minus_off = negative ? g_minus - g_plus : g_plus - g_minus;
+    const std::int64_t m = rshr(on_minus_off * std::int64_t(l.back_k), NIU_K_SHIFT);
+    return saturate_code(negative ? -m : m, l.out_bits);
+}
+
 std::int8_t noisy_code(const NiuLayerProgram& l, std::int8_t clean, const WeightDraws& z) {
     const bool negative = clean < 0;
     const int a = std::min(negative ? -int(clean) : int(clean), kCodeTable - 1);
@@ -119,9 +245,36 @@ std::int8_t noisy_code(const NiuLayerProgram& l, std::int8_t clean, const Weight
     const CodeEntry& off = l.code[0];
     const std::int64_t g_plus = device_conductance(l, negative ? off : on, z.prog_plus, z.nu_plus, z.read_plus);
     const std::int64_t g_minus = device_conductance(l, negative ? on : off, z.prog_minus, z.nu_minus, z.read_minus);
-    const std::int64_t on_minus_off = negative ? g_minus - g_plus : g_plus - g_minus;
-    const std::int64_t m = rshr(on_minus_off * std::int64_t(l.back_k), NIU_K_SHIFT);
-    return saturate_code(negative ? -m : m, l.out_bits);
+    return code_of_pair(l, negative, g_plus, g_minus);
+}
+
+std::uint64_t chip_state_key(const NiuLayerProgram& layer) {
+    std::uint64_t h = splitmix64(layer.count);
+    const auto fold = [&h](std::uint64_t w) { h = splitmix64(h ^ w); };
+    for (const CodeEntry& e : layer.code) {
+        fold(std::uint64_t(std::uint32_t(e.gt)) << 32 | std::uint32_t(e.sp));
+        fold(std::uint64_t(std::uint32_t(e.mu)) << 32 | std::uint32_t(e.sn));
+    }
+    for (std::size_t k = 0; k < std::size_t(kChipGens) * kStreams; ++k)
+        for (int w = 0; w < 4; w += 2) fold(std::uint64_t(layer.rng[k][std::size_t(w)]) << 32 | layer.rng[k][std::size_t(w + 1)]);
+    return h;
+}
+
+NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads) {
+    return run_chip_kernel(best_half_kernels().chip, layer, clean, threads);
+}
+
+void apply_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out, int threads) {
+    run_kept_kernel(best_half_kernels().kept, layer, chip, out, threads);
+}
+
+NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean) {
+    return run_chip_kernel(half_kernels(kernel).chip, layer, clean, 1);
+}
+
+void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, const NiuChipState& chip,
+                       std::span<std::int8_t> out) {
+    run_kept_kernel(half_kernels(kernel).kept, layer, chip, out, 1);
 }
 
 std::vector<std::string> available_kernels() {

@@ -36,9 +36,19 @@ inline WeightDraws draws_of(const WeightUniforms& u) {
             gaussian_chip(u.nu_minus),  gaussian_read(u.read_plus),  gaussian_read(u.read_minus)};
 }
 
+// The chip half of one device: programmed conductance gp (Q1.14, 0..G_MAX) and drift exponent
+// |nu| (0..NU_MAX), fixed per chip (both come from the chip generators, keyed without the round).
+struct ProgrammedDevice {
+    std::int32_t gp, nu;
+};
+ProgrammedDevice program_device(const CodeEntry& device, std::int32_t z_prog, std::int32_t z_nu);
+// The round half of one device: drift to t, read noise, clamp (Q1.14).
+std::int32_t read_device(const NiuLayerProgram& layer, ProgrammedDevice programmed, std::int32_t z_read);
 // One device (docs section 3): programmed, drifted and read conductance (Q1.14).
 std::int32_t device_conductance(const NiuLayerProgram& layer, const CodeEntry& device, std::int32_t z_prog,
                                 std::int32_t z_nu, std::int32_t z_read);
+// Back-conversion of a pair's conductances, sign, saturation to the layer's code width.
+std::int8_t code_of_pair(const NiuLayerProgram& layer, bool negative, std::int64_t g_plus, std::int64_t g_minus);
 // One weight: both devices, back-conversion, sign, saturation to the layer's code width.
 std::int8_t noisy_code(const NiuLayerProgram& layer, std::int8_t clean, const WeightDraws& z);
 
@@ -47,6 +57,34 @@ std::int8_t noisy_code(const NiuLayerProgram& layer, std::int8_t clean, const We
 void apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, std::span<std::int8_t> out,
                  int threads = 0);
 std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads = 0);
+
+// The chip half of a layer kept between rounds (docs/niu_datapath.md, "kept chip state").
+// Programming noise and nu are drawn from the chip generators, whose keys hold no round, so a
+// chip's programmed devices are the same in every round and at every t; computing them once and
+// running only the round half (one generator instead of four, two normals instead of six) gives
+// the same bits as the full model.  Layout: per 8 consecutive weights, four runs of eight
+// uint16 -- gp of g+, nu of g+, gp of g-, nu of g- -- and bit 15 of gp+ is the clean code's sign
+// (gp <= G_MAX < 2^15).  The last block is padded with zeros.
+struct NiuChipState {
+    static constexpr int kBlockWeights = 8;
+    static constexpr int kBlockWords = 4 * kBlockWeights;
+    std::uint32_t count = 0;
+    std::uint64_t key = 0;  // chip_state_key() of the layer program it was computed from
+    std::vector<std::uint16_t> words;
+};
+// What the chip half depends on besides the clean codes: the code table and the chip generators'
+// start states (count is checked separately).  Two programs of one (seed, chip, layer) at any
+// round and t share it.
+std::uint64_t chip_state_key(const NiuLayerProgram& layer);
+// The chip half of `layer` for `clean` (clean.size() must equal layer.count).
+NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads = 0);
+// The round half: out = apply_layer(layer, clean, out) for the clean codes `chip` was computed
+// from, bit for bit.  FormatError if `chip` belongs to another layer, chip or clean count.
+void apply_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out, int threads = 0);
+// chip_state / apply_kept on one thread with a named kernel.
+NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean);
+void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, const NiuChipState& chip,
+                       std::span<std::int8_t> out);
 
 // Kernels of the fast path; "avx2" only where the CPU has AVX2.
 std::vector<std::string> available_kernels();
@@ -85,6 +123,13 @@ namespace detail {
 // first_beat; only called when the CPU has AVX2.  Declared here for niu_model.cpp.
 void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
                       std::uint64_t last_beat, RngState* states);
+// The two halves, AVX2: chip half of beats [first, last) with the chip generators' states at
+// `first` (states points at generator 0; only the chip generators are read and advanced), words
+// of those beats written; round half with the read generator's 32 states (`read_states`).
+void chip_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::uint16_t* words, std::uint64_t first_beat,
+                     std::uint64_t last_beat, RngState* states);
+void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first_beat,
+                     std::uint64_t last_beat, RngState* read_states);
 bool cpu_has_avx2();
 }  // namespace detail
 
