@@ -67,7 +67,11 @@ BeatKernel kernel_by_name(const std::string& name) {
         if (!detail::cpu_has_avx2()) throw FormatError("<memory>", "kernel", "this CPU has no AVX2");
         return detail::apply_beats_avx2;
     }
-    throw FormatError("<memory>", "kernel", "unknown NIU kernel '" + name + "' (scalar, avx2)");
+    if (name == "avx512") {  // the full model has no AVX-512 form (see available_kernels)
+        if (!detail::cpu_has_avx512bw()) throw FormatError("<memory>", "kernel", "this CPU has no AVX-512BW");
+        return detail::apply_beats_avx2;
+    }
+    throw FormatError("<memory>", "kernel", "unknown NIU kernel '" + name + "' (scalar, avx2, avx512)");
 }
 
 BeatKernel best_kernel() { return detail::cpu_has_avx2() ? detail::apply_beats_avx2 : apply_beats_scalar; }
@@ -172,10 +176,16 @@ struct HalfKernels {
 HalfKernels half_kernels(const std::string& name) {
     if (name == "scalar") return {chip_beats_scalar, kept_beats_scalar};
     kernel_by_name(name);  // the same names and checks as the full kernels
+    if (name == "avx512") return {detail::chip_beats_avx2, detail::kept_beats_avx512};
     return {detail::chip_beats_avx2, detail::kept_beats_avx2};
 }
 
-HalfKernels best_half_kernels() { return half_kernels(detail::cpu_has_avx2() ? "avx2" : "scalar"); }
+HalfKernels best_half_kernels() { return half_kernels(available_kernels().back()); }
+
+// Words of a chip state for `count` weights: whole beats, so a kernel may read any beat it steps.
+std::size_t chip_state_words(std::uint64_t count) {
+    return std::size_t(beats_of(count)) * (kBeatLanes / NiuChipState::kBlockWeights) * NiuChipState::kBlockWords;
+}
 
 NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
                              int threads) {
@@ -183,8 +193,7 @@ NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, st
     NiuChipState chip;
     chip.count = layer.count;
     chip.key = chip_state_key(layer);
-    const std::uint64_t blocks = (std::uint64_t(layer.count) + NiuChipState::kBlockWeights - 1) / NiuChipState::kBlockWeights;
-    chip.words.assign(std::size_t(blocks) * NiuChipState::kBlockWords, 0);
+    chip.words.assign(chip_state_words(layer.count), 0);
     for_beat_parts(beats_of(layer.count), threads, [&](std::uint64_t first, std::uint64_t last) {
         auto states = states_at(layer, first, 0, kChipGens);
         kernel(layer, clean.data(), chip.words.data(), first, last, states.data());
@@ -195,9 +204,7 @@ NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, st
 void run_kept_kernel(KeptKernel kernel, const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out,
                      int threads) {
     check_layer_io(layer, chip.count, out.size());
-    if (chip.key != chip_state_key(layer) ||
-        chip.words.size() != (std::size_t(chip.count) + NiuChipState::kBlockWeights - 1) / NiuChipState::kBlockWeights *
-                                 NiuChipState::kBlockWords)
+    if (chip.key != chip_state_key(layer) || chip.words.size() != chip_state_words(chip.count))
         throw FormatError("<memory>", "chip_state",
                           "the kept chip state was computed for another layer program (its code table or chip streams "
                           "differ: another seed, chip, layer or noise model)");
@@ -280,6 +287,7 @@ void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, 
 std::vector<std::string> available_kernels() {
     std::vector<std::string> k{"scalar"};
     if (detail::cpu_has_avx2()) k.push_back("avx2");
+    if (detail::cpu_has_avx2() && detail::cpu_has_avx512bw()) k.push_back("avx512");
     return k;
 }
 

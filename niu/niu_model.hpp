@@ -64,7 +64,7 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 // running only the round half (one generator instead of four, two normals instead of six) gives
 // the same bits as the full model.  Layout: per 8 consecutive weights, four runs of eight
 // uint16 -- gp of g+, nu of g+, gp of g-, nu of g- -- and bit 15 of gp+ is the clean code's sign
-// (gp <= G_MAX < 2^15).  The last block is padded with zeros.
+// (gp <= G_MAX < 2^15).  The words cover whole beats (32 weights); those past the layer are 0.
 struct NiuChipState {
     static constexpr int kBlockWeights = 8;
     static constexpr int kBlockWords = 4 * kBlockWeights;
@@ -86,7 +86,9 @@ NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram&
 void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, const NiuChipState& chip,
                        std::span<std::int8_t> out);
 
-// Kernels of the fast path; "avx2" only where the CPU has AVX2.
+// Kernels of the fast path: "scalar"; "avx2" where the CPU has AVX2; "avx512" where it has
+// AVX-512BW, which runs the round half of a kept chip state with 16-weight vectors and
+// table permutes (niu_model_avx512.cpp) and the full model and the chip half as "avx2" does.
 std::vector<std::string> available_kernels();
 // apply_layer on one thread with a named kernel (tests and benchmarks compare them).
 void apply_layer_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
@@ -130,7 +132,11 @@ void chip_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std
                      std::uint64_t last_beat, RngState* states);
 void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first_beat,
                      std::uint64_t last_beat, RngState* read_states);
+// The round half in AVX-512BW (niu_model_avx512.cpp); only called when the CPU has it.
+void kept_beats_avx512(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first_beat,
+                       std::uint64_t last_beat, RngState* read_states);
 bool cpu_has_avx2();
+bool cpu_has_avx512bw();
 }  // namespace detail
 
 }  // namespace aimcemu::niu
