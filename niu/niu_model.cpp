@@ -192,7 +192,8 @@ NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, st
     check_layer_io(layer, clean.size(), clean.size());
     NiuChipState chip;
     chip.count = layer.count;
-    chip.key = chip_state_key(layer);
+    chip.code = layer.code;
+    std::copy_n(layer.rng.begin(), chip.chip_streams.size(), chip.chip_streams.begin());
     chip.words.assign(chip_state_words(layer.count), 0);
     for_beat_parts(beats_of(layer.count), threads, [&](std::uint64_t first, std::uint64_t last) {
         auto states = states_at(layer, first, 0, kChipGens);
@@ -204,7 +205,7 @@ NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, st
 void run_kept_kernel(KeptKernel kernel, const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out,
                      int threads) {
     check_layer_io(layer, chip.count, out.size());
-    if (chip.key != chip_state_key(layer) || chip.words.size() != chip_state_words(chip.count))
+    if (!is_chip_state_of(chip, layer))
         throw FormatError("<memory>", "chip_state",
                           "the kept chip state was computed for another layer program (its code table or chip streams "
                           "differ: another seed, chip, layer or noise model)");
@@ -255,16 +256,10 @@ std::int8_t noisy_code(const NiuLayerProgram& l, std::int8_t clean, const Weight
     return code_of_pair(l, negative, g_plus, g_minus);
 }
 
-std::uint64_t chip_state_key(const NiuLayerProgram& layer) {
-    std::uint64_t h = splitmix64(layer.count);
-    const auto fold = [&h](std::uint64_t w) { h = splitmix64(h ^ w); };
-    for (const CodeEntry& e : layer.code) {
-        fold(std::uint64_t(std::uint32_t(e.gt)) << 32 | std::uint32_t(e.sp));
-        fold(std::uint64_t(std::uint32_t(e.mu)) << 32 | std::uint32_t(e.sn));
-    }
-    for (std::size_t k = 0; k < std::size_t(kChipGens) * kStreams; ++k)
-        for (int w = 0; w < 4; w += 2) fold(std::uint64_t(layer.rng[k][std::size_t(w)]) << 32 | layer.rng[k][std::size_t(w + 1)]);
-    return h;
+bool is_chip_state_of(const NiuChipState& chip, const NiuLayerProgram& layer) {
+    return chip.count == layer.count && chip.code == layer.code &&
+           std::equal(chip.chip_streams.begin(), chip.chip_streams.end(), layer.rng.begin()) &&
+           chip.words.size() == chip_state_words(chip.count);
 }
 
 NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads) {

@@ -69,13 +69,15 @@ struct NiuChipState {
     static constexpr int kBlockWeights = 8;
     static constexpr int kBlockWords = 4 * kBlockWeights;
     std::uint32_t count = 0;
-    std::uint64_t key = 0;  // chip_state_key() of the layer program it was computed from
+    // What the chip half depends on besides the clean codes, copied from the layer program it
+    // was computed from: the code table and the chip generators' start states.  Programs of one
+    // (seed, chip, layer, noise model) at any round and t have the same.
+    std::array<CodeEntry, kCodeTable> code{};
+    std::array<RngState, kChipGens * kStreams> chip_streams{};
     std::vector<std::uint16_t> words;
 };
-// What the chip half depends on besides the clean codes: the code table and the chip generators'
-// start states (count is checked separately).  Two programs of one (seed, chip, layer) at any
-// round and t share it.
-std::uint64_t chip_state_key(const NiuLayerProgram& layer);
+// Whether `chip` holds the chip half of `layer` (same count, code table and chip streams).
+bool is_chip_state_of(const NiuChipState& chip, const NiuLayerProgram& layer);
 // The chip half of `layer` for `clean` (clean.size() must equal layer.count).
 NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads = 0);
 // The round half: out = apply_layer(layer, clean, out) for the clean codes `chip` was computed

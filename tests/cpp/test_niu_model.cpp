@@ -338,7 +338,7 @@ TEST(NiuKeptChipState, IsTheSameChipInEveryRoundAndAtEveryTime) {
     const auto clean = random_codes(count, 22);
     const NiuProgram a = compile_one("pcm_like", {}, count, 127, {.seed = 3, .chip = 2, .round = 0, .t = 0.0});
     const NiuProgram b = compile_one("pcm_like", {}, count, 127, {.seed = 3, .chip = 2, .round = 9, .t = 1e6});
-    EXPECT_EQ(chip_state_key(a.layers[0]), chip_state_key(b.layers[0]));
+    EXPECT_TRUE(is_chip_state_of(chip_state(a.layers[0], clean, 1), b.layers[0]));
     EXPECT_EQ(chip_state(a.layers[0], clean, 1).words, chip_state(b.layers[0], clean, 1).words);
     // The words are the specification's programmed devices: weight i's g+ and g- from its chip draws.
     const NiuChipState s = chip_state(a.layers[0], clean, 1);
