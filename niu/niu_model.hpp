@@ -62,11 +62,11 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 // Programming noise and nu are drawn from the chip generators, whose keys hold no round, so a
 // chip's programmed devices are the same in every round and at every t; computing them once and
 // running only the round half (one generator instead of four, two normals instead of six) gives
-// the same bits as the full model.  Layout: per 8 consecutive weights, four runs of eight
+// the same bits as the full model.  Layout: per 16 consecutive weights, four runs of sixteen
 // uint16 -- gp of g+, nu of g+, gp of g-, nu of g- -- and bit 15 of gp+ is the clean code's sign
 // (gp <= G_MAX < 2^15).  The words cover whole beats (32 weights); those past the layer are 0.
 struct NiuChipState {
-    static constexpr int kBlockWeights = 8;
+    static constexpr int kBlockWeights = 16;  // one AVX-512 vector of a field, two AVX2 vectors
     static constexpr int kBlockWords = 4 * kBlockWeights;
     std::uint32_t count = 0;
     // What the chip half depends on besides the clean codes, copied from the layer program it

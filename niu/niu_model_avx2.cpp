@@ -112,8 +112,8 @@ inline __m256i read_device(const Tables& t, __m256i gp, __m256i nu, __m256i z3, 
     const __m256i ef = _mm256_sub_epi32(low16(ed), rshr(_mm256_mullo_epi32(_mm256_srli_epi32(ed, 16), f), NIU_EXP_FRAC_BITS));
     // gd = rshr(rshr(gp * ef, 15) * 2^(15 - xi), 15).
     const __m256i g1 = rshr(_mm256_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
-    const __m256i scale = _mm256_srlv_epi32(_mm256_set1_epi32(1 << NIU_EXP_ONE_BITS), xi);
-    const __m256i gd = rshr(_mm256_mullo_epi32(g1, scale), NIU_EXP_ONE_BITS);
+    // g1 * 2^(15 - xi) as a shift (the same value; it fits as the product does).
+    const __m256i gd = rshr(_mm256_sllv_epi32(g1, _mm256_sub_epi32(_mm256_set1_epi32(NIU_EXP_ONE_BITS), xi)), NIU_EXP_ONE_BITS);
     // Read sigma: the float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
     const __m256i gbits = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_max_epi32(gp, _mm256_set1_epi32(1))));
     const __m256i j = _mm256_sub_epi32(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS),
@@ -274,6 +274,11 @@ inline __m256i load_u16(const std::uint16_t* src) {
     return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
 }
 
+// Word offset of weight `base` (a multiple of 8) in its chip-state block's first run.
+inline std::uint64_t chip_run(std::uint64_t base) {
+    return base / NiuChipState::kBlockWeights * NiuChipState::kBlockWords + base % NiuChipState::kBlockWeights;
+}
+
 }  // namespace
 
 void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
@@ -341,12 +346,12 @@ void chip_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std
                 // Weights past the layer's end keep the zero padding (as the scalar kernel leaves it).
                 const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(count - base < 8 ? count - base : 8)),
                                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                // base is a multiple of 8: its block's four runs start at word base * 4.
-                std::uint16_t* w = words + base * 4;
+                std::uint16_t* w = words + chip_run(base);
+                constexpr int run = NiuChipState::kBlockWeights;
                 store_u16(w, _mm256_and_si256(valid, _mm256_or_si256(plus.gp, _mm256_and_si256(d.neg, sign_bit))));
-                store_u16(w + 8, _mm256_and_si256(valid, plus.nu));
-                store_u16(w + 16, _mm256_and_si256(valid, minus.gp));
-                store_u16(w + 24, _mm256_and_si256(valid, minus.nu));
+                store_u16(w + run, _mm256_and_si256(valid, plus.nu));
+                store_u16(w + 2 * run, _mm256_and_si256(valid, minus.gp));
+                store_u16(w + 3 * run, _mm256_and_si256(valid, minus.nu));
             }
         }
     }
@@ -386,11 +391,12 @@ void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, s
                 const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(&uni[b][group * 8]));
                 const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u, 16));
                 const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u, _mm256_set1_epi32(0xFFFF)));
-                const std::uint16_t* w = words + base * 4;
+                const std::uint16_t* w = words + chip_run(base);
+                constexpr int run = NiuChipState::kBlockWeights;
                 const __m256i w0 = load_u16(w);
                 const __m256i neg = _mm256_cmpgt_epi32(w0, magnitude);
-                const __m256i g_plus = read_device(t, _mm256_and_si256(w0, magnitude), load_u16(w + 8), z3p, lt);
-                const __m256i g_minus = read_device(t, load_u16(w + 16), load_u16(w + 24), z3m, lt);
+                const __m256i g_plus = read_device(t, _mm256_and_si256(w0, magnitude), load_u16(w + run), z3p, lt);
+                const __m256i g_minus = read_device(t, load_u16(w + 2 * run), load_u16(w + 3 * run), z3m, lt);
                 store_codes(out, code_of_pair(neg, g_plus, g_minus, back_k, out_max), base, count);
             }
         }

@@ -41,8 +41,6 @@ namespace {
 
 using namespace gen;
 
-constexpr int kBlock = 64;  // beats per block
-
 // The read Gaussian's address fields (niu_rng.hpp gauss_index) for 16-bit uniforms.
 constexpr int kReadVBits = NIU_GAUSS_READ_U_BITS - 1;                       // magnitude bits (15)
 constexpr int kReadOffset = (kReadVBits - 1) % NIU_GAUSS_GROUP_SPAN;        // 2
@@ -94,8 +92,8 @@ inline __m512i read_device(const Tables& t, __m512i gp, __m512i nu, __m512i z3, 
     const __m512i ed = _mm512_permutex2var_epi32(t.exp2[0], k, t.exp2[1]);
     const __m512i ef = _mm512_sub_epi32(low16(ed), rshr(_mm512_mullo_epi32(_mm512_srli_epi32(ed, 16), f), NIU_EXP_FRAC_BITS));
     const __m512i g1 = rshr(_mm512_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
-    const __m512i scale = _mm512_srlv_epi32(_mm512_set1_epi32(1 << NIU_EXP_ONE_BITS), xi);
-    const __m512i gd = rshr(_mm512_mullo_epi32(g1, scale), NIU_EXP_ONE_BITS);
+    // g1 * 2^(15 - xi) as a shift (the same value; it fits as the product does).
+    const __m512i gd = rshr(_mm512_sllv_epi32(g1, _mm512_sub_epi32(_mm512_set1_epi32(NIU_EXP_ONE_BITS), xi)), NIU_EXP_ONE_BITS);
     // Read sigma: the float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
     const __m512i gbits = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_max_epi32(gp, _mm512_set1_epi32(1))));
     const __m512i j = _mm512_sub_epi32(_mm512_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS), _mm512_set1_epi32(127 << NIU_RT_SEG_BITS));
@@ -173,11 +171,10 @@ void fill_tables(Tables& t, const NiuLayerProgram& layer) {
     for (int r = 0; r < 8; ++r) t.read[r] = _mm512_load_si512(dwords + 16 * r);
 }
 
-// One run (8 words) of two consecutive 8-weight blocks, as sixteen dwords.
+// One run (sixteen words of one field) of a chip-state block, as sixteen dwords.
+static_assert(NiuChipState::kBlockWeights == 16, "a chip-state run is one vector");
 inline __m512i load_run(const std::uint16_t* w) {
-    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w))),
-                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + NiuChipState::kBlockWords)), 1);
-    return _mm512_cvtepu16_epi32(both);
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
 }
 
 }  // namespace
@@ -193,39 +190,35 @@ void kept_beats_avx512(const NiuLayerProgram& layer, const std::uint16_t* words,
     const __m512i magnitude = _mm512_set1_epi32(0x7FFF);
     static_assert(kStreams == 32, "a beat is two vectors of sixteen streams");
 
-    alignas(64) std::uint32_t uni[kBlock][kStreams];  // the read generator's outputs, weight order
-    for (std::uint64_t b0 = first_beat; b0 < last_beat; b0 += kBlock) {
-        const int nb = int(last_beat - b0 < std::uint64_t(kBlock) ? last_beat - b0 : std::uint64_t(kBlock));
-        Lanes16 x(read_states), y(read_states + 16);  // two chains overlap
-        for (int b = 0; b < nb; ++b) {
-            _mm512_store_si512(&uni[b][0], x.next());
-            _mm512_store_si512(&uni[b][16], y.next());
-        }
-        x.store(read_states);
-        y.store(read_states + 16);
-        for (int b = 0; b < nb; ++b) {
-            for (int half = 0; half < 2; ++half) {
-                const std::uint64_t base = (b0 + std::uint64_t(b)) * kBeatLanes + std::uint64_t(half) * 16;
-                if (base >= count) break;
-                // Word 2i holds weight i's g- uniform (bits 15:0), word 2i+1 its g+ uniform (bits 31:16).
-                const __m512i z = read_normals(t, _mm512_load_si512(&uni[b][half * 16]));
-                const __m512i z3p = _mm512_srai_epi32(z, 16);
-                const __m512i z3m = _mm512_srai_epi32(_mm512_slli_epi32(z, 16), 16);
-                // The chip state is padded to whole beats, so both blocks of a half exist.
-                const std::uint16_t* w = words + base * 4;
-                const __m512i w0 = load_run(w);
-                const __mmask16 neg = _mm512_cmpgt_epi32_mask(w0, magnitude);
-                const __m512i g_plus = read_device(t, _mm512_and_si512(w0, magnitude), load_run(w + 8), z3p, lt);
-                const __m512i g_minus = read_device(t, load_run(w + 16), load_run(w + 24), z3m, lt);
-                const __m512i codes = code_of_pair(neg, g_plus, g_minus, back_k, out_max);
-                if (base + 16 <= count) {
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + base), _mm512_cvtsepi32_epi8(codes));
-                } else {
-                    _mm512_mask_cvtsepi32_storeu_epi8(out + base, __mmask16((1u << (count - base)) - 1), codes);
-                }
+    // The 32 read streams live in two sets of registers for the whole range; each beat steps
+    // both (their chains are independent and overlap with the datapath).
+    Lanes16 streams[2] = {Lanes16(read_states), Lanes16(read_states + 16)};
+    for (std::uint64_t beat = first_beat; beat < last_beat; ++beat) {
+        const __m512i outputs[2] = {streams[0].next(), streams[1].next()};
+        for (int half = 0; half < 2; ++half) {
+            const std::uint64_t base = beat * kBeatLanes + std::uint64_t(half) * 16;
+            if (base >= count) break;
+            // Word 2i holds weight i's g- uniform (bits 15:0), word 2i+1 its g+ uniform (bits 31:16).
+            const __m512i z = read_normals(t, outputs[half]);
+            const __m512i z3p = _mm512_srai_epi32(z, 16);
+            const __m512i z3m = _mm512_srai_epi32(_mm512_slli_epi32(z, 16), 16);
+            // Sixteen weights are one chip-state block (base is a multiple of 16), which
+            // exists even past the layer's end: the state is padded to whole beats.
+            const std::uint16_t* w = words + base / 16 * NiuChipState::kBlockWords;
+            const __m512i w0 = load_run(w);
+            const __mmask16 neg = _mm512_cmpgt_epi32_mask(w0, magnitude);
+            const __m512i g_plus = read_device(t, _mm512_and_si512(w0, magnitude), load_run(w + 16), z3p, lt);
+            const __m512i g_minus = read_device(t, load_run(w + 32), load_run(w + 48), z3m, lt);
+            const __m512i codes = code_of_pair(neg, g_plus, g_minus, back_k, out_max);
+            if (base + 16 <= count) {
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(out + base), _mm512_cvtsepi32_epi8(codes));
+            } else {
+                _mm512_mask_cvtsepi32_storeu_epi8(out + base, __mmask16((1u << (count - base)) - 1), codes);
             }
         }
     }
+    streams[0].store(read_states);
+    streams[1].store(read_states + 16);
 }
 
 }  // namespace aimcemu::niu::detail

@@ -352,14 +352,14 @@ TEST(NiuKeptChipState, IsTheSameChipInEveryRoundAndAtEveryTime) {
         const CodeEntry& off = a.layers[0].code[0];
         const ProgrammedDevice plus = program_device(negative ? off : on, z.prog_plus, z.nu_plus);
         const ProgrammedDevice minus = program_device(negative ? on : off, z.prog_minus, z.nu_minus);
-        const std::size_t w = i / 8 * 32 + i % 8;
+        const std::size_t w = i / 16 * 64 + i % 16;  // runs of sixteen: gp+, nu+, gp-, nu-
         ASSERT_EQ(s.words[w], std::uint16_t(plus.gp | (negative ? 0x8000 : 0))) << i;
-        ASSERT_EQ(s.words[w + 8], std::uint16_t(plus.nu)) << i;
-        ASSERT_EQ(s.words[w + 16], std::uint16_t(minus.gp)) << i;
-        ASSERT_EQ(s.words[w + 24], std::uint16_t(minus.nu)) << i;
+        ASSERT_EQ(s.words[w + 16], std::uint16_t(plus.nu)) << i;
+        ASSERT_EQ(s.words[w + 32], std::uint16_t(minus.gp)) << i;
+        ASSERT_EQ(s.words[w + 48], std::uint16_t(minus.nu)) << i;
     }
     for (std::size_t w = 0; w < s.words.size(); ++w)
-        if (w / 32 * 8 + w % 8 >= count) ASSERT_EQ(s.words[w], 0) << "padding word " << w;
+        if (w / 64 * 16 + w % 16 >= count) ASSERT_EQ(s.words[w], 0) << "padding word " << w;
 }
 
 TEST(NiuKeptChipState, RejectsAStateOfAnotherChipLayerOrSize) {
