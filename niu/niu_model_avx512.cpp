@@ -94,9 +94,12 @@ inline __m512i read_device(const Tables& t, __m512i gp, __m512i nu, __m512i z3, 
     const __m512i g1 = rshr(_mm512_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
     // g1 * 2^(15 - xi) as a shift (the same value; it fits as the product does).
     const __m512i gd = rshr(_mm512_sllv_epi32(g1, _mm512_sub_epi32(_mm512_set1_epi32(NIU_EXP_ONE_BITS), xi)), NIU_EXP_ONE_BITS);
-    // Read sigma: the float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
-    const __m512i gbits = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_max_epi32(gp, _mm512_set1_epi32(1))));
-    const __m512i j = _mm512_sub_epi32(_mm512_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS), _mm512_set1_epi32(127 << NIU_RT_SEG_BITS));
+    // Read sigma: the float exponent of gp is the octave, the mantissa the segment and fraction;
+    // e = 127 * 8 + j is the biased segment, and the table is stored rotated so that e indexes it
+    // directly (read_table_slot).  gp = 0 (no leading one) reads some entry: gd is 0 then, and so
+    // is sa whatever the sigma, as in read_device where max(gp, 1) picks the first segment.
+    const __m512i gbits = _mm512_castps_si512(_mm512_cvtepi32_ps(gp));
+    const __m512i j = _mm512_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS);
     const __m512i fr = _mm512_and_si512(_mm512_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS),
                                         _mm512_set1_epi32((1 << NIU_RT_FRAC_BITS) - 1));
     const __mmask16 bit5 = _mm512_test_epi32_mask(j, _mm512_set1_epi32(32));
@@ -154,6 +157,10 @@ struct Lanes16 {
     }
 };
 
+// Where segment j of the read-sigma table sits: at its float-biased index 127 * 8 + j, modulo
+// the table's 128 slots (the permutes read bits 0-4 of the index, the masked moves bits 5 and 6).
+constexpr int read_table_slot(int j) { return ((127 << NIU_RT_SEG_BITS) + j) % 128; }
+
 void fill_tables(Tables& t, const NiuLayerProgram& layer) {
     alignas(64) std::int16_t words[64];
     for (int g = 0; g < kReadGroups; ++g) {
@@ -165,9 +172,9 @@ void fill_tables(Tables& t, const NiuLayerProgram& layer) {
     for (int k = 0; k < NIU_EXP_ENTRIES; ++k) dwords[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << 16);
     for (int r = 0; r < 2; ++r) t.exp2[r] = _mm512_load_si512(dwords + 16 * r);
     for (int j = 0; j < 128; ++j)
-        dwords[j] = j < NIU_RT_SEGMENTS ? std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & 0xFFFFu) |
-                                                       (std::uint32_t(layer.rd[std::size_t(j)]) << 16))
-                                        : 0;
+        dwords[read_table_slot(j)] = j < NIU_RT_SEGMENTS ? std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & 0xFFFFu) |
+                                                                        (std::uint32_t(layer.rd[std::size_t(j)]) << 16))
+                                                         : 0;
     for (int r = 0; r < 8; ++r) t.read[r] = _mm512_load_si512(dwords + 16 * r);
 }
 
@@ -201,7 +208,7 @@ void kept_beats_avx512(const NiuLayerProgram& layer, const std::uint16_t* words,
             // Word 2i holds weight i's g- uniform (bits 15:0), word 2i+1 its g+ uniform (bits 31:16).
             const __m512i z = read_normals(t, outputs[half]);
             const __m512i z3p = _mm512_srai_epi32(z, 16);
-            const __m512i z3m = _mm512_srai_epi32(_mm512_slli_epi32(z, 16), 16);
+            const __m512i z3m = _mm512_madd_epi16(z, _mm512_set1_epi32(1));  // low word * 1 + high word * 0
             // Sixteen weights are one chip-state block (base is a multiple of 16), which
             // exists even past the layer's end: the state is padded to whole beats.
             const std::uint16_t* w = words + base / 16 * NiuChipState::kBlockWords;
