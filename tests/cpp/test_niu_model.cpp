@@ -309,6 +309,12 @@ TEST(NiuKeptChipState, RoundHalfEqualsTheSpecificationForEveryRoundTimeAndThread
             const NiuProgram programmed = compile_one(model, {}, count, 90, at_programming);
             const auto states = chip_states_every_way(programmed.layers[0], clean);
             for (const auto& [way, state] : states) ASSERT_EQ(state.words, states[0].second.words) << way << " " << model;
+            // Devices clamped at gp = 0 (off devices with negative programming noise) take the
+            // kernels' no-leading-one path of the read-sigma lookup: make sure there are many.
+            std::size_t zero_gp = 0;
+            for (std::uint32_t i = 0; i < count; ++i)
+                zero_gp += (states[0].second.words[i / 16 * 64 + i % 16] & 0x7FFF) == 0;
+            EXPECT_GT(zero_gp, count / 20) << model;
             for (std::uint64_t round : {0u, 1u, 12u})
                 for (double t : {0.0, 3600.0, 3.15e7}) {
                     NiuCompileOptions o = at_programming;
