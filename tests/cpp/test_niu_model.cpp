@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -392,4 +393,17 @@ TEST(NiuKeptChipState, RejectsAStateOfAnotherChipLayerOrSize) {
     EXPECT_THROW(apply_kept(p.layers[0], s, short_out), FormatError);
     EXPECT_THROW(chip_state(p.layers[0], std::span(clean.data(), count - 1)), FormatError);
     EXPECT_THROW(chip_state_kernel("sse2", p.layers[0], clean), FormatError);
+}
+
+TEST(NiuModel, EveryKernelTheCpuHasIsOffered) {
+    // The kernel tests loop over available_kernels(); a kernel dropping out of that list would
+    // leave it untested and unused without a failure, so the list is checked against the CPU.
+    const auto kernels = available_kernels();
+    const auto has = [&](const char* name) { return std::find(kernels.begin(), kernels.end(), name) != kernels.end(); };
+    std::string list;
+    for (const auto& k : kernels) list += k + " ";
+    std::printf("NIU kernels on this CPU: %s\n", list.c_str());
+    EXPECT_TRUE(has("scalar"));
+    EXPECT_EQ(has("avx2"), bool(__builtin_cpu_supports("avx2")));
+    EXPECT_EQ(has("avx512"), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"));
 }
