@@ -94,9 +94,8 @@ std::uint64_t beats_of(std::uint64_t count) { return (count + kBeatLanes - 1) / 
 // Contiguous parts keep each thread on its own cache lines of the input and output.
 template <class Part>
 void for_beat_parts(std::uint64_t beats, int threads, std::uint64_t min_beats, const Part& part) {
-    const std::uint64_t kMinBeatsPerPart = min_beats;
     int workers = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    workers = int(std::min<std::uint64_t>(std::uint64_t(workers), std::max<std::uint64_t>(1, beats / kMinBeatsPerPart)));
+    workers = int(std::min<std::uint64_t>(std::uint64_t(workers), std::max<std::uint64_t>(1, beats / min_beats)));
     const std::uint64_t parts = std::uint64_t(workers);
     run_on_worker_pool(std::int64_t(parts), workers, [&](std::int64_t p) {
         part(beats * std::uint64_t(p) / parts, beats * std::uint64_t(p + 1) / parts);
@@ -182,7 +181,10 @@ HalfKernels half_kernels(const std::string& name) {
     return {detail::chip_beats_avx2, detail::kept_beats_avx2};
 }
 
-HalfKernels best_half_kernels() { return half_kernels(available_kernels().back()); }
+HalfKernels best_half_kernels() {
+    static const HalfKernels best = half_kernels(available_kernels().back());  // the CPU does not change
+    return best;
+}
 
 // Words of a chip state for `count` weights: whole beats, so a kernel may read any beat it steps.
 std::size_t chip_state_words(std::uint64_t count) {
@@ -211,8 +213,8 @@ void run_kept_kernel(KeptKernel kernel, const NiuLayerProgram& layer, const NiuC
         throw FormatError("<memory>", "chip_state",
                           "the kept chip state was computed for another layer program (its code table or chip streams "
                           "differ: another seed, chip, layer or noise model)");
-    // Only the 32 read streams jump (about 12 us), and the round half runs four times as fast
-    // as the full model: 512 beats (16 K weights) take about 35 us on one core.
+    // Only the 32 read streams jump (about 13 us), and the round half runs four times as fast
+    // as the full model: 512 beats (16 K weights) take about 33 us on one core.
     for_beat_parts(beats_of(layer.count), threads, 512, [&](std::uint64_t first, std::uint64_t last) {
         auto states = states_at(layer, first, kChipGens, kGens);
         kernel(layer, chip.words.data(), out.data(), first, last, states.data() + std::size_t(kChipGens) * kStreams);
