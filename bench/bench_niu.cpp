@@ -7,6 +7,9 @@
 //
 //   NIU, one round     compile the program (tables, stream states) and apply every layer: what a
 //                      hybrid run pays per (chip, t, round), scalar and AVX2 kernels, 1 and 2 threads
+//   chip state         the chip half of every layer (programmed devices), once per chip
+//   kept state         compile + the round half of every layer with the chip states kept: what a
+//                      round costs after a chip's first, each kernel on 1 thread and the best on N
 //   float64 reference  program (once per chip) + read (per round), and read alone, 1 thread
 //
 // Usage: bench_niu [threads] [repeats]   (default: 2 threads, 3 repeats)
@@ -90,6 +93,33 @@ Span time_niu(const Layers& layers, const noise::NoiseModel& model, const std::s
     return watch.stop();
 }
 
+// The chip half of every layer (once per chip): chip-state computation on `threads` threads.
+Span time_chip_states(const Layers& layers, const noise::NoiseModel& model, int threads,
+                      std::vector<niu::NiuChipState>& states) {
+    const auto specs = specs_of(layers);
+    const Stopwatch watch;
+    const niu::NiuProgram program = niu::compile_program(model, specs, {.seed = 1, .chip = 0, .round = 0, .t = 0.0});
+    states.clear();
+    for (std::size_t i = 0; i < layers.clean.size(); ++i) states.push_back(niu::chip_state(program.layers[i], *layers.clean[i], threads));
+    return watch.stop();
+}
+
+// One round with kept chip states: compile + the round half of every layer.  kernel "" = the
+// best kernel with `threads` threads.
+Span time_kept(const Layers& layers, const noise::NoiseModel& model, const std::vector<niu::NiuChipState>& states,
+               const std::string& kernel, int threads) {
+    const auto specs = specs_of(layers);
+    const Stopwatch watch;
+    const niu::NiuProgram program = niu::compile_program(model, specs, {.seed = 1, .chip = 0, .round = 1, .t = 3600.0});
+    std::vector<std::int8_t> out;
+    for (std::size_t i = 0; i < layers.clean.size(); ++i) {
+        out.resize(layers.clean[i]->size());
+        if (kernel.empty()) niu::apply_kept(program.layers[i], states[i], out, threads);
+        else niu::apply_kept_kernel(kernel, program.layers[i], states[i], out);
+    }
+    return watch.stop();
+}
+
 // Float reference, single thread: {program (per chip), read (per round)} seconds.
 std::pair<Span, Span> time_float(const Layers& layers, noise::NoiseModel& model) {
     model.set_num_threads(1);
@@ -126,6 +156,11 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeats; ++r) {
         for (const std::string& k : kernels) keep("niu " + k + ", 1 thread", time_niu(layers, *model, k, 1));
         keep("niu best kernel, " + std::to_string(threads) + " threads", time_niu(layers, *model, "", threads));
+        std::vector<niu::NiuChipState> states;
+        keep("chip state (once per chip), 1 thread", time_chip_states(layers, *model, 1, states));
+        keep("chip state (once per chip), " + std::to_string(threads) + " threads", time_chip_states(layers, *model, threads, states));
+        for (const std::string& k : kernels) keep("kept state " + k + ", 1 thread", time_kept(layers, *model, states, k, 1));
+        keep("kept state best, " + std::to_string(threads) + " threads", time_kept(layers, *model, states, "", threads));
         const auto [prog, read] = time_float(layers, *model);
         keep("float64 read", read);
         Span both = prog;
@@ -143,6 +178,12 @@ int main(int argc, char** argv) {
     std::printf("ratios:\n");
     std::printf("  %-44s %7.2f x\n", (kernels.back() + " / scalar kernel, 1 thread").c_str(), best["niu scalar, 1 thread"] / best[fast1]);
     std::printf("  %-44s %7.2f x\n", (std::to_string(threads) + " threads / 1 thread").c_str(), best[fast1] / best[fastn]);
+    const std::string kept1 = "kept state " + kernels.back() + ", 1 thread";
+    const std::string keptn = "kept state best, " + std::to_string(threads) + " threads";
+    std::printf("  %-44s %7.2f x  (wall)  %7.2f x  (per CPU-second)\n", (std::to_string(threads) + " threads / 1 thread, kept state").c_str(),
+                best[kept1] / best[keptn], best_cpu[kept1] / best_cpu[keptn]);
+    std::printf("  %-44s %7.2f x\n", "kept-state round / full round, 1 thread", best[fast1] / best[kept1]);
+    std::printf("  %-44s %7.2f x\n", "kept-state round 1 thread / float64 read", best["float64 read"] / best[kept1]);
     std::printf("  %-44s %7.2f x\n", "NIU 1 thread / float64 read", best["float64 read"] / best[fast1]);
     std::printf("  %-44s %7.2f x  (the NIU redraws the chip noise every round)\n", "NIU 1 thread / float64 program + read",
                 best["float64 program + read"] / best[fast1]);

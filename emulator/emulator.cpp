@@ -79,15 +79,24 @@ std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
                               std::to_string(program.layers[k].count) + " weights, layer '" + layer.name + "' has " +
                                   std::to_string(layer.weights.size()));
     }
-    // Point the program at this round's regions, as the host writes SRC_ADDR/DST_ADDR before a run.
+    // The NIU reads each layer's clean region and writes the back buffer of this round (the
+    // host's SRC_ADDR/DST_ADDR; the program's own addresses are not used).  The chip half of a
+    // layer (programmed devices) depends on the seed, chip and layer but not on the round or t:
+    // it is computed in the first round of a chip and kept, and every round runs only the round
+    // half -- the same bytes as the full model (niu_model.hpp apply_kept).
     auto ticket = fence_.begin_write();
-    NiuProgram retargeted = program;
-    for (std::size_t k = 0; k < aimc_layers_.size(); ++k) {
-        retargeted.layers[k].src_addr = hbm_.layout().at(HbmRegionKind::CleanWeights, aimc_layers_[k]).base;
-        retargeted.layers[k].dst_addr = ticket.weights(aimc_layers_[k]).base;
-    }
     try {
-        apply_program(retargeted, hbm_, threads);
+        std::lock_guard lock(chip_states_mutex_);
+        chip_states_.resize(aimc_layers_.size());
+        for (std::size_t k = 0; k < aimc_layers_.size(); ++k) {
+            const int l = aimc_layers_[k];
+            const NiuLayerProgram& layer = program.layers[k];
+            if (!is_chip_state_of(chip_states_[k], layer)) {
+                const auto clean = std::as_const(hbm_).region(hbm_.layout().at(HbmRegionKind::CleanWeights, l));
+                chip_states_[k] = chip_state(layer, clean.first(layer.count), threads);
+            }
+            apply_kept(layer, chip_states_[k], hbm_.region(ticket.weights(l)).first(layer.count), threads);
+        }
     } catch (...) {
         fence_.abandon(ticket);  // never publish a half-written round
         throw;

@@ -10,8 +10,10 @@
 // from the network's weights) and two weight buffers; every digital GEMM layer one weight region,
 // filled once and never written again.  WeightRoundFence swaps the buffers of all AIMC layers at
 // once, so the PU never runs on a mix of two rounds.  The NIU program's layer k is the AIMC layer
-// aimc_layers()[k]; its SRC/DST addresses are retargeted here to the clean region and the back
-// buffer of the round being written, whatever the program was compiled with.
+// aimc_layers()[k]; it reads the clean region and writes the back buffer of the round being
+// written, whatever addresses the program was compiled with.  Each AIMC layer's chip half (its
+// programmed devices, 8 bytes per weight) is kept from the first round of a chip to the next
+// chip (write_round).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <vector>
 
+#include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "pu_model/hbm.hpp"
 #include "pu_model/inference.hpp"
@@ -45,7 +48,8 @@ public:
     RoundOutputs run_round(const NiuProgram& program, const std::vector<Tensor8>& images, const RunOptions& options);
 
     // The NIU half: takes the fence's back buffers, writes every AIMC layer there from its clean
-    // region and publishes them.  Returns the round id published.  The program must have one
+    // region and publishes them.  The bytes are the full NIU model's; a layer's chip state is
+    // recomputed only when the program's chip half (seed, chip, layer, noise model) changes.  Returns the round id published.  The program must have one
     // layer per AIMC layer with that layer's weight count (FormatError naming the layer otherwise).
     std::uint64_t write_round(const NiuProgram& program, int threads);
 
@@ -72,6 +76,8 @@ private:
     Hbm hbm_;
     WeightRoundFence fence_;  // refers to hbm_'s layout: declared after it
     std::mutex round_mutex_;  // run_round: one write + run at a time
+    std::mutex chip_states_mutex_;            // write_round: one NIU writer at a time
+    std::vector<NiuChipState> chip_states_;   // per AIMC layer, of the last chip written
     // The digital GEMM layers' weights packed for the fast kernel once, on the first round that
     // uses that kernel (their HBM regions are never rewritten, so every round reads the same
     // bytes); AIMC layers change every round and are packed by each run.

@@ -67,41 +67,170 @@ BeatKernel kernel_by_name(const std::string& name) {
         if (!detail::cpu_has_avx2()) throw FormatError("<memory>", "kernel", "this CPU has no AVX2");
         return detail::apply_beats_avx2;
     }
-    throw FormatError("<memory>", "kernel", "unknown NIU kernel '" + name + "' (scalar, avx2)");
+    if (name == "avx512") {  // the full model has no AVX-512 form (see available_kernels)
+        if (!detail::cpu_has_avx512bw()) throw FormatError("<memory>", "kernel", "this CPU has no AVX-512BW");
+        return detail::apply_beats_avx2;
+    }
+    throw FormatError("<memory>", "kernel", "unknown NIU kernel '" + name + "' (scalar, avx2, avx512)");
 }
 
 BeatKernel best_kernel() { return detail::cpu_has_avx2() ? detail::apply_beats_avx2 : apply_beats_scalar; }
 
-// The streams' states at beat `beat` of the layer.
-std::array<RngState, kGens * kStreams> states_at(const NiuLayerProgram& layer, std::uint64_t beat) {
-    std::array<RngState, kGens * kStreams> s;
-    for (std::size_t k = 0; k < s.size(); ++k) s[k] = xoshiro_jump(layer.rng[k], beat);
+// The states of generators [first_gen, last_gen) at beat `beat` of the layer, at their usual
+// index g * kStreams + k (the other generators' entries are left default).
+std::array<RngState, kGens * kStreams> states_at(const NiuLayerProgram& layer, std::uint64_t beat, int first_gen = 0,
+                                                 int last_gen = kGens) {
+    std::array<RngState, kGens * kStreams> s{};
+    for (std::size_t k = std::size_t(first_gen) * kStreams; k < std::size_t(last_gen) * kStreams; ++k)
+        s[k] = xoshiro_jump(layer.rng[k], beat);
     return s;
+}
+
+std::uint64_t beats_of(std::uint64_t count) { return (count + kBeatLanes - 1) / kBeatLanes; }
+
+// Splits beats [0, beats) into one contiguous part per worker and runs part(first, last) on the
+// pool.  Each part jumps the streams it uses (about 0.4 us per stream), so a part must be long
+// enough to pay for that and for waking a worker: min_beats, below which one thread runs it.
+// Contiguous parts keep each thread on its own cache lines of the input and output.
+template <class Part>
+void for_beat_parts(std::uint64_t beats, int threads, std::uint64_t min_beats, const Part& part) {
+    int workers = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    workers = int(std::min<std::uint64_t>(std::uint64_t(workers), std::max<std::uint64_t>(1, beats / min_beats)));
+    const std::uint64_t parts = std::uint64_t(workers);
+    run_on_worker_pool(std::int64_t(parts), workers, [&](std::int64_t p) {
+        part(beats * std::uint64_t(p) / parts, beats * std::uint64_t(p + 1) / parts);
+    });
 }
 
 void run_kernel(BeatKernel kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
                 std::span<std::int8_t> out, int threads) {
     check_layer_io(layer, clean.size(), out.size());
-    const std::uint64_t beats = (std::uint64_t(layer.count) + kBeatLanes - 1) / kBeatLanes;
-    // Each part jumps its 160 streams (about 50 us); parts below 4096 beats are not worth it.
-    constexpr std::uint64_t kMinBeatsPerPart = 4096;
-    int workers = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    workers = int(std::min<std::uint64_t>(std::uint64_t(workers), std::max<std::uint64_t>(1, beats / kMinBeatsPerPart)));
-    const std::uint64_t parts = std::uint64_t(workers);
-    run_on_worker_pool(std::int64_t(parts), workers, [&](std::int64_t p) {
-        const std::uint64_t first = beats * std::uint64_t(p) / parts, last = beats * std::uint64_t(p + 1) / parts;
+    // All 128 streams jump (about 50 us): 4096 beats take about 1 ms on one core.
+    for_beat_parts(beats_of(layer.count), threads, 4096, [&](std::uint64_t first, std::uint64_t last) {
         auto states = states_at(layer, first);
         kernel(layer, clean.data(), out.data(), first, last, states.data());
     });
 }
 
+// ---- kept chip state ------------------------------------------------------------------------
+
+std::size_t chip_word(std::uint64_t i, int run) {
+    return std::size_t(i / NiuChipState::kBlockWeights) * NiuChipState::kBlockWords + std::size_t(run) * NiuChipState::kBlockWeights +
+           std::size_t(i % NiuChipState::kBlockWeights);
+}
+
+constexpr std::uint16_t kSignBit = 0x8000;
+
+// Scalar chip half: beats [first, last), chip generators' states at `first` (advanced in place).
+void chip_beats_scalar(const NiuLayerProgram& layer, const std::int8_t* clean, std::uint16_t* words, std::uint64_t first,
+                       std::uint64_t last, RngState* states) {
+    const std::uint64_t count = layer.count;
+    for (std::uint64_t b = first; b < last; ++b) {
+        for (int k = 0; k < kStreams; ++k) {
+            std::uint32_t o[kChipGens];
+            for (int g = 0; g < kChipGens; ++g) o[g] = xoshiro_next(states[g * kStreams + k]);
+            const std::uint64_t i = b * kBeatLanes + std::uint64_t(k);
+            if (i >= count) continue;
+            const WeightDraws z = draws_of(split_uniforms(o[0], o[1], o[2], 0));
+            const bool negative = clean[i] < 0;
+            const CodeEntry& on = layer.code[std::size_t(std::min(negative ? -int(clean[i]) : int(clean[i]), kCodeTable - 1))];
+            const CodeEntry& off = layer.code[0];
+            const ProgrammedDevice plus = program_device(negative ? off : on, z.prog_plus, z.nu_plus);
+            const ProgrammedDevice minus = program_device(negative ? on : off, z.prog_minus, z.nu_minus);
+            words[chip_word(i, 0)] = std::uint16_t(plus.gp) | (negative ? kSignBit : 0);
+            words[chip_word(i, 1)] = std::uint16_t(plus.nu);
+            words[chip_word(i, 2)] = std::uint16_t(minus.gp);
+            words[chip_word(i, 3)] = std::uint16_t(minus.nu);
+        }
+    }
+}
+
+// Scalar round half: beats [first, last), the read generator's 32 states at `first`.
+void kept_beats_scalar(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first,
+                       std::uint64_t last, RngState* read_states) {
+    const std::uint64_t count = layer.count;
+    for (std::uint64_t b = first; b < last; ++b) {
+        for (int k = 0; k < kStreams; ++k) {
+            const std::uint32_t r0 = xoshiro_next(read_states[k]);
+            const std::uint64_t i = b * kBeatLanes + std::uint64_t(k);
+            if (i >= count) continue;
+            const WeightUniforms u = split_uniforms(0, 0, 0, r0);
+            const std::uint16_t w0 = words[chip_word(i, 0)];
+            const ProgrammedDevice plus{std::int32_t(w0 & ~kSignBit), std::int32_t(words[chip_word(i, 1)])};
+            const ProgrammedDevice minus{std::int32_t(words[chip_word(i, 2)]), std::int32_t(words[chip_word(i, 3)])};
+            out[i] = code_of_pair(layer, (w0 & kSignBit) != 0, read_device(layer, plus, gaussian_read(u.read_plus)),
+                                  read_device(layer, minus, gaussian_read(u.read_minus)));
+        }
+    }
+}
+
+using ChipKernel = void (*)(const NiuLayerProgram&, const std::int8_t*, std::uint16_t*, std::uint64_t, std::uint64_t,
+                            RngState*);
+using KeptKernel = void (*)(const NiuLayerProgram&, const std::uint16_t*, std::int8_t*, std::uint64_t, std::uint64_t,
+                            RngState*);
+
+struct HalfKernels {
+    ChipKernel chip;
+    KeptKernel kept;
+};
+
+HalfKernels half_kernels(const std::string& name) {
+    if (name == "scalar") return {chip_beats_scalar, kept_beats_scalar};
+    kernel_by_name(name);  // the same names and checks as the full kernels
+    if (name == "avx512") return {detail::chip_beats_avx2, detail::kept_beats_avx512};
+    return {detail::chip_beats_avx2, detail::kept_beats_avx2};
+}
+
+HalfKernels best_half_kernels() {
+    static const HalfKernels best = half_kernels(available_kernels().back());  // the CPU does not change
+    return best;
+}
+
+// Words of a chip state for `count` weights: whole beats, so a kernel may read any beat it steps.
+std::size_t chip_state_words(std::uint64_t count) {
+    return std::size_t(beats_of(count)) * (kBeatLanes / NiuChipState::kBlockWeights) * NiuChipState::kBlockWords;
+}
+
+NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
+                             int threads) {
+    check_layer_io(layer, clean.size(), clean.size());
+    NiuChipState chip;
+    chip.count = layer.count;
+    chip.code = layer.code;
+    std::copy_n(layer.rng.begin(), chip.chip_streams.size(), chip.chip_streams.begin());
+    chip.words.assign(chip_state_words(layer.count), 0);
+    for_beat_parts(beats_of(layer.count), threads, 4096, [&](std::uint64_t first, std::uint64_t last) {
+        auto states = states_at(layer, first, 0, kChipGens);
+        kernel(layer, clean.data(), chip.words.data(), first, last, states.data());
+    });
+    return chip;
+}
+
+void run_kept_kernel(KeptKernel kernel, const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out,
+                     int threads) {
+    check_layer_io(layer, chip.count, out.size());
+    if (!is_chip_state_of(chip, layer))
+        throw FormatError("<memory>", "chip_state",
+                          "the kept chip state was computed for another layer program (its code table or chip streams "
+                          "differ: another seed, chip, layer or noise model)");
+    // Only the 32 read streams jump (about 13 us), and the round half runs four times as fast
+    // as the full model: 512 beats (16 K weights) take about 33 us on one core.
+    for_beat_parts(beats_of(layer.count), threads, 512, [&](std::uint64_t first, std::uint64_t last) {
+        auto states = states_at(layer, first, kChipGens, kGens);
+        kernel(layer, chip.words.data(), out.data(), first, last, states.data() + std::size_t(kChipGens) * kStreams);
+    });
+}
+
 }  // namespace
 
-std::int32_t device_conductance(const NiuLayerProgram& l, const CodeEntry& d, std::int32_t z1, std::int32_t z2,
-                                std::int32_t z3) {
+ProgrammedDevice program_device(const CodeEntry& d, std::int32_t z1, std::int32_t z2) {
     const std::int64_t gp = clamp64(d.gt + rshr(std::int64_t(d.sp) * z1, NIU_Z_FRAC), 0, NIU_G_MAX);
-    std::int64_t nu = d.mu + rshr(std::int64_t(d.sn) * z2, NIU_Z_FRAC);
-    nu = std::min<std::int64_t>(nu < 0 ? -nu : nu, NIU_NU_MAX);
+    const std::int64_t nu = d.mu + rshr(std::int64_t(d.sn) * z2, NIU_Z_FRAC);
+    return {std::int32_t(gp), std::int32_t(std::min<std::int64_t>(nu < 0 ? -nu : nu, NIU_NU_MAX))};
+}
+
+std::int32_t read_device(const NiuLayerProgram& l, ProgrammedDevice p, std::int32_t z3) {
+    const std::int64_t gp = p.gp, nu = p.nu;
     const std::int64_t x = std::min<std::int64_t>(rshr(nu * l.drift_lt, NIU_NU_FRAC), NIU_X_MAX);
     const int xi = int(x >> NIU_X_FRAC);
     // 2^-x = 2^-(x mod 1) * 2^-floor(x); the integer part is a rounded right shift by xi, which
@@ -112,6 +241,17 @@ std::int32_t device_conductance(const NiuLayerProgram& l, const CodeEntry& d, st
     return std::int32_t(clamp64(gd + rshr(sa * z3, NIU_Z_FRAC), 0, NIU_G_MAX));
 }
 
+std::int32_t device_conductance(const NiuLayerProgram& l, const CodeEntry& d, std::int32_t z1, std::int32_t z2,
+                                std::int32_t z3) {
+    return read_device(l, program_device(d, z1, z2), z3);
+}
+
+std::int8_t code_of_pair(const NiuLayerProgram& l, bool negative, std::int64_t g_plus, std::int64_t g_minus) {
+    const std::int64_t on_minus_off = negative ? g_minus - g_plus : g_plus - g_minus;
+    const std::int64_t m = rshr(on_minus_off * std::int64_t(l.back_k), NIU_K_SHIFT);
+    return saturate_code(negative ? -m : m, l.out_bits);
+}
+
 std::int8_t noisy_code(const NiuLayerProgram& l, std::int8_t clean, const WeightDraws& z) {
     const bool negative = clean < 0;
     const int a = std::min(negative ? -int(clean) : int(clean), kCodeTable - 1);
@@ -119,14 +259,36 @@ std::int8_t noisy_code(const NiuLayerProgram& l, std::int8_t clean, const Weight
     const CodeEntry& off = l.code[0];
     const std::int64_t g_plus = device_conductance(l, negative ? off : on, z.prog_plus, z.nu_plus, z.read_plus);
     const std::int64_t g_minus = device_conductance(l, negative ? on : off, z.prog_minus, z.nu_minus, z.read_minus);
-    const std::int64_t on_minus_off = negative ? g_minus - g_plus : g_plus - g_minus;
-    const std::int64_t m = rshr(on_minus_off * std::int64_t(l.back_k), NIU_K_SHIFT);
-    return saturate_code(negative ? -m : m, l.out_bits);
+    return code_of_pair(l, negative, g_plus, g_minus);
+}
+
+bool is_chip_state_of(const NiuChipState& chip, const NiuLayerProgram& layer) {
+    return chip.count == layer.count && chip.code == layer.code &&
+           std::equal(chip.chip_streams.begin(), chip.chip_streams.end(), layer.rng.begin()) &&
+           chip.words.size() == chip_state_words(chip.count);
+}
+
+NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads) {
+    return run_chip_kernel(best_half_kernels().chip, layer, clean, threads);
+}
+
+void apply_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out, int threads) {
+    run_kept_kernel(best_half_kernels().kept, layer, chip, out, threads);
+}
+
+NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean) {
+    return run_chip_kernel(half_kernels(kernel).chip, layer, clean, 1);
+}
+
+void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, const NiuChipState& chip,
+                       std::span<std::int8_t> out) {
+    run_kept_kernel(half_kernels(kernel).kept, layer, chip, out, 1);
 }
 
 std::vector<std::string> available_kernels() {
     std::vector<std::string> k{"scalar"};
     if (detail::cpu_has_avx2()) k.push_back("avx2");
+    if (detail::cpu_has_avx2() && detail::cpu_has_avx512bw()) k.push_back("avx512");
     return k;
 }
 

@@ -36,9 +36,19 @@ inline WeightDraws draws_of(const WeightUniforms& u) {
             gaussian_chip(u.nu_minus),  gaussian_read(u.read_plus),  gaussian_read(u.read_minus)};
 }
 
+// The chip half of one device: programmed conductance gp (Q1.14, 0..G_MAX) and drift exponent
+// |nu| (0..NU_MAX), fixed per chip (both come from the chip generators, keyed without the round).
+struct ProgrammedDevice {
+    std::int32_t gp, nu;
+};
+ProgrammedDevice program_device(const CodeEntry& device, std::int32_t z_prog, std::int32_t z_nu);
+// The round half of one device: drift to t, read noise, clamp (Q1.14).
+std::int32_t read_device(const NiuLayerProgram& layer, ProgrammedDevice programmed, std::int32_t z_read);
 // One device (docs section 3): programmed, drifted and read conductance (Q1.14).
 std::int32_t device_conductance(const NiuLayerProgram& layer, const CodeEntry& device, std::int32_t z_prog,
                                 std::int32_t z_nu, std::int32_t z_read);
+// Back-conversion of a pair's conductances, sign, saturation to the layer's code width.
+std::int8_t code_of_pair(const NiuLayerProgram& layer, bool negative, std::int64_t g_plus, std::int64_t g_minus);
 // One weight: both devices, back-conversion, sign, saturation to the layer's code width.
 std::int8_t noisy_code(const NiuLayerProgram& layer, std::int8_t clean, const WeightDraws& z);
 
@@ -48,7 +58,39 @@ void apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clea
                  int threads = 0);
 std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads = 0);
 
-// Kernels of the fast path; "avx2" only where the CPU has AVX2.
+// The chip half of a layer kept between rounds (docs/niu_datapath.md, "kept chip state").
+// Programming noise and nu are drawn from the chip generators, whose keys hold no round, so a
+// chip's programmed devices are the same in every round and at every t; computing them once and
+// running only the round half (one generator instead of four, two normals instead of six) gives
+// the same bits as the full model.  Layout: per 16 consecutive weights, four runs of sixteen
+// uint16 -- gp of g+, nu of g+, gp of g-, nu of g- -- and bit 15 of gp+ is the clean code's sign
+// (gp <= G_MAX < 2^15).  The words cover whole beats (32 weights); those past the layer are 0.
+struct NiuChipState {
+    static constexpr int kBlockWeights = 16;  // one AVX-512 vector of a field, two AVX2 vectors
+    static constexpr int kBlockWords = 4 * kBlockWeights;
+    std::uint32_t count = 0;
+    // What the chip half depends on besides the clean codes, copied from the layer program it
+    // was computed from: the code table and the chip generators' start states.  Programs of one
+    // (seed, chip, layer, noise model) at any round and t have the same.
+    std::array<CodeEntry, kCodeTable> code{};
+    std::array<RngState, kChipGens * kStreams> chip_streams{};
+    std::vector<std::uint16_t> words;
+};
+// Whether `chip` holds the chip half of `layer` (same count, code table and chip streams).
+bool is_chip_state_of(const NiuChipState& chip, const NiuLayerProgram& layer);
+// The chip half of `layer` for `clean` (clean.size() must equal layer.count).
+NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads = 0);
+// The round half: out = apply_layer(layer, clean, out) for the clean codes `chip` was computed
+// from, bit for bit.  FormatError if `chip` belongs to another layer, chip or clean count.
+void apply_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out, int threads = 0);
+// chip_state / apply_kept on one thread with a named kernel.
+NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean);
+void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, const NiuChipState& chip,
+                       std::span<std::int8_t> out);
+
+// Kernels of the fast path: "scalar"; "avx2" where the CPU has AVX2; "avx512" where it has
+// AVX-512BW, which runs the round half of a kept chip state with 16-weight vectors and
+// table permutes (niu_model_avx512.cpp) and the full model and the chip half as "avx2" does.
 std::vector<std::string> available_kernels();
 // apply_layer on one thread with a named kernel (tests and benchmarks compare them).
 void apply_layer_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean,
@@ -85,7 +127,18 @@ namespace detail {
 // first_beat; only called when the CPU has AVX2.  Declared here for niu_model.cpp.
 void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
                       std::uint64_t last_beat, RngState* states);
+// The two halves, AVX2: chip half of beats [first, last) with the chip generators' states at
+// `first` (states points at generator 0; only the chip generators are read and advanced), words
+// of those beats written; round half with the read generator's 32 states (`read_states`).
+void chip_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::uint16_t* words, std::uint64_t first_beat,
+                     std::uint64_t last_beat, RngState* states);
+void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first_beat,
+                     std::uint64_t last_beat, RngState* read_states);
+// The round half in AVX-512BW (niu_model_avx512.cpp); only called when the CPU has it.
+void kept_beats_avx512(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first_beat,
+                       std::uint64_t last_beat, RngState* read_states);
 bool cpu_has_avx2();
+bool cpu_has_avx512bw();
 }  // namespace detail
 
 }  // namespace aimcemu::niu

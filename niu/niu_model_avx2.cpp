@@ -82,10 +82,20 @@ struct Device {
     __m256i gt, sp, mu, sn;
 };
 
-inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, __m256i z3, __m256i lt) {
+struct Programmed {
+    __m256i gp, nu;
+};
+
+// The chip half of eight devices (niu_model.cpp program_device).
+inline Programmed program_device(const Device& d, __m256i z1, __m256i z2) {
     const __m256i gp = clamp(_mm256_add_epi32(d.gt, rshr(_mm256_mullo_epi32(d.sp, z1), NIU_Z_FRAC)), 0, NIU_G_MAX);
     const __m256i nu = _mm256_min_epi32(_mm256_abs_epi32(_mm256_add_epi32(d.mu, rshr(_mm256_mullo_epi32(d.sn, z2), NIU_Z_FRAC))),
                                         _mm256_set1_epi32(NIU_NU_MAX));
+    return {gp, nu};
+}
+
+// The round half of eight devices (niu_model.cpp read_device).
+inline __m256i read_device(const Tables& t, __m256i gp, __m256i nu, __m256i z3, __m256i lt) {
     // nu * LT is below 2^31 (generator headroom check), so the arithmetic shift is exact.
     const __m256i x = _mm256_min_epi32(rshr(_mm256_mullo_epi32(nu, lt), NIU_NU_FRAC), _mm256_set1_epi32(NIU_X_MAX));
     const __m256i xi = _mm256_srli_epi32(x, NIU_X_FRAC);
@@ -102,8 +112,8 @@ inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, 
     const __m256i ef = _mm256_sub_epi32(low16(ed), rshr(_mm256_mullo_epi32(_mm256_srli_epi32(ed, 16), f), NIU_EXP_FRAC_BITS));
     // gd = rshr(rshr(gp * ef, 15) * 2^(15 - xi), 15).
     const __m256i g1 = rshr(_mm256_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
-    const __m256i scale = _mm256_srlv_epi32(_mm256_set1_epi32(1 << NIU_EXP_ONE_BITS), xi);
-    const __m256i gd = rshr(_mm256_mullo_epi32(g1, scale), NIU_EXP_ONE_BITS);
+    // g1 * 2^(15 - xi) as a shift (the same value; it fits as the product does).
+    const __m256i gd = rshr(_mm256_sllv_epi32(g1, _mm256_sub_epi32(_mm256_set1_epi32(NIU_EXP_ONE_BITS), xi)), NIU_EXP_ONE_BITS);
     // Read sigma: the float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
     const __m256i gbits = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_max_epi32(gp, _mm256_set1_epi32(1))));
     const __m256i j = _mm256_sub_epi32(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS),
@@ -116,38 +126,65 @@ inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, 
     return clamp(_mm256_add_epi32(gd, rshr(_mm256_mullo_epi32(sa, z3), NIU_Z_FRAC)), 0, NIU_G_MAX);
 }
 
-// Eight weights of eight streams: uniforms u[g] of the four generators, clean codes c.
-inline __m256i weights(const Tables& t, const __m256i* u, __m256i c, __m256i lt, __m256i back_k, int out_max,
-                       const Device& off) {
-    constexpr int chip = NIU_GAUSS_CHIP_U_BITS, read = NIU_GAUSS_READ_U_BITS;
+inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, __m256i z3, __m256i lt) {
+    const Programmed p = program_device(d, z1, z2);
+    return read_device(t, p.gp, p.nu, z3, lt);
+}
+
+// Back-conversion, sign and saturation of eight pairs (niu_model.cpp code_of_pair); neg is a mask.
+inline __m256i code_of_pair(__m256i neg, __m256i g_plus, __m256i g_minus, __m256i back_k, int out_max) {
+    const __m256i sign = _mm256_or_si256(neg, _mm256_set1_epi32(1));  // -1 or 1
+    const __m256i on_minus_off = _mm256_sign_epi32(_mm256_sub_epi32(g_plus, g_minus), sign);  // neg ? -d : d
+    const __m256i m = rshr(_mm256_mullo_epi32(on_minus_off, back_k), NIU_K_SHIFT);
+    return clamp(_mm256_sign_epi32(m, sign), -out_max, out_max);
+}
+
+// The chip normals of eight weights from the three chip generators' outputs (niu_rng.hpp
+// split_uniforms): z1+, z1-, z2+, z2-.
+struct ChipNormals {
+    __m256i z1p, z1m, z2p, z2m;
+};
+
+inline ChipNormals chip_normals(const Tables& t, const __m256i* u) {
+    constexpr int chip = NIU_GAUSS_CHIP_U_BITS;
     const __m256i low8 = _mm256_set1_epi32(0xFF);
-    const __m256i z1p = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[0], 8));
-    const __m256i z1m = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[1], 8));
-    const __m256i z2p = gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[2], 8));
     const __m256i packed = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(u[0], low8), 16),
                                                            _mm256_slli_epi32(_mm256_and_si256(u[1], low8), 8)),
                                            _mm256_and_si256(u[2], low8));
-    const __m256i z2m = gaussian<chip>(t.gauss_chip, packed);
-    const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u[3], 16));
-    const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u[3], _mm256_set1_epi32(0xFFFF)));
+    return {gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[0], 8)), gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[1], 8)),
+            gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[2], 8)), gaussian<chip>(t.gauss_chip, packed)};
+}
 
+// The g+ and g- device parameters of eight clean codes c (g+ is on for c >= 0, g- for c < 0).
+struct PairDevices {
+    __m256i neg;
+    Device plus, minus;
+};
+
+inline PairDevices pair_devices(const Tables& t, __m256i c, const Device& off) {
     const __m256i neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), c);
     const __m256i a = _mm256_min_epi32(_mm256_abs_epi32(c), _mm256_set1_epi32(NIU_CODE_TABLE - 1));
     const __m256i lo = _mm256_i32gather_epi32(t.code_lo, a, 4);
     const __m256i hi = _mm256_i32gather_epi32(t.code_hi, a, 4);
     const Device on{low16(lo), _mm256_srli_epi32(lo, 16), low16(hi), _mm256_srli_epi32(hi, 16)};
-    // g+ is on for c >= 0, g- for c < 0; the draws belong to g+ and g-.
-    const Device plus{_mm256_blendv_epi8(on.gt, off.gt, neg), _mm256_blendv_epi8(on.sp, off.sp, neg),
-                      _mm256_blendv_epi8(on.mu, off.mu, neg), _mm256_blendv_epi8(on.sn, off.sn, neg)};
-    const Device minus{_mm256_blendv_epi8(off.gt, on.gt, neg), _mm256_blendv_epi8(off.sp, on.sp, neg),
-                       _mm256_blendv_epi8(off.mu, on.mu, neg), _mm256_blendv_epi8(off.sn, on.sn, neg)};
-    const __m256i g_plus = device(t, plus, z1p, z2p, z3p, lt);
-    const __m256i g_minus = device(t, minus, z1m, z2m, z3m, lt);
-    const __m256i diff = _mm256_sub_epi32(g_plus, g_minus);
-    const __m256i on_minus_off = _mm256_sign_epi32(diff, _mm256_or_si256(neg, _mm256_set1_epi32(1)));  // neg ? -d : d
-    const __m256i m = rshr(_mm256_mullo_epi32(on_minus_off, back_k), NIU_K_SHIFT);
-    const __m256i code = _mm256_sign_epi32(m, _mm256_or_si256(neg, _mm256_set1_epi32(1)));
-    return clamp(code, -out_max, out_max);
+    return {neg,
+            {_mm256_blendv_epi8(on.gt, off.gt, neg), _mm256_blendv_epi8(on.sp, off.sp, neg),
+             _mm256_blendv_epi8(on.mu, off.mu, neg), _mm256_blendv_epi8(on.sn, off.sn, neg)},
+            {_mm256_blendv_epi8(off.gt, on.gt, neg), _mm256_blendv_epi8(off.sp, on.sp, neg),
+             _mm256_blendv_epi8(off.mu, on.mu, neg), _mm256_blendv_epi8(off.sn, on.sn, neg)}};
+}
+
+// Eight weights of eight streams: uniforms u[g] of the four generators, clean codes c.
+inline __m256i weights(const Tables& t, const __m256i* u, __m256i c, __m256i lt, __m256i back_k, int out_max,
+                       const Device& off) {
+    constexpr int read = NIU_GAUSS_READ_U_BITS;
+    const ChipNormals z = chip_normals(t, u);
+    const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u[3], 16));
+    const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u[3], _mm256_set1_epi32(0xFFFF)));
+    const PairDevices d = pair_devices(t, c, off);
+    const __m256i g_plus = device(t, d.plus, z.z1p, z.z2p, z3p, lt);
+    const __m256i g_minus = device(t, d.minus, z.z1m, z.z2m, z3m, lt);
+    return code_of_pair(d.neg, g_plus, g_minus, back_k, out_max);
 }
 
 // The states of eight streams of one generator, transposed into four registers.
@@ -184,11 +221,7 @@ struct Lanes8 {
     }
 };
 
-}  // namespace
-
-void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
-                      std::uint64_t last_beat, RngState* states) {
-    alignas(32) Tables t;
+void fill_tables(Tables& t, const NiuLayerProgram& layer) {
     for (int i = 0; i < NIU_GAUSS_ENTRIES; ++i) {
         t.gauss_chip[i] = NIU_GAUSS_CHIP_ROM[std::size_t(i)];
         t.gauss_read[i] = NIU_GAUSS_READ_ROM[std::size_t(i)];
@@ -203,8 +236,56 @@ void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, st
     }
     for (int j = 0; j < NIU_RT_SEGMENTS; ++j)
         t.read[j] = std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & 0xFFFFu) | (std::uint32_t(layer.rd[std::size_t(j)]) << 16));
-    const Device off{_mm256_set1_epi32(layer.code[0].gt), _mm256_set1_epi32(layer.code[0].sp),
-                     _mm256_set1_epi32(layer.code[0].mu), _mm256_set1_epi32(layer.code[0].sn)};
+}
+
+Device off_device(const NiuLayerProgram& layer) {
+    return {_mm256_set1_epi32(layer.code[0].gt), _mm256_set1_epi32(layer.code[0].sp), _mm256_set1_epi32(layer.code[0].mu),
+            _mm256_set1_epi32(layer.code[0].sn)};
+}
+
+// Eight clean codes at `base` (fewer at the layer's end, the rest read as 0).
+inline __m256i load_codes(const std::int8_t* clean, std::uint64_t base, std::uint64_t count) {
+    std::int64_t c8 = 0;
+    if (base + 8 <= count) {
+        __builtin_memcpy(&c8, clean + base, 8);
+    } else {
+        for (std::uint64_t i = base; i < count; ++i) c8 |= std::int64_t(std::uint8_t(clean[i])) << (8 * (i - base));
+    }
+    return _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(c8));
+}
+
+// Stores eight int32 codes (all in -127..127) as bytes at `base` (only those below count).
+inline void store_codes(std::int8_t* out, __m256i codes, std::uint64_t base, std::uint64_t count) {
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+    const std::int64_t o8 = _mm_cvtsi128_si64(_mm_packs_epi16(w16, w16));
+    if (base + 8 <= count) {
+        __builtin_memcpy(out + base, &o8, 8);
+    } else {
+        for (std::uint64_t i = base; i < count; ++i) out[i] = std::int8_t(o8 >> (8 * (i - base)));
+    }
+}
+
+// Eight non-negative int32 values below 2^16 as eight uint16.
+inline void store_u16(std::uint16_t* dst, __m256i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+inline __m256i load_u16(const std::uint16_t* src) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+}
+
+// Word offset of weight `base` (a multiple of 8) in its chip-state block's first run.
+inline std::uint64_t chip_run(std::uint64_t base) {
+    return base / NiuChipState::kBlockWeights * NiuChipState::kBlockWords + base % NiuChipState::kBlockWeights;
+}
+
+}  // namespace
+
+void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
+                      std::uint64_t last_beat, RngState* states) {
+    alignas(32) Tables t;
+    fill_tables(t, layer);
+    const Device off = off_device(layer);
     const __m256i lt = _mm256_set1_epi32(std::int32_t(layer.drift_lt));
     const __m256i back_k = _mm256_set1_epi32(std::int32_t(layer.back_k));
     const int out_max = (1 << (layer.out_bits - 1)) - 1;
@@ -228,27 +309,95 @@ void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, st
             for (int b = 0; b < nb; ++b) {
                 const std::uint64_t base = (b0 + std::uint64_t(b)) * kBeatLanes + std::uint64_t(group) * 8;
                 if (base >= count) break;
-                const bool full = base + 8 <= count;
-                std::int64_t c8 = 0;
-                if (full) {
-                    __builtin_memcpy(&c8, clean + base, 8);
-                } else {
-                    for (std::uint64_t i = base; i < count; ++i) c8 |= std::int64_t(std::uint8_t(clean[i])) << (8 * (i - base));
-                }
-                const __m256i c = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(c8));
                 __m256i u[kGens];
                 for (int g = 0; g < kGens; ++g) u[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(uni[g][b]));
-                const __m256i codes = weights(t, u, c, lt, back_k, out_max, off);
-                // Pack eight int32 codes (all in -127..127) to eight bytes.
-                const __m128i lo = _mm256_castsi256_si128(codes), hi = _mm256_extracti128_si256(codes, 1);
-                const __m128i w16 = _mm_packs_epi32(lo, hi);
-                const __m128i b8 = _mm_packs_epi16(w16, w16);
-                const std::int64_t o8 = _mm_cvtsi128_si64(b8);
-                if (full) {
-                    __builtin_memcpy(out + base, &o8, 8);
-                } else {
-                    for (std::uint64_t i = base; i < count; ++i) out[i] = std::int8_t(o8 >> (8 * (i - base)));
-                }
+                store_codes(out, weights(t, u, load_codes(clean, base, count), lt, back_k, out_max, off), base, count);
+            }
+        }
+    }
+}
+
+void chip_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::uint16_t* words, std::uint64_t first_beat,
+                     std::uint64_t last_beat, RngState* states) {
+    alignas(32) Tables t;
+    fill_tables(t, layer);
+    const Device off = off_device(layer);
+    const std::uint64_t count = layer.count;
+    const __m256i sign_bit = _mm256_set1_epi32(0x8000);
+
+    alignas(32) std::uint32_t uni[kChipGens][kBlock][8];
+    for (int group = 0; group < kStreams / 8; ++group) {
+        for (std::uint64_t b0 = first_beat; b0 < last_beat; b0 += kBlock) {
+            const int nb = int(last_beat - b0 < std::uint64_t(kBlock) ? last_beat - b0 : std::uint64_t(kBlock));
+            for (int g = 0; g < kChipGens; ++g) {
+                Lanes8 x(states + g * kStreams + group * 8);
+                for (int b = 0; b < nb; ++b) _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g][b]), x.next());
+                x.store(states + g * kStreams + group * 8);
+            }
+            for (int b = 0; b < nb; ++b) {
+                const std::uint64_t base = (b0 + std::uint64_t(b)) * kBeatLanes + std::uint64_t(group) * 8;
+                if (base >= count) break;
+                __m256i u[kChipGens];
+                for (int g = 0; g < kChipGens; ++g) u[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(uni[g][b]));
+                const ChipNormals z = chip_normals(t, u);
+                const PairDevices d = pair_devices(t, load_codes(clean, base, count), off);
+                const Programmed plus = program_device(d.plus, z.z1p, z.z2p);
+                const Programmed minus = program_device(d.minus, z.z1m, z.z2m);
+                // Weights past the layer's end keep the zero padding (as the scalar kernel leaves it).
+                const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(count - base < 8 ? count - base : 8)),
+                                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                std::uint16_t* w = words + chip_run(base);
+                constexpr int run = NiuChipState::kBlockWeights;
+                store_u16(w, _mm256_and_si256(valid, _mm256_or_si256(plus.gp, _mm256_and_si256(d.neg, sign_bit))));
+                store_u16(w + run, _mm256_and_si256(valid, plus.nu));
+                store_u16(w + 2 * run, _mm256_and_si256(valid, minus.gp));
+                store_u16(w + 3 * run, _mm256_and_si256(valid, minus.nu));
+            }
+        }
+    }
+}
+
+void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, std::int8_t* out, std::uint64_t first_beat,
+                     std::uint64_t last_beat, RngState* read_states) {
+    alignas(32) Tables t;
+    fill_tables(t, layer);
+    constexpr int read = NIU_GAUSS_READ_U_BITS;
+    const __m256i lt = _mm256_set1_epi32(std::int32_t(layer.drift_lt));
+    const __m256i back_k = _mm256_set1_epi32(std::int32_t(layer.back_k));
+    const int out_max = (1 << (layer.out_bits - 1)) - 1;
+    const std::uint64_t count = layer.count;
+    const __m256i magnitude = _mm256_set1_epi32(0x7FFF);
+
+    // The read generator's outputs of a block of beats, in weight order: uni[b][k] is stream k's.
+    alignas(32) std::uint32_t uni[kBlock][kStreams];
+    for (std::uint64_t b0 = first_beat; b0 < last_beat; b0 += kBlock) {
+        const int nb = int(last_beat - b0 < std::uint64_t(kBlock) ? last_beat - b0 : std::uint64_t(kBlock));
+        // Two groups of eight streams per pass: their dependency chains overlap.
+        static_assert(kStreams % 16 == 0, "stream groups are stepped in pairs");
+        for (int group = 0; group < kStreams / 8; group += 2) {
+            Lanes8 x(read_states + group * 8), y(read_states + group * 8 + 8);
+            for (int b = 0; b < nb; ++b) {
+                _mm256_store_si256(reinterpret_cast<__m256i*>(&uni[b][group * 8]), x.next());
+                _mm256_store_si256(reinterpret_cast<__m256i*>(&uni[b][group * 8 + 8]), y.next());
+            }
+            x.store(read_states + group * 8);
+            y.store(read_states + group * 8 + 8);
+        }
+        // Weights in memory order: the kept state, the output and the outputs above stream through once.
+        for (int b = 0; b < nb; ++b) {
+            for (int group = 0; group < kStreams / 8; ++group) {
+                const std::uint64_t base = (b0 + std::uint64_t(b)) * kBeatLanes + std::uint64_t(group) * 8;
+                if (base >= count) break;
+                const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(&uni[b][group * 8]));
+                const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u, 16));
+                const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u, _mm256_set1_epi32(0xFFFF)));
+                const std::uint16_t* w = words + chip_run(base);
+                constexpr int run = NiuChipState::kBlockWeights;
+                const __m256i w0 = load_u16(w);
+                const __m256i neg = _mm256_cmpgt_epi32(w0, magnitude);
+                const __m256i g_plus = read_device(t, _mm256_and_si256(w0, magnitude), load_u16(w + run), z3p, lt);
+                const __m256i g_minus = read_device(t, load_u16(w + 2 * run), load_u16(w + 3 * run), z3m, lt);
+                store_codes(out, code_of_pair(neg, g_plus, g_minus, back_k, out_max), base, count);
             }
         }
     }

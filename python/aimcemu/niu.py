@@ -93,10 +93,30 @@ class NiuProgram:
     def apply(self, index: int, weights: Any, threads: int = 0) -> np.ndarray:
         """The NIU's noisy int8 weights for layer `index` (same shape as `weights`)."""
         clean = _as_int8(weights, f"layers[{index}].weights")
-        if index < len(self._shapes) and clean.shape != self._shapes[index]:
-            raise _core.FormatError(
-                f"<memory>: field 'layers[{index}].weights': shape {clean.shape} differs from the compiled {self._shapes[index]}")
+        self._check_shape(index, clean.shape)
         return _niu.apply_layer(self._program, index, clean, threads)
+
+    def chip_state(self, index: int, weights: Any, threads: int = 0):
+        """The chip half of layer `index` for these clean weights: each device's programmed
+        conductance and drift exponent, which depend on (seed, chip, layer) but not on the round
+        or t.  Compute it once per chip (from any of the chip's programs) and pass it to
+        apply_kept() in every round: the result is apply()'s, bit for bit, at a fraction of the
+        cost.  Holds 8 bytes per weight (``.nbytes``)."""
+        clean = _as_int8(weights, f"layers[{index}].weights")
+        self._check_shape(index, clean.shape)
+        return _niu.chip_state(self._program, index, clean, threads)
+
+    def apply_kept(self, index: int, state: Any, threads: int = 0) -> np.ndarray:
+        """apply(index, weights) for the clean weights `state` was computed from, running only the
+        round half (read noise, drift to t, clamping, quantisation).  FormatError (field
+        'chip_state') if `state` belongs to another seed, chip, layer, noise model or size."""
+        out = _niu.apply_kept(self._program, index, state, threads)
+        return out.reshape(self._shapes[index]) if index < len(self._shapes) else out
+
+    def _check_shape(self, index: int, shape: tuple[int, ...]) -> None:
+        if index < len(self._shapes) and shape != self._shapes[index]:
+            raise _core.FormatError(
+                f"<memory>: field 'layers[{index}].weights': shape {shape} differs from the compiled {self._shapes[index]}")
 
 
 def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: int = 0, round: int = 0,

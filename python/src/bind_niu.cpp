@@ -143,6 +143,31 @@ void bind_niu(py::module_& root) {
         return out;
     }, py::arg("program"), py::arg("index"), py::arg("weights"), py::arg("threads") = 0);
 
+    py::class_<NiuChipState>(m, "NiuChipState",
+                             "The chip half of one layer (programmed conductance and drift exponent per device), "
+                             "kept between rounds (docs/niu_datapath.md, kept chip state)")
+        .def_property_readonly("count", [](const NiuChipState& s) { return s.count; })
+        .def_property_readonly("nbytes", [](const NiuChipState& s) { return s.words.size() * sizeof(std::uint16_t); });
+
+    m.def("chip_state", [](const NiuProgram& p, std::size_t index, const py::array& clean, int threads) {
+        if (index >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
+        const auto in = bindings::require_int8(clean, "<memory>", "weights");
+        py::gil_scoped_release release;
+        return chip_state(p.layers[index], std::span(in.data(), std::size_t(in.size())), threads);
+    }, py::arg("program"), py::arg("index"), py::arg("weights"), py::arg("threads") = 0);
+
+    m.def("apply_kept", [](const NiuProgram& p, std::size_t index, const NiuChipState& state, int threads) {
+        if (index >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
+        py::array_t<std::int8_t> out(py::ssize_t(state.count));
+        {
+            py::gil_scoped_release release;
+            apply_kept(p.layers[index], state, std::span(out.mutable_data(), std::size_t(out.size())), threads);
+        }
+        return out;
+    }, py::arg("program"), py::arg("index"), py::arg("state"), py::arg("threads") = 0);
+
+    m.def("kernels", &available_kernels, "The NIU model's kernels on this CPU (scalar, avx2, avx512)");
+
     m.def("gaussian", [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& u, int bits) {
         if (bits != gen::NIU_GAUSS_CHIP_U_BITS && bits != gen::NIU_GAUSS_READ_U_BITS)
             throw FormatError("<memory>", "bits", "the NIU's Gaussians take 24-bit (chip) or 16-bit (read) uniforms");

@@ -261,3 +261,32 @@ TEST(NiuEmulator, AnAbandonedWriteKeepsTheFrontRoundAndReusesTheBackBuffer) {
     fence.publish(again);
     EXPECT_EQ(fence.acquire().round(), 1u);
 }
+
+TEST(NiuEmulator, KeptChipStatesGiveTheFullModelAcrossChipsRoundsAndTimes) {
+    // write_round keeps each layer's chip half between rounds of a chip and recomputes it when
+    // the chip changes; every round's weights must still be the full model's (apply_layer), the
+    // bytes write_round produced before chip states were kept.
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {4, 2};
+    const auto model = noise::make_noise_model("hermes", {});
+    std::vector<NiuLayerSpec> specs;
+    for (int l : aimc) {
+        const auto& w = net.layers[std::size_t(l)].weights;
+        specs.push_back({.layer_id = std::uint64_t(l), .count = std::uint32_t(w.size()), .absmax = clean_absmax(w, AbsMaxMode::Layer)});
+    }
+    struct Step {
+        std::uint64_t chip, round;
+        double t;
+    };
+    const std::vector<Step> steps = {{1, 0, 0.0}, {1, 1, 3600.0}, {1, 2, 3.15e7}, {2, 0, 60.0}, {2, 5, 60.0}, {1, 3, 86400.0}};
+    for (int threads : {1, 2}) {
+        Emulator emulator(net, aimc);
+        for (const Step& s : steps) {
+            const NiuProgram program = compile_program(*model, specs, {.seed = 8, .chip = s.chip, .round = s.round, .t = s.t});
+            emulator.write_round(program, threads);
+            for (std::size_t k = 0; k < aimc.size(); ++k)
+                ASSERT_EQ(emulator.weights(aimc[k]), apply_layer(program.layers[k], net.layers[std::size_t(aimc[k])].weights, 1))
+                    << "chip " << s.chip << " round " << s.round << " t " << s.t << " layer " << aimc[k] << " threads " << threads;
+        }
+    }
+}

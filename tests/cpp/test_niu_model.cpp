@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -279,4 +280,130 @@ TEST(NiuBeatModelLanes, RejectsALaneCountTheRtlCannotHave) {
             EXPECT_NE(std::string(e.what()).find("lanes"), std::string::npos) << e.what();
         }
     }
+}
+
+// ---- kept chip state --------------------------------------------------------------------------
+
+namespace {
+
+// Every way of computing a chip state (each kernel on one thread, the best kernel on 1-3 threads).
+std::vector<std::pair<std::string, NiuChipState>> chip_states_every_way(const NiuLayerProgram& layer,
+                                                                        const std::vector<std::int8_t>& clean) {
+    std::vector<std::pair<std::string, NiuChipState>> states;
+    for (const std::string& k : available_kernels()) states.emplace_back(k, chip_state_kernel(k, layer, clean));
+    for (int threads : {1, 2, 3}) states.emplace_back("best, " + std::to_string(threads) + " threads", chip_state(layer, clean, threads));
+    return states;
+}
+
+}  // namespace
+
+TEST(NiuKeptChipState, RoundHalfEqualsTheSpecificationForEveryRoundTimeAndThreadCount) {
+    // A chip half computed once (from the round-0, t = 0 program) and the round half of later
+    // programs of the same chip give the specification loop's bytes for every round and t.
+    // 3 * 4096 beats + a ragged end: three thread parts, a last block of 8 and a last beat cut short.
+    const std::uint32_t count = 32 * 3 * 4096 + 32 * 5 + 13;
+    const auto clean = random_codes(count, 21);
+    int cases = 0;
+    for (const char* model : {"pcm_like", "hermes"})
+        for (int out_bits : {8, 4}) {
+            const NiuCompileOptions at_programming{.seed = 17, .chip = 6, .round = 0, .t = 0.0, .out_bits = out_bits};
+            const NiuProgram programmed = compile_one(model, {}, count, 90, at_programming);
+            const auto states = chip_states_every_way(programmed.layers[0], clean);
+            for (const auto& [way, state] : states) ASSERT_EQ(state.words, states[0].second.words) << way << " " << model;
+            // Devices clamped at gp = 0 (off devices with negative programming noise) take the
+            // kernels' no-leading-one path of the read-sigma lookup: make sure there are many.
+            std::size_t zero_gp = 0;
+            for (std::uint32_t i = 0; i < count; ++i)
+                zero_gp += (states[0].second.words[i / 16 * 64 + i % 16] & 0x7FFF) == 0;
+            EXPECT_GT(zero_gp, count / 20) << model;
+            for (std::uint64_t round : {0u, 1u, 12u})
+                for (double t : {0.0, 3600.0, 3.15e7}) {
+                    NiuCompileOptions o = at_programming;
+                    o.round = round;
+                    o.t = t;
+                    const NiuProgram p = compile_one(model, {}, count, 90, o);
+                    const auto expected = reference(p.layers[0], clean);
+                    std::vector<std::int8_t> out(count);
+                    for (const std::string& k : available_kernels()) {
+                        std::fill(out.begin(), out.end(), std::int8_t(99));
+                        apply_kept_kernel(k, p.layers[0], states[0].second, out);
+                        ASSERT_EQ(out, expected) << k << " " << model << " B=" << out_bits << " round " << round << " t=" << t;
+                    }
+                    for (int threads : {1, 2, 3}) {
+                        std::fill(out.begin(), out.end(), std::int8_t(99));
+                        apply_kept(p.layers[0], states.back().second, out, threads);
+                        ASSERT_EQ(out, expected) << threads << " threads " << model << " round " << round << " t=" << t;
+                    }
+                    ++cases;
+                }
+        }
+    EXPECT_EQ(cases, 2 * 2 * 3 * 3);
+}
+
+TEST(NiuKeptChipState, IsTheSameChipInEveryRoundAndAtEveryTime) {
+    const std::uint32_t count = 32 * 50 + 7;
+    const auto clean = random_codes(count, 22);
+    const NiuProgram a = compile_one("pcm_like", {}, count, 127, {.seed = 3, .chip = 2, .round = 0, .t = 0.0});
+    const NiuProgram b = compile_one("pcm_like", {}, count, 127, {.seed = 3, .chip = 2, .round = 9, .t = 1e6});
+    EXPECT_TRUE(is_chip_state_of(chip_state(a.layers[0], clean, 1), b.layers[0]));
+    EXPECT_EQ(chip_state(a.layers[0], clean, 1).words, chip_state(b.layers[0], clean, 1).words);
+    // The words are the specification's programmed devices: weight i's g+ and g- from its chip draws.
+    const NiuChipState s = chip_state(a.layers[0], clean, 1);
+    auto states = a.layers[0].rng;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        std::uint32_t o[kGens];
+        for (int g = 0; g < kGens; ++g) o[g] = xoshiro_next(states[std::size_t(g) * kStreams + i % kStreams]);
+        const WeightDraws z = draws_of(split_uniforms(o[0], o[1], o[2], o[3]));
+        const bool negative = clean[i] < 0;
+        const CodeEntry& on = a.layers[0].code[std::size_t(std::min(std::abs(int(clean[i])), kCodeTable - 1))];
+        const CodeEntry& off = a.layers[0].code[0];
+        const ProgrammedDevice plus = program_device(negative ? off : on, z.prog_plus, z.nu_plus);
+        const ProgrammedDevice minus = program_device(negative ? on : off, z.prog_minus, z.nu_minus);
+        const std::size_t w = i / 16 * 64 + i % 16;  // runs of sixteen: gp+, nu+, gp-, nu-
+        ASSERT_EQ(s.words[w], std::uint16_t(plus.gp | (negative ? 0x8000 : 0))) << i;
+        ASSERT_EQ(s.words[w + 16], std::uint16_t(plus.nu)) << i;
+        ASSERT_EQ(s.words[w + 32], std::uint16_t(minus.gp)) << i;
+        ASSERT_EQ(s.words[w + 48], std::uint16_t(minus.nu)) << i;
+    }
+    for (std::size_t w = 0; w < s.words.size(); ++w)
+        if (w / 64 * 16 + w % 16 >= count) ASSERT_EQ(s.words[w], 0) << "padding word " << w;
+}
+
+TEST(NiuKeptChipState, RejectsAStateOfAnotherChipLayerOrSize) {
+    const std::uint32_t count = 1000;
+    const auto clean = random_codes(count, 23);
+    const NiuProgram p = compile_one("pcm_like", {}, count, 127, {.seed = 3, .chip = 2, .round = 1, .t = 60.0});
+    const NiuChipState s = chip_state(p.layers[0], clean);
+    std::vector<std::int8_t> out(count);
+    for (const NiuCompileOptions& other : {NiuCompileOptions{.seed = 3, .chip = 5, .round = 1, .t = 60.0},
+                                           NiuCompileOptions{.seed = 4, .chip = 2, .round = 1, .t = 60.0}}) {
+        const NiuProgram q = compile_one("pcm_like", {}, count, 127, other);
+        try {
+            apply_kept(q.layers[0], s, out);
+            ADD_FAILURE() << "a chip state of another chip was accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find("chip_state"), std::string::npos) << e.what();
+        }
+    }
+    // Another noise model (another code table) under the same key.
+    EXPECT_THROW(apply_kept(compile_one("hermes", {}, count, 127, {.seed = 3, .chip = 2}).layers[0], s, out), FormatError);
+    // Another size, and an output of the wrong size.
+    EXPECT_THROW(apply_kept(compile_one("pcm_like", {}, count + 1, 127, {.seed = 3, .chip = 2}).layers[0], s, out), FormatError);
+    std::vector<std::int8_t> short_out(count - 1);
+    EXPECT_THROW(apply_kept(p.layers[0], s, short_out), FormatError);
+    EXPECT_THROW(chip_state(p.layers[0], std::span(clean.data(), count - 1)), FormatError);
+    EXPECT_THROW(chip_state_kernel("sse2", p.layers[0], clean), FormatError);
+}
+
+TEST(NiuModel, EveryKernelTheCpuHasIsOffered) {
+    // The kernel tests loop over available_kernels(); a kernel dropping out of that list would
+    // leave it untested and unused without a failure, so the list is checked against the CPU.
+    const auto kernels = available_kernels();
+    const auto has = [&](const char* name) { return std::find(kernels.begin(), kernels.end(), name) != kernels.end(); };
+    std::string list;
+    for (const auto& k : kernels) list += k + " ";
+    std::printf("NIU kernels on this CPU: %s\n", list.c_str());
+    EXPECT_TRUE(has("scalar"));
+    EXPECT_EQ(has("avx2"), bool(__builtin_cpu_supports("avx2")));
+    EXPECT_EQ(has("avx512"), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"));
 }

@@ -147,3 +147,34 @@ def test_distribution_matches_float_reference(model, t):
         table = table[:, table.sum(axis=0) > 0]
         p = chi2_contingency(table)[1]
         assert p > 1e-6, f"{model} t={t} code {codes[k]}: p = {p}"
+
+
+def test_kept_chip_state_gives_apply_bit_for_bit_in_every_round_and_time():
+    # The chip half computed once (from the chip's round-0 program) and the round half of later
+    # programs of the same chip equal the full model for every round, t and thread count.
+    rng = np.random.default_rng(12)
+    layers = [rng.integers(-128, 128, size=(64, 3, 3, 33), dtype=np.int8),
+              rng.integers(-90, 91, size=(1000, 37), dtype=np.int8)]
+    from aimcemu.noise import PCMLikeNoiseModel
+    model = PCMLikeNoiseModel()
+    first = niu.compile_program(model, layers, seed=3, chip=2, round=0, t=0.0)
+    states = [first.chip_state(i, w) for i, w in enumerate(layers)]
+    assert [s.nbytes for s in states] == [-(-w.size // 32) * 32 * 8 for w in layers]
+    for round_, t in [(0, 0.0), (1, 3600.0), (9, 3.15e7)]:
+        program = niu.compile_program(model, layers, seed=3, chip=2, round=round_, t=t)
+        for i, w in enumerate(layers):
+            expected = program.apply(i, w, threads=1)
+            for threads in (1, 2, 3):
+                kept = program.apply_kept(i, states[i], threads=threads)
+                assert kept.shape == w.shape
+                np.testing.assert_array_equal(kept, expected)
+
+
+def test_kept_chip_state_of_another_chip_is_a_format_error():
+    w = np.arange(-100, 100, dtype=np.int8).reshape(8, 25)
+    state = niu.compile_program({"model": "pcm_like"}, [w], chip=1).chip_state(0, w)
+    other = niu.compile_program({"model": "pcm_like"}, [w], chip=2, round=1, t=60.0)
+    with pytest.raises(aimcemu.FormatError, match="chip_state"):
+        other.apply_kept(0, state)
+    with pytest.raises(aimcemu.FormatError, match="shape"):
+        other.chip_state(0, w.reshape(25, 8))
