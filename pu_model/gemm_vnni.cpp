@@ -41,16 +41,28 @@ __attribute__((always_inline)) inline void dpbusd(__m512i& acc, __m512i x, __m51
 }
 
 // The epilogue: acc + column, stored as int32 or requantised to int8 (round half up, saturate,
-// ReLU: the rules of postproc.hpp, bit-exact with requantize()).
-__attribute__((always_inline)) inline void store_lanes(__m512i sum, __mmask16 mask, const GemmOutput& out,
+// ReLU: the rules of postproc.hpp, bit-exact with requantize()).  The output's fields are copied
+// into locals first: int8 stores may alias anything, so read through GemmOutput they were reloaded
+// after every store.
+struct Epilogue {
+    std::int32_t* acc;
+    std::int8_t* y;
+    __m128i shift, shift_less_one;
+    bool rounds, relu;
+    explicit Epilogue(const GemmOutput& out)
+        : acc(out.acc), y(out.y), shift(_mm_cvtsi32_si128(out.out_shift)),
+          shift_less_one(_mm_cvtsi32_si128(out.out_shift - 1)), rounds(out.out_shift > 0), relu(out.relu) {}
+};
+
+__attribute__((always_inline)) inline void store_lanes(__m512i sum, __mmask16 mask, const Epilogue& out,
                                                       std::int64_t offset) {
     if (!out.y) {
         _mm512_mask_storeu_epi32(out.acc + offset, mask, sum);
         return;
     }
-    if (out.out_shift > 0) {   // (v >> s) + bit s-1 of v: round half up without a wider type
-        const __m512i q = _mm512_sra_epi32(sum, _mm_cvtsi32_si128(out.out_shift));
-        const __m512i half = _mm512_sra_epi32(sum, _mm_cvtsi32_si128(out.out_shift - 1));
+    if (out.rounds) {   // (v >> s) + bit s-1 of v: round half up without a wider type
+        const __m512i q = _mm512_sra_epi32(sum, out.shift);
+        const __m512i half = _mm512_sra_epi32(sum, out.shift_less_one);
         sum = _mm512_add_epi32(q, _mm512_and_si512(half, _mm512_set1_epi32(1)));
     }
     if (out.relu) sum = _mm512_max_epi32(sum, _mm512_setzero_si512());
@@ -62,8 +74,9 @@ __attribute__((always_inline)) inline void store_lanes(__m512i sum, __mmask16 ma
 // element offset of the tile's first output in out (row stride ldo).
 template <int NV, int PR>
 void micro_tile(const std::int8_t* panel, std::int64_t groups, const std::uint8_t* x, std::int64_t ldx,
-                const std::int32_t* column, __mmask16 last_mask, const GemmOutput& out, std::int64_t offset,
+                const std::int32_t* column, __mmask16 last_mask, const GemmOutput& output, std::int64_t offset,
                 std::int64_t ldo) {
+    const Epilogue out(output);
     __m512i acc[PR][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < PR; ++r)
