@@ -123,15 +123,19 @@ class Ort:
             self.session.run(None, {"x": b})
 
 
-def best_of(engines: dict, repeats: int) -> dict:
-    """Best wall-clock seconds of each engine, the engines alternating in every repeat."""
+def best_of(engines: dict, repeats: int) -> tuple[dict, dict]:
+    """Best wall-clock and best process CPU seconds of each engine, the engines alternating in every
+    repeat.  On one thread the CPU seconds are what other processes on a shared machine do not
+    inflate (they take turns on the core, not cycles of this process's time)."""
     best = {name: float("inf") for name in engines}
+    best_cpu = dict(best)
     for _ in range(repeats):
         for name, run in engines.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             run()
             best[name] = min(best[name], time.perf_counter() - start)
-    return best
+            best_cpu[name] = min(best_cpu[name], time.process_time() - start_cpu)
+    return best, best_cpu
 
 
 def bench_net(depth: int, args, folder: Path) -> None:
@@ -154,11 +158,13 @@ def bench_net(depth: int, args, folder: Path) -> None:
         for batch in args.ort_batches:
             engines[f"ort int8 b{batch}"] = Ort(int8, threads, args.images, batch)
             engines[f"ort fp32 b{batch}"] = Ort(fp32, threads, args.images, batch)
-        seconds = best_of(engines, args.repeats)
+        seconds, cpu_seconds = best_of(engines, args.repeats)
         rate = {k: args.images / v for k, v in seconds.items()}
+        rate.update({f"{k} per cpu": args.images / v for k, v in cpu_seconds.items()})
         for kind in ("int8", "fp32"):
             best_batch = max(args.ort_batches, key=lambda b: rate[f"ort {kind} b{b}"])
             rate[f"ort {kind}"] = rate[f"ort {kind} b{best_batch}"]
+            rate[f"ort {kind} per cpu"] = rate[f"ort {kind} b{best_batch} per cpu"]
             rate[f"ort {kind} batch"] = best_batch
         table[threads] = rate
     cols = sorted(table)
@@ -170,6 +176,10 @@ def bench_net(depth: int, args, folder: Path) -> None:
           "".join(f"{str(table[t]['ort int8 batch']) + '/' + str(table[t]['ort fp32 batch']):>12}" for t in cols))
     for key, label in (("aimcemu run", "aimcemu.run / onnxruntime INT8"), ("aimcemu PU", "PU model / onnxruntime INT8")):
         print(f"{label:<34}" + "".join(f"{table[t][key] / table[t]['ort int8']:12.2f}" for t in cols))
+    print(f"{'images per CPU-second, 1 thread':<34}" + "".join(
+        f"  {label} {table[1][key + ' per cpu']:.1f}" for key, label in
+        (("aimcemu PU", "PU"), ("ort int8", "ort int8"), ("ort fp32", "ort fp32"))) +
+        f"  (PU / ort int8 {table[1]['aimcemu PU per cpu'] / table[1]['ort int8 per cpu']:.2f})")
     if len(cols) > 1:
         hi = cols[-1]
         print(f"{'scaling ' + str(hi) + ' threads / 1':<34}" +

@@ -312,6 +312,10 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
             detail::avx2_gemm_rows(w, column, n, m, xs, ldx, begin, end, out);
             return;
         }
+        if (packed.kernel_ == FastKernel::Vnni512) {   // so does this one
+            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, begin, end, out);
+            return;
+        }
         // The other kernels write int32: into the output, or into a per-task block that is
         // requantised while it is still in cache.
         std::vector<std::int32_t> block(out.y ? std::size_t((end - begin) * n) : 0);
@@ -324,9 +328,6 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
                 detail::amx_gemm_rows(w, column, n, m, x, ldx, 0, rows, acc, scratch.data());
                 break;
             }
-            case FastKernel::Vnni512:
-                detail::vnni_gemm_rows(w, column, n, m, xt + begin * ldx, ldx, 0, rows, acc);
-                break;
             default: portable_rows(w, column, n, m, x, ldx, 0, rows, acc); break;
         }
         if (out.y) requantize(acc, rows * n, out.out_shift, out.relu, out.y + begin * n, 1);

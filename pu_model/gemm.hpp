@@ -83,8 +83,8 @@ private:
 // acc (P x N) = W * X + bias for X laid out as packed.x_row_stride()/x_xor_mask() say.
 // threads: 0 = all hardware threads; the result is identical for any value.
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, std::int32_t* acc, int threads);
-// The same GEMM, requantised to int8 on the fly (out: y set, acc unused).  The AVX2 kernel does
-// it in registers; the others requantise each block of rows while it is in cache.  Bytes equal
+// The same GEMM, requantised to int8 on the fly (out: y set, acc unused).  The AVX2 and VNNI
+// kernels do it in registers; the others requantise each block of rows while it is in cache.  Bytes equal
 // requantize(gemm_fast(...)) exactly.
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads);
@@ -113,7 +113,7 @@ void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
 void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
-                    std::int32_t* acc);
+                    const GemmOutput& out);
 // The AVX2 kernel (gemm_avx2.cpp): panels of 16 channels, [panel][k/4][16 lanes x 4 bytes];
 // xt is plain int8 with rows padded to a multiple of 4 bytes.
 inline constexpr int kAvx2Panel = 16;

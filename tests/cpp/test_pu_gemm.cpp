@@ -381,32 +381,36 @@ INSTANTIATE_TEST_SUITE_P(Gemm, EachKernel, ::testing::ValuesIn(kAllFastKernels),
                          [](const ::testing::TestParamInfo<FastKernel>& info) { return std::string(to_string(info.param)); });
 
 TEST(Gemm, RequantisedOutputEqualsRequantizeOfTheAccumulators) {
-    // The fused epilogue (in registers for AVX2, per block for the others) against the plain
-    // requantize() of the reference accumulators: every shift 0..24, with and without ReLU, N not
-    // a multiple of 16, and accumulators that saturate int8 either way and sit on rounding ties.
+    // The fused epilogue (in registers for AVX2 and VNNI, per block for the others) against the
+    // plain requantize() of the reference accumulators: every shift 0..24, with and without ReLU,
+    // N not a multiple of 16 inside one VNNI panel of 64 channels (45) and past it (100: a full
+    // panel, then a partial one), and accumulators that saturate int8 either way and sit on
+    // rounding ties.
     pcg32 rng(41);
-    const std::int64_t n = 45, m = 300, p = 23;
-    const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
-    std::vector<std::int32_t> acc(std::size_t(n * p));
-    gemm_reference(w.data(), x.data(), m, bias.data(), 6, n, m, p, acc.data());
-    for (FastKernel k : available_fast_kernels()) {
-        const PackedWeights packed(w.data(), bias.data(), 6, n, m, k);
-        std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
-        for (std::int64_t row = 0; row < p; ++row)
-            for (std::int64_t c = 0; c < m; ++c)
-                operand[std::size_t(row * packed.x_row_stride() + c)] = std::uint8_t(x[std::size_t(row * m + c)]) ^
-                                                                        packed.x_xor_mask();
-        for (int shift = 0; shift <= 24; ++shift)
-            for (bool relu : {false, true}) {
-                std::vector<std::int8_t> expect(acc.size()), got(acc.size(), 99);
-                requantize(acc.data(), std::int64_t(acc.size()), shift, relu, expect.data());
-                GemmOutput out;
-                out.y = got.data();
-                out.out_shift = shift;
-                out.relu = relu;
-                gemm_fast(packed, operand.data(), p, out, 2);
-                ASSERT_EQ(got, expect) << to_string(k) << " shift " << shift << (relu ? " relu" : "");
-            }
+    for (const std::int64_t n : {45, 100}) {
+        const std::int64_t m = 300, p = 23;
+        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+        std::vector<std::int32_t> acc(std::size_t(n * p));
+        gemm_reference(w.data(), x.data(), m, bias.data(), 6, n, m, p, acc.data());
+        for (FastKernel k : available_fast_kernels()) {
+            const PackedWeights packed(w.data(), bias.data(), 6, n, m, k);
+            std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+            for (std::int64_t row = 0; row < p; ++row)
+                for (std::int64_t c = 0; c < m; ++c)
+                    operand[std::size_t(row * packed.x_row_stride() + c)] =
+                        std::uint8_t(x[std::size_t(row * m + c)]) ^ packed.x_xor_mask();
+            for (int shift = 0; shift <= 24; ++shift)
+                for (bool relu : {false, true}) {
+                    std::vector<std::int8_t> expect(acc.size()), got(acc.size(), 99);
+                    requantize(acc.data(), std::int64_t(acc.size()), shift, relu, expect.data());
+                    GemmOutput out;
+                    out.y = got.data();
+                    out.out_shift = shift;
+                    out.relu = relu;
+                    gemm_fast(packed, operand.data(), p, out, 2);
+                    ASSERT_EQ(got, expect) << to_string(k) << " n " << n << " shift " << shift << (relu ? " relu" : "");
+                }
+        }
     }
 }
 
