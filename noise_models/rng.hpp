@@ -15,8 +15,8 @@
 //   u1 = (a + 0.5) / 2^32  in (0, 1),  u2 = b / 2^32  in [0, 1)
 //   z[2j] = sqrt(-2 ln u1) * cos(2 pi u2),  z[2j+1] = sqrt(-2 ln u1) * sin(2 pi u2)
 // The tail reaches sqrt(-2 ln(2^-33)) = 6.76 sigma.  Uniforms: u = out[k] / 2^32.
-// ln, sin and cos are simd.hpp's own polynomials (AVX2 + FMA), so draws are bit-identical on
-// every such machine, for any thread count and whether drawn one at a time or in blocks.  On a
+// ln, sin and cos are simd.hpp's own polynomials (AVX2 + FMA, or AVX-512 with the same
+// operations per element), so draws are bit-identical on every such machine, for any thread count and whether drawn one at a time or in blocks.  On a
 // CPU without AVX2 <cmath> stands in (agreeing to a few ulp, not bit for bit).
 //
 // Blocks: pcg32 is a 64-bit LCG, so four interleaved copies of the state, each stepping by
