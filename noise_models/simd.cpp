@@ -75,6 +75,12 @@ void box_muller(const std::uint32_t* raw, double* z, std::size_t n) {
     wide() ? avx512::box_muller(raw, z, n) : avx2::box_muller(raw, z, n);
 }
 
+bool pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
+    if (!wide()) return false;
+    avx512::pcg32_outputs(state, increment, out, n);
+    return true;
+}
+
 void pcm_like_program(const PcmLikeBlock& c, const double* g_target, const double* z_prog, const double* z_nu,
                       std::size_t devices, double* g_prog, double* nu) {
     wide() ? avx512::pcm_like_program(c, g_target, z_prog, z_nu, devices, g_prog, nu)

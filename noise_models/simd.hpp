@@ -49,6 +49,12 @@ void sincos_turns(const std::uint32_t* b, double* sin_out, double* cos_out, std:
 // (the last sine is dropped); raw must hold 2 * ceil(n / 2) values.
 void box_muller(const std::uint32_t* raw, double* z, std::size_t n);
 
+// pcg32's outputs from a state: XSH-RR of the 64-bit LCG (multiplier 6364136223846793005, the
+// stream's odd increment), exactly what n calls of pcg32 return; advances `state` by n steps.
+// Returns false and does nothing when the active path has no vector generator (AVX2 keeps
+// rng.hpp's four interleaved scalar states); AVX-512 runs eight states in 64-bit lanes.
+bool pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
+
 // The PCM-like device physics (pcm.hpp, aihwkit's PCMLikeNoiseModel) on a block of weights
 // converted by a single pair (device 2i = g+, 2i+1 = g- of weight i).
 struct PcmLikeBlock {

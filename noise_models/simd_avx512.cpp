@@ -226,6 +226,37 @@ void box_muller(const std::uint32_t* raw, double* z, std::size_t n) {
     }
 }
 
+void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
+    constexpr std::uint64_t a = 6364136223846793005ULL;   // pcg32's LCG multiplier
+    // Lane k holds the state k steps ahead; all eight step by A^8 and C (A^7 + ... + A + 1).
+    std::uint64_t lane[8], a8 = 1, c8 = 0;
+    lane[0] = state;
+    for (int k = 1; k < 8; ++k) lane[k] = lane[k - 1] * a + increment;
+    for (int k = 0; k < 8; ++k) {
+        c8 = c8 * a + increment;
+        a8 *= a;
+    }
+    __m512i s = _mm512_loadu_si512(lane);
+    const __m512i mul = _mm512_set1_epi64(std::int64_t(a8)), add = _mm512_set1_epi64(std::int64_t(c8));
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        // XSH-RR: rotate the 32 bits ((s >> 18) ^ s) >> 27 right by s >> 59.
+        const __m256i xorshifted = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_xor_si512(_mm512_srli_epi64(s, 18), s), 27));
+        const __m256i rot = _mm512_cvtepi64_epi32(_mm512_srli_epi64(s, 59));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_rorv_epi32(xorshifted, rot));
+        s = _mm512_add_epi64(_mm512_mullo_epi64(s, mul), add);
+    }
+    _mm512_storeu_si512(lane, s);
+    std::uint64_t next = lane[0];   // the state after the i outputs written
+    for (; i < n; ++i) {
+        const auto xorshifted = std::uint32_t(((next >> 18u) ^ next) >> 27u);
+        const auto rot = std::uint32_t(next >> 59u);
+        out[i] = (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+        next = next * a + increment;
+    }
+    state = next;
+}
+
 void pcm_like_program(const PcmLikeBlock& c, const double* g_target, const double* z_prog, const double* z_nu,
                       std::size_t devices, double* g_prog, double* nu) {
     for (std::size_t i = 0; i < devices; i += 8) {

@@ -29,6 +29,7 @@ AIMCEMU_SIMD_KERNELS
 }
 namespace avx512 {
 AIMCEMU_SIMD_KERNELS
+void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
 }
 }  // namespace aimcemu::noise::simd
 

@@ -108,16 +108,20 @@ TEST(NoiseSimd, SinCosOfTurnsIsWithinTwoUlpOfOneEverywhere) {
 }
 
 TEST(NoiseSimd, BlockPcg32GivesTheSequentialOutputs) {
-    for (std::size_t n : {0, 1, 3, 4, 5, 7, 1000}) {
-        BlockPcg32 block(12345, 678);
-        pcg32 plain(12345, 678);
-        block.advance(n * 3);
-        plain.advance(n * 3);
-        std::vector<std::uint32_t> out(n);
-        block.fill_raw(out.data(), n);
-        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], plain()) << "n " << n << ", output " << i;
-        EXPECT_EQ(block(), plain()) << "the generator continues where n calls would leave it";
-    }
+    const auto check = [] {
+        for (std::size_t n : {0, 1, 3, 4, 5, 7, 15, 16, 17, 23, 24, 1000, 4099}) {
+            BlockPcg32 block(12345, 678);
+            pcg32 plain(12345, 678);
+            block.advance(n * 3);
+            plain.advance(n * 3);
+            std::vector<std::uint32_t> out(n);
+            block.fill_raw(out.data(), n);
+            for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], plain()) << "n " << n << ", output " << i;
+            EXPECT_EQ(block(), plain()) << "the generator continues where n calls would leave it";
+        }
+    };
+    check();   // the active path (or the scalar one on a CPU without AVX2)
+    on_each_vector_isa(check);
 }
 
 TEST(NoiseSimd, BlockDrawsEqualDrawsOneAtATime) {
@@ -295,6 +299,26 @@ TEST(NoiseSimdPaths, WholeLayerProgramDriftReadIsBitIdentical) {
         expect_same_bits(a.g_read, b.g_read, "read conductances", w.size());
         expect_same_bits(a.w_read, b.w_read, "read weights", w.size());
     }
+}
+
+TEST(NoiseSimdPaths, VectorPcg32GivesTheSequentialOutputs) {
+    if (!simd::supported(simd::Isa::Avx512)) GTEST_SKIP() << "this CPU has no AVX-512";
+    std::cout << "[ path     ] " << simd::name(simd::Isa::Avx512) << " pcg32\n";
+    struct Exposed : pcg32 {   // pcg32 with its state and increment reachable
+        using pcg32::pcg32;
+        std::uint64_t& state() { return state_; }
+        std::uint64_t step() const { return increment(); }
+    };
+    for (std::uint64_t stream : {0ULL, 1ULL, 0x5bd1e995ULL, ~0ULL})
+        for (std::size_t n : {0, 1, 7, 8, 9, 16, 31, 512, 1003}) {
+            Exposed vector(0x853c49e6748fea9bULL ^ stream, stream);
+            pcg32 plain(0x853c49e6748fea9bULL ^ stream, stream);
+            std::vector<std::uint32_t> out(n);
+            simd::avx512::pcg32_outputs(vector.state(), vector.step(), out.data(), n);
+            for (std::size_t i = 0; i < n; ++i)
+                ASSERT_EQ(out[i], plain()) << "stream " << stream << ", n " << n << ", output " << i;
+            EXPECT_EQ(vector(), plain()) << "the state after n outputs, stream " << stream << ", n " << n;
+        }
 }
 
 TEST(NoiseSimdPaths, UseRefusesAnIsaTheCpuLacks) {
