@@ -16,8 +16,10 @@ Python over torch, and its source distribution provides it without the compiled 
 Part 2, every model against a straightforward NumPy implementation of the same formulas
 (numpy.random.Generator for the draws, so the values differ but the work is the same).
 
-Figures: weights/s from wall-clock time (best of --repeats) and, for the 1-thread columns, also
-from process CPU time, which other processes on a shared machine do not inflate.  Run:
+Figures: weights/s from wall-clock time (best of --repeats) and from process CPU time (all
+threads), which other processes on a shared machine do not inflate.  aimcemu runs once per vector
+implementation of its float64 noise math the CPU has (AVX-512, AVX2; the results are
+bit-identical), alternating with aihwkit layer by layer.  Run:
     AIMCEMU_CORE_DIR=build/python python3 bench/bench_noise.py [--layers N] [--aihwkit-src DIR]
 """
 from __future__ import annotations
@@ -183,8 +185,24 @@ def time_interleaved(model: noise.NoiseModel, numpy_fn, layers, cores: int, repe
     return best[0], best[1], best[2]
 
 
+def aimcemu_isas() -> list[str]:
+    """The implementations of the float64 noise math this CPU has, best first."""
+    active = aimcemu._core.noise.noise_simd_isa()
+    found = []
+    for isa in ("avx512", "avx2"):
+        try:
+            aimcemu._core.noise.use_noise_simd_isa(isa)
+            found.append(isa)
+        except ValueError:
+            pass
+    aimcemu._core.noise.use_noise_simd_isa(active)
+    return found or ["scalar"]
+
+
 def time_against_aihwkit(layers, cores: int, repeats: int, aihwkit_src: str) -> None:
-    """aimcemu PCM-like against aihwkit's PCMLikeNoiseModel, program + drift + read, same layers."""
+    """aimcemu PCM-like (each vector implementation the CPU has) against aihwkit's
+    PCMLikeNoiseModel, program + drift + read, same layers, the engines alternating layer by
+    layer so that load from other processes hits all of them alike."""
     sys.path.insert(0, aihwkit_src)
     import torch
     from aihwkit.inference.noise.pcm import PCMLikeNoiseModel
@@ -193,34 +211,43 @@ def time_against_aihwkit(layers, cores: int, repeats: int, aihwkit_src: str) -> 
     theirs = PCMLikeNoiseModel()
     tensors = [torch.from_numpy(w.astype(np.float32)) for w in layers]
     n = sum(w.size for w in layers)
+    isas = aimcemu_isas()
+    active = aimcemu._core.noise.noise_simd_isa()
+
+    def run_ours(isa, i, w, wt):
+        aimcemu._core.noise.use_noise_simd_isa(isa)
+        state = ours.program(w, seed=1, chip=0, layer=i)
+        ours.read(state, T_READ, 0)
+
+    def run_theirs(isa, i, w, wt):
+        w_prog, nu = theirs.apply_programming_noise(wt)
+        theirs.apply_drift_noise(w_prog, nu, T_READ)
+
+    engines = [(f"aimcemu {isa}", run_ours, isa) for isa in isas] + [("aihwkit", run_theirs, None)]
     print(f"\n== aihwkit {getattr(sys.modules.get('aihwkit'), '__version__', '1.2.0')} PCMLikeNoiseModel (torch "
           f"{torch.__version__}, float32) vs aimcemu pcm_like (float64): program + drift + read at t = {T_READ:g} s ==")
-    print(f"{'threads':>8} {'aimcemu':>12} {'aihwkit':>12} {'ratio':>7} | {'aimcemu':>12} {'aihwkit':>12} {'ratio':>7}")
-    print(f"{'':>8} {'Mweights/s':>12} {'Mweights/s':>12} {'wall':>7} | {'Mw/s (CPU)':>12} {'Mw/s (CPU)':>12} {'CPU':>7}")
+    print("Mweights/s from wall-clock time and per process CPU-second (all threads' CPU time); "
+          "ratio = aimcemu / aihwkit, measured in the same run")
+    print(f"{'threads':>8} {'engine':>16} {'wall':>10} {'per CPU-s':>10} {'ratio wall':>11} {'ratio CPU':>10}")
     for threads in sorted({1, cores}):
         ours.num_threads = threads
         torch.set_num_threads(threads)
-        best_wall, best_cpu = [float("inf")] * 2, [float("inf")] * 2
+        best_wall, best_cpu = [float("inf")] * len(engines), [float("inf")] * len(engines)
         for _ in range(repeats):
-            wall, cpu = [0.0, 0.0], [0.0, 0.0]
+            wall, cpu = [0.0] * len(engines), [0.0] * len(engines)
             for i, (w, wt) in enumerate(zip(layers, tensors)):
-                w0, c0 = time.perf_counter(), time.process_time()
-                state = ours.program(w, seed=1, chip=0, layer=i)
-                ours.read(state, T_READ, 0)
-                w1, c1 = time.perf_counter(), time.process_time()
-                w_prog, nu = theirs.apply_programming_noise(wt)
-                theirs.apply_drift_noise(w_prog, nu, T_READ)
-                w2, c2 = time.perf_counter(), time.process_time()
-                wall[0] += w1 - w0
-                wall[1] += w2 - w1
-                cpu[0] += c1 - c0
-                cpu[1] += c2 - c1
+                for k, (_, fn, isa) in enumerate(engines):
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    fn(isa, i, w, wt)
+                    wall[k] += time.perf_counter() - w0
+                    cpu[k] += time.process_time() - c0
             best_wall = [min(b, x) for b, x in zip(best_wall, wall)]
             best_cpu = [min(b, x) for b, x in zip(best_cpu, cpu)]
-        cpu_cols = (f"{n / best_cpu[0] / 1e6:12.2f} {n / best_cpu[1] / 1e6:12.2f} {best_cpu[1] / best_cpu[0]:7.2f}"
-                    if threads == 1 else f"{'-':>12} {'-':>12} {'-':>7}")
-        print(f"{threads:>8} {n / best_wall[0] / 1e6:12.2f} {n / best_wall[1] / 1e6:12.2f} "
-              f"{best_wall[1] / best_wall[0]:7.2f} | {cpu_cols}")
+        for k, (label, _, _) in enumerate(engines):
+            ratios = (f"{best_wall[-1] / best_wall[k]:11.2f} {best_cpu[-1] / best_cpu[k]:10.2f}"
+                      if k < len(engines) - 1 else f"{'':>11} {'':>10}")
+            print(f"{threads:>8} {label:>16} {n / best_wall[k] / 1e6:10.2f} {n / best_cpu[k] / 1e6:10.2f} {ratios}")
+    aimcemu._core.noise.use_noise_simd_isa(active)
     ours.num_threads = 0
 
 

@@ -177,13 +177,18 @@ void PcmLikeModel::program_block(const double* g_target, const BlockDraws& draws
 void PcmLikeModel::read_block(const DeviceAtRead* devices, const ReadContext& read, const BlockDraws& draws,
                               std::size_t count, double* g) const {
     if (!simd::available()) return NoiseModel::read_block(devices, read, draws, count, g);
-    std::vector<double> start(count), nu(count);
-    for (std::size_t i = 0; i < count; ++i) {
-        start[i] = devices[i].g_start;
-        nu[i] = devices[i].nu;
+    // Gathered in stack pieces, not per-call vectors: the engine calls this once per block.
+    const simd::PcmLikeBlock c = simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_);
+    constexpr std::size_t kPiece = 512;
+    double start[kPiece], nu[kPiece];
+    for (std::size_t first = 0; first < count; first += kPiece) {
+        const std::size_t n = std::min(kPiece, count - first);
+        for (std::size_t i = 0; i < n; ++i) {
+            start[i] = devices[first + i].g_start;
+            nu[i] = devices[first + i].nu;
+        }
+        simd::pcm_like_read(c, read.log_time, read.read_factor, start, nu, draws.read + first, n, g + first);
     }
-    simd::pcm_like_read(simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_), read.log_time,
-                        read.read_factor, start.data(), nu.data(), draws.read, count, g);
 }
 
 // aihwkit's re-converted read of a single pair with g_min = 0, fused: the re-fit scale comes

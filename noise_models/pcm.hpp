@@ -78,7 +78,7 @@ public:
     double read_q(double g_prog) const override;
     void nu_params(double g_target, double& mean, double& std) const override;
 
-    // Vectorised physics (simd.hpp) where the CPU has AVX2; the scalar closed forms above stay
+    // Vectorised physics (simd.hpp) where the CPU has AVX2 (or AVX-512); the scalar closed forms above stay
     // the definition they are tested against.
     void program_block(const double* g_target, const BlockDraws& draws, std::size_t count, double* g_prog,
                        double* nu, std::uint8_t* fault) const override;

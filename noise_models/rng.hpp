@@ -15,13 +15,14 @@
 //   u1 = (a + 0.5) / 2^32  in (0, 1),  u2 = b / 2^32  in [0, 1)
 //   z[2j] = sqrt(-2 ln u1) * cos(2 pi u2),  z[2j+1] = sqrt(-2 ln u1) * sin(2 pi u2)
 // The tail reaches sqrt(-2 ln(2^-33)) = 6.76 sigma.  Uniforms: u = out[k] / 2^32.
-// ln, sin and cos are simd.hpp's own polynomials (AVX2 + FMA), so draws are bit-identical on
-// every such machine, for any thread count and whether drawn one at a time or in blocks.  On a
+// ln, sin and cos are simd.hpp's own polynomials (AVX2 + FMA, or AVX-512 with the same
+// operations per element), so draws are bit-identical on every such machine, for any thread count and whether drawn one at a time or in blocks.  On a
 // CPU without AVX2 <cmath> stands in (agreeing to a few ulp, not bit for bit).
 //
 // Blocks: pcg32 is a 64-bit LCG, so four interleaved copies of the state, each stepping by
 // A^4 and C(A^3 + A^2 + A + 1), produce the stream's outputs four at a time without the
 // multiply latency chain of one state (fill_raw; the same outputs as calling gen() n times).
+// On the AVX-512 path eight copies run in 64-bit vector lanes (simd::pcg32_outputs).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -66,6 +67,7 @@ public:
     using pcg32::pcg32;
 
     void fill_raw(std::uint32_t* out, std::size_t n) {
+        if (n >= 16 && simd::pcg32_outputs(state_, increment(), out, n)) return;   // AVX-512: eight lanes
         constexpr std::uint64_t a = 6364136223846793005ULL;   // pcg32's LCG multiplier
         const std::uint64_t c = increment();
         const std::uint64_t a2 = a * a, a4 = a2 * a2;

@@ -1,4 +1,4 @@
-// Vectorised float64 math and kernels of the noise models (AVX2 + FMA, four doubles per step).
+// Vectorised float64 math and kernels of the noise models (AVX-512 or AVX2 + FMA).
 //
 // Why: a noise sweep programs and reads tens of millions of devices per chip instance; the
 // per-device scalar path (libm log/exp/sin/cos behind virtual calls) ran at half of aihwkit's
@@ -12,14 +12,30 @@
 //   sin/cos of 2*pi*b/2^32 for a 32-bit b        absolute error <= 2^-52
 // Gaussians are the Box-Muller pairs of rng.hpp, evaluated with these functions.
 //
-// available() is false on a CPU without AVX2/FMA; callers then take the scalar path (<cmath>),
-// whose results agree to a few ulp but not bit for bit (docs/noise_models.md).
+// Two implementations, picked at run time: AVX-512 (F/DQ/VL, eight doubles per step) where the
+// CPU has it, else AVX2 + FMA (four).  Both do the same operations per element, so their results
+// are bit-identical (simd_kernels.hpp).  available() is false on a CPU without AVX2/FMA; callers
+// then take the scalar path (<cmath>), whose results agree to a few ulp but not bit for bit
+// (docs/noise_models.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 namespace aimcemu::noise::simd {
 
+enum class Isa { Scalar, Avx2, Avx512 };
+
+// Whether this CPU can run `isa` (Scalar always).
+bool supported(Isa isa);
+// The implementation the functions below use: the best supported one, unless use() chose another.
+Isa active();
+// Routes every later call to `isa` (which must be supported, else std::invalid_argument) and
+// returns the previous choice.  For tests and benchmarks that compare the paths; not thread-safe
+// against calls in flight.
+Isa use(Isa isa);
+const char* name(Isa isa);
+
+// active() != Scalar.
 bool available();
 
 // Element-wise math over arrays (the kernels inline the same code; these entry points are for
@@ -32,6 +48,12 @@ void sincos_turns(const std::uint32_t* b, double* sin_out, double* cos_out, std:
 // raw[2j] (radius) and raw[2j+1] (angle); z[2j] is the cosine, z[2j+1] the sine.  n may be odd
 // (the last sine is dropped); raw must hold 2 * ceil(n / 2) values.
 void box_muller(const std::uint32_t* raw, double* z, std::size_t n);
+
+// pcg32's outputs from a state: XSH-RR of the 64-bit LCG (multiplier 6364136223846793005, the
+// stream's odd increment), exactly what n calls of pcg32 return; advances `state` by n steps.
+// Returns false and does nothing when the active path has no vector generator (AVX2 keeps
+// rng.hpp's four interleaved scalar states); AVX-512 runs eight states in 64-bit lanes.
+bool pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
 
 // The PCM-like device physics (pcm.hpp, aihwkit's PCMLikeNoiseModel) on a block of weights
 // converted by a single pair (device 2i = g+, 2i+1 = g- of weight i).

@@ -1,7 +1,7 @@
-// AVX2 + FMA implementation of noise_models/simd.hpp.
+// AVX2 + FMA implementation of noise_models/simd.hpp (simd_kernels.hpp's avx2::).
 //
-// Compiled for AVX2/FMA through a target pragma and entered only after simd::available() said
-// yes.  It uses no standard-library templates, so no AVX2 code can be merged into inline
+// Compiled for AVX2/FMA through a target pragma and entered only through simd.cpp's dispatch,
+// after a CPU check.  It uses no standard-library templates, so no AVX2 code can be merged into inline
 // functions that run elsewhere.  Every function works lane by lane (no horizontal step), and a
 // partial last vector is padded, so a device's result never depends on its neighbours, the block
 // it falls in or the thread that computes it.
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "noise_models/simd.hpp"
+#include "noise_models/simd_kernels.hpp"
 
 // GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
 // pragma and instead attaches the same target attribute to every function that follows.
@@ -31,7 +31,7 @@
 #pragma GCC target("avx2,fma")
 #endif
 
-namespace aimcemu::noise::simd {
+namespace aimcemu::noise::simd::avx2 {
 namespace {
 
 using V = __m256d;
@@ -309,7 +309,7 @@ void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double re
     }
 }
 
-}  // namespace aimcemu::noise::simd
+}  // namespace aimcemu::noise::simd::avx2
 
 #if defined(__clang__)
 #pragma clang attribute pop

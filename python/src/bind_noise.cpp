@@ -11,6 +11,7 @@
 #include "noise_models/noise_model.hpp"
 #include "noise_models/pcm.hpp"
 #include "noise_models/reram.hpp"
+#include "noise_models/simd.hpp"
 #include "common/errors.hpp"
 
 namespace py = pybind11;
@@ -19,6 +20,16 @@ using namespace aimcemu::noise;
 namespace {
 
 using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// The Python spelling of an implementation of the noise math.
+std::string isa_key(simd::Isa isa) {
+    switch (isa) {
+        case simd::Isa::Avx512: return "avx512";
+        case simd::Isa::Avx2: return "avx2";
+        case simd::Isa::Scalar: break;
+    }
+    return "scalar";
+}
 
 std::vector<double> to_vector(const DoubleArray& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
 
@@ -177,6 +188,19 @@ void bind_models(py::module_& m) {
         return std::shared_ptr<NoiseModel>(make_noise_model(name, params));
     }, py::arg("name"), py::arg("params"));
     m.def("noise_model_names", &noise_model_names);
+    // Which vector implementation the float64 noise math runs on (benchmarks compare them; the
+    // results are bit-identical between avx2 and avx512).
+    m.def("noise_simd_isa", [] { return isa_key(simd::active()); },
+          "The noise math's active implementation: 'avx512', 'avx2' or 'scalar'");
+    m.def("use_noise_simd_isa", [](const std::string& key) {
+        for (auto isa : {simd::Isa::Scalar, simd::Isa::Avx2, simd::Isa::Avx512})
+            if (key == isa_key(isa)) {
+                if (!simd::supported(isa))
+                    throw py::value_error("use_noise_simd_isa: this CPU has no " + key);
+                return isa_key(simd::use(isa));
+            }
+        throw py::value_error("use_noise_simd_isa: unknown '" + key + "' (avx512, avx2 or scalar)");
+    }, py::arg("isa"), "Routes the noise math to an implementation; returns the previous one");
     m.def("param_table", [](const std::string& name) { return table_rows(noise_model_table(name)); }, py::arg("model"),
           "The declared parameters of a noise model, in constructor order (noise_models/params.hpp)");
 }

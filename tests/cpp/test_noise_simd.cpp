@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cfloat>
+#include <cstring>
+#include <stdexcept>
 #include <cmath>
+#include <iostream>
 #include <numbers>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "noise_models/pcm.hpp"
 #include "noise_models/rng.hpp"
 #include "noise_models/simd.hpp"
+#include "noise_models/simd_kernels.hpp"
 
 using namespace aimcemu::noise;
 
@@ -20,6 +24,24 @@ namespace {
 
 #define REQUIRE_SIMD()                                                                  \
     if (!simd::available()) GTEST_SKIP() << "this CPU has no AVX2/FMA: scalar path only"
+
+// Runs `body` once on every vector implementation this CPU has (AVX2, AVX-512), routing the
+// dispatch to it, and says on stdout which ran; restores the default choice afterwards.
+template <class Body>
+void on_each_vector_isa(Body&& body) {
+    const simd::Isa before = simd::active();
+    for (simd::Isa isa : {simd::Isa::Avx2, simd::Isa::Avx512}) {
+        if (!simd::supported(isa)) {
+            std::cout << "[ path     ] " << simd::name(isa) << ": not on this CPU, skipped\n";
+            continue;
+        }
+        simd::use(isa);
+        std::cout << "[ path     ] " << simd::name(isa) << "\n";
+        SCOPED_TRACE(simd::name(isa));
+        body();
+    }
+    simd::use(before);
+}
 
 // |got - want| in units of the last place of want.
 double ulps(double got, double want) { return std::abs(got - want) / (std::abs(want) * DBL_EPSILON); }
@@ -34,18 +56,20 @@ TEST(NoiseSimd, LogIsWithinFourUlpOverPositiveNormals) {
     for (double v : {1.0, 2.0, 0.5, std::numbers::sqrt2, std::nextafter(std::numbers::sqrt2, 2.0), 1e-7,
                      0.5 * 0x1p-32, 1.0 - 0x1p-32, DBL_MIN, DBL_MAX, 1.0 + DBL_EPSILON})
         x.push_back(v);
-    std::vector<double> y(x.size());
-    simd::log(x.data(), y.data(), x.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        const double want = double(std::log((long double)x[i]));
-        worst = std::max(worst, want == 0 ? std::abs(y[i]) / DBL_MIN : ulps(y[i], want));
-    }
-    EXPECT_LE(worst, 4.0);
-    // Near 1 the result is small and must keep its relative accuracy (computing log m as a
-    // polynomial in m - 1 rounded to the absolute accuracy of log 2 would not).
-    const double near_one = 1.0 + 1e-9, got = [&] { double r; simd::log(&near_one, &r, 1); return r; }();
-    EXPECT_LE(ulps(got, double(std::log((long double)near_one))), 4.0);
+    on_each_vector_isa([&] {
+        std::vector<double> y(x.size());
+        simd::log(x.data(), y.data(), x.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const double want = double(std::log((long double)x[i]));
+            worst = std::max(worst, want == 0 ? std::abs(y[i]) / DBL_MIN : ulps(y[i], want));
+        }
+        EXPECT_LE(worst, 4.0);
+        // Near 1 the result is small and must keep its relative accuracy (computing log m as a
+        // polynomial in m - 1 rounded to the absolute accuracy of log 2 would not).
+        const double near_one = 1.0 + 1e-9, got = [&] { double r; simd::log(&near_one, &r, 1); return r; }();
+        EXPECT_LE(ulps(got, double(std::log((long double)near_one))), 4.0);
+    });
 }
 
 TEST(NoiseSimd, ExpIsWithinFourUlpOnItsDomain) {
@@ -55,11 +79,13 @@ TEST(NoiseSimd, ExpIsWithinFourUlpOnItsDomain) {
     for (int i = 0; i < 200000; ++i) x.push_back(-700.0 + 1400.0 * (double(rng()) * 0x1p-32));
     for (double v : {0.0, -0.0, 1.0, -1.0, 0.34657359027997264, -0.34657359027997264, 700.0, -700.0, 1e-300})
         x.push_back(v);
-    std::vector<double> y(x.size());
-    simd::exp(x.data(), y.data(), x.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, ulps(y[i], double(std::exp((long double)x[i]))));
-    EXPECT_LE(worst, 4.0);
+    on_each_vector_isa([&] {
+        std::vector<double> y(x.size());
+        simd::exp(x.data(), y.data(), x.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, ulps(y[i], double(std::exp((long double)x[i]))));
+        EXPECT_LE(worst, 4.0);
+    });
 }
 
 TEST(NoiseSimd, SinCosOfTurnsIsWithinTwoUlpOfOneEverywhere) {
@@ -69,27 +95,33 @@ TEST(NoiseSimd, SinCosOfTurnsIsWithinTwoUlpOfOneEverywhere) {
     for (int i = 0; i < 200000; ++i) b.push_back(rng());
     for (std::uint32_t k = 0; k < 8; ++k)   // octant edges and their neighbours
         for (std::int64_t d : {-1, 0, 1}) b.push_back(std::uint32_t(std::int64_t(k) * 0x20000000 + d));
-    std::vector<double> s(b.size()), c(b.size());
-    simd::sincos_turns(b.data(), s.data(), c.data(), b.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < b.size(); ++i) {
-        const long double angle = 2.0L * 3.14159265358979323846264338327950288L * ((long double)b[i] / 4294967296.0L);
-        worst = std::max({worst, std::abs(s[i] - double(std::sin(angle))), std::abs(c[i] - double(std::cos(angle)))});
-    }
-    EXPECT_LE(worst, 2 * DBL_EPSILON);
+    on_each_vector_isa([&] {
+        std::vector<double> s(b.size()), c(b.size());
+        simd::sincos_turns(b.data(), s.data(), c.data(), b.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < b.size(); ++i) {
+            const long double angle = 2.0L * 3.14159265358979323846264338327950288L * ((long double)b[i] / 4294967296.0L);
+            worst = std::max({worst, std::abs(s[i] - double(std::sin(angle))), std::abs(c[i] - double(std::cos(angle)))});
+        }
+        EXPECT_LE(worst, 2 * DBL_EPSILON);
+    });
 }
 
 TEST(NoiseSimd, BlockPcg32GivesTheSequentialOutputs) {
-    for (std::size_t n : {0, 1, 3, 4, 5, 7, 1000}) {
-        BlockPcg32 block(12345, 678);
-        pcg32 plain(12345, 678);
-        block.advance(n * 3);
-        plain.advance(n * 3);
-        std::vector<std::uint32_t> out(n);
-        block.fill_raw(out.data(), n);
-        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], plain()) << "n " << n << ", output " << i;
-        EXPECT_EQ(block(), plain()) << "the generator continues where n calls would leave it";
-    }
+    const auto check = [] {
+        for (std::size_t n : {0, 1, 3, 4, 5, 7, 15, 16, 17, 23, 24, 1000, 4099}) {
+            BlockPcg32 block(12345, 678);
+            pcg32 plain(12345, 678);
+            block.advance(n * 3);
+            plain.advance(n * 3);
+            std::vector<std::uint32_t> out(n);
+            block.fill_raw(out.data(), n);
+            for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], plain()) << "n " << n << ", output " << i;
+            EXPECT_EQ(block(), plain()) << "the generator continues where n calls would leave it";
+        }
+    };
+    check();   // the active path (or the scalar one on a CPU without AVX2)
+    on_each_vector_isa(check);
 }
 
 TEST(NoiseSimd, BlockDrawsEqualDrawsOneAtATime) {
@@ -138,4 +170,161 @@ TEST(NoiseSimd, FusedPcmReadMatchesThePerDeviceFormulas) {
         ASSERT_NEAR(got[i], expect, 1e-12 * std::abs(expect) + 1e-300) << "weight " << i;
         EXPECT_EQ(g_got[2 * i + (plus ? 1 : 0)], 0.0) << "the device that does not carry the weight reads 0";
     }
+}
+
+// --- AVX-512 against AVX2: the same operations per element, so the same bits ----------------------
+namespace {
+
+#define REQUIRE_BOTH_PATHS()                                                                              \
+    if (!simd::supported(simd::Isa::Avx512) || !simd::supported(simd::Isa::Avx2))                         \
+        GTEST_SKIP() << "this CPU lacks AVX-512 or AVX2: nothing to compare";                             \
+    std::cout << "[ path     ] comparing " << simd::name(simd::Isa::Avx512) << " with " << simd::name(simd::Isa::Avx2) << "\n"
+
+// Lengths around both vector widths and a block: every partial-vector case of each path.
+const std::size_t kLengths[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17, 23, 31, 33, 512, 1001};
+
+// Bitwise equality of two double arrays (distinguishes -0.0 from 0.0 and compares NaN payloads).
+void expect_same_bits(const std::vector<double>& a, const std::vector<double>& b, const char* what, std::size_t n) {
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0)
+            << what << ", length " << n << ", element " << i << ": " << a[i] << " vs " << b[i];
+}
+
+std::vector<std::uint32_t> raw_outputs(std::size_t n, std::uint64_t seed) {
+    pcg32 rng(seed);
+    std::vector<std::uint32_t> r(n);
+    for (auto& v : r) v = rng();
+    return r;
+}
+
+}  // namespace
+
+TEST(NoiseSimdPaths, MathFunctionsAreBitIdentical) {
+    REQUIRE_BOTH_PATHS();
+    pcg32 rng(11);
+    for (std::size_t n : kLengths) {
+        std::vector<double> x(n), e(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            x[i] = std::exp(-700.0 + 1400.0 * (double(rng()) * 0x1p-32));
+            e[i] = -700.0 + 1400.0 * (double(rng()) * 0x1p-32);
+        }
+        if (n > 3) x[0] = DBL_MIN, x[1] = DBL_MAX, x[2] = 1.0, e[0] = 0.0, e[1] = -0.0, e[2] = 700.0;
+        std::vector<double> a(n, -1.0), b(n, -1.0);
+        simd::avx2::log(x.data(), a.data(), n);
+        simd::avx512::log(x.data(), b.data(), n);
+        expect_same_bits(a, b, "log", n);
+        simd::avx2::exp(e.data(), a.data(), n);
+        simd::avx512::exp(e.data(), b.data(), n);
+        expect_same_bits(a, b, "exp", n);
+        std::vector<std::uint32_t> turns = raw_outputs(n, n + 1);
+        for (std::size_t k = 0; k < n && k < 24; ++k)   // octant edges and their neighbours
+            turns[k] = std::uint32_t(std::int64_t(k / 3) * 0x20000000 + std::int64_t(k % 3) - 1);
+        std::vector<double> s2(n, -1.0), c2(n, -1.0), s5(n, -1.0), c5(n, -1.0);
+        simd::avx2::sincos_turns(turns.data(), s2.data(), c2.data(), n);
+        simd::avx512::sincos_turns(turns.data(), s5.data(), c5.data(), n);
+        expect_same_bits(s2, s5, "sin", n);
+        expect_same_bits(c2, c5, "cos", n);
+    }
+}
+
+TEST(NoiseSimdPaths, BoxMullerIsBitIdentical) {
+    REQUIRE_BOTH_PATHS();
+    for (std::size_t n : kLengths) {
+        std::vector<std::uint32_t> raw = raw_outputs(2 * ((n + 1) / 2), 100 + n);
+        if (n >= 4) raw[0] = 0, raw[1] = 0xFFFFFFFFu, raw[2] = 0xFFFFFFFFu, raw[3] = 0x20000000u;   // extreme radius/angles
+        std::vector<double> a(n, -1.0), b(n, -1.0);
+        simd::avx2::box_muller(raw.data(), a.data(), n);
+        simd::avx512::box_muller(raw.data(), b.data(), n);
+        expect_same_bits(a, b, "box_muller", n);
+    }
+}
+
+TEST(NoiseSimdPaths, PcmKernelsAreBitIdentical) {
+    REQUIRE_BOTH_PATHS();
+    const std::vector<double> coeff = {0.26348, 1.9650, -1.1731};
+    simd::PcmLikeBlock c;
+    c.prog_coeff = coeff.data();
+    c.prog_coeff_count = int(coeff.size());
+    c.prog_noise_scale = 1.3, c.drift_scale = 0.9, c.read_noise_scale = 1.1;
+    pcg32 rng(21);
+    const auto uniform = [&] { return double(rng()) * 0x1p-32; };
+    for (std::size_t n : kLengths) {
+        const std::size_t devices = 2 * n;   // n weights, a pair each
+        std::vector<double> g(devices), z1(devices), z2(devices), z3(devices);
+        for (std::size_t i = 0; i < devices; ++i) {
+            g[i] = i % 5 == 0 ? 0.0 : 25.0 * uniform();   // zeros: the clamped logs and the g_start = 0 branch
+            z1[i] = 6.0 * uniform() - 3.0, z2[i] = 6.0 * uniform() - 3.0, z3[i] = 6.0 * uniform() - 3.0;
+        }
+        std::vector<double> gp2(devices, -1.0), nu2(devices, -1.0), gp5(devices, -1.0), nu5(devices, -1.0);
+        simd::avx2::pcm_like_program(c, g.data(), z1.data(), z2.data(), devices, gp2.data(), nu2.data());
+        simd::avx512::pcm_like_program(c, g.data(), z1.data(), z2.data(), devices, gp5.data(), nu5.data());
+        expect_same_bits(gp2, gp5, "pcm_like_program g_prog", n);
+        expect_same_bits(nu2, nu5, "pcm_like_program nu", n);
+        std::vector<double> r2(devices, -1.0), r5(devices, -1.0);
+        simd::avx2::pcm_like_read(c, std::log(86420.0 / 20.0), 4.1, gp2.data(), nu2.data(), z3.data(), devices, r2.data());
+        simd::avx512::pcm_like_read(c, std::log(86420.0 / 20.0), 4.1, gp2.data(), nu2.data(), z3.data(), devices, r5.data());
+        expect_same_bits(r2, r5, "pcm_like_read", n);
+        std::vector<double> w2(n, -1.0), w5(n, -1.0);
+        simd::avx2::pcm_like_read_reconverted(c, 8.4, 4.1, 0.7, 1.3, gp2.data(), nu2.data(), z3.data(), n, r2.data(), w2.data());
+        simd::avx512::pcm_like_read_reconverted(c, 8.4, 4.1, 0.7, 1.3, gp2.data(), nu2.data(), z3.data(), n, r5.data(), w5.data());
+        expect_same_bits(r2, r5, "pcm_like_read_reconverted g", n);
+        expect_same_bits(w2, w5, "pcm_like_read_reconverted w", n);
+    }
+}
+
+TEST(NoiseSimdPaths, WholeLayerProgramDriftReadIsBitIdentical) {
+    // Program + drift + read of a layer (more than one chunk, a partial last block) through the
+    // model, once per path: every draw and every result must be the same bits.
+    REQUIRE_BOTH_PATHS();
+    std::vector<double> w(40007);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37 * double(i)) * (i % 7 ? 1.0 : 0.01);
+    struct Result {
+        std::vector<double> g_prog, nu, g_read, w_read;
+    };
+    // The default re-converted read takes the fused kernel; drift_reference 'programmed' the
+    // per-block read (read_block).
+    for (const NoiseParams& params : {NoiseParams{}, NoiseParams{{"drift_reference", std::string("programmed")}}}) {
+        const auto run = [&](simd::Isa isa) {
+            const simd::Isa before = simd::use(isa);
+            const auto model = make_noise_model("pcm_like", params);
+            const LayerState s = model->program(w, {40007}, {5, 6, 7});
+            Result r{s.g_prog, s.nu, model->read_conductances(s, 86400.0, 3), model->read(s, 86400.0, 3)};
+            simd::use(before);
+            return r;
+        };
+        const Result a = run(simd::Isa::Avx2), b = run(simd::Isa::Avx512);
+        expect_same_bits(a.g_prog, b.g_prog, "programmed conductances", w.size());
+        expect_same_bits(a.nu, b.nu, "drift exponents", w.size());
+        expect_same_bits(a.g_read, b.g_read, "read conductances", w.size());
+        expect_same_bits(a.w_read, b.w_read, "read weights", w.size());
+    }
+}
+
+TEST(NoiseSimdPaths, VectorPcg32GivesTheSequentialOutputs) {
+    if (!simd::supported(simd::Isa::Avx512)) GTEST_SKIP() << "this CPU has no AVX-512";
+    std::cout << "[ path     ] " << simd::name(simd::Isa::Avx512) << " pcg32\n";
+    struct Exposed : pcg32 {   // pcg32 with its state and increment reachable
+        using pcg32::pcg32;
+        std::uint64_t& state() { return state_; }
+        std::uint64_t step() const { return increment(); }
+    };
+    for (std::uint64_t stream : {0ULL, 1ULL, 0x5bd1e995ULL, ~0ULL})
+        for (std::size_t n : {0, 1, 7, 8, 9, 16, 31, 512, 1003}) {
+            Exposed vector(0x853c49e6748fea9bULL ^ stream, stream);
+            pcg32 plain(0x853c49e6748fea9bULL ^ stream, stream);
+            std::vector<std::uint32_t> out(n);
+            simd::avx512::pcg32_outputs(vector.state(), vector.step(), out.data(), n);
+            for (std::size_t i = 0; i < n; ++i)
+                ASSERT_EQ(out[i], plain()) << "stream " << stream << ", n " << n << ", output " << i;
+            EXPECT_EQ(vector(), plain()) << "the state after n outputs, stream " << stream << ", n " << n;
+        }
+}
+
+TEST(NoiseSimdPaths, UseRefusesAnIsaTheCpuLacks) {
+    for (simd::Isa isa : {simd::Isa::Scalar, simd::Isa::Avx2, simd::Isa::Avx512}) {
+        if (simd::supported(isa)) continue;
+        EXPECT_THROW(simd::use(isa), std::invalid_argument) << simd::name(isa);
+    }
+    EXPECT_TRUE(simd::supported(simd::Isa::Scalar));
 }

@@ -166,3 +166,35 @@ def test_bad_reads_raise_format_error(weights):
         model.program(np.array([1.0, np.inf]))
     with pytest.raises(aimcemu.FormatError, match="'state'"):
         noise.HermesNoiseModel().read(noise.ReRamCMONoiseModel().program(weights), 1.0, 0)
+
+
+def test_vector_paths_of_the_noise_math_give_the_same_bits():
+    """AVX-512 and AVX2 run the same operations per element: program + read of a layer through
+    each path (where the CPU has both) gives the same bits; unknown names are refused."""
+    core = aimcemu._core.noise
+    with pytest.raises(ValueError, match="unknown 'avx9'"):
+        core.use_noise_simd_isa("avx9")
+    active = core.noise_simd_isa()
+    assert active in ("avx512", "avx2", "scalar")
+    paths = []
+    for isa in ("avx2", "avx512"):
+        try:
+            core.use_noise_simd_isa(isa)
+            paths.append(isa)
+        except ValueError as e:
+            assert "this CPU has no " + isa in str(e)
+    core.use_noise_simd_isa(active)
+    if len(paths) < 2:
+        pytest.skip(f"this CPU has only {paths or ['scalar']}: nothing to compare")
+    w = np.sin(0.37 * np.arange(50021.0))   # several chunks and a partial last vector
+    model = noise.PCMLikeNoiseModel()
+    results = []
+    try:
+        for isa in paths:
+            core.use_noise_simd_isa(isa)
+            state = model.program(w, seed=3, chip=1, layer=2)
+            results.append((model.programmed_weights(state), model.read(state, 86400.0, 4)))
+    finally:
+        core.use_noise_simd_isa(active)
+    for a, b in zip(results[0], results[1]):
+        assert a.tobytes() == b.tobytes()
