@@ -209,10 +209,11 @@ class RoundWriter:
 
 
 def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Callable[[int, int, float, str], float],
-               reference: list[np.ndarray], writer, progress: bool = False) -> dict:
+               reference: list[np.ndarray] | None, writer, progress: bool = False) -> dict:
     """Runs and writes every noisy round of `cfg`; `round_alpha(layer, chip, t, compensation)`
-    is the factor folded into a round's NIU program.  Rounds are written by a RoundWriter while
-    the next one runs.  Returns the time spent in each part; write_s is the time the round loop
+    is the factor folded into a round's NIU program; `reference` (the reference activations) is
+    read only when no layer is on AIMC (may be None otherwise).  Rounds are written by a
+    RoundWriter while the next one runs.  Returns the time spent in each part; write_s is the time the round loop
     waited for the writer."""
     from tqdm import tqdm
 
