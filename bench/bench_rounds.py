@@ -9,7 +9,8 @@ run by ``aimcemu.run`` in a fresh Python process so that its peak RSS (ru_maxrss
               PU runs on them, metrics per layer and round.
 
 From the run's own RunSummary: pu_s = PU inference time of one pass over the images (the digital
-run's inference_s), niu_s = NIU time per round (the AIMC run's noise_s / rounds).  The issue's
+run's inference_s), niu_s = NIU time per round (the AIMC run's noise_s / rounds); write s = the time the run
+waited for the results file (the rounds are written on a background thread while the next runs).  The issue's
 figure of merit is  total / (rounds * pu_s + rounds * niu_s)  (target <= 1.2); since every run
 also computes the noise-free reference once, the table also gives total / ((rounds + 1) * pu_s
 + rounds * niu_s): what the run costs beyond the work it has to do.  Cases alternate over

@@ -14,6 +14,8 @@ layers are mapped to AIMC.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from typing import Callable
 
@@ -148,10 +150,71 @@ class NoisyWeights:
         return niu.max_alpha(int(_core.niu.clean_absmax(self.clean[layer], "layer")))
 
 
+class RoundWriter:
+    """Writes noisy rounds into a results file (writer.set_round per layer: the metrics against
+    the reference, predictions, the HDF5 writes) on a background thread, so that writing round r
+    overlaps computing round r + 1; set_round runs without the GIL, as does the PU.
+
+    At most one round is in the writer (waiting or being written) while the caller computes the
+    next, so a run holds at most two rounds' activations besides the reference.  An error in the
+    writer (a FormatError naming the file and the field) is raised in the caller at its next
+    hand-over or at close(); the file is then never committed, so the writer's atomic file leaves
+    nothing behind."""
+
+    def __init__(self, writer):
+        self._writer = writer
+        self._slot: queue.Queue = queue.Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self.wait_s = 0.0  # time the caller waited for the writer (what the overlap did not hide)
+        self._thread = threading.Thread(target=self._work, name="aimcemu-results-writer", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._slot.get()
+            try:
+                if item is None:
+                    return
+                if self._error is None:  # after an error the rest is dropped: the file will not be committed
+                    position, activations = item
+                    for index, layer_acts in enumerate(activations):
+                        self._writer.set_round(position, index, layer_acts)
+            except BaseException as exc:  # handed to the caller, whatever it is
+                self._error = exc
+            finally:
+                item = activations = None  # the round's arrays are freed now, not at the next hand-over
+                self._slot.task_done()
+
+    def _wait_idle(self) -> None:
+        """Waits until the writer has written everything handed over; raises its error."""
+        start = time.perf_counter()
+        self._slot.join()
+        self.wait_s += time.perf_counter() - start
+        if self._error is not None:
+            raise self._error
+
+    def put(self, position: int, activations: list[np.ndarray]) -> None:
+        """Hands round `position` over (after the previous one is written)."""
+        self._wait_idle()
+        self._slot.put((position, activations))
+
+    def close(self) -> None:
+        """Waits for the last round and stops the thread; raises the writer's error, if any.
+        Called on every path out of the round loop, so no thread outlives it."""
+        try:
+            self._wait_idle()
+        finally:
+            self._slot.put(None)
+            self._thread.join()
+
+
 def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Callable[[int, int, float, str], float],
-               reference: list[np.ndarray], writer, progress: bool = False) -> dict:
+               reference: list[np.ndarray] | None, writer, progress: bool = False) -> dict:
     """Runs and writes every noisy round of `cfg`; `round_alpha(layer, chip, t, compensation)`
-    is the factor folded into a round's NIU program.  Returns the time spent in each part."""
+    is the factor folded into a round's NIU program; `reference` (the reference activations) is
+    read only when no layer is on AIMC (may be None otherwise).  Rounds are written by a
+    RoundWriter while the next one runs.  Returns the time spent in each part; write_s is the time the round loop
+    waited for the writer."""
     from tqdm import tqdm
 
     times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
@@ -160,20 +223,23 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
     settings = peripheral_settings(net, noisy.placements)
     bar = tqdm(cfg.round_coordinates(), desc="noisy rounds", unit="round", disable=None if progress else True,
                leave=False)
-    for position, (round_id, chip, t, compensation) in enumerate(bar):
-        start = time.perf_counter()
-        published = noisy.write_round(emulator, chip, round_id, t, {
-            i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else None
-        times["noise_s"] += time.perf_counter() - start
-        start = time.perf_counter()
-        # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
-        hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
-        extra = {} if hook is None else {"peripherals": hook}
-        activations = run_network(net, images, cfg.backend, cfg.threads, published, **extra) if published else reference
-        check_activations(net_layers, activations, len(images))
-        times["inference_s"] += time.perf_counter() - start
-        start = time.perf_counter()
-        for index, layer_acts in enumerate(activations):
-            writer.set_round(position, index, layer_acts)
-        times["write_s"] += time.perf_counter() - start
+    background = RoundWriter(writer)
+    try:
+        for position, (round_id, chip, t, compensation) in enumerate(bar):
+            start = time.perf_counter()
+            published = noisy.write_round(emulator, chip, round_id, t, {
+                i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else None
+            times["noise_s"] += time.perf_counter() - start
+            start = time.perf_counter()
+            # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
+            hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
+            extra = {} if hook is None else {"peripherals": hook}
+            activations = run_network(net, images, cfg.backend, cfg.threads, published, **extra) if published else reference
+            check_activations(net_layers, activations, len(images))
+            times["inference_s"] += time.perf_counter() - start
+            background.put(position, activations)
+            activations = None
+    finally:
+        background.close()
+        times["write_s"] = background.wait_s
     return times

@@ -118,6 +118,11 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
                                  cfg.layers, 1, overwrite)
     for index, layer_acts in enumerate(reference):
         writer.set_reference(index, layer_acts)
+    layer_acts = None
+    # The writer keeps its own copy for the metrics; NumPy's is needed only when no layer is on
+    # AIMC (every round is then the reference).  Dropped here, it does not sit beside the rounds.
+    if noisy is not None and noisy.clean:
+        reference = None
     _write_placements(writer, placements, alphas, cfg)
     write_s = time.perf_counter() - start
     timing = {}

@@ -39,7 +39,7 @@ class RunSummary:
     round_accuracy: list[float]     # per noisy round (empty for a digital run)
     layers: list[LayerSummary] = field(default_factory=list)
     inference_s: float = 0.0
-    write_s: float = 0.0
+    write_s: float = 0.0            # the results file: the reference, the wait for the round writer, commit
     round_chip: list[int] = field(default_factory=list)
     round_t: list[float] = field(default_factory=list)
     round_index: list[int] = field(default_factory=list)

@@ -48,16 +48,19 @@ NiuProgram concatenated(const std::vector<const NiuProgram*>& programs) {
     return all;
 }
 
-// (round id, [one int8 array [N, H, W, C] per layer]) as _core.run_network lays them out.
-py::tuple round_result(const Network& net, const RoundOutputs& result) {
+// (round id, [one int8 array [N, H, W, C] per layer]) as _core.run_network lays them out.  Each
+// layer's C++ tensors are freed as soon as they are copied, so a round's activations are not held
+// twice (C++ and NumPy) while they are handed over.
+py::tuple round_result(const Network& net, RoundOutputs&& result) {
     py::list per_layer;
     const auto count = py::ssize_t(result.outputs.size());
     for (std::size_t l = 0; l < net.layers.size(); ++l) {
         const Shape3& s = net.layers[l].out_shape;
         Int8Array out({count, py::ssize_t(s.h), py::ssize_t(s.w), py::ssize_t(s.c)});
         for (py::ssize_t i = 0; i < count; ++i) {
-            const auto& data = result.outputs[std::size_t(i)][l].data;
+            auto& data = result.outputs[std::size_t(i)][l].data;
             std::copy(data.begin(), data.end(), out.mutable_data() + i * s.size());
+            std::vector<std::int8_t>().swap(data);
         }
         per_layer.append(out);
     }
@@ -95,7 +98,7 @@ void bind_emulator(py::module_& root) {
                 py::gil_scoped_release release;
                 result = e.run_published(inputs, options, expected_round);
             }
-            return round_result(e.network(), result);
+            return round_result(e.network(), std::move(result));
         }, py::arg("images"), py::arg("backend") = "fast", py::arg("threads") = 0, py::arg("expected_round") = 0,
            py::arg("peripherals") = nullptr, py::arg("first_image") = 0,
            "The PU runs the latest published round: (round id, per-layer int8 activations [N, H, W, C]).\n"
@@ -111,7 +114,7 @@ void bind_emulator(py::module_& root) {
                 py::gil_scoped_release release;
                 result = e.run_round(program, inputs, options);
             }
-            return round_result(e.network(), result);
+            return round_result(e.network(), std::move(result));
         }, py::arg("programs"), py::arg("images"), py::arg("backend") = "fast", py::arg("threads") = 0,
            "write_round then run_published on that round")
         .def("weights", [](Emulator& e, int layer) {

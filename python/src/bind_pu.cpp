@@ -124,9 +124,12 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
         }
         const Shape3& s = net.layers[l].out_shape;
         Int8Array out({py::ssize_t(count), py::ssize_t(s.h), py::ssize_t(s.w), py::ssize_t(s.c)});
-        for (std::int64_t i = 0; i < count; ++i)
-            std::copy(results[std::size_t(i)][l].data.begin(), results[std::size_t(i)][l].data.end(),
-                      out.mutable_data() + i * s.size());
+        for (std::int64_t i = 0; i < count; ++i) {
+            auto& data = results[std::size_t(i)][l].data;
+            std::copy(data.begin(), data.end(), out.mutable_data() + i * s.size());
+            // Freed once copied: the activations are never held twice (C++ and NumPy) in full.
+            std::vector<std::int8_t>().swap(data);
+        }
         per_layer.append(out);
     }
     return per_layer;
