@@ -378,11 +378,17 @@ void ResultsWriter::set_layer_attribute(int layer, const std::string& name, cons
     }
 }
 
+bool ResultsWriter::reference_needed(int layer) const {
+    const State& s = *state_;
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    return s.rounds > 0 || s.layers[std::size_t(layer)].reference_ds.has_value() || layer == s.output_layer();
+}
+
 void ResultsWriter::commit() {
     State& s = *state_;
     for (std::size_t i = 0; i < s.layers.size(); ++i) {
         const std::string& name = s.net.layers[i].name;
-        if (!s.layers[i].reference_set) s.fail("layers/" + name + "/reference", "never set");
+        if (!s.layers[i].reference_set && reference_needed(int(i))) s.fail("layers/" + name + "/reference", "never set");
         for (std::size_t r = 0; r < s.rounds; ++r)
             if (!s.layers[i].round_set[r])
                 s.fail("layers/" + name + "/activations", "round " + std::to_string(r) + " never set");

@@ -62,8 +62,12 @@ public:
     void set_layer_series(int layer, const std::string& name, std::span<const double> per_round);
     // A string attribute of a layer's group (e.g. device = "aimc"); written at once.
     void set_layer_attribute(int layer, const std::string& name, const std::string& value);
-    // Checks that every reference and round was given, writes predictions, accuracy and metrics,
-    // closes the file and moves it into place.
+    // Whether commit() needs `layer`'s reference: when the layer is stored, is the network's
+    // output (predictions and accuracy) or has noisy rounds to be compared with it.  A run without
+    // noisy rounds may skip the others, and then need not keep their activations at all.
+    bool reference_needed(int layer) const;
+    // Checks that every needed reference and every round was given, writes predictions, accuracy
+    // and metrics, closes the file and moves it into place.
     void commit();
 
     // Results so far (valid for what has been set): accuracy of the reference and of each round.

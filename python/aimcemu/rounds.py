@@ -28,18 +28,21 @@ from .noise import NoiseModel
 
 
 def run_network(net, images, backend: str, threads: int, weights: dict | None = None,
-                peripherals=None) -> list[np.ndarray]:
+                peripherals=None, keep: list[int] | None = None) -> list[np.ndarray | None]:
     """Per-layer int8 activations [N, H, W, C] from the PU functional model.  `weights`
     ({layer index: int8 array}) replaces the weights the PU reads; a PublishedRound instead
     runs the PU on that round's lease of the emulator's HBM.  `peripherals` (_core.niu.Peripherals,
-    see peripheral_hook) applies the AIMC layers' DACs, output noise and ADCs."""
+    see peripheral_hook) applies the AIMC layers' DACs, output noise and ADCs.  `keep` (layer
+    indices; None = every layer) limits what comes back; the other layers come back as None."""
     if isinstance(weights, PublishedRound):
+        if keep is not None:
+            raise ValueError("keep: a published round returns every layer")
         extra = {} if peripherals is None else {"peripherals": peripherals}
         _, activations = weights.emulator.run_published(images, backend, threads, weights.round, **extra)
         return activations
     if not hasattr(_core, "run_network"):
         raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
-    return _core.run_network(net, images, backend, threads, weights, peripherals=peripherals)
+    return _core.run_network(net, images, backend, threads, weights, keep, peripherals=peripherals)
 
 
 def peripheral_settings(net, placements: list[Placement]) -> list | None:
@@ -65,6 +68,8 @@ def check_activations(layers, activations, images: int) -> None:
     if len(activations) != len(layers):
         raise RuntimeError(f"run_network returned {len(activations)} layers, the model has {len(layers)}")
     for layer, acts in zip(layers, activations):
+        if acts is None:  # not kept (run_network's keep)
+            continue
         expected = (images, *tuple(layer.out_shape))
         if tuple(np.shape(acts)) != expected:
             raise RuntimeError(f"run_network: layer {layer.name} gave shape {np.shape(acts)}, expected {expected}")

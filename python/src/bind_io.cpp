@@ -165,6 +165,10 @@ void bind_io(py::module_& m) {
              "A per-round float64 series of a layer, stored as layers/NAME/<name> [round] at commit")
         .def("set_layer_attribute", &PyResultsWriter::set_layer_attribute, py::arg("layer"), py::arg("name"),
              py::arg("value"), "A string attribute of a layer's group")
+        .def("reference_needed",
+             [](PyResultsWriter& w, const py::object& layer) { return w.writer().reference_needed(w.layer_index(layer)); },
+             py::arg("layer"),
+             "Whether commit needs this layer's reference (stored, the output, or compared with noisy rounds)")
         .def("commit", &PyResultsWriter::commit)
         .def_property_readonly("reference_accuracy", [](PyResultsWriter& w) { return w.writer().reference_accuracy(); })
         .def_property_readonly("round_accuracy", [](PyResultsWriter& w) { return w.writer().round_accuracy(); });

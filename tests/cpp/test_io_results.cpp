@@ -221,6 +221,45 @@ TEST_F(ResultsTest, DigitalRunHasOnlyTheReference) {
     EXPECT_EQ(f.open_dataset("reference_accuracy").read<double>().at(0), w.reference_accuracy());
 }
 
+// Without noisy rounds only stored layers and the output need a reference: the file is the
+// same as when every reference is given, and a missing needed one names its field.
+TEST_F(ResultsTest, ADigitalRunNeedsOnlyTheStoredAndTheOutputReferences) {
+    const Network net = small_network();
+    ResultsSpec s = spec(0);
+    s.stored_layers = {"conv"};
+    {
+        ResultsWriter all(path("all.h5"), net, s);
+        write_all(all, net, 0);
+        all.commit();
+    }
+    ResultsWriter w(path("needed.h5"), net, s);
+    EXPECT_TRUE(w.reference_needed(0));   // stored
+    EXPECT_FALSE(w.reference_needed(1));  // neither stored nor the output
+    EXPECT_TRUE(w.reference_needed(2));   // the output: predictions and accuracy
+    w.set_reference(0, activations(net, 0, -1));
+    w.set_reference(2, activations(net, 2, -1));
+    w.commit();
+    const auto a = h5::File::open_read(path("all.h5")), b = h5::File::open_read(path("needed.h5"));
+    EXPECT_EQ(a.open_dataset("reference_predictions").read<std::int64_t>(),
+              b.open_dataset("reference_predictions").read<std::int64_t>());
+    EXPECT_EQ(a.open_dataset("reference_accuracy").read<double>(), b.open_dataset("reference_accuracy").read<double>());
+    EXPECT_EQ(a.open_group("layers").open_dataset("conv/reference").read<std::int8_t>(),
+              b.open_group("layers").open_dataset("conv/reference").read<std::int8_t>());
+
+    ResultsWriter missing(path("missing.h5"), net, s);
+    missing.set_reference(0, activations(net, 0, -1));
+    try {
+        missing.commit();
+        ADD_FAILURE() << "commit without the output's reference";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("layers/fc/reference"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(path("missing.h5")));
+
+    ResultsWriter noisy(path("noisy.h5"), net, spec(1));  // rounds compare with every layer's reference
+    for (int l = 0; l < 3; ++l) EXPECT_TRUE(noisy.reference_needed(l)) << l;
+}
+
 TEST_F(ResultsTest, SelectedLayersOnlyStoreTheirActivations) {
     const Network net = small_network();
     ResultsSpec s = spec(1);

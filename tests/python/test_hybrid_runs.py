@@ -41,9 +41,9 @@ def captured(monkeypatch):
     calls = []
     real = rounds.run_network
 
-    def spy(net, images, backend, threads, weights=None):
+    def spy(net, images, backend, threads, weights=None, **options):
         calls.append(weights.read_back() if isinstance(weights, rounds.PublishedRound) else weights)
-        return real(net, images, backend, threads, weights)
+        return real(net, images, backend, threads, weights, **options)
 
     monkeypatch.setattr(rounds, "run_network", spy)
     return calls
@@ -150,6 +150,28 @@ def test_a_mapping_without_aimc_layers_reproduces_the_reference(digits, captured
             assert np.all(np.isinf(g["snr_db"][()])) and np.all(g["snr_db"][()] > 0)
             np.testing.assert_array_equal(g["mismatch_rate"][()], 0.0)
             np.testing.assert_array_equal(g["cosine"][()], 1.0)
+
+
+def test_a_digital_run_keeps_only_the_layers_its_file_needs(digits, monkeypatch, tmp_path):
+    """Without noisy rounds the reference pass keeps the stored layers and the output only, and the
+    file holds the same predictions, accuracy and stored activations as one that kept every layer."""
+    model, data, net, _, _ = digits
+    keeps = []
+    real = rounds.run_network
+
+    def spy(*args, keep=None, **options):
+        keeps.append(keep)
+        return real(*args, keep=keep, **options)
+
+    monkeypatch.setattr(rounds, "run_network", spy)
+    stored = net.layers[0].name
+    needed = aimcemu.run(model, data, tmp_path / "needed.h5", layers=[stored])
+    everything = aimcemu.run(model, data, tmp_path / "all.h5", layers="all")
+    assert keeps == [[0, net.output_index()], None]
+    assert needed.accuracy == everything.accuracy
+    a, b = file_arrays(tmp_path / "needed.h5"), file_arrays(tmp_path / "all.h5")
+    for name in ("reference_predictions", "reference_accuracy", f"layers/{stored}/reference"):
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 def test_results_do_not_depend_on_the_thread_count(digits, tmp_path):
