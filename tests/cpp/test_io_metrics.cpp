@@ -54,8 +54,14 @@ TEST(Metrics, ExtremeValuesAccumulateExactly) {
     const V ref(1000000, -128), noisy(1000000, 127);
     ActivationErrorSums s;
     s.accumulate(noisy, ref);
+    // The sums run in int32 blocks (metrics.cpp): a block too long for 255^2 per element would
+    // overflow here.
     EXPECT_EQ(s.error_energy, 255LL * 255 * 1000000);
     EXPECT_EQ(s.cross, -128LL * 127 * 1000000);
+    EXPECT_EQ(s.ref_energy, 128LL * 128 * 1000000);
+    EXPECT_EQ(s.noisy_energy, 127LL * 127 * 1000000);
+    EXPECT_EQ(s.mismatches, 1000000);
+    EXPECT_EQ(s.count, 1000000);
     EXPECT_DOUBLE_EQ(s.snr_db(), 10.0 * std::log10(128.0 * 128.0 / (255.0 * 255.0)));
 }
 
