@@ -96,6 +96,10 @@ def test_a_nested_list_where_a_number_belongs(files, capsys):
             "field 'prog_noise_scale': expected a number, got a list")
     refused([model, "-o", folder / "out.h5", "--noise", "{model: [pcm_like]}"], folder, capsys,
             "field 'noise.model': expected a noise model name")
+    # A list whose elements are not numbers (found by test_fuzz_config: a bare TypeError before).
+    for element, shown in (("null", "None"), ("true", "True"), ("abc", "'abc'"), ("[1]", "[1]")):
+        refused([model, "-o", folder / "out.h5", "--noise", f"{{model: pcm_like, prog_noise_scale: [{element}]}}"],
+                folder, capsys, f"field 'prog_noise_scale': expected a list of numbers, got an element {shown}")
 
 
 # --- inputs that are not regular files -----------------------------------------------------------

@@ -45,8 +45,15 @@ def core_value(name: str, value: Any):
     if isinstance(value, (int, float, np.integer, np.floating)):
         return float(value)
     if isinstance(value, (Sequence, np.ndarray)):
-        return [float(v) for v in value]
+        return [_list_element(name, v) for v in value]
     raise _core.FormatError(f"noise config: field '{name}': unsupported value {value!r}")
+
+
+def _list_element(name: str, value: Any) -> float:
+    """One element of a list parameter: a number (not a boolean, None, string or nested list)."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    raise _core.FormatError(f"noise config: field '{name}': expected a list of numbers, got an element {value!r}")
 
 
 def format_value(value) -> str:
