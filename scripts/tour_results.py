@@ -8,7 +8,8 @@ A restructuring that claims "no behaviour change" runs the tour before and after
 own PYTHONPATH / AIMCEMU_CORE_DIR) and compares.  Compared: every dataset and attribute of every
 HDF5 results file (the sweep's task files included), the sweep's index.json, the report's HTML
 (with its embedded PNG figures) and the text every command prints.  Ignored: timestamps, the
-absolute paths of the checkout and of OUT, and the time measurements the run prints.
+absolute paths of the checkout and of OUT, the time measurements the run prints and the sweep
+folder's lock file (it holds the holder's PID and start time, which differ between any two runs).
 
 The tour (README.md, "A short tour", and the Python example): aimcemu models; aimcemu run
 (digital); the PCM run over 8 chips and 4 times; aimcemu perf twice; the example sweep; the
@@ -29,6 +30,8 @@ import numpy as np
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(\+00:00| UTC)?")
 _RESULTS_NAME = re.compile(r"_\d{8}-\d{6}\.h5")   # results/<model>_<timestamp>.h5
 _TIMING_LINE = re.compile(r"^time .*$", re.MULTILINE)
+# Files that say who ran, not what the run computed.
+_NOT_COMPARED = {"tour.json", ".aimcemu.lock"}   # the tour's own record; aimcemu.files.FolderLock.NAME
 
 
 def _tour_python(out: Path) -> str:
@@ -167,7 +170,7 @@ def _files(out: Path) -> dict[str, Path]:
     """Relative name -> file, with the timestamped results name made stable."""
     found = {}
     for path in sorted(out.rglob("*")):
-        if path.is_file() and path.name != "tour.json":
+        if path.is_file() and path.name not in _NOT_COMPARED:
             found[_RESULTS_NAME.sub("_<time>.h5", os.fspath(path.relative_to(out)))] = path
     return found
 
