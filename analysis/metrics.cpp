@@ -36,6 +36,16 @@ void ActivationErrorSums::accumulate(std::span<const std::int8_t> noisy, std::sp
     count += std::int64_t(noisy.size());
 }
 
+ActivationErrorSums& ActivationErrorSums::operator+=(const ActivationErrorSums& other) {
+    ref_energy += other.ref_energy;
+    noisy_energy += other.noisy_energy;
+    cross += other.cross;
+    error_energy += other.error_energy;
+    mismatches += other.mismatches;
+    count += other.count;
+    return *this;
+}
+
 double ActivationErrorSums::snr_db() const {
     constexpr double inf = std::numeric_limits<double>::infinity();
     if (error_energy == 0) return inf;

@@ -24,6 +24,9 @@ struct ActivationErrorSums {
 
     // Throws std::invalid_argument if the spans differ in length.
     void accumulate(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);
+    // Adds the sums of other pieces of the same layer (exact: any order gives the same totals).
+    ActivationErrorSums& operator+=(const ActivationErrorSums& other);
+    bool operator==(const ActivationErrorSums&) const = default;
     double snr_db() const;
     double cosine() const;
     double mismatch_rate() const;
