@@ -1,39 +1,89 @@
 // Per-layer activation metrics: see metrics.hpp for the definitions.
 #include "analysis/metrics.hpp"
 
+#include "analysis/metrics_kernels.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace aimcemu {
 
-void ActivationErrorSums::accumulate(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference) {
-    if (noisy.size() != reference.size())
-        throw std::invalid_argument("metrics: noisy and reference activations differ in size (" +
-                                    std::to_string(noisy.size()) + " vs " + std::to_string(reference.size()) + ")");
-    // Per-element terms are at most 255^2 = 65025 < 2^16, so a block of 2^15 elements sums
-    // exactly in int32 (2^15 * 65025 < 2^31); int32 lanes let the compiler vectorise the loop
-    // (int64 accumulators did not), and the int64 totals stay exact for any layer.
-    constexpr std::size_t kBlock = std::size_t(1) << 15;
-    for (std::size_t begin = 0; begin < noisy.size(); begin += kBlock) {
-        const std::size_t end = std::min(noisy.size(), begin + kBlock);
+namespace detail {
+
+MetricSums metric_sums_scalar(const std::int8_t* noisy, const std::int8_t* reference, std::size_t n) {
+    // int32 lanes per block let the compiler vectorise the loop (int64 accumulators did not).
+    MetricSums total;
+    for (std::size_t begin = 0; begin < n; begin += kMetricBlock) {
+        const std::size_t end = std::min(n, begin + kMetricBlock);
         std::int32_t rr = 0, nn = 0, rn = 0, dd = 0, diff = 0;
         for (std::size_t i = begin; i < end; ++i) {
-            const std::int32_t n = noisy[i], r = reference[i], d = n - r;
+            const std::int32_t a = noisy[i], r = reference[i], d = a - r;
             rr += r * r;
-            nn += n * n;
-            rn += r * n;
+            nn += a * a;
+            rn += r * a;
             dd += d * d;
             diff += d != 0;
         }
-        ref_energy += rr;
-        noisy_energy += nn;
-        cross += rn;
-        error_energy += dd;
-        mismatches += diff;
+        total.ref_energy += rr;
+        total.noisy_energy += nn;
+        total.cross += rn;
+        total.error_energy += dd;
+        total.mismatches += diff;
     }
+    return total;
+}
+
+}  // namespace detail
+
+namespace {
+
+bool kernel_available(const std::string& kernel) {
+    return kernel == "scalar" || (kernel == "avx512" && detail::cpu_has_avx512bw_metrics());
+}
+
+}  // namespace
+
+std::vector<std::string> metric_kernels() {
+    std::vector<std::string> out;
+    if (kernel_available("avx512")) out.push_back("avx512");
+    out.push_back("scalar");
+    return out;
+}
+
+void ActivationErrorSums::accumulate(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference) {
+    static const std::string best = metric_kernels().front();
+    accumulate_kernel(best, noisy, reference);
+}
+
+void ActivationErrorSums::accumulate_kernel(const std::string& kernel, std::span<const std::int8_t> noisy,
+                                            std::span<const std::int8_t> reference) {
+    if (noisy.size() != reference.size())
+        throw std::invalid_argument("metrics: noisy and reference activations differ in size (" +
+                                    std::to_string(noisy.size()) + " vs " + std::to_string(reference.size()) + ")");
+    if (!kernel_available(kernel))
+        throw std::invalid_argument("metrics: kernel '" + kernel + "' is not available on this CPU");
+    const detail::MetricSums s = kernel == "avx512"
+                                     ? detail::metric_sums_avx512(noisy.data(), reference.data(), noisy.size())
+                                     : detail::metric_sums_scalar(noisy.data(), reference.data(), noisy.size());
+    ref_energy += s.ref_energy;
+    noisy_energy += s.noisy_energy;
+    cross += s.cross;
+    error_energy += s.error_energy;
+    mismatches += s.mismatches;
     count += std::int64_t(noisy.size());
+}
+
+ActivationErrorSums& ActivationErrorSums::operator+=(const ActivationErrorSums& other) {
+    ref_energy += other.ref_energy;
+    noisy_energy += other.noisy_energy;
+    cross += other.cross;
+    error_energy += other.error_energy;
+    mismatches += other.mismatches;
+    count += other.count;
+    return *this;
 }
 
 double ActivationErrorSums::snr_db() const {

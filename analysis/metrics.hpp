@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 namespace aimcemu {
 
@@ -23,11 +25,22 @@ struct ActivationErrorSums {
     std::int64_t count = 0;
 
     // Throws std::invalid_argument if the spans differ in length.
+    // Uses the fastest kernel of metric_kernels(); every kernel gives the same sums.
     void accumulate(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);
+    // The same with a named kernel (tests compare them); std::invalid_argument for one the CPU lacks.
+    void accumulate_kernel(const std::string& kernel, std::span<const std::int8_t> noisy,
+                           std::span<const std::int8_t> reference);
+    // Adds the sums of other pieces of the same layer (exact: any order gives the same totals).
+    ActivationErrorSums& operator+=(const ActivationErrorSums& other);
+    bool operator==(const ActivationErrorSums&) const = default;
     double snr_db() const;
     double cosine() const;
     double mismatch_rate() const;
 };
+
+// The sum kernels this CPU can run, fastest first: "avx512" (AVX-512BW) where the CPU has it, then
+// "scalar" (plain C++, vectorised by the compiler for the build's baseline).
+std::vector<std::string> metric_kernels();
 
 double snr_db(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);
 double cosine_similarity(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);

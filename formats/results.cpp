@@ -341,6 +341,35 @@ void ResultsWriter::set_round(std::size_t round_index, int layer, std::span<cons
     if (layer == s.output_layer()) s.record_output(round_index, activations);
 }
 
+void ResultsWriter::set_round_sums(std::size_t round_index, int layer, const ActivationErrorSums& sums) {
+    State& s = *state_;
+    if (round_index >= s.rounds) s.fail("rounds", "round index " + std::to_string(round_index) + " out of range");
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    LayerState& ls = s.layers[std::size_t(layer)];
+    const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/activations";
+    if (!ls.reference_set) s.fail(field, "set the layer's reference before its noisy rounds");
+    if (round_data_needed(layer)) s.fail(field, "the file needs this layer's activations: use set_round");
+    if (sums.count != std::int64_t(s.layer_elements(layer)))
+        s.fail(field, "metric sums over " + std::to_string(sums.count) + " values, the layer has " +
+                          std::to_string(s.layer_elements(layer)));
+    ls.sums[round_index] = sums;
+    ls.round_set[round_index] = true;
+}
+
+bool ResultsWriter::round_data_needed(int layer) const {
+    const State& s = *state_;
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    return s.layers[std::size_t(layer)].activations.has_value() || layer == s.output_layer();
+}
+
+std::span<const std::int8_t> ResultsWriter::reference(int layer) const {
+    const State& s = *state_;
+    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    const LayerState& ls = s.layers[std::size_t(layer)];
+    if (!ls.reference_set) s.fail("layers/" + s.net.layers[std::size_t(layer)].name + "/reference", "never set");
+    return ls.reference;
+}
+
 namespace {
 // Names inside a layer group that the layout defines (docs/hdf5_layout.md).
 bool reserved_layer_name(const std::string& name) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/metrics.hpp"
 #include "formats/network.hpp"
 
 namespace aimcemu {
@@ -56,6 +57,16 @@ public:
     // Noisy activations of `layer` in round `round_index` (position in spec.rounds).  The
     // layer's reference must already be set.
     void set_round(std::size_t round_index, int layer, std::span<const std::int8_t> activations);
+    // The metrics of `layer` in round `round_index` from sums already taken against reference(layer)
+    // (e.g. by the PU as it computed the layer), for a layer whose activations the file does not
+    // need (round_data_needed false; FormatError otherwise): every element of every image once.
+    void set_round_sums(std::size_t round_index, int layer, const ActivationErrorSums& sums);
+    // Whether set_round needs `layer`'s activations themselves: it stores them or is the output.
+    bool round_data_needed(int layer) const;
+    // The reference activations the metrics compare with ([image][HWC]; FormatError before
+    // set_reference).  Valid until commit; set_round and set_round_sums never change them, so
+    // other threads may read them while rounds are written.
+    std::span<const std::int8_t> reference(int layer) const;
     // A per-round float64 series of one layer, written at commit as layers/NAME/`name` [round]
     // with the round coordinates (e.g. the drift-compensation factor of an AIMC layer).
     // `per_round` needs one value per noisy round; a name the layout already uses is refused.

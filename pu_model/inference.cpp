@@ -11,6 +11,7 @@
 namespace aimcemu {
 
 WeightView::~WeightView() = default;
+LayerOutputObserver::~LayerOutputObserver() = default;
 
 const char* to_string(GemmBackend backend) {
     switch (backend) {
@@ -81,8 +82,10 @@ public:
         : net_(net), weights_(weights), opt_(opt), last_use_(last_use) {}
 
     // results[b] receives image b's outputs (kept layers filled, the others shape only).
-    // first_image: the run-wide index of images[0] (it keys the peripherals' noise).
-    void run(const Tensor8* const* images, int count, std::vector<Tensor8>* results, std::int64_t first_image) {
+    // position: the index of images[0] among the call's images (what the observer is told);
+    // first_image: its run-wide index (it keys the peripherals' noise).
+    void run(const Tensor8* const* images, int count, std::vector<Tensor8>* results, std::int64_t position,
+             std::int64_t first_image) {
         count_ = count;
         first_image_ = first_image;
         const std::int64_t in_size = net_.input_shape.size();
@@ -96,6 +99,9 @@ public:
             outputs_[std::size_t(i)] = run_layer(i);
             const Layer& l = net_.layers[std::size_t(i)];
             const std::int64_t size = l.out_shape.size();
+            if (opt_.observer)
+                opt_.observer->layer_output(i, position, count,
+                                            {outputs_[std::size_t(i)].get(), std::size_t(count * size)});
             for (int b = 0; b < count; ++b) {
                 Tensor8& t = results[b][std::size_t(i)];
                 t.shape = l.out_shape;
@@ -342,7 +348,7 @@ std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const st
     const int workers = batches >= threads ? threads : 1;
     parallel_for(batches, workers, [&](std::int64_t k) {
         const int first = int(k) * batch, size = std::min(batch, count - first);
-        MicroBatch(net, weights, per_batch, last_use).run(inputs.data() + first, size, results.data() + first,
+        MicroBatch(net, weights, per_batch, last_use).run(inputs.data() + first, size, results.data() + first, first,
                                                           options.first_image + first);
     });
     return results;

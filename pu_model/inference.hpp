@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "pu_model/gemm.hpp"
@@ -60,6 +61,16 @@ private:
     std::vector<std::unique_ptr<PackedWeights>> layers_;
 };
 
+// Sees every layer's output of a run as soon as it is computed, while it is still in cache: a
+// micro-batch's `count` images (positions first .. first + count - 1 of the call's images), one
+// after another, HWC each.  Called from the worker threads at once (one call per micro-batch and
+// layer, in no fixed order), so an implementation must be thread-safe and must not depend on
+// the order of the calls (e.g. exact integer sums).  The values are valid only during the call.
+struct LayerOutputObserver {
+    virtual ~LayerOutputObserver();
+    virtual void layer_output(int layer, std::int64_t first, int count, std::span<const std::int8_t> values) const = 0;
+};
+
 struct RunOptions {
     GemmBackend backend = GemmBackend::Fast;
     int threads = 1;                         // 0 = all hardware threads; results never depend on it
@@ -76,6 +87,9 @@ struct RunOptions {
     // image's index in the run: first_image + the image's position in the batch.
     const LayerPeripherals* peripherals = nullptr;
     std::int64_t first_image = 0;
+    // Sees each layer's output as it is made (e.g. per-layer metrics of a noisy round, so that a
+    // layer nobody stores need not be kept); nullptr for none.  keep still says what comes back.
+    const LayerOutputObserver* observer = nullptr;
 };
 
 // One output per layer, in network order.  The network must be resolved; the input must have the

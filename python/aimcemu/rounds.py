@@ -6,7 +6,9 @@ compiles one NIU program per noise model for a (chip, round, t, alpha).  ``run_r
 every noisy round through the emulation loop (``_core.niu.Emulator``, emulator/emulator.hpp),
 as through the hardware's HBM: the bit-exact NIU model reads the clean region, writes the noisy
 INT8 weights into the back buffers and publishes them; the PU leases that round and runs the
-network from the leased buffers; digital layers keep their clean weights.
+network from the leased buffers; digital layers keep their clean weights.  During that pass the
+PU takes the metrics of every layer the results file does not store (``RoundMetrics``,
+emulator/round_metrics.hpp); only the stored layers and the output come back to Python.
 
 Each layer's RNG key is its index in the network, so its draws do not depend on which other
 layers are mapped to AIMC.
@@ -28,18 +30,24 @@ from .noise import NoiseModel
 
 
 def run_network(net, images, backend: str, threads: int, weights: dict | None = None,
-                peripherals=None, keep: list[int] | None = None) -> list[np.ndarray | None]:
+                peripherals=None, keep: list[int] | None = None, metrics=None) -> list[np.ndarray | None]:
     """Per-layer int8 activations [N, H, W, C] from the PU functional model.  `weights`
     ({layer index: int8 array}) replaces the weights the PU reads; a PublishedRound instead
     runs the PU on that round's lease of the emulator's HBM.  `peripherals` (_core.niu.Peripherals,
     see peripheral_hook) applies the AIMC layers' DACs, output noise and ADCs.  `keep` (layer
-    indices; None = every layer) limits what comes back; the other layers come back as None."""
+    indices; None = every layer) limits what comes back; the other layers come back as None.
+    `metrics` (a published round only: ResultsWriter.round_metrics()) takes the metrics of the
+    layers the results file does not store during the pass; those come back as None."""
     if isinstance(weights, PublishedRound):
         if keep is not None:
-            raise ValueError("keep: a published round returns every layer")
+            raise ValueError("keep: a published round returns every layer (or those `metrics` leaves)")
         extra = {} if peripherals is None else {"peripherals": peripherals}
+        if metrics is not None:
+            extra["metrics"] = metrics
         _, activations = weights.emulator.run_published(images, backend, threads, weights.round, **extra)
         return activations
+    if metrics is not None:
+        raise ValueError("metrics: only a published round takes its metrics during the pass")
     if not hasattr(_core, "run_network"):
         raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
     return _core.run_network(net, images, backend, threads, weights, keep, peripherals=peripherals)
@@ -156,12 +164,13 @@ class NoisyWeights:
 
 
 class RoundWriter:
-    """Writes noisy rounds into a results file (writer.set_round per layer: the metrics against
-    the reference, predictions, the HDF5 writes) on a background thread, so that writing round r
-    overlaps computing round r + 1; set_round runs without the GIL, as does the PU.
+    """Writes noisy rounds into a results file on a background thread, so that writing round r
+    overlaps computing round r + 1: the metrics the PU took during its pass (set_round_metrics),
+    then every layer that came back (set_round: its metrics against the reference, predictions,
+    the HDF5 writes); both run without the GIL, as does the PU.
 
     At most one round is in the writer (waiting or being written) while the caller computes the
-    next, so a run holds at most two rounds' activations besides the reference.  An error in the
+    next, so a run holds at most two rounds' returned activations besides the reference.  An error in the
     writer (a FormatError naming the file and the field) is raised in the caller at its next
     hand-over or at close(); the file is then never committed, so the writer's atomic file leaves
     nothing behind."""
@@ -181,13 +190,16 @@ class RoundWriter:
                 if item is None:
                     return
                 if self._error is None:  # after an error the rest is dropped: the file will not be committed
-                    position, activations = item
+                    position, activations, metrics = item
+                    if metrics is not None:
+                        self._writer.set_round_metrics(position, metrics)
                     for index, layer_acts in enumerate(activations):
-                        self._writer.set_round(position, index, layer_acts)
+                        if layer_acts is not None:  # None: measured during the pass (metrics)
+                            self._writer.set_round(position, index, layer_acts)
             except BaseException as exc:  # handed to the caller, whatever it is
                 self._error = exc
             finally:
-                item = activations = None  # the round's arrays are freed now, not at the next hand-over
+                item = activations = metrics = None  # the round is freed now, not at the next hand-over
                 self._slot.task_done()
 
     def _wait_idle(self) -> None:
@@ -198,10 +210,11 @@ class RoundWriter:
         if self._error is not None:
             raise self._error
 
-    def put(self, position: int, activations: list[np.ndarray]) -> None:
-        """Hands round `position` over (after the previous one is written)."""
+    def put(self, position: int, activations: list[np.ndarray | None], metrics=None) -> None:
+        """Hands round `position` over (after the previous one is written): its activations (None
+        for a layer `metrics`, the round's RoundMetrics, measured during the pass)."""
         self._wait_idle()
-        self._slot.put((position, activations))
+        self._slot.put((position, activations, metrics))
 
     def close(self) -> None:
         """Waits for the last round and stops the thread; raises the writer's error, if any.
@@ -239,11 +252,15 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
             # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
             hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
             extra = {} if hook is None else {"peripherals": hook}
-            activations = run_network(net, images, cfg.backend, cfg.threads, published, **extra) if published else reference
+            # The PU compares each layer the file does not store with the reference as it makes it;
+            # only the stored layers and the output come back to Python.
+            metrics = writer.round_metrics() if published else None
+            activations = (run_network(net, images, cfg.backend, cfg.threads, published, metrics=metrics, **extra)
+                           if published else reference)
             check_activations(net_layers, activations, len(images))
             times["inference_s"] += time.perf_counter() - start
-            background.put(position, activations)
-            activations = None
+            background.put(position, activations, metrics)
+            activations = metrics = None
     finally:
         background.close()
         times["write_s"] = background.wait_s

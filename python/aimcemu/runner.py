@@ -123,13 +123,17 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
     check_activations(net_layers, reference, len(labels))
 
     start = time.perf_counter()
+    # The writer keeps its own copy for the metrics; NumPy's is needed only when no layer is on
+    # AIMC (every round is then the reference).  Dropped layer by layer as it is handed over, the
+    # reference is never held twice whole, nor beside the rounds.
+    drop_reference = noisy is not None and bool(noisy.clean)
     for index, layer_acts in enumerate(reference):
         if layer_acts is not None:
             writer.set_reference(index, layer_acts)
+            if drop_reference:
+                reference[index] = None
     layer_acts = None
-    # The writer keeps its own copy for the metrics; NumPy's is needed only when no layer is on
-    # AIMC (every round is then the reference).  Dropped here, it does not sit beside the rounds.
-    if noisy is not None and noisy.clean:
+    if drop_reference:
         reference = None
     _write_placements(writer, placements, alphas, cfg)
     write_s += time.perf_counter() - start

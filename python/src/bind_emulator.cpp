@@ -8,6 +8,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "emulator/emulator.hpp"
+#include "emulator/round_metrics.hpp"
 #include "niu/peripherals.hpp"
 #include "common/errors.hpp"
 
@@ -48,13 +49,18 @@ NiuProgram concatenated(const std::vector<const NiuProgram*>& programs) {
     return all;
 }
 
-// (round id, [one int8 array [N, H, W, C] per layer]) as _core.run_network lays them out.  Each
-// layer's C++ tensors are freed as soon as they are copied, so a round's activations are not held
-// twice (C++ and NumPy) while they are handed over.
-py::tuple round_result(const Network& net, RoundOutputs&& result) {
+// (round id, [one int8 array [N, H, W, C] per layer]) as _core.run_network lays them out; a layer
+// the run did not keep (`keep`, empty = all) is None.  Each layer's C++ tensors are freed as soon
+// as they are copied, so a round's activations are not held twice (C++ and NumPy) while they are
+// handed over.
+py::tuple round_result(const Network& net, RoundOutputs&& result, const std::vector<bool>& keep = {}) {
     py::list per_layer;
     const auto count = py::ssize_t(result.outputs.size());
     for (std::size_t l = 0; l < net.layers.size(); ++l) {
+        if (!keep.empty() && !keep[l]) {
+            per_layer.append(py::none());
+            continue;
+        }
         const Shape3& s = net.layers[l].out_shape;
         Int8Array out({count, py::ssize_t(s.h), py::ssize_t(s.w), py::ssize_t(s.c)});
         for (py::ssize_t i = 0; i < count; ++i) {
@@ -76,6 +82,22 @@ RunOptions run_options(const std::string& backend, int threads) {
 
 void bind_emulator(py::module_& root) {
     auto m = root.attr("niu").cast<py::module_>();
+    py::class_<RoundMetrics>(m, "RoundMetrics",
+                             "Per-layer metrics of one noisy round, taken by the PU as it computes each layer that\n"
+                             "the results file does not store (ResultsWriter.round_metrics(); one per round)")
+        .def_property_readonly("measured", [](const RoundMetrics& r) {
+            std::vector<int> out;
+            for (int l = 0; l < int(r.layer_count()); ++l)
+                if (r.measured(l)) out.push_back(l);
+            return out;
+        }, "The layer indices measured here (the others come back from the run)")
+        .def("sums", [](const RoundMetrics& r, int layer) {
+            if (layer < 0 || std::size_t(layer) >= r.layer_count())
+                throw FormatError("<memory>", "layer", "layer index " + std::to_string(layer) + " out of range");
+            const ActivationErrorSums s = r.sums(layer);
+            return py::make_tuple(s.ref_energy, s.noisy_energy, s.cross, s.error_energy, s.mismatches, s.count);
+        }, py::arg("layer"),
+           "(sum ref^2, sum noisy^2, sum ref*noisy, sum (noisy-ref)^2, mismatches, count) of a layer so far");
     py::class_<Emulator>(m, "Emulator",
                          "A PU running `net` from the modelled HBM while the NIU rewrites the AIMC layers' weights\n"
                          "each round: clean region -> NIU -> back buffer -> publish -> PU lease.")
@@ -88,22 +110,33 @@ void bind_emulator(py::module_& root) {
         }, py::arg("programs"), py::arg("threads") = 0,
            "The NIU writes every AIMC layer into the back buffers and publishes them; returns the round id")
         .def("run_published", [](Emulator& e, const py::object& images, const std::string& backend, int threads,
-                                 std::uint64_t expected_round, const Peripherals* peripherals, std::int64_t first_image) {
+                                 std::uint64_t expected_round, const Peripherals* peripherals, std::int64_t first_image,
+                                 const RoundMetrics* metrics) {
             const auto inputs = images_from(e.network(), images);
             RunOptions options = run_options(backend, threads);
             options.peripherals = peripherals;
             options.first_image = first_image;
+            if (metrics) {
+                if (metrics->layer_count() != e.network().layers.size())
+                    throw FormatError("<memory>", "metrics", "made for a network of " +
+                                                                 std::to_string(metrics->layer_count()) + " layers, this one has " +
+                                                                 std::to_string(e.network().layers.size()));
+                options.observer = metrics;
+                options.keep = metrics->keep();
+            }
             RoundOutputs result;
             {
                 py::gil_scoped_release release;
                 result = e.run_published(inputs, options, expected_round);
             }
-            return round_result(e.network(), std::move(result));
+            return round_result(e.network(), std::move(result), options.keep);
         }, py::arg("images"), py::arg("backend") = "fast", py::arg("threads") = 0, py::arg("expected_round") = 0,
-           py::arg("peripherals") = nullptr, py::arg("first_image") = 0,
+           py::arg("peripherals") = nullptr, py::arg("first_image") = 0, py::arg("metrics") = nullptr,
            "The PU runs the latest published round: (round id, per-layer int8 activations [N, H, W, C]).\n"
            "peripherals: an aimcemu._core.niu.Peripherals for the AIMC layers (noise keyed by first_image + i).\n"
-           "expected_round != 0: FormatError unless that is the round leased.")
+           "expected_round != 0: FormatError unless that is the round leased.\n"
+           "metrics: a RoundMetrics (ResultsWriter.round_metrics()) that takes the metrics of the layers the\n"
+           "results file does not store as they are computed; those layers come back as None.")
         .def("run_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, const py::object& images,
                              const std::string& backend, int threads) {
             const NiuProgram program = concatenated(programs);

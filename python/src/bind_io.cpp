@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "analysis/metrics.hpp"
+#include "emulator/round_metrics.hpp"
 #include "formats/results.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
@@ -129,6 +130,18 @@ public:
         writer_->commit();
     }
 
+    // The metrics of one noisy round, for the PU to take during its pass (run_published's metrics).
+    std::unique_ptr<RoundMetrics> round_metrics() const { return std::make_unique<RoundMetrics>(*writer_, net_); }
+
+    // Round `round_index`'s metrics of every layer `metrics` measured.
+    void set_round_metrics(std::size_t round_index, const RoundMetrics& metrics) {
+        if (metrics.layer_count() != net_.layers.size())
+            throw FormatError("<results>", "metrics", "made for another network");
+        py::gil_scoped_release release;
+        for (int l = 0; l < int(net_.layers.size()); ++l)
+            if (metrics.measured(l)) writer_->set_round_sums(round_index, l, metrics.sums(l));
+    }
+
     ResultsWriter& writer() { return *writer_; }
 
 private:
@@ -161,6 +174,11 @@ void bind_io(py::module_& m) {
              py::arg("overwrite") = true)
         .def("set_reference", &PyResultsWriter::set_reference, py::arg("layer"), py::arg("activations"))
         .def("set_round", &PyResultsWriter::set_round, py::arg("round_index"), py::arg("layer"), py::arg("activations"))
+        .def("round_metrics", &PyResultsWriter::round_metrics, py::keep_alive<0, 1>(),
+             "A RoundMetrics for one noisy round: the PU (Emulator.run_published(metrics=...)) compares each layer\n"
+             "the file does not store with its reference as it computes it; the reference must be set")
+        .def("set_round_metrics", &PyResultsWriter::set_round_metrics, py::arg("round_index"), py::arg("metrics"),
+             "Round round_index of every layer `metrics` measured (the others go through set_round)")
         .def("set_layer_series", &PyResultsWriter::set_layer_series, py::arg("layer"), py::arg("name"), py::arg("values"),
              "A per-round float64 series of a layer, stored as layers/NAME/<name> [round] at commit")
         .def("set_layer_attribute", &PyResultsWriter::set_layer_attribute, py::arg("layer"), py::arg("name"),

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "analysis/metrics.hpp"
@@ -84,4 +85,74 @@ TEST(Metrics, StreamingInPiecesEqualsOneShot) {
 
 TEST(Metrics, SizeMismatchThrows) {
     EXPECT_THROW(snr_db(V{1, 2}, V{1}), std::invalid_argument);
+}
+
+namespace {
+// Sums by their definition, in int64, one element at a time: the independent reference.
+ActivationErrorSums definition_sums(const V& noisy, const V& ref) {
+    ActivationErrorSums s;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        const std::int64_t a = noisy[i], r = ref[i], d = a - r;
+        s.ref_energy += r * r;
+        s.noisy_energy += a * a;
+        s.cross += r * a;
+        s.error_energy += d * d;
+        s.mismatches += d != 0;
+    }
+    s.count = std::int64_t(ref.size());
+    return s;
+}
+}  // namespace
+
+TEST(Metrics, EveryKernelGivesTheDefinitionsSumsForAnyLengthAndValues) {
+    // Lengths around the 64-element vector step and the 2^15-element int32 block; random values,
+    // then the extremes (every term at its largest) over more than one block.
+    const auto kernels = metric_kernels();
+    ASSERT_EQ(kernels.back(), "scalar");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+        ASSERT_EQ(kernels.front(), "avx512") << "the AVX-512 kernel silently dropped out";
+    }
+    std::uint32_t state = 12345;
+    const auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 127u, 1000u, 32767u, 32768u, 32769u, 100000u}) {
+        V ref(n), noisy(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            ref[i] = std::int8_t(next() >> 24);
+            noisy[i] = (next() >> 28) < 3 ? std::int8_t(next() >> 24) : ref[i];  // some equal, some not
+        }
+        const ActivationErrorSums expected = definition_sums(noisy, ref);
+        for (const auto& kernel : kernels) {
+            ActivationErrorSums got;
+            got.accumulate_kernel(kernel, noisy, ref);
+            EXPECT_EQ(got, expected) << kernel << ", " << n << " elements";
+        }
+    }
+    for (const auto& [a, b] : {std::pair{std::int8_t(127), std::int8_t(-128)}, {std::int8_t(-128), std::int8_t(-128)}}) {
+        const V noisy(3 * 32768 + 17, a), ref(3 * 32768 + 17, b);
+        for (const auto& kernel : kernels) {
+            ActivationErrorSums got;
+            got.accumulate_kernel(kernel, noisy, ref);
+            EXPECT_EQ(got, definition_sums(noisy, ref)) << kernel << ", extremes " << int(a) << " vs " << int(b);
+        }
+    }
+}
+
+TEST(Metrics, AnUnknownKernelOrSizeMismatchIsRefused) {
+    ActivationErrorSums s;
+    EXPECT_THROW(s.accumulate_kernel("avx9000", V{1}, V{1}), std::invalid_argument);
+    EXPECT_THROW(s.accumulate_kernel("scalar", V{1, 2}, V{1}), std::invalid_argument);
+}
+
+TEST(Metrics, SumsOfPiecesAddUpToTheWhole) {
+    V ref, noisy;
+    for (int i = 0; i < 5000; ++i) {
+        ref.push_back(std::int8_t((i * 53) % 256 - 128));
+        noisy.push_back(std::int8_t((i * 53 + (i % 5 == 0 ? -7 : 0)) % 256 - 128));
+    }
+    ActivationErrorSums whole, first, second;
+    whole.accumulate(noisy, ref);
+    first.accumulate(std::span(noisy).first(1234), std::span(ref).first(1234));
+    second.accumulate(std::span(noisy).subspan(1234), std::span(ref).subspan(1234));
+    second += first;  // the other order
+    EXPECT_EQ(second, whole);
 }

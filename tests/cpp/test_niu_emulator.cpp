@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <unistd.h>
 #include <pcg_random.hpp>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "emulator/emulator.hpp"
+#include "emulator/round_metrics.hpp"
+#include "formats/results.hpp"
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
@@ -289,4 +293,93 @@ TEST(NiuEmulator, KeptChipStatesGiveTheFullModelAcrossChipsRoundsAndTimes) {
                     << "chip " << s.chip << " round " << s.round << " t " << s.t << " layer " << aimc[k] << " threads " << threads;
         }
     }
+}
+
+namespace {
+// A layer's activations of every image, one after another (the results file's [image][HWC]).
+std::vector<std::int8_t> layer_of_all(const std::vector<std::vector<Tensor8>>& outputs, int layer) {
+    std::vector<std::int8_t> all;
+    for (const auto& image : outputs) all.insert(all.end(), image[std::size_t(layer)].data.begin(), image[std::size_t(layer)].data.end());
+    return all;
+}
+}  // namespace
+
+TEST(NiuEmulator, RoundMetricsTakenInThePassEqualTheWholeLayersSumsForAnyThreadCount) {
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {0, 2, 3, 4};
+    const auto images = random_images(net, 5, 9);  // 5 images: micro-batches of unequal size
+    RunOptions clean_options;
+    const auto reference = run_network_batch(net, images, clean_options);
+
+    const auto path = std::filesystem::temp_directory_path() / ("aimcemu_round_metrics_" + std::to_string(::getpid()) + ".h5");
+    ResultsSpec spec;
+    spec.labels.assign(images.size(), 0);
+    spec.rounds = {RoundInfo{}};
+    spec.stored_layers = {"c1"};
+    ResultsWriter writer(path.string(), net, spec);  // never committed: leaves no file
+    for (int l = 0; l < int(net.layers.size()); ++l) writer.set_reference(l, layer_of_all(reference, l));
+
+    Emulator emulator(net, aimc);
+    emulator.write_round(program_for(net, aimc, 0), 1);
+    RunOptions plain;
+    const auto full = emulator.run_published(images, plain).outputs;  // every layer, no observer
+    for (int threads : {1, 2, 3}) {
+        for (int batch : {0, 2}) {
+            const std::string what = "threads " + std::to_string(threads) + " batch " + std::to_string(batch);
+            const RoundMetrics metrics(writer, net);
+            // Measured: what the file neither stores (c1) nor needs as the output (fc).
+            EXPECT_EQ(metrics.keep(), (std::vector<bool>{false, false, true, false, true})) << what;
+            RunOptions options;
+            options.threads = threads;
+            options.batch = batch;
+            options.observer = &metrics;
+            options.keep = metrics.keep();
+            const auto got = emulator.run_published(images, options).outputs;
+            for (int l = 0; l < int(net.layers.size()); ++l) {
+                if (!metrics.measured(l)) {
+                    EXPECT_EQ(layer_of_all(got, l), layer_of_all(full, l)) << what << " layer " << l;
+                    continue;
+                }
+                EXPECT_TRUE(layer_of_all(got, l).empty()) << what << " layer " << l << " was kept";
+                ActivationErrorSums expected;
+                expected.accumulate_kernel("scalar", layer_of_all(full, l), layer_of_all(reference, l));
+                EXPECT_EQ(metrics.sums(l), expected) << what << " layer " << l;
+            }
+        }
+    }
+    // The noisy round differs from the reference on a measured layer, so the comparison has teeth.
+    EXPECT_NE(layer_of_all(full, 3), layer_of_all(reference, 3));
+}
+
+TEST(NiuEmulator, SetRoundSumsRefusesStoredOrOutputLayersAndPartialSums) {
+    const Network net = hybrid_network();
+    const auto images = random_images(net, 2, 4);
+    const auto reference = run_network_batch(net, images, RunOptions{});
+    const auto path = std::filesystem::temp_directory_path() / ("aimcemu_round_sums_" + std::to_string(::getpid()) + ".h5");
+    ResultsSpec spec;
+    spec.labels.assign(images.size(), 0);
+    spec.rounds = {RoundInfo{}};
+    spec.stored_layers = {"c1"};
+    ResultsWriter writer(path.string(), net, spec);
+    ActivationErrorSums whole;
+    whole.accumulate(layer_of_all(reference, 0), layer_of_all(reference, 0));
+    EXPECT_THROW(writer.set_round_sums(0, 0, whole), FormatError);  // reference not set yet
+    for (int l = 0; l < int(net.layers.size()); ++l) writer.set_reference(l, layer_of_all(reference, l));
+    for (int l : {2, 4}) {  // c1 is stored, fc is the output: the file needs their values
+        ActivationErrorSums sums;
+        sums.accumulate(layer_of_all(reference, l), layer_of_all(reference, l));
+        try {
+            writer.set_round_sums(0, l, sums);
+            ADD_FAILURE() << "layer " << l << " accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find("layers/" + net.layers[std::size_t(l)].name + "/activations"), std::string::npos) << e.what();
+        }
+    }
+    ActivationErrorSums half;
+    const auto first = layer_of_all(reference, 0);
+    half.accumulate(std::span(first).first(first.size() / 2), std::span(first).first(first.size() / 2));
+    EXPECT_THROW(writer.set_round_sums(0, 0, half), FormatError);
+    EXPECT_THROW(writer.set_round_sums(1, 0, whole), FormatError);  // no round 1
+    writer.set_round_sums(0, 0, whole);
+    EXPECT_EQ(writer.reference(3).size(), layer_of_all(reference, 3).size());
 }

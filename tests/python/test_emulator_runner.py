@@ -42,8 +42,8 @@ def emulators(monkeypatch):
             self.written.append(round_id)
             return round_id
 
-        def run_published(self, images, backend="fast", threads=0, expected_round=0):
-            round_id, activations = super().run_published(images, backend, threads, expected_round)
+        def run_published(self, images, backend="fast", threads=0, expected_round=0, **options):
+            round_id, activations = super().run_published(images, backend, threads, expected_round, **options)
             self.ran.append(round_id)
             return round_id, activations
 

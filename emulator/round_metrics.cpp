@@ -1,0 +1,56 @@
+// Per-layer metrics of a noisy round, taken during the PU's pass (see round_metrics.hpp).
+#include "emulator/round_metrics.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace aimcemu {
+
+RoundMetrics::RoundMetrics(const ResultsWriter& writer, const Network& net) : layers_(net.layers.size()) {
+    for (int l = 0; l < int(net.layers.size()); ++l) {
+        if (writer.round_data_needed(l)) continue;
+        LayerSums& s = layers_[std::size_t(l)];
+        s.measured = true;
+        s.reference = writer.reference(l);
+        s.image_size = net.layers[std::size_t(l)].out_shape.size();
+    }
+}
+
+void RoundMetrics::layer_output(int layer, std::int64_t first, int count, std::span<const std::int8_t> values) const {
+    const LayerSums& s = layers_.at(std::size_t(layer));
+    if (!s.measured) return;
+    // The PU reports whole images of this layer; anything else is a bug in the caller.
+    const std::size_t begin = std::size_t(first * s.image_size);
+    if (first < 0 || values.size() != std::size_t(count) * std::size_t(s.image_size) ||
+        begin + values.size() > s.reference.size())
+        throw std::logic_error("RoundMetrics: layer " + std::to_string(layer) + ", images " + std::to_string(first) +
+                               "+" + std::to_string(count) + " do not fit the reference");
+    ActivationErrorSums piece;
+    piece.accumulate(values, s.reference.subspan(begin, values.size()));
+    s.ref_energy += piece.ref_energy;
+    s.noisy_energy += piece.noisy_energy;
+    s.cross += piece.cross;
+    s.error_energy += piece.error_energy;
+    s.mismatches += piece.mismatches;
+    s.count += piece.count;
+}
+
+std::vector<bool> RoundMetrics::keep() const {
+    std::vector<bool> keep(layers_.size());
+    for (std::size_t l = 0; l < layers_.size(); ++l) keep[l] = !layers_[l].measured;
+    return keep;
+}
+
+ActivationErrorSums RoundMetrics::sums(int layer) const {
+    const LayerSums& s = layers_.at(std::size_t(layer));
+    ActivationErrorSums out;
+    out.ref_energy = s.ref_energy;
+    out.noisy_energy = s.noisy_energy;
+    out.cross = s.cross;
+    out.error_energy = s.error_energy;
+    out.mismatches = s.mismatches;
+    out.count = s.count;
+    return out;
+}
+
+}  // namespace aimcemu

@@ -1,0 +1,54 @@
+// Per-layer metrics of one noisy round, taken by the PU as it computes each layer.
+//
+// A noisy round's results are a few numbers per layer (the exact sums behind SNR, cosine and
+// mismatch rate, analysis/metrics.hpp) plus the activations of the layers the results file
+// stores.  RoundMetrics is the PU's LayerOutputObserver for one round: it compares every layer
+// that the file does not store (and that is not the output) with the writer's reference right
+// after the layer is computed, while it is still in cache, so that the run need not keep the
+// layer, copy it out or hand it to the writer (docs/architecture.md, "A noisy round's results").
+// The sums are exact integers, so the order in which micro-batches report does not change them:
+// the metrics are bit-identical to ResultsWriter::set_round on the whole layer, for any thread
+// count.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "analysis/metrics.hpp"
+#include "formats/network.hpp"
+#include "formats/results.hpp"
+#include "pu_model/inference.hpp"
+
+namespace aimcemu {
+
+class RoundMetrics : public LayerOutputObserver {
+public:
+    // Measures every layer of `net` whose activations `writer` does not need (round_data_needed
+    // false) against writer.reference(layer); the writer must hold those references and outlive
+    // this object (FormatError from the writer for a reference never set).
+    RoundMetrics(const ResultsWriter& writer, const Network& net);
+
+    void layer_output(int layer, std::int64_t first, int count, std::span<const std::int8_t> values) const override;
+
+    std::size_t layer_count() const { return layers_.size(); }
+    bool measured(int layer) const { return layers_.at(std::size_t(layer)).measured; }
+    // One flag per layer: true for the layers a run must still return (those not measured).
+    std::vector<bool> keep() const;
+    // The sums of `layer` so far (what the run has reported).
+    ActivationErrorSums sums(int layer) const;
+
+private:
+    struct LayerSums {
+        bool measured = false;
+        std::span<const std::int8_t> reference;  // every image's reference, one after another
+        std::int64_t image_size = 0;             // values per image
+        // Totals of the micro-batches reported so far; integer additions in any order give the same.
+        mutable std::atomic<std::int64_t> ref_energy{0}, noisy_energy{0}, cross{0}, error_energy{0}, mismatches{0},
+            count{0};
+    };
+    std::vector<LayerSums> layers_;
+};
+
+}  // namespace aimcemu
