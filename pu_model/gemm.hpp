@@ -76,6 +76,7 @@ private:
     friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int);
     FastKernel kernel_;
     std::int64_t n_, m_, x_row_stride_;
+    std::int64_t max_abs_acc_;           // bound on |acc| for any operands (check_gemm_fits_int32)
     std::vector<std::int8_t> data_;      // kernel-specific weight layout
     std::vector<std::int32_t> column_;   // per output channel: (bias << shift) - offset correction
 };
@@ -111,9 +112,13 @@ bool cpu_has_vnni512();
 bool cpu_has_amx();
 void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
+// Output rows [p_begin, p_end) x channels [n_begin, n_end) (n_begin a multiple of kVnniPanel,
+// n_end one too or n).  fold_rounding: the accumulators start at the rounding half 2^(out_shift-1)
+// so that requantisation rounds with one shift; set it only when |acc| + 2^(out_shift-1) < 2^31
+// for every operand (otherwise the start could wrap).
 void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
-                    const GemmOutput& out);
+                    std::int64_t n_begin, std::int64_t n_end, const GemmOutput& out, bool fold_rounding);
 // The AVX2 kernel (gemm_avx2.cpp): panels of 16 channels, [panel][k/4][16 lanes x 4 bytes];
 // xt is plain int8 with rows padded to a multiple of 4 bytes.
 inline constexpr int kAvx2Panel = 16;
