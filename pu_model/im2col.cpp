@@ -90,8 +90,27 @@ void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
     const int ow = g.out_w(), kh = w.kernel_h, kw = w.kernel_w, c = g.in.c;
     const std::int64_t m = g.m();
     const std::int64_t kx_run = std::int64_t(kw) * c;   // one kernel row of a patch, contiguous in HWC
+    // Short runs (the 21 bytes of a 3-channel 7x7 window) go through masked AVX-512 moves for the
+    // pixels whose window lies wholly inside the input: ox in [ox_inside_begin, ox_inside_end).
+    static const bool avx512 = detail::cpu_has_avx512bw();
+    const bool short_runs = avx512 && kx_run <= 64;
+    const int ox_inside_begin = (w.pad_left + w.stride_w - 1) / w.stride_w;
+    const int last_inside = g.in.w - kw + w.pad_left;   // ox * stride_w may reach this (if >= 0)
+    const int ox_inside_end = last_inside < 0 ? ox_inside_begin
+                                              : std::max(ox_inside_begin, last_inside / w.stride_w + 1);
     for (int oy = oy_begin; oy < oy_end; ++oy) {
+        const int y0 = oy * w.stride_h - w.pad_top;
+        const bool rows_inside = y0 >= 0 && y0 + kh <= g.in.h;
         for (int ox = 0; ox < ow; ++ox) {
+            if (short_runs && rows_inside && ox == ox_inside_begin && ox_inside_begin < std::min(ow, ox_inside_end)) {
+                const int pixels = std::min(ow, ox_inside_end) - ox;
+                const std::int64_t in_row = std::int64_t(g.in.w) * c;
+                detail::im2col_interior_avx512(x + y0 * in_row + std::int64_t(ox * w.stride_w - w.pad_left) * c,
+                                               std::int64_t(w.stride_w) * c, in_row, kh, int(kx_run), pixels,
+                                               xor_mask, out + (std::int64_t(oy) * ow + ox) * row_stride, row_stride);
+                ox += pixels - 1;
+                continue;
+            }
             std::uint8_t* row = out + (std::int64_t(oy) * ow + ox) * row_stride;
             const int x0 = ox * w.stride_w - w.pad_left;
             // Columns of the kernel that fall inside the image: kx in [kx_lo, kx_hi).
@@ -117,6 +136,14 @@ void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
 }
 
 }  // namespace
+
+namespace detail {
+bool cpu_has_avx512bw() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+}  // namespace detail
 
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int threads) {
