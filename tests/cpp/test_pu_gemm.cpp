@@ -171,6 +171,60 @@ TEST(Im2col, NonSquareWindowsMatchTheDefinition) {
     }
 }
 
+// The short-run path (masked AVX-512 moves for pixels whose window lies inside the input, taken
+// when a kernel row is at most 64 bytes; on a CPU without AVX-512BW every case runs the generic
+// path) against the definition: kernel rows of 1..65 bytes around the 32- and 64-byte limits,
+// the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70 bytes, a kernel wider than the
+// input with no left pad (no pixel is inside), and 1 and 2 threads.
+TEST(Im2col, ShortRunPathMatchesTheDefinitionAtItsLimits) {
+    struct Case {
+        WindowGeometry g;
+        const char* what;
+    };
+    const Case cases[] = {
+        {{{23, 23, 3}, Window::square(7, 2, 3)}, "stem 7x7/2/3, 21-byte rows"},
+        {{{9, 12, 1}, Window::square(1, 1, 0)}, "1-byte rows"},
+        {{{6, 7, 31}, Window::square(1, 1, 0)}, "31-byte rows"},
+        {{{6, 7, 32}, Window::square(1, 2, 0)}, "32-byte rows"},
+        {{{6, 7, 11}, Window::square(3, 1, 1)}, "33-byte rows"},
+        {{{6, 7, 21}, Window::square(3, 2, 2)}, "63-byte rows"},
+        {{{8, 9, 64}, Window::square(1, 1, 0)}, "64-byte rows"},
+        {{{6, 7, 13}, Window::square(5, 1, 2)}, "65-byte rows"},
+        {{{5, 2, 3}, Window{3, 3, 1, 2, 1, 1, 0, 1}}, "kernel wider than the input, no left pad"},
+        {{{8, 11, 5}, Window{3, 5, 2, 3, 0, 2, 4, 0}}, "non-square, stride 3, pad left 4 only"},
+    };
+    pcg32 rng(23);
+    for (const Case& c : cases) {
+        c.g.validate("test");
+        const auto x = random_int8(rng, c.g.in.size());
+        const std::int64_t m = c.g.m(), p = c.g.p();
+        const Window& win = c.g.window;
+        const int ow = c.g.out_w(), kw = win.kernel_w, ch = c.g.in.c;
+        for (const std::int64_t pad : {0, 3, 64, 70})
+            for (const std::uint8_t mask : {std::uint8_t(0), std::uint8_t(0x80)})
+                for (const int threads : {1, 2}) {
+                    const std::int64_t stride = m + pad;
+                    std::vector<std::uint8_t> got(std::size_t(p * stride), 0x5A);
+                    im2col_into(x.data(), c.g, mask, stride, got.data(), threads);
+                    for (std::int64_t row = 0; row < p; ++row)
+                        for (std::int64_t col = 0; col < stride; ++col) {
+                            std::uint8_t expect = mask;
+                            if (col < m) {
+                                const int oy = int(row / ow), ox = int(row % ow);
+                                const int ky = int(col / (kw * ch)), kx = int(col / ch % kw), cc = int(col % ch);
+                                const int iy = oy * win.stride_h - win.pad_top + ky;
+                                const int ix = ox * win.stride_w - win.pad_left + kx;
+                                if (iy >= 0 && iy < c.g.in.h && ix >= 0 && ix < c.g.in.w)
+                                    expect ^= std::uint8_t(x[std::size_t((std::int64_t(iy) * c.g.in.w + ix) * ch + cc)]);
+                            }
+                            ASSERT_EQ(got[std::size_t(row * stride + col)], expect)
+                                << c.what << ", row padding " << pad << ", mask " << int(mask) << ", " << threads
+                                << " threads, pixel " << row << ", byte " << col;
+                        }
+                }
+    }
+}
+
 // IM2COL + each GEMM path (reference, every fast kernel, the cycle-level SA) against the direct
 // convolution, bit for bit.
 void check_conv_paths(const ConvCase& c, pcg32& rng) {
@@ -412,6 +466,88 @@ TEST(Gemm, RequantisedOutputEqualsRequantizeOfTheAccumulators) {
                 }
         }
     }
+}
+
+TEST(Gemm, RequantisationStaysExactWhereTheRoundingHalfCannotBeFolded) {
+    // The VNNI epilogue starts its accumulators at 2^(shift-1) and rounds with one shift only when
+    // |acc| + 2^(shift-1) < 2^31 for any operands; otherwise it rounds in the epilogue.  Both sides
+    // of that limit, with every accumulator at its extreme (so the folded start would wrap if it
+    // were used past the limit): depth 131000 with bias shift 0 (|acc| may reach
+    // 131000 * 2^14 + 2^7 = 2^31 - 1179520: shift 21 folds, 22 does not), and depth 4608 with bias
+    // shift 16 (every shift up to 31 folds).  Every kernel against requantize() of the reference
+    // accumulators.
+    struct Case {
+        std::int64_t m;
+        int bias_shift;
+    };
+    for (const Case c : {Case{131000, 0}, Case{4608, 16}})
+        for (const int xv : {-128, 127})
+            for (const int wv : {-128, 127}) {
+                const std::int64_t n = 17, p = 7;
+                std::vector<std::int8_t> w(std::size_t(n * c.m), std::int8_t(wv)), x(std::size_t(p * c.m), std::int8_t(xv));
+                std::vector<std::int8_t> bias(static_cast<std::size_t>(n));
+                for (std::int64_t i = 0; i < n; ++i) bias[std::size_t(i)] = std::int8_t(i % 2 ? 127 : -128);
+                std::vector<std::int32_t> acc(std::size_t(n * p));
+                gemm_reference(w.data(), x.data(), c.m, bias.data(), c.bias_shift, n, c.m, p, acc.data());
+                for (FastKernel k : available_fast_kernels()) {
+                    const PackedWeights packed(w.data(), bias.data(), c.bias_shift, n, c.m, k);
+                    std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+                    for (std::int64_t row = 0; row < p; ++row)
+                        for (std::int64_t col = 0; col < c.m; ++col)
+                            operand[std::size_t(row * packed.x_row_stride() + col)] =
+                                std::uint8_t(x[std::size_t(row * c.m + col)]) ^ packed.x_xor_mask();
+                    for (const int shift : {1, 21, 22, 31})
+                        for (const bool relu : {false, true}) {
+                            std::vector<std::int8_t> expect(acc.size()), got(acc.size(), 99);
+                            requantize(acc.data(), std::int64_t(acc.size()), shift, relu, expect.data());
+                            GemmOutput out;
+                            out.y = got.data();
+                            out.out_shift = shift;
+                            out.relu = relu;
+                            gemm_fast(packed, operand.data(), p, out, 1);
+                            ASSERT_EQ(got, expect) << to_string(k) << " m " << c.m << " bias_shift " << c.bias_shift
+                                                   << " x " << xv << " w " << wv << " shift " << shift
+                                                   << (relu ? " relu" : "");
+                        }
+                }
+            }
+}
+
+TEST(Gemm, WorkSplitOverRowsAndChannelPanelsNeverChangesTheResult) {
+    // The VNNI kernel splits small layers over 64-channel panels as well as row tiles when it has
+    // several workers: P from 1 (the classifier) to a few tiles of 6 rows, N below, at and past the
+    // panel of 64 and not a multiple of 16, 1-5 threads; int32 and requantised outputs against the
+    // reference.
+    pcg32 rng(101);
+    const std::int64_t m = 75;
+    for (const std::int64_t n : {1, 15, 64, 65, 130, 1000})
+        for (const std::int64_t p : {1, 5, 6, 7, 49, 97}) {
+            const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+            std::vector<std::int32_t> expect(std::size_t(n * p));
+            gemm_reference(w.data(), x.data(), m, bias.data(), 2, n, m, p, expect.data());
+            std::vector<std::int8_t> expect_y(expect.size());
+            requantize(expect.data(), std::int64_t(expect.size()), 7, true, expect_y.data());
+            for (FastKernel k : available_fast_kernels()) {
+                const PackedWeights packed(w.data(), bias.data(), 2, n, m, k);
+                std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+                for (std::int64_t row = 0; row < p; ++row)
+                    for (std::int64_t col = 0; col < m; ++col)
+                        operand[std::size_t(row * packed.x_row_stride() + col)] =
+                            std::uint8_t(x[std::size_t(row * m + col)]) ^ packed.x_xor_mask();
+                for (const int threads : {1, 2, 3, 5}) {
+                    std::vector<std::int32_t> acc(expect.size(), 12345);
+                    gemm_fast(packed, operand.data(), p, acc.data(), threads);
+                    ASSERT_EQ(acc, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+                    std::vector<std::int8_t> y(expect.size(), 99);
+                    GemmOutput out;
+                    out.y = y.data();
+                    out.out_shift = 7;
+                    out.relu = true;
+                    gemm_fast(packed, operand.data(), p, out, threads);
+                    ASSERT_EQ(y, expect_y) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+                }
+            }
+        }
 }
 
 TEST(Gemm, ThreadCountNeverChangesTheResult) {
