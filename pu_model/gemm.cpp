@@ -333,6 +333,11 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads) {
+    gemm_fast(packed, xt, p, out, threads, RowPreparer{});
+}
+
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
+               int threads, const RowPreparer& prepare) {
     const std::int64_t n = packed.n_, m = packed.m_, ldx = packed.x_row_stride_;
     const std::int8_t* w = packed.data_.data();
     const std::int32_t* column = packed.column_.data();
@@ -340,6 +345,7 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
     ++g_kernel_calls[std::size_t(packed.kernel_)];
 #ifdef AIMCEMU_HAVE_DNNL
     if (packed.kernel_ == FastKernel::Dnnl) {   // oneDNN threads internally (OpenMP)
+        if (prepare) prepare(0, p);
         if (!out.y) {
             dnnl_rows(w, column, n, m, xs, ldx, 0, p, out.acc);
             return;
@@ -355,9 +361,12 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
         const int workers = resolve_threads(threads);
         const VnniSplit split(p, n, workers);
         const bool fold = can_fold_rounding(out, packed.max_abs_acc_);
+        const bool prepare_per_item = prepare && split.panel_blocks == 1;
+        if (prepare && !prepare_per_item) prepare(0, p);   // items share rows: prepare them all first
         parallel_for(split.items(), workers, [&](std::int64_t i) {
             std::int64_t p_begin, p_end, n_begin, n_end;
             split.item(i, p_begin, p_end, n_begin, n_end);
+            if (prepare_per_item) prepare(p_begin, p_end);
             detail::vnni_gemm_rows(w, column, n, m, xt, ldx, p_begin, p_end, n_begin, n_end, out, fold);
         });
         return;
@@ -367,6 +376,7 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
     const std::int64_t chunks = (p + chunk - 1) / chunk;
     parallel_for(chunks, workers, [&](std::int64_t i) {
         const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
+        if (prepare) prepare(begin, end);
         if (packed.kernel_ == FastKernel::Avx2) {   // requantises in its own epilogue
             detail::avx2_gemm_rows(w, column, n, m, xs, ldx, begin, end, out);
             return;

@@ -56,6 +56,9 @@ struct GemmOutput {
     bool relu = false;
 };
 
+// Writes rows [p_begin, p_end) of a GEMM operand just before they are multiplied (gemm_fast).
+using RowPreparer = std::function<void(std::int64_t p_begin, std::int64_t p_end)>;
+
 // Weights prepared once for a fast kernel (packing is O(N*M), the GEMM O(N*M*P)).
 class PackedWeights {
 public:
@@ -73,7 +76,8 @@ public:
     std::size_t bytes() const { return data_.size() + column_.size() * sizeof(std::int32_t); }
 
 private:
-    friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int);
+    friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int,
+                          const RowPreparer&);
     FastKernel kernel_;
     std::int64_t n_, m_, x_row_stride_;
     std::int64_t max_abs_acc_;           // bound on |acc| for any operands (check_gemm_fits_int32)
@@ -89,6 +93,13 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 // requantize(gemm_fast(...)) exactly.
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads);
+// The same, with the operand's rows written on the fly: prepare(p_begin, p_end) is called exactly
+// once for every row, before any of those rows is read, and (except on layers split over channel
+// panels, whose rows are all prepared first) on the thread that then multiplies them.  So an
+// IM2COL of a chunk of rows runs in the same pass over the worker pool as its GEMM and is still
+// in cache when the kernel reads it.  prepare may only write rows [p_begin, p_end) of xt.
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
+               int threads, const RowPreparer& prepare);
 
 // Convenience for plain int8 X (P x M, stride M): packs, converts X, runs.
 void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,

@@ -83,9 +83,10 @@ void copy_xor(const std::int8_t* src, std::uint8_t mask, std::int64_t n, std::ui
 
 namespace {
 
-// Output rows [oy_begin, oy_end) of the operand (see im2col_into).
-void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
-                 std::uint8_t* out, int oy_begin, int oy_end) {
+// Operand rows of output pixels [p_begin, p_end) of one image (see im2col_into); out points at
+// the image's pixel 0.
+void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                   std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
     const Window& w = g.window;
     const int ow = g.out_w(), kh = w.kernel_h, kw = w.kernel_w, c = g.in.c;
     const std::int64_t m = g.m();
@@ -98,12 +99,14 @@ void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
     const int last_inside = g.in.w - kw + w.pad_left;   // ox * stride_w may reach this (if >= 0)
     const int ox_inside_end = last_inside < 0 ? ox_inside_begin
                                               : std::max(ox_inside_begin, last_inside / w.stride_w + 1);
-    for (int oy = oy_begin; oy < oy_end; ++oy) {
+    for (int oy = int(p_begin / ow); std::int64_t(oy) * ow < p_end; ++oy) {
         const int y0 = oy * w.stride_h - w.pad_top;
         const bool rows_inside = y0 >= 0 && y0 + kh <= g.in.h;
-        for (int ox = 0; ox < ow; ++ox) {
-            if (short_runs && rows_inside && ox == ox_inside_begin && ox_inside_begin < std::min(ow, ox_inside_end)) {
-                const int pixels = std::min(ow, ox_inside_end) - ox;
+        const int ox_from = int(std::max<std::int64_t>(0, p_begin - std::int64_t(oy) * ow));
+        const int ox_to = int(std::min<std::int64_t>(ow, p_end - std::int64_t(oy) * ow));
+        for (int ox = ox_from; ox < ox_to; ++ox) {
+            if (short_runs && rows_inside && ox >= ox_inside_begin && ox < ox_inside_end) {
+                const int pixels = std::min(ox_to, ox_inside_end) - ox;
                 const std::int64_t in_row = std::int64_t(g.in.w) * c;
                 detail::im2col_interior_avx512(x + y0 * in_row + std::int64_t(ox * w.stride_w - w.pad_left) * c,
                                                std::int64_t(w.stride_w) * c, in_row, kh, int(kx_run), pixels,
@@ -154,14 +157,25 @@ void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
     const int workers = int(std::min<std::int64_t>({std::int64_t(resolve_threads(threads)), std::int64_t(oh),
                                                      std::max<std::int64_t>(1, bytes / kMinBytesPerThread)}));
     if (workers <= 1) {
-        im2col_rows(x, g, xor_mask, row_stride, out, 0, oh);
+        im2col_pixels(x, g, xor_mask, row_stride, out, 0, g.p());
         return;
     }
     const int rows_per_part = (oh + workers - 1) / workers;
+    const std::int64_t ow = g.out_w();
     parallel_for(workers, workers, [&](std::int64_t part) {
-        const int begin = int(part) * rows_per_part;
-        im2col_rows(x, g, xor_mask, row_stride, out, begin, std::min(oh, begin + rows_per_part));
+        const int begin = int(part) * rows_per_part, end = std::min(oh, begin + rows_per_part);
+        im2col_pixels(x, g, xor_mask, row_stride, out, begin * ow, end * ow);
     });
+}
+
+void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                        std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
+    const std::int64_t image_pixels = g.p(), image_bytes = g.in.size();
+    for (std::int64_t image = p_begin / image_pixels; image * image_pixels < p_end; ++image) {
+        const std::int64_t first = image * image_pixels;
+        im2col_pixels(x + image * image_bytes, g, xor_mask, row_stride, out + first * row_stride,
+                      std::max(p_begin, first) - first, std::min(p_end, first + image_pixels) - first);
+    }
 }
 
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g) {

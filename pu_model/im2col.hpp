@@ -36,6 +36,13 @@ struct WindowGeometry {
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int threads = 1);
 
+// Rows [p_begin, p_end) of the operand of consecutive images: x holds the images one after the
+// other (g.in.size() bytes each), row p belongs to image p / g.p() and is written at
+// out + p * row_stride, exactly as im2col_into writes it.  For a GEMM that prepares each chunk of
+// rows just before it multiplies them (gemm_fast's `prepare`).
+void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                        std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end);
+
 // Convenience: the plain int8 P x M operand.
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g);
 
