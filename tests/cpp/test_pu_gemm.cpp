@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -222,6 +223,34 @@ TEST(Im2col, ShortRunPathMatchesTheDefinitionAtItsLimits) {
                                 << " threads, pixel " << row << ", byte " << col;
                         }
                 }
+    }
+}
+
+// im2col_pixels_into over any cut of a batch's pixels (partial output rows, ranges that cross
+// from one image into the next, single pixels) writes exactly the bytes im2col_into writes for
+// each image.
+TEST(Im2col, PixelRangesOfABatchEqualTheWholeOperand) {
+    const WindowGeometry shapes[] = {{{23, 23, 3}, Window::square(7, 2, 3)},
+                                     {{9, 10, 13}, Window::square(3, 1, 1)},
+                                     {{7, 6, 64}, Window::square(1, 1, 0)},
+                                     {{8, 11, 5}, Window{3, 5, 2, 3, 0, 2, 4, 0}}};
+    pcg32 rng(31);
+    for (const WindowGeometry& g : shapes) {
+        const int images = 3;
+        const std::int64_t p = g.p(), stride = g.m() + 3;
+        const auto x = random_int8(rng, g.in.size() * images);
+        std::vector<std::uint8_t> whole(std::size_t(images * p * stride));
+        for (int b = 0; b < images; ++b)
+            im2col_into(x.data() + b * g.in.size(), g, 0x80, stride, whole.data() + b * p * stride);
+        for (int trial = 0; trial < 20; ++trial) {
+            std::vector<std::uint8_t> pieces(whole.size(), 0x5A);
+            for (std::int64_t begin = 0; begin < images * p;) {
+                const std::int64_t end = std::min(images * p, begin + 1 + std::int64_t(rng(std::uint32_t(p + p / 2))));
+                im2col_pixels_into(x.data(), g, 0x80, stride, pieces.data(), begin, end);
+                begin = end;
+            }
+            ASSERT_EQ(pieces, whole) << "in " << g.in.h << "x" << g.in.w << "x" << g.in.c << ", trial " << trial;
+        }
     }
 }
 
@@ -545,6 +574,46 @@ TEST(Gemm, WorkSplitOverRowsAndChannelPanelsNeverChangesTheResult) {
                     out.relu = true;
                     gemm_fast(packed, operand.data(), p, out, threads);
                     ASSERT_EQ(y, expect_y) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+                }
+            }
+        }
+}
+
+TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
+    // gemm_fast with a RowPreparer: the operand starts as garbage and each row is written only by
+    // prepare.  Every row must be prepared exactly once and the result must equal the reference
+    // (a row read before it was prepared would read garbage), for every kernel, 1-3 threads, and
+    // P from one (split over channel panels) to many row chunks.
+    pcg32 rng(57);
+    const std::int64_t m = 70;
+    for (const std::int64_t n : {17, 200})
+        for (const std::int64_t p : {1, 49, 1000}) {
+            const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+            std::vector<std::int32_t> acc(std::size_t(n * p));
+            gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
+            std::vector<std::int8_t> expect(acc.size());
+            requantize(acc.data(), std::int64_t(acc.size()), 9, false, expect.data());
+            for (FastKernel k : available_fast_kernels()) {
+                const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
+                const std::int64_t stride = packed.x_row_stride();
+                for (const int threads : {1, 2, 3}) {
+                    std::vector<std::uint8_t> operand(std::size_t(p * stride), 0xA5);
+                    std::vector<std::atomic<int>> prepared(static_cast<std::size_t>(p));
+                    std::vector<std::int8_t> y(expect.size(), 99);
+                    GemmOutput out;
+                    out.y = y.data();
+                    out.out_shift = 9;
+                    gemm_fast(packed, operand.data(), p, out, threads, [&](std::int64_t begin, std::int64_t end) {
+                        for (std::int64_t row = begin; row < end; ++row) {
+                            ++prepared[std::size_t(row)];
+                            for (std::int64_t col = 0; col < stride; ++col)
+                                operand[std::size_t(row * stride + col)] =
+                                    (col < m ? std::uint8_t(x[std::size_t(row * m + col)]) : 0) ^ packed.x_xor_mask();
+                        }
+                    });
+                    for (std::int64_t row = 0; row < p; ++row)
+                        ASSERT_EQ(prepared[std::size_t(row)].load(), 1) << to_string(k) << " row " << row;
+                    ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
                 }
             }
         }
