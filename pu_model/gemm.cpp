@@ -358,7 +358,12 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 #endif
     if (packed.kernel_ == FastKernel::Vnni512) {   // requantises in its own epilogue
         if (p <= 0) return;
-        const int workers = resolve_threads(threads);
+        // A helper costs a wake-up (microseconds idle, often a scheduler slice on a busy machine):
+        // one per 2^21 multiply-adds at most, so the classifier (0.5-2 M) stays on the caller,
+        // where splitting it over panels halved its speed on a loaded machine.
+        constexpr std::int64_t kMinMacsPerWorker = std::int64_t(1) << 21;
+        const int workers = int(std::max<std::int64_t>(
+            1, std::min<std::int64_t>(resolve_threads(threads), n * m * p / kMinMacsPerWorker)));
         const VnniSplit split(p, n, workers);
         const bool fold = can_fold_rounding(out, packed.max_abs_acc_);
         const bool prepare_per_item = prepare && split.panel_blocks == 1;

@@ -544,79 +544,85 @@ TEST(Gemm, RequantisationStaysExactWhereTheRoundingHalfCannotBeFolded) {
 
 TEST(Gemm, WorkSplitOverRowsAndChannelPanelsNeverChangesTheResult) {
     // The VNNI kernel splits small layers over 64-channel panels as well as row tiles when it has
-    // several workers: P from 1 (the classifier) to a few tiles of 6 rows, N below, at and past the
-    // panel of 64 and not a multiple of 16, 1-5 threads; int32 and requantised outputs against the
-    // reference.
+    // several workers (and takes one worker per 2^21 multiply-adds at most, hence the deep M):
+    // P from 1 (the classifier) to a few tiles of 6 rows, N below, at and past the panel of 64 and
+    // not a multiple of 16, 1-5 threads; int32 and requantised outputs against the reference.
     pcg32 rng(101);
-    const std::int64_t m = 75;
-    for (const std::int64_t n : {1, 15, 64, 65, 130, 1000})
-        for (const std::int64_t p : {1, 5, 6, 7, 49, 97}) {
-            const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
-            std::vector<std::int32_t> expect(std::size_t(n * p));
-            gemm_reference(w.data(), x.data(), m, bias.data(), 2, n, m, p, expect.data());
-            std::vector<std::int8_t> expect_y(expect.size());
-            requantize(expect.data(), std::int64_t(expect.size()), 7, true, expect_y.data());
-            for (FastKernel k : available_fast_kernels()) {
-                const PackedWeights packed(w.data(), bias.data(), 2, n, m, k);
-                std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
-                for (std::int64_t row = 0; row < p; ++row)
-                    for (std::int64_t col = 0; col < m; ++col)
-                        operand[std::size_t(row * packed.x_row_stride() + col)] =
-                            std::uint8_t(x[std::size_t(row * m + col)]) ^ packed.x_xor_mask();
-                for (const int threads : {1, 2, 3, 5}) {
-                    std::vector<std::int32_t> acc(expect.size(), 12345);
-                    gemm_fast(packed, operand.data(), p, acc.data(), threads);
-                    ASSERT_EQ(acc, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
-                    std::vector<std::int8_t> y(expect.size(), 99);
-                    GemmOutput out;
-                    out.y = y.data();
-                    out.out_shift = 7;
-                    out.relu = true;
-                    gemm_fast(packed, operand.data(), p, out, threads);
-                    ASSERT_EQ(y, expect_y) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
-                }
+    const std::int64_t m = 16387;
+    struct Size {
+        std::int64_t n, p;
+    };
+    for (const Size size : {Size{15, 1}, Size{65, 7}, Size{130, 1}, Size{1000, 1}, Size{70, 49}, Size{17, 97}}) {
+        const std::int64_t n = size.n, p = size.p;
+        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+        std::vector<std::int32_t> expect(std::size_t(n * p));
+        gemm_reference(w.data(), x.data(), m, bias.data(), 2, n, m, p, expect.data());
+        std::vector<std::int8_t> expect_y(expect.size());
+        requantize(expect.data(), std::int64_t(expect.size()), 7, true, expect_y.data());
+        for (FastKernel k : available_fast_kernels()) {
+            const PackedWeights packed(w.data(), bias.data(), 2, n, m, k);
+            std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+            for (std::int64_t row = 0; row < p; ++row)
+                for (std::int64_t col = 0; col < m; ++col)
+                    operand[std::size_t(row * packed.x_row_stride() + col)] =
+                        std::uint8_t(x[std::size_t(row * m + col)]) ^ packed.x_xor_mask();
+            for (const int threads : {1, 2, 3, 5}) {
+                std::vector<std::int32_t> acc(expect.size(), 12345);
+                gemm_fast(packed, operand.data(), p, acc.data(), threads);
+                ASSERT_EQ(acc, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+                std::vector<std::int8_t> y(expect.size(), 99);
+                GemmOutput out;
+                out.y = y.data();
+                out.out_shift = 7;
+                out.relu = true;
+                gemm_fast(packed, operand.data(), p, out, threads);
+                ASSERT_EQ(y, expect_y) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
             }
         }
+    }
 }
 
 TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
     // gemm_fast with a RowPreparer: the operand starts as garbage and each row is written only by
     // prepare.  Every row must be prepared exactly once and the result must equal the reference
-    // (a row read before it was prepared would read garbage), for every kernel, 1-3 threads, and
-    // P from one (split over channel panels) to many row chunks.
+    // (a row read before it was prepared would read garbage), for every kernel, 1-3 threads: one
+    // worker (P = 1), a layer split over channel panels (P = 49) and one split over row chunks.
     pcg32 rng(57);
-    const std::int64_t m = 70;
-    for (const std::int64_t n : {17, 200})
-        for (const std::int64_t p : {1, 49, 1000}) {
-            const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
-            std::vector<std::int32_t> acc(std::size_t(n * p));
-            gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
-            std::vector<std::int8_t> expect(acc.size());
-            requantize(acc.data(), std::int64_t(acc.size()), 9, false, expect.data());
-            for (FastKernel k : available_fast_kernels()) {
-                const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
-                const std::int64_t stride = packed.x_row_stride();
-                for (const int threads : {1, 2, 3}) {
-                    std::vector<std::uint8_t> operand(std::size_t(p * stride), 0xA5);
-                    std::vector<std::atomic<int>> prepared(static_cast<std::size_t>(p));
-                    std::vector<std::int8_t> y(expect.size(), 99);
-                    GemmOutput out;
-                    out.y = y.data();
-                    out.out_shift = 9;
-                    gemm_fast(packed, operand.data(), p, out, threads, [&](std::int64_t begin, std::int64_t end) {
-                        for (std::int64_t row = begin; row < end; ++row) {
-                            ++prepared[std::size_t(row)];
-                            for (std::int64_t col = 0; col < stride; ++col)
-                                operand[std::size_t(row * stride + col)] =
-                                    (col < m ? std::uint8_t(x[std::size_t(row * m + col)]) : 0) ^ packed.x_xor_mask();
-                        }
-                    });
-                    for (std::int64_t row = 0; row < p; ++row)
-                        ASSERT_EQ(prepared[std::size_t(row)].load(), 1) << to_string(k) << " row " << row;
-                    ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
-                }
+    const std::int64_t m = 4099;   // deep enough for several workers (one per 2^21 multiply-adds)
+    struct Size {
+        std::int64_t n, p;
+    };
+    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{17, 1000}}) {
+        const std::int64_t n = size.n, p = size.p;
+        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+        std::vector<std::int32_t> acc(std::size_t(n * p));
+        gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
+        std::vector<std::int8_t> expect(acc.size());
+        requantize(acc.data(), std::int64_t(acc.size()), 9, false, expect.data());
+        for (FastKernel k : available_fast_kernels()) {
+            const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
+            const std::int64_t stride = packed.x_row_stride();
+            for (const int threads : {1, 2, 3}) {
+                std::vector<std::uint8_t> operand(std::size_t(p * stride), 0xA5);
+                std::vector<std::atomic<int>> prepared(static_cast<std::size_t>(p));
+                std::vector<std::int8_t> y(expect.size(), 99);
+                GemmOutput out;
+                out.y = y.data();
+                out.out_shift = 9;
+                gemm_fast(packed, operand.data(), p, out, threads, [&](std::int64_t begin, std::int64_t end) {
+                    for (std::int64_t row = begin; row < end; ++row) {
+                        ++prepared[std::size_t(row)];
+                        for (std::int64_t col = 0; col < stride; ++col)
+                            operand[std::size_t(row * stride + col)] =
+                                (col < m ? std::uint8_t(x[std::size_t(row * m + col)]) : 0) ^ packed.x_xor_mask();
+                    }
+                });
+                for (std::int64_t row = 0; row < p; ++row)
+                    ASSERT_EQ(prepared[std::size_t(row)].load(), 1) << to_string(k) << " row " << row;
+                ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
             }
         }
+    }
 }
 
 TEST(Gemm, ThreadCountNeverChangesTheResult) {
