@@ -171,13 +171,19 @@ struct Case {
 // The fast kernel under test: --kernel NAME (default: auto, the fastest this CPU has).
 FastKernel g_kernel = FastKernel::Auto;
 
+// The depth segment the VNNI kernel may skip where it reads padding: a conv's kernel row (as
+// inference passes it).
+std::int64_t kernel_row(const Shape& s) {
+    return !s.linear && s.g.window.kernel_h > 1 ? std::int64_t(s.g.window.kernel_w) * s.g.in.c : 0;
+}
+
 // Ours: IM2COL + GEMM with requantisation (shift, round, saturate, ReLU) in the kernel's
 // epilogue, as run_network does it (each chunk of rows IM2COL'd in the same work item that
 // multiplies it); weights packed once.
 class Ours {
 public:
     explicit Ours(const Case& l)
-        : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel),
+        : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel, kernel_row(l.s)),
           operand_(std::size_t(l.p() * packed_.x_row_stride())), y_(std::size_t(l.n() * l.p())) {}
     void run(int threads) {
         GemmOutput out;

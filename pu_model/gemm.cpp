@@ -187,7 +187,7 @@ FastKernel resolve_fast_kernel(FastKernel kernel) {
 }
 
 PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n,
-                             std::int64_t m, FastKernel kernel)
+                             std::int64_t m, FastKernel kernel, std::int64_t skip_segment)
     : kernel_(resolve_fast_kernel(kernel)), n_(n), m_(m), x_row_stride_(m) {
     check_gemm_fits_int32(m, bias_shift, "gemm");
     max_abs_acc_ = max_abs_acc(m, bias_shift);
@@ -206,6 +206,19 @@ PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int 
             for (std::int64_t k = 0; k < m; ++k) rowsum += w[row * m + k];
             const std::int64_t value = std::int64_t(column_[std::size_t(row)]) - 128 * rowsum;
             column_[std::size_t(row)] = std::int32_t(std::uint32_t(std::uint64_t(value)));
+        }
+        if (skip_segment > 0 && skip_segment % 4 == 0 && m % skip_segment == 0 && m > skip_segment) {
+            skip_segment_ = skip_segment;
+            const std::int64_t segments = m / skip_segment, channels = std::int64_t(column_.size());
+            segment_sums_.assign(std::size_t((segments + 1) * channels), 0);
+            for (std::int64_t row = 0; row < n; ++row) {
+                std::uint32_t sum = 0;   // modulo 2^32, like the column term
+                for (std::int64_t j = 1; j <= segments; ++j) {
+                    for (std::int64_t k = (j - 1) * skip_segment; k < j * skip_segment; ++k)
+                        sum += 128u * std::uint32_t(std::int32_t(w[row * m + k]));
+                    segment_sums_[std::size_t(j * channels + row)] = std::int32_t(sum);
+                }
+            }
         }
     } else if (kernel_ == FastKernel::Avx2) {
         x_row_stride_ = (m + 3) / 4 * 4;
@@ -366,13 +379,15 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
             1, std::min<std::int64_t>(resolve_threads(threads), n * m * p / kMinMacsPerWorker)));
         const VnniSplit split(p, n, workers);
         const bool fold = can_fold_rounding(out, packed.max_abs_acc_);
+        const detail::VnniDepthSkip skip{packed.skip_segment_, packed.segment_sums_.data(),
+                                         std::int64_t(packed.column_.size())};
         const bool prepare_per_item = prepare && split.panel_blocks == 1;
         if (prepare && !prepare_per_item) prepare(0, p);   // items share rows: prepare them all first
         parallel_for(split.items(), workers, [&](std::int64_t i) {
             std::int64_t p_begin, p_end, n_begin, n_end;
             split.item(i, p_begin, p_end, n_begin, n_end);
             if (prepare_per_item) prepare(p_begin, p_end);
-            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, p_begin, p_end, n_begin, n_end, out, fold);
+            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, p_begin, p_end, n_begin, n_end, out, fold, skip);
         });
         return;
     }

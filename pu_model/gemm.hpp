@@ -62,8 +62,13 @@ using RowPreparer = std::function<void(std::int64_t p_begin, std::int64_t p_end)
 // Weights prepared once for a fast kernel (packing is O(N*M), the GEMM O(N*M*P)).
 class PackedWeights {
 public:
+    // skip_segment (VNNI only; ignored unless a positive multiple of 4 that divides M): depth
+    // segments of that many bytes, a conv's kernel rows (kernel_w * C), that read as zero in
+    // every row of a register tile (the padding above and below the image) are not multiplied;
+    // their share of the +128 offset (128 * the weights' sum over them) is added to the
+    // accumulators' start instead, which is the same integer.
     PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n, std::int64_t m,
-                  FastKernel kernel = FastKernel::Auto);
+                  FastKernel kernel = FastKernel::Auto, std::int64_t skip_segment = 0);
 
     FastKernel kernel() const { return kernel_; }
     std::int64_t n() const { return n_; }
@@ -73,7 +78,11 @@ public:
     std::int64_t x_row_stride() const { return x_row_stride_; }
     std::uint8_t x_xor_mask() const { return kernel_ == FastKernel::Vnni512 ? 0x80 : 0x00; }
     // Bytes of packed weights (memory accounting).
-    std::size_t bytes() const { return data_.size() + column_.size() * sizeof(std::int32_t); }
+    std::size_t bytes() const {
+        return data_.size() + (column_.size() + segment_sums_.size()) * sizeof(std::int32_t);
+    }
+    // The segment the VNNI kernel may skip (0: none).
+    std::int64_t skip_segment() const { return skip_segment_; }
 
 private:
     friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int,
@@ -83,6 +92,10 @@ private:
     std::int64_t max_abs_acc_;           // bound on |acc| for any operands (check_gemm_fits_int32)
     std::vector<std::int8_t> data_;      // kernel-specific weight layout
     std::vector<std::int32_t> column_;   // per output channel: (bias << shift) - offset correction
+    std::int64_t skip_segment_ = 0;
+    // [j][channel] for segment boundaries j = 0..M/skip_segment, channels padded like column_:
+    // 128 * sum of w[channel][0, j * skip_segment), modulo 2^32.
+    std::vector<std::int32_t> segment_sums_;
 };
 
 // acc (P x N) = W * X + bias for X laid out as packed.x_row_stride()/x_xor_mask() say.
@@ -127,9 +140,16 @@ std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
 // n_end one too or n).  fold_rounding: the accumulators start at the rounding half 2^(out_shift-1)
 // so that requantisation rounds with one shift; set it only when |acc| + 2^(out_shift-1) < 2^31
 // for every operand (otherwise the start could wrap).
+// skip: optional (segment 0 = off), see PackedWeights' skip_segment.
+struct VnniDepthSkip {
+    std::int64_t segment = 0;                 // bytes, a multiple of 4 that divides M
+    const std::int32_t* sums = nullptr;       // PackedWeights::segment_sums_
+    std::int64_t channels = 0;                // its row length (column's padded length)
+};
 void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
-                    std::int64_t n_begin, std::int64_t n_end, const GemmOutput& out, bool fold_rounding);
+                    std::int64_t n_begin, std::int64_t n_end, const GemmOutput& out, bool fold_rounding,
+                    const VnniDepthSkip& skip = {});
 // The AVX2 kernel (gemm_avx2.cpp): panels of 16 channels, [panel][k/4][16 lanes x 4 bytes];
 // xt is plain int8 with rows padded to a multiple of 4 bytes.
 inline constexpr int kAvx2Panel = 16;

@@ -142,11 +142,25 @@ MicroTile pick(int vectors, int rows) {
     }
 }
 
+// Whether bytes [begin, end) of every one of `rows` operand rows are 0x80 (X = 0 after the +128
+// offset): the padding above or below the image in a conv's kernel row.
+bool rows_read_zero(const std::uint8_t* x, std::int64_t ldx, int rows, std::int64_t begin, std::int64_t end) {
+    const __m512i zero = _mm512_set1_epi8(char(0x80));
+    for (int r = 0; r < rows; ++r)
+        for (std::int64_t at = begin; at < end; at += 64) {
+            const std::int64_t left = end - at;
+            const __mmask64 mask = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+            if (_mm512_mask_cmpneq_epi8_mask(mask, _mm512_maskz_loadu_epi8(mask, x + r * ldx + at), zero)) return false;
+        }
+    return true;
+}
+
 }  // namespace
 
 void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
-                    std::int64_t n_begin, std::int64_t n_end, const GemmOutput& output, bool fold_rounding) {
+                    std::int64_t n_begin, std::int64_t n_end, const GemmOutput& output, bool fold_rounding,
+                    const VnniDepthSkip& skip) {
     const Epilogue out(output, fold_rounding);
     const std::int64_t groups = (m + 3) / 4;
     const std::int64_t depth = groups * 4;
@@ -158,7 +172,34 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
         const std::int8_t* panel = packed + n0 * depth;
         for (std::int64_t p0 = p_begin; p0 < p_end; p0 += kVnniRowsPerTile) {
             const int rows = int(p_end - p0 < kVnniRowsPerTile ? p_end - p0 : kVnniRowsPerTile);
-            pick(vectors, rows)(panel, groups, xt + p0 * ldx, ldx, column + n0, last_mask, out, p0 * n + n0, n);
+            const std::uint8_t* x = xt + p0 * ldx;
+            // Depth segments [0, lo) and [hi, segments) read as zero in every row of the tile:
+            // multiply only [lo, hi) and start from column + 128 * sum(w) over the rest (the
+            // offset those bytes would have contributed), so the sum is the same integer.
+            std::int64_t first_group = 0, last_group = groups;
+            const std::int32_t* start = column + n0;
+            alignas(64) std::int32_t shifted[kVnniPanel];
+            if (skip.segment > 0) {
+                const std::int64_t seg = skip.segment, segments = m / seg;
+                std::int64_t lo = 0, hi = segments;
+                while (lo < hi && rows_read_zero(x, ldx, rows, lo * seg, (lo + 1) * seg)) ++lo;
+                while (hi > lo && rows_read_zero(x, ldx, rows, (hi - 1) * seg, hi * seg)) --hi;
+                if (lo > 0 || hi < segments) {
+                    const std::int32_t* sums = skip.sums + n0;
+                    for (int v = 0; v < kVnniPanel / 16; ++v) {
+                        const __m512i below = _mm512_loadu_si512(sums + lo * skip.channels + 16 * v);
+                        const __m512i above = _mm512_sub_epi32(_mm512_loadu_si512(sums + segments * skip.channels + 16 * v),
+                                                               _mm512_loadu_si512(sums + hi * skip.channels + 16 * v));
+                        const __m512i col = _mm512_loadu_si512(column + n0 + 16 * v);
+                        _mm512_store_si512(shifted + 16 * v, _mm512_add_epi32(col, _mm512_add_epi32(below, above)));
+                    }
+                    start = shifted;
+                    first_group = lo * seg / 4;
+                    last_group = hi * seg / 4;
+                }
+            }
+            pick(vectors, rows)(panel + first_group * vectors * 64, last_group - first_group, x + 4 * first_group, ldx,
+                                start, last_mask, out, p0 * n + n0, n);
         }
     }
 }

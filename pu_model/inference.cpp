@@ -31,7 +31,12 @@ const std::int8_t* weights_read(const Network& net, int index, const RunOptions&
 }
 
 std::unique_ptr<PackedWeights> pack_layer(const Layer& l, const std::int8_t* w, FastKernel kernel) {
-    return std::make_unique<PackedWeights>(w, l.bias.data(), l.bias_shift, l.gemm_n(), l.gemm_m(), kernel);
+    // A conv's kernel rows are the depth segments the VNNI kernel may skip where they read the
+    // padding above or below the image.
+    const std::int64_t kernel_row = l.kind == LayerKind::Conv && l.window.kernel_h > 1
+                                        ? std::int64_t(l.window.kernel_w) * l.in_shape.c
+                                        : 0;
+    return std::make_unique<PackedWeights>(w, l.bias.data(), l.bias_shift, l.gemm_n(), l.gemm_m(), kernel, kernel_row);
 }
 
 // The fast-kernel weights one run uses: the caller's PackedNetwork where it has the layer and no

@@ -625,6 +625,70 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
     }
 }
 
+TEST(Gemm, VnniSkipsKernelRowsThatReadZeroAndStaysExact) {
+    // PackedWeights' skip_segment: the VNNI kernel leaves out the kernel rows that read as zero in
+    // every row of a register tile (the padding above and below the image, or input rows that are
+    // all zero) and adds their share of the +128 offset to the accumulators' start.  Convolutions
+    // with kernel rows of a multiple of 4 bytes, padding on every side, stride 1 and 2, against the
+    // direct convolution: random input, input with zero rows, an all-zero input (a tile with no
+    // depth left) and extreme weights; int32 and requantised outputs, 1 and 2 threads.  A segment
+    // that is no multiple of 4 or does not divide M is ignored (still exact).
+    if (!fast_kernel_available(FastKernel::Vnni512)) GTEST_SKIP() << "needs AVX-512 VNNI";
+    struct Case {
+        WindowGeometry g;
+        int n;
+        std::int64_t segment;   // 0: the conv's kernel row
+    };
+    const Case cases[] = {
+        {{{7, 7, 64}, Window::square(3, 1, 1)}, 70, 0},     // the 7 x 7 layer's shape, 64 channels
+        {{{9, 8, 12}, Window::square(3, 2, 1)}, 17, 0},
+        {{{11, 10, 4}, Window::square(5, 1, 2)}, 65, 0},
+        {{{8, 9, 8}, Window{3, 5, 1, 2, 2, 1, 0, 2}}, 33, 0},   // non-square, uneven padding
+        {{{9, 9, 8}, Window::square(7, 2, 3)}, 16, 0},
+        {{{7, 7, 3}, Window::square(7, 2, 3)}, 16, 21},       // 21 bytes: no multiple of 4, ignored
+        {{{7, 7, 8}, Window::square(3, 1, 1)}, 16, 48},       // 48 does not divide 72: ignored
+    };
+    pcg32 rng(71);
+    for (const Case& c : cases) {
+        const std::int64_t m = c.g.m(), p = c.g.p();
+        const std::int64_t segment = c.segment ? c.segment : std::int64_t(c.g.window.kernel_w) * c.g.in.c;
+        for (int input = 0; input < 4; ++input) {
+            auto x = random_int8(rng, c.g.in.size());
+            auto w = random_int8(rng, c.n * m);
+            if (input == 1)   // every other input row all zero
+                for (int y = 0; y < c.g.in.h; y += 2)
+                    std::fill_n(x.begin() + std::int64_t(y) * c.g.in.w * c.g.in.c, c.g.in.w * c.g.in.c, 0);
+            if (input == 2) std::fill(x.begin(), x.end(), 0);
+            if (input == 3) {   // extreme weights and input
+                std::fill(w.begin(), w.end(), -128);
+                std::fill(x.begin(), x.end(), 127);
+            }
+            const auto bias = random_int8(rng, c.n);
+            const auto expect = direct_conv(x, c.g, w, bias, 3, c.n);
+            std::vector<std::int8_t> expect_y(expect.size());
+            requantize(expect.data(), std::int64_t(expect.size()), 10, true, expect_y.data());
+            const PackedWeights packed(w.data(), bias.data(), 3, c.n, m, FastKernel::Vnni512, segment);
+            EXPECT_EQ(packed.skip_segment(), segment % 4 == 0 && m % segment == 0 ? segment : 0);
+            std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()));
+            im2col_into(x.data(), c.g, packed.x_xor_mask(), packed.x_row_stride(), operand.data());
+            for (const int threads : {1, 2}) {
+                std::vector<std::int32_t> acc(expect.size());
+                gemm_fast(packed, operand.data(), p, acc.data(), threads);
+                ASSERT_EQ(acc, expect) << "in " << c.g.in.h << "x" << c.g.in.w << "x" << c.g.in.c << " input " << input
+                                       << ", " << threads << " threads";
+                std::vector<std::int8_t> y(expect.size(), 99);
+                GemmOutput out;
+                out.y = y.data();
+                out.out_shift = 10;
+                out.relu = true;
+                gemm_fast(packed, operand.data(), p, out, threads);
+                ASSERT_EQ(y, expect_y) << "in " << c.g.in.h << "x" << c.g.in.w << "x" << c.g.in.c << " input " << input
+                                       << ", " << threads << " threads";
+            }
+        }
+    }
+}
+
 TEST(Gemm, ThreadCountNeverChangesTheResult) {
     pcg32 rng(99);
     const std::int64_t n = 70, m = 3 * 3 * 67, p = 1000;
