@@ -11,7 +11,10 @@
 // Activations are in [0, 127] (post-ReLU, as in the network) except for the 3-channel input
 // layer, whose input is signed.  `--batch B` stacks B images per call on both sides; `--kernel K`
 // (amx, vnni512, avx2, portable) picks our kernel instead of the fastest; `--threads T` the
-// second table's thread count.
+// second table's thread count; `--only TEXT` keeps the shapes whose name contains TEXT;
+// `--budget S` times each side for about S seconds per shape (default 0.25) for more repeats on a
+// busy machine.  Each table ends with the process's CPU time beside its wall time, so a reader
+// can tell how much of the machine the run had.
 //
 // For each shape and thread count (1 and all cores) the two sides alternate, best of repeated
 // runs, so load from other processes hits both alike; GOPS = 2*N*M*P / seconds.  The table also
@@ -63,8 +66,10 @@ struct Shape {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Best-of timing of a and b, alternating, until each had about `budget` seconds (>= 3 runs).
+double g_budget = 0.25;   // --budget
+
 std::pair<double, double> best_of_alternating(const std::function<void()>& a, const std::function<void()>& b,
-                                              double budget = 0.25) {
+                                              double budget) {
     double best_a = 1e30, best_b = 1e30, spent = 0;
     for (int run = 0; run < 3 || spent < 2 * budget; ++run) {
         const double t0 = now();
@@ -75,7 +80,7 @@ std::pair<double, double> best_of_alternating(const std::function<void()>& a, co
         best_a = std::min(best_a, t1 - t0);
         best_b = std::min(best_b, t2 - t1);
         spent += t2 - t0;
-        if (run > 300) break;
+        if (run > 300 * std::max(1.0, budget / 0.25)) break;
     }
     return {best_a, best_b};
 }
@@ -166,23 +171,29 @@ struct Case {
 // The fast kernel under test: --kernel NAME (default: auto, the fastest this CPU has).
 FastKernel g_kernel = FastKernel::Auto;
 
+// The depth segment the VNNI kernel may skip where it reads padding: a conv's kernel row (as
+// inference passes it).
+std::int64_t kernel_row(const Shape& s) {
+    return !s.linear && s.g.window.kernel_h > 1 ? std::int64_t(s.g.window.kernel_w) * s.g.in.c : 0;
+}
+
 // Ours: IM2COL + GEMM with requantisation (shift, round, saturate, ReLU) in the kernel's
-// epilogue, as run_network does it; weights packed once.
+// epilogue, as run_network does it (each chunk of rows IM2COL'd in the same work item that
+// multiplies it); weights packed once.
 class Ours {
 public:
     explicit Ours(const Case& l)
-        : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel),
+        : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel, kernel_row(l.s)),
           operand_(std::size_t(l.p() * packed_.x_row_stride())), y_(std::size_t(l.n() * l.p())) {}
     void run(int threads) {
-        const std::int64_t image_in = l_.s.g.in.size(), image_rows = l_.s.g.p() * packed_.x_row_stride();
-        for (int b = 0; b < l_.batch; ++b)
-            im2col_into(l_.x.data() + b * image_in, l_.s.g, packed_.x_xor_mask(), packed_.x_row_stride(),
-                        operand_.data() + b * image_rows, threads);
         GemmOutput out;
         out.y = y_.data();
         out.out_shift = kOutShift;
         out.relu = true;
-        gemm_fast(packed_, operand_.data(), l_.p(), out, threads);
+        gemm_fast(packed_, operand_.data(), l_.p(), out, threads, [&](std::int64_t begin, std::int64_t end) {
+            im2col_pixels_into(l_.x.data(), l_.s.g, packed_.x_xor_mask(), packed_.x_row_stride(), operand_.data(),
+                               begin, end);
+        });
     }
 
 private:
@@ -284,7 +295,21 @@ struct Totals {
     double ops = 0, ours = 0, dnnl = 0;
 };
 
+double process_cpu_seconds() {
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+std::string shape_name(const Shape& s) {
+    char name[64];
+    std::snprintf(name, sizeof name, "%dx%dx%d %dx%d/%d/%d", s.g.in.h, s.g.in.w, s.g.in.c, s.g.window.kernel_h,
+                  s.g.window.kernel_w, s.g.window.stride_h, s.g.window.pad_top);
+    return name;
+}
+
 void run_table(const std::map<Shape, int>& shapes, int batch, int threads, double ghz, Totals& total) {
+    const double wall0 = now(), cpu0 = process_cpu_seconds();
     const FastKernel kernel = resolve_fast_kernel(g_kernel);
     const double peak = peak_macs_per_cycle(kernel, ghz) * 2 * ghz * threads;   // GOPS
     std::printf("\n== %d thread%s, batch %d, fast kernel %s, peak %.0f GOPS ==\n", threads, threads == 1 ? "" : "s",
@@ -305,16 +330,14 @@ void run_table(const std::map<Shape, int>& shapes, int batch, int threads, doubl
         set_omp_threads(threads);
         OneDnn dnnl(l);
         impl = dnnl.impl();
-        std::tie(t_ours, t_dnnl) = best_of_alternating([&] { ours.run(threads); }, [&] { dnnl.run(); });
+        std::tie(t_ours, t_dnnl) = best_of_alternating([&] { ours.run(threads); }, [&] { dnnl.run(); }, g_budget);
 #else
-        std::tie(t_ours, t_dnnl) = best_of_alternating([&] { ours.run(threads); }, [] {});
+        std::tie(t_ours, t_dnnl) = best_of_alternating([&] { ours.run(threads); }, [] {}, g_budget);
         t_dnnl = 0;
 #endif
-        char name[64];
-        std::snprintf(name, sizeof name, "%dx%dx%d %dx%d/%d/%d", s.g.in.h, s.g.in.w, s.g.in.c, s.g.window.kernel_h,
-                      s.g.window.kernel_w, s.g.window.stride_h, s.g.window.pad_top);
+        const std::string name = shape_name(s);
         const double ops = l.ops();
-        std::printf("%-20s %4d %5lld %6lld %3d | %8.1f %8.1f %6.2f %5.0f%% | %s\n", name, s.n, (long long)l.m(),
+        std::printf("%-20s %4d %5lld %6lld %3d | %8.1f %8.1f %6.2f %5.0f%% | %s\n", name.c_str(), s.n, (long long)l.m(),
                     (long long)l.p(), count, ops / t_ours / 1e9, t_dnnl > 0 ? ops / t_dnnl / 1e9 : 0.0,
                     t_dnnl > 0 ? t_dnnl / t_ours : 0.0, peak > 0 ? 100.0 * ops / t_ours / 1e9 / peak : 0.0,
                     impl.c_str());
@@ -327,6 +350,7 @@ void run_table(const std::map<Shape, int>& shapes, int batch, int threads, doubl
                 "TOTAL", "", "", "", "", total.ops / total.ours / 1e9,
                 total.dnnl > 0 ? total.ops / total.dnnl / 1e9 : 0.0, total.dnnl > 0 ? total.dnnl / total.ours : 0.0,
                 peak > 0 ? 100.0 * total.ops / total.ours / 1e9 / peak : 0.0);
+    std::printf("(this table: %.1f s wall, %.1f s process CPU)\n", now() - wall0, process_cpu_seconds() - cpu0);
 }
 
 }  // namespace
@@ -340,12 +364,16 @@ int main(int argc, char** argv) {
         execv("/proc/self/exe", argv);
     }
     int batch = 1, max_threads = resolve_threads(0);
+    std::string only;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--batch")) batch = std::max(1, std::atoi(argv[i + 1]));
         if (!std::strcmp(argv[i], "--threads")) max_threads = std::max(1, std::atoi(argv[i + 1]));
         if (!std::strcmp(argv[i], "--kernel")) g_kernel = resolve_fast_kernel(fast_kernel_from_string(argv[i + 1]));
+        if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+        if (!std::strcmp(argv[i], "--budget")) g_budget = std::max(0.01, std::atof(argv[i + 1]));
     }
-    const auto shapes = distinct_shapes();
+    auto shapes = distinct_shapes();
+    if (!only.empty()) std::erase_if(shapes, [&](const auto& entry) { return shape_name(entry.first).find(only) == std::string::npos; });
     const double ghz = measure_ghz();
     std::printf("bench_gemm: %zu distinct conv/linear shapes of ResNet-18 + ResNet-50 v1 at 224x224; "
                 "measured clock %.2f GHz\n", shapes.size(), ghz);

@@ -22,10 +22,15 @@
 
 namespace aimcemu {
 
+namespace {
+// |acc| <= this for any int8 operands: every product is at most 128 * 128 in magnitude.
+std::int64_t max_abs_acc(std::int64_t m, int bias_shift) { return m * 128 * 128 + (std::int64_t(128) << bias_shift); }
+}  // namespace
+
 void check_gemm_fits_int32(std::int64_t m, int bias_shift, const std::string& field) {
     if (m <= 0) throw FormatError("<memory>", field, "GEMM depth M must be positive");
     if (bias_shift < 0 || bias_shift > 24) throw FormatError("<memory>", field, "bias_shift must be in 0..24");
-    const std::int64_t worst = m * 128 * 128 + (std::int64_t(128) << bias_shift);
+    const std::int64_t worst = max_abs_acc(m, bias_shift);
     if (worst >= (std::int64_t(1) << 31))
         throw FormatError("<memory>", field, "M=" + std::to_string(m) + " can overflow the int32 accumulator");
 }
@@ -182,9 +187,10 @@ FastKernel resolve_fast_kernel(FastKernel kernel) {
 }
 
 PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n,
-                             std::int64_t m, FastKernel kernel)
+                             std::int64_t m, FastKernel kernel, std::int64_t skip_segment)
     : kernel_(resolve_fast_kernel(kernel)), n_(n), m_(m), x_row_stride_(m) {
     check_gemm_fits_int32(m, bias_shift, "gemm");
+    max_abs_acc_ = max_abs_acc(m, bias_shift);
     if (n <= 0) throw FormatError("<memory>", "gemm", "N must be positive");
     column_.assign(std::size_t((n + detail::kVnniPanel - 1) / detail::kVnniPanel * detail::kVnniPanel), 0);
     for (std::int64_t row = 0; row < n; ++row) column_[std::size_t(row)] = std::int32_t(bias[row]) << bias_shift;
@@ -200,6 +206,19 @@ PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int 
             for (std::int64_t k = 0; k < m; ++k) rowsum += w[row * m + k];
             const std::int64_t value = std::int64_t(column_[std::size_t(row)]) - 128 * rowsum;
             column_[std::size_t(row)] = std::int32_t(std::uint32_t(std::uint64_t(value)));
+        }
+        if (skip_segment > 0 && skip_segment % 4 == 0 && m % skip_segment == 0 && m > skip_segment) {
+            skip_segment_ = skip_segment;
+            const std::int64_t segments = m / skip_segment, channels = std::int64_t(column_.size());
+            segment_sums_.assign(std::size_t((segments + 1) * channels), 0);
+            for (std::int64_t row = 0; row < n; ++row) {
+                std::uint32_t sum = 0;   // modulo 2^32, like the column term
+                for (std::int64_t j = 1; j <= segments; ++j) {
+                    for (std::int64_t k = (j - 1) * skip_segment; k < j * skip_segment; ++k)
+                        sum += 128u * std::uint32_t(std::int32_t(w[row * m + k]));
+                    segment_sums_[std::size_t(j * channels + row)] = std::int32_t(sum);
+                }
+            }
         }
     } else if (kernel_ == FastKernel::Avx2) {
         x_row_stride_ = (m + 3) / 4 * 4;
@@ -276,6 +295,47 @@ std::int64_t rows_per_task(FastKernel kernel, std::int64_t p, int workers) {
     return std::min(kMaxRows, std::max(tile, (wanted + tile - 1) / tile * tile));
 }
 
+// The VNNI kernel's work items: ranges of row tiles x ranges of 64-channel panels.  One worker
+// takes chunks of at most 96 rows (each chunk's operand rows stay in cache across the panels).
+// Several split the row tiles into a multiple of the worker
+// count of nearly equal chunks (at most 16 tiles, 96 rows, each), so that no worker is left with
+// one chunk more than another; when that gives fewer than 8 items per worker (the 7x7 maps,
+// P = 49, and the classifier, P = 1, have only 9 and 1 row tiles) the panels are split as well.
+struct VnniSplit {
+    std::int64_t p, n, tiles, panels, row_chunks, panel_blocks;
+    VnniSplit(std::int64_t p_, std::int64_t n_, int workers) : p(p_), n(n_) {
+        constexpr std::int64_t kTile = detail::kVnniRowsPerTile, kMaxTiles = 96 / kTile;
+        tiles = (p + kTile - 1) / kTile;
+        panels = (n + detail::kVnniPanel - 1) / detail::kVnniPanel;
+        if (workers == 1) {
+            row_chunks = (tiles + kMaxTiles - 1) / kMaxTiles;
+            panel_blocks = 1;
+            return;
+        }
+        const std::int64_t rounds = (tiles + kMaxTiles * workers - 1) / (kMaxTiles * workers);
+        row_chunks = std::min(tiles, rounds * workers);
+        const std::int64_t wanted = 8 * std::int64_t(workers);
+        panel_blocks = row_chunks >= wanted ? 1 : std::min(panels, (wanted + row_chunks - 1) / row_chunks);
+    }
+    std::int64_t items() const { return row_chunks * panel_blocks; }
+    // Item i: rows [p_begin, p_end) x channels [n_begin, n_end).
+    void item(std::int64_t i, std::int64_t& p_begin, std::int64_t& p_end, std::int64_t& n_begin,
+              std::int64_t& n_end) const {
+        const std::int64_t chunk = i / panel_blocks, block = i % panel_blocks;
+        p_begin = std::min(p, chunk * tiles / row_chunks * detail::kVnniRowsPerTile);
+        p_end = std::min(p, (chunk + 1) * tiles / row_chunks * detail::kVnniRowsPerTile);
+        n_begin = std::min(n, block * panels / panel_blocks * detail::kVnniPanel);
+        n_end = std::min(n, (block + 1) * panels / panel_blocks * detail::kVnniPanel);
+    }
+};
+
+// Whether the VNNI epilogue may fold the rounding half into the accumulators' start (see
+// vnni_gemm_rows): only when no operand can push |acc| + 2^(out_shift-1) past int32.
+bool can_fold_rounding(const GemmOutput& out, std::int64_t max_abs) {
+    if (!out.y || out.out_shift <= 0 || out.out_shift > 31) return false;
+    return max_abs + (std::int64_t(1) << (out.out_shift - 1)) < (std::int64_t(1) << 31);
+}
+
 }  // namespace
 
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, std::int32_t* acc, int threads) {
@@ -286,6 +346,11 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads) {
+    gemm_fast(packed, xt, p, out, threads, RowPreparer{});
+}
+
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
+               int threads, const RowPreparer& prepare) {
     const std::int64_t n = packed.n_, m = packed.m_, ldx = packed.x_row_stride_;
     const std::int8_t* w = packed.data_.data();
     const std::int32_t* column = packed.column_.data();
@@ -293,6 +358,7 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
     ++g_kernel_calls[std::size_t(packed.kernel_)];
 #ifdef AIMCEMU_HAVE_DNNL
     if (packed.kernel_ == FastKernel::Dnnl) {   // oneDNN threads internally (OpenMP)
+        if (prepare) prepare(0, p);
         if (!out.y) {
             dnnl_rows(w, column, n, m, xs, ldx, 0, p, out.acc);
             return;
@@ -303,17 +369,36 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
         return;
     }
 #endif
+    if (packed.kernel_ == FastKernel::Vnni512) {   // requantises in its own epilogue
+        if (p <= 0) return;
+        // A helper costs a wake-up (microseconds idle, often a scheduler slice on a busy machine):
+        // one per 2^21 multiply-adds at most, so the classifier (0.5-2 M) stays on the caller,
+        // where splitting it over panels halved its speed on a loaded machine.
+        constexpr std::int64_t kMinMacsPerWorker = std::int64_t(1) << 21;
+        const int workers = int(std::max<std::int64_t>(
+            1, std::min<std::int64_t>(resolve_threads(threads), n * m * p / kMinMacsPerWorker)));
+        const VnniSplit split(p, n, workers);
+        const bool fold = can_fold_rounding(out, packed.max_abs_acc_);
+        const detail::VnniDepthSkip skip{packed.skip_segment_, packed.segment_sums_.data(),
+                                         std::int64_t(packed.column_.size())};
+        const bool prepare_per_item = prepare && split.panel_blocks == 1;
+        if (prepare && !prepare_per_item) prepare(0, p);   // items share rows: prepare them all first
+        parallel_for(split.items(), workers, [&](std::int64_t i) {
+            std::int64_t p_begin, p_end, n_begin, n_end;
+            split.item(i, p_begin, p_end, n_begin, n_end);
+            if (prepare_per_item) prepare(p_begin, p_end);
+            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, p_begin, p_end, n_begin, n_end, out, fold, skip);
+        });
+        return;
+    }
     const int workers = int(std::min<std::int64_t>(resolve_threads(threads), std::max<std::int64_t>(1, p)));
     const std::int64_t chunk = rows_per_task(packed.kernel_, p, workers);
     const std::int64_t chunks = (p + chunk - 1) / chunk;
     parallel_for(chunks, workers, [&](std::int64_t i) {
         const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
+        if (prepare) prepare(begin, end);
         if (packed.kernel_ == FastKernel::Avx2) {   // requantises in its own epilogue
             detail::avx2_gemm_rows(w, column, n, m, xs, ldx, begin, end, out);
-            return;
-        }
-        if (packed.kernel_ == FastKernel::Vnni512) {   // so does this one
-            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, begin, end, out);
             return;
         }
         // The other kernels write int32: into the output, or into a per-task block that is

@@ -56,11 +56,19 @@ struct GemmOutput {
     bool relu = false;
 };
 
+// Writes rows [p_begin, p_end) of a GEMM operand just before they are multiplied (gemm_fast).
+using RowPreparer = std::function<void(std::int64_t p_begin, std::int64_t p_end)>;
+
 // Weights prepared once for a fast kernel (packing is O(N*M), the GEMM O(N*M*P)).
 class PackedWeights {
 public:
+    // skip_segment (VNNI only; ignored unless a positive multiple of 4 that divides M): depth
+    // segments of that many bytes, a conv's kernel rows (kernel_w * C), that read as zero in
+    // every row of a register tile (the padding above and below the image) are not multiplied;
+    // their share of the +128 offset (128 * the weights' sum over them) is added to the
+    // accumulators' start instead, which is the same integer.
     PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n, std::int64_t m,
-                  FastKernel kernel = FastKernel::Auto);
+                  FastKernel kernel = FastKernel::Auto, std::int64_t skip_segment = 0);
 
     FastKernel kernel() const { return kernel_; }
     std::int64_t n() const { return n_; }
@@ -70,14 +78,24 @@ public:
     std::int64_t x_row_stride() const { return x_row_stride_; }
     std::uint8_t x_xor_mask() const { return kernel_ == FastKernel::Vnni512 ? 0x80 : 0x00; }
     // Bytes of packed weights (memory accounting).
-    std::size_t bytes() const { return data_.size() + column_.size() * sizeof(std::int32_t); }
+    std::size_t bytes() const {
+        return data_.size() + (column_.size() + segment_sums_.size()) * sizeof(std::int32_t);
+    }
+    // The segment the VNNI kernel may skip (0: none).
+    std::int64_t skip_segment() const { return skip_segment_; }
 
 private:
-    friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int);
+    friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int,
+                          const RowPreparer&);
     FastKernel kernel_;
     std::int64_t n_, m_, x_row_stride_;
+    std::int64_t max_abs_acc_;           // bound on |acc| for any operands (check_gemm_fits_int32)
     std::vector<std::int8_t> data_;      // kernel-specific weight layout
     std::vector<std::int32_t> column_;   // per output channel: (bias << shift) - offset correction
+    std::int64_t skip_segment_ = 0;
+    // [j][channel] for segment boundaries j = 0..M/skip_segment, channels padded like column_:
+    // 128 * sum of w[channel][0, j * skip_segment), modulo 2^32.
+    std::vector<std::int32_t> segment_sums_;
 };
 
 // acc (P x N) = W * X + bias for X laid out as packed.x_row_stride()/x_xor_mask() say.
@@ -88,6 +106,13 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 // requantize(gemm_fast(...)) exactly.
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads);
+// The same, with the operand's rows written on the fly: prepare(p_begin, p_end) is called exactly
+// once for every row, before any of those rows is read, and (except on layers split over channel
+// panels, whose rows are all prepared first) on the thread that then multiplies them.  So an
+// IM2COL of a chunk of rows runs in the same pass over the worker pool as its GEMM and is still
+// in cache when the kernel reads it.  prepare may only write rows [p_begin, p_end) of xt.
+void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
+               int threads, const RowPreparer& prepare);
 
 // Convenience for plain int8 X (P x M, stride M): packs, converts X, runs.
 void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,
@@ -111,9 +136,20 @@ bool cpu_has_vnni512();
 bool cpu_has_amx();
 void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
+// Output rows [p_begin, p_end) x channels [n_begin, n_end) (n_begin a multiple of kVnniPanel,
+// n_end one too or n).  fold_rounding: the accumulators start at the rounding half 2^(out_shift-1)
+// so that requantisation rounds with one shift; set it only when |acc| + 2^(out_shift-1) < 2^31
+// for every operand (otherwise the start could wrap).
+// skip: optional (segment 0 = off), see PackedWeights' skip_segment.
+struct VnniDepthSkip {
+    std::int64_t segment = 0;                 // bytes, a multiple of 4 that divides M
+    const std::int32_t* sums = nullptr;       // PackedWeights::segment_sums_
+    std::int64_t channels = 0;                // its row length (column's padded length)
+};
 void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
-                    const GemmOutput& out);
+                    std::int64_t n_begin, std::int64_t n_end, const GemmOutput& out, bool fold_rounding,
+                    const VnniDepthSkip& skip = {});
 // The AVX2 kernel (gemm_avx2.cpp): panels of 16 channels, [panel][k/4][16 lanes x 4 bytes];
 // xt is plain int8 with rows padded to a multiple of 4 bytes.
 inline constexpr int kAvx2Panel = 16;

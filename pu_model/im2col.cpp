@@ -83,15 +83,37 @@ void copy_xor(const std::int8_t* src, std::uint8_t mask, std::int64_t n, std::ui
 
 namespace {
 
-// Output rows [oy_begin, oy_end) of the operand (see im2col_into).
-void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
-                 std::uint8_t* out, int oy_begin, int oy_end) {
+// Operand rows of output pixels [p_begin, p_end) of one image (see im2col_into); out points at
+// the image's pixel 0.
+void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                   std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
     const Window& w = g.window;
     const int ow = g.out_w(), kh = w.kernel_h, kw = w.kernel_w, c = g.in.c;
     const std::int64_t m = g.m();
     const std::int64_t kx_run = std::int64_t(kw) * c;   // one kernel row of a patch, contiguous in HWC
-    for (int oy = oy_begin; oy < oy_end; ++oy) {
-        for (int ox = 0; ox < ow; ++ox) {
+    // Short runs (the 21 bytes of a 3-channel 7x7 window) go through masked AVX-512 moves for the
+    // pixels whose window lies wholly inside the input: ox in [ox_inside_begin, ox_inside_end).
+    static const bool avx512 = detail::cpu_has_avx512bw();
+    const bool short_runs = avx512 && kx_run <= 64;
+    const int ox_inside_begin = (w.pad_left + w.stride_w - 1) / w.stride_w;
+    const int last_inside = g.in.w - kw + w.pad_left;   // ox * stride_w may reach this (if >= 0)
+    const int ox_inside_end = last_inside < 0 ? ox_inside_begin
+                                              : std::max(ox_inside_begin, last_inside / w.stride_w + 1);
+    for (int oy = int(p_begin / ow); std::int64_t(oy) * ow < p_end; ++oy) {
+        const int y0 = oy * w.stride_h - w.pad_top;
+        const bool rows_inside = y0 >= 0 && y0 + kh <= g.in.h;
+        const int ox_from = int(std::max<std::int64_t>(0, p_begin - std::int64_t(oy) * ow));
+        const int ox_to = int(std::min<std::int64_t>(ow, p_end - std::int64_t(oy) * ow));
+        for (int ox = ox_from; ox < ox_to; ++ox) {
+            if (short_runs && rows_inside && ox >= ox_inside_begin && ox < ox_inside_end) {
+                const int pixels = std::min(ox_to, ox_inside_end) - ox;
+                const std::int64_t in_row = std::int64_t(g.in.w) * c;
+                detail::im2col_interior_avx512(x + y0 * in_row + std::int64_t(ox * w.stride_w - w.pad_left) * c,
+                                               std::int64_t(w.stride_w) * c, in_row, kh, int(kx_run), pixels,
+                                               xor_mask, out + (std::int64_t(oy) * ow + ox) * row_stride, row_stride);
+                ox += pixels - 1;
+                continue;
+            }
             std::uint8_t* row = out + (std::int64_t(oy) * ow + ox) * row_stride;
             const int x0 = ox * w.stride_w - w.pad_left;
             // Columns of the kernel that fall inside the image: kx in [kx_lo, kx_hi).
@@ -118,6 +140,14 @@ void im2col_rows(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
 
 }  // namespace
 
+namespace detail {
+bool cpu_has_avx512bw() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+}  // namespace detail
+
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int threads) {
     // Below about 256 KiB of operand a second thread costs more than it saves.
@@ -127,14 +157,25 @@ void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
     const int workers = int(std::min<std::int64_t>({std::int64_t(resolve_threads(threads)), std::int64_t(oh),
                                                      std::max<std::int64_t>(1, bytes / kMinBytesPerThread)}));
     if (workers <= 1) {
-        im2col_rows(x, g, xor_mask, row_stride, out, 0, oh);
+        im2col_pixels(x, g, xor_mask, row_stride, out, 0, g.p());
         return;
     }
     const int rows_per_part = (oh + workers - 1) / workers;
+    const std::int64_t ow = g.out_w();
     parallel_for(workers, workers, [&](std::int64_t part) {
-        const int begin = int(part) * rows_per_part;
-        im2col_rows(x, g, xor_mask, row_stride, out, begin, std::min(oh, begin + rows_per_part));
+        const int begin = int(part) * rows_per_part, end = std::min(oh, begin + rows_per_part);
+        im2col_pixels(x, g, xor_mask, row_stride, out, begin * ow, end * ow);
     });
+}
+
+void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                        std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
+    const std::int64_t image_pixels = g.p(), image_bytes = g.in.size();
+    for (std::int64_t image = p_begin / image_pixels; image * image_pixels < p_end; ++image) {
+        const std::int64_t first = image * image_pixels;
+        im2col_pixels(x + image * image_bytes, g, xor_mask, row_stride, out + first * row_stride,
+                      std::max(p_begin, first) - first, std::min(p_end, first + image_pixels) - first);
+    }
 }
 
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g) {

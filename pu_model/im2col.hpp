@@ -36,7 +36,26 @@ struct WindowGeometry {
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int threads = 1);
 
+// Rows [p_begin, p_end) of the operand of consecutive images: x holds the images one after the
+// other (g.in.size() bytes each), row p belongs to image p / g.p() and is written at
+// out + p * row_stride, exactly as im2col_into writes it.  For a GEMM that prepares each chunk of
+// rows just before it multiplies them (gemm_fast's `prepare`).
+void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                        std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end);
+
 // Convenience: the plain int8 P x M operand.
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g);
+
+namespace detail {
+// Whether this CPU has AVX-512F/BW/VL (the masked byte moves of im2col_interior_avx512).
+bool cpu_has_avx512bw();
+// Operand rows of `pixels` consecutive output pixels whose whole window lies inside the input:
+// row px is `runs` runs of `run_bytes` (<= 64) bytes, run r read from src + px * src_pixel_step +
+// r * src_row_step, each byte XORed with xor_mask, then xor_mask up to row_stride.
+// im2col_avx512.cpp; call only when cpu_has_avx512bw().
+void im2col_interior_avx512(const std::int8_t* src, std::int64_t src_pixel_step, std::int64_t src_row_step,
+                            int runs, int run_bytes, std::int64_t pixels, std::uint8_t xor_mask, std::uint8_t* dst,
+                            std::int64_t row_stride);
+}  // namespace detail
 
 }  // namespace aimcemu

@@ -32,7 +32,12 @@ const std::int8_t* weights_read(const Network& net, int index, const RunOptions&
 }
 
 std::unique_ptr<PackedWeights> pack_layer(const Layer& l, const std::int8_t* w, FastKernel kernel) {
-    return std::make_unique<PackedWeights>(w, l.bias.data(), l.bias_shift, l.gemm_n(), l.gemm_m(), kernel);
+    // A conv's kernel rows are the depth segments the VNNI kernel may skip where they read the
+    // padding above or below the image.
+    const std::int64_t kernel_row = l.kind == LayerKind::Conv && l.window.kernel_h > 1
+                                        ? std::int64_t(l.window.kernel_w) * l.in_shape.c
+                                        : 0;
+    return std::make_unique<PackedWeights>(w, l.bias.data(), l.bias_shift, l.gemm_n(), l.gemm_m(), kernel, kernel_row);
 }
 
 // The fast-kernel weights one run uses: the caller's PackedNetwork where it has the layer and no
@@ -173,10 +178,12 @@ private:
                 gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x), count_ * p, out, opt_.threads);
                 return;
             }
-            auto operand = uninitialised<std::uint8_t>(count_ * p * stride);   // im2col_into writes every byte
-            for (int b = 0; b < count_; ++b)
-                im2col_into(x + b * in_size, g, mask, stride, operand.get() + b * p * stride, opt_.threads);
-            gemm_fast(packed, operand.get(), count_ * p, out, opt_.threads);
+            // IM2COL writes every byte, each chunk of rows in the same pass over the worker pool as
+            // the GEMM that reads it (one wake-up per layer, the rows still in cache).
+            auto operand = uninitialised<std::uint8_t>(count_ * p * stride);
+            gemm_fast(packed, operand.get(), count_ * p, out, opt_.threads, [&](std::int64_t begin, std::int64_t end) {
+                im2col_pixels_into(x, g, mask, stride, operand.get(), begin, end);
+            });
             return;
         }
         const std::int8_t* w = weights_read(net_, index, opt_);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -168,6 +169,88 @@ TEST(Im2col, NonSquareWindowsMatchTheDefinition) {
     for (const auto& c : nonsquare_cases(60, 12)) {
         EXPECT_EQ(c.g.m(), std::int64_t(c.g.window.kernel_h) * c.g.window.kernel_w * c.g.in.c) << describe(c);
         check_im2col_definition(c, rng);
+    }
+}
+
+// The short-run path (masked AVX-512 moves for pixels whose window lies inside the input, taken
+// when a kernel row is at most 64 bytes; on a CPU without AVX-512BW every case runs the generic
+// path) against the definition: kernel rows of 1..65 bytes around the 32- and 64-byte limits,
+// the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70 bytes, a kernel wider than the
+// input with no left pad (no pixel is inside), and 1 and 2 threads.
+TEST(Im2col, ShortRunPathMatchesTheDefinitionAtItsLimits) {
+    struct Case {
+        WindowGeometry g;
+        const char* what;
+    };
+    const Case cases[] = {
+        {{{23, 23, 3}, Window::square(7, 2, 3)}, "stem 7x7/2/3, 21-byte rows"},
+        {{{9, 12, 1}, Window::square(1, 1, 0)}, "1-byte rows"},
+        {{{6, 7, 31}, Window::square(1, 1, 0)}, "31-byte rows"},
+        {{{6, 7, 32}, Window::square(1, 2, 0)}, "32-byte rows"},
+        {{{6, 7, 11}, Window::square(3, 1, 1)}, "33-byte rows"},
+        {{{6, 7, 21}, Window::square(3, 2, 2)}, "63-byte rows"},
+        {{{8, 9, 64}, Window::square(1, 1, 0)}, "64-byte rows"},
+        {{{6, 7, 13}, Window::square(5, 1, 2)}, "65-byte rows"},
+        {{{5, 2, 3}, Window{3, 3, 1, 2, 1, 1, 0, 1}}, "kernel wider than the input, no left pad"},
+        {{{8, 11, 5}, Window{3, 5, 2, 3, 0, 2, 4, 0}}, "non-square, stride 3, pad left 4 only"},
+    };
+    pcg32 rng(23);
+    for (const Case& c : cases) {
+        c.g.validate("test");
+        const auto x = random_int8(rng, c.g.in.size());
+        const std::int64_t m = c.g.m(), p = c.g.p();
+        const Window& win = c.g.window;
+        const int ow = c.g.out_w(), kw = win.kernel_w, ch = c.g.in.c;
+        for (const std::int64_t pad : {0, 3, 64, 70})
+            for (const std::uint8_t mask : {std::uint8_t(0), std::uint8_t(0x80)})
+                for (const int threads : {1, 2}) {
+                    const std::int64_t stride = m + pad;
+                    std::vector<std::uint8_t> got(std::size_t(p * stride), 0x5A);
+                    im2col_into(x.data(), c.g, mask, stride, got.data(), threads);
+                    for (std::int64_t row = 0; row < p; ++row)
+                        for (std::int64_t col = 0; col < stride; ++col) {
+                            std::uint8_t expect = mask;
+                            if (col < m) {
+                                const int oy = int(row / ow), ox = int(row % ow);
+                                const int ky = int(col / (kw * ch)), kx = int(col / ch % kw), cc = int(col % ch);
+                                const int iy = oy * win.stride_h - win.pad_top + ky;
+                                const int ix = ox * win.stride_w - win.pad_left + kx;
+                                if (iy >= 0 && iy < c.g.in.h && ix >= 0 && ix < c.g.in.w)
+                                    expect ^= std::uint8_t(x[std::size_t((std::int64_t(iy) * c.g.in.w + ix) * ch + cc)]);
+                            }
+                            ASSERT_EQ(got[std::size_t(row * stride + col)], expect)
+                                << c.what << ", row padding " << pad << ", mask " << int(mask) << ", " << threads
+                                << " threads, pixel " << row << ", byte " << col;
+                        }
+                }
+    }
+}
+
+// im2col_pixels_into over any cut of a batch's pixels (partial output rows, ranges that cross
+// from one image into the next, single pixels) writes exactly the bytes im2col_into writes for
+// each image.
+TEST(Im2col, PixelRangesOfABatchEqualTheWholeOperand) {
+    const WindowGeometry shapes[] = {{{23, 23, 3}, Window::square(7, 2, 3)},
+                                     {{9, 10, 13}, Window::square(3, 1, 1)},
+                                     {{7, 6, 64}, Window::square(1, 1, 0)},
+                                     {{8, 11, 5}, Window{3, 5, 2, 3, 0, 2, 4, 0}}};
+    pcg32 rng(31);
+    for (const WindowGeometry& g : shapes) {
+        const int images = 3;
+        const std::int64_t p = g.p(), stride = g.m() + 3;
+        const auto x = random_int8(rng, g.in.size() * images);
+        std::vector<std::uint8_t> whole(std::size_t(images * p * stride));
+        for (int b = 0; b < images; ++b)
+            im2col_into(x.data() + b * g.in.size(), g, 0x80, stride, whole.data() + b * p * stride);
+        for (int trial = 0; trial < 20; ++trial) {
+            std::vector<std::uint8_t> pieces(whole.size(), 0x5A);
+            for (std::int64_t begin = 0; begin < images * p;) {
+                const std::int64_t end = std::min(images * p, begin + 1 + std::int64_t(rng(std::uint32_t(p + p / 2))));
+                im2col_pixels_into(x.data(), g, 0x80, stride, pieces.data(), begin, end);
+                begin = end;
+            }
+            ASSERT_EQ(pieces, whole) << "in " << g.in.h << "x" << g.in.w << "x" << g.in.c << ", trial " << trial;
+        }
     }
 }
 
@@ -410,6 +493,198 @@ TEST(Gemm, RequantisedOutputEqualsRequantizeOfTheAccumulators) {
                     gemm_fast(packed, operand.data(), p, out, 2);
                     ASSERT_EQ(got, expect) << to_string(k) << " n " << n << " shift " << shift << (relu ? " relu" : "");
                 }
+        }
+    }
+}
+
+TEST(Gemm, RequantisationStaysExactWhereTheRoundingHalfCannotBeFolded) {
+    // The VNNI epilogue starts its accumulators at 2^(shift-1) and rounds with one shift only when
+    // |acc| + 2^(shift-1) < 2^31 for any operands; otherwise it rounds in the epilogue.  Both sides
+    // of that limit, with every accumulator at its extreme (so the folded start would wrap if it
+    // were used past the limit): depth 131000 with bias shift 0 (|acc| may reach
+    // 131000 * 2^14 + 2^7 = 2^31 - 1179520: shift 21 folds, 22 does not), and depth 4608 with bias
+    // shift 16 (every shift up to 31 folds).  Every kernel against requantize() of the reference
+    // accumulators.
+    struct Case {
+        std::int64_t m;
+        int bias_shift;
+    };
+    for (const Case c : {Case{131000, 0}, Case{4608, 16}})
+        for (const int xv : {-128, 127})
+            for (const int wv : {-128, 127}) {
+                const std::int64_t n = 17, p = 7;
+                std::vector<std::int8_t> w(std::size_t(n * c.m), std::int8_t(wv)), x(std::size_t(p * c.m), std::int8_t(xv));
+                std::vector<std::int8_t> bias(static_cast<std::size_t>(n));
+                for (std::int64_t i = 0; i < n; ++i) bias[std::size_t(i)] = std::int8_t(i % 2 ? 127 : -128);
+                std::vector<std::int32_t> acc(std::size_t(n * p));
+                gemm_reference(w.data(), x.data(), c.m, bias.data(), c.bias_shift, n, c.m, p, acc.data());
+                for (FastKernel k : available_fast_kernels()) {
+                    const PackedWeights packed(w.data(), bias.data(), c.bias_shift, n, c.m, k);
+                    std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+                    for (std::int64_t row = 0; row < p; ++row)
+                        for (std::int64_t col = 0; col < c.m; ++col)
+                            operand[std::size_t(row * packed.x_row_stride() + col)] =
+                                std::uint8_t(x[std::size_t(row * c.m + col)]) ^ packed.x_xor_mask();
+                    for (const int shift : {1, 21, 22, 31})
+                        for (const bool relu : {false, true}) {
+                            std::vector<std::int8_t> expect(acc.size()), got(acc.size(), 99);
+                            requantize(acc.data(), std::int64_t(acc.size()), shift, relu, expect.data());
+                            GemmOutput out;
+                            out.y = got.data();
+                            out.out_shift = shift;
+                            out.relu = relu;
+                            gemm_fast(packed, operand.data(), p, out, 1);
+                            ASSERT_EQ(got, expect) << to_string(k) << " m " << c.m << " bias_shift " << c.bias_shift
+                                                   << " x " << xv << " w " << wv << " shift " << shift
+                                                   << (relu ? " relu" : "");
+                        }
+                }
+            }
+}
+
+TEST(Gemm, WorkSplitOverRowsAndChannelPanelsNeverChangesTheResult) {
+    // The VNNI kernel splits small layers over 64-channel panels as well as row tiles when it has
+    // several workers (and takes one worker per 2^21 multiply-adds at most, hence the deep M):
+    // P from 1 (the classifier) to a few tiles of 6 rows, N below, at and past the panel of 64 and
+    // not a multiple of 16, 1-5 threads; int32 and requantised outputs against the reference.
+    pcg32 rng(101);
+    const std::int64_t m = 16387;
+    struct Size {
+        std::int64_t n, p;
+    };
+    for (const Size size : {Size{15, 1}, Size{65, 7}, Size{130, 1}, Size{1000, 1}, Size{70, 49}, Size{17, 97}}) {
+        const std::int64_t n = size.n, p = size.p;
+        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+        std::vector<std::int32_t> expect(std::size_t(n * p));
+        gemm_reference(w.data(), x.data(), m, bias.data(), 2, n, m, p, expect.data());
+        std::vector<std::int8_t> expect_y(expect.size());
+        requantize(expect.data(), std::int64_t(expect.size()), 7, true, expect_y.data());
+        for (FastKernel k : available_fast_kernels()) {
+            const PackedWeights packed(w.data(), bias.data(), 2, n, m, k);
+            std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+            for (std::int64_t row = 0; row < p; ++row)
+                for (std::int64_t col = 0; col < m; ++col)
+                    operand[std::size_t(row * packed.x_row_stride() + col)] =
+                        std::uint8_t(x[std::size_t(row * m + col)]) ^ packed.x_xor_mask();
+            for (const int threads : {1, 2, 3, 5}) {
+                std::vector<std::int32_t> acc(expect.size(), 12345);
+                gemm_fast(packed, operand.data(), p, acc.data(), threads);
+                ASSERT_EQ(acc, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+                std::vector<std::int8_t> y(expect.size(), 99);
+                GemmOutput out;
+                out.y = y.data();
+                out.out_shift = 7;
+                out.relu = true;
+                gemm_fast(packed, operand.data(), p, out, threads);
+                ASSERT_EQ(y, expect_y) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+            }
+        }
+    }
+}
+
+TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
+    // gemm_fast with a RowPreparer: the operand starts as garbage and each row is written only by
+    // prepare.  Every row must be prepared exactly once and the result must equal the reference
+    // (a row read before it was prepared would read garbage), for every kernel, 1-3 threads: one
+    // worker (P = 1), a layer split over channel panels (P = 49) and one split over row chunks.
+    pcg32 rng(57);
+    const std::int64_t m = 4099;   // deep enough for several workers (one per 2^21 multiply-adds)
+    struct Size {
+        std::int64_t n, p;
+    };
+    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{17, 1000}}) {
+        const std::int64_t n = size.n, p = size.p;
+        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+        std::vector<std::int32_t> acc(std::size_t(n * p));
+        gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
+        std::vector<std::int8_t> expect(acc.size());
+        requantize(acc.data(), std::int64_t(acc.size()), 9, false, expect.data());
+        for (FastKernel k : available_fast_kernels()) {
+            const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
+            const std::int64_t stride = packed.x_row_stride();
+            for (const int threads : {1, 2, 3}) {
+                std::vector<std::uint8_t> operand(std::size_t(p * stride), 0xA5);
+                std::vector<std::atomic<int>> prepared(static_cast<std::size_t>(p));
+                std::vector<std::int8_t> y(expect.size(), 99);
+                GemmOutput out;
+                out.y = y.data();
+                out.out_shift = 9;
+                gemm_fast(packed, operand.data(), p, out, threads, [&](std::int64_t begin, std::int64_t end) {
+                    for (std::int64_t row = begin; row < end; ++row) {
+                        ++prepared[std::size_t(row)];
+                        for (std::int64_t col = 0; col < stride; ++col)
+                            operand[std::size_t(row * stride + col)] =
+                                (col < m ? std::uint8_t(x[std::size_t(row * m + col)]) : 0) ^ packed.x_xor_mask();
+                    }
+                });
+                for (std::int64_t row = 0; row < p; ++row)
+                    ASSERT_EQ(prepared[std::size_t(row)].load(), 1) << to_string(k) << " row " << row;
+                ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+            }
+        }
+    }
+}
+
+TEST(Gemm, VnniSkipsKernelRowsThatReadZeroAndStaysExact) {
+    // PackedWeights' skip_segment: the VNNI kernel leaves out the kernel rows that read as zero in
+    // every row of a register tile (the padding above and below the image, or input rows that are
+    // all zero) and adds their share of the +128 offset to the accumulators' start.  Convolutions
+    // with kernel rows of a multiple of 4 bytes, padding on every side, stride 1 and 2, against the
+    // direct convolution: random input, input with zero rows, an all-zero input (a tile with no
+    // depth left) and extreme weights; int32 and requantised outputs, 1 and 2 threads.  A segment
+    // that is no multiple of 4 or does not divide M is ignored (still exact).
+    if (!fast_kernel_available(FastKernel::Vnni512)) GTEST_SKIP() << "needs AVX-512 VNNI";
+    struct Case {
+        WindowGeometry g;
+        int n;
+        std::int64_t segment;   // 0: the conv's kernel row
+    };
+    const Case cases[] = {
+        {{{7, 7, 64}, Window::square(3, 1, 1)}, 70, 0},     // the 7 x 7 layer's shape, 64 channels
+        {{{9, 8, 12}, Window::square(3, 2, 1)}, 17, 0},
+        {{{11, 10, 4}, Window::square(5, 1, 2)}, 65, 0},
+        {{{8, 9, 8}, Window{3, 5, 1, 2, 2, 1, 0, 2}}, 33, 0},   // non-square, uneven padding
+        {{{9, 9, 8}, Window::square(7, 2, 3)}, 16, 0},
+        {{{7, 7, 3}, Window::square(7, 2, 3)}, 16, 21},       // 21 bytes: no multiple of 4, ignored
+        {{{7, 7, 8}, Window::square(3, 1, 1)}, 16, 48},       // 48 does not divide 72: ignored
+    };
+    pcg32 rng(71);
+    for (const Case& c : cases) {
+        const std::int64_t m = c.g.m(), p = c.g.p();
+        const std::int64_t segment = c.segment ? c.segment : std::int64_t(c.g.window.kernel_w) * c.g.in.c;
+        for (int input = 0; input < 4; ++input) {
+            auto x = random_int8(rng, c.g.in.size());
+            auto w = random_int8(rng, c.n * m);
+            if (input == 1)   // every other input row all zero
+                for (int y = 0; y < c.g.in.h; y += 2)
+                    std::fill_n(x.begin() + std::int64_t(y) * c.g.in.w * c.g.in.c, c.g.in.w * c.g.in.c, 0);
+            if (input == 2) std::fill(x.begin(), x.end(), 0);
+            if (input == 3) {   // extreme weights and input
+                std::fill(w.begin(), w.end(), -128);
+                std::fill(x.begin(), x.end(), 127);
+            }
+            const auto bias = random_int8(rng, c.n);
+            const auto expect = direct_conv(x, c.g, w, bias, 3, c.n);
+            std::vector<std::int8_t> expect_y(expect.size());
+            requantize(expect.data(), std::int64_t(expect.size()), 10, true, expect_y.data());
+            const PackedWeights packed(w.data(), bias.data(), 3, c.n, m, FastKernel::Vnni512, segment);
+            EXPECT_EQ(packed.skip_segment(), segment % 4 == 0 && m % segment == 0 ? segment : 0);
+            std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()));
+            im2col_into(x.data(), c.g, packed.x_xor_mask(), packed.x_row_stride(), operand.data());
+            for (const int threads : {1, 2}) {
+                std::vector<std::int32_t> acc(expect.size());
+                gemm_fast(packed, operand.data(), p, acc.data(), threads);
+                ASSERT_EQ(acc, expect) << "in " << c.g.in.h << "x" << c.g.in.w << "x" << c.g.in.c << " input " << input
+                                       << ", " << threads << " threads";
+                std::vector<std::int8_t> y(expect.size(), 99);
+                GemmOutput out;
+                out.y = y.data();
+                out.out_shift = 10;
+                out.relu = true;
+                gemm_fast(packed, operand.data(), p, out, threads);
+                ASSERT_EQ(y, expect_y) << "in " << c.g.in.h << "x" << c.g.in.w << "x" << c.g.in.c << " input " << input
+                                       << ", " << threads << " threads";
+            }
         }
     }
 }
