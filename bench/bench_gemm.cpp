@@ -365,12 +365,19 @@ int main(int argc, char** argv) {
     }
     int batch = 1, max_threads = resolve_threads(0);
     std::string only;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--batch")) batch = std::max(1, std::atoi(argv[i + 1]));
-        if (!std::strcmp(argv[i], "--threads")) max_threads = std::max(1, std::atoi(argv[i + 1]));
-        if (!std::strcmp(argv[i], "--kernel")) g_kernel = resolve_fast_kernel(fast_kernel_from_string(argv[i + 1]));
-        if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
-        if (!std::strcmp(argv[i], "--budget")) g_budget = std::max(0.01, std::atof(argv[i + 1]));
+    constexpr const char* kUsage =
+        "usage: bench_gemm [--threads N] [--batch N] [--kernel NAME] [--only TEXT] [--budget SECONDS]\n";
+    for (int i = 1; i < argc; i += 2) {
+        const std::string flag = argv[i];
+        if (flag == "--help" || flag == "-h") { std::printf("%s", kUsage); return 0; }
+        if (i + 1 >= argc) { std::fprintf(stderr, "bench_gemm: %s needs a value\n%s", argv[i], kUsage); return 2; }
+        const char* value = argv[i + 1];
+        if (flag == "--batch") batch = std::max(1, std::atoi(value));
+        else if (flag == "--threads") max_threads = std::max(1, std::atoi(value));
+        else if (flag == "--kernel") g_kernel = resolve_fast_kernel(fast_kernel_from_string(value));
+        else if (flag == "--only") only = value;
+        else if (flag == "--budget") g_budget = std::max(0.01, std::atof(value));
+        else { std::fprintf(stderr, "bench_gemm: unknown option %s\n%s", argv[i], kUsage); return 2; }
     }
     auto shapes = distinct_shapes();
     if (!only.empty()) std::erase_if(shapes, [&](const auto& entry) { return shape_name(entry.first).find(only) == std::string::npos; });
