@@ -31,10 +31,14 @@ NoiseParams ConductanceConverter::params() const {
 }
 
 std::vector<double> ConductanceConverter::convert(std::span<const double> weights, const Conversion& c) const {
-    const int d = devices_per_weight();
-    std::vector<double> g(weights.size() * std::size_t(d));
-    for (std::size_t i = 0; i < weights.size(); ++i) to_conductances(weights[i], c, g.data() + i * d);
+    std::vector<double> g(weights.size() * std::size_t(devices_per_weight()));
+    convert_into(weights, c, g.data());
     return g;
+}
+
+void ConductanceConverter::convert_into(std::span<const double> weights, const Conversion& c, double* g) const {
+    const std::size_t d = std::size_t(devices_per_weight());
+    for (std::size_t i = 0; i < weights.size(); ++i) to_conductances(weights[i], c, g + i * d);
 }
 
 std::vector<double> ConductanceConverter::convert_back(std::span<const double> g, const Conversion& c) const {
@@ -62,13 +66,11 @@ double SinglePairConverter::to_weight(const double* g, const Conversion& c) cons
     return ((g[0] - g_min_) - (g[1] - g_min_)) / c.scale;
 }
 
-std::vector<double> SinglePairConverter::convert(std::span<const double> weights, const Conversion& c) const {
-    std::vector<double> g(2 * weights.size());
+void SinglePairConverter::convert_into(std::span<const double> weights, const Conversion& c, double* g) const {
     for (std::size_t i = 0; i < weights.size(); ++i) {   // to_conductances, inlined
         g[2 * i] = std::clamp(weights[i] * c.scale, 0.0, g_max_) + g_min_;
         g[2 * i + 1] = std::clamp(-weights[i] * c.scale, 0.0, g_max_) + g_min_;
     }
-    return g;
 }
 
 std::vector<double> SinglePairConverter::convert_back(std::span<const double> g, const Conversion& c) const {

@@ -11,6 +11,7 @@
 
 #include "common/errors.hpp"
 #include "common/worker_pool.hpp"
+#include "noise_models/buffer_pool.hpp"
 
 namespace aimcemu::noise {
 
@@ -123,14 +124,17 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     LayerState s;
     s.key = key;
     s.shape = std::move(shape);
-    s.weights.assign(weights.begin(), weights.end());
+    // Every array is taken from the buffer pool and written whole below.
+    s.weights = take_doubles(weights.size());
+    std::copy(weights.begin(), weights.end(), s.weights.begin());
     s.conversion = converter_->fit(weights);
     s.devices_per_weight = converter_->devices_per_weight();
-    s.g_target = converter_->convert(weights, s.conversion);
-    const std::size_t devices = s.g_target.size();
-    s.g_prog.resize(devices);
-    s.nu.resize(devices);
-    s.fault.resize(devices);
+    const std::size_t devices = weights.size() * std::size_t(s.devices_per_weight);
+    s.g_target = take_doubles(devices);
+    converter_->convert_into(weights, s.conversion, s.g_target.data());
+    s.g_prog = take_doubles(devices);
+    s.nu = take_doubles(devices);
+    s.fault = take_bytes(devices);
     const std::size_t d = std::size_t(s.devices_per_weight);
     for_each_chunk(weights.size(), num_threads_, [&](std::size_t begin, std::size_t end) {
         const auto streams = ChunkStreams::for_program(*this, key, begin * d);
@@ -141,6 +145,14 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
         }
     });
     return s;
+}
+
+LayerState::~LayerState() {
+    give_back(std::move(weights));
+    give_back(std::move(g_target));
+    give_back(std::move(g_prog));
+    give_back(std::move(nu));
+    give_back(std::move(fault));
 }
 
 DeviceDraws BlockDraws::at(std::size_t i) const {
@@ -222,7 +234,7 @@ std::vector<double> NoiseModel::read_conductances(const LayerState& state, doubl
 }
 
 std::vector<double> NoiseModel::read(const LayerState& state, double t, std::uint64_t round) const {
-    std::vector<double> w(state.num_weights());
+    std::vector<double> w = take_doubles(state.num_weights());  // read_into writes every element
     read_into(state, t, round, w.data());
     return w;
 }

@@ -32,7 +32,9 @@ enum class Fault : std::uint8_t { Healthy = 0, StuckLow = 1, StuckHigh = 2 };
 //   Programmed (physical): the devices drift from the conductances actually programmed.
 enum class DriftReference : std::uint8_t { Reconverted = 0, Programmed = 1 };
 
-// The programmed devices of one layer of one chip.  Arrays are [weight][device].
+// The programmed devices of one layer of one chip.  Arrays are [weight][device].  Its arrays
+// come from and go back to the engine's buffer pool (buffer_pool.hpp), so that the next layer
+// reuses their pages instead of faulting in fresh ones.
 struct LayerState {
     ChipKey key;
     std::vector<std::int64_t> shape;  // weight array shape; shape[0] = output channels
@@ -46,6 +48,13 @@ struct LayerState {
 
     std::size_t num_weights() const { return weights.size(); }
     std::size_t rows() const { return shape.empty() ? 1 : std::size_t(shape[0]); }
+
+    LayerState() = default;
+    LayerState(const LayerState&) = default;
+    LayerState(LayerState&&) noexcept = default;
+    LayerState& operator=(const LayerState&) = default;
+    LayerState& operator=(LayerState&&) noexcept = default;
+    ~LayerState();  // gives the arrays back to the buffer pool
 };
 
 // The random inputs of one device, one standard normal (or uniform) per purpose.
