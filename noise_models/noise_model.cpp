@@ -17,8 +17,6 @@ namespace aimcemu::noise {
 
 namespace {
 
-constexpr std::size_t kChunkWeights = std::size_t(1) << 14;
-
 int resolve_threads(int requested, std::size_t num_weights) {
     int n = requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
     const std::size_t chunks = (num_weights + kChunkWeights - 1) / kChunkWeights;
@@ -124,19 +122,20 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     LayerState s;
     s.key = key;
     s.shape = std::move(shape);
-    // Every array is taken from the buffer pool and written whole below.
-    s.weights = take_doubles(weights.size());
-    std::copy(weights.begin(), weights.end(), s.weights.begin());
     s.conversion = converter_->fit(weights);
     s.devices_per_weight = converter_->devices_per_weight();
-    const std::size_t devices = weights.size() * std::size_t(s.devices_per_weight);
-    s.g_target = take_doubles(devices);
-    converter_->convert_into(weights, s.conversion, s.g_target.data());
-    s.g_prog = take_doubles(devices);
-    s.nu = take_doubles(devices);
-    s.fault = take_bytes(devices);
     const std::size_t d = std::size_t(s.devices_per_weight);
+    // Every array is taken from the buffer pool and written whole, chunk by chunk, below.
+    s.weights = take_doubles(weights.size());
+    s.g_target = take_doubles(weights.size() * d);
+    s.g_prog = take_doubles(weights.size() * d);
+    s.nu = take_doubles(weights.size() * d);
+    s.fault = take_bytes(weights.size() * d);
     for_each_chunk(weights.size(), num_threads_, [&](std::size_t begin, std::size_t end) {
+        // The chunk's copy and conversion on its own thread; its g_target (256 KiB for a pair)
+        // is still in L2 when the blocks below program it.
+        std::copy(weights.begin() + begin, weights.begin() + end, s.weights.begin() + begin);
+        converter_->convert_into(weights.subspan(begin, end - begin), s.conversion, s.g_target.data() + begin * d);
         const auto streams = ChunkStreams::for_program(*this, key, begin * d);
         for (std::size_t i = begin * d; i < end * d; i += kBlockDevices) {
             const std::size_t count = std::min(kBlockDevices, end * d - i);

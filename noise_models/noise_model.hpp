@@ -165,7 +165,10 @@ private:
     int num_threads_ = 0;
 };
 
-// Runs fn(begin, end) over [0, weights) in chunks of a fixed number of whole weights on up to
+// Weights per chunk of for_each_weight_chunk (fixed: the random streams are positioned per chunk).
+inline constexpr std::size_t kChunkWeights = std::size_t(1) << 14;
+
+// Runs fn(begin, end) over [0, weights) in chunks of kChunkWeights whole weights on up to
 // `threads` workers (0 = all cores).  Chunk boundaries never depend on the thread count, and every
 // chunk starts at an even device, so positional streams (rng.hpp) start on a Box-Muller pair.
 void for_each_weight_chunk(std::size_t weights, int threads, const std::function<void(std::size_t, std::size_t)>& fn);

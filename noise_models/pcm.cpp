@@ -204,8 +204,15 @@ bool PcmLikeModel::read_fused(const LayerState& state, double t, std::uint64_t r
     check_time(t);
     const ReadContext context = read_context(t);
     const std::size_t n = state.num_weights();
+    // The maximum per chunk on the workers, then over the chunks (a maximum is exact in any order).
+    std::vector<double> chunk_max((n + kChunkWeights - 1) / kChunkWeights, 0.0);
+    for_each_weight_chunk(n, num_threads(), [&](std::size_t begin, std::size_t end) {
+        double m = 0.0;
+        for (std::size_t i = begin; i < end; ++i) m = std::max(m, std::abs(state.g_prog[2 * i] - state.g_prog[2 * i + 1]));
+        chunk_max[begin / kChunkWeights] = m;
+    });
     double abs_max = 0.0;
-    for (std::size_t i = 0; i < n; ++i) abs_max = std::max(abs_max, std::abs(state.g_prog[2 * i] - state.g_prog[2 * i + 1]));
+    for (double m : chunk_max) abs_max = std::max(abs_max, m);
     const double scale_prog = state.conversion.scale;
     const double scale_read = (pair->g_max() - pair->g_min()) / std::max(abs_max / scale_prog, 1e-7);
     const simd::PcmLikeBlock c = simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_);
