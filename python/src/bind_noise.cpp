@@ -2,6 +2,8 @@
 //
 // The Python API in python/aimcemu/noise.py wraps these; models are built through the factory
 // from a {name, params} pair so that configs, to_dict/from_dict and C++ share one code path.
+#include <memory>
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -45,13 +47,15 @@ py::array_t<double> to_array(const std::vector<double>& v, std::vector<py::ssize
 py::array_t<double> pooled_array(std::vector<py::ssize_t> shape) {
     std::size_t n = 1;
     for (py::ssize_t d : shape) n *= std::size_t(d);
-    auto* buffer = new std::vector<double>(take_doubles(n));
-    py::capsule owner(buffer, [](void* p) {
+    auto buffer = std::make_unique<std::vector<double>>(take_doubles(n));
+    double* data = buffer->data();
+    py::capsule owner(buffer.get(), [](void* p) {
         auto* v = static_cast<std::vector<double>*>(p);
         give_back(std::move(*v));
         delete v;
     });
-    return py::array_t<double>(std::move(shape), buffer->data(), owner);
+    buffer.release();  // the capsule owns it now
+    return py::array_t<double>(std::move(shape), data, owner);
 }
 
 std::vector<py::ssize_t> state_shape(const LayerState& s, bool with_devices) {
