@@ -19,7 +19,9 @@ Part 2, every model against a straightforward NumPy implementation of the same f
 Figures: weights/s from wall-clock time (best of --repeats) and from process CPU time (all
 threads), which other processes on a shared machine do not inflate.  aimcemu runs once per vector
 implementation of its float64 noise math the CPU has (AVX-512, AVX2; the results are
-bit-identical), alternating with aihwkit layer by layer.  Run:
+bit-identical), alternating with aihwkit layer by layer.  The engine keeps freed layer buffers for
+the next layer (noise_models/buffer_pool.hpp): the first pass over the network fills that pool, so
+give --repeats 2 or more for the steady state.  Run:
     AIMCEMU_CORE_DIR=build/python python3 bench/bench_noise.py [--layers N] [--aihwkit-src DIR]
 """
 from __future__ import annotations
@@ -251,13 +253,20 @@ def time_against_aihwkit(layers, cores: int, repeats: int, aihwkit_src: str) -> 
     ours.num_threads = 0
 
 
+def default_aihwkit_src() -> str | None:
+    """.deps/aihwkit-1.2.0/src of this checkout (scripts/setup.sh unpacks it there), if present."""
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".deps", "aihwkit-1.2.0", "src")
+    return src if os.path.isdir(src) else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=None, help="only the first N ResNet-50 layers")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--models", nargs="*", default=None)
-    parser.add_argument("--aihwkit-src", default=os.environ.get("AIHWKIT_SRC"),
-                        help="aihwkit 1.2.0's src/ folder (from its sdist): compare with its PCMLikeNoiseModel")
+    parser.add_argument("--aihwkit-src", default=os.environ.get("AIHWKIT_SRC", default_aihwkit_src()),
+                        help="aihwkit 1.2.0's src/ folder (from its sdist): compare with its PCMLikeNoiseModel "
+                             "(default: $AIHWKIT_SRC, else .deps/aihwkit-1.2.0/src where scripts/setup.sh unpacks it)")
     parser.add_argument("--no-numpy", action="store_true", help="skip the per-model NumPy comparison")
     args = parser.parse_args()
     layers = resnet50_layers(args.layers)

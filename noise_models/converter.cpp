@@ -17,9 +17,16 @@ void check_range(const std::string& converter, double g_max, double g_min) {
     if (!(g_min >= 0.0) || !(g_min < g_max)) throw FormatError(src, "g_min", "must satisfy 0 <= g_min < g_max");
 }
 
+// Eight running maxima, not one: a single chain waits a max latency per weight.  A maximum is
+// the same in any order (std::max skips a NaN in every lane as it did in one chain).
 double abs_max(std::span<const double> w) {
+    double lane[8] = {};
+    std::size_t i = 0;
+    for (; i + 8 <= w.size(); i += 8)
+        for (std::size_t k = 0; k < 8; ++k) lane[k] = std::max(lane[k], std::abs(w[i + k]));
+    for (; i < w.size(); ++i) lane[0] = std::max(lane[0], std::abs(w[i]));
     double m = 0.0;
-    for (double x : w) m = std::max(m, std::abs(x));
+    for (double x : lane) m = std::max(m, x);
     return m;
 }
 }  // namespace
@@ -31,10 +38,14 @@ NoiseParams ConductanceConverter::params() const {
 }
 
 std::vector<double> ConductanceConverter::convert(std::span<const double> weights, const Conversion& c) const {
-    const int d = devices_per_weight();
-    std::vector<double> g(weights.size() * std::size_t(d));
-    for (std::size_t i = 0; i < weights.size(); ++i) to_conductances(weights[i], c, g.data() + i * d);
+    std::vector<double> g(weights.size() * std::size_t(devices_per_weight()));
+    convert_into(weights, c, g.data());
     return g;
+}
+
+void ConductanceConverter::convert_into(std::span<const double> weights, const Conversion& c, double* g) const {
+    const std::size_t d = std::size_t(devices_per_weight());
+    for (std::size_t i = 0; i < weights.size(); ++i) to_conductances(weights[i], c, g + i * d);
 }
 
 std::vector<double> ConductanceConverter::convert_back(std::span<const double> g, const Conversion& c) const {
@@ -62,13 +73,11 @@ double SinglePairConverter::to_weight(const double* g, const Conversion& c) cons
     return ((g[0] - g_min_) - (g[1] - g_min_)) / c.scale;
 }
 
-std::vector<double> SinglePairConverter::convert(std::span<const double> weights, const Conversion& c) const {
-    std::vector<double> g(2 * weights.size());
+void SinglePairConverter::convert_into(std::span<const double> weights, const Conversion& c, double* g) const {
     for (std::size_t i = 0; i < weights.size(); ++i) {   // to_conductances, inlined
         g[2 * i] = std::clamp(weights[i] * c.scale, 0.0, g_max_) + g_min_;
         g[2 * i + 1] = std::clamp(-weights[i] * c.scale, 0.0, g_max_) + g_min_;
     }
-    return g;
 }
 
 std::vector<double> SinglePairConverter::convert_back(std::span<const double> g, const Conversion& c) const {

@@ -43,7 +43,9 @@ public:
 
     // Whole-layer helpers: conductances are laid out [weight][device].  Converters may override
     // them with a loop that gives the same values without a virtual call per weight.
-    virtual std::vector<double> convert(std::span<const double> weights, const Conversion& c) const;
+    std::vector<double> convert(std::span<const double> weights, const Conversion& c) const;
+    // The same into g[0, weights.size() * devices_per_weight()).
+    virtual void convert_into(std::span<const double> weights, const Conversion& c, double* g) const;
     virtual std::vector<double> convert_back(std::span<const double> g, const Conversion& c) const;
 
 protected:
@@ -58,7 +60,7 @@ public:
     Conversion fit(std::span<const double> weights) const override;
     void to_conductances(double w, const Conversion& c, double* g) const override;
     double to_weight(const double* g, const Conversion& c) const override;
-    std::vector<double> convert(std::span<const double> weights, const Conversion& c) const override;
+    void convert_into(std::span<const double> weights, const Conversion& c, double* g) const override;
     std::vector<double> convert_back(std::span<const double> g, const Conversion& c) const override;
     std::unique_ptr<ConductanceConverter> clone() const override;
 };

@@ -11,12 +11,11 @@
 
 #include "common/errors.hpp"
 #include "common/worker_pool.hpp"
+#include "noise_models/buffer_pool.hpp"
 
 namespace aimcemu::noise {
 
 namespace {
-
-constexpr std::size_t kChunkWeights = std::size_t(1) << 14;
 
 int resolve_threads(int requested, std::size_t num_weights) {
     int n = requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -123,16 +122,20 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     LayerState s;
     s.key = key;
     s.shape = std::move(shape);
-    s.weights.assign(weights.begin(), weights.end());
     s.conversion = converter_->fit(weights);
     s.devices_per_weight = converter_->devices_per_weight();
-    s.g_target = converter_->convert(weights, s.conversion);
-    const std::size_t devices = s.g_target.size();
-    s.g_prog.resize(devices);
-    s.nu.resize(devices);
-    s.fault.resize(devices);
     const std::size_t d = std::size_t(s.devices_per_weight);
+    // Every array is taken from the buffer pool and written whole, chunk by chunk, below.
+    s.weights = take_doubles(weights.size());
+    s.g_target = take_doubles(weights.size() * d);
+    s.g_prog = take_doubles(weights.size() * d);
+    s.nu = take_doubles(weights.size() * d);
+    s.fault = take_bytes(weights.size() * d);
     for_each_chunk(weights.size(), num_threads_, [&](std::size_t begin, std::size_t end) {
+        // The chunk's copy and conversion on its own thread; its g_target (256 KiB for a pair)
+        // is still in L2 when the blocks below program it.
+        std::copy(weights.begin() + begin, weights.begin() + end, s.weights.begin() + begin);
+        converter_->convert_into(weights.subspan(begin, end - begin), s.conversion, s.g_target.data() + begin * d);
         const auto streams = ChunkStreams::for_program(*this, key, begin * d);
         for (std::size_t i = begin * d; i < end * d; i += kBlockDevices) {
             const std::size_t count = std::min(kBlockDevices, end * d - i);
@@ -141,6 +144,14 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
         }
     });
     return s;
+}
+
+LayerState::~LayerState() {
+    give_back(std::move(weights));
+    give_back(std::move(g_target));
+    give_back(std::move(g_prog));
+    give_back(std::move(nu));
+    give_back(std::move(fault));
 }
 
 DeviceDraws BlockDraws::at(std::size_t i) const {
@@ -222,7 +233,7 @@ std::vector<double> NoiseModel::read_conductances(const LayerState& state, doubl
 }
 
 std::vector<double> NoiseModel::read(const LayerState& state, double t, std::uint64_t round) const {
-    std::vector<double> w(state.num_weights());
+    std::vector<double> w = take_doubles(state.num_weights());  // read_into writes every element
     read_into(state, t, round, w.data());
     return w;
 }

@@ -32,7 +32,9 @@ enum class Fault : std::uint8_t { Healthy = 0, StuckLow = 1, StuckHigh = 2 };
 //   Programmed (physical): the devices drift from the conductances actually programmed.
 enum class DriftReference : std::uint8_t { Reconverted = 0, Programmed = 1 };
 
-// The programmed devices of one layer of one chip.  Arrays are [weight][device].
+// The programmed devices of one layer of one chip.  Arrays are [weight][device].  Its arrays
+// come from and go back to the engine's buffer pool (buffer_pool.hpp), so that the next layer
+// reuses their pages instead of faulting in fresh ones.
 struct LayerState {
     ChipKey key;
     std::vector<std::int64_t> shape;  // weight array shape; shape[0] = output channels
@@ -46,6 +48,13 @@ struct LayerState {
 
     std::size_t num_weights() const { return weights.size(); }
     std::size_t rows() const { return shape.empty() ? 1 : std::size_t(shape[0]); }
+
+    LayerState() = default;
+    LayerState(const LayerState&) = default;
+    LayerState(LayerState&&) noexcept = default;
+    LayerState& operator=(const LayerState&) = default;
+    LayerState& operator=(LayerState&&) noexcept = default;
+    ~LayerState();  // gives the arrays back to the buffer pool
 };
 
 // The random inputs of one device, one standard normal (or uniform) per purpose.
@@ -156,7 +165,10 @@ private:
     int num_threads_ = 0;
 };
 
-// Runs fn(begin, end) over [0, weights) in chunks of a fixed number of whole weights on up to
+// Weights per chunk of for_each_weight_chunk (fixed: the random streams are positioned per chunk).
+inline constexpr std::size_t kChunkWeights = std::size_t(1) << 14;
+
+// Runs fn(begin, end) over [0, weights) in chunks of kChunkWeights whole weights on up to
 // `threads` workers (0 = all cores).  Chunk boundaries never depend on the thread count, and every
 // chunk starts at an even device, so positional streams (rng.hpp) start on a Box-Muller pair.
 void for_each_weight_chunk(std::size_t weights, int threads, const std::function<void(std::size_t, std::size_t)>& fn);

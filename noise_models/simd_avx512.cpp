@@ -257,19 +257,59 @@ void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t*
     state = next;
 }
 
+namespace {
+// One vector of devices programmed, given ln of the clipped relative conductance of each.
+__attribute__((always_inline)) inline void program8(const PcmLikeBlock& c, V g, V x, V log_x, const double* z_prog,
+                                                    const double* z_nu, std::size_t count, double* g_prog, double* nu) {
+    V sigma = splat(c.prog_coeff[c.prog_coeff_count - 1]);
+    for (int k = c.prog_coeff_count - 2; k >= 0; --k) sigma = _mm512_fmadd_pd(sigma, x, splat(c.prog_coeff[k]));
+    sigma = _mm512_mul_pd(sigma, splat(c.prog_sigma_scale * c.prog_noise_scale));
+    store(g_prog, _mm512_max_pd(_mm512_setzero_pd(), _mm512_fmadd_pd(sigma, load(z_prog, count), g)), count);
+    const V n = vabs(_mm512_fmadd_pd(nu_std(log_x), load(z_nu, count), nu_mean(log_x)));
+    store(nu, _mm512_mul_pd(splat(c.drift_scale), n), count);
+}
+
+// The logarithm's argument: |x| clipped below at aihwkit's floor.
+inline V clipped(V x) { return _mm512_max_pd(vabs(x), splat(1e-7)); }
+}  // namespace
+
+// Sixteen devices at a time where it pays: a pair's "off" device (g = 0, the other sign of a
+// single pair) sits at the floor, whose logarithm is one constant; when every (even, odd) pair of
+// the sixteen has a device at the floor, one vlog over the other devices gives all sixteen
+// logarithms.  vlog works lane by lane, so each device's logarithm has the same bits as before
+// (and as the AVX2 path's), whichever device of its pair it is.
 void pcm_like_program(const PcmLikeBlock& c, const double* g_target, const double* z_prog, const double* z_nu,
                       std::size_t devices, double* g_prog, double* nu) {
-    for (std::size_t i = 0; i < devices; i += 8) {
+    const V floor = splat(1e-7);
+    const V log_floor = vlog(floor);
+    const V inv_g_max = splat(1.0 / c.g_max);
+    std::size_t i = 0;
+    for (; i + 16 <= devices; i += 16) {
+        const V g0 = _mm512_loadu_pd(g_target + i), g1 = _mm512_loadu_pd(g_target + i + 8);
+        const V x0 = _mm512_mul_pd(g0, inv_g_max), x1 = _mm512_mul_pd(g1, inv_g_max);
+        const V a0 = clipped(x0), a1 = clipped(x1);
+        const V even = evens(a0, a1), odd = odds(a0, a1);
+        const Mask even_floor = _mm512_cmp_pd_mask(even, floor, _CMP_EQ_OQ);
+        const Mask odd_floor = _mm512_cmp_pd_mask(odd, floor, _CMP_EQ_OQ);
+        V log0, log1;
+        if (Mask(even_floor | odd_floor) == Mask(0xFF)) {
+            const V log_on = vlog(_mm512_mask_blend_pd(even_floor, even, odd));   // the device not at the floor
+            const V log_even = _mm512_mask_blend_pd(even_floor, log_on, log_floor);
+            const V log_odd = _mm512_mask_blend_pd(odd_floor, log_on, log_floor);
+            log0 = interleave_lo(log_even, log_odd);
+            log1 = interleave_hi(log_even, log_odd);
+        } else {
+            log0 = vlog(a0);
+            log1 = vlog(a1);
+        }
+        program8(c, g0, x0, log0, z_prog + i, z_nu + i, 8, g_prog + i, nu + i);
+        program8(c, g1, x1, log1, z_prog + i + 8, z_nu + i + 8, 8, g_prog + i + 8, nu + i + 8);
+    }
+    for (; i < devices; i += 8) {
         const std::size_t count = devices - i;
         const V g = load(g_target + i, count);
-        const V x = _mm512_mul_pd(g, splat(1.0 / c.g_max));
-        V sigma = splat(c.prog_coeff[c.prog_coeff_count - 1]);
-        for (int k = c.prog_coeff_count - 2; k >= 0; --k) sigma = _mm512_fmadd_pd(sigma, x, splat(c.prog_coeff[k]));
-        sigma = _mm512_mul_pd(sigma, splat(c.prog_sigma_scale * c.prog_noise_scale));
-        store(g_prog + i, _mm512_max_pd(_mm512_setzero_pd(), _mm512_fmadd_pd(sigma, load(z_prog + i, count), g)), count);
-        const V log_x = vlog(_mm512_max_pd(vabs(x), splat(1e-7)));
-        const V n = vabs(_mm512_fmadd_pd(nu_std(log_x), load(z_nu + i, count), nu_mean(log_x)));
-        store(nu + i, _mm512_mul_pd(splat(c.drift_scale), n), count);
+        const V x = _mm512_mul_pd(g, inv_g_max);
+        program8(c, g, x, vlog(clipped(x)), z_prog + i, z_nu + i, count, g_prog + i, nu + i);
     }
 }
 

@@ -2,10 +2,13 @@
 //
 // The Python API in python/aimcemu/noise.py wraps these; models are built through the factory
 // from a {name, params} pair so that configs, to_dict/from_dict and C++ share one code path.
+#include <memory>
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "noise_models/buffer_pool.hpp"
 #include "noise_models/compensation.hpp"
 #include "noise_models/generic.hpp"
 #include "noise_models/noise_model.hpp"
@@ -37,6 +40,22 @@ py::array_t<double> to_array(const std::vector<double>& v, std::vector<py::ssize
     py::array_t<double> out(shape);
     std::copy(v.begin(), v.end(), out.mutable_data());
     return out;
+}
+
+// An array over a buffer of the noise engine's pool (buffer_pool.hpp); the buffer goes back to
+// the pool when NumPy frees the array, so that a layer-by-layer loop of reads reuses its pages.
+py::array_t<double> pooled_array(std::vector<py::ssize_t> shape) {
+    std::size_t n = 1;
+    for (py::ssize_t d : shape) n *= std::size_t(d);
+    auto buffer = std::make_unique<std::vector<double>>(take_doubles(n));
+    double* data = buffer->data();
+    py::capsule owner(buffer.get(), [](void* p) {
+        auto* v = static_cast<std::vector<double>*>(p);
+        give_back(std::move(*v));
+        delete v;
+    });
+    buffer.release();  // the capsule owns it now
+    return py::array_t<double>(std::move(shape), data, owner);
 }
 
 std::vector<py::ssize_t> state_shape(const LayerState& s, bool with_devices) {
@@ -124,7 +143,7 @@ void bind_models(py::module_& m) {
             return model.program(w, shape, ChipKey{seed, chip, layer});
         }, py::arg("weights"), py::arg("seed"), py::arg("chip"), py::arg("layer"))
         .def("read", [](const NoiseModel& model, const LayerState& state, double t, std::uint64_t round) {
-            py::array_t<double> out(state_shape(state, false));
+            py::array_t<double> out = pooled_array(state_shape(state, false));   // read_into writes all of it
             double* w = out.mutable_data();
             {
                 py::gil_scoped_release release;

@@ -273,6 +273,41 @@ TEST(NoiseSimdPaths, PcmKernelsAreBitIdentical) {
     }
 }
 
+TEST(NoiseSimdPaths, PcmProgramKernelOnSinglePairLayoutsIsBitIdentical) {
+    // Single-pair layouts, where a pair's other device is 0 (or below the log's 1e-7 floor): the
+    // AVX-512 kernel takes one logarithm per pair of 16-device groups in which every pair has a
+    // device at the floor, and two otherwise; both must give the AVX2 path's bits.
+    REQUIRE_BOTH_PATHS();
+    const std::vector<double> coeff = {0.26348, 1.9650, -1.1731};
+    simd::PcmLikeBlock c;
+    c.prog_coeff = coeff.data();
+    c.prog_coeff_count = int(coeff.size());
+    c.prog_noise_scale = 1.3, c.drift_scale = 0.9, c.read_noise_scale = 1.1;
+    pcg32 rng(22);
+    const auto uniform = [&] { return double(rng()) * 0x1p-32; };
+    for (std::size_t n : kLengths) {
+        const std::size_t devices = 2 * n;
+        std::vector<double> g(devices), z1(devices), z2(devices);
+        for (std::size_t k = 0; k < n; ++k) {
+            const double on = 25.0 * uniform();
+            switch (k % 5) {
+                case 0: g[2 * k] = on, g[2 * k + 1] = 0.0; break;
+                case 1: g[2 * k] = 0.0, g[2 * k + 1] = on; break;
+                case 2: g[2 * k] = 0.0, g[2 * k + 1] = 0.0; break;           // a zero weight
+                case 3: g[2 * k] = on, g[2 * k + 1] = 25.0 * 1e-9; break;    // below the floor, not 0
+                default:                                                     // no device at the floor in some groups
+                    g[2 * k] = on, g[2 * k + 1] = k % 10 == 4 ? 25.0 * uniform() : 0.0;
+            }
+        }
+        for (std::size_t i = 0; i < devices; ++i) z1[i] = 6.0 * uniform() - 3.0, z2[i] = 6.0 * uniform() - 3.0;
+        std::vector<double> gp2(devices, -1.0), nu2(devices, -1.0), gp5(devices, -1.0), nu5(devices, -1.0);
+        simd::avx2::pcm_like_program(c, g.data(), z1.data(), z2.data(), devices, gp2.data(), nu2.data());
+        simd::avx512::pcm_like_program(c, g.data(), z1.data(), z2.data(), devices, gp5.data(), nu5.data());
+        expect_same_bits(gp2, gp5, "pcm_like_program g_prog (single pair)", n);
+        expect_same_bits(nu2, nu5, "pcm_like_program nu (single pair)", n);
+    }
+}
+
 TEST(NoiseSimdPaths, WholeLayerProgramDriftReadIsBitIdentical) {
     // Program + drift + read of a layer (more than one chunk, a partial last block) through the
     // model, once per path: every draw and every result must be the same bits.

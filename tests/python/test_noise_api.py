@@ -77,6 +77,25 @@ def test_thread_count_does_not_change_results(model):
     model.num_threads = 0
 
 
+def test_a_read_keeps_its_values_while_later_layers_reuse_the_engine_buffers():
+    """Reads of large layers come from recycled buffers: a read array must own its memory until
+    NumPy frees it, whatever the engine does meanwhile (programs, reads, freed states)."""
+    model = noise.PCMLikeNoiseModel()
+    w = np.random.default_rng(2).standard_normal((400, 500))  # 1.6 MB per read: pooled
+    state = model.program(w, seed=3, chip=0, layer=0)
+    first = model.read(state, 3600.0, 0)
+    kept = first.copy()
+    assert first.flags.writeable and first.shape == w.shape
+    del state
+    for layer in range(1, 4):
+        other = model.program(w[::-1].copy(), seed=3, chip=0, layer=layer)
+        model.read(other, 3600.0, 0)
+        del other
+    np.testing.assert_array_equal(first, kept)
+    again = model.read(model.program(w, seed=3, chip=0, layer=0), 3600.0, 0)
+    np.testing.assert_array_equal(again, kept)
+
+
 def test_pcm_reads_differ_per_round_and_drift_with_time(weights):
     model = noise.PCMLikeNoiseModel()
     state = model.program(weights, seed=1)

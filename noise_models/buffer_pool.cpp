@@ -1,0 +1,108 @@
+// The recycled buffers of buffer_pool.hpp: one best-fit list per element type behind a mutex
+// (taken once per layer-sized buffer, never per block), oldest evicted first past the limit.
+#include "noise_models/buffer_pool.hpp"
+
+#include <sys/mman.h>
+
+#include <deque>
+#include <mutex>
+
+namespace aimcemu::noise {
+
+namespace {
+
+constexpr std::uintptr_t kHugePage = std::uintptr_t(2) << 20;
+
+// Asks for 2 MiB pages on the whole 2 MiB-aligned part of [data, data + bytes) before anything
+// touches it (transparent huge pages in madvise mode give them only to such ranges).
+void advise_huge_pages(void* data, std::size_t bytes) {
+    const auto begin = (reinterpret_cast<std::uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(kHugePage - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint: failure is harmless
+}
+
+template <class T>
+class Pool {
+public:
+    std::vector<T> take(std::size_t n) {
+        if (n * sizeof(T) < kPooledBytesMin) return std::vector<T>(n);
+        std::vector<T> v = best_fit(n);
+        if (v.capacity() < n) {
+            v.reserve(n);
+            advise_huge_pages(v.data(), n * sizeof(T));
+        }
+        v.resize(n);  // within the capacity: no allocation; only a grown tail is written
+        return v;
+    }
+
+    void give(std::vector<T>&& v) {
+        const std::size_t bytes = v.capacity() * sizeof(T);
+        if (bytes < kPooledBytesMin) return;
+        std::deque<std::vector<T>> evicted;  // freed after the lock is released
+        {
+            const std::lock_guard lock(mutex_);
+            free_.push_back(std::move(v));
+            bytes_ += bytes;
+            while (bytes_ > kPooledBytesLimit) {
+                bytes_ -= free_.front().capacity() * sizeof(T);
+                evicted.push_back(std::move(free_.front()));
+                free_.pop_front();
+            }
+        }
+    }
+
+    void release() {
+        std::deque<std::vector<T>> released;  // freed after the lock is released
+        const std::lock_guard lock(mutex_);
+        released.swap(free_);
+        bytes_ = 0;
+    }
+
+    std::size_t bytes() {
+        const std::lock_guard lock(mutex_);
+        return bytes_;
+    }
+
+private:
+    // The smallest pooled vector that holds n elements (an empty vector when none does).
+    std::vector<T> best_fit(std::size_t n) {
+        const std::lock_guard lock(mutex_);
+        auto best = free_.end();
+        for (auto it = free_.begin(); it != free_.end(); ++it)
+            if (it->capacity() >= n && (best == free_.end() || it->capacity() < best->capacity())) best = it;
+        if (best == free_.end()) return {};
+        std::vector<T> v = std::move(*best);
+        free_.erase(best);
+        bytes_ -= v.capacity() * sizeof(T);
+        return v;
+    }
+
+    std::mutex mutex_;
+    std::deque<std::vector<T>> free_;  // oldest first
+    std::size_t bytes_ = 0;
+};
+
+// Leaked on purpose: LayerStates held by Python may be destroyed during interpreter shutdown,
+// after function-local statics are gone.
+Pool<double>& double_pool() {
+    static auto* pool = new Pool<double>;
+    return *pool;
+}
+Pool<std::uint8_t>& byte_pool() {
+    static auto* pool = new Pool<std::uint8_t>;
+    return *pool;
+}
+
+}  // namespace
+
+std::vector<double> take_doubles(std::size_t n) { return double_pool().take(n); }
+std::vector<std::uint8_t> take_bytes(std::size_t n) { return byte_pool().take(n); }
+void give_back(std::vector<double>&& v) { double_pool().give(std::move(v)); }
+void give_back(std::vector<std::uint8_t>&& v) { byte_pool().give(std::move(v)); }
+std::size_t pooled_bytes() { return double_pool().bytes() + byte_pool().bytes(); }
+void release_pooled_buffers() {
+    double_pool().release();
+    byte_pool().release();
+}
+
+}  // namespace aimcemu::noise
