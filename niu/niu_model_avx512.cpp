@@ -224,29 +224,37 @@ void kept_beats_avx512(const NiuLayerProgram& layer, const std::uint16_t* words,
     const __m512i magnitude = _mm512_set1_epi32(0x7FFF);
     static_assert(kStreams == 32, "a beat is two vectors of sixteen streams");
 
+    // Sixteen weights from `base` (a multiple of 16) with their read-generator outputs; only the
+    // first `valid` are stored.  Sixteen weights are one chip-state block, which exists even past
+    // the layer's end: the state is padded to whole beats.
+    const auto sixteen = [&](__m512i outputs, std::uint64_t base, std::uint64_t valid) {
+        // Word 2i holds weight i's g- uniform (bits 15:0), word 2i+1 its g+ uniform (bits 31:16).
+        const __m512i z = read_normals(t, outputs);
+        const std::uint16_t* w = words + base / 16 * NiuChipState::kBlockWords;
+        const __m512i w0 = load_run(w);
+        const __mmask16 neg = _mm512_cmpgt_epi32_mask(w0, magnitude);
+        const __m512i g_plus = read_device(t, _mm512_and_si512(w0, magnitude), load_run(w + 16), z, true, lt);
+        const __m512i g_minus = read_device(t, load_run(w + 32), load_run(w + 48), z, false, lt);
+        const __m512i codes = code_of_pair(neg, g_plus, g_minus, back_k, out_max);
+        if (valid >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + base), _mm512_cvtsepi32_epi8(codes));
+        else _mm512_mask_cvtsepi32_storeu_epi8(out + base, __mmask16((1u << valid) - 1), codes);
+    };
     // The 32 read streams live in two sets of registers for the whole range; each beat steps
-    // both (their chains are independent and overlap with the datapath).
+    // both (their chains are independent and overlap with the datapath).  Whole beats run as
+    // straight-line code (two sets of sixteen); only the layer's last beat checks its end.
     Lanes16 streams[2] = {Lanes16(read_states), Lanes16(read_states + 16)};
-    for (std::uint64_t beat = first_beat; beat < last_beat; ++beat) {
+    const std::uint64_t whole_end = last_beat < count / kBeatLanes ? last_beat : count / kBeatLanes;
+    std::uint64_t beat = first_beat;
+    for (; beat < whole_end; ++beat) {
+        const __m512i low = streams[0].next(), high = streams[1].next();
+        sixteen(low, beat * kBeatLanes, 16);
+        sixteen(high, beat * kBeatLanes + 16, 16);
+    }
+    for (; beat < last_beat; ++beat) {  // the beat the layer ends in, and any past it
         const __m512i outputs[2] = {streams[0].next(), streams[1].next()};
         for (int half = 0; half < 2; ++half) {
             const std::uint64_t base = beat * kBeatLanes + std::uint64_t(half) * 16;
-            if (base >= count) break;
-            // Word 2i holds weight i's g- uniform (bits 15:0), word 2i+1 its g+ uniform (bits 31:16).
-            const __m512i z = read_normals(t, outputs[half]);
-            // Sixteen weights are one chip-state block (base is a multiple of 16), which
-            // exists even past the layer's end: the state is padded to whole beats.
-            const std::uint16_t* w = words + base / 16 * NiuChipState::kBlockWords;
-            const __m512i w0 = load_run(w);
-            const __mmask16 neg = _mm512_cmpgt_epi32_mask(w0, magnitude);
-            const __m512i g_plus = read_device(t, _mm512_and_si512(w0, magnitude), load_run(w + 16), z, true, lt);
-            const __m512i g_minus = read_device(t, load_run(w + 32), load_run(w + 48), z, false, lt);
-            const __m512i codes = code_of_pair(neg, g_plus, g_minus, back_k, out_max);
-            if (base + 16 <= count) {
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(out + base), _mm512_cvtsepi32_epi8(codes));
-            } else {
-                _mm512_mask_cvtsepi32_storeu_epi8(out + base, __mmask16((1u << (count - base)) - 1), codes);
-            }
+            if (base < count) sixteen(outputs[half], base, count - base);
         }
     }
     streams[0].store(read_states);
