@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "niu/niu_model.hpp"
 #include "common/errors.hpp"
@@ -83,11 +84,14 @@ std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
     // host's SRC_ADDR/DST_ADDR; the program's own addresses are not used).  The chip half of a
     // layer (programmed devices) depends on the seed, chip and layer but not on the round or t:
     // it is computed in the first round of a chip and kept, and every round runs only the round
-    // half -- the same bytes as the full model (niu_model.hpp apply_kept).
+    // half -- the same bytes as the full model (niu_model.hpp apply_kept).  The round half of all
+    // layers is one job (apply_kept_network): the threads wake once per round and each streams
+    // one contiguous range of the layers' chip states.
     auto ticket = fence_.begin_write();
     try {
         std::lock_guard lock(chip_states_mutex_);
         chip_states_.resize(aimc_layers_.size());
+        std::vector<KeptLayer> round;
         for (std::size_t k = 0; k < aimc_layers_.size(); ++k) {
             const int l = aimc_layers_[k];
             const NiuLayerProgram& layer = program.layers[k];
@@ -95,8 +99,9 @@ std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
                 const auto clean = std::as_const(hbm_).region(hbm_.layout().at(HbmRegionKind::CleanWeights, l));
                 chip_states_[k] = chip_state(layer, clean.first(layer.count), threads);
             }
-            apply_kept(layer, chip_states_[k], hbm_.region(ticket.weights(l)).first(layer.count), threads);
+            round.push_back({&layer, &chip_states_[k], hbm_.region(ticket.weights(l)).first(layer.count)});
         }
+        apply_kept_network(round, threads);
     } catch (...) {
         fence_.abandon(ticket);  // never publish a half-written round
         throw;

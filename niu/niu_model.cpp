@@ -37,9 +37,9 @@ std::int8_t saturate_code(std::int64_t v, int out_bits) {
     return std::int8_t(clamp64(v, -hi, hi));
 }
 
-void check_layer_io(const NiuLayerProgram& layer, std::size_t clean, std::size_t out) {
+void check_layer_io(const NiuLayerProgram& layer, std::size_t clean, std::size_t out, const std::string& field = "weights") {
     if (clean != layer.count || out != layer.count)
-        throw FormatError("<memory>", "weights",
+        throw FormatError("<memory>", field,
                           "NIU layer program has " + std::to_string(layer.count) + " weights, got " + std::to_string(clean) +
                               " clean and " + std::to_string(out) + " output");
 }
@@ -206,18 +206,52 @@ NiuChipState run_chip_kernel(ChipKernel kernel, const NiuLayerProgram& layer, st
     return chip;
 }
 
-void run_kept_kernel(KeptKernel kernel, const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out,
-                     int threads) {
-    check_layer_io(layer, chip.count, out.size());
+// FormatError unless `chip` is the chip half of `layer` and `out` has its size; `where` prefixes
+// the field ("" for one layer, "layers[i]." in a network round).
+void check_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::size_t out, const std::string& where = "") {
+    check_layer_io(layer, chip.count, out, where + "weights");
     if (!is_chip_state_of(chip, layer))
-        throw FormatError("<memory>", "chip_state",
+        throw FormatError("<memory>", where + "chip_state",
                           "the kept chip state was computed for another layer program (its code table or chip streams "
                           "differ: another seed, chip, layer or noise model)");
+}
+
+// The round half of beats [first, last) of one layer: jump the 32 read streams there, run.
+void kept_range(KeptKernel kernel, const NiuLayerProgram& layer, const NiuChipState& chip, std::int8_t* out,
+                std::uint64_t first, std::uint64_t last) {
+    auto states = states_at(layer, first, kChipGens, kGens);
+    kernel(layer, chip.words.data(), out, first, last, states.data() + std::size_t(kChipGens) * kStreams);
+}
+
+void run_kept_kernel(KeptKernel kernel, const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out,
+                     int threads) {
+    check_kept(layer, chip, out.size());
     // Only the 32 read streams jump (about 13 us), and the round half runs four times as fast
     // as the full model: 512 beats (16 K weights) take about 33 us on one core.
     for_beat_parts(beats_of(layer.count), threads, 512, [&](std::uint64_t first, std::uint64_t last) {
-        auto states = states_at(layer, first, kChipGens, kGens);
-        kernel(layer, chip.words.data(), out.data(), first, last, states.data() + std::size_t(kChipGens) * kStreams);
+        kept_range(kernel, layer, chip, out.data(), first, last);
+    });
+}
+
+// The layers' beats laid end to end, [start[i], start[i + 1]) layer i's, split into one
+// contiguous range per thread like one layer's: a part runs its share of each layer it
+// overlaps, so one pool job covers the round.
+void run_kept_network(KeptKernel kernel, std::span<const KeptLayer> layers, int threads) {
+    std::vector<std::uint64_t> start(layers.size() + 1, 0);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const KeptLayer& l = layers[i];
+        const std::string where = "layers[" + std::to_string(i) + "].";
+        if (!l.layer || !l.chip) throw FormatError("<memory>", where + "chip_state", "a layer of the round has no program or chip state");
+        check_kept(*l.layer, *l.chip, l.out.size(), where);
+        start[i + 1] = start[i] + beats_of(l.layer->count);
+    }
+    for_beat_parts(start.back(), threads, 512, [&](std::uint64_t first, std::uint64_t last) {
+        // The first layer that ends after `first`, then every layer that starts before `last`.
+        std::size_t i = std::size_t(std::upper_bound(start.begin(), start.end(), first) - start.begin()) - 1;
+        for (; i < layers.size() && start[i] < last; ++i) {
+            const std::uint64_t lo = std::max(first, start[i]) - start[i], hi = std::min(last, start[i + 1]) - start[i];
+            if (lo < hi) kept_range(kernel, *layers[i].layer, *layers[i].chip, layers[i].out.data(), lo, hi);
+        }
     });
 }
 
@@ -274,6 +308,10 @@ NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_
 
 void apply_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out, int threads) {
     run_kept_kernel(best_half_kernels().kept, layer, chip, out, threads);
+}
+
+void apply_kept_network(std::span<const KeptLayer> layers, int threads, const std::string& kernel) {
+    run_kept_network(kernel.empty() ? best_half_kernels().kept : half_kernels(kernel).kept, layers, threads);
 }
 
 NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "niu/niu_rng.hpp"
 #include "niu/program.hpp"
 
@@ -65,6 +66,8 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 // the same bits as the full model.  Layout: per 16 consecutive weights, four runs of sixteen
 // uint16 -- gp of g+, nu of g+, gp of g-, nu of g- -- and bit 15 of gp+ is the clean code's sign
 // (gp <= G_MAX < 2^15).  The words cover whole beats (32 weights); those past the layer are 0.
+// A round streams the words once, start to end: from 2 MiB on they sit on huge pages where the
+// kernel gives them (common/huge_pages.hpp), one TLB entry per 256 K weights instead of 512.
 struct NiuChipState {
     static constexpr int kBlockWeights = 16;  // one AVX-512 vector of a field, two AVX2 vectors
     static constexpr int kBlockWords = 4 * kBlockWeights;
@@ -74,7 +77,7 @@ struct NiuChipState {
     // (seed, chip, layer, noise model) at any round and t have the same.
     std::array<CodeEntry, kCodeTable> code{};
     std::array<RngState, kChipGens * kStreams> chip_streams{};
-    std::vector<std::uint16_t> words;
+    std::vector<std::uint16_t, HugePageAllocator<std::uint16_t>> words;
 };
 // Whether `chip` holds the chip half of `layer` (same count, code table and chip streams).
 bool is_chip_state_of(const NiuChipState& chip, const NiuLayerProgram& layer);
@@ -83,6 +86,19 @@ NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_
 // The round half: out = apply_layer(layer, clean, out) for the clean codes `chip` was computed
 // from, bit for bit.  FormatError if `chip` belongs to another layer, chip or clean count.
 void apply_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out, int threads = 0);
+// One layer of a network-wide kept round: its program, its kept chip half and its output
+// (out.size() must equal layer->count).
+struct KeptLayer {
+    const NiuLayerProgram* layer;
+    const NiuChipState* chip;
+    std::span<std::int8_t> out;
+};
+// The round half of several layers as one job: apply_kept of every layer, bit for bit, but the
+// beats of all layers are split into one contiguous range per thread (a range may span layers),
+// so the threads wake once per round, not once per layer, each streams its own part of the chip
+// states, and small layers no longer run on one thread.  kernel "" = the best the CPU has, else
+// a name of available_kernels().  FormatError (naming the layer) as apply_kept.
+void apply_kept_network(std::span<const KeptLayer> layers, int threads = 0, const std::string& kernel = "");
 // chip_state / apply_kept on one thread with a named kernel.
 NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean);
 void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, const NiuChipState& chip,

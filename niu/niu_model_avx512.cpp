@@ -23,6 +23,18 @@ namespace aimcemu::niu::detail {
 
 bool cpu_has_avx512bw() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"); }
 
+namespace {
+
+// The kernel multiplies 16-bit table slopes by small fractions with vpmaddwd (signed words), so
+// the 2^-f slopes must be below 2^15 (checked here, outside the ISA pragma).
+constexpr bool exp_slopes_fit_signed_words() {
+    for (std::int32_t d : gen::NIU_EXP_SLOPE)
+        if (d < 0 || d >= (1 << 15)) return false;
+    return true;
+}
+static_assert(exp_slopes_fit_signed_words(), "the 2^-f slopes are signed words for vpmaddwd");
+
+}  // namespace
 }  // namespace aimcemu::niu::detail
 
 #if defined(__clang__)
@@ -83,14 +95,22 @@ inline __m512i read_normals(const Tables& t, __m512i u) {
     return _mm512_mask_sub_epi16(z, negative, _mm512_setzero_si512(), z);
 }
 
-// The round half of sixteen devices (niu_model.cpp read_device).
-inline __m512i read_device(const Tables& t, __m512i gp, __m512i nu, __m512i z3, __m512i lt) {
+// Products of a table word pair (value | slope << 16) with a small fraction: the slope (a signed
+// word) times the fraction, by one vpmaddwd with the fraction in the high word of each dword
+// and 0 in the low word (so the value word contributes nothing).  Exact: both are words and the
+// product fits a dword; cheaper than a shift and a 32-bit multiply.
+inline __m512i slope_times(__m512i value_slope, __m512i fraction_high) { return _mm512_madd_epi16(value_slope, fraction_high); }
+
+// The round half of sixteen devices (niu_model.cpp read_device).  z: the two devices' normals as
+// words (g- in the low word of each dword, g+ in the high word); `plus` picks this device's.
+inline __m512i read_device(const Tables& t, __m512i gp, __m512i nu, __m512i z, bool plus, __m512i lt) {
     const __m512i x = _mm512_min_epi32(rshr(_mm512_mullo_epi32(nu, lt), NIU_NU_FRAC), _mm512_set1_epi32(NIU_X_MAX));
     const __m512i xi = _mm512_srli_epi32(x, NIU_X_FRAC);
     const __m512i k = _mm512_srli_epi32(x, NIU_EXP_FRAC_BITS);  // the permute reads its low five bits
-    const __m512i f = _mm512_and_si512(x, _mm512_set1_epi32((1 << NIU_EXP_FRAC_BITS) - 1));
+    // f = x mod 2^6, placed in the high word.
+    const __m512i f_high = _mm512_and_si512(_mm512_slli_epi32(x, 16), _mm512_set1_epi32(((1 << NIU_EXP_FRAC_BITS) - 1) << 16));
     const __m512i ed = _mm512_permutex2var_epi32(t.exp2[0], k, t.exp2[1]);
-    const __m512i ef = _mm512_sub_epi32(low16(ed), rshr(_mm512_mullo_epi32(_mm512_srli_epi32(ed, 16), f), NIU_EXP_FRAC_BITS));
+    const __m512i ef = _mm512_sub_epi32(low16(ed), rshr(slope_times(ed, f_high), NIU_EXP_FRAC_BITS));
     const __m512i g1 = rshr(_mm512_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
     // g1 * 2^(15 - xi) as a shift (the same value; it fits as the product does).
     const __m512i gd = rshr(_mm512_sllv_epi32(g1, _mm512_sub_epi32(_mm512_set1_epi32(NIU_EXP_ONE_BITS), xi)), NIU_EXP_ONE_BITS);
@@ -100,8 +120,10 @@ inline __m512i read_device(const Tables& t, __m512i gp, __m512i nu, __m512i z3, 
     // is sa whatever the sigma, as in read_device where max(gp, 1) picks the first segment.
     const __m512i gbits = _mm512_castps_si512(_mm512_cvtepi32_ps(gp));
     const __m512i j = _mm512_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS);
-    const __m512i fr = _mm512_and_si512(_mm512_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS),
-                                        _mm512_set1_epi32((1 << NIU_RT_FRAC_BITS) - 1));
+    // The interpolation fraction (the mantissa bits below the segment), placed in the high word.
+    constexpr int fr_up = 16 - (23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS);
+    static_assert(fr_up >= 0 && NIU_RT_FRAC_BITS < 15, "the fraction moves up into a positive word");
+    const __m512i fr_high = _mm512_and_si512(_mm512_slli_epi32(gbits, fr_up), _mm512_set1_epi32(((1 << NIU_RT_FRAC_BITS) - 1) << 16));
     const __mmask16 bit5 = _mm512_test_epi32_mask(j, _mm512_set1_epi32(32));
     const __mmask16 bit6 = _mm512_test_epi32_mask(j, _mm512_set1_epi32(64));
     const __m512i r01 = _mm512_mask_mov_epi32(_mm512_permutex2var_epi32(t.read[0], j, t.read[1]), bit5,
@@ -109,9 +131,14 @@ inline __m512i read_device(const Tables& t, __m512i gp, __m512i nu, __m512i z3, 
     const __m512i r23 = _mm512_mask_mov_epi32(_mm512_permutex2var_epi32(t.read[4], j, t.read[5]), bit5,
                                               _mm512_permutex2var_epi32(t.read[6], j, t.read[7]));
     const __m512i rr = _mm512_mask_mov_epi32(r01, bit6, r23);
-    const __m512i sr = _mm512_add_epi32(low16(rr), rshr(_mm512_mullo_epi32(_mm512_srai_epi32(rr, 16), fr), NIU_RT_FRAC_BITS));
+    const __m512i sr = _mm512_add_epi32(low16(rr), rshr(slope_times(rr, fr_high), NIU_RT_FRAC_BITS));
     const __m512i sa = _mm512_min_epi32(rshr(_mm512_mullo_epi32(gd, sr), NIU_RT_ONE_BITS), _mm512_set1_epi32(NIU_G_MAX));
-    return clamp(_mm512_add_epi32(gd, rshr(_mm512_mullo_epi32(sa, z3), NIU_Z_FRAC)), 0, NIU_G_MAX);
+    // sa * z3 by vpmaddwd: sa is in 0..G_MAX (gd >= 0, and sr >= 0 because RT >= 0 and
+    // RT + RD >= 0, which compile_program and from_words guarantee), a positive word; put it
+    // against this device's normal word and 0 against the other's.
+    static_assert(NIU_G_MAX < (1 << 15), "sa is a positive word");
+    const __m512i sa_z = _mm512_madd_epi16(plus ? _mm512_slli_epi32(sa, 16) : sa, z);
+    return clamp(_mm512_add_epi32(gd, rshr(sa_z, NIU_Z_FRAC)), 0, NIU_G_MAX);
 }
 
 // Back-conversion, sign and saturation of sixteen pairs (niu_model.cpp code_of_pair).
@@ -197,31 +224,37 @@ void kept_beats_avx512(const NiuLayerProgram& layer, const std::uint16_t* words,
     const __m512i magnitude = _mm512_set1_epi32(0x7FFF);
     static_assert(kStreams == 32, "a beat is two vectors of sixteen streams");
 
+    // Sixteen weights from `base` (a multiple of 16) with their read-generator outputs; only the
+    // first `valid` are stored.  Sixteen weights are one chip-state block, which exists even past
+    // the layer's end: the state is padded to whole beats.
+    const auto sixteen = [&](__m512i outputs, std::uint64_t base, std::uint64_t valid) {
+        // Word 2i holds weight i's g- uniform (bits 15:0), word 2i+1 its g+ uniform (bits 31:16).
+        const __m512i z = read_normals(t, outputs);
+        const std::uint16_t* w = words + base / 16 * NiuChipState::kBlockWords;
+        const __m512i w0 = load_run(w);
+        const __mmask16 neg = _mm512_cmpgt_epi32_mask(w0, magnitude);
+        const __m512i g_plus = read_device(t, _mm512_and_si512(w0, magnitude), load_run(w + 16), z, true, lt);
+        const __m512i g_minus = read_device(t, load_run(w + 32), load_run(w + 48), z, false, lt);
+        const __m512i codes = code_of_pair(neg, g_plus, g_minus, back_k, out_max);
+        if (valid >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + base), _mm512_cvtsepi32_epi8(codes));
+        else _mm512_mask_cvtsepi32_storeu_epi8(out + base, __mmask16((1u << valid) - 1), codes);
+    };
     // The 32 read streams live in two sets of registers for the whole range; each beat steps
-    // both (their chains are independent and overlap with the datapath).
+    // both (their chains are independent and overlap with the datapath).  Whole beats run as
+    // straight-line code (two sets of sixteen); only the layer's last beat checks its end.
     Lanes16 streams[2] = {Lanes16(read_states), Lanes16(read_states + 16)};
-    for (std::uint64_t beat = first_beat; beat < last_beat; ++beat) {
+    const std::uint64_t whole_end = last_beat < count / kBeatLanes ? last_beat : count / kBeatLanes;
+    std::uint64_t beat = first_beat;
+    for (; beat < whole_end; ++beat) {
+        const __m512i low = streams[0].next(), high = streams[1].next();
+        sixteen(low, beat * kBeatLanes, 16);
+        sixteen(high, beat * kBeatLanes + 16, 16);
+    }
+    for (; beat < last_beat; ++beat) {  // the beat the layer ends in, and any past it
         const __m512i outputs[2] = {streams[0].next(), streams[1].next()};
         for (int half = 0; half < 2; ++half) {
             const std::uint64_t base = beat * kBeatLanes + std::uint64_t(half) * 16;
-            if (base >= count) break;
-            // Word 2i holds weight i's g- uniform (bits 15:0), word 2i+1 its g+ uniform (bits 31:16).
-            const __m512i z = read_normals(t, outputs[half]);
-            const __m512i z3p = _mm512_srai_epi32(z, 16);
-            const __m512i z3m = _mm512_madd_epi16(z, _mm512_set1_epi32(1));  // low word * 1 + high word * 0
-            // Sixteen weights are one chip-state block (base is a multiple of 16), which
-            // exists even past the layer's end: the state is padded to whole beats.
-            const std::uint16_t* w = words + base / 16 * NiuChipState::kBlockWords;
-            const __m512i w0 = load_run(w);
-            const __mmask16 neg = _mm512_cmpgt_epi32_mask(w0, magnitude);
-            const __m512i g_plus = read_device(t, _mm512_and_si512(w0, magnitude), load_run(w + 16), z3p, lt);
-            const __m512i g_minus = read_device(t, load_run(w + 32), load_run(w + 48), z3m, lt);
-            const __m512i codes = code_of_pair(neg, g_plus, g_minus, back_k, out_max);
-            if (base + 16 <= count) {
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(out + base), _mm512_cvtsepi32_epi8(codes));
-            } else {
-                _mm512_mask_cvtsepi32_storeu_epi8(out + base, __mmask16((1u << (count - base)) - 1), codes);
-            }
+            if (base < count) sixteen(outputs[half], base, count - base);
         }
     }
     streams[0].store(read_states);

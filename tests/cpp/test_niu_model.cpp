@@ -395,6 +395,118 @@ TEST(NiuKeptChipState, RejectsAStateOfAnotherChipLayerOrSize) {
     EXPECT_THROW(chip_state_kernel("sse2", p.layers[0], clean), FormatError);
 }
 
+namespace {
+
+// A network of layers of uneven sizes: small ones (below one thread part of 512 beats), ragged
+// ends (a last beat cut short, a last block of fewer than sixteen), a single weight.
+struct KeptNetwork {
+    std::vector<std::vector<std::int8_t>> clean;
+    NiuProgram programmed;  // round 0, t = 0: where the chip states come from
+    std::vector<NiuChipState> states;
+};
+
+KeptNetwork kept_network(const std::string& model, int out_bits) {
+    KeptNetwork net;
+    const std::vector<std::uint32_t> counts{32 * 700 + 5, 100, 32 * 1500, 1, 32 * 37 + 31, 32 * 2000 + 17, 32 * 300};
+    std::vector<NiuLayerSpec> specs;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        net.clean.push_back(random_codes(counts[i], 40 + std::uint32_t(i)));
+        NiuLayerSpec spec;
+        spec.layer_id = i;
+        spec.count = counts[i];
+        spec.absmax = clean_absmax(net.clean.back(), AbsMaxMode::Layer);
+        specs.push_back(spec);
+    }
+    auto m = noise::make_noise_model(model, {});
+    net.programmed = compile_program(*m, specs, {.seed = 8, .chip = 3, .round = 0, .t = 0.0, .out_bits = out_bits});
+    for (std::size_t i = 0; i < counts.size(); ++i) net.states.push_back(chip_state(net.programmed.layers[i], net.clean[i], 1));
+    return net;
+}
+
+}  // namespace
+
+TEST(NiuKeptChipState, NetworkJobEqualsTheSpecificationPerLayerForEveryKernelAndThreadCount) {
+    // One job over all layers splits the layers' beats end to end into one range per thread, so
+    // part boundaries fall inside layers, at layer ends and around small layers; every layer's
+    // bytes must still be the specification loop's (and so apply_kept's).
+    int cases = 0;
+    for (const char* model : {"pcm_like", "hermes"})
+        for (int out_bits : {8, 4}) {
+            const KeptNetwork net = kept_network(model, out_bits);
+            for (std::uint64_t round : {1u, 12u}) {
+                auto m = noise::make_noise_model(model, {});
+                NiuCompileOptions o{.seed = 8, .chip = 3, .round = round, .t = 3600.0 * double(round), .out_bits = out_bits};
+                std::vector<NiuLayerSpec> specs;
+                for (std::size_t i = 0; i < net.clean.size(); ++i) {
+                    NiuLayerSpec spec;
+                    spec.layer_id = i;
+                    spec.count = std::uint32_t(net.clean[i].size());
+                    spec.absmax = clean_absmax(net.clean[i], AbsMaxMode::Layer);
+                    specs.push_back(spec);
+                }
+                const NiuProgram p = compile_program(*m, specs, o);
+                std::vector<std::vector<std::int8_t>> expected;
+                for (std::size_t i = 0; i < net.clean.size(); ++i) expected.push_back(reference(p.layers[i], net.clean[i]));
+                std::vector<std::string> kernels = available_kernels();
+                kernels.push_back("");  // the best
+                for (const std::string& k : kernels)
+                    for (int threads : {1, 2, 3, 5, 8}) {
+                        if (!k.empty() && threads > 2) continue;  // named kernels: 1 and 2 threads
+                        std::vector<std::vector<std::int8_t>> out;
+                        std::vector<KeptLayer> round_layers;
+                        for (std::size_t i = 0; i < net.clean.size(); ++i) out.emplace_back(net.clean[i].size(), std::int8_t(99));
+                        for (std::size_t i = 0; i < net.clean.size(); ++i) round_layers.push_back({&p.layers[i], &net.states[i], out[i]});
+                        apply_kept_network(round_layers, threads, k);
+                        for (std::size_t i = 0; i < net.clean.size(); ++i)
+                            ASSERT_EQ(out[i], expected[i]) << "layer " << i << " kernel '" << k << "' " << threads << " threads "
+                                                           << model << " B=" << out_bits << " round " << round;
+                        ++cases;
+                    }
+            }
+        }
+    EXPECT_EQ(cases, 2 * 2 * 2 * (2 * int(available_kernels().size()) + 5));
+}
+
+TEST(NiuKeptChipState, NetworkJobNamesTheLayerOfAWrongStateOrOutput) {
+    const KeptNetwork net = kept_network("pcm_like", 8);
+    std::vector<std::vector<std::int8_t>> out;
+    for (const auto& c : net.clean) out.emplace_back(c.size());
+    auto round_of = [&](const NiuProgram& p) {
+        std::vector<KeptLayer> r;
+        for (std::size_t i = 0; i < net.clean.size(); ++i) r.push_back({&p.layers[i], &net.states[i], out[i]});
+        return r;
+    };
+    auto field_of = [](const std::vector<KeptLayer>& r) {
+        try {
+            apply_kept_network(r, 2);
+        } catch (const FormatError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    // Layer 4 given layer 5's state (another size).
+    std::vector<KeptLayer> swapped = round_of(net.programmed);
+    swapped[4].chip = &net.states[5];
+    EXPECT_NE(field_of(swapped).find("layers[4].weights"), std::string::npos) << field_of(swapped);
+    // The same layer of another chip: same size, other chip streams.
+    auto m = noise::make_noise_model("pcm_like", {});
+    const NiuProgram other_chip = compile_program(*m, {NiuLayerSpec{.layer_id = 6, .count = std::uint32_t(net.clean[6].size()),
+                                                                    .absmax = clean_absmax(net.clean[6], AbsMaxMode::Layer)}},
+                                                  {.seed = 8, .chip = 4, .round = 0, .t = 0.0});
+    std::vector<KeptLayer> wrong_chip = round_of(net.programmed);
+    wrong_chip[6].layer = &other_chip.layers[0];
+    EXPECT_NE(field_of(wrong_chip).find("layers[6].chip_state"), std::string::npos) << field_of(wrong_chip);
+    // An output of the wrong size.
+    std::vector<KeptLayer> short_out = round_of(net.programmed);
+    short_out[2].out = short_out[2].out.first(short_out[2].out.size() - 1);
+    EXPECT_NE(field_of(short_out).find("layers[2].weights"), std::string::npos) << field_of(short_out);
+    // A layer without a state; an unknown kernel.
+    std::vector<KeptLayer> missing = round_of(net.programmed);
+    missing[0].chip = nullptr;
+    EXPECT_NE(field_of(missing).find("layers[0].chip_state"), std::string::npos) << field_of(missing);
+    EXPECT_THROW(apply_kept_network(round_of(net.programmed), 1, "sse2"), FormatError);
+}
+
 TEST(NiuModel, EveryKernelTheCpuHasIsOffered) {
     // The kernel tests loop over available_kernels(); a kernel dropping out of that list would
     // leave it untested and unused without a failure, so the list is checked against the CPU.
