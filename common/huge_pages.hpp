@@ -21,7 +21,11 @@ inline constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;
 // which wastes no memory); release with free_maybe_huge(p, bytes) of the same size.
 void* allocate_maybe_huge(std::size_t bytes);
 void free_maybe_huge(void* p, std::size_t bytes) noexcept;
-// Whether allocate_maybe_huge advises MADV_HUGEPAGE (default on).  For benchmarks that measure
+// Advises MADV_HUGEPAGE on the whole 2 MiB-aligned part of [data, data + bytes) (the part transparent
+// huge pages in madvise mode can back with 2 MiB pages); for buffers allocated elsewhere, before
+// anything touches them.  A hint: where the kernel refuses it nothing changes.
+void advise_huge_pages(void* data, std::size_t bytes) noexcept;
+// Whether allocate_maybe_huge and advise_huge_pages advise MADV_HUGEPAGE (default on).  For benchmarks that measure
 // what the advice gives in one run; the bytes are the same either way.
 void set_huge_page_advice(bool on) noexcept;
 

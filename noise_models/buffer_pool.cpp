@@ -2,7 +2,7 @@
 // (taken once per layer-sized buffer, never per block), oldest evicted first past the limit.
 #include "noise_models/buffer_pool.hpp"
 
-#include <sys/mman.h>
+#include "common/huge_pages.hpp"
 
 #include <deque>
 #include <mutex>
@@ -10,16 +10,6 @@
 namespace aimcemu::noise {
 
 namespace {
-
-constexpr std::uintptr_t kHugePage = std::uintptr_t(2) << 20;
-
-// Asks for 2 MiB pages on the whole 2 MiB-aligned part of [data, data + bytes) before anything
-// touches it (transparent huge pages in madvise mode give them only to such ranges).
-void advise_huge_pages(void* data, std::size_t bytes) {
-    const auto begin = (reinterpret_cast<std::uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
-    const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(kHugePage - 1);
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint: failure is harmless
-}
 
 template <class T>
 class Pool {
