@@ -175,8 +175,11 @@ FileDescriptor::~FileDescriptor() {
 FileDescriptor check_model_in_helper(const std::string& path) {
     const std::string helper = file_check_helper();
     if (helper.empty()) return FileDescriptor();
-    FileDescriptor weights(::memfd_create("aimcemu-model-weights", MFD_CLOEXEC));
-    if (!weights) throw FormatError(path, "file", std::string("cannot start the file check: memfd_create failed: ") +
+    // Moved to a descriptor >= 10 so that the helper's stdout (1) and hand-over (3) duplications,
+    // applied in that order, can never overwrite it, even in a process that closed its stdout.
+    const FileDescriptor created(::memfd_create("aimcemu-model-weights", MFD_CLOEXEC));
+    FileDescriptor weights(created ? ::fcntl(created.get(), F_DUPFD_CLOEXEC, 10) : -1);
+    if (!weights) throw FormatError(path, "file", std::string("cannot start the file check: no memory file: ") +
                                                      std::strerror(errno));
     check_batch(helper, "model-weights", {path}, weights.get());
     return weights;
