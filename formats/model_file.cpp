@@ -1,6 +1,10 @@
 // The versioned HDF5 model file and the data set file: see model_file.hpp and docs/model_format.md.
 #include "formats/model_file.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <limits>
 
 #include "common/errors.hpp"
@@ -13,6 +17,47 @@ namespace aimcemu {
 namespace {
 
 // ---- model file ----
+
+// The weights the checking process read and handed over (check_model_in_helper), taken layer by
+// layer in the order read_model reads the layers, so the weights' chunks are inflated once.
+class HandedOverWeights {
+public:
+    HandedOverWeights(const FileDescriptor& file, const std::string& path) : fd_(file.get()), path_(path) {
+        struct stat st {};
+        if (::fstat(fd_, &st) != 0) throw FormatError(path_, "file", "cannot read the weights the file check handed over");
+        size_ = std::uint64_t(st.st_size);
+    }
+    // The next `dims` (the dataset's shape, as this process read it) of weights.
+    std::vector<std::int8_t> take(const h5::Dims& dims, const std::string& field) {
+        std::uint64_t count = 1;
+        for (auto d : dims) {
+            if (d != 0 && count > (size_ - offset_) / d) changed(field);
+            count *= d;
+        }
+        if (count > size_ - offset_) changed(field);
+        std::vector<std::int8_t> out(count);
+        for (std::uint64_t done = 0; done < count;) {
+            const ssize_t n = ::pread(fd_, out.data() + done, count - done, off_t(offset_ + done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) throw FormatError(path_, field, "cannot read the weights the file check handed over");
+            done += std::uint64_t(n);
+        }
+        offset_ += count;
+        return out;
+    }
+    // Every weight handed over was taken.
+    void finish() const {
+        if (offset_ != size_) changed("layers");
+    }
+
+private:
+    [[noreturn]] void changed(const std::string& field) const {
+        throw FormatError(path_, field, "the file changed while it was read (the file check read other weights)");
+    }
+    int fd_;
+    std::string path_;
+    std::uint64_t size_ = 0, offset_ = 0;
+};
 
 // Layer attributes stored as scalar integers: name in the file and the member they fill.
 struct IntField {
@@ -78,7 +123,8 @@ void write_layer(const h5::Location& layers, const Layer& l) {
     g.write_dataset("bias", {n}, l.bias.data());
 }
 
-Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name, int version) {
+Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name, int version,
+                 HandedOverWeights* handed) {
     const std::string f = "layers/" + name + "/";
     const h5::Location g = r.group(layers, name, "layers/" + name);
     Layer l;
@@ -116,7 +162,7 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     else
         r.require(wd.size() == 2 && wd[0] == n, f + "weights",
                   "expected shape [out_channels=" + std::to_string(n) + ", inputs], found " + dims_text(wd));
-    l.weights = r.read<std::int8_t>(w, f + "weights");
+    l.weights = handed != nullptr ? handed->take(wd, f + "weights") : r.read<std::int8_t>(w, f + "weights");
 
     const h5::Dataset b = r.dataset(g, "bias", f + "bias", is_int8, "int8");
     const h5::Dims bd = r.dims(b, f + "bias");
@@ -126,7 +172,8 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     return l;
 }
 
-Network read_model(const FieldReader& r) {
+// `handed`: the checked weights of the file, else they are read from it.
+Network read_model(const FieldReader& r, HandedOverWeights* handed = nullptr) {
     const h5::File file = r.open();
     const int version = r.check_format(file, kModelFormat, kOldestModelFormatVersion, kModelFormatVersion);
     Network net;
@@ -140,7 +187,8 @@ Network read_model(const FieldReader& r) {
 
     const h5::Location layers = r.group(file, "layers", "layers");
     const auto names = r.children(layers, "layers");
-    for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name, version));
+    for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name, version, handed));
+    if (handed != nullptr) handed->finish();
     return net;
 }
 
@@ -218,17 +266,26 @@ void save_model(const Network& net, const std::string& path) {
     });
 }
 
-Network load_model(const std::string& path) {
-    check_in_helper(FileKind::Model, path);
-    return load_model_in_process(path);
-}
+namespace {
 
-Network load_model_in_process(const std::string& path) {
-    Network net = read_model(FieldReader(path));
+Network resolved_model(Network net, const std::string& path) {
     net.resolve(path);
     check_class_names(net, path);
     return net;
 }
+
+}  // namespace
+
+// The checking process reads the whole file and hands the weights over; this process then reads
+// only the metadata (and the biases), so the weights' deflated chunks are inflated once.
+Network load_model(const std::string& path) {
+    const FileDescriptor checked = check_model_in_helper(path);
+    if (!checked) return load_model_in_process(path);
+    HandedOverWeights weights(checked, path);
+    return resolved_model(read_model(FieldReader(path), &weights), path);
+}
+
+Network load_model_in_process(const std::string& path) { return resolved_model(read_model(FieldReader(path)), path); }
 
 void save_dataset(const DataSet& data, const std::string& path) {
     const std::int64_t per_image = data.image_shape.size();

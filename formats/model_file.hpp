@@ -31,7 +31,8 @@ inline constexpr int kDataSetFormatVersion = 1;
 void save_model(const Network& net, const std::string& path);
 // Reads and validates a model file; the returned network is resolved.  The file is read in the
 // checking process first (formats/untrusted_file.hpp), so a file that crashes the HDF5 library
-// is refused with a FormatError.
+// is refused with a FormatError; that process hands the weights it read over, and this one then
+// reads only the rest of the file (check_model_in_helper).
 Network load_model(const std::string& path);
 // The same without the checking process (what that process and the fuzz harnesses run).
 Network load_model_in_process(const std::string& path);

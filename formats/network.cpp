@@ -50,6 +50,42 @@ std::int64_t Network::total_weights() const {
     return n;
 }
 
+Network Network::without_operands() const {
+    // Every member is listed: a field added to Layer or Network must be added here too.  The
+    // size checks (libstdc++ on x86-64) catch most additions at compile time; not one that fits
+    // into existing padding.
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+    static_assert(sizeof(Layer) == 184 && sizeof(Network) == 104,
+                  "Layer or Network changed: copy the new field in Network::without_operands");
+#endif
+    Network copy;
+    copy.name = name;
+    copy.input_shape = input_shape;
+    copy.input_frac_bits = input_frac_bits;
+    copy.output_layer = output_layer;
+    copy.class_names = class_names;
+    copy.layers.reserve(layers.size());
+    for (const Layer& l : layers) {
+        Layer& s = copy.layers.emplace_back();
+        s.name = l.name;
+        s.kind = l.kind;
+        s.input = l.input;
+        s.window = l.window;
+        s.out_channels = l.out_channels;
+        s.bias_shift = l.bias_shift;
+        s.out_shift = l.out_shift;
+        s.relu = l.relu;
+        s.residual_input = l.residual_input;
+        s.residual_shift = l.residual_shift;
+        s.relu_after_residual = l.relu_after_residual;
+        s.input_shift = l.input_shift;
+        s.avg_mult = l.avg_mult;
+        s.in_shape = l.in_shape;
+        s.out_shape = l.out_shape;
+    }
+    return copy;
+}
+
 namespace {
 
 void require(bool ok, const std::string& source, const std::string& field, const std::string& what) {

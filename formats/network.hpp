@@ -133,6 +133,10 @@ struct Network {
     const Shape3& shape_of(int producer) const;
     int find_layer(const std::string& layer_name) const;  // -1 if absent
     std::int64_t total_weights() const;
+    // A copy of every field but the GEMM operands (each layer's weights and bias, left empty):
+    // what a reader of the structure needs (names, shapes, the output), without copying the
+    // weights (25.5 MB for ResNet-50).
+    Network without_operands() const;
 };
 
 }  // namespace aimcemu

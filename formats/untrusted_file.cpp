@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,11 +60,16 @@ void raise_reported(const std::string& record, const std::string& path) {
     throw FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1));
 }
 
+// The helper's file descriptor for the weights it hands over ("model-weights").
+constexpr int kHandoverFd = 3;
+
 // Files per helper process: keeps the command line far below ARG_MAX.
 constexpr std::size_t kBatch = 256;
 
-// Runs the helper on one batch; throws for the first file that fails.
-void check_batch(const std::string& helper, FileKind kind, const std::vector<std::string>& paths) {
+// Runs the helper on one batch; throws for the first file that fails.  `kind_arg` is the helper's
+// KIND argument; `handover` (>= 0) becomes the helper's file descriptor 3.
+void check_batch(const std::string& helper, const std::string& kind_arg, const std::vector<std::string>& paths,
+                 int handover = -1) {
     const std::string& first = paths.front();
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) throw FormatError(first, "file", "cannot start the file check: pipe failed");
@@ -71,7 +77,7 @@ void check_batch(const std::string& helper, FileKind kind, const std::vector<std
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    const std::string kind_arg = to_string(kind);
+    if (handover >= 0) posix_spawn_file_actions_adddup2(&actions, handover, kHandoverFd);
     std::vector<char*> argv{const_cast<char*>(helper.c_str()), const_cast<char*>(kind_arg.c_str())};
     for (const auto& path : paths) argv.push_back(const_cast<char*>(path.c_str()));
     argv.push_back(nullptr);
@@ -157,9 +163,26 @@ bool check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
     const std::string helper = file_check_helper();
     if (helper.empty()) return false;
     for (std::size_t i = 0; i < paths.size(); i += kBatch)
-        check_batch(helper, kind, {paths.begin() + std::ptrdiff_t(i),
-                                   paths.begin() + std::ptrdiff_t(std::min(paths.size(), i + kBatch))});
+        check_batch(helper, to_string(kind), {paths.begin() + std::ptrdiff_t(i),
+                                              paths.begin() + std::ptrdiff_t(std::min(paths.size(), i + kBatch))});
     return true;
+}
+
+FileDescriptor::~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+FileDescriptor check_model_in_helper(const std::string& path) {
+    const std::string helper = file_check_helper();
+    if (helper.empty()) return FileDescriptor();
+    // Moved to a descriptor >= 10 so that the helper's stdout (1) and hand-over (3) duplications,
+    // applied in that order, can never overwrite it, even in a process that closed its stdout.
+    const FileDescriptor created(::memfd_create("aimcemu-model-weights", MFD_CLOEXEC));
+    FileDescriptor weights(created ? ::fcntl(created.get(), F_DUPFD_CLOEXEC, 10) : -1);
+    if (!weights) throw FormatError(path, "file", std::string("cannot start the file check: no memory file: ") +
+                                                     std::strerror(errno));
+    check_batch(helper, "model-weights", {path}, weights.get());
+    return weights;
 }
 
 }  // namespace aimcemu

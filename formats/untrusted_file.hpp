@@ -34,4 +34,26 @@ bool check_in_helper(FileKind kind, const std::string& path);
 // the start-up is paid once; throws the FormatError of the first file that fails, in order.
 bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);
 
+// An open file descriptor, closed when the object goes away (-1: none).
+class FileDescriptor {
+public:
+    explicit FileDescriptor(int fd = -1) : fd_(fd) {}
+    FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+    FileDescriptor& operator=(FileDescriptor&&) = delete;
+    FileDescriptor(const FileDescriptor&) = delete;
+    ~FileDescriptor();
+    int get() const { return fd_; }
+    explicit operator bool() const { return fd_ >= 0; }
+
+private:
+    int fd_;
+};
+
+// check_in_helper for one model file, whose helper also hands over the weights it read: every
+// GEMM layer's weights, in the order of the file's layers, written into a memory file (memfd)
+// that is returned, so that the caller reads only the metadata again and never inflates the
+// weights' chunks a second time.  Returns an empty FileDescriptor when no helper is configured.
+// The helper checks the file exactly as check_in_helper's does; what it reports is raised the same.
+FileDescriptor check_model_in_helper(const std::string& path);
+
 }  // namespace aimcemu

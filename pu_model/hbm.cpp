@@ -1,8 +1,11 @@
 // HBM regions and the weight round fence (see hbm.hpp).
 #include "pu_model/hbm.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "common/errors.hpp"
 
@@ -65,6 +68,22 @@ HbmLayout HbmLayout::for_network(const Network& net, const std::vector<int>& aim
         }
     }
     return layout;
+}
+
+ZeroedBytes::ZeroedBytes(std::size_t size) : size_(size) {
+    if (size == 0) return;
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<std::uint8_t*>(p);
+}
+
+ZeroedBytes::ZeroedBytes(ZeroedBytes&& other) noexcept : data_(other.data_), size_(other.size_) {
+    other.data_ = nullptr;
+    other.size_ = 0;
+}
+
+ZeroedBytes::~ZeroedBytes() {
+    if (data_ != nullptr) ::munmap(data_, size_);
 }
 
 void Hbm::check(std::uint64_t addr, std::uint64_t count) const {

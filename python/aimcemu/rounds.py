@@ -233,14 +233,15 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
     read only when no layer is on AIMC (may be None otherwise).  Rounds are written by a
     RoundWriter while the next one runs.  Returns the time spent in each part; write_s is the time the round loop
     waited for the writer."""
-    from tqdm import tqdm
-
     times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
     net_layers = net.layers
     emulator = noisy.emulator(net) if noisy.clean else None
     settings = peripheral_settings(net, noisy.placements)
-    bar = tqdm(cfg.round_coordinates(), desc="noisy rounds", unit="round", disable=None if progress else True,
-               leave=False)
+    bar = cfg.round_coordinates()
+    if progress:  # tqdm's import costs ~50 ms of every run's wall time; only a bar needs it
+        from tqdm import tqdm
+
+        bar = tqdm(bar, desc="noisy rounds", unit="round", disable=None, leave=False)
     background = RoundWriter(writer)
     try:
         for position, (round_id, chip, t, compensation) in enumerate(bar):

@@ -73,7 +73,7 @@ public:
     PyResultsWriter(const std::string& path, const Network& net, const py::array& labels,
                     const py::sequence& rounds, const std::string& config_json, const py::object& layers,
                     int deflate, bool overwrite)
-        : net_(net) {
+        : net_(net.without_operands()) {
         ResultsSpec spec;
         spec.config_json = config_json;
         spec.labels = require_integers(labels, path, "labels");
@@ -145,7 +145,9 @@ public:
     ResultsWriter& writer() { return *writer_; }
 
 private:
-    Network net_;  // a copy, so the Python object may change or die while the writer lives
+    // A copy, so the Python object may change or die while the writer lives; without the weights,
+    // which neither the writer nor the round metrics read.
+    Network net_;
     std::unique_ptr<ResultsWriter> writer_;
 };
 

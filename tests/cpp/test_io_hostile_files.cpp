@@ -20,6 +20,7 @@
 #include "formats/model_file.hpp"
 #include "formats/results_reader.hpp"
 #include "formats/untrusted_file.hpp"
+#include "formats/zoo.hpp"
 
 namespace fs = std::filesystem;
 using namespace aimcemu;
@@ -355,6 +356,52 @@ TEST_F(HostileFiles, AHelperThatDiesIsAFormatError) {
     set_file_check_helper("");
     EXPECT_NE(message.find("field 'file': corrupt: reading it crashed the HDF5 library"), std::string::npos) << message;
     EXPECT_NE(message.find("signal 11"), std::string::npos) << message;
+}
+
+// The checked load takes the weights the checking process read and handed over: the network is
+// the in-process read's, bit for bit (every layer's weights and bias, names and shapes).
+TEST_F(HostileFiles, TheCheckedLoadHandsOverTheSameWeights) {
+    const std::string file = path("resnet18.h5");
+    save_model(zoo::resnet18(3, 64, 10), file);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const Network checked = load_model(file);
+    set_file_check_helper("");
+    const Network direct = load_model(file);
+    ASSERT_EQ(checked.layers.size(), direct.layers.size());
+    for (std::size_t i = 0; i < direct.layers.size(); ++i) {
+        EXPECT_EQ(checked.layers[i].name, direct.layers[i].name);
+        EXPECT_EQ(checked.layers[i].weights, direct.layers[i].weights) << direct.layers[i].name;
+        EXPECT_EQ(checked.layers[i].bias, direct.layers[i].bias) << direct.layers[i].name;
+        EXPECT_EQ(checked.layers[i].out_shape, direct.layers[i].out_shape);
+    }
+    EXPECT_GT(checked.total_weights(), 0);
+}
+
+// A hand-over that does not match the file as this process reads it (the file changed between
+// the two reads) is refused naming the file and the field; here faked by helpers that report "ok"
+// and hand over one weight too few or one too many.
+TEST_F(HostileFiles, AHandOverThatDoesNotMatchTheFileIsRefused) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string file = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    const Network net = load_model(file);  // no helper configured: read in-process
+    std::string first_gemm;
+    for (const auto& l : net.layers)
+        if (l.is_gemm() && first_gemm.empty()) first_gemm = l.name;
+    const auto total = net.total_weights();
+    const auto fake_handing_over = [&](std::int64_t count, const std::string& name) {
+        const std::string fake = path(name);
+        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\nprintf 'ok\\036'\n");
+        fs::permissions(fake, fs::perms::owner_all);
+        set_file_check_helper(fake);
+        const std::string message = format_error_of([&] { load_model(file); });
+        set_file_check_helper("");
+        return message;
+    };
+    const std::string too_few = fake_handing_over(0, "hands-over-nothing.sh");
+    EXPECT_EQ(too_few.rfind(file + ": field 'layers/" + first_gemm + "/weights': the file changed while it was read", 0), 0u)
+        << too_few;
+    const std::string too_many = fake_handing_over(total + 1, "hands-over-too-much.sh");
+    EXPECT_EQ(too_many.rfind(file + ": field 'layers': the file changed while it was read", 0), 0u) << too_many;
 }
 
 // Many files in one checking process: the first failure is reported, in order, and a crash is

@@ -74,3 +74,51 @@ TEST(Network, RejectsAccumulatorOverflow) {
     net.layers.push_back(l);
     EXPECT_THROW(net.resolve(), FormatError);
 }
+
+// without_operands: the same network as a full copy whose weights and biases are cleared, field by
+// field, and the source keeps its operands.  A network with a residual, pools and class names, so
+// that every field carries a value other than its default somewhere.
+TEST(Network, WithoutOperandsKeepsEveryFieldButTheWeights) {
+    Network net = zoo::resnet18(7, 64, 10);
+    net.class_names = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
+    net.input_frac_bits = 5;
+    net.output_layer = int(net.layers.size()) - 1;
+    Network expected = net;
+    for (auto& l : expected.layers) l.weights.clear(), l.bias.clear();
+
+    const Network shell = net.without_operands();
+    EXPECT_EQ(shell.name, expected.name);
+    EXPECT_EQ(shell.input_shape, expected.input_shape);
+    EXPECT_EQ(shell.input_frac_bits, expected.input_frac_bits);
+    EXPECT_EQ(shell.output_layer, expected.output_layer);
+    EXPECT_EQ(shell.class_names, expected.class_names);
+    ASSERT_EQ(shell.layers.size(), expected.layers.size());
+    bool some_residual = false, some_avg = false;
+    for (std::size_t i = 0; i < shell.layers.size(); ++i) {
+        const Layer& s = shell.layers[i];
+        const Layer& e = expected.layers[i];
+        SCOPED_TRACE(e.name);
+        EXPECT_EQ(s.name, e.name);
+        EXPECT_EQ(s.kind, e.kind);
+        EXPECT_EQ(s.input, e.input);
+        EXPECT_EQ(s.window, e.window);
+        EXPECT_EQ(s.out_channels, e.out_channels);
+        EXPECT_TRUE(s.weights.empty() && s.bias.empty());
+        EXPECT_EQ(s.bias_shift, e.bias_shift);
+        EXPECT_EQ(s.out_shift, e.out_shift);
+        EXPECT_EQ(s.relu, e.relu);
+        EXPECT_EQ(s.residual_input, e.residual_input);
+        EXPECT_EQ(s.residual_shift, e.residual_shift);
+        EXPECT_EQ(s.relu_after_residual, e.relu_after_residual);
+        EXPECT_EQ(s.input_shift, e.input_shift);
+        EXPECT_EQ(s.avg_mult, e.avg_mult);
+        EXPECT_EQ(s.in_shape, e.in_shape);
+        EXPECT_EQ(s.out_shape, e.out_shape);
+        EXPECT_EQ(s.gemm_n(), e.gemm_n());
+        EXPECT_EQ(s.gemm_m(), e.gemm_m());
+        some_residual |= e.residual_input >= 0;
+        some_avg |= e.avg_mult != 1;
+    }
+    EXPECT_TRUE(some_residual && some_avg);
+    EXPECT_EQ(net.total_weights(), zoo::resnet18(7, 64, 10).total_weights());  // the source is untouched
+}
