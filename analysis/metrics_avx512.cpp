@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "analysis/metrics_kernels.hpp"
+#include "common/isa_target.hpp"
 
 namespace aimcemu::detail {
 
@@ -24,16 +25,7 @@ bool cpu_has_avx512bw_metrics() { return __builtin_cpu_supports("avx512f") && __
 
 }  // namespace aimcemu::detail
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,avx512f,avx512bw,popcnt"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,avx512f,avx512bw,popcnt")
-// GCC 12's AVX-512 intrinsics fill their unused merge operand with a self-initialised variable
-// that -Wmaybe-uninitialized reports at every extract and widening.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+AIMCEMU_ISA_BEGIN("avx2,avx512f,avx512bw,popcnt")
 
 namespace aimcemu::detail {
 namespace {
@@ -84,9 +76,4 @@ MetricSums metric_sums_avx512(const std::int8_t* noisy, const std::int8_t* refer
 
 }  // namespace aimcemu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()

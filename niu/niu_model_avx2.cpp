@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "niu/niu_model.hpp"
+#include "common/isa_target.hpp"
 
 namespace aimcemu::niu::detail {
 
@@ -21,14 +22,8 @@ bool cpu_has_avx2() { return __builtin_cpu_supports("avx2"); }
 
 }  // namespace aimcemu::niu::detail
 
-// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
-// pragma and instead attaches the same target attribute to every function that follows.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#endif
+// The rest of the file is compiled for the ISA (common/isa_target.hpp says how and why).
+AIMCEMU_ISA_BEGIN("avx2")
 
 namespace aimcemu::niu::detail {
 namespace {
@@ -405,8 +400,4 @@ void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, s
 
 }  // namespace aimcemu::niu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "niu/niu_model.hpp"
+#include "common/isa_target.hpp"
 
 namespace aimcemu::niu::detail {
 
@@ -37,16 +38,7 @@ static_assert(exp_slopes_fit_signed_words(), "the 2^-f slopes are signed words f
 }  // namespace
 }  // namespace aimcemu::niu::detail
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,avx512f,avx512bw"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,avx512f,avx512bw")
-// GCC 12's AVX-512 intrinsics fill their unused merge operand with _mm512_undefined_epi32(),
-// a self-initialised variable that -Wmaybe-uninitialized reports at every shift and rotate.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+AIMCEMU_ISA_BEGIN("avx2,avx512f,avx512bw")
 
 namespace aimcemu::niu::detail {
 namespace {
@@ -263,9 +255,4 @@ void kept_beats_avx512(const NiuLayerProgram& layer, const std::uint16_t* words,
 
 }  // namespace aimcemu::niu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()

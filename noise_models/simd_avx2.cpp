@@ -21,15 +21,10 @@
 #include <cstring>
 
 #include "noise_models/simd_kernels.hpp"
+#include "common/isa_target.hpp"
 
-// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
-// pragma and instead attaches the same target attribute to every function that follows.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+// The rest of the file is compiled for the ISA (common/isa_target.hpp says how and why).
+AIMCEMU_ISA_BEGIN("avx2,fma")
 
 namespace aimcemu::noise::simd::avx2 {
 namespace {
@@ -311,8 +306,4 @@ void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double re
 
 }  // namespace aimcemu::noise::simd::avx2
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()

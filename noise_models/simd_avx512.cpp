@@ -17,19 +17,10 @@
 #include <cstdint>
 
 #include "noise_models/simd_kernels.hpp"
+#include "common/isa_target.hpp"
 
-// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
-// pragma and instead attaches the same target attribute to every function that follows.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma")
-// GCC 12's avx512fintrin.h starts several intrinsics from _mm512_undefined_pd(), which
-// -Wmaybe-uninitialized reports at every inlined use (a known false positive of those headers).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// The rest of the file is compiled for the ISA (common/isa_target.hpp says how and why).
+AIMCEMU_ISA_BEGIN("avx512f,avx512dq,avx512vl,avx2,fma")
 
 namespace aimcemu::noise::simd::avx512 {
 namespace {
@@ -351,9 +342,4 @@ void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double re
 
 }  // namespace aimcemu::noise::simd::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()

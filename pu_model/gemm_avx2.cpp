@@ -28,15 +28,10 @@
 #include <cstring>
 
 #include "pu_model/gemm.hpp"
+#include "common/isa_target.hpp"
 
-// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
-// pragma and instead attaches the same target attribute to every function that follows.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#endif
+// The rest of the file is compiled for the ISA (common/isa_target.hpp says how and why).
+AIMCEMU_ISA_BEGIN("avx2")
 
 namespace aimcemu::detail {
 namespace {
@@ -279,8 +274,4 @@ void avx2_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
 
 }  // namespace aimcemu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()

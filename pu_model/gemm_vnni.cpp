@@ -15,19 +15,10 @@
 #include <cstring>
 
 #include "pu_model/gemm.hpp"
+#include "common/isa_target.hpp"
 
-// GCC compiles the rest of the file for the ISA through a target pragma; clang ignores that
-// pragma and instead attaches the same target attribute to every function that follows.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vnni"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vnni")
-// GCC 12's own AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source of
-// vpsrad/vpmaxsd, which -Wmaybe-uninitialized reports once inlined here; the value is never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// The rest of the file is compiled for the ISA (common/isa_target.hpp says how and why).
+AIMCEMU_ISA_BEGIN("avx512f,avx512bw,avx512vnni")
 
 namespace aimcemu::detail {
 namespace {
@@ -206,9 +197,4 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
 
 }  // namespace aimcemu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()

@@ -13,13 +13,9 @@
 #include <cstdint>
 
 #include "pu_model/im2col.hpp"
+#include "common/isa_target.hpp"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
-#endif
+AIMCEMU_ISA_BEGIN("avx512f,avx512bw,avx512vl")
 
 namespace aimcemu::detail {
 namespace {
@@ -68,8 +64,4 @@ void im2col_interior_avx512(const std::int8_t* src, std::int64_t src_pixel_step,
 
 }  // namespace aimcemu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+AIMCEMU_ISA_END()
