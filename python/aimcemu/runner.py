@@ -93,8 +93,8 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
     dataset = modelfile.load_dataset(cfg.data, net)
     images, labels = dataset["images"], dataset["labels"]
     net_layers = net.layers  # the binding copies the list on every access
-    validate.check_run_memory(len(labels), sum(int(l.out_shape.h) * int(l.out_shape.w) * int(l.out_shape.c)
-                                               for l in net_layers),
+    validate.check_run_memory(len(labels), activation_bytes_held(net_layers, net.output_index(), stored_layer_names(cfg, net_layers),
+                                                                placements, len(coordinates)),
                               int(np.prod(tuple(net_layers[net.output_index()].out_shape))), len(coordinates),
                               cfg.data, cfg.sources.get("chips", "<arguments>"))
     if cfg.output is None:
@@ -156,6 +156,29 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
                     inference_s, write_s, calibration_s + timing.get("noise_s", 0.0))
 
 
+def stored_layer_names(cfg: RunConfig, net_layers) -> set[str]:
+    """The layers whose activations the results file stores (the run's `layers` selection)."""
+    selection = cfg.layers
+    return {l.name for l in net_layers} if selection == "all" else set() if selection == "none" else set(selection)
+
+
+def activation_bytes_held(net_layers, output_index: int, stored: set[str], placements, noisy_rounds: int) -> int:
+    """Bytes of activations per image that a run holds at its peak, as execute() and run_rounds
+    keep them (int8, one byte per value):
+      * a run without AIMC rounds keeps only the stored layers and the output, once in NumPy and
+        once in the results writer;
+      * with AIMC rounds the writer keeps every layer of the reference (each round's metrics
+        compare against it; NumPy's copy is dropped layer by layer as it is handed over), and at
+        most two rounds' stored layers and output are alive: one computed, one being written.
+        When the mapping puts no layer on AIMC NumPy's reference is kept too."""
+    sizes = [int(l.out_shape.h) * int(l.out_shape.w) * int(l.out_shape.c) for l in net_layers]
+    kept = sum(size for i, (l, size) in enumerate(zip(net_layers, sizes)) if l.name in stored or i == output_index)
+    if placements is None or noisy_rounds == 0:
+        return 2 * kept
+    reference_copies = 1 if any(p.is_aimc for p in placements) else 2
+    return reference_copies * sum(sizes) + 2 * kept
+
+
 def _write_placements(writer, placements: list[Placement] | None, alphas: Alphas, cfg: RunConfig) -> None:
     """Per layer: the attribute device ("digital"/"aimc") and, for AIMC layers, noise_model,
     peripherals (its resolved config as JSON, "null" for none) and the dataset drift_alpha [round] (the factor folded into that round's NIU program)."""
@@ -175,8 +198,7 @@ def _write_placements(writer, placements: list[Placement] | None, alphas: Alphas
 def _summary(cfg: RunConfig, net, out_path, labels, writer, placements, coordinates, drift_alpha: dict,
              inference_s: float, write_s: float, noise_s: float) -> RunSummary:
     net_layers = net.layers
-    selection = cfg.layers
-    stored = {l.name for l in net_layers} if selection == "all" else set() if selection == "none" else set(selection)
+    stored = stored_layer_names(cfg, net_layers)
     device = {p.index: p for p in placements} if placements else {}
     return RunSummary(
         path=os.fspath(out_path), model=net.name, images=int(len(labels)), accuracy=writer.reference_accuracy,

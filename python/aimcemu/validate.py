@@ -139,14 +139,15 @@ def physical_memory() -> int:
 
 def check_run_memory(images: int, activation_bytes_per_image: int, output_classes: int, noisy: int,
                      data_source: str, rounds_source: str) -> None:
-    """Refuses a run whose arrays cannot fit in memory, before it starts: the reference and
-    one round of every layer's activations (images x the network's activations per image, each
-    twice), and per noisy round the predictions and logits of every image."""
+    """Refuses a run whose arrays cannot fit in memory, before it starts.  The caller counts the
+    activations the run holds at once, per image (``activation_bytes_per_image``: see
+    ``runner.activation_bytes_held``); per noisy round the predictions and logits of every image
+    are kept besides."""
     memory = physical_memory()
-    activations = 2 * images * activation_bytes_per_image
+    activations = images * activation_bytes_per_image
     if activations > memory:
         raise fail(data_source, "images", f"{images} images need {_gib(activations)} of activations "
-                                          f"(reference and one round); this machine has {_gib(memory)}")
+                                          f"(the reference and the rounds in flight); this machine has {_gib(memory)}")
     per_round = noisy * images * (output_classes + 8 + 1)
     if activations + per_round > memory:
         raise fail(rounds_source, "chips", f"{noisy} noisy rounds x {images} images need {_gib(per_round)} for "
