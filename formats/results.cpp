@@ -121,6 +121,18 @@ struct ResultsWriter::State {
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
         throw FormatError(path, field, what);
     }
+    void check_layer(int layer) const {
+        if (layer < 0 || std::size_t(layer) >= layers.size()) fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    }
+    std::string activations_field(int layer) const { return "layers/" + net.layers[std::size_t(layer)].name + "/activations"; }
+    // The state of `layer` for a noisy round's data: round and layer in range, the reference set.
+    LayerState& round_layer(std::size_t round_index, int layer) {
+        if (round_index >= rounds) fail("rounds", "round index " + std::to_string(round_index) + " out of range");
+        check_layer(layer);
+        LayerState& ls = layers[std::size_t(layer)];
+        if (!ls.reference_set) fail(activations_field(layer), "set the layer's reference before its noisy rounds");
+        return ls;
+    }
     std::size_t layer_elements(int layer) const { return images * std::size_t(net.layers.at(layer).out_shape.size()); }
     int output_layer() const { return net.output_index(); }
     // Hyperslab count of one round of `layer`'s activations: [1, image, y, x, channel].
@@ -300,7 +312,7 @@ ResultsWriter::~ResultsWriter() = default;
 
 void ResultsWriter::set_reference(int layer, std::span<const std::int8_t> activations) {
     State& s = *state_;
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    s.check_layer(layer);
     LayerState& ls = s.layers[std::size_t(layer)];
     const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/reference";
     if (activations.size() != s.layer_elements(layer))
@@ -318,11 +330,8 @@ void ResultsWriter::set_reference(int layer, std::span<const std::int8_t> activa
 
 void ResultsWriter::set_round(std::size_t round_index, int layer, std::span<const std::int8_t> activations) {
     State& s = *state_;
-    if (round_index >= s.rounds) s.fail("rounds", "round index " + std::to_string(round_index) + " out of range");
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
-    LayerState& ls = s.layers[std::size_t(layer)];
-    const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/activations";
-    if (!ls.reference_set) s.fail(field, "set the layer's reference before its noisy rounds");
+    LayerState& ls = s.round_layer(round_index, layer);
+    const std::string field = s.activations_field(layer);
     if (activations.size() != s.layer_elements(layer))
         s.fail(field, "expected " + std::to_string(s.layer_elements(layer)) + " int8 values, got " +
                           std::to_string(activations.size()));
@@ -343,11 +352,8 @@ void ResultsWriter::set_round(std::size_t round_index, int layer, std::span<cons
 
 void ResultsWriter::set_round_sums(std::size_t round_index, int layer, const ActivationErrorSums& sums) {
     State& s = *state_;
-    if (round_index >= s.rounds) s.fail("rounds", "round index " + std::to_string(round_index) + " out of range");
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
-    LayerState& ls = s.layers[std::size_t(layer)];
-    const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/activations";
-    if (!ls.reference_set) s.fail(field, "set the layer's reference before its noisy rounds");
+    LayerState& ls = s.round_layer(round_index, layer);
+    const std::string field = s.activations_field(layer);
     if (round_data_needed(layer)) s.fail(field, "the file needs this layer's activations: use set_round");
     if (sums.count != std::int64_t(s.layer_elements(layer)))
         s.fail(field, "metric sums over " + std::to_string(sums.count) + " values, the layer has " +
@@ -358,13 +364,13 @@ void ResultsWriter::set_round_sums(std::size_t round_index, int layer, const Act
 
 bool ResultsWriter::round_data_needed(int layer) const {
     const State& s = *state_;
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    s.check_layer(layer);
     return s.layers[std::size_t(layer)].activations.has_value() || layer == s.output_layer();
 }
 
 std::span<const std::int8_t> ResultsWriter::reference(int layer) const {
     const State& s = *state_;
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    s.check_layer(layer);
     const LayerState& ls = s.layers[std::size_t(layer)];
     if (!ls.reference_set) s.fail("layers/" + s.net.layers[std::size_t(layer)].name + "/reference", "never set");
     return ls.reference;
@@ -383,7 +389,7 @@ bool reserved_layer_name(const std::string& name) {
 
 void ResultsWriter::set_layer_series(int layer, const std::string& name, std::span<const double> per_round) {
     State& s = *state_;
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    s.check_layer(layer);
     LayerState& ls = s.layers[std::size_t(layer)];
     const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "/" + name;
     if (name.empty() || name.find('/') != std::string::npos || reserved_layer_name(name))
@@ -397,7 +403,7 @@ void ResultsWriter::set_layer_series(int layer, const std::string& name, std::sp
 
 void ResultsWriter::set_layer_attribute(int layer, const std::string& name, const std::string& value) {
     State& s = *state_;
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    s.check_layer(layer);
     const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "@" + name;
     if (name.empty() || reserved_layer_name(name)) s.fail(field, "not a free attribute name in a layer group");
     try {
@@ -409,7 +415,7 @@ void ResultsWriter::set_layer_attribute(int layer, const std::string& name, cons
 
 bool ResultsWriter::reference_needed(int layer) const {
     const State& s = *state_;
-    if (layer < 0 || std::size_t(layer) >= s.layers.size()) s.fail("layers", "layer index " + std::to_string(layer) + " out of range");
+    s.check_layer(layer);
     return s.rounds > 0 || s.layers[std::size_t(layer)].reference_ds.has_value() || layer == s.output_layer();
 }
 
