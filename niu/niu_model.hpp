@@ -11,8 +11,10 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <new>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/huge_pages.hpp"
@@ -68,6 +70,24 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 // (gp <= G_MAX < 2^15).  The words cover whole beats (32 weights); those past the layer are 0.
 // A round streams the words once, start to end: from 2 MiB on they sit on huge pages where the
 // kernel gives them (common/huge_pages.hpp), one TLB entry per 256 K weights instead of 512.
+// The allocator of a chip state's words: 2 MiB pages (HugePageAllocator), and resize() leaves new
+// words unwritten, because the chip kernels write every word (run_chip_kernel): a value fill
+// first would write the whole state twice.
+template <class T>
+struct ChipWordAllocator : HugePageAllocator<T> {
+    ChipWordAllocator() = default;
+    template <class U>
+    ChipWordAllocator(const ChipWordAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+
 struct NiuChipState {
     static constexpr int kBlockWeights = 16;  // one AVX-512 vector of a field, two AVX2 vectors
     static constexpr int kBlockWords = 4 * kBlockWeights;
@@ -77,12 +97,16 @@ struct NiuChipState {
     // (seed, chip, layer, noise model) at any round and t have the same.
     std::array<CodeEntry, kCodeTable> code{};
     std::array<RngState, kChipGens * kStreams> chip_streams{};
-    std::vector<std::uint16_t, HugePageAllocator<std::uint16_t>> words;
+    std::vector<std::uint16_t, ChipWordAllocator<std::uint16_t>> words;
 };
 // Whether `chip` holds the chip half of `layer` (same count, code table and chip streams).
 bool is_chip_state_of(const NiuChipState& chip, const NiuLayerProgram& layer);
 // The chip half of `layer` for `clean` (clean.size() must equal layer.count).
 NiuChipState chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, int threads = 0);
+// chip_state(layer, clean, threads) written into `chip`, whatever it held: its words' memory is
+// reused (a chip's next state costs no allocation nor page faults), every word is written.
+void recompute_chip_state(const NiuLayerProgram& layer, std::span<const std::int8_t> clean, NiuChipState& chip,
+                          int threads = 0);
 // The round half: out = apply_layer(layer, clean, out) for the clean codes `chip` was computed
 // from, bit for bit.  FormatError if `chip` belongs to another layer, chip or clean count.
 void apply_kept(const NiuLayerProgram& layer, const NiuChipState& chip, std::span<std::int8_t> out, int threads = 0);
@@ -103,6 +127,8 @@ void apply_kept_network(std::span<const KeptLayer> layers, int threads = 0, cons
 NiuChipState chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer, std::span<const std::int8_t> clean);
 void apply_kept_kernel(const std::string& kernel, const NiuLayerProgram& layer, const NiuChipState& chip,
                        std::span<std::int8_t> out);
+void recompute_chip_state_kernel(const std::string& kernel, const NiuLayerProgram& layer,
+                                 std::span<const std::int8_t> clean, NiuChipState& chip);
 
 // Kernels of the fast path: "scalar"; "avx2" where the CPU has AVX2; "avx512" where it has
 // AVX-512BW, which runs the round half of a kept chip state with 16-weight vectors and

@@ -192,6 +192,13 @@ int clean_absmax(std::span<const std::int8_t> clean, AbsMaxMode mode) {
     return std::clamp(m, 1, 127);
 }
 
+int code_table_absmax(const NiuLayerProgram& layer) {
+    const std::int32_t full_scale = layer.code[kCodeTable - 1].gt;
+    for (int a = 1; a < kCodeTable - 1; ++a)
+        if (layer.code[std::size_t(a)].gt == full_scale) return a;
+    return kCodeTable - 1;
+}
+
 double max_alpha(int absmax, int out_bits) {
     const double out_max = double((1 << (out_bits - 1)) - 1);
     return (std::ldexp(1.0, NIU_K_BITS) - 1.0) / std::ldexp(absmax * out_max / 127.0, NIU_K_SHIFT - NIU_G_FRAC);

@@ -70,6 +70,11 @@ struct NiuLayerSpec {
 
 // A for a layer's clean codes: min(max|c|, 127) (at least 1) or 127.
 int clean_absmax(std::span<const std::int8_t> clean, AbsMaxMode mode);
+// The A a layer program was compiled for, read back from its code table: compile_program maps
+// every code |c| >= A to full scale and each smaller one below it (2^-NIU_G_FRAC steps resolve
+// (A-1)/A from 1), so A is the first code whose target is full scale.  What lets a holder of the
+// clean weights check a program against them without compiling it again.
+int code_table_absmax(const NiuLayerProgram& layer);
 
 struct NiuCompileOptions {
     std::uint64_t seed = 0;   // master seed of the study

@@ -287,6 +287,31 @@ TEST(NiuBeatModelLanes, RejectsALaneCountTheRtlCannotHave) {
 namespace {
 
 // Every way of computing a chip state (each kernel on one thread, the best kernel on 1-3 threads).
+// The words of a chip state are the specification's programmed devices: weight i's g+ and g-
+// from its chip draws, runs of sixteen (gp+, nu+, gp-, nu-); the words past the layer are 0.
+void expect_specified_words(const NiuLayerProgram& layer, const std::vector<std::int8_t>& clean, const NiuChipState& s) {
+    const std::uint32_t count = std::uint32_t(clean.size());
+    ASSERT_EQ(s.words.size(), std::size_t(count + 31) / 32 * 128);
+    auto states = layer.rng;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        std::uint32_t o[kGens];
+        for (int g = 0; g < kGens; ++g) o[g] = xoshiro_next(states[std::size_t(g) * kStreams + i % kStreams]);
+        const WeightDraws z = draws_of(split_uniforms(o[0], o[1], o[2], o[3]));
+        const bool negative = clean[i] < 0;
+        const CodeEntry& on = layer.code[std::size_t(std::min(std::abs(int(clean[i])), kCodeTable - 1))];
+        const CodeEntry& off = layer.code[0];
+        const ProgrammedDevice plus = program_device(negative ? off : on, z.prog_plus, z.nu_plus);
+        const ProgrammedDevice minus = program_device(negative ? on : off, z.prog_minus, z.nu_minus);
+        const std::size_t w = i / 16 * 64 + i % 16;  // runs of sixteen: gp+, nu+, gp-, nu-
+        ASSERT_EQ(s.words[w], std::uint16_t(plus.gp | (negative ? 0x8000 : 0))) << i;
+        ASSERT_EQ(s.words[w + 16], std::uint16_t(plus.nu)) << i;
+        ASSERT_EQ(s.words[w + 32], std::uint16_t(minus.gp)) << i;
+        ASSERT_EQ(s.words[w + 48], std::uint16_t(minus.nu)) << i;
+    }
+    for (std::size_t w = 0; w < s.words.size(); ++w)
+        if (w / 64 * 16 + w % 16 >= count) ASSERT_EQ(s.words[w], 0) << "padding word " << w;
+}
+
 std::vector<std::pair<std::string, NiuChipState>> chip_states_every_way(const NiuLayerProgram& layer,
                                                                         const std::vector<std::int8_t>& clean) {
     std::vector<std::pair<std::string, NiuChipState>> states;
@@ -347,26 +372,55 @@ TEST(NiuKeptChipState, IsTheSameChipInEveryRoundAndAtEveryTime) {
     const NiuProgram b = compile_one("pcm_like", {}, count, 127, {.seed = 3, .chip = 2, .round = 9, .t = 1e6});
     EXPECT_TRUE(is_chip_state_of(chip_state(a.layers[0], clean, 1), b.layers[0]));
     EXPECT_EQ(chip_state(a.layers[0], clean, 1).words, chip_state(b.layers[0], clean, 1).words);
-    // The words are the specification's programmed devices: weight i's g+ and g- from its chip draws.
-    const NiuChipState s = chip_state(a.layers[0], clean, 1);
-    auto states = a.layers[0].rng;
-    for (std::uint32_t i = 0; i < count; ++i) {
-        std::uint32_t o[kGens];
-        for (int g = 0; g < kGens; ++g) o[g] = xoshiro_next(states[std::size_t(g) * kStreams + i % kStreams]);
-        const WeightDraws z = draws_of(split_uniforms(o[0], o[1], o[2], o[3]));
-        const bool negative = clean[i] < 0;
-        const CodeEntry& on = a.layers[0].code[std::size_t(std::min(std::abs(int(clean[i])), kCodeTable - 1))];
-        const CodeEntry& off = a.layers[0].code[0];
-        const ProgrammedDevice plus = program_device(negative ? off : on, z.prog_plus, z.nu_plus);
-        const ProgrammedDevice minus = program_device(negative ? on : off, z.prog_minus, z.nu_minus);
-        const std::size_t w = i / 16 * 64 + i % 16;  // runs of sixteen: gp+, nu+, gp-, nu-
-        ASSERT_EQ(s.words[w], std::uint16_t(plus.gp | (negative ? 0x8000 : 0))) << i;
-        ASSERT_EQ(s.words[w + 16], std::uint16_t(plus.nu)) << i;
-        ASSERT_EQ(s.words[w + 32], std::uint16_t(minus.gp)) << i;
-        ASSERT_EQ(s.words[w + 48], std::uint16_t(minus.nu)) << i;
+    expect_specified_words(a.layers[0], clean, chip_state(a.layers[0], clean, 1));
+}
+
+TEST(NiuKeptChipState, ARecomputedStateWritesEveryWordWhateverItsBufferHeld) {
+    // recompute_chip_state reuses a state's memory without clearing it: every word must be
+    // written.  Buffers of garbage (the right size, larger, smaller) and another chip's state
+    // must all give the specification's words, padding included, for every kernel and thread
+    // count; 2 * 4096 beats + a ragged end make several thread parts and a last beat cut short.
+    const std::uint32_t count = 32 * 2 * 4096 + 32 * 3 + 13;
+    const auto clean = random_codes(count, 23);
+    const NiuProgram chip1 = compile_one("pcm_like", {}, count, 101, {.seed = 5, .chip = 1, .round = 0, .t = 0.0});
+    const NiuProgram chip2 = compile_one("pcm_like", {}, count, 101, {.seed = 5, .chip = 2, .round = 3, .t = 60.0});
+    const std::size_t words = chip_state(chip1.layers[0], clean, 1).words.size();
+    int cases = 0;
+    for (const std::size_t garbage_words : {words, words + 1000, words / 3, std::size_t(0)}) {
+        auto state_of_garbage = [&] {
+            NiuChipState s = chip_state(chip2.layers[0], clean, 1);  // another chip's state ...
+            s.words.assign(garbage_words, std::uint16_t(0xA5A5));    // ... or garbage of any size
+            return s;
+        };
+        for (const std::string& k : available_kernels()) {
+            NiuChipState s = state_of_garbage();
+            recompute_chip_state_kernel(k, chip1.layers[0], clean, s);
+            ASSERT_TRUE(is_chip_state_of(s, chip1.layers[0])) << k;
+            expect_specified_words(chip1.layers[0], clean, s);
+            ++cases;
+        }
+        for (int threads : {1, 2, 3}) {
+            NiuChipState s = state_of_garbage();
+            recompute_chip_state(chip1.layers[0], clean, s, threads);
+            ASSERT_TRUE(is_chip_state_of(s, chip1.layers[0])) << threads;
+            expect_specified_words(chip1.layers[0], clean, s);
+            ++cases;
+        }
     }
-    for (std::size_t w = 0; w < s.words.size(); ++w)
-        if (w / 64 * 16 + w % 16 >= count) ASSERT_EQ(s.words[w], 0) << "padding word " << w;
+    // And a state recomputed over another chip's, in place, is that chip's state, not a mix.
+    NiuChipState s = chip_state(chip1.layers[0], clean, 2);
+    recompute_chip_state(chip2.layers[0], clean, s, 2);
+    EXPECT_FALSE(is_chip_state_of(s, chip1.layers[0]));
+    EXPECT_EQ(s.words, chip_state(chip2.layers[0], clean, 1).words);
+    EXPECT_EQ(cases, 4 * int(available_kernels().size() + 3));
+}
+
+TEST(NiuProgram, TheCodeTableGivesBackTheAbsMaxItWasCompiledFor) {
+    // compile_program maps |c| >= A to full scale and every smaller code below it, so A is the
+    // first full-scale code, for every A the compiler takes (127: absmax "fixed").
+    for (const char* model : {"pcm_like", "hermes"})
+        for (int absmax = 1; absmax <= 127; ++absmax)
+            ASSERT_EQ(code_table_absmax(compile_one(model, {}, 64, absmax, {.seed = 1}).layers[0]), absmax) << model;
 }
 
 TEST(NiuKeptChipState, RejectsAStateOfAnotherChipLayerOrSize) {
