@@ -29,9 +29,6 @@ std::vector<int> checked_aimc_layers(const Network& net, std::vector<int> aimc_l
     return aimc_layers;
 }
 
-void copy_into(std::span<std::int8_t> region, const std::vector<std::int8_t>& values) {
-    std::copy(values.begin(), values.end(), region.begin());
-}
 
 // The PU's weight source during one round: AIMC layers from the leased buffer, digital GEMM
 // layers from their own (never rewritten) region.
@@ -50,13 +47,27 @@ Emulator::Emulator(Network net, std::vector<int> aimc_layers)
     : net_(resolved(std::move(net))),
       aimc_layers_(checked_aimc_layers(net_, std::move(aimc_layers))),
       hbm_(HbmLayout::for_network(net_, aimc_layers_)),
-      fence_(hbm_.layout(), aimc_layers_) {
+      fence_(hbm_.layout(), aimc_layers_),
+      weight_count_(net_.layers.size(), 0) {
+    // Each GEMM layer's weights move into its HBM region, the one place they are kept from now on.
     for (int l = 0; l < int(net_.layers.size()); ++l) {
-        const Layer& layer = net_.layers[std::size_t(l)];
+        Layer& layer = net_.layers[std::size_t(l)];
         if (!layer.is_gemm()) continue;
         const HbmRegionKind kind = is_aimc(l) ? HbmRegionKind::CleanWeights : HbmRegionKind::Weights;
-        copy_into(hbm_.region(hbm_.layout().at(kind, l)), layer.weights);
+        std::copy(layer.weights.begin(), layer.weights.end(), hbm_.region(hbm_.layout().at(kind, l)).begin());
+        weight_count_[std::size_t(l)] = layer.weights.size();
+        std::vector<std::int8_t>().swap(layer.weights);
     }
+    for (std::size_t k = 0; k < aimc_layers_.size(); ++k)
+        clean_absmax_.push_back(niu::clean_absmax(clean_weights(k), AbsMaxMode::Layer));
+}
+
+std::span<const std::int8_t> Emulator::clean_weights(std::size_t k) const {
+    if (k >= aimc_layers_.size())
+        throw FormatError(kSource, "aimc layer", "index " + std::to_string(k) + " out of range (" +
+                                                     std::to_string(aimc_layers_.size()) + " AIMC layers)");
+    const int l = aimc_layers_[k];
+    return hbm_.region(hbm_.layout().at(HbmRegionKind::CleanWeights, l)).first(weight_count_[std::size_t(l)]);
 }
 
 bool Emulator::is_aimc(int index) const {
@@ -75,10 +86,19 @@ std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
                                                   std::to_string(aimc_layers_.size()) + " AIMC layers");
     for (std::size_t k = 0; k < aimc_layers_.size(); ++k) {
         const Layer& layer = net_.layers[std::size_t(aimc_layers_[k])];
-        if (program.layers[k].count != layer.weights.size())
-            throw FormatError(kSource, "program.layers[" + std::to_string(k) + "].count",
+        const std::size_t count = weight_count_[std::size_t(aimc_layers_[k])];
+        const std::string field = "program.layers[" + std::to_string(k) + "]";
+        if (program.layers[k].count != count)
+            throw FormatError(kSource, field + ".count",
                               std::to_string(program.layers[k].count) + " weights, layer '" + layer.name + "' has " +
-                                  std::to_string(layer.weights.size()));
+                                  std::to_string(count));
+        // A program compiled for another clean abs-max would map this layer's codes to other
+        // conductances: wrong noise, silently.  127 is absmax "fixed", right for any weights.
+        const int absmax = code_table_absmax(program.layers[k]);
+        if (absmax != clean_absmax_[k] && absmax != 127)
+            throw FormatError(kSource, field + ".absmax",
+                              "compiled for a clean abs-max of " + std::to_string(absmax) + ", layer '" + layer.name +
+                                  "' has " + std::to_string(clean_absmax_[k]) + " (or 127 for absmax \"fixed\")");
     }
     // The NIU reads each layer's clean region and writes the back buffer of this round (the
     // host's SRC_ADDR/DST_ADDR; the program's own addresses are not used).  The chip half of a
@@ -95,10 +115,8 @@ std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
         for (std::size_t k = 0; k < aimc_layers_.size(); ++k) {
             const int l = aimc_layers_[k];
             const NiuLayerProgram& layer = program.layers[k];
-            if (!is_chip_state_of(chip_states_[k], layer)) {
-                const auto clean = std::as_const(hbm_).region(hbm_.layout().at(HbmRegionKind::CleanWeights, l));
-                chip_states_[k] = chip_state(layer, clean.first(layer.count), threads);
-            }
+            if (!is_chip_state_of(chip_states_[k], layer))
+                recompute_chip_state(layer, clean_weights(k), chip_states_[k], threads);
             round.push_back({&layer, &chip_states_[k], hbm_.region(ticket.weights(l)).first(layer.count)});
         }
         apply_kept_network(round, threads);
@@ -136,7 +154,14 @@ const PackedNetwork& Emulator::digital_packed(FastKernel kernel, int threads) {
     std::lock_guard lock(packed_mutex_);
     const FastKernel resolved_kernel = resolve_fast_kernel(kernel);
     auto& packed = digital_packed_[resolved_kernel];
-    if (!packed) packed = std::make_unique<PackedNetwork>(net_, resolved_kernel, threads, aimc_layers_);
+    if (!packed) {
+        std::vector<const std::int8_t*> table(net_.layers.size(), nullptr);
+        for (int l = 0; l < int(net_.layers.size()); ++l)
+            if (net_.layers[std::size_t(l)].is_gemm() && !is_aimc(l))
+                table[std::size_t(l)] = std::as_const(hbm_).region(gemm_weight_region(l)).data();
+        const HbmWeightView digital(std::move(table));
+        packed = std::make_unique<PackedNetwork>(net_, resolved_kernel, threads, aimc_layers_, &digital);
+    }
     return *packed;
 }
 

@@ -14,11 +14,18 @@
 // written, whatever addresses the program was compiled with.  Each AIMC layer's chip half (its
 // programmed devices, 8 bytes per weight) is kept from the first round of a chip to the next
 // chip (write_round).
+//
+// The HBM holds the only copy of the weights the emulator keeps: once the regions are filled the
+// emulator's network keeps its layers' shapes and biases but not their weights, and the digital
+// layers are packed for the fast kernel from their HBM regions.  The clean abs-max of each AIMC
+// layer (the A of its code table) is taken once from its clean region, for callers compiling
+// many programs (clean_absmax) and to check every program written (write_round).
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "niu/niu_model.hpp"
@@ -49,8 +56,10 @@ public:
 
     // The NIU half: takes the fence's back buffers, writes every AIMC layer there from its clean
     // region and publishes them.  The bytes are the full NIU model's; a layer's chip state is
-    // recomputed only when the program's chip half (seed, chip, layer, noise model) changes.  Returns the round id published.  The program must have one
-    // layer per AIMC layer with that layer's weight count (FormatError naming the layer otherwise).
+    // recomputed (in its own memory) only when the program's chip half (seed, chip, layer, noise
+    // model) changes.  Returns the round id published.  The program must have one layer per AIMC
+    // layer with that layer's weight count, compiled for the layer's clean abs-max or for 127
+    // (absmax "fixed"); FormatError naming the layer otherwise.
     std::uint64_t write_round(const NiuProgram& program, int threads);
 
     // The PU half: leases the latest published round and runs `images` on it.  With
@@ -62,7 +71,12 @@ public:
     // weights (FormatError before the first round), a digital GEMM layer's clean ones.
     std::vector<std::int8_t> weights(int index);
 
+    // The network's layers, shapes and biases; its weights are in the HBM only (weights()).
     const Network& network() const { return net_; }
+    // Layer aimc_layers()[k]'s clean weights, as the NIU reads them (valid for the emulator's life).
+    std::span<const std::int8_t> clean_weights(std::size_t k) const;
+    // clean_absmax(clean_weights(k), Layer) for every AIMC layer k, computed once.
+    const std::vector<int>& clean_absmax() const { return clean_absmax_; }
     const std::vector<int>& aimc_layers() const { return aimc_layers_; }
     const Hbm& hbm() const { return hbm_; }
     std::uint64_t published_round() const { return fence_.published_round(); }
@@ -71,10 +85,12 @@ private:
     bool is_aimc(int index) const;
     const HbmRegion& gemm_weight_region(int index) const;
 
-    Network net_;
+    Network net_;                      // without weights once the HBM holds them
     std::vector<int> aimc_layers_;
     Hbm hbm_;
     WeightRoundFence fence_;  // refers to hbm_'s layout: declared after it
+    std::vector<std::size_t> weight_count_;   // per network layer
+    std::vector<int> clean_absmax_;           // per AIMC layer
     std::mutex round_mutex_;  // run_round: one write + run at a time
     std::mutex chip_states_mutex_;            // write_round: one NIU writer at a time
     std::vector<NiuChipState> chip_states_;   // per AIMC layer, of the last chip written

@@ -305,12 +305,14 @@ constexpr int kAutoBatch = 8;
 PackedNetwork::PackedNetwork(const Network& net, FastKernel kernel, int threads)
     : PackedNetwork(net, kernel, threads, {}) {}
 
-PackedNetwork::PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip)
+PackedNetwork::PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip,
+                             const WeightView* weights)
     : kernel_(resolve_fast_kernel(kernel)), layers_(net.layers.size()) {
     parallel_for(std::int64_t(net.layers.size()), threads, [&](std::int64_t i) {
         const Layer& l = net.layers[std::size_t(i)];
-        if (l.is_gemm() && std::find(skip.begin(), skip.end(), int(i)) == skip.end())
-            layers_[std::size_t(i)] = pack_layer(l, l.weights.data(), kernel_);
+        if (!l.is_gemm() || std::find(skip.begin(), skip.end(), int(i)) != skip.end()) return;
+        const std::int8_t* w = weights ? weights->weights(int(i)) : nullptr;
+        layers_[std::size_t(i)] = pack_layer(l, w ? w : l.weights.data(), kernel_);
     });
 }
 

@@ -49,7 +49,10 @@ public:
     PackedNetwork(const Network& net, FastKernel kernel = FastKernel::Auto, int threads = 0);
     // Packs every GEMM layer except those in `skip` (e.g. layers whose weights change every run:
     // a run packs those itself).
-    PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip);
+    // weights: where each layer's weights are read (a layer it gives no pointer for: the layer's
+    // own), e.g. for a network whose weights live elsewhere (the emulator's HBM).
+    PackedNetwork(const Network& net, FastKernel kernel, int threads, const std::vector<int>& skip,
+                  const WeightView* weights = nullptr);
     // Layer `index`'s packed weights (nullptr for a layer without weights or one skipped).
     const PackedWeights* layer(int index) const { return layers_[std::size_t(index)].get(); }
     std::size_t layer_count() const { return layers_.size(); }

@@ -2,6 +2,8 @@
 // whose AIMC layers' weights the NIU rewrites in the modelled HBM each round, and the PU that runs
 // from there.  python/aimcemu/runner.py runs its noisy rounds through it.  Compute runs without
 // the GIL.
+#include <algorithm>
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -154,6 +156,21 @@ void bind_emulator(py::module_& root) {
             const auto w = e.weights(layer);
             return py::array_t<std::int8_t>(py::ssize_t(w.size()), w.data());
         }, py::arg("layer"), "The int8 weights the PU reads for a GEMM layer now (AIMC: the latest published round)")
+        .def("clean_weights", [](const py::object& self, int layer) {
+            const Emulator& e = self.cast<const Emulator&>();
+            const auto& aimc = e.aimc_layers();
+            const auto at = std::find(aimc.begin(), aimc.end(), layer);
+            if (at == aimc.end())
+                throw FormatError("<memory>", "layer", "layer index " + std::to_string(layer) + " is not an AIMC layer");
+            const auto clean = e.clean_weights(std::size_t(at - aimc.begin()));
+            // A view of the HBM's clean region (never rewritten), kept alive by the emulator.
+            py::array_t<std::int8_t> view(py::ssize_t(clean.size()), clean.data(), self);
+            view.attr("setflags")(py::arg("write") = false);
+            return view;
+        }, py::arg("layer"),
+           "A read-only view of AIMC layer `layer`'s clean weights in the HBM's clean region (no copy)")
+        .def_property_readonly("clean_absmax", &Emulator::clean_absmax,
+                               "Each AIMC layer's clean abs-max (niu.clean_absmax, mode 'layer'), in aimc_layers order")
         .def_property_readonly("aimc_layers", &Emulator::aimc_layers)
         .def_property_readonly("published_round", &Emulator::published_round)
         .def("regions", [](const Emulator& e) {

@@ -231,6 +231,58 @@ TEST(NiuEmulator, ThePuNeverRunsAMixOfTwoRounds) {
     }
 }
 
+TEST(NiuEmulator, TheHbmHoldsTheOnlyCopyOfTheWeights) {
+    // Once the regions are filled the emulator's network keeps shapes and biases, not weights;
+    // the clean weights and their abs-max come from the clean region.
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {3, 0};
+    const Emulator emulator(net, aimc);
+    for (std::size_t l = 0; l < net.layers.size(); ++l) {
+        EXPECT_TRUE(emulator.network().layers[l].weights.empty()) << l;
+        EXPECT_EQ(emulator.network().layers[l].bias, net.layers[l].bias) << l;
+    }
+    ASSERT_EQ(emulator.clean_absmax().size(), aimc.size());
+    for (std::size_t k = 0; k < aimc.size(); ++k) {
+        const auto& w = net.layers[std::size_t(aimc[k])].weights;
+        const auto clean = emulator.clean_weights(k);
+        EXPECT_EQ(std::vector<std::int8_t>(clean.begin(), clean.end()), w) << k;
+        EXPECT_EQ(emulator.clean_absmax()[k], clean_absmax(w, AbsMaxMode::Layer)) << k;
+    }
+    EXPECT_THROW(emulator.clean_weights(2), FormatError);
+}
+
+TEST(NiuEmulator, AProgramCompiledForAnotherCleanAbsMaxIsRefused) {
+    // A program's code table is compiled for one abs-max A; for another layer's A it would map
+    // the codes to other conductances (wrong noise, no error).  The emulator checks every layer
+    // of every program it writes against its clean region: the layer's A or 127 (absmax "fixed").
+    Network net = hybrid_network();
+    for (auto& w : net.layers[2].weights) w = std::int8_t(w / 2);  // abs-max 63
+    const std::vector<int> aimc = {0, 2};
+    Emulator emulator(net, aimc);
+    ASSERT_EQ(emulator.clean_absmax()[1], 63);
+    const auto model = noise::make_noise_model("pcm_like", {});
+    auto program_with = [&](int absmax_of_layer_2) {
+        return compile_program(*model,
+                               {{.layer_id = 0, .count = 135, .absmax = clean_absmax(net.layers[0].weights, AbsMaxMode::Layer)},
+                                {.layer_id = 2, .count = 360, .absmax = absmax_of_layer_2}},
+                               {.seed = 3, .chip = 1, .round = 0, .t = 3600.0});
+    };
+    for (int wrong : {62, 64, 1, 126}) {
+        try {
+            emulator.write_round(program_with(wrong), 1);
+            ADD_FAILURE() << "abs-max " << wrong << " accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find("program.layers[1].absmax"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("'c1' has 63"), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_EQ(emulator.published_round(), 0u);
+    EXPECT_EQ(emulator.write_round(program_with(63), 1), 1u);
+    EXPECT_EQ(emulator.weights(2), apply_layer(program_with(63).layers[1], net.layers[2].weights, 1));
+    EXPECT_EQ(emulator.write_round(program_with(127), 1), 2u);  // absmax "fixed"
+    EXPECT_EQ(emulator.weights(2), apply_layer(program_with(127).layers[1], net.layers[2].weights, 1));
+}
+
 TEST(NiuEmulator, BadProgramsAndQueriesAreFormatErrors) {
     const Network net = hybrid_network();
     Emulator emulator(net, {0, 2});
