@@ -121,7 +121,8 @@ class NiuProgram:
 
 def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: int = 0, round: int = 0,
                     t: float = 0.0, alpha: float | Sequence[float] = 1.0, absmax: str = "layer",
-                    out_bits: int = 8, layer_ids: Sequence[int] | None = None) -> NiuProgram:
+                    out_bits: int = 8, layer_ids: Sequence[int] | None = None,
+                    layer_absmax: Sequence[int] | None = None) -> NiuProgram:
     """Compiles one NIU program.
 
     noise:    an aimcemu.noise model object (built once, reused for every program) or a config
@@ -132,6 +133,11 @@ def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: i
     absmax:   "layer" (aihwkit: the layer's max |code| maps to g_max) or "fixed" (127 does).
     out_bits: the PU's weight code width (2..8).
     layer_ids: RNG key of each layer (default 0, 1, ...): keep them fixed across rounds.
+    layer_absmax: with absmax "layer", each layer's clean abs-max as clean_absmax gives it, for a
+              caller that compiles many programs of the same clean weights and takes it once
+              (a run: the emulator's Emulator.clean_absmax); default: taken from `layers` here.
+              Not checked against `layers` here (that is the scan it saves): the emulator checks
+              every program it writes against its clean region (FormatError on a mismatch).
     """
     model = _noise_model(noise)
     arrays = [_as_int8(w, f"layers[{i}].weights") for i, w in enumerate(layers)]
@@ -139,11 +145,27 @@ def compile_program(noise: Any, layers: Sequence[Any], *, seed: int = 0, chip: i
     ids = list(range(len(arrays))) if layer_ids is None else [int(i) for i in layer_ids]
     if len(alphas) != len(arrays) or len(ids) != len(arrays):
         raise _core.FormatError("<memory>: field 'alpha/layer_ids': need one value per layer")
-    specs = [{"layer_id": ids[i], "count": int(a.size), "absmax": _niu.clean_absmax(a, absmax), "alpha": alphas[i]}
-             for i, a in enumerate(arrays)]
+    specs = [{"layer_id": ids[i], "count": int(a.size), "absmax": a_max, "alpha": alphas[i]}
+             for i, (a, a_max) in enumerate(zip(arrays, _layer_absmax(arrays, absmax, layer_absmax)))]
     core = _niu.compile_program(model.core_model, specs, seed=seed, chip=chip, round=round, t=float(t),
                                 out_bits=out_bits)
     return NiuProgram(core, [a.shape for a in arrays])
+
+
+def _layer_absmax(arrays: list[np.ndarray], absmax: str, given: Sequence[int] | None) -> list[int]:
+    """A of every layer: `given` (absmax "layer" only, one int per layer, in 1..127) or each array's."""
+    if given is None:
+        return [_niu.clean_absmax(a, absmax) for a in arrays]
+    if absmax != "layer":
+        raise _core.FormatError(f"<memory>: field 'layer_absmax': given with absmax {absmax!r}; it is the "
+                                "clean abs-max of absmax 'layer'")
+    values = list(given)
+    if len(values) != len(arrays):
+        raise _core.FormatError(f"<memory>: field 'layer_absmax': {len(values)} values for {len(arrays)} layers")
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 127:
+            raise _core.FormatError(f"<memory>: field 'layer_absmax[{i}]': expected an integer in 1..127, got {value!r}")
+    return [int(v) for v in values]
 
 
 def apply(weights: Any, noise: Any, *, seed: int = 0, chip: int = 0, round: int = 0, t: float = 0.0,

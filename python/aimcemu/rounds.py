@@ -1,6 +1,7 @@
 """The noisy rounds of a run: the NIU writes each round's weights, the PU runs on them.
 
-``NoisyWeights`` is the NIU side of a run.  It holds the AIMC layers' clean weights and one
+``NoisyWeights`` is the NIU side of a run.  It holds the run's emulator (whose HBM clean region
+is the one copy of the AIMC layers' clean weights it keeps, with their abs-max taken once) and one
 noise model object per distinct noise config (built when the configuration was resolved), and
 compiles one NIU program per noise model for a (chip, round, t, alpha).  ``run_rounds`` runs
 every noisy round through the emulation loop (``_core.niu.Emulator``, emulator/emulator.hpp),
@@ -100,14 +101,18 @@ class PublishedRound:
 class NoisyWeights:
     """The NIU side of a run: one group of AIMC layers per noise config, each group's program
     compiled per (chip, round, t, alpha) from the group's model object; runs them in the
-    emulator's HBM for noisy rounds (write_round) or directly for calibration readouts (weights)."""
+    emulator's HBM for noisy rounds (write_round) or directly for calibration readouts (weights).
+
+    The emulator is built here, when the run has AIMC layers: its HBM's clean region is the one
+    copy of their clean weights the NIU side holds (`clean` views it, read-only), and each
+    layer's clean abs-max is taken there once per run, not once per program."""
 
     def __init__(self, net, placements: list[Placement], seed: int, threads: int):
         self.seed, self.threads = seed, threads
         self.placements = placements
         layers = net.layers
-        self.clean = {p.index: np.ascontiguousarray(layers[p.index].weights) for p in placements if p.is_aimc}
-        self.names = {i: layers[i].name for i in self.clean}
+        aimc = [p.index for p in placements if p.is_aimc]
+        self.names = {i: layers[i].name for i in aimc}
         self._readouts: dict[tuple[int, float], dict[int, float]] = {}
         # One group per distinct noise config, in order of first appearance: (its model object,
         # the layer indices).
@@ -115,13 +120,16 @@ class NoisyWeights:
         for p in placements:
             if p.is_aimc:
                 self.groups.setdefault(json.dumps(p.noise, sort_keys=True), (p.model, []))[1].append(p.index)
+        self._emulator = _core.niu.Emulator(net, self.aimc_order()) if aimc else None
+        self.clean = {i: self._emulator.clean_weights(i) for i in aimc}
+        self.absmax = dict(zip(self._emulator.aimc_layers, self._emulator.clean_absmax)) if aimc else {}
 
     def programs(self, chip: int, round_id: int, t: float, alpha: dict[int, float] | None = None) -> list:
         """One NIU program per noise model for (chip, round, t, alpha), in self.groups order: their
         layers, concatenated, are the AIMC layers in the order of self.aimc_order()."""
         return [niu.compile_program(model, [self.clean[i] for i in indices], seed=self.seed, chip=chip,
                                     round=round_id, t=t, alpha=[1.0 if alpha is None else alpha[i] for i in indices],
-                                    layer_ids=indices)
+                                    layer_ids=indices, layer_absmax=[self.absmax[i] for i in indices])
                 for model, indices in self.groups.values()]
 
     def aimc_order(self) -> list[int]:
@@ -137,9 +145,10 @@ class NoisyWeights:
                 out[i] = program.apply(position, self.clean[i], self.threads)
         return out
 
-    def emulator(self, net):
-        """The emulation loop holding `net` in the modelled HBM with this run's AIMC layers."""
-        return _core.niu.Emulator(net, self.aimc_order())
+    def emulator(self):
+        """The emulation loop holding the run's network in the modelled HBM with this run's AIMC
+        layers (None without AIMC layers)."""
+        return self._emulator
 
     def write_round(self, emulator, chip: int, round_id: int, t: float, alpha: dict[int, float]) -> PublishedRound:
         """The NIU writes every AIMC layer's noisy weights for (chip, round, t, alpha) into the
@@ -160,7 +169,7 @@ class NoisyWeights:
 
     def alpha_limit(self, layer: int) -> float:
         """The largest alpha the NIU's back-conversion scale holds for `layer` (8-bit output)."""
-        return niu.max_alpha(int(_core.niu.clean_absmax(self.clean[layer], "layer")))
+        return niu.max_alpha(self.absmax[layer])
 
 
 class RoundWriter:
@@ -235,7 +244,7 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
     waited for the writer."""
     times = {"noise_s": 0.0, "inference_s": 0.0, "write_s": 0.0}
     net_layers = net.layers
-    emulator = noisy.emulator(net) if noisy.clean else None
+    emulator = noisy.emulator()
     settings = peripheral_settings(net, noisy.placements)
     bar = cfg.round_coordinates()
     if progress:  # tqdm's import costs ~50 ms of every run's wall time; only a bar needs it

@@ -129,3 +129,62 @@ def test_emulator_rejects_bad_programs_and_layers(digits):
     with pytest.raises(aimcemu.FormatError, match="given twice"):
         _core.niu.Emulator(net, [1, 1])
     assert emulator.published_round == 0
+
+
+def test_the_emulator_gives_its_clean_weights_as_read_only_views_and_their_absmax(digits):
+    _, _, net, _ = digits
+    layers = net.layers
+    emulator = _core.niu.Emulator(net, [6, 1])
+    for i, absmax in zip(emulator.aimc_layers, emulator.clean_absmax):
+        view = emulator.clean_weights(i)
+        np.testing.assert_array_equal(view, layers[i].weights)
+        assert absmax == _core.niu.clean_absmax(layers[i].weights, "layer")
+        assert view.base is emulator and not view.flags.writeable  # the HBM's bytes, not a copy
+        with pytest.raises(ValueError):
+            view[0] = 1
+    with pytest.raises(aimcemu.FormatError, match="layer index 0 is not an AIMC layer"):
+        emulator.clean_weights(0)
+
+
+def test_a_given_layer_absmax_compiles_the_same_program_and_a_wrong_one_is_refused(digits):
+    _, _, net, _ = digits
+    layers = net.layers
+    aimc = [1, 6]
+    weights = [layers[i].weights for i in aimc]
+    emulator = _core.niu.Emulator(net, aimc)
+    real = list(emulator.clean_absmax)
+    assert real == [_core.niu.clean_absmax(w, "layer") for w in weights]
+    scanned = niu.compile_program(PCM, weights, seed=2, chip=1, round=4, t=60.0, layer_ids=aimc)
+    given = niu.compile_program(PCM, weights, seed=2, chip=1, round=4, t=60.0, layer_ids=aimc, layer_absmax=real)
+    np.testing.assert_array_equal(given.words(), scanned.words())
+    # Not checked against the arrays when compiled (that is the scan it saves); the emulator,
+    # which holds the clean weights, refuses the program before writing anything.
+    wrong = real[:1] + [real[1] - 1 if real[1] > 1 else 2]
+    program = niu.compile_program(PCM, weights, seed=2, chip=1, round=4, t=60.0, layer_ids=aimc, layer_absmax=wrong)
+    assert not np.array_equal(program.words(), scanned.words())
+    with pytest.raises(aimcemu.FormatError, match=r"program\.layers\[1\]\.absmax.*compiled for a clean abs-max of"):
+        emulator.write_round([program.core_program])
+    assert emulator.published_round == 0
+    assert emulator.write_round([given.core_program]) == 1
+    np.testing.assert_array_equal(emulator.weights(6), scanned.apply(1, weights[1]))
+
+
+@pytest.mark.parametrize("layer_absmax, absmax, field", [
+    ([0, 5], "layer", r"layer_absmax\[0\]"), ([5, 128], "layer", r"layer_absmax\[1\]"),
+    ([5, 2.0], "layer", r"layer_absmax\[1\]"), ([5], "layer", "1 values for 2 layers"),
+    ([5, 5], "fixed", "given with absmax 'fixed'")])
+def test_bad_layer_absmax_values_are_format_errors_naming_the_field(digits, layer_absmax, absmax, field):
+    _, _, net, _ = digits
+    layers = net.layers
+    with pytest.raises(aimcemu.FormatError, match=field):
+        niu.compile_program(PCM, [layers[1].weights, layers[6].weights], absmax=absmax, layer_absmax=layer_absmax)
+
+
+def test_a_run_takes_each_layers_clean_absmax_once_not_per_round(digits, monkeypatch, tmp_path):
+    model, data, net, _ = digits
+    scans = []
+    real = _core.niu.clean_absmax
+    monkeypatch.setattr(_core.niu, "clean_absmax", lambda *args: scans.append(args[1]) or real(*args))
+    aimcemu.run(model, data, tmp_path / "r.h5", mapping="all", noise=PCM, chips=2, t=(0.0, 3600.0), rounds=2,
+                drift_compensation="global", layers="none")
+    assert scans == []  # the emulator took them from its clean region, once, when it was built
