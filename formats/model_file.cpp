@@ -283,7 +283,12 @@ Network resolved_model(Network net, const std::string& path) {
 // The checking process reads the whole file and hands the weights over; this process then reads
 // only the metadata (and the biases), so the weights are read once (inflated once, in a deflated file).
 Network load_model(const std::string& path) {
-    const FileDescriptor checked = check_model_in_helper(path);
+    FileCheck no_dataset;
+    return load_model(path, "", no_dataset);
+}
+
+Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check) {
+    const FileDescriptor checked = check_model_in_helper(path, dataset_path, &dataset_check);
     if (!checked) return load_model_in_process(path);
     HandedOverWeights weights(checked, path);
     return resolved_model(read_model(FieldReader(path), &weights), path);
@@ -314,6 +319,12 @@ void save_dataset(const DataSet& data, const std::string& path) {
 
 DataSet load_dataset(const std::string& path) {
     check_in_helper(FileKind::DataSet, path);
+    return load_dataset_in_process(path);
+}
+
+DataSet load_dataset(const std::string& path, const FileCheck& check) {
+    if (check.path.empty() || check.path != path) return load_dataset(path);
+    check.raise();
     return load_dataset_in_process(path);
 }
 
