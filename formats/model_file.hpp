@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "formats/network.hpp"
+#include "formats/untrusted_file.hpp"
 
 namespace aimcemu {
 
@@ -34,6 +35,10 @@ void save_model(const Network& net, const std::string& path);
 // is refused with a FormatError; that process hands the weights it read over, and this one then
 // reads only the rest of the file (check_model_in_helper).
 Network load_model(const std::string& path);
+// load_model, and the data set file at `dataset_path` read in the same checking process (one
+// process start instead of two); what that process found in the data set goes to `dataset_check`,
+// for load_dataset(dataset_path, dataset_check), which raises it when the data set is read.
+Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check);
 // The same without the checking process (what that process and the fuzz harnesses run).
 Network load_model_in_process(const std::string& path);
 
@@ -48,6 +53,9 @@ struct DataSet {
 
 void save_dataset(const DataSet& data, const std::string& path);
 DataSet load_dataset(const std::string& path);             // checked like load_model
+// The same, with the checking process's outcome for this file taken from `check` when it was
+// checked beside the model (load_model's `dataset_check`), instead of starting another one.
+DataSet load_dataset(const std::string& path, const FileCheck& check);
 DataSet load_dataset_in_process(const std::string& path);
 // Checks that `data` (read from `path`) fits `net`: image shape, input_frac_bits when recorded,
 // labels within the network's classes.  Throws FormatError naming `path` and the field.

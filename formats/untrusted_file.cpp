@@ -14,9 +14,9 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
-#include "common/errors.hpp"
 
 extern char** environ;
 
@@ -44,8 +44,8 @@ int time_limit_ms(const std::vector<std::string>& paths) {
 // FIELD \0 WHAT, or "error\n" WHAT.
 constexpr char kEnd = '\x1e';
 
-void raise_reported(const std::string& record, const std::string& path) {
-    if (record == "ok") return;
+std::optional<FormatError> reported_error(const std::string& record, const std::string& path) {
+    if (record == "ok") return std::nullopt;
     if (record.rfind("format-error\n", 0) == 0) {
         std::vector<std::string> parts;
         const std::string rest = record.substr(std::strlen("format-error\n"));
@@ -55,9 +55,9 @@ void raise_reported(const std::string& record, const std::string& path) {
             if (end == std::string::npos) break;
             start = end + 1;
         }
-        if (parts.size() == 3) throw FormatError(parts[0], parts[1], parts[2]);
+        if (parts.size() == 3) return FormatError(parts[0], parts[1], parts[2]);
     }
-    throw FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1));
+    return FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1));
 }
 
 // The helper's file descriptor for the weights it hands over ("model-weights").
@@ -66,10 +66,12 @@ constexpr int kHandoverFd = 3;
 // Files per helper process: keeps the command line far below ARG_MAX.
 constexpr std::size_t kBatch = 256;
 
-// Runs the helper on one batch; throws for the first file that fails.  `kind_arg` is the helper's
-// KIND argument; `handover` (>= 0) becomes the helper's file descriptor 3.
-void check_batch(const std::string& helper, const std::string& kind_arg, const std::vector<std::string>& paths,
-                 int handover = -1) {
+// Runs the helper on one batch; returns each file's error, in order (none: the helper read it).  A
+// crash or the time limit is blamed on the file the helper had not finished; the files after it
+// were not read.  `kind_arg` is the helper's KIND argument; `handover` (>= 0) becomes the
+// helper's file descriptor 3.  Throws only when the helper cannot be started.
+std::vector<std::optional<FormatError>> run_batch(const std::string& helper, const std::string& kind_arg,
+                                                  const std::vector<std::string>& paths, int handover = -1) {
     const std::string& first = paths.front();
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) throw FormatError(first, "file", "cannot start the file check: pipe failed");
@@ -114,24 +116,35 @@ void check_batch(const std::string& helper, const std::string& kind_arg, const s
     }
 
     // The reports that arrived whole, in order; the first file without one is where it stopped.
-    std::size_t done = 0;
-    for (std::size_t start = 0; done < paths.size();) {
+    std::vector<std::optional<FormatError>> errors;
+    for (std::size_t start = 0; errors.size() < paths.size();) {
         const auto end = text.find(kEnd, start);
         if (end == std::string::npos) break;
-        raise_reported(text.substr(start, end - start), paths[done]);
-        ++done, start = end + 1;
+        errors.push_back(reported_error(text.substr(start, end - start), paths[errors.size()]));
+        start = end + 1;
     }
     const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (done == paths.size() && clean_exit) return;
-    const std::string& culprit = paths[std::min(done, paths.size() - 1)];
-    if (timed_out)
-        throw FormatError(culprit, "file", "reading it did not finish within the time limit (a corrupt file can make "
-                                           "the HDF5 library loop); the file is not used");
+    if (errors.size() == paths.size() && clean_exit) return errors;
+    const std::size_t stopped = std::min(errors.size(), paths.size() - 1);
+    const std::string& culprit = paths[stopped];
     const std::string how = WIFSIGNALED(status) ? std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
                                                       ::strsignal(WTERMSIG(status)) + ")"
                                                 : "exit status " + std::to_string(WEXITSTATUS(status));
-    throw FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the checking process (" + how +
-                                           "); the file is not used");
+    errors.resize(stopped);
+    errors.push_back(timed_out ? FormatError(culprit, "file", "reading it did not finish within the time limit (a corrupt "
+                                                              "file can make the HDF5 library loop); the file is not used")
+                               : FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the "
+                                                              "checking process (" + how + "); the file is not used"));
+    while (errors.size() < paths.size())
+        errors.push_back(FormatError(paths[errors.size()], "file",
+                                     "not checked: the checking process stopped at an earlier file (" + culprit + ")"));
+    return errors;
+}
+
+// run_batch, throwing the first file's error, in order.
+void check_batch(const std::string& helper, const std::string& kind_arg, const std::vector<std::string>& paths) {
+    for (const auto& error : run_batch(helper, kind_arg, paths))
+        if (error) throw *error;
 }
 
 }  // namespace
@@ -172,7 +185,8 @@ FileDescriptor::~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-FileDescriptor check_model_in_helper(const std::string& path) {
+FileDescriptor check_model_in_helper(const std::string& path, const std::string& dataset_path,
+                                     FileCheck* dataset_check) {
     const std::string helper = file_check_helper();
     if (helper.empty()) return FileDescriptor();
     // Moved to a descriptor >= 10 so that the helper's stdout (1) and hand-over (3) duplications,
@@ -181,7 +195,11 @@ FileDescriptor check_model_in_helper(const std::string& path) {
     FileDescriptor weights(created ? ::fcntl(created.get(), F_DUPFD_CLOEXEC, 10) : -1);
     if (!weights) throw FormatError(path, "file", std::string("cannot start the file check: no memory file: ") +
                                                      std::strerror(errno));
-    check_batch(helper, "model-weights", {path}, weights.get());
+    std::vector<std::string> paths{path};
+    if (!dataset_path.empty()) paths.push_back(dataset_path);
+    const auto errors = run_batch(helper, "model-weights", paths, weights.get());
+    if (errors[0]) throw *errors[0];
+    if (!dataset_path.empty() && dataset_check != nullptr) *dataset_check = FileCheck{dataset_path, errors[1]};
     return weights;
 }
 

@@ -13,8 +13,11 @@
 // fork time, and a forked child would wait for it forever.  When no helper is configured (the
 // C++ library used on its own, or a build without it), files are read in-process only.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "common/errors.hpp"
 
 namespace aimcemu {
 
@@ -49,11 +52,25 @@ private:
     int fd_;
 };
 
+// What the checking process found in a data set file it read beside a model file, kept until the
+// caller reads the data set (the caller checks other things in between, and reports them first).
+struct FileCheck {
+    std::string path;                  // the file checked; "" = none
+    std::optional<FormatError> error;  // its own FormatError, or its crash or time limit; none = it read
+    void raise() const {
+        if (error) throw *error;
+    }
+};
+
 // check_in_helper for one model file, whose helper also hands over the weights it read: every
 // GEMM layer's weights, in the order of the file's layers, written into a memory file (memfd)
-// that is returned, so that the caller reads only the metadata again and never inflates the
-// weights' chunks a second time.  Returns an empty FileDescriptor when no helper is configured.
-// The helper checks the file exactly as check_in_helper's does; what it reports is raised the same.
-FileDescriptor check_model_in_helper(const std::string& path);
+// that is returned, so that the caller reads only the metadata again and never reads the weights
+// (or inflates a deflated file's chunks) a second time.  Returns an empty FileDescriptor when no
+// helper is configured.  The helper checks the file exactly as check_in_helper's does; what it
+// reports of the model is raised the same.  With `dataset_path`, the same process then reads that
+// data set file (one process start instead of two); what it found goes to `*dataset_check`
+// (untouched when no helper is configured).
+FileDescriptor check_model_in_helper(const std::string& path, const std::string& dataset_path = "",
+                                     FileCheck* dataset_check = nullptr);
 
 }  // namespace aimcemu

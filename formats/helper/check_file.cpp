@@ -1,8 +1,9 @@
 // aimcemu-check-file KIND PATH...: reads user files as the library would (KIND = model, dataset
 // or results) and reports on stdout how each went, for formats/untrusted_file.hpp.
 // A file that crashes the HDF5 library crashes this process, not the caller's.
-// KIND model-weights (one model file): also writes every GEMM layer's weights, in the order of
-// the layers read, to file descriptor 3 (check_model_in_helper), before reporting "ok".
+// KIND model-weights (one model file, then optionally one data set file): also writes every GEMM
+// layer's weights, in the order of the layers read, to file descriptor 3 (check_model_in_helper),
+// before reporting "ok"; the second file is read as a data set, in the same process.
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,12 +58,14 @@ std::string check(const std::string& kind, const std::string& path) {
 int main(int argc, char** argv) {
     const std::string kind = argc > 1 ? argv[1] : "";
     if (argc < 3 || (kind != "model" && kind != "dataset" && kind != "results" && kind != "model-weights") ||
-        (kind == "model-weights" && argc != 3)) {
-        std::fprintf(stderr, "usage: aimcemu-check-file model|dataset|results PATH...  |  model-weights PATH\n");
+        (kind == "model-weights" && argc > 4)) {
+        std::fprintf(stderr,
+                     "usage: aimcemu-check-file model|dataset|results PATH...  |  model-weights MODEL [DATASET]\n");
         return 2;
     }
     for (int i = 2; i < argc; ++i) {
-        const std::string report = check(kind, argv[i]) + '\x1e';  // one record per file, in order
+        const bool dataset_beside_model = kind == "model-weights" && i == 3;
+        const std::string report = check(dataset_beside_model ? "dataset" : kind, argv[i]) + '\x1e';  // one record per file, in order
         std::fwrite(report.data(), 1, report.size(), stdout);
         std::fflush(stdout);  // what is reported stays reported if a later file crashes this process
     }

@@ -77,8 +77,17 @@ def save_dataset(images, labels, path, source: str = "", description: str = "", 
     _core.save_dataset(images, labels, os.fspath(path), source, description, input_frac_bits)
 
 
-def load_dataset(path, net=None) -> dict:
+def load_model_and_check_dataset(path, dataset):
+    """``load_model``, with the data set file read in the same checking process (one process start
+    instead of two); returns ``(network, check)``.  Pass ``check`` to ``load_dataset``, which
+    raises what the checking process found in the data set only when the data set is read, so a
+    run reports the problems it checks in between (the output path, the mapping) first."""
+    return _core.load_model_and_check_dataset(os.fspath(path), os.fspath(dataset))
+
+
+def load_dataset(path, net=None, check=None) -> dict:
     """Read a data set file as a dict: images int8 [N, H, W, C], labels int64 [N], source,
     description, input_frac_bits (None when not recorded).  With ``net``, also check that the
-    images fit the network's input and the labels its outputs."""
-    return _core.load_dataset(os.fspath(path), net)
+    images fit the network's input and the labels its outputs; with ``check``
+    (``load_model_and_check_dataset``'s), no second checking process is started."""
+    return _core.load_dataset(os.fspath(path), net, check)

@@ -86,11 +86,11 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, periphe
 
 def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> RunSummary:
     """Runs a resolved configuration (aimcemu.run after parsing; a sweep's worker directly)."""
-    net = modelfile.load_model(cfg.model)
+    net, data_check = modelfile.load_model_and_check_dataset(cfg.model, cfg.data)
     out_path = cfg.output_path(net.name)  # checked before the data set is read
     placements = cfg.placements(net)
     coordinates = cfg.round_coordinates()
-    dataset = modelfile.load_dataset(cfg.data, net)
+    dataset = modelfile.load_dataset(cfg.data, net, data_check)
     images, labels = dataset["images"], dataset["labels"]
     net_layers = net.layers  # the binding copies the list on every access
     validate.check_run_memory(len(labels), activation_bytes_held(net_layers, net.output_index(), stored_layer_names(cfg, net_layers),

@@ -154,19 +154,31 @@ private:
 void bind_io(py::module_& m) {
     m.def("save_model", &save_model, py::arg("net"), py::arg("path"),
           "Validate `net` and write it atomically to the HDF5 model file `path` (docs/model_format.md).");
-    m.def("load_model", &load_model, py::arg("path"),
+    m.def("load_model", static_cast<Network (*)(const std::string&)>(&load_model), py::arg("path"),
           "Read and validate a model file; raises FormatError naming the file and the field.");
 
     m.def("save_dataset", &save_dataset_py, py::arg("images"), py::arg("labels"), py::arg("path"),
           py::arg("source") = "", py::arg("description") = "", py::arg("input_frac_bits") = py::none(),
           "Write a data set file: int8 images [N, H, W, C] (already quantized) and integer labels [N].");
-    m.def("load_dataset", [](const std::string& path, const Network* net) {
-        const DataSet d = load_dataset(path);
+    py::class_<FileCheck>(m, "FileCheck",
+                          "What the checking process found in a data set file it read beside a model file\n"
+                          "(load_model_and_check_dataset); load_dataset(path, check=...) raises it")
+        .def_property_readonly("path", [](const FileCheck& c) { return c.path; });
+    m.def("load_model_and_check_dataset", [](const std::string& path, const std::string& dataset) {
+        FileCheck check;
+        Network net = load_model(path, dataset, check);
+        return py::make_tuple(std::move(net), check);
+    }, py::arg("path"), py::arg("dataset"),
+          "load_model, with the data set file read in the same checking process (one process start instead\n"
+          "of two): returns (network, check); pass check to load_dataset, which raises what it found.");
+    m.def("load_dataset", [](const std::string& path, const Network* net, const FileCheck* check) {
+        const DataSet d = check != nullptr ? load_dataset(path, *check) : load_dataset(path);
         if (net) check_dataset_fits(d, *net, path);
         return dataset_to_python(d);
-    }, py::arg("path"), py::arg("net") = nullptr,
+    }, py::arg("path"), py::arg("net") = nullptr, py::arg("check") = nullptr,
           "Read a data set file as a dict (images, labels, source, description, input_frac_bits); with "
-          "`net`, also check that it fits the network.");
+          "`net`, also check that it fits the network; with `check` (load_model_and_check_dataset's), use\n"
+          "what the checking process found instead of starting another.");
 
     py::class_<PyResultsWriter>(m, "ResultsWriter", "Streams one run into an HDF5 results file (docs/hdf5_layout.md)")
         .def(py::init<const std::string&, const Network&, const py::array&, const py::sequence&, const std::string&,

@@ -404,6 +404,56 @@ TEST_F(HostileFiles, AHandOverThatDoesNotMatchTheFileIsRefused) {
     EXPECT_EQ(too_many.rfind(file + ": field 'layers': the file changed while it was read", 0), 0u) << too_many;
 }
 
+// The model and the data set in one checking process: the model's problems raise at load_model,
+// the data set's only when it is read, with the same message as a check of its own.
+TEST_F(HostileFiles, ADataSetCheckedBesideTheModelRaisesWhenItIsRead) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    const std::string bad_model = (corpus / "fuzz_model_file" / "bad-kind_unknown.h5").string();
+    const std::string data = (corpus / "fuzz_dataset_file" / "tiny.h5").string();
+    const std::string bad_data = (corpus / "fuzz_dataset_file" / "bad-labels_negative.h5").string();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const std::string alone = format_error_of([&] { load_dataset(bad_data); });
+    FileCheck check;
+    const Network net = load_model(model, bad_data, check);
+    EXPECT_EQ(check.path, bad_data);
+    const std::string beside = format_error_of([&] { load_dataset(bad_data, check); });
+    EXPECT_EQ(beside, alone);
+    EXPECT_EQ(beside.rfind(bad_data + ": field 'labels'", 0), 0u) << beside;
+
+    FileCheck good;
+    const Network same = load_model(model, data, good);
+    EXPECT_FALSE(good.error.has_value());
+    EXPECT_EQ(load_dataset(data, good).labels, load_dataset_in_process(data).labels);
+    EXPECT_EQ(same.total_weights(), net.total_weights());
+
+    FileCheck unused;
+    const std::string model_error = format_error_of([&] { load_model(bad_model, data, unused); });
+    EXPECT_EQ(model_error.rfind(bad_model + ": field 'layers/", 0), 0u) << model_error;
+    set_file_check_helper("");
+}
+
+// A checking process that crashes on the data set, after handing over the model's weights, leaves
+// the model loaded and refuses the data set, naming it, when it is read.
+TEST_F(HostileFiles, ACrashOnTheDataSetBesideTheModelIsAFormatErrorOfTheDataSet) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    const std::string data = (corpus / "fuzz_dataset_file" / "tiny.h5").string();
+    const Network net = load_model(model);  // no helper configured: read in-process
+    const std::string fake = path("dies-on-the-data-set.sh");
+    touch(fake, "#!/bin/sh\nhead -c " + std::to_string(net.total_weights()) +
+                    " /dev/zero >&3\nprintf 'ok\\036'\nkill -SEGV $$\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    set_file_check_helper(fake);
+    FileCheck check;
+    const Network loaded = load_model(model, data, check);
+    const std::string message = format_error_of([&] { load_dataset(data, check); });
+    set_file_check_helper("");
+    EXPECT_EQ(loaded.layers.size(), net.layers.size());
+    EXPECT_EQ(message.rfind(data + ": field 'file': corrupt: reading it crashed the HDF5 library", 0), 0u) << message;
+    EXPECT_NE(message.find("signal 11"), std::string::npos) << message;
+}
+
 // Many files in one checking process: the first failure is reported, in order, and a crash is
 // blamed on the file the helper had not finished.
 TEST_F(HostileFiles, BatchesReportTheFirstFailureAndTheFileACrashHappenedOn) {

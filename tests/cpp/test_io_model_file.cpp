@@ -9,6 +9,7 @@
 #include "common/h5.hpp"
 #include "common/errors.hpp"
 #include "formats/model_file.hpp"
+#include "formats/untrusted_file.hpp"
 #include "formats/zoo.hpp"
 
 namespace fs = std::filesystem;
@@ -204,6 +205,28 @@ void downgrade_to_version_1(const std::string& path) {
     }
 }
 
+// Rewrites every layer's weights as save_model wrote them before the weights were stored
+// contiguously: chunked (h5::choose_chunk, 1-byte elements) and deflated at level 4.
+void rewrite_weights_deflated(const std::string& path) {
+    const auto f = h5::File::open_write(path);
+    const h5::Location layers = f.open_group("layers");
+    for (const auto& name : layers.children_in_creation_order()) {
+        const h5::Location g = layers.open_group(name);
+        if (!g.has_link("weights")) continue;
+        const h5::Dataset old = g.open_dataset("weights");
+        const h5::Dims dims = old.dims();
+        const std::vector<std::int8_t> weights = old.read<std::int8_t>();
+        g.remove_link("weights");
+        g.write_dataset("weights", dims, weights.data(), {h5::choose_chunk(dims, 1), 4});
+    }
+}
+
+// The storage layout of a dataset and how many filters its pipeline holds.
+std::pair<H5D_layout_t, int> layout_of(const h5::Dataset& ds) {
+    const h5::Handle dcpl(h5::check(H5Dget_create_plist(ds.id()), "H5Dget_create_plist"));
+    return {H5Pget_layout(dcpl.id()), H5Pget_nfilters(dcpl.id())};
+}
+
 }  // namespace
 
 TEST_F(ModelFileTest, NonSquareWindowsRoundTripPerAxis) {
@@ -234,6 +257,43 @@ TEST_F(ModelFileTest, Version1FilesWithSquareWindowsStillLoad) {
     // A version-1 file is read by its own fields: one lacking `pad` names that field.
     layer_of(path("v1.h5"), "conv1", [](const h5::Location& g) { g.remove_attribute("pad"); });
     expect_format_error(path("v1.h5"), "layers/conv1/pad", "missing");
+}
+
+// save_model stores the weights contiguously and unfiltered, so a load does not inflate them.
+TEST_F(ModelFileTest, WeightsAreStoredContiguousWithoutFilters) {
+    save_model(zoo::resnet18(3, 32, 10), path("r18.h5"));
+    const auto f = h5::File::open_read(path("r18.h5"));
+    const h5::Location layers = f.open_group("layers");
+    int gemm_layers = 0;
+    for (const auto& name : layers.children_in_creation_order()) {
+        const h5::Location g = layers.open_group(name);
+        if (!g.has_link("weights")) continue;
+        SCOPED_TRACE(name);
+        const auto [layout, filters] = layout_of(g.open_dataset("weights"));
+        EXPECT_EQ(layout, H5D_CONTIGUOUS);
+        EXPECT_EQ(filters, 0);
+        ++gemm_layers;
+    }
+    EXPECT_EQ(gemm_layers, 21);  // ResNet-18: 20 convs (3 of them downsampling shortcuts) and the classifier
+}
+
+// Files written by earlier versions (weights chunked and deflated) load into the same network,
+// in-process and through the checking process, which hands the inflated weights over.
+TEST_F(ModelFileTest, DeflatedWeightsOfEarlierVersionsStillLoad) {
+    const Network net = zoo::resnet18(3, 32, 10);
+    save_model(net, path("old.h5"));
+    rewrite_weights_deflated(path("old.h5"));
+    {
+        const auto f = h5::File::open_read(path("old.h5"));
+        const auto [layout, filters] = layout_of(f.open_group("layers").open_group("conv1").open_dataset("weights"));
+        ASSERT_EQ(layout, H5D_CHUNKED);
+        ASSERT_EQ(filters, 1);
+    }
+    expect_same_network(net, load_model_in_process(path("old.h5")));
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const Network checked = load_model(path("old.h5"));
+    set_file_check_helper("");
+    expect_same_network(net, checked);
 }
 
 TEST_F(ModelFileTest, LayerGroupsListInNetworkOrder) {
