@@ -1,8 +1,17 @@
 // The recycled buffers of buffer_pool.hpp: one best-fit list per element type behind a mutex
 // (taken once per layer-sized buffer, never per block), oldest evicted first past the limit.
+//
+// fork(): a child has only the thread that forked, so a pool mutex that another thread held at
+// that instant would stay locked there for ever (a sweep forks workers while the float64
+// reference may run on other threads).  pthread_atfork handlers take both mutexes before the fork
+// and release them after it in parent and child, so the child starts with the pools unlocked
+// and their lists whole.  Nothing blocking runs under these mutexes (buffers are freed after
+// they are released), so the handler waits at most one list operation.
 #include "noise_models/buffer_pool.hpp"
 
 #include "common/huge_pages.hpp"
+
+#include <pthread.h>
 
 #include <deque>
 #include <mutex>
@@ -53,6 +62,10 @@ public:
         return bytes_;
     }
 
+    // For the fork handlers only: the pool's mutex held across fork().
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_after_fork() { mutex_.unlock(); }
+
 private:
     // The smallest pooled vector that holds n elements (an empty vector when none does).
     std::vector<T> best_fit(std::size_t n) {
@@ -72,16 +85,37 @@ private:
     std::size_t bytes_ = 0;
 };
 
+struct Pools {
+    Pool<double> doubles;
+    Pool<std::uint8_t> bytes;
+};
+
+// Set once, before the fork handlers are registered; they use it (never pools(), whose static
+// initialisation may be in progress on another thread when a fork happens).
+Pools* g_pools = nullptr;
+
+void lock_pools_for_fork() {   // always in this order: doubles, then bytes
+    g_pools->doubles.lock_for_fork();
+    g_pools->bytes.lock_for_fork();
+}
+// In the parent, and in the child, where the forking thread that locked them is the only thread.
+void unlock_pools_after_fork() {
+    g_pools->bytes.unlock_after_fork();
+    g_pools->doubles.unlock_after_fork();
+}
+
 // Leaked on purpose: LayerStates held by Python may be destroyed during interpreter shutdown,
-// after function-local statics are gone.
-Pool<double>& double_pool() {
-    static auto* pool = new Pool<double>;
-    return *pool;
+// after function-local statics are gone.  The fork handlers are registered with the pools, once.
+Pools& pools() {
+    static Pools* const instance = [] {
+        g_pools = new Pools;
+        pthread_atfork(lock_pools_for_fork, unlock_pools_after_fork, unlock_pools_after_fork);
+        return g_pools;
+    }();
+    return *instance;
 }
-Pool<std::uint8_t>& byte_pool() {
-    static auto* pool = new Pool<std::uint8_t>;
-    return *pool;
-}
+Pool<double>& double_pool() { return pools().doubles; }
+Pool<std::uint8_t>& byte_pool() { return pools().bytes; }
 
 }  // namespace
 

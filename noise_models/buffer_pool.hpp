@@ -11,7 +11,8 @@
 //   give_back(std::move(g));                   // its memory goes to the next take_*()
 //
 // Buffers under kPooledBytesMin are not pooled (glibc's heap reuses those without page faults).
-// Every function is thread-safe.  Nothing here changes a value the engine computes.
+// Every function is thread-safe, and a child forked while another thread uses the pool finds
+// it unlocked and whole (buffer_pool.cpp).  Nothing here changes a value the engine computes.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -79,7 +80,7 @@ struct ChunkStreams {
     }
 };
 
-void check_weights(std::span<const double> weights, const std::vector<std::int64_t>& shape) {
+void check_shape(std::span<const double> weights, const std::vector<std::int64_t>& shape) {
     if (shape.empty()) throw FormatError("<memory>", "weights", "shape must have at least one dimension");
     std::int64_t count = 1;
     for (std::int64_t s : shape) {
@@ -88,8 +89,52 @@ void check_weights(std::span<const double> weights, const std::vector<std::int64
     }
     if (std::size_t(count) != weights.size())
         throw FormatError("<memory>", "weights", "shape does not match the number of weights");
-    for (double w : weights)
-        if (!std::isfinite(w)) throw FormatError("<memory>", "weights", "weights must be finite");
+}
+
+// The smallest and the largest weight, after checking that every weight is finite.
+struct WeightRange {
+    double lo = 0.0, hi = 0.0;
+};
+
+// One chunk's range in eight running lanes (one min/max chain would wait a latency per weight).
+WeightRange chunk_range(const double* w, std::size_t n) {
+    double lo[8], hi[8];
+    bool finite = true;
+    for (std::size_t k = 0; k < 8; ++k) lo[k] = hi[k] = w[0];
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (std::size_t k = 0; k < 8; ++k) {
+            const double x = w[i + k];
+            lo[k] = std::min(lo[k], x);
+            hi[k] = std::max(hi[k], x);
+            finite &= std::abs(x) <= std::numeric_limits<double>::max();   // false for inf and NaN
+        }
+    for (; i < n; ++i) {
+        lo[0] = std::min(lo[0], w[i]);
+        hi[0] = std::max(hi[0], w[i]);
+        finite &= std::abs(w[i]) <= std::numeric_limits<double>::max();
+    }
+    if (!finite) throw FormatError("<memory>", "weights", "weights must be finite");
+    WeightRange r{lo[0], hi[0]};
+    for (std::size_t k = 1; k < 8; ++k) r.lo = std::min(r.lo, lo[k]), r.hi = std::max(r.hi, hi[k]);
+    return r;
+}
+
+// Checks every weight finite and fits the converter, the pass over the weights on the workers:
+// a fit depends only on the smallest and the largest weight (converter.hpp), so fitting on
+// those two gives the fit of the whole layer.  A zero at either end is the exception: which
+// zero (+0 or -0) a fit keeps depends on the order of the weights, so then the converter fits
+// the whole layer itself (serially; only layers with no weight of one sign).
+Conversion check_and_fit(const ConductanceConverter& converter, std::span<const double> weights, int threads) {
+    std::vector<WeightRange> ranges((weights.size() + kChunkWeights - 1) / kChunkWeights);
+    for_each_weight_chunk(weights.size(), threads, [&](std::size_t begin, std::size_t end) {
+        ranges[begin / kChunkWeights] = chunk_range(weights.data() + begin, end - begin);
+    });
+    WeightRange all = ranges.front();
+    for (const WeightRange& r : ranges) all.lo = std::min(all.lo, r.lo), all.hi = std::max(all.hi, r.hi);
+    if (all.lo == 0.0 || all.hi == 0.0) return converter.fit(weights);
+    const double ends[2] = {all.lo, all.hi};
+    return converter.fit(ends);
 }
 
 }  // namespace
@@ -118,11 +163,11 @@ void NoiseModel::check_time(double t) const {
 }
 
 LayerState NoiseModel::program(std::span<const double> weights, std::vector<std::int64_t> shape, const ChipKey& key) const {
-    check_weights(weights, shape);
+    check_shape(weights, shape);
     LayerState s;
     s.key = key;
     s.shape = std::move(shape);
-    s.conversion = converter_->fit(weights);
+    s.conversion = check_and_fit(*converter_, weights, num_threads_);
     s.devices_per_weight = converter_->devices_per_weight();
     const std::size_t d = std::size_t(s.devices_per_weight);
     // Every array is taken from the buffer pool and written whole, chunk by chunk, below.
