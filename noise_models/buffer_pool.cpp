@@ -23,21 +23,21 @@ namespace {
 template <class T>
 class Pool {
 public:
-    std::vector<T> take(std::size_t n) {
-        if (n * sizeof(T) < kPooledBytesMin) return std::vector<T>(n);
-        std::vector<T> v = best_fit(n);
+    PooledVector<T> take(std::size_t n) {
+        if (n * sizeof(T) < kPooledBytesMin) return PooledVector<T>(n);
+        PooledVector<T> v = best_fit(n);
         if (v.capacity() < n) {
             v.reserve(n);
             advise_huge_pages(v.data(), n * sizeof(T));
         }
-        v.resize(n);  // within the capacity: no allocation; only a grown tail is written
+        v.resize(n);  // within the capacity: no allocation, and nothing is written
         return v;
     }
 
-    void give(std::vector<T>&& v) {
+    void give(PooledVector<T>&& v) {
         const std::size_t bytes = v.capacity() * sizeof(T);
         if (bytes < kPooledBytesMin) return;
-        std::deque<std::vector<T>> evicted;  // freed after the lock is released
+        std::deque<PooledVector<T>> evicted;  // freed after the lock is released
         {
             const std::lock_guard lock(mutex_);
             free_.push_back(std::move(v));
@@ -51,7 +51,7 @@ public:
     }
 
     void release() {
-        std::deque<std::vector<T>> released;  // freed after the lock is released
+        std::deque<PooledVector<T>> released;  // freed after the lock is released
         const std::lock_guard lock(mutex_);
         released.swap(free_);
         bytes_ = 0;
@@ -68,20 +68,20 @@ public:
 
 private:
     // The smallest pooled vector that holds n elements (an empty vector when none does).
-    std::vector<T> best_fit(std::size_t n) {
+    PooledVector<T> best_fit(std::size_t n) {
         const std::lock_guard lock(mutex_);
         auto best = free_.end();
         for (auto it = free_.begin(); it != free_.end(); ++it)
             if (it->capacity() >= n && (best == free_.end() || it->capacity() < best->capacity())) best = it;
         if (best == free_.end()) return {};
-        std::vector<T> v = std::move(*best);
+        PooledVector<T> v = std::move(*best);
         free_.erase(best);
         bytes_ -= v.capacity() * sizeof(T);
         return v;
     }
 
     std::mutex mutex_;
-    std::deque<std::vector<T>> free_;  // oldest first
+    std::deque<PooledVector<T>> free_;  // oldest first
     std::size_t bytes_ = 0;
 };
 
@@ -119,10 +119,10 @@ Pool<std::uint8_t>& byte_pool() { return pools().bytes; }
 
 }  // namespace
 
-std::vector<double> take_doubles(std::size_t n) { return double_pool().take(n); }
-std::vector<std::uint8_t> take_bytes(std::size_t n) { return byte_pool().take(n); }
-void give_back(std::vector<double>&& v) { double_pool().give(std::move(v)); }
-void give_back(std::vector<std::uint8_t>&& v) { byte_pool().give(std::move(v)); }
+PooledVector<double> take_doubles(std::size_t n) { return double_pool().take(n); }
+PooledVector<std::uint8_t> take_bytes(std::size_t n) { return byte_pool().take(n); }
+void give_back(PooledVector<double>&& v) { double_pool().give(std::move(v)); }
+void give_back(PooledVector<std::uint8_t>&& v) { byte_pool().give(std::move(v)); }
 std::size_t pooled_bytes() { return double_pool().bytes() + byte_pool().bytes(); }
 void release_pooled_buffers() {
     double_pool().release();

@@ -241,7 +241,8 @@ ReadStart read_start(const NoiseModel& m, const LayerState& state) {
     const ConductanceConverter& conv = m.converter();
     if (state.g_prog.size() != state.weights.size() * std::size_t(conv.devices_per_weight()))
         throw FormatError("<memory>", "state", "device state does not belong to this model's converter");
-    if (m.drift_reference() == DriftReference::Programmed) return {state.g_prog, state.conversion};
+    if (m.drift_reference() == DriftReference::Programmed)
+        return {std::vector<double>(state.g_prog.begin(), state.g_prog.end()), state.conversion};
     // aihwkit parity: re-convert W_prog with a freshly fitted scale.
     const std::vector<double> w_prog = conv.convert_back(state.g_prog, state.conversion);
     ReadStart r;
@@ -278,7 +279,7 @@ std::vector<double> NoiseModel::read_conductances(const LayerState& state, doubl
 }
 
 std::vector<double> NoiseModel::read(const LayerState& state, double t, std::uint64_t round) const {
-    std::vector<double> w = take_doubles(state.num_weights());  // read_into writes every element
+    std::vector<double> w(state.num_weights());  // (Python reads into a pooled NumPy array instead)
     read_into(state, t, round, w.data());
     return w;
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "noise_models/buffer_pool.hpp"
 #include "noise_models/converter.hpp"
 #include "noise_models/params.hpp"
 #include "noise_models/rng.hpp"
@@ -38,13 +39,13 @@ enum class DriftReference : std::uint8_t { Reconverted = 0, Programmed = 1 };
 struct LayerState {
     ChipKey key;
     std::vector<std::int64_t> shape;  // weight array shape; shape[0] = output channels
-    std::vector<double> weights;      // the clean weights that were programmed
-    Conversion conversion;            // the converter fit at programming
+    PooledVector<double> weights;      // the clean weights that were programmed
+    Conversion conversion;             // the converter fit at programming
     int devices_per_weight = 0;
-    std::vector<double> g_target;     // uS
-    std::vector<double> g_prog;       // uS, after programming noise
-    std::vector<double> nu;           // drift exponents (or model-specific drift parameter)
-    std::vector<std::uint8_t> fault;  // Fault codes
+    PooledVector<double> g_target;     // uS
+    PooledVector<double> g_prog;       // uS, after programming noise
+    PooledVector<double> nu;           // drift exponents (or model-specific drift parameter)
+    PooledVector<std::uint8_t> fault;  // Fault codes
 
     std::size_t num_weights() const { return weights.size(); }
     std::size_t rows() const { return shape.empty() ? 1 : std::size_t(shape[0]); }

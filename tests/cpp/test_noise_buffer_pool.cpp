@@ -34,8 +34,9 @@ std::vector<double> ramp_weights(std::size_t n) {
 }
 
 struct Outcome {
-    std::vector<double> g_target, g_prog, nu, read, conductances;
-    std::vector<std::uint8_t> fault;
+    PooledVector<double> g_target, g_prog, nu;
+    std::vector<double> read, conductances;
+    PooledVector<std::uint8_t> fault;
 };
 
 Outcome program_and_read(const NoiseModel& m, const std::vector<double>& w) {
@@ -47,9 +48,9 @@ Outcome program_and_read(const NoiseModel& m, const std::vector<double>& w) {
 // values the engine never writes (NaN conductances, fault code 0xFF).
 void poison_pool(std::size_t n, int copies) {
     for (int k = 0; k < copies; ++k) {
-        give_back(std::vector<double>(n, std::numeric_limits<double>::quiet_NaN()));
-        give_back(std::vector<double>(2 * n, std::numeric_limits<double>::quiet_NaN()));
-        give_back(std::vector<std::uint8_t>(2 * n, 0xFF));
+        give_back(PooledVector<double>(n, std::numeric_limits<double>::quiet_NaN()));
+        give_back(PooledVector<double>(2 * n, std::numeric_limits<double>::quiet_NaN()));
+        give_back(PooledVector<std::uint8_t>(2 * n, 0xFF));
     }
 }
 
@@ -57,17 +58,17 @@ void poison_pool(std::size_t n, int copies) {
 
 TEST(BufferPool, GivenMemoryIsTakenAgain) {
     release_pooled_buffers();
-    std::vector<double> v = take_doubles(kBig);
+    PooledVector<double> v = take_doubles(kBig);
     ASSERT_EQ(v.size(), kBig);
     const double* memory = v.data();
     give_back(std::move(v));
     EXPECT_EQ(pooled_bytes(), kBig * sizeof(double));
-    const std::vector<double> smaller = take_doubles(kBig / 2);  // best fit: the same buffer
+    const PooledVector<double> smaller = take_doubles(kBig / 2);  // best fit: the same buffer
     EXPECT_EQ(smaller.data(), memory);
     EXPECT_EQ(smaller.size(), kBig / 2);
     EXPECT_EQ(pooled_bytes(), 0u);
     // Under kPooledBytesMin: not pooled.
-    give_back(std::vector<double>(16));
+    give_back(PooledVector<double>(16));
     EXPECT_EQ(pooled_bytes(), 0u);
 }
 
@@ -76,7 +77,7 @@ TEST(BufferPool, StaysUnderItsLimitOldestEvictedFirst) {
     const std::size_t each = kPooledBytesLimit / 4;  // reserved, never touched: no memory is used
     std::vector<const double*> given;
     for (int k = 0; k < 6; ++k) {
-        std::vector<double> v;
+        PooledVector<double> v;
         v.reserve(each / sizeof(double));
         given.push_back(v.data());
         give_back(std::move(v));
@@ -84,7 +85,7 @@ TEST(BufferPool, StaysUnderItsLimitOldestEvictedFirst) {
     }
     EXPECT_EQ(pooled_bytes(), 4 * each);
     std::set<const double*> kept;
-    std::vector<std::vector<double>> taken;
+    std::vector<PooledVector<double>> taken;
     for (int k = 0; k < 4; ++k) {
         taken.push_back(take_doubles(each / sizeof(double)));
         kept.insert(taken.back().data());
@@ -126,12 +127,12 @@ TEST(BufferPool, RecycledGarbageDoesNotChangeAnyResult) {
 TEST(BufferPool, ForkedChildCanUseThePoolWhileAnotherThreadWorksIt) {
     release_pooled_buffers();
     constexpr std::size_t kEach = kPooledBytesMin / sizeof(double);   // the smallest pooled size
-    for (int k = 0; k < 64; ++k) give_back(std::vector<double>(kEach, 1.0));
+    for (int k = 0; k < 64; ++k) give_back(PooledVector<double>(kEach, 1.0));
     std::atomic<bool> stop{false};
     std::atomic<long> cycles{0};
     std::thread worker([&] {
         while (!stop.load(std::memory_order_relaxed)) {
-            std::vector<double> v = take_doubles(kEach);
+            PooledVector<double> v = take_doubles(kEach);
             give_back(std::move(v));
             cycles.fetch_add(1, std::memory_order_relaxed);
         }
@@ -144,11 +145,11 @@ TEST(BufferPool, ForkedChildCanUseThePoolWhileAnotherThreadWorksIt) {
         ASSERT_GE(pid, 0) << "fork failed";
         if (pid == 0) {   // the child: only async-signal-safe exits from here
             alarm(5);
-            std::vector<double> v = take_doubles(2 * kEach);   // no pooled buffer fits: a fresh one
+            PooledVector<double> v = take_doubles(2 * kEach);   // no pooled buffer fits: a fresh one
             v[0] = 2.0;
             const bool ok = v.size() == 2 * kEach;
             give_back(std::move(v));
-            std::vector<double> again = take_doubles(2 * kEach);   // the one just given back
+            PooledVector<double> again = take_doubles(2 * kEach);   // the one just given back
             const bool reused = again.size() == 2 * kEach && again[0] == 2.0;
             _exit(ok && reused ? 0 : 1);
         }

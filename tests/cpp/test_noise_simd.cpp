@@ -324,7 +324,8 @@ TEST(NoiseSimdPaths, WholeLayerProgramDriftReadIsBitIdentical) {
             const simd::Isa before = simd::use(isa);
             const auto model = make_noise_model("pcm_like", params);
             const LayerState s = model->program(w, {40007}, {5, 6, 7});
-            Result r{s.g_prog, s.nu, model->read_conductances(s, 86400.0, 3), model->read(s, 86400.0, 3)};
+            Result r{{s.g_prog.begin(), s.g_prog.end()}, {s.nu.begin(), s.nu.end()},
+                     model->read_conductances(s, 86400.0, 3), model->read(s, 86400.0, 3)};
             simd::use(before);
             return r;
         };
