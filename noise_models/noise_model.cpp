@@ -26,6 +26,18 @@ int resolve_threads(int requested, std::size_t num_weights) {
 
 }  // namespace
 
+// Eight running maxima, not one chain that waits a max latency per pair.
+double max_pair_difference(const double* g, std::size_t pairs) {
+    double lane[8] = {};
+    std::size_t i = 0;
+    for (; i + 8 <= pairs; i += 8)
+        for (std::size_t k = 0; k < 8; ++k) lane[k] = std::max(lane[k], std::abs(g[2 * (i + k)] - g[2 * (i + k) + 1]));
+    for (; i < pairs; ++i) lane[0] = std::max(lane[0], std::abs(g[2 * i] - g[2 * i + 1]));
+    double m = 0.0;
+    for (double x : lane) m = std::max(m, x);
+    return m;
+}
+
 void for_each_weight_chunk(std::size_t n, int requested_threads, const std::function<void(std::size_t, std::size_t)>& fn) {
     const int threads = resolve_threads(requested_threads, n);
     const std::size_t chunks = (n + kChunkWeights - 1) / kChunkWeights;
@@ -176,18 +188,24 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     s.g_prog = take_doubles(weights.size() * d);
     s.nu = take_doubles(weights.size() * d);
     s.fault = take_bytes(weights.size() * d);
+    std::vector<double> chunk_pair_max(d == 2 ? (weights.size() + kChunkWeights - 1) / kChunkWeights : 0);
     for_each_chunk(weights.size(), num_threads_, [&](std::size_t begin, std::size_t end) {
         // The chunk's copy and conversion on its own thread; its g_target (256 KiB for a pair)
         // is still in L2 when the blocks below program it.
         std::copy(weights.begin() + begin, weights.begin() + end, s.weights.begin() + begin);
         converter_->convert_into(weights.subspan(begin, end - begin), s.conversion, s.g_target.data() + begin * d);
         const auto streams = ChunkStreams::for_program(*this, key, begin * d);
+        double chunk_max = 0.0;
         for (std::size_t i = begin * d; i < end * d; i += kBlockDevices) {
             const std::size_t count = std::min(kBlockDevices, end * d - i);
             program_block(s.g_target.data() + i, streams->next(count), count, s.g_prog.data() + i, s.nu.data() + i,
                           s.fault.data() + i);
+            if (d == 2)   // blocks hold whole pairs (chunks start on a pair, kBlockDevices is even)
+                chunk_max = std::max(chunk_max, max_pair_difference(s.g_prog.data() + i, count / 2));
         }
+        if (d == 2) chunk_pair_max[begin / kChunkWeights] = chunk_max;
     });
+    if (d == 2) s.max_pair_difference = *std::max_element(chunk_pair_max.begin(), chunk_pair_max.end());
     return s;
 }
 

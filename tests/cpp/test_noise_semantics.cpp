@@ -346,3 +346,26 @@ TEST(NoiseEngine, ProgramFitsLikeTheConverterOverTheWholeLayer) {
             }
     }
 }
+
+// A pair layout's max |g+ - g-| is found while programming (the re-converted read's scale); it
+// must equal a plain loop over the programmed layer, and a read that finds it unknown (-1: the
+// read then takes its own pass over g_prog) must give the same weights and conductances bit for bit.
+TEST(NoiseEngine, MaxPairDifferenceFoundWhileProgrammingIsTheLayers) {
+    const std::size_t n = 3 * kChunkWeights + 77;
+    const std::vector<double> w = ramp_weights(n);
+    for (int threads : {1, 2, 3}) {
+        const auto m = make_noise_model("pcm_like", {});
+        m->set_num_threads(threads);
+        const LayerState s = m->program(w, {std::int64_t(n)}, {4, 5, 6});
+        double expected = 0.0;
+        for (std::size_t i = 0; i < n; ++i) expected = std::max(expected, std::abs(s.g_prog[2 * i] - s.g_prog[2 * i + 1]));
+        EXPECT_EQ(s.max_pair_difference, expected) << threads << " threads";
+        LayerState unknown = s;
+        unknown.max_pair_difference = -1.0;
+        EXPECT_EQ(m->read(unknown, 86400.0, 2), m->read(s, 86400.0, 2)) << threads << " threads";
+        EXPECT_EQ(m->read_conductances(unknown, 3600.0, 1), m->read_conductances(s, 3600.0, 1)) << threads << " threads";
+    }
+    // Layouts of one device per weight leave it unknown.
+    const auto cmo = make_noise_model("reram_cmo", {});
+    EXPECT_LT(cmo->program(w, {std::int64_t(n)}, {}).max_pair_difference, 0.0);
+}
