@@ -17,7 +17,14 @@ Part 2, every model against a straightforward NumPy implementation of the same f
 (numpy.random.Generator for the draws, so the values differ but the work is the same).
 
 Figures: weights/s from wall-clock time (best of --repeats) and from process CPU time (all
-threads), which other processes on a shared machine do not inflate.  aimcemu runs once per vector
+threads), which other processes on a shared machine do not inflate.
+
+Threads: torch's OpenMP workers busy-wait after each operation by default.  In one process with
+aimcemu, layer by layer, they spun on the cores aimcemu's workers then needed (and their spinning
+counted as CPU time of the process): aimcemu's 2-thread rate fell below its 1-thread one and
+aihwkit's own 2-thread rate to a tenth of its 1-thread one.  So the benchmark sets
+OMP_WAIT_POLICY=PASSIVE (unless the environment sets it) before torch is imported: idle OpenMP
+workers sleep, which the 1-thread rows do not notice (torch has no workers there).  aimcemu runs once per vector
 implementation of its float64 noise math the CPU has (AVX-512, AVX2; the results are
 bit-identical), alternating with aihwkit layer by layer.  The engine keeps freed layer buffers for
 the next layer (noise_models/buffer_pool.hpp): the first pass over the network fills that pool, so
@@ -30,6 +37,9 @@ import argparse
 import os
 import sys
 import time
+
+# Before torch (imported below) starts its OpenMP workers: they sleep when idle (see above).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 
@@ -231,6 +241,7 @@ def time_against_aihwkit(layers, cores: int, repeats: int, aihwkit_src: str) -> 
     print("Mweights/s from wall-clock time and per process CPU-second (all threads' CPU time); "
           "ratio = aimcemu / aihwkit, measured in the same run")
     print(f"{'threads':>8} {'engine':>16} {'wall':>10} {'per CPU-s':>10} {'ratio wall':>11} {'ratio CPU':>10}")
+    walls = {}
     for threads in sorted({1, cores}):
         ours.num_threads = threads
         torch.set_num_threads(threads)
@@ -249,6 +260,10 @@ def time_against_aihwkit(layers, cores: int, repeats: int, aihwkit_src: str) -> 
             ratios = (f"{best_wall[-1] / best_wall[k]:11.2f} {best_cpu[-1] / best_cpu[k]:10.2f}"
                       if k < len(engines) - 1 else f"{'':>11} {'':>10}")
             print(f"{threads:>8} {label:>16} {n / best_wall[k] / 1e6:10.2f} {n / best_cpu[k] / 1e6:10.2f} {ratios}")
+        walls[threads] = best_wall
+    if cores > 1:
+        print(f"{cores} threads / 1 thread, wall: " + ", ".join(
+            f"{label} {walls[1][k] / walls[cores][k]:.2f}x" for k, (label, _, _) in enumerate(engines)))
     aimcemu._core.noise.use_noise_simd_isa(active)
     ours.num_threads = 0
 

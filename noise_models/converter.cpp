@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/errors.hpp"
+#include "noise_models/simd.hpp"
 
 namespace aimcemu::noise {
 
@@ -74,6 +75,10 @@ double SinglePairConverter::to_weight(const double* g, const Conversion& c) cons
 }
 
 void SinglePairConverter::convert_into(std::span<const double> weights, const Conversion& c, double* g) const {
+    if (simd::available()) {   // the same expression, four or eight weights per step
+        simd::single_pair_convert(weights.data(), weights.size(), c.scale, g_max_, g_min_, g);
+        return;
+    }
     for (std::size_t i = 0; i < weights.size(); ++i) {   // to_conductances, inlined
         g[2 * i] = std::clamp(weights[i] * c.scale, 0.0, g_max_) + g_min_;
         g[2 * i + 1] = std::clamp(-weights[i] * c.scale, 0.0, g_max_) + g_min_;

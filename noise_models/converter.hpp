@@ -32,6 +32,8 @@ public:
 
     virtual std::string name() const = 0;
     virtual int devices_per_weight() const = 0;
+    // Depends only on the smallest and the largest weight (NoiseModel::program fits on those two,
+    // found on its workers); a converter that needs more of the weights must change program too.
     virtual Conversion fit(std::span<const double> weights) const = 0;
     virtual void to_conductances(double w, const Conversion& c, double* g) const = 0;
     virtual double to_weight(const double* g, const Conversion& c) const = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -24,6 +25,18 @@ int resolve_threads(int requested, std::size_t num_weights) {
 }
 
 }  // namespace
+
+// Eight running maxima, not one chain that waits a max latency per pair.
+double max_pair_difference(const double* g, std::size_t pairs) {
+    double lane[8] = {};
+    std::size_t i = 0;
+    for (; i + 8 <= pairs; i += 8)
+        for (std::size_t k = 0; k < 8; ++k) lane[k] = std::max(lane[k], std::abs(g[2 * (i + k)] - g[2 * (i + k) + 1]));
+    for (; i < pairs; ++i) lane[0] = std::max(lane[0], std::abs(g[2 * i] - g[2 * i + 1]));
+    double m = 0.0;
+    for (double x : lane) m = std::max(m, x);
+    return m;
+}
 
 void for_each_weight_chunk(std::size_t n, int requested_threads, const std::function<void(std::size_t, std::size_t)>& fn) {
     const int threads = resolve_threads(requested_threads, n);
@@ -79,7 +92,7 @@ struct ChunkStreams {
     }
 };
 
-void check_weights(std::span<const double> weights, const std::vector<std::int64_t>& shape) {
+void check_shape(std::span<const double> weights, const std::vector<std::int64_t>& shape) {
     if (shape.empty()) throw FormatError("<memory>", "weights", "shape must have at least one dimension");
     std::int64_t count = 1;
     for (std::int64_t s : shape) {
@@ -88,8 +101,52 @@ void check_weights(std::span<const double> weights, const std::vector<std::int64
     }
     if (std::size_t(count) != weights.size())
         throw FormatError("<memory>", "weights", "shape does not match the number of weights");
-    for (double w : weights)
-        if (!std::isfinite(w)) throw FormatError("<memory>", "weights", "weights must be finite");
+}
+
+// The smallest and the largest weight, after checking that every weight is finite.
+struct WeightRange {
+    double lo = 0.0, hi = 0.0;
+};
+
+// One chunk's range in eight running lanes (one min/max chain would wait a latency per weight).
+WeightRange chunk_range(const double* w, std::size_t n) {
+    double lo[8], hi[8];
+    bool finite = true;
+    for (std::size_t k = 0; k < 8; ++k) lo[k] = hi[k] = w[0];
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (std::size_t k = 0; k < 8; ++k) {
+            const double x = w[i + k];
+            lo[k] = std::min(lo[k], x);
+            hi[k] = std::max(hi[k], x);
+            finite &= std::abs(x) <= std::numeric_limits<double>::max();   // false for inf and NaN
+        }
+    for (; i < n; ++i) {
+        lo[0] = std::min(lo[0], w[i]);
+        hi[0] = std::max(hi[0], w[i]);
+        finite &= std::abs(w[i]) <= std::numeric_limits<double>::max();
+    }
+    if (!finite) throw FormatError("<memory>", "weights", "weights must be finite");
+    WeightRange r{lo[0], hi[0]};
+    for (std::size_t k = 1; k < 8; ++k) r.lo = std::min(r.lo, lo[k]), r.hi = std::max(r.hi, hi[k]);
+    return r;
+}
+
+// Checks every weight finite and fits the converter, the pass over the weights on the workers:
+// a fit depends only on the smallest and the largest weight (converter.hpp), so fitting on
+// those two gives the fit of the whole layer.  A zero at either end is the exception: which
+// zero (+0 or -0) a fit keeps depends on the order of the weights, so then the converter fits
+// the whole layer itself (serially; only layers with no weight of one sign).
+Conversion check_and_fit(const ConductanceConverter& converter, std::span<const double> weights, int threads) {
+    std::vector<WeightRange> ranges((weights.size() + kChunkWeights - 1) / kChunkWeights);
+    for_each_weight_chunk(weights.size(), threads, [&](std::size_t begin, std::size_t end) {
+        ranges[begin / kChunkWeights] = chunk_range(weights.data() + begin, end - begin);
+    });
+    WeightRange all = ranges.front();
+    for (const WeightRange& r : ranges) all.lo = std::min(all.lo, r.lo), all.hi = std::max(all.hi, r.hi);
+    if (all.lo == 0.0 || all.hi == 0.0) return converter.fit(weights);
+    const double ends[2] = {all.lo, all.hi};
+    return converter.fit(ends);
 }
 
 }  // namespace
@@ -118,11 +175,11 @@ void NoiseModel::check_time(double t) const {
 }
 
 LayerState NoiseModel::program(std::span<const double> weights, std::vector<std::int64_t> shape, const ChipKey& key) const {
-    check_weights(weights, shape);
+    check_shape(weights, shape);
     LayerState s;
     s.key = key;
     s.shape = std::move(shape);
-    s.conversion = converter_->fit(weights);
+    s.conversion = check_and_fit(*converter_, weights, num_threads_);
     s.devices_per_weight = converter_->devices_per_weight();
     const std::size_t d = std::size_t(s.devices_per_weight);
     // Every array is taken from the buffer pool and written whole, chunk by chunk, below.
@@ -131,18 +188,24 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     s.g_prog = take_doubles(weights.size() * d);
     s.nu = take_doubles(weights.size() * d);
     s.fault = take_bytes(weights.size() * d);
+    std::vector<double> chunk_pair_max(d == 2 ? (weights.size() + kChunkWeights - 1) / kChunkWeights : 0);
     for_each_chunk(weights.size(), num_threads_, [&](std::size_t begin, std::size_t end) {
         // The chunk's copy and conversion on its own thread; its g_target (256 KiB for a pair)
         // is still in L2 when the blocks below program it.
         std::copy(weights.begin() + begin, weights.begin() + end, s.weights.begin() + begin);
         converter_->convert_into(weights.subspan(begin, end - begin), s.conversion, s.g_target.data() + begin * d);
         const auto streams = ChunkStreams::for_program(*this, key, begin * d);
+        double chunk_max = 0.0;
         for (std::size_t i = begin * d; i < end * d; i += kBlockDevices) {
             const std::size_t count = std::min(kBlockDevices, end * d - i);
             program_block(s.g_target.data() + i, streams->next(count), count, s.g_prog.data() + i, s.nu.data() + i,
                           s.fault.data() + i);
+            if (d == 2)   // blocks hold whole pairs (chunks start on a pair, kBlockDevices is even)
+                chunk_max = std::max(chunk_max, max_pair_difference(s.g_prog.data() + i, count / 2));
         }
+        if (d == 2) chunk_pair_max[begin / kChunkWeights] = chunk_max;
     });
+    if (d == 2) s.max_pair_difference = *std::max_element(chunk_pair_max.begin(), chunk_pair_max.end());
     return s;
 }
 
@@ -196,7 +259,8 @@ ReadStart read_start(const NoiseModel& m, const LayerState& state) {
     const ConductanceConverter& conv = m.converter();
     if (state.g_prog.size() != state.weights.size() * std::size_t(conv.devices_per_weight()))
         throw FormatError("<memory>", "state", "device state does not belong to this model's converter");
-    if (m.drift_reference() == DriftReference::Programmed) return {state.g_prog, state.conversion};
+    if (m.drift_reference() == DriftReference::Programmed)
+        return {std::vector<double>(state.g_prog.begin(), state.g_prog.end()), state.conversion};
     // aihwkit parity: re-convert W_prog with a freshly fitted scale.
     const std::vector<double> w_prog = conv.convert_back(state.g_prog, state.conversion);
     ReadStart r;
@@ -233,7 +297,7 @@ std::vector<double> NoiseModel::read_conductances(const LayerState& state, doubl
 }
 
 std::vector<double> NoiseModel::read(const LayerState& state, double t, std::uint64_t round) const {
-    std::vector<double> w = take_doubles(state.num_weights());  // read_into writes every element
+    std::vector<double> w(state.num_weights());  // (Python reads into a pooled NumPy array instead)
     read_into(state, t, round, w.data());
     return w;
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "noise_models/buffer_pool.hpp"
 #include "noise_models/converter.hpp"
 #include "noise_models/params.hpp"
 #include "noise_models/rng.hpp"
@@ -38,13 +39,18 @@ enum class DriftReference : std::uint8_t { Reconverted = 0, Programmed = 1 };
 struct LayerState {
     ChipKey key;
     std::vector<std::int64_t> shape;  // weight array shape; shape[0] = output channels
-    std::vector<double> weights;      // the clean weights that were programmed
-    Conversion conversion;            // the converter fit at programming
+    PooledVector<double> weights;      // the clean weights that were programmed
+    Conversion conversion;             // the converter fit at programming
     int devices_per_weight = 0;
-    std::vector<double> g_target;     // uS
-    std::vector<double> g_prog;       // uS, after programming noise
-    std::vector<double> nu;           // drift exponents (or model-specific drift parameter)
-    std::vector<std::uint8_t> fault;  // Fault codes
+    PooledVector<double> g_target;     // uS
+    PooledVector<double> g_prog;       // uS, after programming noise
+    PooledVector<double> nu;           // drift exponents (or model-specific drift parameter)
+    PooledVector<std::uint8_t> fault;  // Fault codes
+    // max |g_prog[2i] - g_prog[2i+1]| over the layer (uS), found while programming a layout of
+    // two devices per weight (the re-converted read's scale needs it; finding it then, from L1,
+    // spares the read a pass over g_prog); < 0 when not known.  Code that changes g_prog after
+    // programming must set it to -1.
+    double max_pair_difference = -1.0;
 
     std::size_t num_weights() const { return weights.size(); }
     std::size_t rows() const { return shape.empty() ? 1 : std::size_t(shape[0]); }
@@ -164,6 +170,9 @@ private:
     DriftReference drift_reference_ = DriftReference::Reconverted;
     int num_threads_ = 0;
 };
+
+// max |g[2i] - g[2i+1]| over `pairs` pairs (0 for none); exact, so the same in any grouping.
+double max_pair_difference(const double* g, std::size_t pairs);
 
 // Weights per chunk of for_each_weight_chunk (fixed: the random streams are positioned per chunk).
 inline constexpr std::size_t kChunkWeights = std::size_t(1) << 14;

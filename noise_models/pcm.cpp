@@ -204,23 +204,16 @@ bool PcmLikeModel::read_fused(const LayerState& state, double t, std::uint64_t r
     check_time(t);
     const ReadContext context = read_context(t);
     const std::size_t n = state.num_weights();
-    // The maximum per chunk on the workers, then over the chunks (a maximum is exact in any order).
-    std::vector<double> chunk_max((n + kChunkWeights - 1) / kChunkWeights, 0.0);
-    // Eight running maxima per chunk, not one chain that waits a max latency per weight.
-    for_each_weight_chunk(n, num_threads(), [&](std::size_t begin, std::size_t end) {
-        const double* g = state.g_prog.data();
-        double lane[8] = {};
-        std::size_t i = begin;
-        for (; i + 8 <= end; i += 8)
-            for (std::size_t k = 0; k < 8; ++k)
-                lane[k] = std::max(lane[k], std::abs(g[2 * (i + k)] - g[2 * (i + k) + 1]));
-        for (; i < end; ++i) lane[0] = std::max(lane[0], std::abs(g[2 * i] - g[2 * i + 1]));
-        double m = 0.0;
-        for (double x : lane) m = std::max(m, x);
-        chunk_max[begin / kChunkWeights] = m;
-    });
-    double abs_max = 0.0;
-    for (double m : chunk_max) abs_max = std::max(abs_max, m);
+    // Found while programming (from L1, right after each block); else a pass over g_prog, per chunk
+    // on the workers (a maximum is exact in any order).
+    double abs_max = state.max_pair_difference;
+    if (abs_max < 0.0) {
+        std::vector<double> chunk_max((n + kChunkWeights - 1) / kChunkWeights, 0.0);
+        for_each_weight_chunk(n, num_threads(), [&](std::size_t begin, std::size_t end) {
+            chunk_max[begin / kChunkWeights] = max_pair_difference(state.g_prog.data() + 2 * begin, end - begin);
+        });
+        abs_max = *std::max_element(chunk_max.begin(), chunk_max.end());
+    }
     const double scale_prog = state.conversion.scale;
     const double scale_read = (pair->g_max() - pair->g_min()) / std::max(abs_max / scale_prog, 1e-7);
     const simd::PcmLikeBlock c = simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_);

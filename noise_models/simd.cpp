@@ -102,4 +102,8 @@ void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double re
                                              weights, g_out, w_out);
 }
 
+void single_pair_convert(const double* w, std::size_t n, double scale, double g_max, double g_min, double* g) {
+    wide() ? avx512::single_pair_convert(w, n, scale, g_max, g_min, g) : avx2::single_pair_convert(w, n, scale, g_max, g_min, g);
+}
+
 }  // namespace aimcemu::noise::simd

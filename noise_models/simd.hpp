@@ -86,4 +86,8 @@ void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double re
                                double scale_read, const double* g_prog, const double* nu, const double* z_read,
                                std::size_t weights, double* g_out, double* w_out);
 
+// A single pair's conversion of n weights (SinglePairConverter::convert_into, the same values):
+// g[2i] = clamp(w[i] * scale, 0, g_max) + g_min, g[2i+1] = clamp(-w[i] * scale, 0, g_max) + g_min.
+void single_pair_convert(const double* w, std::size_t n, double scale, double g_max, double g_min, double* g);
+
 }  // namespace aimcemu::noise::simd

@@ -340,6 +340,17 @@ void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double re
     }
 }
 
+// SinglePairConverter::convert_into on the vector unit: the same expression per weight as its
+// scalar loop (a product, std::clamp's two comparisons, a sum), which the compiler vectorises
+// for this file's ISA; every operation is exact IEEE, so the values are the scalar loop's.
+void single_pair_convert(const double* w, std::size_t n, double scale, double g_max, double g_min, double* g) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const double plus = w[i] * scale, minus = -w[i] * scale;
+        g[2 * i] = (plus < 0.0 ? 0.0 : g_max < plus ? g_max : plus) + g_min;
+        g[2 * i + 1] = (minus < 0.0 ? 0.0 : g_max < minus ? g_max : minus) + g_min;
+    }
+}
+
 }  // namespace aimcemu::noise::simd::avx512
 
 AIMCEMU_ISA_END()

@@ -21,7 +21,8 @@
                        const double* nu, const double* z_read, std::size_t devices, double* g_out);              \
     void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double read_factor, double scale_prog, \
                                    double scale_read, const double* g_prog, const double* nu, const double* z_read, \
-                                   std::size_t weights, double* g_out, double* w_out);
+                                   std::size_t weights, double* g_out, double* w_out);                  \
+    void single_pair_convert(const double* w, std::size_t n, double scale, double g_max, double g_min, double* g);
 
 namespace aimcemu::noise::simd {
 namespace avx2 {

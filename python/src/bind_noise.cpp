@@ -36,7 +36,8 @@ std::string isa_key(simd::Isa isa) {
 
 std::vector<double> to_vector(const DoubleArray& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
 
-py::array_t<double> to_array(const std::vector<double>& v, std::vector<py::ssize_t> shape) {
+template <class Vector>
+py::array_t<double> to_array(const Vector& v, std::vector<py::ssize_t> shape) {
     py::array_t<double> out(shape);
     std::copy(v.begin(), v.end(), out.mutable_data());
     return out;
@@ -47,10 +48,10 @@ py::array_t<double> to_array(const std::vector<double>& v, std::vector<py::ssize
 py::array_t<double> pooled_array(std::vector<py::ssize_t> shape) {
     std::size_t n = 1;
     for (py::ssize_t d : shape) n *= std::size_t(d);
-    auto buffer = std::make_unique<std::vector<double>>(take_doubles(n));
+    auto buffer = std::make_unique<PooledVector<double>>(take_doubles(n));
     double* data = buffer->data();
     py::capsule owner(buffer.get(), [](void* p) {
-        auto* v = static_cast<std::vector<double>*>(p);
+        auto* v = static_cast<PooledVector<double>*>(p);
         give_back(std::move(*v));
         delete v;
     });

@@ -1,11 +1,17 @@
 // The noise engine's buffer pool (noise_models/buffer_pool.hpp): recycled memory is handed out
 // again, the pool stays under its limit, and a layer programmed and read into recycled memory
-// full of garbage gives bit for bit what it gives in fresh memory (every array is written whole).
+// full of garbage gives bit for bit what it gives in fresh memory (every array is written whole),
+// and a child forked while another thread works the pool can use the pool.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "noise_models/buffer_pool.hpp"
@@ -28,8 +34,9 @@ std::vector<double> ramp_weights(std::size_t n) {
 }
 
 struct Outcome {
-    std::vector<double> g_target, g_prog, nu, read, conductances;
-    std::vector<std::uint8_t> fault;
+    PooledVector<double> g_target, g_prog, nu;
+    std::vector<double> read, conductances;
+    PooledVector<std::uint8_t> fault;
 };
 
 Outcome program_and_read(const NoiseModel& m, const std::vector<double>& w) {
@@ -41,9 +48,9 @@ Outcome program_and_read(const NoiseModel& m, const std::vector<double>& w) {
 // values the engine never writes (NaN conductances, fault code 0xFF).
 void poison_pool(std::size_t n, int copies) {
     for (int k = 0; k < copies; ++k) {
-        give_back(std::vector<double>(n, std::numeric_limits<double>::quiet_NaN()));
-        give_back(std::vector<double>(2 * n, std::numeric_limits<double>::quiet_NaN()));
-        give_back(std::vector<std::uint8_t>(2 * n, 0xFF));
+        give_back(PooledVector<double>(n, std::numeric_limits<double>::quiet_NaN()));
+        give_back(PooledVector<double>(2 * n, std::numeric_limits<double>::quiet_NaN()));
+        give_back(PooledVector<std::uint8_t>(2 * n, 0xFF));
     }
 }
 
@@ -51,17 +58,17 @@ void poison_pool(std::size_t n, int copies) {
 
 TEST(BufferPool, GivenMemoryIsTakenAgain) {
     release_pooled_buffers();
-    std::vector<double> v = take_doubles(kBig);
+    PooledVector<double> v = take_doubles(kBig);
     ASSERT_EQ(v.size(), kBig);
     const double* memory = v.data();
     give_back(std::move(v));
     EXPECT_EQ(pooled_bytes(), kBig * sizeof(double));
-    const std::vector<double> smaller = take_doubles(kBig / 2);  // best fit: the same buffer
+    const PooledVector<double> smaller = take_doubles(kBig / 2);  // best fit: the same buffer
     EXPECT_EQ(smaller.data(), memory);
     EXPECT_EQ(smaller.size(), kBig / 2);
     EXPECT_EQ(pooled_bytes(), 0u);
     // Under kPooledBytesMin: not pooled.
-    give_back(std::vector<double>(16));
+    give_back(PooledVector<double>(16));
     EXPECT_EQ(pooled_bytes(), 0u);
 }
 
@@ -70,7 +77,7 @@ TEST(BufferPool, StaysUnderItsLimitOldestEvictedFirst) {
     const std::size_t each = kPooledBytesLimit / 4;  // reserved, never touched: no memory is used
     std::vector<const double*> given;
     for (int k = 0; k < 6; ++k) {
-        std::vector<double> v;
+        PooledVector<double> v;
         v.reserve(each / sizeof(double));
         given.push_back(v.data());
         give_back(std::move(v));
@@ -78,7 +85,7 @@ TEST(BufferPool, StaysUnderItsLimitOldestEvictedFirst) {
     }
     EXPECT_EQ(pooled_bytes(), 4 * each);
     std::set<const double*> kept;
-    std::vector<std::vector<double>> taken;
+    std::vector<PooledVector<double>> taken;
     for (int k = 0; k < 4; ++k) {
         taken.push_back(take_doubles(each / sizeof(double)));
         kept.insert(taken.back().data());
@@ -109,5 +116,54 @@ TEST(BufferPool, RecycledGarbageDoesNotChangeAnyResult) {
         EXPECT_EQ(recycled.read, fresh.read) << name;
         EXPECT_EQ(recycled.conductances, fresh.conductances) << name;
     }
+    release_pooled_buffers();
+}
+
+// A sweep forks its workers while other threads may be inside the pool; a child must not inherit
+// its mutex locked.  Another thread takes and gives back buffers without pause, each take scanning
+// a list of 64 pooled buffers under the mutex, so most forks land while that thread holds it;
+// every child then takes and gives back a buffer and exits 0.  A child that blocks on the mutex
+// is killed by its alarm (without the pool's fork handlers nearly every child was).
+TEST(BufferPool, ForkedChildCanUseThePoolWhileAnotherThreadWorksIt) {
+    release_pooled_buffers();
+    constexpr std::size_t kEach = kPooledBytesMin / sizeof(double);   // the smallest pooled size
+    for (int k = 0; k < 64; ++k) give_back(PooledVector<double>(kEach, 1.0));
+    std::atomic<bool> stop{false};
+    std::atomic<long> cycles{0};
+    std::thread worker([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            PooledVector<double> v = take_doubles(kEach);
+            give_back(std::move(v));
+            cycles.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    while (cycles.load() < 100) std::this_thread::yield();   // the worker is in its loop
+    constexpr int kForks = 40;
+    int children_ok = 0;
+    for (int f = 0; f < kForks; ++f) {
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0) << "fork failed";
+        if (pid == 0) {   // the child: only async-signal-safe exits from here
+            alarm(5);
+            PooledVector<double> v = take_doubles(2 * kEach);   // no pooled buffer fits: a fresh one
+            v[0] = 2.0;
+            const bool ok = v.size() == 2 * kEach;
+            give_back(std::move(v));
+            PooledVector<double> again = take_doubles(2 * kEach);   // the one just given back
+            const bool reused = again.size() == 2 * kEach && again[0] == 2.0;
+            _exit(ok && reused ? 0 : 1);
+        }
+        int status = 0;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        EXPECT_TRUE(ok) << "child " << f
+                        << (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
+                                                : " exited " + std::to_string(WEXITSTATUS(status)));
+        if (!ok) break;   // one stuck child says it; do not wait out the alarm of every other
+        ++children_ok;
+    }
+    stop = true;
+    worker.join();
+    EXPECT_EQ(children_ok, kForks);
     release_pooled_buffers();
 }

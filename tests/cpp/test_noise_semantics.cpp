@@ -3,7 +3,9 @@
 // drift compensation, and clear errors on bad parameters.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "noise_models/compensation.hpp"
@@ -288,4 +290,82 @@ TEST(NoiseFactory, ParamsRoundTripRebuildsTheSameModel) {
         const LayerState b = again->program(ramp_weights(500), {5, 100}, {1, 2, 3});
         EXPECT_EQ(a.g_prog, b.g_prog) << name;
     }
+}
+
+// program() checks the weights and fits its converter on the smallest and largest weight, found
+// per chunk on the workers.  The fit must equal the converter's own fit over the whole layer bit
+// for bit (scale, w_min, w_max) for every converter and any thread count, also where a zero is
+// the smallest or largest weight (whose sign, +0 or -0, only the whole layer's order decides),
+// and a non-finite weight anywhere is refused naming "weights".
+TEST(NoiseEngine, ProgramFitsLikeTheConverterOverTheWholeLayer) {
+    const std::size_t n = 5 * kChunkWeights + 123;   // six chunks, the last one partial
+    std::vector<std::vector<double>> layers;
+    layers.push_back(ramp_weights(n));                // both signs; extremes in several chunks
+    std::vector<double> peaks = ramp_weights(n);
+    peaks[n - 1] = 3.0;                               // largest in the partial last chunk
+    peaks[2 * kChunkWeights + 5] = -2.5;              // smallest inside a middle chunk, lane 5
+    layers.push_back(peaks);
+    std::vector<double> non_negative(n);
+    for (std::size_t i = 0; i < n; ++i) non_negative[i] = std::abs(std::sin(0.37 * double(i) + 0.1)) + 0.01;
+    non_negative[kChunkWeights + 3] = -0.0;           // the smallest weights: -0 first, then +0
+    non_negative[3 * kChunkWeights + 1] = 0.0;
+    layers.push_back(non_negative);
+    std::vector<double> non_positive(n);
+    for (std::size_t i = 0; i < n; ++i) non_positive[i] = -non_negative[i];   // largest: +0 first, then -0
+    layers.push_back(non_positive);
+
+    const std::vector<std::pair<std::string, NoiseParams>> models = {
+        {"pcm_like", {}},                                                           // single pair
+        {"pcm_like", {{"converter", std::string("n_pair")}, {"pair_factors", std::vector<double>{1.0, 3.0}}}},
+        {"generic", {{"converter", std::string("single_device")}, {"g_min", 0.0}, {"prog_additive", 0.01}}},
+        {"reram_cmo", {}}};                                                         // single device, g_min 9
+    for (const auto& [name, params] : models) {
+        const auto m = make_noise_model(name, params);
+        for (std::size_t l = 0; l < layers.size(); ++l) {
+            const Conversion whole = m->converter().fit(layers[l]);
+            for (int threads : {1, 2, 3}) {
+                m->set_num_threads(threads);
+                const Conversion got = m->program(layers[l], {std::int64_t(n)}, {1, 2, 3}).conversion;
+                const std::string where = name + " layer " + std::to_string(l) + " threads " + std::to_string(threads);
+                EXPECT_EQ(std::bit_cast<std::uint64_t>(got.scale), std::bit_cast<std::uint64_t>(whole.scale)) << where;
+                EXPECT_EQ(std::bit_cast<std::uint64_t>(got.w_min), std::bit_cast<std::uint64_t>(whole.w_min)) << where;
+                EXPECT_EQ(std::bit_cast<std::uint64_t>(got.w_max), std::bit_cast<std::uint64_t>(whole.w_max)) << where;
+            }
+        }
+        for (double bad : {std::nan(""), double(INFINITY), -double(INFINITY)})
+            for (std::size_t at : {std::size_t(0), 2 * kChunkWeights + 7, n - 1}) {
+                std::vector<double> w = layers[0];
+                w[at] = bad;
+                m->set_num_threads(2);
+                try {
+                    m->program(w, {std::int64_t(n)}, {});
+                    ADD_FAILURE() << name << ": no error for " << bad << " at " << at;
+                } catch (const FormatError& e) {
+                    EXPECT_EQ(e.field(), "weights") << e.what();
+                }
+            }
+    }
+}
+
+// A pair layout's max |g+ - g-| is found while programming (the re-converted read's scale); it
+// must equal a plain loop over the programmed layer, and a read that finds it unknown (-1: the
+// read then takes its own pass over g_prog) must give the same weights and conductances bit for bit.
+TEST(NoiseEngine, MaxPairDifferenceFoundWhileProgrammingIsTheLayers) {
+    const std::size_t n = 3 * kChunkWeights + 77;
+    const std::vector<double> w = ramp_weights(n);
+    for (int threads : {1, 2, 3}) {
+        const auto m = make_noise_model("pcm_like", {});
+        m->set_num_threads(threads);
+        const LayerState s = m->program(w, {std::int64_t(n)}, {4, 5, 6});
+        double expected = 0.0;
+        for (std::size_t i = 0; i < n; ++i) expected = std::max(expected, std::abs(s.g_prog[2 * i] - s.g_prog[2 * i + 1]));
+        EXPECT_EQ(s.max_pair_difference, expected) << threads << " threads";
+        LayerState unknown = s;
+        unknown.max_pair_difference = -1.0;
+        EXPECT_EQ(m->read(unknown, 86400.0, 2), m->read(s, 86400.0, 2)) << threads << " threads";
+        EXPECT_EQ(m->read_conductances(unknown, 3600.0, 1), m->read_conductances(s, 3600.0, 1)) << threads << " threads";
+    }
+    // Layouts of one device per weight leave it unknown.
+    const auto cmo = make_noise_model("reram_cmo", {});
+    EXPECT_LT(cmo->program(w, {std::int64_t(n)}, {}).max_pair_difference, 0.0);
 }

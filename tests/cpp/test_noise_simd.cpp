@@ -3,6 +3,7 @@
 // the formulas evaluated per device with the scalar closed forms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstring>
 #include <stdexcept>
@@ -324,7 +325,8 @@ TEST(NoiseSimdPaths, WholeLayerProgramDriftReadIsBitIdentical) {
             const simd::Isa before = simd::use(isa);
             const auto model = make_noise_model("pcm_like", params);
             const LayerState s = model->program(w, {40007}, {5, 6, 7});
-            Result r{s.g_prog, s.nu, model->read_conductances(s, 86400.0, 3), model->read(s, 86400.0, 3)};
+            Result r{{s.g_prog.begin(), s.g_prog.end()}, {s.nu.begin(), s.nu.end()},
+                     model->read_conductances(s, 86400.0, 3), model->read(s, 86400.0, 3)};
             simd::use(before);
             return r;
         };
@@ -362,4 +364,29 @@ TEST(NoiseSimdPaths, UseRefusesAnIsaTheCpuLacks) {
         EXPECT_THROW(simd::use(isa), std::invalid_argument) << simd::name(isa);
     }
     EXPECT_TRUE(simd::supported(simd::Isa::Scalar));
+}
+
+// The vector conversion of a single pair against std::clamp per weight, bit for bit on each path:
+// signed zeros (+0 and -0 of the product), weights past either end of the range, the ends
+// themselves, and lengths that leave every partial last vector.
+TEST(NoiseSimd, SinglePairConvertIsTheScalarClampBitForBit) {
+    REQUIRE_SIMD();
+    pcg32 rng(7);
+    std::vector<double> w = {0.0, -0.0, 1.0, -1.0, 1.25, -1.25, 0.999999, -1e-300, 1e-300, DBL_MIN, -DBL_MIN, 3.0};
+    for (int i = 0; i < 5000; ++i) w.push_back(-1.5 + 3.0 * (double(rng()) * 0x1p-32));
+    for (double g_min : {0.0, 9.0}) {
+        const double g_max = 25.0, scale = 25.0 / 1.25;
+        on_each_vector_isa([&] {
+            for (std::size_t n : {w.size(), std::size_t(1), std::size_t(7), std::size_t(9), std::size_t(13)}) {
+                std::vector<double> got(2 * n, std::nan("")), want(2 * n);
+                simd::single_pair_convert(w.data(), n, scale, g_max, g_min, got.data());
+                for (std::size_t i = 0; i < n; ++i) {
+                    want[2 * i] = std::clamp(w[i] * scale, 0.0, g_max) + g_min;
+                    want[2 * i + 1] = std::clamp(-w[i] * scale, 0.0, g_max) + g_min;
+                }
+                EXPECT_EQ(std::memcmp(got.data(), want.data(), 2 * n * sizeof(double)), 0)
+                    << "n " << n << " g_min " << g_min;
+            }
+        });
+    }
 }

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <span>
 #include <vector>
 
 #include "noise_models/generic.hpp"
@@ -79,7 +80,7 @@ std::vector<double> constant_layer(std::size_t n, double x) {
 }
 
 // The g+ devices (index 0 of each pair) of the first n weights.
-std::vector<double> positive_devices(const std::vector<double>& g, std::size_t n) {
+std::vector<double> positive_devices(std::span<const double> g, std::size_t n) {
     std::vector<double> out(n);
     for (std::size_t i = 0; i < n; ++i) out[i] = g[2 * i];
     return out;

@@ -1,0 +1,73 @@
+"""Benchmark: how the float64 noise reference (pcm_like program + read of ResNet-50's 54 layers)
+scales from 1 to 2 threads, measured so that load from other processes does not decide it.
+
+No torch in the process (bench_noise.py runs aihwkit beside it).  After one pass that fills the
+engine's buffer pool, passes at 1 and at 2 threads alternate; for each, wall time and every
+thread's CPU time (/proc/self/task/*/schedstat, nanoseconds).  On an idle machine a 2-thread
+pass takes as long as its busiest thread's CPU time, so "1-thread CPU / busiest thread at 2"
+is the scaling the engine reaches with two free cores, whatever other jobs do to the wall time;
+the gap between the two threads' CPU times is the work only the calling thread does (serial
+passes, Python).  Run:
+    AIMCEMU_CORE_DIR=build/python python3 bench/bench_noise_threads.py [REPEATS]
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from aimcemu import noise
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_noise import T_READ, resnet50_layers  # noqa: E402
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of every thread of this process."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[0]) * 1e-9
+        except OSError:
+            pass   # the thread ended
+    return out
+
+
+def one_pass(model, layers, threads: int) -> tuple[float, float, float, float]:
+    """Wall, total CPU, busiest thread's CPU and the next thread's CPU of one pass."""
+    model.num_threads = threads
+    before, start = thread_cpu(), time.perf_counter()
+    for i, w in enumerate(layers):
+        state = model.program(w, seed=1, chip=0, layer=i)
+        model.read(state, T_READ, 0)
+    wall, after = time.perf_counter() - start, thread_cpu()
+    spent = sorted((after[t] - before.get(t, 0.0) for t in after), reverse=True) + [0.0]
+    return wall, sum(spent), spent[0], spent[1]
+
+
+def main() -> None:
+    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    layers = resnet50_layers(None)
+    n = sum(w.size for w in layers)
+    model = noise.PCMLikeNoiseModel()
+    one_pass(model, layers, 2)   # fills the buffer pool, starts the worker
+    results = {1: [], 2: []}
+    for _ in range(repeats):
+        for threads in (1, 2):
+            results[threads].append(one_pass(model, layers, threads))
+    print(f"ResNet-50 pcm_like program + read, {n / 1e6:.2f} M weights; best of {repeats} by CPU time; "
+          f"load {os.getloadavg()[0]:.1f}")
+    for threads in (1, 2):
+        wall, cpu, top, second = min(results[threads], key=lambda r: r[1])
+        print(f"{threads} thread(s): wall {wall:.3f} s ({n / wall / 1e6:.1f} M/s), CPU {cpu:.3f} s "
+              f"({n / cpu / 1e6:.1f} M/s per CPU-s), busiest thread {top:.3f} s, next {second:.3f} s")
+    cpu1 = min(r[1] for r in results[1])
+    busiest2 = min(r[2] for r in results[2])
+    wall1, wall2 = min(r[0] for r in results[1]), min(r[0] for r in results[2])
+    print(f"2 threads / 1 thread: {cpu1 / busiest2:.2f}x by CPU time (idle-machine estimate), "
+          f"{wall1 / wall2:.2f}x by wall time in this run")
+
+
+if __name__ == "__main__":
+    main()
