@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 #include <pcg_random.hpp>
 
@@ -586,13 +589,16 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
     // gemm_fast with a RowPreparer: the operand starts as garbage and each row is written only by
     // prepare.  Every row must be prepared exactly once and the result must equal the reference
     // (a row read before it was prepared would read garbage), for every kernel, 1-3 threads: one
-    // worker (P = 1), a layer split over channel panels (P = 49) and one split over row chunks.
+    // worker (P = 1), layers split over channel panels (P = 49: one row chunk per worker; 130 x
+    // 200: several chunks of unequal size over three panel blocks, whose later blocks wait for
+    // the chunk's first) and one split over row chunks only.  The first chunk's preparation is
+    // slow, so that another worker reaches one of its later blocks while it is being written.
     pcg32 rng(57);
     const std::int64_t m = 4099;   // deep enough for several workers (one per 2^21 multiply-adds)
     struct Size {
         std::int64_t n, p;
     };
-    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{17, 1000}}) {
+    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{130, 200}, Size{17, 1000}}) {
         const std::int64_t n = size.n, p = size.p;
         const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
         std::vector<std::int32_t> acc(std::size_t(n * p));
@@ -610,6 +616,7 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
                 out.y = y.data();
                 out.out_shift = 9;
                 gemm_fast(packed, operand.data(), p, out, threads, [&](std::int64_t begin, std::int64_t end) {
+                    if (begin == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
                     for (std::int64_t row = begin; row < end; ++row) {
                         ++prepared[std::size_t(row)];
                         for (std::int64_t col = 0; col < stride; ++col)
@@ -621,6 +628,36 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
                     ASSERT_EQ(prepared[std::size_t(row)].load(), 1) << to_string(k) << " row " << row;
                 ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
             }
+        }
+    }
+}
+
+TEST(Gemm, AFailingRowPreparerIsRethrownAndLeavesNoWorkerWaiting) {
+    // On a layer split over channel panels, a chunk's later panel blocks wait for its first to
+    // prepare the rows; when that preparation throws they must stop waiting and the call must
+    // rethrow, for every thread count, and the pool must still run the next call.
+    pcg32 rng(58);
+    const std::int64_t n = 130, m = 4099, p = 200;
+    const auto w = random_int8(rng, n * m), bias = random_int8(rng, n);
+    for (FastKernel k : available_fast_kernels()) {
+        const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
+        std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+        std::vector<std::int32_t> acc(std::size_t(n * p));
+        GemmOutput out;
+        out.acc = acc.data();
+        for (const int threads : {1, 2, 3}) {
+            for (const std::int64_t failing_row : {std::int64_t(0), p / 2, p - 1}) {
+                const auto fail_at = [&](std::int64_t begin, std::int64_t end) {
+                    if (begin <= failing_row && failing_row < end) throw std::runtime_error("prepare failed");
+                };
+                EXPECT_THROW(gemm_fast(packed, operand.data(), p, out, threads, fail_at), std::runtime_error)
+                    << to_string(k) << ", " << threads << " threads, row " << failing_row;
+            }
+            std::vector<std::int32_t> expect(acc.size());
+            std::vector<std::int8_t> x(std::size_t(p * m), 0);
+            gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, expect.data());
+            gemm_fast(packed, operand.data(), p, out, threads, [](std::int64_t, std::int64_t) {});
+            ASSERT_EQ(acc, expect) << to_string(k) << ", " << threads << " threads, after the failures";
         }
     }
 }
