@@ -175,12 +175,13 @@ TEST(Im2col, NonSquareWindowsMatchTheDefinition) {
     }
 }
 
-// The short-run path (masked AVX-512 moves for pixels whose window lies inside the input, taken
-// when a kernel row is at most 64 bytes; on a CPU without AVX-512BW every case runs the generic
-// path) against the definition: kernel rows of 1..65 bytes around the 32- and 64-byte limits,
-// the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70 bytes, a kernel wider than the
-// input with no left pad (no pixel is inside), and 1 and 2 threads.
-TEST(Im2col, ShortRunPathMatchesTheDefinitionAtItsLimits) {
+// The masked-move path (AVX-512 moves for pixels whose window lies inside the input: one masked
+// ymm or zmm per kernel row up to 64 bytes, whole zmm and a masked rest beyond; on a CPU without
+// AVX-512BW every case runs the generic path) against the definition: kernel rows of 1..65 bytes
+// around the 32- and 64-byte limits, 127-129 and 192 bytes (whole zmm with and without a rest:
+// the 64-channel 3x3 window), the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70
+// bytes, a kernel wider than the input with no left pad (no pixel is inside), 1 and 2 threads.
+TEST(Im2col, MaskedMovePathMatchesTheDefinitionAtItsLimits) {
     struct Case {
         WindowGeometry g;
         const char* what;
@@ -194,6 +195,11 @@ TEST(Im2col, ShortRunPathMatchesTheDefinitionAtItsLimits) {
         {{{6, 7, 21}, Window::square(3, 2, 2)}, "63-byte rows"},
         {{{8, 9, 64}, Window::square(1, 1, 0)}, "64-byte rows"},
         {{{6, 7, 13}, Window::square(5, 1, 2)}, "65-byte rows"},
+        {{{7, 8, 127}, Window::square(1, 1, 0)}, "127-byte rows"},
+        {{{7, 8, 128}, Window::square(1, 2, 0)}, "128-byte rows"},
+        {{{6, 7, 43}, Window::square(3, 2, 1)}, "129-byte rows, stride 2"},
+        {{{6, 7, 64}, Window::square(3, 1, 1)}, "192-byte rows (3x3 over 64 channels)"},
+        {{{9, 9, 64}, Window::square(3, 2, 1)}, "192-byte rows, stride 2"},
         {{{5, 2, 3}, Window{3, 3, 1, 2, 1, 1, 0, 1}}, "kernel wider than the input, no left pad"},
         {{{8, 11, 5}, Window{3, 5, 2, 3, 0, 2, 4, 0}}, "non-square, stride 3, pad left 4 only"},
     };
