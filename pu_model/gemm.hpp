@@ -107,10 +107,11 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads);
 // The same, with the operand's rows written on the fly: prepare(p_begin, p_end) is called exactly
-// once for every row, before any of those rows is read, and (except on layers split over channel
-// panels, whose rows are all prepared first) on the thread that then multiplies them.  So an
-// IM2COL of a chunk of rows runs in the same pass over the worker pool as its GEMM and is still
-// in cache when the kernel reads it.  prepare may only write rows [p_begin, p_end) of xt.
+// once for every row, before any of those rows is read, inside the pass over the worker pool
+// that multiplies them, by the item that multiplies them (on layers split over channel panels:
+// by the chunk's first panel block; its other blocks wait for it).  So an IM2COL of a chunk of
+// rows runs on every worker and is still in cache when the kernel reads it.  prepare may only
+// write rows [p_begin, p_end) of xt.
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads, const RowPreparer& prepare);
 

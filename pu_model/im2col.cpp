@@ -91,10 +91,10 @@ void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t x
     const int ow = g.out_w(), kh = w.kernel_h, kw = w.kernel_w, c = g.in.c;
     const std::int64_t m = g.m();
     const std::int64_t kx_run = std::int64_t(kw) * c;   // one kernel row of a patch, contiguous in HWC
-    // Short runs (the 21 bytes of a 3-channel 7x7 window) go through masked AVX-512 moves for the
-    // pixels whose window lies wholly inside the input: ox in [ox_inside_begin, ox_inside_end).
+    // With AVX-512BW, the pixels whose window lies wholly inside the input (ox in
+    // [ox_inside_begin, ox_inside_end)) copy their kernel rows with 64-byte and masked moves: the
+    // 21 bytes of a 3-channel 7x7 window in one, the 192 of a 64-channel 3x3 one in three.
     static const bool avx512 = detail::cpu_has_avx512bw();
-    const bool short_runs = avx512 && kx_run <= 64;
     const int ox_inside_begin = (w.pad_left + w.stride_w - 1) / w.stride_w;
     const int last_inside = g.in.w - kw + w.pad_left;   // ox * stride_w may reach this (if >= 0)
     const int ox_inside_end = last_inside < 0 ? ox_inside_begin
@@ -105,7 +105,7 @@ void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t x
         const int ox_from = int(std::max<std::int64_t>(0, p_begin - std::int64_t(oy) * ow));
         const int ox_to = int(std::min<std::int64_t>(ow, p_end - std::int64_t(oy) * ow));
         for (int ox = ox_from; ox < ox_to; ++ox) {
-            if (short_runs && rows_inside && ox >= ox_inside_begin && ox < ox_inside_end) {
+            if (avx512 && rows_inside && ox >= ox_inside_begin && ox < ox_inside_end) {
                 const int pixels = std::min(ox_to, ox_inside_end) - ox;
                 const std::int64_t in_row = std::int64_t(g.in.w) * c;
                 detail::im2col_interior_avx512(x + y0 * in_row + std::int64_t(ox * w.stride_w - w.pad_left) * c,

@@ -50,7 +50,7 @@ namespace detail {
 // Whether this CPU has AVX-512F/BW/VL (the masked byte moves of im2col_interior_avx512).
 bool cpu_has_avx512bw();
 // Operand rows of `pixels` consecutive output pixels whose whole window lies inside the input:
-// row px is `runs` runs of `run_bytes` (<= 64) bytes, run r read from src + px * src_pixel_step +
+// row px is `runs` runs of `run_bytes` bytes, run r read from src + px * src_pixel_step +
 // r * src_row_step, each byte XORed with xor_mask, then xor_mask up to row_stride.
 // im2col_avx512.cpp; call only when cpu_has_avx512bw().
 void im2col_interior_avx512(const std::int8_t* src, std::int64_t src_pixel_step, std::int64_t src_row_step,

@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 #include <pcg_random.hpp>
 
@@ -172,12 +175,13 @@ TEST(Im2col, NonSquareWindowsMatchTheDefinition) {
     }
 }
 
-// The short-run path (masked AVX-512 moves for pixels whose window lies inside the input, taken
-// when a kernel row is at most 64 bytes; on a CPU without AVX-512BW every case runs the generic
-// path) against the definition: kernel rows of 1..65 bytes around the 32- and 64-byte limits,
-// the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70 bytes, a kernel wider than the
-// input with no left pad (no pixel is inside), and 1 and 2 threads.
-TEST(Im2col, ShortRunPathMatchesTheDefinitionAtItsLimits) {
+// The masked-move path (AVX-512 moves for pixels whose window lies inside the input: one masked
+// ymm or zmm per kernel row up to 64 bytes, whole zmm and a masked rest beyond; on a CPU without
+// AVX-512BW every case runs the generic path) against the definition: kernel rows of 1..65 bytes
+// around the 32- and 64-byte limits, 127-129 and 192 bytes (whole zmm with and without a rest:
+// the 64-channel 3x3 window), the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70
+// bytes, a kernel wider than the input with no left pad (no pixel is inside), 1 and 2 threads.
+TEST(Im2col, MaskedMovePathMatchesTheDefinitionAtItsLimits) {
     struct Case {
         WindowGeometry g;
         const char* what;
@@ -191,6 +195,11 @@ TEST(Im2col, ShortRunPathMatchesTheDefinitionAtItsLimits) {
         {{{6, 7, 21}, Window::square(3, 2, 2)}, "63-byte rows"},
         {{{8, 9, 64}, Window::square(1, 1, 0)}, "64-byte rows"},
         {{{6, 7, 13}, Window::square(5, 1, 2)}, "65-byte rows"},
+        {{{7, 8, 127}, Window::square(1, 1, 0)}, "127-byte rows"},
+        {{{7, 8, 128}, Window::square(1, 2, 0)}, "128-byte rows"},
+        {{{6, 7, 43}, Window::square(3, 2, 1)}, "129-byte rows, stride 2"},
+        {{{6, 7, 64}, Window::square(3, 1, 1)}, "192-byte rows (3x3 over 64 channels)"},
+        {{{9, 9, 64}, Window::square(3, 2, 1)}, "192-byte rows, stride 2"},
         {{{5, 2, 3}, Window{3, 3, 1, 2, 1, 1, 0, 1}}, "kernel wider than the input, no left pad"},
         {{{8, 11, 5}, Window{3, 5, 2, 3, 0, 2, 4, 0}}, "non-square, stride 3, pad left 4 only"},
     };
@@ -586,13 +595,16 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
     // gemm_fast with a RowPreparer: the operand starts as garbage and each row is written only by
     // prepare.  Every row must be prepared exactly once and the result must equal the reference
     // (a row read before it was prepared would read garbage), for every kernel, 1-3 threads: one
-    // worker (P = 1), a layer split over channel panels (P = 49) and one split over row chunks.
+    // worker (P = 1), layers split over channel panels (P = 49: one row chunk per worker; 130 x
+    // 200: several chunks of unequal size over three panel blocks, whose later blocks wait for
+    // the chunk's first) and one split over row chunks only.  The first chunk's preparation is
+    // slow, so that another worker reaches one of its later blocks while it is being written.
     pcg32 rng(57);
     const std::int64_t m = 4099;   // deep enough for several workers (one per 2^21 multiply-adds)
     struct Size {
         std::int64_t n, p;
     };
-    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{17, 1000}}) {
+    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{130, 200}, Size{17, 1000}}) {
         const std::int64_t n = size.n, p = size.p;
         const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
         std::vector<std::int32_t> acc(std::size_t(n * p));
@@ -610,6 +622,7 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
                 out.y = y.data();
                 out.out_shift = 9;
                 gemm_fast(packed, operand.data(), p, out, threads, [&](std::int64_t begin, std::int64_t end) {
+                    if (begin == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
                     for (std::int64_t row = begin; row < end; ++row) {
                         ++prepared[std::size_t(row)];
                         for (std::int64_t col = 0; col < stride; ++col)
@@ -621,6 +634,36 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
                     ASSERT_EQ(prepared[std::size_t(row)].load(), 1) << to_string(k) << " row " << row;
                 ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
             }
+        }
+    }
+}
+
+TEST(Gemm, AFailingRowPreparerIsRethrownAndLeavesNoWorkerWaiting) {
+    // On a layer split over channel panels, a chunk's later panel blocks wait for its first to
+    // prepare the rows; when that preparation throws they must stop waiting and the call must
+    // rethrow, for every thread count, and the pool must still run the next call.
+    pcg32 rng(58);
+    const std::int64_t n = 130, m = 4099, p = 200;
+    const auto w = random_int8(rng, n * m), bias = random_int8(rng, n);
+    for (FastKernel k : available_fast_kernels()) {
+        const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
+        std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
+        std::vector<std::int32_t> acc(std::size_t(n * p));
+        GemmOutput out;
+        out.acc = acc.data();
+        for (const int threads : {1, 2, 3}) {
+            for (const std::int64_t failing_row : {std::int64_t(0), p / 2, p - 1}) {
+                const auto fail_at = [&](std::int64_t begin, std::int64_t end) {
+                    if (begin <= failing_row && failing_row < end) throw std::runtime_error("prepare failed");
+                };
+                EXPECT_THROW(gemm_fast(packed, operand.data(), p, out, threads, fail_at), std::runtime_error)
+                    << to_string(k) << ", " << threads << " threads, row " << failing_row;
+            }
+            std::vector<std::int32_t> expect(acc.size());
+            std::vector<std::int8_t> x(std::size_t(p * m), 0);
+            gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, expect.data());
+            gemm_fast(packed, operand.data(), p, out, threads, [](std::int64_t, std::int64_t) {});
+            ASSERT_EQ(acc, expect) << to_string(k) << ", " << threads << " threads, after the failures";
         }
     }
 }
