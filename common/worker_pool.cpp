@@ -16,6 +16,9 @@ thread_local bool t_inside_job = false;
 
 class WorkerPool {
 public:
+    explicit WorkerPool(pid_t owner) : owner_(owner) {}
+    pid_t owner() const { return owner_; }
+
     void run(std::int64_t count, int workers, const std::function<void(std::int64_t)>& fn) {
         std::lock_guard one_job_at_a_time(job_mutex_);
         grow_to(workers - 1);
@@ -75,6 +78,7 @@ private:
         t_inside_job = false;
     }
 
+    const pid_t owner_;  // the process whose threads serve this pool
     std::mutex job_mutex_;
     std::mutex mutex_;
     std::condition_variable wake_, done_;
@@ -88,15 +92,18 @@ private:
     std::uint64_t generation_ = 0;
 };
 
+// No lock here: a fork() while another thread held one would leave the child's copy locked
+// forever.  Each pool records the process that made it; a forked child finds its parent's pool
+// (whose threads do not exist in the child), makes its own and installs it with one
+// compare-and-swap.  The parent's pool is left to leak in the child: its mutexes may be held.
 WorkerPool& pool_of_this_process() {
-    // Deliberately never destroyed: detached workers may still be parked at exit.
-    static std::mutex guard;
-    static WorkerPool* pool = nullptr;
-    static pid_t owner = 0;
-    std::lock_guard lock(guard);
-    if (!pool || owner != getpid()) {  // first use, or a forked child (parent's threads are gone)
-        pool = new WorkerPool;
-        owner = getpid();
+    static std::atomic<WorkerPool*> current{nullptr};  // never destroyed: parked workers outlive exit
+    const pid_t self = getpid();
+    WorkerPool* pool = current.load(std::memory_order_acquire);
+    while (!pool || pool->owner() != self) {
+        auto* fresh = new WorkerPool(self);  // threads start only when a job first needs them
+        if (current.compare_exchange_strong(pool, fresh, std::memory_order_acq_rel)) return *fresh;
+        delete fresh;  // another thread installed one first: `pool` now holds it
     }
     return *pool;
 }

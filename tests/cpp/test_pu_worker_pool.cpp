@@ -1,12 +1,16 @@
 // The persistent worker pool behind parallel_for: every item runs exactly once, nested calls
 // run serially instead of deadlocking, exceptions come back to the caller, and concurrent
-// callers from different threads each get their own complete job.
+// callers from different threads each get their own complete job, and a forked child gets a
+// pool of its own.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
@@ -73,4 +77,45 @@ TEST(WorkerPool, ThreadedIm2colAndRequantizeWriteTheSameBytes) {
         requantize(acc.data(), std::int64_t(acc.size()), 7, true, yn.data(), threads);
         EXPECT_EQ(y1, yn) << threads << " threads";
     }
+}
+
+// A sweep forks its workers while other threads of the parent may be running pool jobs.  The
+// child has none of the parent's threads, and the parent's pool may be mid-job (its job lock
+// held) at the fork: the child must build its own pool, not wait on the parent's.  Another thread
+// keeps the pool busy; every child runs a 2-worker job and checks every item ran once.  A child
+// that blocks is killed by its alarm.
+TEST(WorkerPool, ForkedChildRunsJobsWhileTheParentsPoolIsBusy) {
+    std::atomic<bool> stop{false};
+    std::atomic<long> jobs{0};
+    std::thread busy([&] {
+        std::vector<std::atomic<int>> hits(256);
+        while (!stop.load(std::memory_order_relaxed)) {
+            parallel_for(256, 2, [&](std::int64_t i) { ++hits[std::size_t(i)]; });
+            jobs.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    while (jobs.load() < 10) std::this_thread::yield();
+    constexpr int kForks = 30;
+    int children_ok = 0;
+    for (int f = 0; f < kForks; ++f) {
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0) << "fork failed";
+        if (pid == 0) {
+            alarm(5);
+            std::vector<std::atomic<int>> hits(1000);
+            parallel_for(1000, 2, [&](std::int64_t i) { ++hits[std::size_t(i)]; });
+            bool once = true;
+            for (const auto& h : hits) once = once && h.load() == 1;
+            _exit(once ? 0 : 1);
+        }
+        int status = 0;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        EXPECT_TRUE(ok) << "child " << f << (WIFSIGNALED(status) ? " was killed by its alarm or a signal" : " exited nonzero");
+        if (!ok) break;
+        ++children_ok;
+    }
+    stop = true;
+    busy.join();
+    EXPECT_EQ(children_ok, kForks);
 }
