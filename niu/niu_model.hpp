@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/default_init_allocator.hpp"
 #include "common/huge_pages.hpp"
 #include "niu/niu_rng.hpp"
 #include "niu/program.hpp"
@@ -74,19 +75,7 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 // words unwritten, because the chip kernels write every word (run_chip_kernel): a value fill
 // first would write the whole state twice.
 template <class T>
-struct ChipWordAllocator : HugePageAllocator<T> {
-    ChipWordAllocator() = default;
-    template <class U>
-    ChipWordAllocator(const ChipWordAllocator<U>&) noexcept {}
-    template <class U>
-    void construct(U* p) noexcept {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-};
+using ChipWordAllocator = DefaultInitAllocator<T, HugePageAllocator>;
 
 struct NiuChipState {
     static constexpr int kBlockWeights = 16;  // one AVX-512 vector of a field, two AVX2 vectors

@@ -25,30 +25,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/default_init_allocator.hpp"
+
 namespace aimcemu::noise {
 
-// std::allocator, except that value-initialisation (vector::resize, vector(n)) leaves the
-// element default-initialised: for double and uint8_t, unwritten.
+// std::allocator, except that vector::resize and vector(n) leave new elements unwritten.
 template <class T>
-struct UninitializedAllocator : std::allocator<T> {
-    using value_type = T;
-    template <class U>
-    struct rebind {
-        using other = UninitializedAllocator<U>;
-    };
-    UninitializedAllocator() = default;
-    template <class U>
-    UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
-
-    template <class U>
-    void construct(U* p) noexcept {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-};
+using UninitializedAllocator = DefaultInitAllocator<T>;
 
 template <class T>
 using PooledVector = std::vector<T, UninitializedAllocator<T>>;
