@@ -139,6 +139,7 @@ RoundOutputs Emulator::run_published(const std::vector<Tensor8>& images, const R
     const bool fast = options.backend == GemmBackend::Fast;
     RunOptions pu_options = options;
     if (fast) pu_options.packed = &digital_packed(options.kernel, options.threads);
+    if (!pu_options.buffers) pu_options.buffers = &pass_buffers_;
     std::vector<const std::int8_t*> table(net_.layers.size(), nullptr);
     for (int l = 0; l < int(net_.layers.size()); ++l) {
         if (!net_.layers[std::size_t(l)].is_gemm() || (fast && !is_aimc(l))) continue;

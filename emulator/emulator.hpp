@@ -100,6 +100,11 @@ private:
     const PackedNetwork& digital_packed(FastKernel kernel, int threads);
     std::mutex packed_mutex_;
     std::map<FastKernel, std::unique_ptr<PackedNetwork>> digital_packed_;   // one per kernel used
+    // The PU passes' buffers (activations, IM2COL operands, the AIMC layers' packed weights),
+    // kept from round to round so that a pass reuses the previous one's memory instead of
+    // page-faulting it in again (pu_model/pass_buffers.hpp); used unless the caller's RunOptions
+    // name their own.
+    PassBuffers pass_buffers_;
 };
 
 }  // namespace aimcemu::niu

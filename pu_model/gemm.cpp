@@ -188,7 +188,7 @@ FastKernel resolve_fast_kernel(FastKernel kernel) {
 }
 
 PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n,
-                             std::int64_t m, FastKernel kernel, std::int64_t skip_segment)
+                             std::int64_t m, FastKernel kernel, std::int64_t skip_segment, PassBuffers* buffers)
     : kernel_(resolve_fast_kernel(kernel)), n_(n), m_(m), x_row_stride_(m) {
     check_gemm_fits_int32(m, bias_shift, "gemm");
     max_abs_acc_ = max_abs_acc(m, bias_shift);
@@ -197,8 +197,8 @@ PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int 
     for (std::int64_t row = 0; row < n; ++row) column_[std::size_t(row)] = std::int32_t(bias[row]) << bias_shift;
     if (kernel_ == FastKernel::Vnni512) {
         x_row_stride_ = (m + 3) / 4 * 4;
-        data_.resize(std::size_t(detail::vnni_packed_size(n, m)));
-        detail::vnni_pack_weights(w, n, m, data_.data());
+        data_ = take_buffer(buffers, std::size_t(detail::vnni_packed_size(n, m)));
+        detail::vnni_pack_weights(w, n, m, data_.data<std::int8_t>());
         // The +128 offset of X adds 128 * rowsum(w) to every lane; take it off again.  The kernel's
         // int32 lanes wrap modulo 2^32 and so does this term, so the final sum is exact whenever
         // the true result fits in int32 (which check_gemm_fits_int32 guarantees).
@@ -223,14 +223,15 @@ PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int 
         }
     } else if (kernel_ == FastKernel::Avx2) {
         x_row_stride_ = (m + 3) / 4 * 4;
-        data_.resize(std::size_t(detail::avx2_packed_size(n, m)));
-        detail::avx2_pack_weights(w, n, m, data_.data());
+        data_ = take_buffer(buffers, std::size_t(detail::avx2_packed_size(n, m)));
+        detail::avx2_pack_weights(w, n, m, data_.data<std::int8_t>());
     } else if (kernel_ == FastKernel::Amx) {
         x_row_stride_ = detail::amx_depth(m);
-        data_.resize(std::size_t(detail::amx_packed_size(n, m)));
-        detail::amx_pack_weights(w, n, m, data_.data());
+        data_ = take_buffer(buffers, std::size_t(detail::amx_packed_size(n, m)));
+        detail::amx_pack_weights(w, n, m, data_.data<std::int8_t>());
     } else {
-        data_.assign(w, w + n * m);
+        data_ = take_buffer(buffers, std::size_t(n * m));
+        std::memcpy(data_.data(), w, std::size_t(n * m));
     }
 }
 
@@ -385,7 +386,7 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads, const RowPreparer& prepare) {
     const std::int64_t n = packed.n_, m = packed.m_, ldx = packed.x_row_stride_;
-    const std::int8_t* w = packed.data_.data();
+    const std::int8_t* w = packed.data_.data<std::int8_t>();
     const std::int32_t* column = packed.column_.data();
     const std::int8_t* xs = reinterpret_cast<const std::int8_t*>(xt);
     ++g_kernel_calls[std::size_t(packed.kernel_)];

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "pu_model/pass_buffers.hpp"
+
 namespace aimcemu {
 
 // Throws FormatError unless |acc| < 2^31 is guaranteed for depth m and the given bias shift.
@@ -67,8 +69,11 @@ public:
     // every row of a register tile (the padding above and below the image) are not multiplied;
     // their share of the +128 offset (128 * the weights' sum over them) is added to the
     // accumulators' start instead, which is the same integer.
+    // buffers: where the packed bytes come from (a pass packing weights that change every round
+    // recycles them there, pass_buffers.hpp); null: an ordinary allocation.
     PackedWeights(const std::int8_t* w, const std::int8_t* bias, int bias_shift, std::int64_t n, std::int64_t m,
-                  FastKernel kernel = FastKernel::Auto, std::int64_t skip_segment = 0);
+                  FastKernel kernel = FastKernel::Auto, std::int64_t skip_segment = 0,
+                  PassBuffers* buffers = nullptr);
 
     FastKernel kernel() const { return kernel_; }
     std::int64_t n() const { return n_; }
@@ -90,7 +95,7 @@ private:
     FastKernel kernel_;
     std::int64_t n_, m_, x_row_stride_;
     std::int64_t max_abs_acc_;           // bound on |acc| for any operands (check_gemm_fits_int32)
-    std::vector<std::int8_t> data_;      // kernel-specific weight layout
+    PassBuffers::Buffer data_;           // kernel-specific weight layout (every byte written)
     std::vector<std::int32_t> column_;   // per output channel: (bias << shift) - offset correction
     std::int64_t skip_segment_ = 0;
     // [j][channel] for segment boundaries j = 0..M/skip_segment, channels padded like column_:

@@ -31,20 +31,24 @@ const std::int8_t* weights_read(const Network& net, int index, const RunOptions&
     return w ? w : net.layers[std::size_t(index)].weights.data();
 }
 
-std::unique_ptr<PackedWeights> pack_layer(const Layer& l, const std::int8_t* w, FastKernel kernel) {
+std::unique_ptr<PackedWeights> pack_layer(const Layer& l, const std::int8_t* w, FastKernel kernel,
+                                          PassBuffers* buffers = nullptr) {
     // A conv's kernel rows are the depth segments the VNNI kernel may skip where they read the
     // padding above or below the image.
     const std::int64_t kernel_row = l.kind == LayerKind::Conv && l.window.kernel_h > 1
                                         ? std::int64_t(l.window.kernel_w) * l.in_shape.c
                                         : 0;
-    return std::make_unique<PackedWeights>(w, l.bias.data(), l.bias_shift, l.gemm_n(), l.gemm_m(), kernel, kernel_row);
+    return std::make_unique<PackedWeights>(w, l.bias.data(), l.bias_shift, l.gemm_n(), l.gemm_m(), kernel, kernel_row,
+                                           buffers);
 }
 
 // The fast-kernel weights one run uses: the caller's PackedNetwork where it has the layer and no
-// WeightView replaces it, else packed here (once per run, shared by every micro-batch).
+// WeightView replaces it, else packed here (once per run, shared by every micro-batch) into the
+// pass's recycled buffers.
 class RunWeights {
 public:
-    RunWeights(const Network& net, const RunOptions& opt) : use_(net.layers.size(), nullptr), own_(net.layers.size()) {
+    RunWeights(const Network& net, const RunOptions& opt, PassBuffers& buffers)
+        : use_(net.layers.size(), nullptr), own_(net.layers.size()) {
         if (opt.backend != GemmBackend::Fast) return;
         if (opt.packed && opt.packed->layer_count() != net.layers.size())
             throw FormatError("<memory>", "packed", "the PackedNetwork was made for another network");
@@ -60,7 +64,7 @@ public:
         }
         parallel_for(std::int64_t(to_pack.size()), opt.threads, [&](std::int64_t k) {
             const int i = to_pack[std::size_t(k)];
-            own_[std::size_t(i)] = pack_layer(net.layers[std::size_t(i)], weights_read(net, i, opt), kernel);
+            own_[std::size_t(i)] = pack_layer(net.layers[std::size_t(i)], weights_read(net, i, opt), kernel, &buffers);
         });
         for (int i : to_pack) use_[std::size_t(i)] = own_[std::size_t(i)].get();
     }
@@ -71,20 +75,17 @@ private:
     std::vector<std::unique_ptr<PackedWeights>> own_;
 };
 
-// Buffers every path overwrites completely are left uninitialised (zero-filling them showed up in
-// profiles of 224x224 networks).
-template <typename T>
-std::unique_ptr<T[]> uninitialised(std::int64_t count) {
-    return std::unique_ptr<T[]>(new T[std::size_t(count)]);
-}
-
 // One micro-batch: `count` images run together, layer by layer.  Each layer's output for the
 // micro-batch is one buffer holding the images one after another (HWC each), so that a conv or
 // linear layer is a single GEMM over count * P rows and element-wise steps run once over it.
+// Every buffer comes from the pass's PassBuffers uninitialised (recycled bytes of earlier
+// layers or passes): every path overwrites what it later reads (zero-filling them showed up in
+// profiles of 224x224 networks; fresh pages, in the page faults of every pass).
 class MicroBatch {
 public:
-    MicroBatch(const Network& net, const RunWeights& weights, const RunOptions& opt, const std::vector<int>& last_use)
-        : net_(net), weights_(weights), opt_(opt), last_use_(last_use) {}
+    MicroBatch(const Network& net, const RunWeights& weights, const RunOptions& opt, const std::vector<int>& last_use,
+               PassBuffers& buffers)
+        : net_(net), weights_(weights), opt_(opt), last_use_(last_use), buffers_(buffers) {}
 
     // results[b] receives image b's outputs (kept layers filled, the others shape only).
     // position: the index of images[0] among the call's images (what the observer is told);
@@ -94,9 +95,9 @@ public:
         count_ = count;
         first_image_ = first_image;
         const std::int64_t in_size = net_.input_shape.size();
-        input_ = uninitialised<std::int8_t>(count * in_size);
+        input_ = bytes(count * in_size);
         for (int b = 0; b < count; ++b)
-            std::copy(images[b]->data.begin(), images[b]->data.end(), input_.get() + b * in_size);
+            std::copy(images[b]->data.begin(), images[b]->data.end(), input_.data<std::int8_t>() + b * in_size);
         outputs_.clear();
         outputs_.resize(net_.layers.size());
         for (int b = 0; b < count; ++b) results[b].resize(net_.layers.size());
@@ -105,13 +106,11 @@ public:
             const Layer& l = net_.layers[std::size_t(i)];
             const std::int64_t size = l.out_shape.size();
             if (opt_.observer)
-                opt_.observer->layer_output(i, position, count,
-                                            {outputs_[std::size_t(i)].get(), std::size_t(count * size)});
+                opt_.observer->layer_output(i, position, count, {output(i), std::size_t(count * size)});
             for (int b = 0; b < count; ++b) {
                 Tensor8& t = results[b][std::size_t(i)];
                 t.shape = l.out_shape;
-                if (kept(i)) t.data.assign(outputs_[std::size_t(i)].get() + b * size,
-                                           outputs_[std::size_t(i)].get() + (b + 1) * size);
+                if (kept(i)) t.data.assign(output(i) + b * size, output(i) + (b + 1) * size);
             }
             release_after(i);
         }
@@ -119,10 +118,10 @@ public:
 
 private:
     bool kept(int i) const { return opt_.keep.empty() || opt_.keep[std::size_t(i)]; }
-    const std::int8_t* producer(int i) const {
-        return i == kNetworkInput ? input_.get() : outputs_[std::size_t(i)].get();
-    }
-    // Frees every buffer whose last reader was layer i (the input after its last reader too).
+    std::int8_t* output(int i) const { return outputs_[std::size_t(i)].data<std::int8_t>(); }
+    const std::int8_t* producer(int i) const { return i == kNetworkInput ? input_.data<std::int8_t>() : output(i); }
+    PassBuffers::Buffer bytes(std::int64_t count) { return buffers_.take(std::size_t(count)); }
+    // Gives back every buffer whose last reader was layer i (the input after its last reader too).
     void release_after(int i) {
         for (int j = 0; j <= i; ++j)
             if (last_use_[std::size_t(j)] == i) outputs_[std::size_t(j)].reset();
@@ -130,31 +129,32 @@ private:
     }
     int input_last_use() const { return last_use_.back(); }
 
-    std::unique_ptr<std::int8_t[]> run_layer(int index) {
+    PassBuffers::Buffer run_layer(int index) {
         const Layer& l = net_.layers[std::size_t(index)];
         const std::int64_t size = l.out_shape.size(), in_size = l.in_shape.size();
-        auto y = uninitialised<std::int8_t>(count_ * size);
+        PassBuffers::Buffer out = bytes(count_ * size);
+        std::int8_t* const y = out.data<std::int8_t>();
         const std::int8_t* x = producer(l.input);
         switch (l.kind) {
             case LayerKind::Conv:
-            case LayerKind::Linear: gemm_layer(index, x, y.get()); break;
+            case LayerKind::Linear: gemm_layer(index, x, y); break;
             case LayerKind::Add:   // the add is the residual operation itself
                 add_tensors(x, l.input_shift, producer(l.residual_input), l.residual_shift, count_ * size,
-                            l.relu || l.relu_after_residual, y.get());
-                return y;
+                            l.relu || l.relu_after_residual, y);
+                return out;
             case LayerKind::MaxPool:
-                for (int b = 0; b < count_; ++b) max_pool(x + b * in_size, geometry_of(l), y.get() + b * size);
-                if (l.relu) relu_inplace(y.get(), count_ * size);
+                for (int b = 0; b < count_; ++b) max_pool(x + b * in_size, geometry_of(l), y + b * size);
+                if (l.relu) relu_inplace(y, count_ * size);
                 break;
             case LayerKind::AvgPool:
                 for (int b = 0; b < count_; ++b)
-                    avg_pool(x + b * in_size, geometry_of(l), l.avg_mult, l.out_shift, y.get() + b * size);
-                if (l.relu) relu_inplace(y.get(), count_ * size);
+                    avg_pool(x + b * in_size, geometry_of(l), l.avg_mult, l.out_shift, y + b * size);
+                if (l.relu) relu_inplace(y, count_ * size);
                 break;
         }
         if (l.residual_input >= 0)
-            residual_add(y.get(), producer(l.residual_input), count_ * size, l.residual_shift, l.relu_after_residual);
-        return y;
+            residual_add(y, producer(l.residual_input), count_ * size, l.residual_shift, l.relu_after_residual);
+        return out;
     }
 
     // y (count images of P x N int8) of a conv or linear layer.
@@ -180,14 +180,16 @@ private:
             }
             // IM2COL writes every byte, each chunk of rows in the same pass over the worker pool as
             // the GEMM that reads it (one wake-up per layer, the rows still in cache).
-            auto operand = uninitialised<std::uint8_t>(count_ * p * stride);
-            gemm_fast(packed, operand.get(), count_ * p, out, opt_.threads, [&](std::int64_t begin, std::int64_t end) {
-                im2col_pixels_into(x, g, mask, stride, operand.get(), begin, end);
+            const PassBuffers::Buffer operand = bytes(count_ * p * stride);
+            std::uint8_t* const rows = operand.data();
+            gemm_fast(packed, rows, count_ * p, out, opt_.threads, [&](std::int64_t begin, std::int64_t end) {
+                im2col_pixels_into(x, g, mask, stride, rows, begin, end);
             });
             return;
         }
         const std::int8_t* w = weights_read(net_, index, opt_);
-        auto acc = uninitialised<std::int32_t>(n * p);
+        const PassBuffers::Buffer acc_bytes = bytes(n * p * std::int64_t(sizeof(std::int32_t)));
+        std::int32_t* const acc = acc_bytes.data<std::int32_t>();
         for (int b = 0; b < count_; ++b) {   // one image at a time: the SA model runs per frame
             std::vector<std::int8_t> patches;
             const std::int8_t* operand = x + b * in_size;
@@ -196,10 +198,10 @@ private:
                 operand = patches.data();
             }
             if (opt_.backend == GemmBackend::Reference)
-                gemm_reference(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, acc.get());
+                gemm_reference(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, acc);
             else
-                sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt_.sa, acc.get());
-            requantize(acc.get(), n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
+                sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt_.sa, acc);
+            requantize(acc, n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
         }
     }
 
@@ -209,13 +211,14 @@ private:
     void peripheral_gemm_layer(int index, const std::int8_t* x, std::int8_t* y) {
         const Layer& l = net_.layers[std::size_t(index)];
         const std::int64_t n = l.gemm_n(), p = l.gemm_p(), in_size = l.in_shape.size();
-        auto acc = uninitialised<std::int32_t>(n * p);
+        const PassBuffers::Buffer acc_bytes = bytes(n * p * std::int64_t(sizeof(std::int32_t)));
+        std::int32_t* const acc = acc_bytes.data<std::int32_t>();
         for (int b = 0; b < count_; ++b) {
             const Tensor8 image{l.in_shape, std::vector<std::int8_t>(x + b * in_size, x + (b + 1) * in_size)};
             const Tensor8 codes = opt_.peripherals->input_codes(index, image);
-            accumulate_one_image(index, codes.data.data(), acc.get());
-            opt_.peripherals->apply_output(index, first_image_ + b, image, acc.get(), p, n);
-            requantize(acc.get(), n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
+            accumulate_one_image(index, codes.data.data(), acc);
+            opt_.peripherals->apply_output(index, first_image_ + b, image, acc, p, n);
+            requantize(acc, n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
         }
     }
 
@@ -234,9 +237,9 @@ private:
                 gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x), p, acc, opt_.threads);
                 return;
             }
-            auto operand = uninitialised<std::uint8_t>(p * stride);
-            im2col_into(x, g, mask, stride, operand.get(), opt_.threads);
-            gemm_fast(packed, operand.get(), p, acc, opt_.threads);
+            const PassBuffers::Buffer operand = bytes(p * stride);
+            im2col_into(x, g, mask, stride, operand.data(), opt_.threads);
+            gemm_fast(packed, operand.data(), p, acc, opt_.threads);
             return;
         }
         const std::int8_t* w = weights_read(net_, index, opt_);
@@ -255,10 +258,11 @@ private:
     const RunWeights& weights_;
     const RunOptions& opt_;
     const std::vector<int>& last_use_;   // per layer, then the network input last
+    PassBuffers& buffers_;
     int count_ = 0;
     std::int64_t first_image_ = 0;
-    std::unique_ptr<std::int8_t[]> input_;
-    std::vector<std::unique_ptr<std::int8_t[]>> outputs_;
+    PassBuffers::Buffer input_;
+    std::vector<PassBuffers::Buffer> outputs_;
 };
 
 // For each layer, the index of the last layer that reads its output (the layer itself if none);
@@ -341,7 +345,10 @@ std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const st
     check_options(net, options);
     std::vector<std::vector<Tensor8>> results(images.size());
     if (images.empty()) return results;
-    const RunWeights weights(net, options);
+    PassBuffers own_buffers;   // this call's, when the caller keeps none between passes
+    PassBuffers& buffers = options.buffers ? *options.buffers : own_buffers;
+    buffers.begin_pass();
+    const RunWeights weights(net, options, buffers);
     const std::vector<int> last_use = last_uses(net);
     const int count = int(images.size());
     const int threads = resolve_threads(options.threads);
@@ -357,8 +364,8 @@ std::vector<std::vector<Tensor8>> run_network_batch(const Network& net, const st
     const int workers = batches >= threads ? threads : 1;
     parallel_for(batches, workers, [&](std::int64_t k) {
         const int first = int(k) * batch, size = std::min(batch, count - first);
-        MicroBatch(net, weights, per_batch, last_use).run(inputs.data() + first, size, results.data() + first, first,
-                                                          options.first_image + first);
+        MicroBatch(net, weights, per_batch, last_use, buffers)
+            .run(inputs.data() + first, size, results.data() + first, first, options.first_image + first);
     });
     return results;
 }

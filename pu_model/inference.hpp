@@ -11,7 +11,9 @@
 // layer, with one GEMM per layer over the whole micro-batch (more rows per weight panel on the
 // small 7x7 layers).  With several micro-batches, each thread runs its own; with one, the
 // threads split each GEMM.  Fast-kernel weights are packed once per call, or once for many calls
-// with a PackedNetwork.  Bytes never depend on threads, batch or packing.
+// with a PackedNetwork.  A pass's buffers (activations, IM2COL operands, weights it packs itself)
+// are recycled (pu_model/pass_buffers.hpp): within the call, and from call to call through
+// RunOptions::buffers.  Bytes never depend on threads, batch, packing or recycling.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "pu_model/gemm.hpp"
+#include "pu_model/pass_buffers.hpp"
 #include "pu_model/peripherals.hpp"
 #include "formats/network.hpp"
 #include "pu_model/sa_cycle.hpp"
@@ -93,6 +96,11 @@ struct RunOptions {
     // Sees each layer's output as it is made (e.g. per-layer metrics of a noisy round, so that a
     // layer nobody stores need not be kept); nullptr for none.  keep still says what comes back.
     const LayerOutputObserver* observer = nullptr;
+    // Where the pass takes its buffers and gives them back (pass_buffers.hpp): a caller running
+    // pass after pass (the emulator's rounds) keeps one, so that a pass reuses the last one's
+    // memory instead of page-faulting it in again.  nullptr: the call recycles within itself and
+    // frees everything when it returns.  May be shared by passes running at once.
+    PassBuffers* buffers = nullptr;
 };
 
 // One output per layer, in network order.  The network must be resolved; the input must have the
