@@ -39,6 +39,23 @@ struct OwnWeightsViewed : WeightView {
     }
 };
 
+// A small ResNet-18, `count` random images (seeds from `first_seed` on), its weights viewed so
+// that every pass packs them itself, and what one thread with the call's own fresh buffers gives.
+struct SmallNetworkCase {
+    Network net = zoo::resnet18(4, 32, 10);
+    std::vector<Tensor8> images;
+    OwnWeightsViewed view;
+    std::vector<std::vector<Tensor8>> want;
+    SmallNetworkCase(int count, std::uint64_t first_seed) {
+        for (int i = 0; i < count; ++i) images.push_back(random_image(net.input_shape, first_seed + std::uint64_t(i)));
+        view.net = &net;
+        RunOptions fresh;  // the call's own buffers, the network's weights packed per call
+        fresh.threads = 1;
+        want = run_network_batch(net, images, fresh);
+    }
+    SmallNetworkCase(const SmallNetworkCase&) = delete;  // view points into net
+};
+
 void expect_same(const std::vector<std::vector<Tensor8>>& got, const std::vector<std::vector<Tensor8>>& want,
                  const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
@@ -144,23 +161,16 @@ TEST(PassBuffers, ConcurrentTakersNeverShareABuffer) {
 }
 
 TEST(PassBuffers, PassesInRecycledPoisonedMemoryGiveTheBytesOfFreshMemory) {
-    const Network net = zoo::resnet18(4, 32, 10);
-    std::vector<Tensor8> images;
-    for (int i = 0; i < 5; ++i) images.push_back(random_image(net.input_shape, 500 + i));
-    OwnWeightsViewed view;
-    view.net = &net;
-    RunOptions fresh;   // the call's own buffers, the network's weights packed per call
-    fresh.threads = 1;
-    const auto want = run_network_batch(net, images, fresh);
+    const SmallNetworkCase setup(5, 500);
     for (int threads : {1, 2, 3}) {
         PassBuffers kept(1, true);   // everything pooled, every buffer handed out full of 0xA5
         RunOptions opt;
         opt.threads = threads;
-        opt.weights = &view;
+        opt.weights = &setup.view;
         opt.buffers = &kept;
         std::int64_t fresh_after_first = 0;
         for (int pass = 0; pass < 3; ++pass) {
-            expect_same(run_network_batch(net, images, opt), want,
+            expect_same(run_network_batch(setup.net, setup.images, opt), setup.want,
                         std::to_string(threads) + " threads, pass " + std::to_string(pass));
             const PassBuffers::Stats s = kept.stats();
             EXPECT_EQ(s.idle_bytes, s.held_bytes) << "a pass gives back all it took";
@@ -173,14 +183,7 @@ TEST(PassBuffers, PassesInRecycledPoisonedMemoryGiveTheBytesOfFreshMemory) {
 }
 
 TEST(PassBuffers, TwoPassesSharingOnePoolRunAtOnce) {
-    const Network net = zoo::resnet18(4, 32, 10);
-    std::vector<Tensor8> images;
-    for (int i = 0; i < 4; ++i) images.push_back(random_image(net.input_shape, 700 + i));
-    OwnWeightsViewed view;
-    view.net = &net;
-    RunOptions fresh;
-    fresh.threads = 1;
-    const auto want = run_network_batch(net, images, fresh);
+    const SmallNetworkCase setup(4, 700);
     PassBuffers shared(1, true);
     std::vector<std::vector<std::vector<Tensor8>>> got(2 * 3);
     std::vector<std::thread> callers;
@@ -188,12 +191,12 @@ TEST(PassBuffers, TwoPassesSharingOnePoolRunAtOnce) {
         callers.emplace_back([&, c] {
             RunOptions opt;
             opt.threads = 2;
-            opt.weights = &view;
+            opt.weights = &setup.view;
             opt.buffers = &shared;
-            for (int pass = 0; pass < 3; ++pass) got[std::size_t(c * 3 + pass)] = run_network_batch(net, images, opt);
+            for (int pass = 0; pass < 3; ++pass) got[std::size_t(c * 3 + pass)] = run_network_batch(setup.net, setup.images, opt);
         });
     for (auto& t : callers) t.join();
-    for (std::size_t k = 0; k < got.size(); ++k) expect_same(got[k], want, "caller " + std::to_string(k / 3));
+    for (std::size_t k = 0; k < got.size(); ++k) expect_same(got[k], setup.want, "caller " + std::to_string(k / 3));
 }
 
 TEST(PassBuffers, APassHoldsItsLiveBuffersNotEveryLayer) {
