@@ -27,12 +27,8 @@ void RoundMetrics::layer_output(int layer, std::int64_t first, int count, std::s
                                "+" + std::to_string(count) + " do not fit the reference");
     ActivationErrorSums piece;
     piece.accumulate(values, s.reference.subspan(begin, values.size()));
-    s.ref_energy += piece.ref_energy;
-    s.noisy_energy += piece.noisy_energy;
-    s.cross += piece.cross;
-    s.error_energy += piece.error_energy;
-    s.mismatches += piece.mismatches;
-    s.count += piece.count;
+    const std::lock_guard guard(s.lock);
+    s.totals += piece;
 }
 
 std::vector<bool> RoundMetrics::keep() const {
@@ -43,14 +39,8 @@ std::vector<bool> RoundMetrics::keep() const {
 
 ActivationErrorSums RoundMetrics::sums(int layer) const {
     const LayerSums& s = layers_.at(std::size_t(layer));
-    ActivationErrorSums out;
-    out.ref_energy = s.ref_energy;
-    out.noisy_energy = s.noisy_energy;
-    out.cross = s.cross;
-    out.error_energy = s.error_energy;
-    out.mismatches = s.mismatches;
-    out.count = s.count;
-    return out;
+    const std::lock_guard guard(s.lock);
+    return s.totals;
 }
 
 }  // namespace aimcemu

@@ -10,9 +10,9 @@
 // the metrics are bit-identical to ResultsWriter::set_round on the whole layer, for any thread
 // count.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -45,8 +45,9 @@ private:
         std::span<const std::int8_t> reference;  // every image's reference, one after another
         std::int64_t image_size = 0;             // values per image
         // Totals of the micro-batches reported so far; integer additions in any order give the same.
-        mutable std::atomic<std::int64_t> ref_energy{0}, noisy_energy{0}, cross{0}, error_energy{0}, mismatches{0},
-            count{0};
+        // Workers add under the lock once per micro-batch, after the sums of the batch are taken.
+        mutable std::mutex lock;
+        mutable ActivationErrorSums totals;
     };
     std::vector<LayerSums> layers_;
 };
