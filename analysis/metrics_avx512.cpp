@@ -62,14 +62,7 @@ MetricSums metric_sums_avx512(const std::int8_t* noisy, const std::int8_t* refer
         total.noisy_energy += lane_total(nn);
         total.cross += lane_total(rn);
         total.error_energy += lane_total(dd);
-        for (; i < end; ++i) {  // the last block's tail (blocks are multiples of 64)
-            const std::int64_t a = noisy[i], r = reference[i], d = a - r;
-            total.ref_energy += r * r;
-            total.noisy_energy += a * a;
-            total.cross += r * a;
-            total.error_energy += d * d;
-            total.mismatches += d != 0;
-        }
+        if (i < end) total += metric_sums_scalar(noisy + i, reference + i, end - i);  // the last block's tail
     }
     return total;
 }

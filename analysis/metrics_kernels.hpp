@@ -10,6 +10,14 @@ namespace aimcemu::detail {
 
 struct MetricSums {
     std::int64_t ref_energy = 0, noisy_energy = 0, cross = 0, error_energy = 0, mismatches = 0;
+    MetricSums& operator+=(const MetricSums& o) {
+        ref_energy += o.ref_energy;
+        noisy_energy += o.noisy_energy;
+        cross += o.cross;
+        error_energy += o.error_energy;
+        mismatches += o.mismatches;
+        return *this;
+    }
 };
 
 // Plain C++ (the compiler vectorises it for the build's baseline ISA).
