@@ -241,13 +241,20 @@ TEST(NoiseSimdPaths, BoxMullerIsBitIdentical) {
     }
 }
 
+// The PCM-like kernels' constants for the path comparisons (PCM's programming polynomial,
+// scales away from 1 so that a dropped factor changes the bits).
+simd::PcmLikeBlock pcm_block_for_tests() {
+    static const double coeff[] = {0.26348, 1.9650, -1.1731};
+    simd::PcmLikeBlock c;
+    c.prog_coeff = coeff;
+    c.prog_coeff_count = 3;
+    c.prog_noise_scale = 1.3, c.drift_scale = 0.9, c.read_noise_scale = 1.1;
+    return c;
+}
+
 TEST(NoiseSimdPaths, PcmKernelsAreBitIdentical) {
     REQUIRE_BOTH_PATHS();
-    const std::vector<double> coeff = {0.26348, 1.9650, -1.1731};
-    simd::PcmLikeBlock c;
-    c.prog_coeff = coeff.data();
-    c.prog_coeff_count = int(coeff.size());
-    c.prog_noise_scale = 1.3, c.drift_scale = 0.9, c.read_noise_scale = 1.1;
+    const simd::PcmLikeBlock c = pcm_block_for_tests();
     pcg32 rng(21);
     const auto uniform = [&] { return double(rng()) * 0x1p-32; };
     for (std::size_t n : kLengths) {
@@ -279,11 +286,7 @@ TEST(NoiseSimdPaths, PcmProgramKernelOnSinglePairLayoutsIsBitIdentical) {
     // AVX-512 kernel takes one logarithm per pair of 16-device groups in which every pair has a
     // device at the floor, and two otherwise; both must give the AVX2 path's bits.
     REQUIRE_BOTH_PATHS();
-    const std::vector<double> coeff = {0.26348, 1.9650, -1.1731};
-    simd::PcmLikeBlock c;
-    c.prog_coeff = coeff.data();
-    c.prog_coeff_count = int(coeff.size());
-    c.prog_noise_scale = 1.3, c.drift_scale = 0.9, c.read_noise_scale = 1.1;
+    const simd::PcmLikeBlock c = pcm_block_for_tests();
     pcg32 rng(22);
     const auto uniform = [&] { return double(rng()) * 0x1p-32; };
     for (std::size_t n : kLengths) {
