@@ -33,6 +33,18 @@ std::vector<std::int8_t> random_int8(pcg32& rng, std::int64_t count) {
     return v;
 }
 
+// The P x M operand `x` laid out as the fast kernel reads it for `packed`: rows of
+// x_row_stride() bytes, each value XORed with x_xor_mask(), the row's padding the mask itself.
+std::vector<std::uint8_t> operand_as_packed_reads(const PackedWeights& packed, const std::vector<std::int8_t>& x,
+                                                  std::int64_t p, std::int64_t m) {
+    const std::int64_t stride = packed.x_row_stride();
+    std::vector<std::uint8_t> operand(std::size_t(p * stride), packed.x_xor_mask());
+    for (std::int64_t row = 0; row < p; ++row)
+        for (std::int64_t col = 0; col < m; ++col)
+            operand[std::size_t(row * stride + col)] = std::uint8_t(x[std::size_t(row * m + col)]) ^ packed.x_xor_mask();
+    return operand;
+}
+
 // acc[p][n] of a convolution straight from its definition on the HWC input (no IM2COL).
 std::vector<std::int32_t> direct_conv(const std::vector<std::int8_t>& x, const WindowGeometry& g,
                                       const std::vector<std::int8_t>& w, const std::vector<std::int8_t>& bias,
@@ -486,11 +498,7 @@ TEST(Gemm, RequantisedOutputEqualsRequantizeOfTheAccumulators) {
         gemm_reference(w.data(), x.data(), m, bias.data(), 6, n, m, p, acc.data());
         for (FastKernel k : available_fast_kernels()) {
             const PackedWeights packed(w.data(), bias.data(), 6, n, m, k);
-            std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
-            for (std::int64_t row = 0; row < p; ++row)
-                for (std::int64_t c = 0; c < m; ++c)
-                    operand[std::size_t(row * packed.x_row_stride() + c)] =
-                        std::uint8_t(x[std::size_t(row * m + c)]) ^ packed.x_xor_mask();
+            const auto operand = operand_as_packed_reads(packed, x, p, m);
             for (int shift = 0; shift <= 24; ++shift)
                 for (bool relu : {false, true}) {
                     std::vector<std::int8_t> expect(acc.size()), got(acc.size(), 99);
@@ -529,11 +537,7 @@ TEST(Gemm, RequantisationStaysExactWhereTheRoundingHalfCannotBeFolded) {
                 gemm_reference(w.data(), x.data(), c.m, bias.data(), c.bias_shift, n, c.m, p, acc.data());
                 for (FastKernel k : available_fast_kernels()) {
                     const PackedWeights packed(w.data(), bias.data(), c.bias_shift, n, c.m, k);
-                    std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
-                    for (std::int64_t row = 0; row < p; ++row)
-                        for (std::int64_t col = 0; col < c.m; ++col)
-                            operand[std::size_t(row * packed.x_row_stride() + col)] =
-                                std::uint8_t(x[std::size_t(row * c.m + col)]) ^ packed.x_xor_mask();
+                    const auto operand = operand_as_packed_reads(packed, x, p, c.m);
                     for (const int shift : {1, 21, 22, 31})
                         for (const bool relu : {false, true}) {
                             std::vector<std::int8_t> expect(acc.size()), got(acc.size(), 99);
@@ -570,11 +574,7 @@ TEST(Gemm, WorkSplitOverRowsAndChannelPanelsNeverChangesTheResult) {
         requantize(expect.data(), std::int64_t(expect.size()), 7, true, expect_y.data());
         for (FastKernel k : available_fast_kernels()) {
             const PackedWeights packed(w.data(), bias.data(), 2, n, m, k);
-            std::vector<std::uint8_t> operand(std::size_t(p * packed.x_row_stride()), packed.x_xor_mask());
-            for (std::int64_t row = 0; row < p; ++row)
-                for (std::int64_t col = 0; col < m; ++col)
-                    operand[std::size_t(row * packed.x_row_stride() + col)] =
-                        std::uint8_t(x[std::size_t(row * m + col)]) ^ packed.x_xor_mask();
+            const auto operand = operand_as_packed_reads(packed, x, p, m);
             for (const int threads : {1, 2, 3, 5}) {
                 std::vector<std::int32_t> acc(expect.size(), 12345);
                 gemm_fast(packed, operand.data(), p, acc.data(), threads);
