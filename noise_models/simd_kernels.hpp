@@ -1,9 +1,9 @@
 // The per-ISA implementations behind noise_models/simd.hpp; simd.cpp picks one at run time.
 //
-// avx2:: (simd_avx2.cpp, four doubles per step) and avx512:: (simd_avx512.cpp, eight) carry out
-// the same IEEE operations per element in the same order (no approximate instructions, no
-// reassociation), so their results are bit-identical; tests/cpp/test_noise_simd.cpp checks
-// that for every function.  Call them only on a CPU that simd::supported() says has the ISA.
+// avx2:: (simd_avx2.cpp, four doubles per step) and avx512:: (simd_avx512.cpp, eight) compile
+// one source, simd_body.inc, each over its own vector operations: the same IEEE operations per
+// element in the same order (no approximate instructions, no reassociation), so their results
+// are bit-identical; tests/cpp/test_noise_simd.cpp checks that for every function.  Call them only on a CPU that simd::supported() says has the ISA.
 #pragma once
 #include <cstddef>
 #include <cstdint>
