@@ -411,3 +411,22 @@ TEST_F(ResultsTest, AReferenceChecksWhatIsStoredAndIsReadOnlyOnceSealed) {
     d.commit();
     EXPECT_EQ(dataset_bytes(path("d.h5"), "layers/conv/reference"), conv);
 }
+
+TEST_F(ResultsTest, LayerGroupsKeepTheirLinksInTheObjectHeader) {
+    // Compact link storage (no fractal heap and B-trees per layer group) is what makes creating
+    // the writer cheap; the links must still list in creation order.
+    const Network net = small_network();
+    {
+        ResultsWriter w(path("r.h5"), net, spec(2));
+        write_all(w, net, 2);
+        w.commit();
+    }
+    const auto f = h5::File::open_read(path("r.h5"));
+    const auto g = f.open_group("layers").open_group("conv");
+    H5G_info_t info;
+    ASSERT_GE(H5Gget_info(g.id(), &info), 0);
+    EXPECT_EQ(info.storage_type, H5G_STORAGE_TYPE_COMPACT);
+    EXPECT_GT(info.nlinks, 8u);  // more than HDF5's default compact limit
+    const auto links = g.children_in_creation_order();
+    EXPECT_EQ(std::vector<std::string>(links.begin(), links.begin() + 3), (std::vector<std::string>{"round", "chip", "t"}));
+}
