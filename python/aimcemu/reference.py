@@ -113,6 +113,9 @@ class ReferenceCache:
             with self._lock:
                 self.hits += 1
             return reference, True
+        with self._lock:  # room first: the old entries are not held beside the new one while it is computed
+            while len(self._entries) >= self.max_entries:
+                self._entries.popitem(last=False)
         reference = compute_reference(net, images, layers, backend, threads)
         with self._lock:
             self.computed += 1

@@ -17,6 +17,7 @@ import pytest
 
 import aimcemu
 from aimcemu import _core, modelfile
+from aimcemu import reference as reference_module
 from aimcemu.reference import ReferenceCache, compute_reference, process_cache, reference_key
 from conftest import digits_subset
 
@@ -150,7 +151,7 @@ def test_one_changed_weight_byte_image_pixel_or_kept_layer_set_misses_the_cache(
     assert (cache.computed, cache.hits) == (4, 1)  # only the last run matches an earlier one
 
 
-def test_the_cache_never_holds_more_than_its_bound(digits):
+def test_the_cache_never_holds_more_than_its_bound(digits, monkeypatch):
     _, _, net, images, _ = digits
     output = len(net.layers) - 1
     references = {n: compute_reference(net, images[:n], [output], "fast", 1) for n in (2, 3, 4, 5)}
@@ -168,6 +169,19 @@ def test_the_cache_never_holds_more_than_its_bound(digits):
     assert by_bytes.get("4") is references[4]
     with pytest.raises(ValueError, match="sealed"):
         by_entries.put("x", _core.ReferenceActivations(net, 2, [output]))
+    # A miss makes room before it computes, so the old entry is not held beside the new one.
+    one = ReferenceCache(max_entries=1)
+    one.get_or_compute(net, images[:2], [output], "fast", 1)
+    seen = []
+    real = reference_module.compute_reference
+
+    def spy(*args):
+        seen.append(len(one))
+        return real(*args)
+
+    monkeypatch.setattr(reference_module, "compute_reference", spy)
+    one.get_or_compute(net, images[:3], [output], "fast", 1)
+    assert seen == [0] and len(one) == 1
     with pytest.raises(ValueError, match="max_entries"):
         ReferenceCache(max_entries=0)
     with pytest.raises(aimcemu.FormatError, match="reuse_reference"):
