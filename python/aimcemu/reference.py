@@ -13,7 +13,8 @@ sweep's runs on the same model and data set therefore need it only once.  ``Refe
 keeps it, keyed by a content digest of exactly those inputs (``reference_key``), immutable and
 shared by every writer that uses it, within a bound (entries and bytes).  Reuse is opt-in:
 ``aimcemu.run(..., reuse_reference=True)`` uses this process's cache (``process_cache()``),
-sweep workers turn it on for their tasks.  docs/hybrid_runs.md, "Reusing the reference".
+sweep workers turn it on for their tasks.  docs/hybrid_runs.md, "The reference, and reusing it
+across runs".
 """
 from __future__ import annotations
 

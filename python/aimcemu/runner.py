@@ -78,7 +78,7 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, periphe
              True: take it from this process's cache (aimcemu.reference.process_cache(), one
              entry) when an earlier run had the same network, images and kept layers, else compute
              and keep it there; or a ReferenceCache of your own.  The results file is the same
-             either way (docs/hybrid_runs.md, "Reusing the reference").
+             either way (docs/hybrid_runs.md, "The reference, and reusing it across runs").
 
     Everything is checked before any work (docs/reliability.md): option ranges, the input files
     (regular files, validated by the loaders, read first in a checking process), the output path
@@ -94,6 +94,7 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, periphe
 def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
             reuse_reference: bool | ReferenceCache = False) -> RunSummary:
     """Runs a resolved configuration (aimcemu.run after parsing; a sweep's worker directly)."""
+    cache = _reference_cache(reuse_reference)  # checked before any work
     net, data_check = modelfile.load_model_and_check_dataset(cfg.model, cfg.data)
     out_path = cfg.output_path(net.name)  # checked before the data set is read
     placements = cfg.placements(net)
@@ -126,7 +127,6 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     # The PU's pass copies those layers straight into it; the writer shares it, without a copy.
     needed = [i for i in range(len(net_layers)) if writer.reference_needed(i)]
     start = time.perf_counter()
-    cache = _reference_cache(reuse_reference)
     if cache is None:
         reference = compute_reference(net, images, needed, cfg.backend, cfg.threads)
     else:
