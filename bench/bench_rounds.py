@@ -10,6 +10,9 @@ run by ``aimcemu.run`` in a fresh Python process so that its peak RSS (ru_maxrss
   * warm:     the same run twice in one process with reuse_reference=True, timing the second:
               what a sweep's later runs on the same model and data set pay (the reference comes
               from the process's cache: a SHA-256 of the weights and images instead of a pass).
+              Its CPU s and peak RSS cover the whole child, both runs and the cached reference;
+              a second run of a process also finds its allocations and caches warm, so warm
+              against all-AIMC is not the reuse alone (docs/hybrid_runs.md measures that).
 
 wall s is aimcemu.run's own time; start-up s, beside it, is what the process paid once before it
 (import aimcemu, then resolving aimcemu.run, which imports the runner and NumPy): a sweep pays it
