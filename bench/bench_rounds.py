@@ -12,7 +12,7 @@ run by ``aimcemu.run`` in a fresh Python process so that its peak RSS (ru_maxrss
               from the process's cache: a SHA-256 of the weights and images instead of a pass).
               Its CPU s and peak RSS cover the whole child, both runs and the cached reference;
               a second run of a process also finds its allocations and caches warm, so warm
-              against all-AIMC is not the reuse alone (docs/hybrid_runs.md measures that).
+              against all-AIMC is not the reuse alone (docs/performance.md section 3 gives that).
 
 wall s is aimcemu.run's own time; start-up s, beside it, is what the process paid once before it
 (import aimcemu, then resolving aimcemu.run, which imports the runner and NumPy): a sweep pays it
