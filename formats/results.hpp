@@ -10,6 +10,7 @@
 // accuracy come from the network's output layer, and activations are stored (chunked, deflated)
 // only for the selected layers.  A digital run has zero noisy rounds: only the reference.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,6 +44,49 @@ struct ResultsSpec {
     bool replace_existing = true;            // false: commit() fails, leaving it alone, if the file exists
 };
 
+// The noise-free reference activations of a run: the layers a results file needs, each
+// [image][HWC] int8, in one buffer of their own (on 2 MiB pages where the kernel gives them).
+// Filled once, during the PU's pass, one micro-batch at a time while it is still in cache
+// (store(), from the pass's worker threads at once), then sealed: from then on it is immutable,
+// so one object may be shared without a copy by every writer whose run has the same network
+// and images (a sweep's runs reuse it; python/aimcemu/reference.py).
+class ReferenceActivations {
+public:
+    // Room for `images` images of every layer of `net` whose flag in `layers` is set (one flag
+    // per layer).  The network's shapes are copied; `net` need not outlive this object.
+    ReferenceActivations(const Network& net, std::size_t images, const std::vector<bool>& layers);
+    ~ReferenceActivations();
+    ReferenceActivations(const ReferenceActivations&) = delete;
+    ReferenceActivations& operator=(const ReferenceActivations&) = delete;
+
+    // Copies images first .. first + count - 1 of `layer` (`values`: count whole images, HWC
+    // each).  Thread-safe for disjoint image ranges.  A layer not held is ignored; a range that
+    // does not fit, or a store after seal(), is a logic_error (a bug in the caller).
+    void store(int layer, std::int64_t first, int count, std::span<const std::int8_t> values);
+    // Ends the filling: every held layer must have received every image once (logic_error
+    // otherwise).  After it the object is read-only.
+    void seal();
+    bool sealed() const { return sealed_; }
+
+    std::size_t images() const { return images_; }
+    std::size_t layer_count() const { return layers_.size(); }
+    bool holds(int layer) const;
+    // A held layer's activations [image][HWC] (logic_error before seal() or for a layer not held).
+    std::span<const std::int8_t> layer(int layer) const;
+    std::size_t bytes() const { return bytes_; }
+
+private:
+    struct Slot {
+        std::size_t offset = 0, image_size = 0;
+        bool held = false;
+        std::unique_ptr<std::atomic<std::int64_t>> stored;  // images stored so far
+    };
+    std::vector<Slot> layers_;
+    std::size_t images_ = 0, bytes_ = 0;
+    std::int8_t* data_ = nullptr;
+    bool sealed_ = false;
+};
+
 class ResultsWriter {
 public:
     // `net` must be resolved and outlive the writer.  Throws FormatError for a bad spec (unknown
@@ -52,8 +96,13 @@ public:
     ResultsWriter(const ResultsWriter&) = delete;
     ResultsWriter& operator=(const ResultsWriter&) = delete;
 
-    // Noise-free activations of `layer`, [image, y, x, channel] int8 in HWC order per image.
+    // Noise-free activations of `layer`, [image, y, x, channel] int8 in HWC order per image
+    // (copied: the writer keeps its own).
     void set_reference(int layer, std::span<const std::int8_t> activations);
+    // Every needed layer's reference at once from a sealed ReferenceActivations, which the writer
+    // then shares instead of copying (FormatError for a reference made for other images or
+    // another network, or missing a layer reference_needed names).  Layers already set keep theirs.
+    void set_reference(std::shared_ptr<const ReferenceActivations> reference);
     // Noisy activations of `layer` in round `round_index` (position in spec.rounds).  The
     // layer's reference must already be set.
     void set_round(std::size_t round_index, int layer, std::span<const std::int8_t> activations);

@@ -31,17 +31,19 @@ from .noise import NoiseModel
 
 
 def run_network(net, images, backend: str, threads: int, weights: dict | None = None,
-                peripherals=None, keep: list[int] | None = None, metrics=None) -> list[np.ndarray | None]:
+                peripherals=None, keep: list[int] | None = None, metrics=None, into=None) -> list[np.ndarray | None]:
     """Per-layer int8 activations [N, H, W, C] from the PU functional model.  `weights`
     ({layer index: int8 array}) replaces the weights the PU reads; a PublishedRound instead
     runs the PU on that round's lease of the emulator's HBM.  `peripherals` (_core.niu.Peripherals,
     see peripheral_hook) applies the AIMC layers' DACs, output noise and ADCs.  `keep` (layer
     indices; None = every layer) limits what comes back; the other layers come back as None.
     `metrics` (a published round only: ResultsWriter.round_metrics()) takes the metrics of the
-    layers the results file does not store during the pass; those come back as None."""
+    layers the results file does not store during the pass; those come back as None.  `into` (a
+    _core.ReferenceActivations, not a published round) receives every layer it holds during the
+    pass and is sealed (aimcemu.reference)."""
     if isinstance(weights, PublishedRound):
-        if keep is not None:
-            raise ValueError("keep: a published round returns every layer (or those `metrics` leaves)")
+        if keep is not None or into is not None:
+            raise ValueError("keep, into: a published round returns every layer (or those `metrics` leaves)")
         extra = {} if peripherals is None else {"peripherals": peripherals}
         if metrics is not None:
             extra["metrics"] = metrics
@@ -51,7 +53,7 @@ def run_network(net, images, backend: str, threads: int, weights: dict | None = 
         raise ValueError("metrics: only a published round takes its metrics during the pass")
     if not hasattr(_core, "run_network"):
         raise RuntimeError("this aimcemu._core has no run_network (the PU functional model is not built in)")
-    return _core.run_network(net, images, backend, threads, weights, keep, peripherals=peripherals)
+    return _core.run_network(net, images, backend, threads, weights, keep, peripherals=peripherals, into=into)
 
 
 def peripheral_settings(net, placements: list[Placement]) -> list | None:

@@ -34,7 +34,8 @@ from .config import (CALIBRATION_ROUND, DRIFT_COMPENSATIONS, RUN_DEFAULTS, RunCo
                      load_yaml_config, parse_compensations, parse_times)
 from .mapping import Placement
 from .noise import READOUT_FLOOR
-from .rounds import NoisyWeights, check_activations, run_rounds
+from .reference import ReferenceCache, compute_reference, process_cache
+from .rounds import NoisyWeights, run_rounds
 from .summary import LayerSummary, RunSummary
 
 DEFAULTS = RUN_DEFAULTS  # the name this module has always exported
@@ -47,7 +48,8 @@ __all__ = ["run", "execute", "RunSummary", "LayerSummary", "DEFAULTS", "DRIFT_CO
 def run(model=None, data=None, output=None, *, mapping=None, noise=None, peripherals=None, t=(0.0,), chips: int = 1,
         rounds: int = 1,
         seed: int = 0, drift_compensation: str | list[str] = "none", backend: str = "fast", threads: int = 0, layers="all",
-        config: dict | str | os.PathLike | None = None, progress: bool = False, overwrite: bool = True) -> RunSummary:
+        config: dict | str | os.PathLike | None = None, progress: bool = False, overwrite: bool = True,
+        reuse_reference: bool | ReferenceCache = False) -> RunSummary:
     """Run a model file on a data set file and write a results file; returns a RunSummary.
 
     model:   model file path (docs/model_format.md); None = the embedded default model
@@ -72,6 +74,11 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, periphe
     progress: show a progress bar over the noisy rounds (tqdm, on stderr, only on a terminal)
     overwrite: replace an existing output file (default); False raises FileExistsError instead,
              at the very end, without touching the file that is there (sweep tasks use it)
+    reuse_reference: False (default): compute the noise-free reference for this run alone;
+             True: take it from this process's cache (aimcemu.reference.process_cache(), one
+             entry) when an earlier run had the same network, images and kept layers, else compute
+             and keep it there; or a ReferenceCache of your own.  The results file is the same
+             either way (docs/hybrid_runs.md, "The reference, and reusing it across runs").
 
     Everything is checked before any work (docs/reliability.md): option ranges, the input files
     (regular files, validated by the loaders, read first in a checking process), the output path
@@ -81,11 +88,13 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, periphe
         "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise,
         "peripherals": peripherals, "t": t, "chips": chips, "rounds": rounds, "seed": seed, "drift_compensation": drift_compensation, "backend": backend,
         "threads": threads, "layers": layers})
-    return execute(cfg, progress, overwrite)
+    return execute(cfg, progress, overwrite, reuse_reference)
 
 
-def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> RunSummary:
+def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
+            reuse_reference: bool | ReferenceCache = False) -> RunSummary:
     """Runs a resolved configuration (aimcemu.run after parsing; a sweep's worker directly)."""
+    cache = _reference_cache(reuse_reference)  # checked before any work
     net, data_check = modelfile.load_model_and_check_dataset(cfg.model, cfg.data)
     out_path = cfg.output_path(net.name)  # checked before the data set is read
     placements = cfg.placements(net)
@@ -113,28 +122,26 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
                                  cfg.layers, 1, overwrite)
     write_s = time.perf_counter() - start
 
-    # A run without noisy rounds keeps only the layers the file needs (stored ones and the output):
-    # a digital ResNet-50 run would otherwise copy every layer's activations out of the PU model.
+    # The reference holds only what the file needs (stored layers and the output; every layer when
+    # noisy rounds compare with it): a digital ResNet-50 run would otherwise keep every layer.
+    # The PU's pass copies those layers straight into it; the writer shares it, without a copy.
     needed = [i for i in range(len(net_layers)) if writer.reference_needed(i)]
     start = time.perf_counter()
-    reference = rounds.run_network(net, images, cfg.backend, cfg.threads,
-                                   keep=None if len(needed) == len(net_layers) else needed)
+    if cache is None:
+        reference = compute_reference(net, images, needed, cfg.backend, cfg.threads)
+    else:
+        reference, _ = cache.get_or_compute(net, images, needed, cfg.backend, cfg.threads)
     inference_s = time.perf_counter() - start
-    check_activations(net_layers, reference, len(labels))
 
     start = time.perf_counter()
-    # The writer keeps its own copy for the metrics; NumPy's is needed only when no layer is on
-    # AIMC (every round is then the reference).  Dropped layer by layer as it is handed over, the
-    # reference is never held twice whole, nor beside the rounds.
-    drop_reference = noisy is not None and bool(noisy.clean)
-    for index, layer_acts in enumerate(reference):
-        if layer_acts is not None:
-            writer.set_reference(index, layer_acts)
-            if drop_reference:
-                reference[index] = None
-    layer_acts = None
-    if drop_reference:
-        reference = None
+    writer.share_reference(reference)
+    # NumPy is needed only when no layer is on AIMC (every round is then the reference): read-only
+    # views of the shared bytes, no copy.
+    round_reference = None
+    if noisy is not None and not noisy.clean:
+        held = set(needed)
+        round_reference = [reference.layer(i, net) if i in held else None for i in range(len(net_layers))]
+    reference = None
     _write_placements(writer, placements, alphas, cfg)
     write_s += time.perf_counter() - start
     timing = {}
@@ -142,7 +149,7 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
         t_index = {t: k for k, t in enumerate(cfg.t)}
         timing = run_rounds(net, images, cfg, noisy,
                             lambda i, chip, t, name: round_alpha(alphas, i, chip, t_index[t], name),
-                            reference, writer, progress)
+                            round_reference, writer, progress)
     start = time.perf_counter()
     try:
         writer.commit()
@@ -156,6 +163,18 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True) -> R
                     inference_s, write_s, calibration_s + timing.get("noise_s", 0.0))
 
 
+def _reference_cache(reuse_reference: bool | ReferenceCache) -> ReferenceCache | None:
+    """The cache a run takes its reference from: None (no reuse), this process's, or the caller's."""
+    if isinstance(reuse_reference, ReferenceCache):
+        return reuse_reference
+    if reuse_reference is True:
+        return process_cache()
+    if reuse_reference is False or reuse_reference is None:
+        return None
+    raise _core.FormatError(f"<arguments>: field 'reuse_reference': expected True, False or an "
+                            f"aimcemu.reference.ReferenceCache, got {reuse_reference!r}")
+
+
 def stored_layer_names(cfg: RunConfig, net_layers) -> set[str]:
     """The layers whose activations the results file stores (the run's `layers` selection)."""
     selection = cfg.layers
@@ -165,18 +184,17 @@ def stored_layer_names(cfg: RunConfig, net_layers) -> set[str]:
 def activation_bytes_held(net_layers, output_index: int, stored: set[str], placements, noisy_rounds: int) -> int:
     """Bytes of activations per image that a run holds at its peak, as execute() and run_rounds
     keep them (int8, one byte per value):
-      * a run without AIMC rounds keeps only the stored layers and the output, once in NumPy and
-        once in the results writer;
-      * with AIMC rounds the writer keeps every layer of the reference (each round's metrics
-        compare against it; NumPy's copy is dropped layer by layer as it is handed over), and at
-        most two rounds' stored layers and output are alive: one computed, one being written.
-        When the mapping puts no layer on AIMC NumPy's reference is kept too."""
+      * a run without AIMC rounds keeps only the stored layers and the output, once (the
+        reference the PU's pass fills and the results writer shares; aimcemu.reference);
+      * with noisy rounds the reference holds every layer (each round's metrics compare against
+        it; NumPy sees it through views, never a copy), and at most two rounds' stored layers
+        and output are alive: one computed, one being written.
+    A reference reused from a cache (reuse_reference) is the same one object, not another copy."""
     sizes = [int(l.out_shape.h) * int(l.out_shape.w) * int(l.out_shape.c) for l in net_layers]
     kept = sum(size for i, (l, size) in enumerate(zip(net_layers, sizes)) if l.name in stored or i == output_index)
     if placements is None or noisy_rounds == 0:
-        return 2 * kept
-    reference_copies = 1 if any(p.is_aimc for p in placements) else 2
-    return reference_copies * sum(sizes) + 2 * kept
+        return kept
+    return sum(sizes) + 2 * kept
 
 
 def _write_placements(writer, placements: list[Placement] | None, alphas: Alphas, cfg: RunConfig) -> None:

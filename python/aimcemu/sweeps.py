@@ -265,8 +265,14 @@ def plan(config: Mapping, output=None) -> SweepPlan:
 def execute_task(task: dict, folder: str, threads, config: RunConfig | None = None) -> dict:
     """Run one task and return its small summary.  Idempotent: a task whose file exists is not
     run again (its summary is read from the file).  `config` is the task's run configuration as
-    plan() resolved it (then nothing is checked again); without it `task["run"]` is resolved here."""
+    plan() resolved it (then nothing is checked again); without it `task["run"]` is resolved here.
+
+    The noise-free reference is reused across the tasks a worker process runs
+    (aimcemu.reference.process_cache(): one entry, kept between tasks): a sweep's tasks share the
+    model and data set, so a worker computes it once, not once per task.  The summary's
+    worker_references_computed is how many that worker process has computed so far."""
     from . import runner
+    from .reference import process_cache
 
     path = Path(folder) / task["file"]
     ran = False
@@ -276,12 +282,13 @@ def execute_task(task: dict, folder: str, threads, config: RunConfig | None = No
             config = RunConfig.resolve(explicit={**task["run"], "t": tuple(task["run"]["t"])})
         try:  # written once: an existing file is never replaced (another attempt finished first)
             runner.execute(config.with_options(output=os.fspath(path), threads=task_threads(threads)),
-                           overwrite=False)
+                           overwrite=False, reuse_reference=True)
             ran = True
         except FileExistsError:
             pass
     return {**read_task_summary(path), "id": task["id"], "file": task["file"], "ran": ran,
-            "seconds": time.perf_counter() - start, "pid": os.getpid()}
+            "seconds": time.perf_counter() - start, "pid": os.getpid(),
+            "worker_references_computed": process_cache().computed}
 
 
 # --- the coordinator ----------------------------------------------------------------------------

@@ -54,6 +54,47 @@ void save_dataset_py(const py::array& images, const py::array& labels, const std
     save_dataset(d, path);
 }
 
+// Every field of `net` that its activations depend on (and the rest of its structure, all but the
+// GEMM operands) as bytes in a fixed order: integers as int64 little-endian, strings and lists
+// length-prefixed, so that two different structures never give the same bytes.
+std::string network_structure_bytes(const Network& net) {
+    std::string out;
+    const auto integer = [&out](std::int64_t v) {
+        for (int b = 0; b < 8; ++b) out.push_back(char((std::uint64_t(v) >> (8 * b)) & 0xff));
+    };
+    const auto text = [&](const std::string& v) {
+        integer(std::int64_t(v.size()));
+        out += v;
+    };
+    text(net.name);
+    for (int v : {net.input_shape.h, net.input_shape.w, net.input_shape.c, net.input_frac_bits, net.output_layer}) integer(v);
+    integer(std::int64_t(net.class_names.size()));
+    for (const auto& c : net.class_names) text(c);
+    integer(std::int64_t(net.layers.size()));
+    for (const Layer& l : net.layers) {
+        text(l.name);
+        const Window& w = l.window;
+        for (std::int64_t v : {std::int64_t(l.kind), std::int64_t(l.input), std::int64_t(w.kernel_h), std::int64_t(w.kernel_w),
+                               std::int64_t(w.stride_h), std::int64_t(w.stride_w), std::int64_t(w.pad_top),
+                               std::int64_t(w.pad_bottom), std::int64_t(w.pad_left), std::int64_t(w.pad_right),
+                               std::int64_t(l.out_channels), std::int64_t(l.bias_shift), std::int64_t(l.out_shift),
+                               std::int64_t(l.relu), std::int64_t(l.residual_input), std::int64_t(l.residual_shift),
+                               std::int64_t(l.relu_after_residual), std::int64_t(l.input_shift), std::int64_t(l.avg_mult),
+                               std::int64_t(l.weights.size()), std::int64_t(l.bias.size())})
+            integer(v);
+    }
+    return out;
+}
+
+// Feeds `update` (e.g. a hashlib object's update) the network's structure bytes, then every
+// layer's weights and bias as read-only memoryviews of the network's own memory (no copy).
+void feed_network(const Network& net, const py::object& update) {
+    update(py::bytes(network_structure_bytes(net)));
+    for (const Layer& l : net.layers)
+        for (const auto* operand : {&l.weights, &l.bias})
+            if (!operand->empty()) update(py::memoryview::from_memory(operand->data(), py::ssize_t(operand->size())));
+}
+
 // One noisy round from Python: (niu_round, chip, t) or (niu_round, chip, t, drift_compensation).
 RoundInfo round_info(const py::handle& item, std::size_t position) {
     const auto values = py::cast<py::sequence>(item);
@@ -125,6 +166,10 @@ public:
         writer_->set_layer_attribute(layer_index(layer), name, value);
     }
 
+    void share_reference(std::shared_ptr<ReferenceActivations> reference) {
+        writer_->set_reference(std::shared_ptr<const ReferenceActivations>(std::move(reference)));
+    }
+
     void commit() {
         py::gil_scoped_release release;
         writer_->commit();
@@ -180,6 +225,57 @@ void bind_io(py::module_& m) {
           "`net`, also check that it fits the network; with `check` (load_model_and_check_dataset's), use\n"
           "what the checking process found instead of starting another.");
 
+    m.def("feed_network", &feed_network, py::arg("net"), py::arg("update"),
+          "Calls update(bytes) with everything a network's activations depend on: its structure (every\n"
+          "field but the operands, in a fixed encoding), then each layer's weights and bias (memoryviews,\n"
+          "no copy).  For content digests: hashlib.sha256(); feed_network(net, h.update).");
+
+    py::class_<ReferenceActivations, std::shared_ptr<ReferenceActivations>>(
+        m, "ReferenceActivations",
+        "The noise-free reference of a run: the activations of the layers a results file needs, filled\n"
+        "once by run_network(..., into=it) during the pass, then immutable and shareable by any number of\n"
+        "ResultsWriters (share_reference) without a copy")
+        .def(py::init([](const Network& net, std::int64_t images, const std::vector<int>& layers) {
+                 if (images < 1) throw FormatError("<memory>", "images", "expected at least one image");
+                 std::vector<bool> held(net.layers.size(), false);
+                 for (int l : layers) {
+                     if (l < 0 || std::size_t(l) >= held.size())
+                         throw FormatError("<memory>", "layers", "no layer index " + std::to_string(l));
+                     held[std::size_t(l)] = true;
+                 }
+                 return std::make_shared<ReferenceActivations>(net, std::size_t(images), held);
+             }),
+             py::arg("net"), py::arg("images"), py::arg("layers"),
+             "Room for `images` images of the given layer indices of `net` (resolved)")
+        .def_property_readonly("images", &ReferenceActivations::images)
+        .def_property_readonly("bytes", &ReferenceActivations::bytes)
+        .def_property_readonly("sealed", &ReferenceActivations::sealed)
+        .def_property_readonly("layers", [](const ReferenceActivations& r) {
+            std::vector<int> held;
+            for (int l = 0; l < int(r.layer_count()); ++l)
+                if (r.holds(l)) held.push_back(l);
+            return held;
+        }, "The layer indices it holds")
+        .def("layer", [](const py::object& self, int layer, const Network& net) {
+            const auto& r = self.cast<const ReferenceActivations&>();
+            if (!r.sealed()) throw FormatError("<memory>", "reference", "not filled yet (run_network(..., into=...))");
+            if (!r.holds(layer)) throw FormatError("<memory>", "layer", "layer " + std::to_string(layer) + " not held");
+            if (std::size_t(layer) >= net.layers.size() || net.layers.size() != r.layer_count())
+                throw FormatError("<memory>", "net", "not the network this reference was made for");
+            const Shape3& s = net.layers[std::size_t(layer)].out_shape;
+            const std::span<const std::int8_t> values = r.layer(layer);
+            if (values.size() != r.images() * std::size_t(s.size()))
+                throw FormatError("<memory>", "net", "layer " + std::to_string(layer) + "'s shape differs from the reference's");
+            // A read-only view of the shared bytes, keeping the reference alive: no copy.
+            py::array view(py::dtype::of<std::int8_t>(),
+                           {py::ssize_t(r.images()), py::ssize_t(s.h), py::ssize_t(s.w), py::ssize_t(s.c)},
+                           values.data(), self);
+            view.attr("setflags")(py::arg("write") = false);
+            return view;
+        }, py::arg("layer"), py::arg("net"),
+             "A held layer's activations [image, H, W, C] int8 as a read-only NumPy view (no copy; `net` gives\n"
+             "the shape)");
+
     py::class_<PyResultsWriter>(m, "ResultsWriter", "Streams one run into an HDF5 results file (docs/hdf5_layout.md)")
         .def(py::init<const std::string&, const Network&, const py::array&, const py::sequence&, const std::string&,
                       const py::object&, int, bool>(),
@@ -188,6 +284,9 @@ void bind_io(py::module_& m) {
              py::arg("overwrite") = true)
         .def("set_reference", &PyResultsWriter::set_reference, py::arg("layer"), py::arg("activations"))
         .def("set_round", &PyResultsWriter::set_round, py::arg("round_index"), py::arg("layer"), py::arg("activations"))
+        .def("share_reference", &PyResultsWriter::share_reference, py::arg("reference"),
+             "Every needed layer's reference from a filled ReferenceActivations, shared (not copied): the\n"
+             "stored layers are written, the predictions taken; layers already set keep theirs")
         .def("round_metrics", &PyResultsWriter::round_metrics, py::keep_alive<0, 1>(),
              "A RoundMetrics for one noisy round: the PU (Emulator.run_published(metrics=...)) compares each layer\n"
              "the file does not store with its reference as it computes it; the reference must be set")

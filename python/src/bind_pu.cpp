@@ -1,6 +1,8 @@
 // Bindings for the PU functional model: whole-network inference, the GEMM paths, IM2COL and the
 // cycle-level systolic-array model.  Arrays must have exactly the documented dtype and rank; any
 // other input is an aimcemu.FormatError naming the argument.  Compute runs without the GIL.
+#include <optional>
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -8,6 +10,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "common/errors.hpp"
+#include "formats/results.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/inference.hpp"
@@ -83,9 +86,35 @@ std::vector<bool> keep_flags(const Network& net, const py::object& keep) {
     return flags;
 }
 
+// Copies each layer the reference holds into it as the pass makes it (one micro-batch at a time,
+// while it is in cache), so that the reference reaches the results writer without a NumPy copy.
+class StoreIntoReference : public LayerOutputObserver {
+public:
+    explicit StoreIntoReference(ReferenceActivations& reference) : reference_(reference) {}
+    void layer_output(int layer, std::int64_t first, int count, std::span<const std::int8_t> values) const override {
+        reference_.store(layer, first, count, values);
+    }
+
+private:
+    ReferenceActivations& reference_;
+};
+
+// `into` (a ReferenceActivations for this network and these images, not yet sealed), or none.
+std::shared_ptr<ReferenceActivations> reference_arg(const py::object& into, const Network& net, std::int64_t images) {
+    if (into.is_none()) return nullptr;
+    auto reference = into.cast<std::shared_ptr<ReferenceActivations>>();
+    if (reference->sealed()) throw FormatError("<memory>", "into", "this reference is already filled (sealed)");
+    if (reference->layer_count() != net.layers.size() || std::int64_t(reference->images()) != images)
+        throw FormatError("<memory>", "into", "made for " + std::to_string(reference->images()) + " images of a " +
+                                                  std::to_string(reference->layer_count()) + "-layer network, the run has " +
+                                                  std::to_string(images) + " images and " +
+                                                  std::to_string(net.layers.size()) + " layers");
+    return reference;
+}
+
 py::list run_network_py(const Network& net, const py::object& images_obj, const std::string& backend, int threads,
                         const py::object& weights_obj, const py::object& keep, int batch,
-                        const py::object& peripherals, std::int64_t first_image) {
+                        const py::object& peripherals, std::int64_t first_image, const py::object& into) {
     const Int8Array images = int8_arg(images_obj, 4, "images");
     const Shape3 in{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))};
     if (!(in == net.input_shape))
@@ -107,6 +136,9 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     options.peripherals = peripherals.is_none() ? nullptr : peripherals.cast<const niu::Peripherals*>();
     options.first_image = first_image;
     const std::int64_t count = images.shape(0), image_size = in.size();
+    const std::shared_ptr<ReferenceActivations> reference = reference_arg(into, net, count);
+    std::optional<StoreIntoReference> store;
+    if (reference) options.observer = &store.emplace(*reference);
     std::vector<Tensor8> inputs(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i)
         inputs[std::size_t(i)] = {in, std::vector<std::int8_t>(images.data() + i * image_size,
@@ -115,6 +147,7 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     {
         py::gil_scoped_release release;
         results = run_network_batch(net, inputs, options);
+        if (reference) reference->seal();
     }
     py::list per_layer;
     for (std::size_t l = 0; l < net.layers.size(); ++l) {
@@ -191,15 +224,17 @@ py::dict stats_dict(const SaCycleStats& s) {
 void bind_pu(py::module_& m) {
     m.def("run_network", &run_network_py, py::arg("net"), py::arg("images"), py::arg("backend") = "fast",
           py::arg("threads") = 0, py::arg("weights") = py::none(), py::arg("keep") = py::none(), py::arg("batch") = 0,
-          py::arg("peripherals") = py::none(), py::arg("first_image") = 0,
+          py::arg("peripherals") = py::none(), py::arg("first_image") = 0, py::arg("into") = py::none(),
           "Bit-exact INT8 inference of a resolved Network on int8 images [N, H, W, C] (HWC).\n"
           "Returns one int8 array [N, H, W, C] per layer.  backend: 'fast', 'reference' or 'cycle_sa'.\n"
           "weights: optional {layer_index: int8 array} replacing the weights the PU reads (e.g. noisy\n"
           "ones).  keep: None (every layer) or the layer indices/names to return (-1 = the last); the\n"
           "others come back as None and are never held for all images at once.  batch: images per\n"
           "GEMM (0 = automatic).  peripherals: an aimcemu._core.niu.Peripherals applied to its AIMC\n"
-          "layers, their noise keyed by first_image + the image's position.  threads: 0 = all cores;\n"
-          "results never depend on threads or batch.");
+          "layers, their noise keyed by first_image + the image's position.  into: a ReferenceActivations\n"
+          "made for this network and these images: every layer it holds is copied into it during the\n"
+          "pass (then sealed), whatever keep says.  threads: 0 = all cores; results never depend on\n"
+          "threads or batch.");
 
     m.def("gemm",
           [](const py::object& w, const py::object& x, const py::object& bias, int bias_shift, const std::string& backend,

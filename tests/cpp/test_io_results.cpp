@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <thread>
 
 #include "common/h5.hpp"
 #include "analysis/metrics.hpp"
@@ -321,4 +323,110 @@ TEST_F(ResultsTest, RefusesAnUnnamedDriftCompensationAndLeavesNoFile) {
     s.rounds[1].drift_compensation = "";
     EXPECT_THROW(ResultsWriter(path("bad.h5"), net, std::move(s)), FormatError);
     EXPECT_EQ(file_count(), 0u);
+}
+
+namespace {
+// The reference of every layer of the small network, stored one image at a time from several
+// threads in reverse image order (as a pass's micro-batches may arrive), then sealed.
+std::shared_ptr<ReferenceActivations> shared_reference(const Network& net) {
+    auto reference = std::make_shared<ReferenceActivations>(net, kImages, std::vector<bool>(3, true));
+    std::vector<std::thread> workers;
+    for (int l = 0; l < 3; ++l)
+        workers.emplace_back([&, l] {
+            const auto all = activations(net, l, -1);
+            const std::size_t size = std::size_t(net.layers[std::size_t(l)].out_shape.size());
+            for (std::size_t i = kImages; i-- > 0;)
+                reference->store(l, std::int64_t(i), 1, {all.data() + i * size, size});
+        });
+    for (auto& t : workers) t.join();
+    reference->seal();
+    return reference;
+}
+
+std::vector<std::int8_t> dataset_bytes(const std::string& file, const std::string& name) {
+    return h5::File::open_read(file).open_dataset(name).read<std::int8_t>();
+}
+}  // namespace
+
+TEST_F(ResultsTest, ASharedReferenceWritesTheSameFileAsOneSetLayerByLayer) {
+    const Network net = small_network();
+    const auto reference = shared_reference(net);
+    for (int l = 0; l < 3; ++l) {
+        const auto span = reference->layer(l);
+        EXPECT_EQ(std::vector<std::int8_t>(span.begin(), span.end()), activations(net, l, -1));
+    }
+    for (const char* name : {"copied.h5", "shared1.h5", "shared2.h5"}) {
+        ResultsWriter w(path(name), net, spec(2));
+        if (std::string(name) == "copied.h5") {
+            for (int l = 0; l < 3; ++l) w.set_reference(l, activations(net, l, -1));
+        } else {
+            w.set_reference(reference);  // two writers share one reference: no copy
+            EXPECT_EQ(w.reference(1).data(), reference->layer(1).data());
+        }
+        for (std::size_t r = 0; r < 2; ++r)
+            for (int l = 0; l < 3; ++l) w.set_round(r, l, activations(net, l, int(r)));
+        w.commit();
+    }
+    for (const char* dataset : {"reference_predictions", "predictions", "layers/pool/reference", "layers/fc/activations"})
+        for (const char* name : {"shared1.h5", "shared2.h5"})
+            EXPECT_EQ(dataset_bytes(path(name), dataset), dataset_bytes(path("copied.h5"), dataset)) << dataset;
+    for (const char* name : {"shared1.h5", "shared2.h5"}) {
+        const auto f = h5::File::open_read(path(name));
+        EXPECT_EQ(f.open_dataset("layers/conv/snr_db").read<double>(),
+                  h5::File::open_read(path("copied.h5")).open_dataset("layers/conv/snr_db").read<double>());
+    }
+}
+
+TEST_F(ResultsTest, AReferenceChecksWhatIsStoredAndIsReadOnlyOnceSealed) {
+    const Network net = small_network();
+    ReferenceActivations partial(net, kImages, {true, false, true});
+    EXPECT_FALSE(partial.holds(1));
+    EXPECT_EQ(partial.bytes(), kImages * std::size_t(net.layers[0].out_shape.size() + net.layers[2].out_shape.size()));
+    const auto conv = activations(net, 0, -1);
+    partial.store(0, 0, int(kImages), conv);
+    EXPECT_THROW(partial.layer(0), std::logic_error);   // not sealed yet
+    EXPECT_THROW(partial.seal(), std::logic_error);     // layer 2 has no image yet
+    EXPECT_THROW(partial.store(2, 2, 2, std::vector<std::int8_t>(2 * 4)), std::logic_error);  // past the last image
+    EXPECT_THROW(partial.store(2, 0, 1, std::vector<std::int8_t>(3)), std::logic_error);      // not a whole image
+    partial.store(1, 0, 1, std::vector<std::int8_t>(1));  // a layer not held is ignored
+    partial.store(2, 0, int(kImages), activations(net, 2, -1));
+    partial.seal();
+    EXPECT_THROW(partial.store(0, 0, 1, {conv.data(), std::size_t(net.layers[0].out_shape.size())}), std::logic_error);
+    EXPECT_THROW(partial.layer(1), std::logic_error);
+
+    // A writer with noisy rounds needs every layer: a reference without the pool is refused, and
+    // the writer is left as it was.
+    auto shared = std::make_shared<ReferenceActivations>(net, kImages, std::vector<bool>{true, false, true});
+    shared->store(0, 0, int(kImages), conv);
+    shared->store(2, 0, int(kImages), activations(net, 2, -1));
+    shared->seal();
+    ResultsWriter w(path("r.h5"), net, spec(1));
+    EXPECT_THROW(w.set_reference(shared), FormatError);
+    EXPECT_THROW(w.reference(0), FormatError);
+    // A digital run needs only the stored layers and the output.
+    ResultsSpec digital = spec(0);
+    digital.stored_layers = {"conv"};
+    ResultsWriter d(path("d.h5"), net, digital);
+    d.set_reference(shared);
+    d.commit();
+    EXPECT_EQ(dataset_bytes(path("d.h5"), "layers/conv/reference"), conv);
+}
+
+TEST_F(ResultsTest, LayerGroupsKeepTheirLinksInTheObjectHeader) {
+    // Compact link storage (no fractal heap and B-trees per layer group) is what makes creating
+    // the writer cheap; the links must still list in creation order.
+    const Network net = small_network();
+    {
+        ResultsWriter w(path("r.h5"), net, spec(2));
+        write_all(w, net, 2);
+        w.commit();
+    }
+    const auto f = h5::File::open_read(path("r.h5"));
+    const auto g = f.open_group("layers").open_group("conv");
+    H5G_info_t info;
+    ASSERT_GE(H5Gget_info(g.id(), &info), 0);
+    EXPECT_EQ(info.storage_type, H5G_STORAGE_TYPE_COMPACT);
+    EXPECT_GT(info.nlinks, 8u);  // more than HDF5's default compact limit
+    const auto links = g.children_in_creation_order();
+    EXPECT_EQ(std::vector<std::string>(links.begin(), links.begin() + 3), (std::vector<std::string>{"round", "chip", "t"}));
 }

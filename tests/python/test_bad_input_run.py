@@ -204,17 +204,17 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(files, caps
 
 def test_the_memory_check_counts_only_the_activations_a_run_holds(files, capsys, monkeypatch):
     """Per image the tiny network has 144 + 36 + 4 activations (4: the output).  A run without
-    noisy rounds holds only its stored layers and the output, twice (NumPy and the writer): with
-    --layers none that is 2 x 4 x 12 = 96 bytes, so a 1 KiB machine runs it and a 64-byte one
-    refuses it.  With AIMC rounds the writer holds the whole reference (184 x 12) and at most two
+    noisy rounds holds only its stored layers and the output, once (the reference the PU's pass
+    fills and the writer shares): with --layers none that is 4 x 12 = 48 bytes, so a 48-byte
+    machine runs it and a 47-byte one refuses it.  With AIMC rounds the writer holds the whole reference (184 x 12) and at most two
     rounds' stored layers and output: 2304 bytes with --layers none, 6624 with --layers all."""
     from aimcemu import validate
 
     folder, model, _ = files
-    monkeypatch.setattr(validate, "physical_memory", lambda: 1024)
+    monkeypatch.setattr(validate, "physical_memory", lambda: 48)
     code, err = cli_run(["run", model, "-o", folder / "digital.h5", "--layers", "none"], capsys)
     assert code == 0, err
-    monkeypatch.setattr(validate, "physical_memory", lambda: 64)
+    monkeypatch.setattr(validate, "physical_memory", lambda: 47)
     refused([model, "-o", folder / "out.h5", "--layers", "none"], folder, capsys, "field 'images': 12 images need")
 
     monkeypatch.setattr(validate, "physical_memory", lambda: 4096)

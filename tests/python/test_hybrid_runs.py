@@ -153,21 +153,22 @@ def test_a_mapping_without_aimc_layers_reproduces_the_reference(digits, captured
 
 
 def test_a_digital_run_keeps_only_the_layers_its_file_needs(digits, monkeypatch, tmp_path):
-    """Without noisy rounds the reference pass keeps the stored layers and the output only, and the
-    file holds the same predictions, accuracy and stored activations as one that kept every layer."""
+    """Without noisy rounds the reference pass keeps the stored layers and the output only (in the
+    reference the writer shares; nothing comes back to NumPy), and the file holds the same
+    predictions, accuracy and stored activations as one that kept every layer."""
     model, data, net, _, _ = digits
     keeps = []
     real = rounds.run_network
 
-    def spy(*args, keep=None, **options):
-        keeps.append(keep)
-        return real(*args, keep=keep, **options)
+    def spy(*args, keep=None, into=None, **options):
+        keeps.append((keep, None if into is None else into.layers))
+        return real(*args, keep=keep, into=into, **options)
 
     monkeypatch.setattr(rounds, "run_network", spy)
     stored = net.layers[0].name
     needed = aimcemu.run(model, data, tmp_path / "needed.h5", layers=[stored])
     everything = aimcemu.run(model, data, tmp_path / "all.h5", layers="all")
-    assert keeps == [[0, net.output_index()], None]
+    assert keeps == [([], [0, net.output_index()]), ([], list(range(len(net.layers))))]
     assert needed.accuracy == everything.accuracy
     a, b = file_arrays(tmp_path / "needed.h5"), file_arrays(tmp_path / "all.h5")
     for name in ("reference_predictions", "reference_accuracy", f"layers/{stored}/reference"):

@@ -1,0 +1,225 @@
+"""The noise-free reference: filled by the PU's pass straight into a ReferenceActivations that the
+results writer shares, and reused across runs (aimcemu.reference.ReferenceCache).
+
+Pinned here: the shared reference equals _core.run_network bit for bit and is read-only; a run
+with a reused reference writes the same results file as one without (every dataset and
+attribute; the config's output path and creation time aside); one changed weight byte, one
+changed image pixel or another kept-layer set misses the cache; the cache never holds more than
+its bound; a sweep's worker computes the reference once for all its tasks."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import h5py
+import numpy as np
+import pytest
+
+import aimcemu
+from aimcemu import _core, modelfile
+from aimcemu import reference as reference_module
+from aimcemu.reference import ReferenceCache, compute_reference, process_cache, reference_key
+from conftest import digits_subset
+
+IMAGES = 24
+NOISY = dict(mapping="all", noise="pcm_like", t="0,1d", chips=2, rounds=2, seed=7, layers=["stem", "classifier"])
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    return digits_subset(tmp_path_factory, IMAGES)
+
+
+def file_contents(path) -> dict:
+    """Every dataset and attribute of a results file by path (dimension-scale references as the
+    names they point to); the root config without what names the output and the time it was
+    written."""
+    contents = {}
+    with h5py.File(path, "r") as f:
+        def attribute(key, value):
+            if key == "DIMENSION_LIST":
+                return [[f[ref].name for ref in axis] for axis in value]
+            if key == "REFERENCE_LIST":
+                return [(f[ref].name, int(dim)) for ref, dim in value]
+            if isinstance(value, np.ndarray) and value.dtype == object:
+                return [str(v) for v in np.ravel(value)]
+            return value
+
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                contents[name] = obj[()]
+            for key, value in obj.attrs.items():
+                contents[f"{name}@{key}"] = attribute(key, value)
+
+        visit("/", f)
+        f.visititems(visit)
+    config = json.loads(contents.pop("/@config"))
+    del config["output"], config["created"]
+    contents["/@config"] = config
+    return contents
+
+
+def assert_same_contents(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        if isinstance(a[name], (dict, list)):
+            assert a[name] == b[name], name
+        else:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_the_shared_reference_is_the_pus_output_bit_for_bit_and_read_only(digits):
+    _, _, net, images, _ = digits
+    layers = [0, 2, len(net.layers) - 1]
+    reference = compute_reference(net, images, layers, "fast", 2)
+    assert reference.sealed and reference.layers == layers and reference.images == IMAGES
+    expected = _core.run_network(net, images, "reference", 1)
+    for i in layers:
+        view = reference.layer(i, net)
+        np.testing.assert_array_equal(view, expected[i])
+        assert not view.flags.writeable
+        with pytest.raises(ValueError):
+            view[0, 0, 0, 0] = 1
+    assert reference.bytes == sum(expected[i].size for i in layers)
+    with pytest.raises(aimcemu.FormatError, match="not held"):
+        reference.layer(1, net)
+    with pytest.raises(aimcemu.FormatError, match="already filled"):  # immutable once sealed
+        _core.run_network(net, images, "fast", 1, None, [], into=reference)
+    with pytest.raises(aimcemu.FormatError, match="images"):
+        _core.run_network(net, images[:3], "fast", 1, None, [], into=_core.ReferenceActivations(net, IMAGES, layers))
+
+
+def test_a_writer_refuses_a_reference_made_for_other_images_or_missing_a_layer(digits, tmp_path):
+    _, _, net, images, labels = digits
+    writer = _core.ResultsWriter(str(tmp_path / "w.h5"), net, labels, [(0, 0, 0.0)], "{}", "none")
+    too_few = compute_reference(net, images[:4], range(len(net.layers)), "fast", 1)
+    with pytest.raises(aimcemu.FormatError, match="made for 4 images"):
+        writer.share_reference(too_few)
+    partial = compute_reference(net, images, [0, len(net.layers) - 1], "fast", 1)
+    with pytest.raises(aimcemu.FormatError, match=r"layers/.*/reference.*not in the shared reference"):
+        writer.share_reference(partial)  # noisy rounds compare every layer with the reference
+    unfilled = _core.ReferenceActivations(net, IMAGES, list(range(len(net.layers))))
+    with pytest.raises(aimcemu.FormatError, match="not a sealed"):
+        writer.share_reference(unfilled)
+
+
+@pytest.mark.parametrize("options", [NOISY, dict(layers="all"), dict(mapping={"default": "digital"}, rounds=2)],
+                         ids=["all-aimc", "digital", "digital-rounds"])
+def test_a_reused_reference_writes_the_same_file(digits, tmp_path, options):
+    model, data, _, _, _ = digits
+    cache = ReferenceCache()
+    alone = aimcemu.run(model, data, tmp_path / "alone.h5", **options)
+    first = aimcemu.run(model, data, tmp_path / "first.h5", reuse_reference=cache, **options)
+    reused = aimcemu.run(model, data, tmp_path / "reused.h5", reuse_reference=cache, **options)
+    assert (cache.computed, cache.hits) == (1, 1)
+    expected = file_contents(tmp_path / "alone.h5")
+    assert_same_contents(expected, file_contents(tmp_path / "first.h5"))
+    assert_same_contents(expected, file_contents(tmp_path / "reused.h5"))
+    assert reused.accuracy == alone.accuracy and reused.round_accuracy == alone.round_accuracy
+
+
+def test_one_changed_weight_byte_image_pixel_or_kept_layer_set_misses_the_cache(digits, tmp_path):
+    model, data, net, images, labels = digits
+    changed_net = modelfile.load_model(model)
+    layers = changed_net.layers
+    weights = layers[2].weights
+    weights[5] = np.int8(weights[5] ^ 1)
+    layers[2].weights = weights
+    changed_net.layers = layers
+    changed_model = tmp_path / "changed_model.h5"
+    modelfile.save_model(changed_net, changed_model)
+    changed_images = images.copy()
+    changed_images[3, 4, 5, 0] ^= 1
+    changed_data = tmp_path / "changed_data.h5"
+    modelfile.save_dataset(changed_images, labels, changed_data, source="digits subset",
+                           input_frac_bits=modelfile.load_dataset(data, net)["input_frac_bits"])
+
+    every = range(len(net.layers))
+    keys = {reference_key(net, images, every), reference_key(changed_net, images, every),
+            reference_key(net, changed_images, every), reference_key(net, images, [0, len(net.layers) - 1])}
+    assert len(keys) == 4
+    assert reference_key(modelfile.load_model(model), images.copy(), every) == reference_key(net, images, every)
+
+    cache = ReferenceCache(max_entries=8)
+    runs = [(model, data, "all"), (changed_model, data, "all"), (model, changed_data, "all"), (model, data, "none"),
+            (model, data, "all")]
+    for k, (m, d, stored) in enumerate(runs):
+        aimcemu.run(m, d, tmp_path / f"run{k}.h5", layers=stored, reuse_reference=cache)
+        alone = tmp_path / f"alone{k}.h5"
+        aimcemu.run(m, d, alone, layers=stored)
+        assert_same_contents(file_contents(alone), file_contents(tmp_path / f"run{k}.h5"))
+    assert (cache.computed, cache.hits) == (4, 1)  # only the last run matches an earlier one
+
+
+def test_the_cache_never_holds_more_than_its_bound(digits, monkeypatch):
+    _, _, net, images, _ = digits
+    output = len(net.layers) - 1
+    references = {n: compute_reference(net, images[:n], [output], "fast", 1) for n in (2, 3, 4, 5)}
+    by_entries = ReferenceCache(max_entries=2)
+    for n, r in references.items():
+        by_entries.put(str(n), r)
+        assert len(by_entries) <= 2
+    assert by_entries.get("2") is None and by_entries.get("5") is references[5]  # least recently used out
+    size = references[2].bytes  # 2 images of the output layer
+    by_bytes = ReferenceCache(max_entries=10, max_bytes=9 * size // 4)  # 4.5 images
+    for n, r in references.items():
+        by_bytes.put(str(n), r)
+        assert by_bytes.bytes <= by_bytes.max_bytes
+    assert by_bytes.get("5") is None  # larger than the whole budget: never kept
+    assert by_bytes.get("4") is references[4]
+    with pytest.raises(ValueError, match="sealed"):
+        by_entries.put("x", _core.ReferenceActivations(net, 2, [output]))
+    # A miss makes room before it computes, so the old entry is not held beside the new one.
+    one = ReferenceCache(max_entries=1)
+    one.get_or_compute(net, images[:2], [output], "fast", 1)
+    seen = []
+    real = reference_module.compute_reference
+
+    def spy(*args):
+        seen.append(len(one))
+        return real(*args)
+
+    monkeypatch.setattr(reference_module, "compute_reference", spy)
+    one.get_or_compute(net, images[:3], [output], "fast", 1)
+    assert seen == [0] and len(one) == 1
+    with pytest.raises(ValueError, match="max_entries"):
+        ReferenceCache(max_entries=0)
+    with pytest.raises(aimcemu.FormatError, match="reuse_reference"):
+        aimcemu.run(reuse_reference="yes")
+
+
+def test_the_process_cache_is_off_by_default_and_on_with_reuse_reference(digits, tmp_path):
+    model, data, _, _, _ = digits
+    cache = process_cache()
+    cache.clear()
+    computed = cache.computed
+    aimcemu.run(model, data, tmp_path / "a.h5")
+    assert len(cache) == 0 and cache.computed == computed
+    aimcemu.run(model, data, tmp_path / "b.h5", reuse_reference=True)
+    aimcemu.run(model, data, tmp_path / "c.h5", reuse_reference=True)
+    assert len(cache) == 1 and cache.computed == computed + 1
+    cache.clear()
+
+
+def test_a_sweep_worker_computes_the_reference_once_for_all_its_tasks(digits, tmp_path):
+    _, data, _, _, _ = digits
+    cfg = {"output": str(tmp_path / "s"), "data": str(data), "noise": {"model": "pcm_like"}, "mapping": "all",
+           "t": [1.0], "chips": 1, "seed": 3, "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0]}}
+    result = aimcemu.sweep(cfg, workers=1, progress=False)
+    assert result.ran == 3
+    per_worker = defaultdict(list)
+    for summary in result.summaries.values():
+        per_worker[summary["pid"]].append(summary["worker_references_computed"])
+    assert len(per_worker) == 1
+    assert [max(counts) for counts in per_worker.values()] == [1]
+    # and each task's file is what a run without reuse writes
+    task = next(iter(result.summaries.values()))
+    with h5py.File(tmp_path / "s" / task["file"]) as f:
+        run_config = json.loads(f.attrs["config"])
+    alone = tmp_path / "alone.h5"
+    aimcemu.run(run_config["model"], run_config["data"], alone, mapping="all", noise=run_config["noise"],
+                t=tuple(run_config["t"]), chips=1, seed=3, layers=run_config["layers"])
+    a, b = file_contents(alone), file_contents(tmp_path / "s" / task["file"])
+    for config in (a["/@config"], b["/@config"]):
+        config.pop("threads")
+    assert_same_contents(a, b)
