@@ -195,6 +195,43 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
     }
 }
 
+void vnni_pack_weights_avx512(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed,
+                              std::int32_t* rowsum, const VnniSegmentSums& segments) {
+    // One output vector is one group of 4 depth positions of 16 channels: a gather of one dword
+    // from each of 16 rows.  Walking the groups in order reads the 16 rows as 16 sequential
+    // streams, each cache line used for 16 consecutive groups.  Lanes past the last channel are
+    // gathered as zero (masked), so every byte of the packed size is written and no memset is
+    // needed.  Since m % 4 == 0, no dword reaches past its row.
+    const std::int64_t groups = m / 4, depth = m;
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i row_offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                   _mm512_set1_epi32(std::int32_t(m)));
+    const std::int64_t segment_groups = segments.segment / 4;
+    for (std::int64_t n0 = 0; n0 < n; n0 += kVnniPanel) {
+        const std::int64_t vectors = ((n - n0 < kVnniPanel ? n - n0 : kVnniPanel) + 15) / 16;
+        std::int8_t* const panel = packed + n0 * depth;
+        for (std::int64_t v = 0; v < vectors; ++v) {
+            const std::int64_t r0 = n0 + 16 * v, rows = n - r0 < 16 ? n - r0 : 16;
+            const __mmask16 lanes = __mmask16((1u << rows) - 1u);
+            const std::int8_t* const base = w + r0 * m;
+            std::int8_t* out = panel + v * 64;
+            // Lane i: the sum of row r0 + i's weights so far (vpdpbusd by a vector of ones: each
+            // lane adds its four signed bytes, exactly; |sum| <= 128 m fits in int32).
+            __m512i sum = _mm512_setzero_si512();
+            for (std::int64_t g = 0; g < groups; ++g, out += vectors * 64) {
+                const __m512i group = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, row_offsets,
+                                                                  base + 4 * g, 1);
+                _mm512_storeu_si512(out, group);
+                dpbusd(sum, ones, group);
+                if (segment_groups > 0 && (g + 1) % segment_groups == 0)   // 128 * prefix sum, modulo 2^32
+                    _mm512_mask_storeu_epi32(segments.sums + ((g + 1) / segment_groups) * segments.channels + r0,
+                                             lanes, _mm512_slli_epi32(sum, 7));
+            }
+            _mm512_mask_storeu_epi32(rowsum + r0, lanes, sum);
+        }
+    }
+}
+
 }  // namespace aimcemu::detail
 
 AIMCEMU_ISA_END()
