@@ -50,16 +50,29 @@ Emulator::Emulator(Network net, std::vector<int> aimc_layers)
       fence_(hbm_.layout(), aimc_layers_),
       weight_count_(net_.layers.size(), 0) {
     // Each GEMM layer's weights move into its HBM region, the one place they are kept from now on.
+    // An AIMC layer's clean abs-max is taken on the way, chunk by chunk while each chunk is in
+    // cache (the clamp to 1..127 of the maximum equals the clamp of the chunks' clamped maxima).
+    clean_absmax_.assign(aimc_layers_.size(), 1);
     for (int l = 0; l < int(net_.layers.size()); ++l) {
         Layer& layer = net_.layers[std::size_t(l)];
         if (!layer.is_gemm()) continue;
-        const HbmRegionKind kind = is_aimc(l) ? HbmRegionKind::CleanWeights : HbmRegionKind::Weights;
-        std::copy(layer.weights.begin(), layer.weights.end(), hbm_.region(hbm_.layout().at(kind, l)).begin());
+        const auto aimc = std::find(aimc_layers_.begin(), aimc_layers_.end(), l);
+        const HbmRegion& region = hbm_.layout().at(aimc != aimc_layers_.end() ? HbmRegionKind::CleanWeights
+                                                                              : HbmRegionKind::Weights, l);
+        hbm_.prefault(region);
+        const std::span<std::int8_t> to = hbm_.region(region);
+        constexpr std::size_t kChunk = std::size_t(64) << 10;   // well inside L2
+        for (std::size_t at = 0; at < layer.weights.size(); at += kChunk) {
+            const std::size_t count = std::min(kChunk, layer.weights.size() - at);
+            std::copy_n(layer.weights.begin() + std::ptrdiff_t(at), count, to.begin() + std::ptrdiff_t(at));
+            if (aimc != aimc_layers_.end()) {
+                int& absmax = clean_absmax_[std::size_t(aimc - aimc_layers_.begin())];
+                absmax = std::max(absmax, niu::clean_absmax(to.subspan(at, count), AbsMaxMode::Layer));
+            }
+        }
         weight_count_[std::size_t(l)] = layer.weights.size();
         std::vector<std::int8_t>().swap(layer.weights);
     }
-    for (std::size_t k = 0; k < aimc_layers_.size(); ++k)
-        clean_absmax_.push_back(niu::clean_absmax(clean_weights(k), AbsMaxMode::Layer));
 }
 
 std::span<const std::int8_t> Emulator::clean_weights(std::size_t k) const {

@@ -18,8 +18,8 @@
 // The HBM holds the only copy of the weights the emulator keeps: once the regions are filled the
 // emulator's network keeps its layers' shapes and biases but not their weights, and the digital
 // layers are packed for the fast kernel from their HBM regions.  The clean abs-max of each AIMC
-// layer (the A of its code table) is taken once from its clean region, for callers compiling
-// many programs (clean_absmax) and to check every program written (write_round).
+// layer (the A of its code table) is taken once, while its clean region is filled, for callers
+// compiling many programs (clean_absmax) and to check every program written (write_round).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -198,28 +198,33 @@ PackedWeights::PackedWeights(const std::int8_t* w, const std::int8_t* bias, int 
     if (kernel_ == FastKernel::Vnni512) {
         x_row_stride_ = (m + 3) / 4 * 4;
         data_ = take_buffer(buffers, std::size_t(detail::vnni_packed_size(n, m)));
-        detail::vnni_pack_weights(w, n, m, data_.data<std::int8_t>());
+        const bool skips = skip_segment > 0 && skip_segment % 4 == 0 && m % skip_segment == 0 && m > skip_segment;
+        const std::int64_t segments = skips ? m / skip_segment : 0, channels = std::int64_t(column_.size());
+        if (skips) {
+            skip_segment_ = skip_segment;
+            segment_sums_.assign(std::size_t((segments + 1) * channels), 0);
+        }
+        // With whole dwords per row (always so when segments are skipped: 4 | segment | m), the
+        // vectorised packer takes the row sums and the segment sums in its one pass; otherwise
+        // the definition packs and the rows are summed here.
+        std::vector<std::int64_t> rowsums(static_cast<std::size_t>(n), 0);
+        const bool one_pass = m % 4 == 0;
+        if (one_pass) {
+            std::vector<std::int32_t> sums(static_cast<std::size_t>(n));
+            detail::vnni_pack_weights_avx512(w, n, m, data_.data<std::int8_t>(), sums.data(),
+                                             {skips ? skip_segment : 0, segment_sums_.data(), channels});
+            std::copy(sums.begin(), sums.end(), rowsums.begin());
+        } else {
+            detail::vnni_pack_weights(w, n, m, data_.data<std::int8_t>());
+            for (std::int64_t row = 0; row < n; ++row)
+                for (std::int64_t k = 0; k < m; ++k) rowsums[std::size_t(row)] += w[row * m + k];
+        }
         // The +128 offset of X adds 128 * rowsum(w) to every lane; take it off again.  The kernel's
         // int32 lanes wrap modulo 2^32 and so does this term, so the final sum is exact whenever
         // the true result fits in int32 (which check_gemm_fits_int32 guarantees).
         for (std::int64_t row = 0; row < n; ++row) {
-            std::int64_t rowsum = 0;
-            for (std::int64_t k = 0; k < m; ++k) rowsum += w[row * m + k];
-            const std::int64_t value = std::int64_t(column_[std::size_t(row)]) - 128 * rowsum;
+            const std::int64_t value = std::int64_t(column_[std::size_t(row)]) - 128 * rowsums[std::size_t(row)];
             column_[std::size_t(row)] = std::int32_t(std::uint32_t(std::uint64_t(value)));
-        }
-        if (skip_segment > 0 && skip_segment % 4 == 0 && m % skip_segment == 0 && m > skip_segment) {
-            skip_segment_ = skip_segment;
-            const std::int64_t segments = m / skip_segment, channels = std::int64_t(column_.size());
-            segment_sums_.assign(std::size_t((segments + 1) * channels), 0);
-            for (std::int64_t row = 0; row < n; ++row) {
-                std::uint32_t sum = 0;   // modulo 2^32, like the column term
-                for (std::int64_t j = 1; j <= segments; ++j) {
-                    for (std::int64_t k = (j - 1) * skip_segment; k < j * skip_segment; ++k)
-                        sum += 128u * std::uint32_t(std::int32_t(w[row * m + k]));
-                    segment_sums_[std::size_t(j * channels + row)] = std::int32_t(sum);
-                }
-            }
         }
     } else if (kernel_ == FastKernel::Avx2) {
         x_row_stride_ = (m + 3) / 4 * 4;

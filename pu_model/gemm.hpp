@@ -140,7 +140,20 @@ inline constexpr int kVnniRowsPerTile = 6;
 bool cpu_has_vnni512();
 // AMX: CPUID says AMX-TILE and AMX-INT8 and Linux granted this process the tile-data state.
 bool cpu_has_amx();
+// The definition of the packed layout (scalar; any m): zero fill, then each row's dwords scattered.
 void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);
+// Where vnni_pack_weights_avx512 writes 128 * the prefix sums of each row at segment boundaries
+// (segment 0: none): sums[j * channels + row] for j = 1 .. m / segment (PackedWeights' segment sums).
+struct VnniSegmentSums {
+    std::int64_t segment = 0;   // a multiple of 4 that divides m, or 0
+    std::int32_t* sums = nullptr;
+    std::int64_t channels = 0;
+};
+// The same bytes as vnni_pack_weights for m % 4 == 0, in one pass that also takes each row's sum
+// (rowsum[row], n entries) and the segment sums (gemm_vnni.cpp; call only when the CPU has
+// AVX-512 VNNI).  Packing every AIMC layer is part of each noisy pass, so it runs vectorised.
+void vnni_pack_weights_avx512(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed,
+                              std::int32_t* rowsum, const VnniSegmentSums& segments = {});
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
 // Output rows [p_begin, p_end) x channels [n_begin, n_end) (n_begin a multiple of kVnniPanel,
 // n_end one too or n).  fold_rounding: the accumulators start at the rounding half 2^(out_shift-1)

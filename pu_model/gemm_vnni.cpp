@@ -195,6 +195,83 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
     }
 }
 
+namespace {
+
+// rows[i] (dword j) -> rows[j] (dword i) for a 16 x 16 matrix of dwords, in registers: dwords
+// and then qwords interleaved inside each 128-bit lane (each lane then holds one column of four
+// rows), then the 128-bit lanes gathered across rows in two steps.
+__attribute__((always_inline)) inline void transpose_16x16_dwords(__m512i (&rows)[16]) {
+    __m512i t[16], u[16];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+        t[2 * k] = _mm512_unpacklo_epi32(rows[2 * k], rows[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(rows[2 * k], rows[2 * k + 1]);
+    }
+    // u[4 * b + q], lane L: column 4 L + q of rows 4 b .. 4 b + 3.
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; ++b) {
+        u[4 * b] = _mm512_unpacklo_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 1] = _mm512_unpackhi_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 2] = _mm512_unpacklo_epi64(t[4 * b + 1], t[4 * b + 3]);
+        u[4 * b + 3] = _mm512_unpackhi_epi64(t[4 * b + 1], t[4 * b + 3]);
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+        const __m512i even01 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88);   // lanes 0, 2 of rows 0-7
+        const __m512i odd01 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD);    // lanes 1, 3
+        const __m512i even23 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88);
+        const __m512i odd23 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xDD);
+        rows[q] = _mm512_shuffle_i32x4(even01, even23, 0x88);
+        rows[8 + q] = _mm512_shuffle_i32x4(even01, even23, 0xDD);
+        rows[4 + q] = _mm512_shuffle_i32x4(odd01, odd23, 0x88);
+        rows[12 + q] = _mm512_shuffle_i32x4(odd01, odd23, 0xDD);
+    }
+}
+
+}  // namespace
+
+void vnni_pack_weights_avx512(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed,
+                              std::int32_t* rowsum, const VnniSegmentSums& segments) {
+    // 16 channels x 16 groups of 4 depth positions at a time: one 64-byte load per channel row
+    // (16 sequential streams), a 16 x 16 dword transpose, and the 16 output vectors (one group of
+    // 16 channels each) stored in place.  Rows past the last channel load as zero, and m % 4 == 0
+    // makes the last block's masked loads whole dwords, so every byte of the packed size is
+    // written (no zero fill) and no load reaches past a row.
+    const std::int64_t groups = m / 4, depth = m;
+    const __m512i ones = _mm512_set1_epi8(1);
+    const std::int64_t segment_groups = segments.segment / 4;
+    for (std::int64_t n0 = 0; n0 < n; n0 += kVnniPanel) {
+        const std::int64_t vectors = ((n - n0 < kVnniPanel ? n - n0 : kVnniPanel) + 15) / 16;
+        std::int8_t* const panel = packed + n0 * depth;
+        for (std::int64_t v = 0; v < vectors; ++v) {
+            const std::int64_t r0 = n0 + 16 * v, rows = n - r0 < 16 ? n - r0 : 16;
+            const __mmask16 lanes = __mmask16((1u << rows) - 1u);
+            // Lane i: the sum of row r0 + i's weights so far (vpdpbusd by a vector of ones: each
+            // lane adds its four signed bytes, exactly; |sum| <= 128 m fits in int32).
+            __m512i sum = _mm512_setzero_si512();
+            for (std::int64_t g0 = 0; g0 < groups; g0 += 16) {
+                const std::int64_t count = groups - g0 < 16 ? groups - g0 : 16;
+                const __mmask16 loaded = __mmask16((1u << count) - 1u);
+                __m512i block[16];
+                // A row past the last channel has an empty mask: zeros, its memory never read.
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; ++i)
+                    block[i] = _mm512_maskz_loadu_epi32(i < rows ? loaded : __mmask16(0), w + (r0 + i) * m + 4 * g0);
+                transpose_16x16_dwords(block);
+                for (std::int64_t j = 0; j < count; ++j) {
+                    const std::int64_t g = g0 + j;
+                    _mm512_storeu_si512(panel + g * vectors * 64 + v * 64, block[j]);
+                    dpbusd(sum, ones, block[j]);
+                    if (segment_groups > 0 && (g + 1) % segment_groups == 0)   // 128 * prefix sum, mod 2^32
+                        _mm512_mask_storeu_epi32(segments.sums + ((g + 1) / segment_groups) * segments.channels + r0,
+                                                 lanes, _mm512_slli_epi32(sum, 7));
+                }
+            }
+            _mm512_mask_storeu_epi32(rowsum + r0, lanes, sum);
+        }
+    }
+}
+
 }  // namespace aimcemu::detail
 
 AIMCEMU_ISA_END()

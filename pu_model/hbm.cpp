@@ -2,6 +2,7 @@
 #include "pu_model/hbm.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -84,6 +85,19 @@ ZeroedBytes::ZeroedBytes(ZeroedBytes&& other) noexcept : data_(other.data_), siz
 
 ZeroedBytes::~ZeroedBytes() {
     if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+void Hbm::prefault(const HbmRegion& r) {
+#ifdef MADV_POPULATE_WRITE
+    const auto span = region(r);
+    if (span.empty()) return;
+    const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+    const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(span.data()) / page * page;
+    const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(span.data() + span.size());
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);   // a hint: result ignored
+#else
+    (void)r;
+#endif
 }
 
 void Hbm::check(std::uint64_t addr, std::uint64_t count) const {

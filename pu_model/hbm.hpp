@@ -85,6 +85,10 @@ public:
     void read(std::uint64_t addr, std::span<std::uint8_t> out) const;
     std::span<std::int8_t> region(const HbmRegion& r);
     std::span<const std::int8_t> region(const HbmRegion& r) const;
+    // Maps region r's pages in one call, before a writer fills all of it (the emulator's clean
+    // and digital regions at construction): one page fault per 4 KiB page costs more than the
+    // copy that follows.  Only a hint: where the kernel refuses, the pages fault in as written.
+    void prefault(const HbmRegion& r);
     // The int8 bytes [addr, addr + count) (checked).
     std::span<std::int8_t> bytes(std::uint64_t addr, std::uint64_t count);
     std::span<const std::int8_t> bytes(std::uint64_t addr, std::uint64_t count) const;

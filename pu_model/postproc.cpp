@@ -6,6 +6,7 @@
 
 #include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
+#include "pu_model/im2col.hpp"
 
 namespace aimcemu {
 
@@ -45,6 +46,9 @@ void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool
 }
 
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {
+    static const bool avx512 = detail::cpu_has_avx512bw();
+    if (avx512 && shift >= kAlignShiftRange.min && shift <= kAlignShiftRange.max)
+        return detail::residual_add_avx512(y, r, count, shift, relu);
     const std::int32_t lo = relu ? 0 : -128;
     if (shift >= 0) {
         for (std::int64_t i = 0; i < count; ++i) y[i] = clamp8(std::int32_t(y[i]) + (std::int32_t(r[i]) << shift), lo);

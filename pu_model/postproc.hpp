@@ -31,6 +31,11 @@ void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool
                 int threads = 1);
 // y[i] = sat8(y[i] + align(r[i], shift)), then ReLU if asked.
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu);
+namespace detail {
+// residual_add in 32-value AVX-512BW steps (postproc_avx512.cpp; call only when
+// cpu_has_avx512bw(); shift in the alignment range -8..8).  residual_add dispatches to it.
+void residual_add_avx512(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu);
+}  // namespace detail
 // out[i] = sat8(align(a[i], shift_a) + align(b[i], shift_b)), then ReLU if asked.
 void add_tensors(const std::int8_t* a, int shift_a, const std::int8_t* b, int shift_b, std::int64_t count, bool relu,
                  std::int8_t* out);

@@ -251,6 +251,27 @@ TEST(NiuEmulator, TheHbmHoldsTheOnlyCopyOfTheWeights) {
     EXPECT_THROW(emulator.clean_weights(2), FormatError);
 }
 
+TEST(NiuEmulator, TheCleanAbsMaxSeesEveryWeightOfALayerLargerThanACopyChunk) {
+    // The constructor takes each AIMC layer's abs-max while copying it into the clean region, a
+    // chunk at a time: the largest |w| may sit in any chunk (here only in the last bytes, then
+    // only in the first), and a layer of small weights keeps its own maximum, not 127.
+    for (const std::int64_t at : {std::int64_t(-1), std::int64_t(0), std::int64_t(70000)}) {
+        SCOPED_TRACE("peak at " + std::to_string(at));
+        pcg32 rng(5);
+        Network net;
+        net.name = "wide";
+        net.input_shape = {1, 1, 640};
+        net.layers.push_back(gemm_layer("fc", LayerKind::Linear, kNetworkInput, 1, 0, 300, 640, rng, 9));
+        auto& w = net.layers[0].weights;   // 192 000 weights: three 64 KiB chunks
+        for (auto& v : w) v = std::int8_t(std::int32_t(rng(11)) - 5);
+        w[std::size_t(at < 0 ? std::int64_t(w.size()) - 1 : at)] = -97;
+        net.resolve();
+        const Emulator emulator(net, {0});
+        EXPECT_EQ(emulator.clean_absmax()[0], 97);
+        EXPECT_EQ(emulator.clean_absmax()[0], clean_absmax(w, AbsMaxMode::Layer));
+    }
+}
+
 TEST(NiuEmulator, AProgramCompiledForAnotherCleanAbsMaxIsRefused) {
     // A program's code table is compiled for one abs-max A; for another layer's A it would map
     // the codes to other conductances (wrong noise, no error).  The emulator checks every layer

@@ -307,6 +307,33 @@ TEST(PostProc, VectorisedLoopsEqualTheInt64DefinitionForEveryShift) {
             }
 }
 
+TEST(PostProc, ResidualAddOfLongRunsEqualsTheDefinitionForEveryPairShiftAndTail) {
+    // residual_add runs 32 values per step on AVX-512BW (the plain loop elsewhere): every (y, r)
+    // pair of int8 values in one long run, for every alignment shift, both ReLUs, and runs that end
+    // anywhere in a step (the masked tail), starting at odd addresses.
+    std::vector<std::int8_t> y0, r;
+    for (int a = -128; a < 128; ++a)
+        for (int b = -128; b < 128; ++b) {
+            y0.push_back(std::int8_t(a));
+            r.push_back(std::int8_t(b));
+        }
+    for (int shift = -8; shift <= 8; ++shift)
+        for (bool relu : {false, true})
+            for (const std::int64_t count : {std::int64_t(y0.size()), std::int64_t(y0.size()) - 33, std::int64_t(31),
+                                              std::int64_t(1), std::int64_t(0)}) {
+                const std::int64_t first = count == std::int64_t(y0.size()) ? 0 : 1;   // odd start otherwise
+                std::vector<std::int8_t> y = y0;
+                residual_add(y.data() + first, r.data() + first, count, shift, relu);
+                for (std::int64_t i = 0; i < std::int64_t(y.size()); ++i) {
+                    const bool inside = i >= first && i < first + count;
+                    std::int8_t expect = inside ? sat8(y0[std::size_t(i)] + align(r[std::size_t(i)], shift)) : y0[std::size_t(i)];
+                    if (inside && relu) expect = relu8(expect);
+                    ASSERT_EQ(y[std::size_t(i)], expect) << "y " << int(y0[std::size_t(i)]) << " r " << int(r[std::size_t(i)])
+                                                         << " shift " << shift << " relu " << relu << " count " << count;
+                }
+            }
+}
+
 TEST(PostProc, ResidualAlignBothSignsAndSaturation) {
     EXPECT_EQ(align(5, 2), 20);
     EXPECT_EQ(align(-5, 2), -20);
