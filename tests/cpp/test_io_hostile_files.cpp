@@ -8,9 +8,11 @@
 #include <utime.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <set>
 
 #include "common/errors.hpp"
@@ -375,6 +377,70 @@ TEST_F(HostileFiles, TheCheckedLoadHandsOverTheSameWeights) {
         EXPECT_EQ(checked.layers[i].out_shape, direct.layers[i].out_shape);
     }
     EXPECT_GT(checked.total_weights(), 0);
+}
+
+// The checking process's side of the hand-over, run as the loader runs it: descriptor 3 receives
+// every GEMM layer's weights, in the order of the file's layers, byte for byte what the in-process
+// read gives, and nothing else; stdout one "ok" record per file.
+TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
+    const std::string file = path("resnet18.h5");
+    save_model(zoo::resnet18(5, 32, 10), file);
+    const Network direct = load_model_in_process(file);
+    std::string expected;
+    for (const auto& l : direct.layers) expected.append(reinterpret_cast<const char*>(l.weights.data()), l.weights.size());
+    const std::string data = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_dataset_file" / "tiny.h5").string();
+    const std::string command = std::string("'") + AIMCEMU_CHECK_FILE_HELPER + "' model-weights '" + file + "' '" + data +
+                                "' 3>'" + path("handed.bin") + "' >'" + path("report.txt") + "'";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const auto read_all = [](const std::string& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string handed = read_all(path("handed.bin"));
+    EXPECT_EQ(handed.size(), std::size_t(direct.total_weights()));
+    EXPECT_TRUE(handed == expected) << "the handed-over bytes differ from the in-process read";
+    EXPECT_EQ(read_all(path("report.txt")), "ok\x1eok\x1e");
+}
+
+// A network without GEMM layers hands over an empty memory file, and loads the same checked.
+TEST_F(HostileFiles, AModelWithoutGemmLayersLoadsThroughTheCheckingProcess) {
+    Network net;
+    net.name = "pool-only";
+    net.input_shape = {4, 4, 2};
+    Layer pool;
+    pool.name = "pool";
+    pool.kind = LayerKind::MaxPool;
+    pool.window = Window::square(2, 2);
+    pool.out_channels = 2;
+    net.layers.push_back(pool);
+    const std::string file = path("pool.h5");
+    save_model(net, file);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const Network checked = load_model(file);
+    set_file_check_helper("");
+    ASSERT_EQ(checked.layers.size(), 1u);
+    EXPECT_EQ(checked.layers[0].out_shape, (Shape3{2, 2, 2}));
+    EXPECT_EQ(checked.total_weights(), 0);
+}
+
+// A loaded network is the file as it was when loaded: rewriting the file in place afterwards (the
+// same inode, other weights) changes none of its weights.
+TEST_F(HostileFiles, ALoadedNetworkKeepsItsWeightsWhenTheFileIsRewritten) {
+    const std::string file = path("model.h5"), other = path("other.h5");
+    save_model(zoo::resnet18(1, 32, 10), file);
+    save_model(zoo::resnet18(2, 32, 10), other);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const Network loaded = load_model(file);
+    set_file_check_helper("");
+    const Network before = load_model_in_process(file);
+    struct stat st_before {}, st_after {};
+    ASSERT_EQ(::stat(file.c_str(), &st_before), 0);
+    fs::copy_file(other, file, fs::copy_options::overwrite_existing);
+    ASSERT_EQ(::stat(file.c_str(), &st_after), 0);
+    ASSERT_EQ(st_before.st_ino, st_after.st_ino) << "the file was replaced, not rewritten in place";
+    ASSERT_NE(load_model_in_process(file).layers[0].weights, before.layers[0].weights);
+    for (std::size_t i = 0; i < before.layers.size(); ++i)
+        EXPECT_EQ(loaded.layers[i].weights, before.layers[i].weights) << before.layers[i].name;
 }
 
 // A hand-over that does not match the file as this process reads it (the file changed between
