@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -40,12 +41,19 @@ int time_limit_ms(const std::vector<std::string>& paths) {
     return int(std::min(3600.0, 120.0 + 0.05 * double(paths.size()) + bytes / 5e6) * 1000.0);
 }
 
-// One file's report from the helper, each ending in kEnd: "ok", or "format-error\n" SOURCE \0
-// FIELD \0 WHAT, or "error\n" WHAT.
+// One file's report from the helper, each ending in kEnd: "ok" (for a model whose weights it
+// handed over: "ok\n" DETAIL), or "format-error\n" SOURCE \0 FIELD \0 WHAT, or "error\n" WHAT.
 constexpr char kEnd = '\x1e';
 
-std::optional<FormatError> reported_error(const std::string& record, const std::string& path) {
-    if (record == "ok") return std::nullopt;
+// One file's outcome: its error, or none and what the helper added to its "ok".
+struct FileReport {
+    std::optional<FormatError> error;
+    std::string detail;
+};
+
+FileReport report_of(const std::string& record, const std::string& path) {
+    if (record == "ok") return {};
+    if (record.rfind("ok\n", 0) == 0) return {std::nullopt, record.substr(3)};
     if (record.rfind("format-error\n", 0) == 0) {
         std::vector<std::string> parts;
         const std::string rest = record.substr(std::strlen("format-error\n"));
@@ -55,9 +63,9 @@ std::optional<FormatError> reported_error(const std::string& record, const std::
             if (end == std::string::npos) break;
             start = end + 1;
         }
-        if (parts.size() == 3) return FormatError(parts[0], parts[1], parts[2]);
+        if (parts.size() == 3) return {FormatError(parts[0], parts[1], parts[2]), {}};
     }
-    return FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1));
+    return {FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1)), {}};
 }
 
 // The helper's file descriptor for the weights it hands over ("model-weights").
@@ -66,11 +74,11 @@ constexpr int kHandoverFd = 3;
 // Files per helper process: keeps the command line far below ARG_MAX.
 constexpr std::size_t kBatch = 256;
 
-// Runs the helper on one batch; returns each file's error, in order (none: the helper read it).  A
+// Runs the helper on one batch; returns each file's report, in order (no error: the helper read it).  A
 // crash or the time limit is blamed on the file the helper had not finished; the files after it
 // were not read.  `kind_arg` is the helper's KIND argument; `handover` (>= 0) becomes the
 // helper's file descriptor 3.  Throws only when the helper cannot be started.
-std::vector<std::optional<FormatError>> run_batch(const std::string& helper, const std::string& kind_arg,
+std::vector<FileReport> run_batch(const std::string& helper, const std::string& kind_arg,
                                                   const std::vector<std::string>& paths, int handover = -1) {
     const std::string& first = paths.front();
     int out[2];
@@ -116,11 +124,11 @@ std::vector<std::optional<FormatError>> run_batch(const std::string& helper, con
     }
 
     // The reports that arrived whole, in order; the first file without one is where it stopped.
-    std::vector<std::optional<FormatError>> errors;
+    std::vector<FileReport> errors;
     for (std::size_t start = 0; errors.size() < paths.size();) {
         const auto end = text.find(kEnd, start);
         if (end == std::string::npos) break;
-        errors.push_back(reported_error(text.substr(start, end - start), paths[errors.size()]));
+        errors.push_back(report_of(text.substr(start, end - start), paths[errors.size()]));
         start = end + 1;
     }
     const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -131,20 +139,22 @@ std::vector<std::optional<FormatError>> run_batch(const std::string& helper, con
                                                       ::strsignal(WTERMSIG(status)) + ")"
                                                 : "exit status " + std::to_string(WEXITSTATUS(status));
     errors.resize(stopped);
-    errors.push_back(timed_out ? FormatError(culprit, "file", "reading it did not finish within the time limit (a corrupt "
-                                                              "file can make the HDF5 library loop); the file is not used")
-                               : FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the "
-                                                              "checking process (" + how + "); the file is not used"));
+    errors.push_back({timed_out ? FormatError(culprit, "file", "reading it did not finish within the time limit (a "
+                                                               "corrupt file can make the HDF5 library loop); the file is not used")
+                                : FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the "
+                                                               "checking process (" + how + "); the file is not used"),
+                      {}});
     while (errors.size() < paths.size())
-        errors.push_back(FormatError(paths[errors.size()], "file",
-                                     "not checked: the checking process stopped at an earlier file (" + culprit + ")"));
+        errors.push_back({FormatError(paths[errors.size()], "file",
+                                      "not checked: the checking process stopped at an earlier file (" + culprit + ")"),
+                          {}});
     return errors;
 }
 
 // run_batch, throwing the first file's error, in order.
 void check_batch(const std::string& helper, const std::string& kind_arg, const std::vector<std::string>& paths) {
-    for (const auto& error : run_batch(helper, kind_arg, paths))
-        if (error) throw *error;
+    for (const auto& report : run_batch(helper, kind_arg, paths))
+        if (report.error) throw *report.error;
 }
 
 }  // namespace
@@ -185,22 +195,62 @@ FileDescriptor::~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-FileDescriptor check_model_in_helper(const std::string& path, const std::string& dataset_path,
-                                     FileCheck* dataset_check) {
-    const std::string helper = file_check_helper();
-    if (helper.empty()) return FileDescriptor();
+// The memory file of the last hand-over, kept for the next one (HandOver's destructor): its pages
+// stay allocated, so the next hand-over of a sweep's model writes into them instead of allocating
+// 6,000-odd pages again (for ResNet-50, a third of the checking process's time).  Kept only up to
+// kSpareMemoryFileBytes, so a huge model's weights are not held twice after its load.
+constexpr std::uint64_t kSpareMemoryFileBytes = std::uint64_t(512) << 20;
+std::mutex spare_mutex;
+std::optional<FileDescriptor>& spare_memory_file() {
+    static std::optional<FileDescriptor> spare;
+    return spare;
+}
+
+FileDescriptor memory_file_for_hand_over(const std::string& path) {
+    {
+        const std::lock_guard<std::mutex> lock(spare_mutex);
+        if (auto& spare = spare_memory_file()) {
+            FileDescriptor taken(std::move(*spare));
+            spare.reset();
+            return taken;
+        }
+    }
     // Moved to a descriptor >= 10 so that the helper's stdout (1) and hand-over (3) duplications,
     // applied in that order, can never overwrite it, even in a process that closed its stdout.
     const FileDescriptor created(::memfd_create("aimcemu-model-weights", MFD_CLOEXEC));
     FileDescriptor weights(created ? ::fcntl(created.get(), F_DUPFD_CLOEXEC, 10) : -1);
     if (!weights) throw FormatError(path, "file", std::string("cannot start the file check: no memory file: ") +
                                                      std::strerror(errno));
+    return weights;
+}
+
+HandOver::~HandOver() {
+    struct stat st {};
+    if (!file_ || ::fstat(file_.get(), &st) != 0 || std::uint64_t(st.st_size) > kSpareMemoryFileBytes) return;
+    const std::lock_guard<std::mutex> lock(spare_mutex);
+    if (!spare_memory_file()) spare_memory_file().emplace(std::move(file_));
+}
+
+HandOver check_model_in_helper(const std::string& path, const std::string& dataset_path, FileCheck* dataset_check) {
+    const std::string helper = file_check_helper();
+    if (helper.empty()) return HandOver();
+    FileDescriptor weights = memory_file_for_hand_over(path);
+    // A helper that write()s (rather than maps) starts at the beginning of a reused memory file.
+    if (::lseek(weights.get(), 0, SEEK_SET) != 0)
+        throw FormatError(path, "file", std::string("cannot start the file check: ") + std::strerror(errno));
     std::vector<std::string> paths{path};
     if (!dataset_path.empty()) paths.push_back(dataset_path);
-    const auto errors = run_batch(helper, "model-weights", paths, weights.get());
-    if (errors[0]) throw *errors[0];
-    if (!dataset_path.empty() && dataset_check != nullptr) *dataset_check = FileCheck{dataset_path, errors[1]};
-    return weights;
+    const auto reports = run_batch(helper, "model-weights", paths, weights.get());
+    if (reports[0].error) throw *reports[0].error;
+    if (!dataset_path.empty() && dataset_check != nullptr) *dataset_check = FileCheck{dataset_path, reports[1].error};
+    // "weights N": the helper handed over N bytes (the memory file may hold more: a reused one).
+    const std::string& detail = reports[0].detail;
+    std::uint64_t bytes = 0;
+    const char* digits = detail.c_str() + std::min(detail.size(), std::strlen("weights "));
+    const auto [end, parsed] = std::from_chars(digits, detail.c_str() + detail.size(), bytes);
+    if (detail.rfind("weights ", 0) != 0 || parsed != std::errc() || end != detail.c_str() + detail.size())
+        throw FormatError(path, "file", "the file check did not say how many weights it handed over ('" + detail + "')");
+    return HandOver(std::move(weights), bytes);
 }
 
 }  // namespace aimcemu

@@ -13,8 +13,10 @@
 // fork time, and a forked child would wait for it forever.  When no helper is configured (the
 // C++ library used on its own, or a build without it), files are read in-process only.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -62,15 +64,35 @@ struct FileCheck {
     }
 };
 
+// The weights a checking process handed over (check_model_in_helper): the first bytes() bytes of the
+// memory file fd().  Empty (false) when no helper is configured.  When it goes away, the memory
+// file is kept for the next hand-over of this process (its pages stay allocated: a sweep's next
+// run does not allocate them again), unless one is kept already or it is larger than 512 MiB.
+class HandOver {
+public:
+    HandOver() = default;
+    HandOver(FileDescriptor file, std::uint64_t bytes) : file_(std::move(file)), bytes_(bytes) {}
+    HandOver(HandOver&&) = default;
+    ~HandOver();
+    int fd() const { return file_.get(); }
+    std::uint64_t bytes() const { return bytes_; }
+    explicit operator bool() const { return bool(file_); }
+
+private:
+    FileDescriptor file_;
+    std::uint64_t bytes_ = 0;
+};
+
 // check_in_helper for one model file, whose helper also hands over the weights it read: every
-// GEMM layer's weights, in the order of the file's layers, written into a memory file (memfd)
-// that is returned, so that the caller reads only the metadata again and never reads the weights
-// (or inflates a deflated file's chunks) a second time.  Returns an empty FileDescriptor when no
-// helper is configured.  The helper checks the file exactly as check_in_helper's does; what it
-// reports of the model is raised the same.  With `dataset_path`, the same process then reads that
-// data set file (one process start instead of two); what it found goes to `*dataset_check`
-// (untouched when no helper is configured).
-FileDescriptor check_model_in_helper(const std::string& path, const std::string& dataset_path = "",
-                                     FileCheck* dataset_check = nullptr);
+// GEMM layer's weights, in the order of the file's layers, read by HDF5 straight into a memory
+// file (memfd), so that the caller reads only the metadata again and never reads the weights (or
+// inflates a deflated file's chunks) a second time.  Returns an empty HandOver when no helper is
+// configured.  The helper reads every field of the file as check_in_helper's does; the graph
+// checks, which read no file, are left to the caller, which runs them anyway (model_file.hpp,
+// read_model_weights_into).  What it reports is raised the same.  With `dataset_path`, the same
+// process then reads that data set file (one process start instead of two); what it found goes to
+// `*dataset_check` (untouched when no helper is configured).
+HandOver check_model_in_helper(const std::string& path, const std::string& dataset_path = "",
+                               FileCheck* dataset_check = nullptr);
 
 }  // namespace aimcemu

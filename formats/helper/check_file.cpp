@@ -1,16 +1,13 @@
 // aimcemu-check-file KIND PATH...: reads user files as the library would (KIND = model, dataset
 // or results) and reports on stdout how each went, for formats/untrusted_file.hpp.
 // A file that crashes the HDF5 library crashes this process, not the caller's.
-// KIND model-weights (one model file, then optionally one data set file): also writes every GEMM
-// layer's weights, in the order of the layers read, to file descriptor 3 (check_model_in_helper),
-// before reporting "ok"; the second file is read as a data set, in the same process.
-#include <unistd.h>
-
-#include <cerrno>
+// KIND model-weights (one model file, then optionally one data set file): the model's every GEMM
+// layer's weights, in the order of the layers read, are read straight into the memory file on
+// descriptor 3 (check_model_in_helper, read_model_weights_into) before "ok\nweights N" (N bytes
+// handed over) is reported; the graph checks are left to the caller.  The second file is read as a
+// data set, in the same process.
 #include <cstdio>
-#include <cstring>
 #include <exception>
-#include <stdexcept>
 #include <string>
 
 #include "common/errors.hpp"
@@ -21,25 +18,12 @@ namespace {
 
 constexpr int kHandoverFd = 3;
 
-// Writes the model's weights to the caller's memory file; throws on a failed write.
-void hand_over_weights(const aimcemu::Network& net) {
-    for (const auto& layer : net.layers) {
-        const auto* data = reinterpret_cast<const char*>(layer.weights.data());
-        for (std::size_t done = 0; done < layer.weights.size();) {
-            const ssize_t n = ::write(kHandoverFd, data + done, layer.weights.size() - done);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) throw std::runtime_error(std::string("cannot hand the weights over: ") + std::strerror(errno));
-            done += std::size_t(n);
-        }
-    }
-}
-
 // Reads one file; the report as described in formats/untrusted_file.cpp.
 std::string check(const std::string& kind, const std::string& path) {
     using namespace aimcemu;
     try {
+        if (kind == "model-weights") return "ok\nweights " + std::to_string(read_model_weights_into(path, kHandoverFd));
         if (kind == "model") load_model_in_process(path);
-        else if (kind == "model-weights") hand_over_weights(load_model_in_process(path));
         else if (kind == "dataset") load_dataset_in_process(path);
         else read_results_in_process(path);
         return "ok";

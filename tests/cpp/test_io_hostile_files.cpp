@@ -379,7 +379,8 @@ TEST_F(HostileFiles, TheCheckedLoadHandsOverTheSameWeights) {
     EXPECT_GT(checked.total_weights(), 0);
 }
 
-// The checking process's side of the hand-over, run as the loader runs it: descriptor 3 receives
+// The checking process's side of the hand-over, run as the loader runs it (descriptor 3 open for
+// reading and writing, as the memory file is, for the mapping it writes through): it receives
 // every GEMM layer's weights, in the order of the file's layers, byte for byte what the in-process
 // read gives, and nothing else; stdout one "ok" record per file.
 TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
@@ -390,7 +391,7 @@ TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
     for (const auto& l : direct.layers) expected.append(reinterpret_cast<const char*>(l.weights.data()), l.weights.size());
     const std::string data = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_dataset_file" / "tiny.h5").string();
     const std::string command = std::string("'") + AIMCEMU_CHECK_FILE_HELPER + "' model-weights '" + file + "' '" + data +
-                                "' 3>'" + path("handed.bin") + "' >'" + path("report.txt") + "'";
+                                "' 3<>'" + path("handed.bin") + "' >'" + path("report.txt") + "'";
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     const auto read_all = [](const std::string& p) {
         std::ifstream in(p, std::ios::binary);
@@ -399,7 +400,42 @@ TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
     const std::string handed = read_all(path("handed.bin"));
     EXPECT_EQ(handed.size(), std::size_t(direct.total_weights()));
     EXPECT_TRUE(handed == expected) << "the handed-over bytes differ from the in-process read";
-    EXPECT_EQ(read_all(path("report.txt")), "ok\x1eok\x1e");
+    EXPECT_EQ(read_all(path("report.txt")), "ok\nweights " + std::to_string(direct.total_weights()) + "\x1eok\x1e");
+}
+
+// The memory file of one hand-over is reused by the next (its pages stay allocated): a larger
+// model after a smaller one, a smaller after a larger, and the same again each load their own weights.
+TEST_F(HostileFiles, SuccessiveCheckedLoadsEachGetTheirOwnWeights) {
+    const std::string small = path("small.h5"), large = path("large.h5");
+    save_model(zoo::resnet18(1, 32, 10), small);
+    save_model(zoo::resnet18(2, 32, 1000), large);
+    const Network small_direct = load_model_in_process(small), large_direct = load_model_in_process(large);
+    ASSERT_LT(small_direct.total_weights(), large_direct.total_weights());
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    for (const auto* file : {&small, &large, &small, &small, &large}) {
+        const Network checked = load_model(*file);
+        const Network& direct = *file == small ? small_direct : large_direct;
+        ASSERT_EQ(checked.layers.size(), direct.layers.size());
+        for (std::size_t i = 0; i < direct.layers.size(); ++i)
+            EXPECT_EQ(checked.layers[i].weights, direct.layers[i].weights) << *file << " " << direct.layers[i].name;
+    }
+    set_file_check_helper("");
+}
+
+// A helper that reports the model read without saying how many weights it handed over is refused:
+// a reused memory file may hold an earlier model's weights, which must never be taken for these.
+TEST_F(HostileFiles, AHandOverWithoutItsSizeIsRefused) {
+    const std::string file = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_model_file" / "tiny.h5").string();
+    const std::string fake = path("says-only-ok.sh");
+    touch(fake, "#!/bin/sh\nprintf 'ok\\036'\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    load_model(file);  // leaves a memory file with tiny.h5's weights for the next hand-over
+    set_file_check_helper(fake);
+    const std::string message = format_error_of([&] { load_model(file); });
+    set_file_check_helper("");
+    EXPECT_EQ(message.rfind(file + ": field 'file': the file check did not say how many weights it handed over", 0), 0u)
+        << message;
 }
 
 // A network without GEMM layers hands over an empty memory file, and loads the same checked.
@@ -456,7 +492,8 @@ TEST_F(HostileFiles, AHandOverThatDoesNotMatchTheFileIsRefused) {
     const auto total = net.total_weights();
     const auto fake_handing_over = [&](std::int64_t count, const std::string& name) {
         const std::string fake = path(name);
-        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\nprintf 'ok\\036'\n");
+        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\nprintf 'ok\\nweights " +
+                        std::to_string(count) + "\\036'\n");
         fs::permissions(fake, fs::perms::owner_all);
         set_file_check_helper(fake);
         const std::string message = format_error_of([&] { load_model(file); });
@@ -508,7 +545,8 @@ TEST_F(HostileFiles, ACrashOnTheDataSetBesideTheModelIsAFormatErrorOfTheDataSet)
     const Network net = load_model(model);  // no helper configured: read in-process
     const std::string fake = path("dies-on-the-data-set.sh");
     touch(fake, "#!/bin/sh\nhead -c " + std::to_string(net.total_weights()) +
-                    " /dev/zero >&3\nprintf 'ok\\036'\nkill -SEGV $$\n");
+                    " /dev/zero >&3\nprintf 'ok\\nweights " + std::to_string(net.total_weights()) +
+                    "\\036'\nkill -SEGV $$\n");
     fs::permissions(fake, fs::perms::owner_all);
     set_file_check_helper(fake);
     FileCheck check;
