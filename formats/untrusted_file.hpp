@@ -65,14 +65,15 @@ struct FileCheck {
 };
 
 // The weights a checking process handed over (check_model_in_helper): the first bytes() bytes of the
-// memory file fd().  Empty (false) when no helper is configured.  When it goes away, the memory
-// file is kept for the next hand-over of this process (its pages stay allocated: a sweep's next
-// run does not allocate them again), unless one is kept already or it is larger than 512 MiB.
+// memory file fd().  Empty (false) when no helper is configured.  While it lives, this load holds
+// the checking process kept between loads (untrusted_file.cpp), whose memory file it reads.
 class HandOver {
 public:
     HandOver() = default;
-    HandOver(FileDescriptor file, std::uint64_t bytes) : file_(std::move(file)), bytes_(bytes) {}
-    HandOver(HandOver&&) = default;
+    HandOver(FileDescriptor file, std::uint64_t bytes, bool warm) : file_(std::move(file)), bytes_(bytes), warm_(warm) {}
+    HandOver(HandOver&& other) noexcept
+        : file_(std::move(other.file_)), bytes_(other.bytes_), warm_(std::exchange(other.warm_, false)) {}
+    HandOver& operator=(HandOver&&) = delete;
     ~HandOver();
     int fd() const { return file_.get(); }
     std::uint64_t bytes() const { return bytes_; }
@@ -81,6 +82,7 @@ public:
 private:
     FileDescriptor file_;
     std::uint64_t bytes_ = 0;
+    bool warm_ = false;  // releases the warm helper when it goes away
 };
 
 // check_in_helper for one model file, whose helper also hands over the weights it read: every

@@ -8,12 +8,14 @@
 #include <utime.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <iterator>
 #include <set>
+#include <thread>
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
@@ -477,6 +479,83 @@ TEST_F(HostileFiles, ALoadedNetworkKeepsItsWeightsWhenTheFileIsRewritten) {
     ASSERT_NE(load_model_in_process(file).layers[0].weights, before.layers[0].weights);
     for (std::size_t i = 0; i < before.layers.size(); ++i)
         EXPECT_EQ(loaded.layers[i].weights, before.layers[i].weights) << before.layers[i].name;
+}
+
+// The checking processes this process started that are running now (their name is cut to 15 bytes).
+std::vector<pid_t> running_checking_processes() {
+    std::vector<pid_t> found;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+        const std::string name = e.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream in(e.path() / "stat");
+        const std::string stat((std::istreambuf_iterator<char>(in)), {});
+        const auto open = stat.find('('), close = stat.rfind(')');
+        if (open == std::string::npos || close == std::string::npos || close + 4 >= stat.size()) continue;
+        const char state = stat[close + 2];
+        const pid_t parent = pid_t(std::atol(stat.c_str() + close + 4));
+        if (parent == ::getpid() && state != 'Z' && stat.substr(open + 1, close - open - 1) == "aimcemu-check-f")
+            found.push_back(pid_t(std::stol(name)));
+    }
+    return found;
+}
+
+// The checking process is kept between model loads: successive loads are served by one process,
+// which a refused file retires (the next load gets a fresh one), and one that ended between
+// loads (here killed) is replaced without blaming the next file.
+TEST_F(HostileFiles, TheCheckingProcessIsKeptBetweenLoadsAndReplacedAfterARefusedFile) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    const std::string bad_model = (corpus / "fuzz_model_file" / "bad-kind_unknown.h5").string();
+    const std::string data = (corpus / "fuzz_dataset_file" / "tiny.h5").string();
+    const Network direct = load_model_in_process(model);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    FileCheck check;
+    load_model(model, data, check);
+    const std::vector<pid_t> kept = running_checking_processes();
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(load_model(model).layers[0].weights, direct.layers[0].weights);
+    EXPECT_EQ(running_checking_processes(), kept);
+
+    const std::string refused = format_error_of([&] { load_model(bad_model); });
+    EXPECT_EQ(refused.rfind(bad_model + ": field 'layers/", 0), 0u) << refused;
+    EXPECT_TRUE(running_checking_processes().empty()) << "a process that refused a file is not kept";
+    load_model(model);
+    const std::vector<pid_t> fresh = running_checking_processes();
+    ASSERT_EQ(fresh.size(), 1u);
+    EXPECT_NE(fresh, kept);
+
+    ::kill(fresh[0], SIGKILL);
+    while (!running_checking_processes().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const Network after_kill = load_model(model);  // not "corrupt: reading it crashed"
+    EXPECT_EQ(after_kill.layers[0].weights, direct.layers[0].weights);
+    set_file_check_helper("");
+}
+
+// A child made by fork() starts a checking process of its own instead of using its parent's kept
+// one, which keeps serving the parent.
+TEST_F(HostileFiles, AKeptCheckingProcessServesOnlyTheProcessThatStartedIt) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    load_model(model);
+    const std::vector<pid_t> kept = running_checking_processes();
+    ASSERT_EQ(kept.size(), 1u);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        bool ok = false;
+        try {
+            ok = load_model(model).layers.size() == 5 && running_checking_processes().size() == 1 &&
+                 running_checking_processes() != kept;
+        } catch (...) {
+        }
+        ::_exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not load with a helper of its own";
+    EXPECT_EQ(load_model(model).layers.size(), 5u);
+    EXPECT_EQ(running_checking_processes(), kept);
+    set_file_check_helper("");
 }
 
 // A hand-over that does not match the file as this process reads it (the file changed between
