@@ -386,10 +386,11 @@ HandOver check_model_in_helper(const std::string& path, const std::string& datas
     if (helper.empty()) return HandOver();
     std::vector<std::string> paths{path};
     if (!dataset_path.empty()) paths.push_back(dataset_path);
-    // A path with a NUL byte cannot be sent to the warm helper (NUL ends a path there): a fresh one
-    // reads it as its command line does, up to the NUL, and refuses it.
-    const bool servable = std::none_of(paths.begin(), paths.end(),
-                                       [](const std::string& p) { return p.find('\0') != std::string::npos; });
+    // An empty path or one with a NUL byte cannot be sent to the warm helper (NUL ends a path there,
+    // and an empty one the request): a fresh helper gets it on its command line, as before.
+    const bool servable = std::none_of(paths.begin(), paths.end(), [](const std::string& p) {
+        return p.empty() || p.find('\0') != std::string::npos;
+    });
     WarmHelper* warm = servable ? take_warm_helper(helper, path) : nullptr;
     struct Release {  // until the HandOver holds the warm helper
         bool armed;

@@ -524,6 +524,11 @@ TEST_F(HostileFiles, TheCheckingProcessIsKeptBetweenLoadsAndReplacedAfterARefuse
     ASSERT_EQ(fresh.size(), 1u);
     EXPECT_NE(fresh, kept);
 
+    // An empty path goes to a fresh process (it cannot be sent to the kept one) and is refused as before.
+    const std::string empty = format_error_of([&] { load_model(""); });
+    EXPECT_EQ(empty, ": field 'file': no such file");
+    EXPECT_EQ(running_checking_processes(), fresh);
+
     ::kill(fresh[0], SIGKILL);
     while (!running_checking_processes().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const Network after_kill = load_model(model);  // not "corrupt: reading it crashed"
