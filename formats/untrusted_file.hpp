@@ -10,7 +10,9 @@
 // unchanged; if it reads the file, the caller reads it again in-process.
 //
 // A fresh process (posix_spawn), not fork(): HDF5's global lock may be held by another thread at
-// fork time, and a forked child would wait for it forever.  When no helper is configured (the
+// fork time, and a forked child would wait for it forever.  A model load's process is kept for the
+// next model load while every file it read was sound (check_model_in_helper; untrusted_file.cpp
+// says when it is retired).  When no helper is configured (the
 // C++ library used on its own, or a build without it), files are read in-process only.
 #pragma once
 #include <cstdint>
