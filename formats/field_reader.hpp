@@ -102,6 +102,17 @@ public:
         check_readable(ds, field, sizeof(T));
         return guarded(field, [&] { return ds.read<T>(); });
     }
+    // The same checks as read(), with the data read into the memory `place(count)` returns (a
+    // T[count] that is not a vector: a memory file's mapping), so it is never zero-filled or copied.
+    template <class T, class Place>
+    void read_into(const h5::Dataset& ds, const std::string& field, Place&& place) const {
+        const std::uint64_t count = check_readable(ds, field, sizeof(T));
+        T* out = place(count);
+        if (count > 0)
+            guarded(field, [&] {
+                return h5::check(H5Dread(ds.id(), h5::native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "H5Dread");
+            });
+    }
     // A dataset of variable- or fixed-length strings (1-D), each checked for UTF-8.
     std::vector<std::string> read_strings(const h5::Dataset& ds, const std::string& field) const;
 

@@ -1,11 +1,16 @@
 // The versioned HDF5 model file and the data set file: see model_file.hpp and docs/model_format.md.
 #include "formats/model_file.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <utility>
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
@@ -18,36 +23,129 @@ namespace {
 
 // ---- model file ----
 
-// The weights the checking process read and handed over (check_model_in_helper), taken layer by
-// layer in the order read_model reads the layers, so the weights are read from the file once (and a
-// deflated file of an earlier version inflated once).
-class HandedOverWeights {
+// A shared mapping of (part of) a file descriptor, unmapped when the object goes away.
+class Mapping {
 public:
-    HandedOverWeights(const FileDescriptor& file, const std::string& path) : fd_(file.get()), path_(path) {
+    Mapping() = default;
+    // Maps `length` (> 0) bytes at `offset` (a multiple of the page size); throws std::runtime_error.
+    Mapping(int fd, std::uint64_t offset, std::uint64_t length, int protection) : length_(length) {
+        // MAP_POPULATE: the pages are mapped in one call instead of one fault per 4 KiB page.
+        void* p = ::mmap(nullptr, length, protection, MAP_SHARED | MAP_POPULATE, fd, off_t(offset));
+        if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map the weights' memory file: ") + std::strerror(errno));
+        data_ = static_cast<std::int8_t*>(p);
+    }
+    Mapping(Mapping&& other) noexcept : data_(std::exchange(other.data_, nullptr)), length_(other.length_) {}
+    Mapping& operator=(Mapping&& other) noexcept {
+        std::swap(data_, other.data_);
+        std::swap(length_, other.length_);
+        return *this;
+    }
+    ~Mapping() {
+        if (data_ != nullptr) ::munmap(data_, length_);
+    }
+    std::int8_t* data() const { return data_; }
+
+private:
+    std::int8_t* data_ = nullptr;
+    std::uint64_t length_ = 0;
+};
+
+// Where read_layer takes a GEMM layer's weights from, once their dataset's type and shape are checked.
+class WeightsSource {
+public:
+    virtual ~WeightsSource() = default;
+    virtual std::vector<std::int8_t> take(const FieldReader& r, const h5::Dataset& weights, const h5::Dims& dims,
+                                          const std::string& field) = 0;
+    // Called after the last layer.
+    virtual void finish() {}
+};
+
+// The file itself (the in-process read).
+class WeightsFromFile final : public WeightsSource {
+public:
+    std::vector<std::int8_t> take(const FieldReader& r, const h5::Dataset& weights, const h5::Dims&,
+                                  const std::string& field) override {
+        return r.read<std::int8_t>(weights, field);
+    }
+};
+
+// The checking process's side of the hand-over (read_model_weights_into): HDF5 reads each layer's
+// weights straight into the memory file, grown layer by layer, so they never pass through a
+// zero-filled vector and a write() copy.  The layers keep no weights in this process.  A memory
+// file reused from an earlier hand-over is written over in place (its pages are not allocated
+// again) and cut to this model's weights at the end.
+class WeightsIntoMemoryFile final : public WeightsSource {
+public:
+    explicit WeightsIntoMemoryFile(int fd) : fd_(fd) {
         struct stat st {};
-        if (::fstat(fd_, &st) != 0) throw FormatError(path_, "file", "cannot read the weights the file check handed over");
-        size_ = std::uint64_t(st.st_size);
+        if (::fstat(fd_, &st) != 0) fail();
+        file_size_ = std::uint64_t(st.st_size);
+    }
+    std::vector<std::int8_t> take(const FieldReader& r, const h5::Dataset& weights, const h5::Dims&,
+                                  const std::string& field) override {
+        r.read_into<std::int8_t>(weights, field, [&](std::uint64_t count) { return grow(count); });
+        return {};
+    }
+    void finish() override {
+        mapping_ = Mapping();
+        if (file_size_ != size_ && ::ftruncate(fd_, off_t(size_)) != 0) fail();
+    }
+    std::uint64_t bytes() const { return size_; }
+
+private:
+    [[noreturn]] static void fail() {
+        throw std::runtime_error(std::string("cannot hand the weights over: ") + std::strerror(errno));
+    }
+    // `count` more bytes after the weights written so far, mapped for writing.
+    std::int8_t* grow(std::uint64_t count) {
+        mapping_ = Mapping();  // the previous layer's is written
+        if (count == 0) return nullptr;
+        const std::uint64_t start = size_, page = std::uint64_t(::sysconf(_SC_PAGESIZE));
+        const std::uint64_t mapped_from = start / page * page;
+        size_ = start + count;
+        if (size_ > file_size_) {
+            if (::ftruncate(fd_, off_t(size_)) != 0) fail();
+            file_size_ = size_;
+        }
+        mapping_ = Mapping(fd_, mapped_from, size_ - mapped_from, PROT_READ | PROT_WRITE);
+        return mapping_.data() + (start - mapped_from);
+    }
+    int fd_;
+    std::uint64_t size_ = 0, file_size_ = 0;
+    Mapping mapping_;
+};
+
+// The caller's side: the weights the checking process read and handed over (check_model_in_helper),
+// taken layer by layer in the order read_model reads the layers, so the weights are read from the
+// file once (and a deflated file of an earlier version inflated once).  The memory file is mapped
+// once and each layer's weights copied out of it (no zero fill, no read() per layer).
+class HandedOverWeights final : public WeightsSource {
+public:
+    HandedOverWeights(const HandOver& handed, const std::string& path) : path_(path), size_(handed.bytes()) {
+        struct stat st {};
+        if (::fstat(handed.fd(), &st) != 0 || std::uint64_t(st.st_size) < size_)
+            throw FormatError(path_, "file", "cannot read the weights the file check handed over");
+        try {
+            if (size_ > 0) mapping_ = Mapping(handed.fd(), 0, size_, PROT_READ);
+        } catch (const std::runtime_error& e) {
+            throw FormatError(path_, "file", e.what());
+        }
     }
     // The next `dims` (the dataset's shape, as this process read it) of weights.
-    std::vector<std::int8_t> take(const h5::Dims& dims, const std::string& field) {
+    std::vector<std::int8_t> take(const FieldReader&, const h5::Dataset&, const h5::Dims& dims,
+                                  const std::string& field) override {
         std::uint64_t count = 1;
         for (auto d : dims) {
             if (d != 0 && count > (size_ - offset_) / d) changed(field);
             count *= d;
         }
         if (count > size_ - offset_) changed(field);
-        std::vector<std::int8_t> out(count);
-        for (std::uint64_t done = 0; done < count;) {
-            const ssize_t n = ::pread(fd_, out.data() + done, count - done, off_t(offset_ + done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) throw FormatError(path_, field, "cannot read the weights the file check handed over");
-            done += std::uint64_t(n);
-        }
+        const std::int8_t* first = mapping_.data() + offset_;
         offset_ += count;
-        return out;
+        return count == 0 ? std::vector<std::int8_t>() : std::vector<std::int8_t>(first, first + count);
     }
     // Every weight handed over was taken.
-    void finish() const {
+    void finish() override {
         if (offset_ != size_) changed("layers");
     }
 
@@ -55,9 +153,9 @@ private:
     [[noreturn]] void changed(const std::string& field) const {
         throw FormatError(path_, field, "the file changed while it was read (the file check read other weights)");
     }
-    int fd_;
     std::string path_;
     std::uint64_t size_ = 0, offset_ = 0;
+    Mapping mapping_;
 };
 
 // Layer attributes stored as scalar integers: name in the file and the member they fill.
@@ -128,7 +226,7 @@ void write_layer(const h5::Location& layers, const Layer& l) {
 }
 
 Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name, int version,
-                 HandedOverWeights* handed) {
+                 WeightsSource& weights) {
     const std::string f = "layers/" + name + "/";
     const h5::Location g = r.group(layers, name, "layers/" + name);
     Layer l;
@@ -166,7 +264,7 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     else
         r.require(wd.size() == 2 && wd[0] == n, f + "weights",
                   "expected shape [out_channels=" + std::to_string(n) + ", inputs], found " + dims_text(wd));
-    l.weights = handed != nullptr ? handed->take(wd, f + "weights") : r.read<std::int8_t>(w, f + "weights");
+    l.weights = weights.take(r, w, wd, f + "weights");
 
     const h5::Dataset b = r.dataset(g, "bias", f + "bias", is_int8, "int8");
     const h5::Dims bd = r.dims(b, f + "bias");
@@ -176,8 +274,8 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     return l;
 }
 
-// `handed`: the checked weights of the file, else they are read from it.
-Network read_model(const FieldReader& r, HandedOverWeights* handed = nullptr) {
+// Every field of the model file but the graph checks (Network::resolve); the weights from `weights`.
+Network read_model(const FieldReader& r, WeightsSource& weights) {
     const h5::File file = r.open();
     const int version = r.check_format(file, kModelFormat, kOldestModelFormatVersion, kModelFormatVersion);
     Network net;
@@ -191,8 +289,8 @@ Network read_model(const FieldReader& r, HandedOverWeights* handed = nullptr) {
 
     const h5::Location layers = r.group(file, "layers", "layers");
     const auto names = r.children(layers, "layers");
-    for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name, version, handed));
-    if (handed != nullptr) handed->finish();
+    for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name, version, weights));
+    weights.finish();
     return net;
 }
 
@@ -288,13 +386,22 @@ Network load_model(const std::string& path) {
 }
 
 Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check) {
-    const FileDescriptor checked = check_model_in_helper(path, dataset_path, &dataset_check);
+    const HandOver checked = check_model_in_helper(path, dataset_path, &dataset_check);
     if (!checked) return load_model_in_process(path);
     HandedOverWeights weights(checked, path);
-    return resolved_model(read_model(FieldReader(path), &weights), path);
+    return resolved_model(read_model(FieldReader(path), weights), path);
 }
 
-Network load_model_in_process(const std::string& path) { return resolved_model(read_model(FieldReader(path)), path); }
+Network load_model_in_process(const std::string& path) {
+    WeightsFromFile weights;
+    return resolved_model(read_model(FieldReader(path), weights), path);
+}
+
+std::uint64_t read_model_weights_into(const std::string& path, int fd) {
+    WeightsIntoMemoryFile weights(fd);
+    read_model(FieldReader(path), weights);
+    return weights.bytes();
+}
 
 void save_dataset(const DataSet& data, const std::string& path) {
     const std::int64_t per_image = data.image_shape.size();

@@ -41,6 +41,13 @@ Network load_model(const std::string& path);
 Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check);
 // The same without the checking process (what that process and the fuzz harnesses run).
 Network load_model_in_process(const std::string& path);
+// What the checking process runs for check_model_in_helper: reads every field of the model file at
+// `path` as load_model_in_process does, with every GEMM layer's weights read by HDF5 straight into
+// the memory file `fd` (from its start, in the order of the file's layers, the file then cut to
+// them) instead of into this process; returns their bytes.  The graph checks (Network::resolve)
+// are left to the caller, which runs them on the same fields; they read no file.  Throws
+// FormatError as load_model_in_process; std::runtime_error when `fd` cannot be grown or mapped.
+std::uint64_t read_model_weights_into(const std::string& path, int fd);
 
 struct DataSet {
     Shape3 image_shape;                 // H, W, C of one image

@@ -5,12 +5,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -40,12 +42,19 @@ int time_limit_ms(const std::vector<std::string>& paths) {
     return int(std::min(3600.0, 120.0 + 0.05 * double(paths.size()) + bytes / 5e6) * 1000.0);
 }
 
-// One file's report from the helper, each ending in kEnd: "ok", or "format-error\n" SOURCE \0
-// FIELD \0 WHAT, or "error\n" WHAT.
+// One file's report from the helper, each ending in kEnd: "ok" (for a model whose weights it
+// handed over: "ok\n" DETAIL), or "format-error\n" SOURCE \0 FIELD \0 WHAT, or "error\n" WHAT.
 constexpr char kEnd = '\x1e';
 
-std::optional<FormatError> reported_error(const std::string& record, const std::string& path) {
-    if (record == "ok") return std::nullopt;
+// One file's outcome: its error, or none and what the helper added to its "ok".
+struct FileReport {
+    std::optional<FormatError> error;
+    std::string detail;
+};
+
+FileReport report_of(const std::string& record, const std::string& path) {
+    if (record == "ok") return {};
+    if (record.rfind("ok\n", 0) == 0) return {std::nullopt, record.substr(3)};
     if (record.rfind("format-error\n", 0) == 0) {
         std::vector<std::string> parts;
         const std::string rest = record.substr(std::strlen("format-error\n"));
@@ -55,9 +64,9 @@ std::optional<FormatError> reported_error(const std::string& record, const std::
             if (end == std::string::npos) break;
             start = end + 1;
         }
-        if (parts.size() == 3) return FormatError(parts[0], parts[1], parts[2]);
+        if (parts.size() == 3) return {FormatError(parts[0], parts[1], parts[2]), {}};
     }
-    return FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1));
+    return {FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1)), {}};
 }
 
 // The helper's file descriptor for the weights it hands over ("model-weights").
@@ -66,85 +75,127 @@ constexpr int kHandoverFd = 3;
 // Files per helper process: keeps the command line far below ARG_MAX.
 constexpr std::size_t kBatch = 256;
 
-// Runs the helper on one batch; returns each file's error, in order (none: the helper read it).  A
-// crash or the time limit is blamed on the file the helper had not finished; the files after it
-// were not read.  `kind_arg` is the helper's KIND argument; `handover` (>= 0) becomes the
-// helper's file descriptor 3.  Throws only when the helper cannot be started.
-std::vector<std::optional<FormatError>> run_batch(const std::string& helper, const std::string& kind_arg,
-                                                  const std::vector<std::string>& paths, int handover = -1) {
-    const std::string& first = paths.front();
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) throw FormatError(first, "file", "cannot start the file check: pipe failed");
+// A started helper: its process and our end of the socket that is its stdin and stdout.
+struct HelperProcess {
+    pid_t pid = -1;
+    int channel = -1;
+};
+
+// Starts `helper` with `args`; `handover` (>= 0) becomes its file descriptor 3.  Throws
+// FormatError naming `first` when it cannot be started.
+HelperProcess spawn_helper(const std::string& helper, const std::vector<std::string>& args, int handover,
+                           const std::string& first) {
+    int ends[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+        throw FormatError(first, "file", "cannot start the file check: socketpair failed");
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     if (handover >= 0) posix_spawn_file_actions_adddup2(&actions, handover, kHandoverFd);
-    std::vector<char*> argv{const_cast<char*>(helper.c_str()), const_cast<char*>(kind_arg.c_str())};
-    for (const auto& path : paths) argv.push_back(const_cast<char*>(path.c_str()));
+    std::vector<char*> argv{const_cast<char*>(helper.c_str())};
+    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
-    pid_t pid = -1;
-    const int spawned = ::posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv.data(), environ);
+    HelperProcess process;
+    const int spawned = ::posix_spawn(&process.pid, helper.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
+    ::close(ends[1]);
     if (spawned != 0) {
-        ::close(out[0]);
+        ::close(ends[0]);
         throw FormatError(first, "file", "cannot start the file check " + helper + ": " + std::strerror(spawned));
     }
+    process.channel = ends[0];
+    return process;
+}
 
-    std::string text;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(time_limit_ms(paths));
-    bool timed_out = false;
-    for (char buffer[4096];;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        pollfd p{out[0], POLLIN, 0};
-        const int ready = left.count() > 0 ? ::poll(&p, 1, int(left.count())) : 0;
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready <= 0) {
-            timed_out = true;
-            break;
-        }
-        const ssize_t n = ::read(out[0], buffer, sizeof(buffer));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        if (text.size() < (std::size_t(64) << 20)) text.append(buffer, std::size_t(n));
-    }
-    ::close(out[0]);
-    if (timed_out) ::kill(pid, SIGKILL);
+// Waits for a helper that has ended or was killed; its wait status (0 when another wait took it).
+int wait_for(pid_t pid) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    return status;
+}
 
-    // The reports that arrived whole, in order; the first file without one is where it stopped.
-    std::vector<std::optional<FormatError>> errors;
+// What a helper said about `paths`, read from `channel` until the end of its output or, with
+// `records` > 0, until that many reports came whole; `timed_out` when the time limit passed first.
+struct Output {
+    std::string text;
+    bool timed_out = false;
+};
+
+Output read_reports(int channel, const std::vector<std::string>& paths, std::size_t records = 0) {
+    Output out;
+    std::size_t whole = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(time_limit_ms(paths));
+    for (char buffer[4096];;) {
+        if (records > 0 && whole >= records) break;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        pollfd p{channel, POLLIN, 0};
+        const int ready = left.count() > 0 ? ::poll(&p, 1, int(left.count())) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) {
+            out.timed_out = true;
+            break;
+        }
+        const ssize_t n = ::read(channel, buffer, sizeof(buffer));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        whole += std::size_t(std::count(buffer, buffer + n, kEnd));
+        if (out.text.size() < (std::size_t(64) << 20)) out.text.append(buffer, std::size_t(n));
+    }
+    return out;
+}
+
+// Each file's report, in order.  With every report whole and the helper `finished` well, they are
+// returned as they are; else a crash (wait `status`) or the time limit is blamed on the file the
+// helper had not finished, and the files after it were not read.
+std::vector<FileReport> reports_of(const Output& out, const std::vector<std::string>& paths, bool finished, int status) {
+    std::vector<FileReport> errors;
     for (std::size_t start = 0; errors.size() < paths.size();) {
-        const auto end = text.find(kEnd, start);
+        const auto end = out.text.find(kEnd, start);
         if (end == std::string::npos) break;
-        errors.push_back(reported_error(text.substr(start, end - start), paths[errors.size()]));
+        errors.push_back(report_of(out.text.substr(start, end - start), paths[errors.size()]));
         start = end + 1;
     }
-    const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (errors.size() == paths.size() && clean_exit) return errors;
+    if (errors.size() == paths.size() && finished) return errors;
     const std::size_t stopped = std::min(errors.size(), paths.size() - 1);
     const std::string& culprit = paths[stopped];
     const std::string how = WIFSIGNALED(status) ? std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
                                                       ::strsignal(WTERMSIG(status)) + ")"
                                                 : "exit status " + std::to_string(WEXITSTATUS(status));
     errors.resize(stopped);
-    errors.push_back(timed_out ? FormatError(culprit, "file", "reading it did not finish within the time limit (a corrupt "
-                                                              "file can make the HDF5 library loop); the file is not used")
-                               : FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the "
-                                                              "checking process (" + how + "); the file is not used"));
+    errors.push_back({out.timed_out ? FormatError(culprit, "file", "reading it did not finish within the time limit (a "
+                                                                   "corrupt file can make the HDF5 library loop); the file is not used")
+                                    : FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the "
+                                                                   "checking process (" + how + "); the file is not used"),
+                      {}});
     while (errors.size() < paths.size())
-        errors.push_back(FormatError(paths[errors.size()], "file",
-                                     "not checked: the checking process stopped at an earlier file (" + culprit + ")"));
+        errors.push_back({FormatError(paths[errors.size()], "file",
+                                      "not checked: the checking process stopped at an earlier file (" + culprit + ")"),
+                          {}});
     return errors;
+}
+
+// Runs a fresh helper on one batch and waits for it to end; returns each file's report, in order
+// (no error: the helper read it).  `kind_arg` is the helper's KIND argument; `handover` (>= 0)
+// becomes the helper's file descriptor 3.  Throws only when the helper cannot be started.
+std::vector<FileReport> run_batch(const std::string& helper, const std::string& kind_arg,
+                                  const std::vector<std::string>& paths, int handover = -1) {
+    std::vector<std::string> args{kind_arg};
+    args.insert(args.end(), paths.begin(), paths.end());
+    const HelperProcess process = spawn_helper(helper, args, handover, paths.front());
+    const Output out = read_reports(process.channel, paths);
+    ::close(process.channel);
+    if (out.timed_out) ::kill(process.pid, SIGKILL);
+    const int status = wait_for(process.pid);
+    return reports_of(out, paths, WIFEXITED(status) && WEXITSTATUS(status) == 0, status);
 }
 
 // run_batch, throwing the first file's error, in order.
 void check_batch(const std::string& helper, const std::string& kind_arg, const std::vector<std::string>& paths) {
-    for (const auto& error : run_batch(helper, kind_arg, paths))
-        if (error) throw *error;
+    for (const auto& report : run_batch(helper, kind_arg, paths))
+        if (report.error) throw *report.error;
 }
 
 }  // namespace
@@ -185,22 +236,183 @@ FileDescriptor::~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-FileDescriptor check_model_in_helper(const std::string& path, const std::string& dataset_path,
-                                     FileCheck* dataset_check) {
-    const std::string helper = file_check_helper();
-    if (helper.empty()) return FileDescriptor();
-    // Moved to a descriptor >= 10 so that the helper's stdout (1) and hand-over (3) duplications,
-    // applied in that order, can never overwrite it, even in a process that closed its stdout.
+namespace {
+
+// ---- the checking process kept between model loads ----
+//
+// A model load's checking process is kept running after a load whose files all read well, and
+// serves the next model load of this process ("serve" mode: requests on its stdin): a sweep's next
+// run pays no process start (libhdf5 and the 40-odd libraries it pulls in, loaded and relocated),
+// and its weights go into the pages of the same memory file, which are then not allocated again
+// (6,000-odd pages for ResNet-50: a third of the checking process's time).  It is retired (killed)
+// after any file it refused, crashed or hung on (a corrupt file may leave libhdf5's state damaged,
+// so the next file gets a fresh process), when the helper executable changes, and after a hand-over
+// larger than kWarmMemoryFileBytes (not to hold a huge model's weights twice); it ends by itself
+// when this process ends (the end of its input).  One load uses it at a time: a load meanwhile, in
+// another thread, starts a fresh helper of its own, as every load did before.
+constexpr std::uint64_t kWarmMemoryFileBytes = std::uint64_t(512) << 20;
+
+struct WarmHelper {
+    std::string executable;
+    HelperProcess process;
+    pid_t owner = -1;                       // the process that started it (a fork's child leaves it alone)
+    std::optional<FileDescriptor> weights;  // its descriptor 3
+    bool busy = false;
+};
+
+std::mutex warm_mutex;
+WarmHelper& warm_helper() {
+    static WarmHelper warm;
+    return warm;
+}
+
+// Ends the warm helper: kills and waits for it when it is this process's; in a fork's child only
+// closes this process's copies of its descriptors.
+void retire(WarmHelper& w) {
+    if (w.process.pid > 0 && w.owner == ::getpid()) {
+        ::kill(w.process.pid, SIGKILL);
+        wait_for(w.process.pid);
+    }
+    if (w.process.channel >= 0) ::close(w.process.channel);
+    w.process = {};
+    w.weights.reset();
+    w.executable.clear();
+}
+
+// Whether this process's warm helper is still running (one that ended is waited for here).
+bool still_running(WarmHelper& w) {
+    if (w.process.pid <= 0 || w.owner != ::getpid()) return false;
+    int status = 0;
+    if (::waitpid(w.process.pid, &status, WNOHANG) == 0) return true;
+    w.process.pid = -1;  // ended and waited for, or not ours to wait for: never killed now
+    return false;
+}
+
+// A new memory file for the weights, at a descriptor >= 10 so that the helper's stdin, stdout (0,
+// 1) and hand-over (3) duplications can never overwrite it, even in a process that closed them.
+FileDescriptor new_memory_file(const std::string& path) {
     const FileDescriptor created(::memfd_create("aimcemu-model-weights", MFD_CLOEXEC));
     FileDescriptor weights(created ? ::fcntl(created.get(), F_DUPFD_CLOEXEC, 10) : -1);
     if (!weights) throw FormatError(path, "file", std::string("cannot start the file check: no memory file: ") +
                                                      std::strerror(errno));
+    return weights;
+}
+
+// The warm helper for one load, started when there is none running of `helper`; nullptr when
+// another load is using it.  Throws FormatError naming `path` when it cannot be started.
+WarmHelper* take_warm_helper(const std::string& helper, const std::string& path) {
+    const std::lock_guard<std::mutex> lock(warm_mutex);
+    WarmHelper& w = warm_helper();
+    if (w.busy) return nullptr;
+    if (w.executable != helper || !still_running(w)) {
+        retire(w);
+        FileDescriptor weights = new_memory_file(path);
+        w.process = spawn_helper(helper, {"serve"}, weights.get(), path);
+        w.weights.emplace(std::move(weights));
+        w.executable = helper;
+        w.owner = ::getpid();
+    }
+    w.busy = true;
+    return &w;
+}
+
+// The load that took the warm helper is done with it (and with its memory file's `bytes`).
+void release_warm_helper(std::uint64_t bytes) {
+    const std::lock_guard<std::mutex> lock(warm_mutex);
+    WarmHelper& w = warm_helper();
+    if (bytes > kWarmMemoryFileBytes) retire(w);
+    w.busy = false;
+}
+
+bool send_all(int channel, const std::string& data) {
+    for (std::size_t done = 0; done < data.size();) {
+        const ssize_t n = ::send(channel, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        done += std::size_t(n);
+    }
+    return true;
+}
+
+// What the warm helper said, and this load's own descriptor of its memory file (which outlives
+// the helper's retirement).
+struct Served {
+    std::vector<FileReport> reports;
+    FileDescriptor weights;
+};
+
+// One request to the warm helper (taken by this load): each file's report, in order, as a fresh
+// helper's would be; nullopt (the helper retired) when the request could not be sent, e.g. to a
+// helper that ended since its last request.
+std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::vector<std::string>& paths) {
+    if (::lseek(w.weights->get(), 0, SEEK_SET) != 0) {  // a helper that write()s starts at the beginning
+        retire(w);
+        return std::nullopt;
+    }
+    std::string request = kind + '\0';
+    for (const auto& path : paths) request += path + '\0';
+    if (!send_all(w.process.channel, request + '\0')) {
+        retire(w);
+        return std::nullopt;
+    }
+    const Output out = read_reports(w.process.channel, paths, paths.size());
+    Served served{{}, FileDescriptor(::fcntl(w.weights->get(), F_DUPFD_CLOEXEC, 10))};
+    if (!served.weights) {
+        retire(w);
+        return std::nullopt;
+    }
+    if (!out.timed_out && std::size_t(std::count(out.text.begin(), out.text.end(), kEnd)) >= paths.size()) {
+        served.reports = reports_of(out, paths, true, 0);
+        if (std::any_of(served.reports.begin(), served.reports.end(), [](const FileReport& r) { return r.error.has_value(); }))
+            retire(w);
+        return served;
+    }
+    if (out.timed_out) ::kill(w.process.pid, SIGKILL);
+    const int status = wait_for(w.process.pid);
+    w.process.pid = -1;
+    retire(w);
+    served.reports = reports_of(out, paths, false, status);
+    return served;
+}
+
+}  // namespace
+
+HandOver::~HandOver() {
+    if (warm_) release_warm_helper(bytes_);
+}
+
+HandOver check_model_in_helper(const std::string& path, const std::string& dataset_path, FileCheck* dataset_check) {
+    const std::string helper = file_check_helper();
+    if (helper.empty()) return HandOver();
     std::vector<std::string> paths{path};
     if (!dataset_path.empty()) paths.push_back(dataset_path);
-    const auto errors = run_batch(helper, "model-weights", paths, weights.get());
-    if (errors[0]) throw *errors[0];
-    if (!dataset_path.empty() && dataset_check != nullptr) *dataset_check = FileCheck{dataset_path, errors[1]};
-    return weights;
+    // An empty path or one with a NUL byte cannot be sent to the warm helper (NUL ends a path there,
+    // and an empty one the request): a fresh helper gets it on its command line, as before.
+    const bool servable = std::none_of(paths.begin(), paths.end(), [](const std::string& p) {
+        return p.empty() || p.find('\0') != std::string::npos;
+    });
+    WarmHelper* warm = servable ? take_warm_helper(helper, path) : nullptr;
+    struct Release {  // until the HandOver holds the warm helper
+        bool armed;
+        ~Release() {
+            if (armed) release_warm_helper(0);
+        }
+    } release{warm != nullptr};
+    std::optional<Served> served = warm != nullptr ? serve(*warm, "model-weights", paths) : std::nullopt;
+    FileDescriptor weights = served ? std::move(served->weights) : new_memory_file(path);
+    const auto reports = served ? std::move(served->reports) : run_batch(helper, "model-weights", paths, weights.get());
+    if (reports[0].error) throw *reports[0].error;
+    if (!dataset_path.empty() && dataset_check != nullptr) *dataset_check = FileCheck{dataset_path, reports[1].error};
+    // "weights N": the helper handed over N bytes (the memory file may hold more: a reused one).
+    const std::string& detail = reports[0].detail;
+    std::uint64_t bytes = 0;
+    const char* digits = detail.c_str() + std::min(detail.size(), std::strlen("weights "));
+    const auto [end, parsed] = std::from_chars(digits, detail.c_str() + detail.size(), bytes);
+    if (detail.rfind("weights ", 0) != 0 || parsed != std::errc() || end != detail.c_str() + detail.size())
+        throw FormatError(path, "file", "the file check did not say how many weights it handed over ('" + detail + "')");
+    const bool leased = served.has_value();
+    release.armed = release.armed && !leased;
+    return HandOver(std::move(weights), bytes, leased);
 }
 
 }  // namespace aimcemu

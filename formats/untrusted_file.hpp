@@ -10,11 +10,15 @@
 // unchanged; if it reads the file, the caller reads it again in-process.
 //
 // A fresh process (posix_spawn), not fork(): HDF5's global lock may be held by another thread at
-// fork time, and a forked child would wait for it forever.  When no helper is configured (the
+// fork time, and a forked child would wait for it forever.  A model load's process is kept for the
+// next model load while every file it read was sound (check_model_in_helper; untrusted_file.cpp
+// says when it is retired).  When no helper is configured (the
 // C++ library used on its own, or a build without it), files are read in-process only.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -62,15 +66,37 @@ struct FileCheck {
     }
 };
 
+// The weights a checking process handed over (check_model_in_helper): the first bytes() bytes of the
+// memory file fd().  Empty (false) when no helper is configured.  While it lives, this load holds
+// the checking process kept between loads (untrusted_file.cpp), whose memory file it reads.
+class HandOver {
+public:
+    HandOver() = default;
+    HandOver(FileDescriptor file, std::uint64_t bytes, bool warm) : file_(std::move(file)), bytes_(bytes), warm_(warm) {}
+    HandOver(HandOver&& other) noexcept
+        : file_(std::move(other.file_)), bytes_(other.bytes_), warm_(std::exchange(other.warm_, false)) {}
+    HandOver& operator=(HandOver&&) = delete;
+    ~HandOver();
+    int fd() const { return file_.get(); }
+    std::uint64_t bytes() const { return bytes_; }
+    explicit operator bool() const { return bool(file_); }
+
+private:
+    FileDescriptor file_;
+    std::uint64_t bytes_ = 0;
+    bool warm_ = false;  // releases the warm helper when it goes away
+};
+
 // check_in_helper for one model file, whose helper also hands over the weights it read: every
-// GEMM layer's weights, in the order of the file's layers, written into a memory file (memfd)
-// that is returned, so that the caller reads only the metadata again and never reads the weights
-// (or inflates a deflated file's chunks) a second time.  Returns an empty FileDescriptor when no
-// helper is configured.  The helper checks the file exactly as check_in_helper's does; what it
-// reports of the model is raised the same.  With `dataset_path`, the same process then reads that
-// data set file (one process start instead of two); what it found goes to `*dataset_check`
-// (untouched when no helper is configured).
-FileDescriptor check_model_in_helper(const std::string& path, const std::string& dataset_path = "",
-                                     FileCheck* dataset_check = nullptr);
+// GEMM layer's weights, in the order of the file's layers, read by HDF5 straight into a memory
+// file (memfd), so that the caller reads only the metadata again and never reads the weights (or
+// inflates a deflated file's chunks) a second time.  Returns an empty HandOver when no helper is
+// configured.  The helper reads every field of the file as check_in_helper's does; the graph
+// checks, which read no file, are left to the caller, which runs them anyway (model_file.hpp,
+// read_model_weights_into).  What it reports is raised the same.  With `dataset_path`, the same
+// process then reads that data set file (one process start instead of two); what it found goes to
+// `*dataset_check` (untouched when no helper is configured).
+HandOver check_model_in_helper(const std::string& path, const std::string& dataset_path = "",
+                               FileCheck* dataset_check = nullptr);
 
 }  // namespace aimcemu

@@ -1,17 +1,17 @@
 // aimcemu-check-file KIND PATH...: reads user files as the library would (KIND = model, dataset
 // or results) and reports on stdout how each went, for formats/untrusted_file.hpp.
+// aimcemu-check-file serve: the same for requests read from stdin (below), one after another, so
+// that one process serves a sweep's model loads (the checking process kept between loads).
 // A file that crashes the HDF5 library crashes this process, not the caller's.
-// KIND model-weights (one model file, then optionally one data set file): also writes every GEMM
-// layer's weights, in the order of the layers read, to file descriptor 3 (check_model_in_helper),
-// before reporting "ok"; the second file is read as a data set, in the same process.
-#include <unistd.h>
-
-#include <cerrno>
+// KIND model-weights (one model file, then optionally one data set file): the model's every GEMM
+// layer's weights, in the order of the layers read, are read straight into the memory file on
+// descriptor 3 (check_model_in_helper, read_model_weights_into) before "ok\nweights N" (N bytes
+// handed over) is reported; the graph checks are left to the caller.  The second file is read as a
+// data set, in the same process.
 #include <cstdio>
-#include <cstring>
 #include <exception>
-#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "formats/model_file.hpp"
@@ -21,25 +21,12 @@ namespace {
 
 constexpr int kHandoverFd = 3;
 
-// Writes the model's weights to the caller's memory file; throws on a failed write.
-void hand_over_weights(const aimcemu::Network& net) {
-    for (const auto& layer : net.layers) {
-        const auto* data = reinterpret_cast<const char*>(layer.weights.data());
-        for (std::size_t done = 0; done < layer.weights.size();) {
-            const ssize_t n = ::write(kHandoverFd, data + done, layer.weights.size() - done);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) throw std::runtime_error(std::string("cannot hand the weights over: ") + std::strerror(errno));
-            done += std::size_t(n);
-        }
-    }
-}
-
 // Reads one file; the report as described in formats/untrusted_file.cpp.
 std::string check(const std::string& kind, const std::string& path) {
     using namespace aimcemu;
     try {
+        if (kind == "model-weights") return "ok\nweights " + std::to_string(read_model_weights_into(path, kHandoverFd));
         if (kind == "model") load_model_in_process(path);
-        else if (kind == "model-weights") hand_over_weights(load_model_in_process(path));
         else if (kind == "dataset") load_dataset_in_process(path);
         else read_results_in_process(path);
         return "ok";
@@ -53,21 +40,51 @@ std::string check(const std::string& kind, const std::string& path) {
     }
 }
 
+bool valid_request(const std::string& kind, std::size_t paths) {
+    if (kind == "model-weights") return paths == 1 || paths == 2;
+    return paths >= 1 && (kind == "model" || kind == "dataset" || kind == "results");
+}
+
+// Reads each file of one request and reports it, one record per file, in order.
+void check_all(const std::string& kind, const std::vector<std::string>& paths) {
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        const bool dataset_beside_model = kind == "model-weights" && i == 1;
+        const std::string report = check(dataset_beside_model ? "dataset" : kind, paths[i]) + '\x1e';
+        std::fwrite(report.data(), 1, report.size(), stdout);
+        std::fflush(stdout);  // what is reported stays reported if a later file crashes this process
+    }
+}
+
+// serve: requests on stdin, each KIND \0 PATH \0 ... \0 and an empty string (\0) to end it, answered
+// as the command line's; until the end of the input (the caller ended or retired this process).
+int serve() {
+    std::vector<std::string> fields;
+    std::string field;
+    for (int c; (c = std::getchar()) != EOF;) {
+        if (c != '\0') {
+            field += char(c);
+        } else if (!field.empty()) {
+            fields.push_back(std::move(field));
+            field.clear();
+        } else {
+            if (fields.empty() || !valid_request(fields[0], fields.size() - 1)) return 2;
+            check_all(fields[0], {fields.begin() + 1, fields.end()});
+            fields.clear();
+        }
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const std::string kind = argc > 1 ? argv[1] : "";
-    if (argc < 3 || (kind != "model" && kind != "dataset" && kind != "results" && kind != "model-weights") ||
-        (kind == "model-weights" && argc > 4)) {
-        std::fprintf(stderr,
-                     "usage: aimcemu-check-file model|dataset|results PATH...  |  model-weights MODEL [DATASET]\n");
+    if (kind == "serve" && argc == 2) return serve();
+    if (argc < 3 || !valid_request(kind, std::size_t(argc - 2))) {
+        std::fprintf(stderr, "usage: aimcemu-check-file model|dataset|results PATH...  |  model-weights MODEL [DATASET]"
+                             "  |  serve\n");
         return 2;
     }
-    for (int i = 2; i < argc; ++i) {
-        const bool dataset_beside_model = kind == "model-weights" && i == 3;
-        const std::string report = check(dataset_beside_model ? "dataset" : kind, argv[i]) + '\x1e';  // one record per file, in order
-        std::fwrite(report.data(), 1, report.size(), stdout);
-        std::fflush(stdout);  // what is reported stays reported if a later file crashes this process
-    }
+    check_all(kind, {argv + 2, argv + argc});
     return 0;
 }

@@ -28,14 +28,18 @@ std::vector<std::int64_t> require_integers(const py::array& a, const std::string
     return {as64.data(), as64.data() + as64.size()};
 }
 
-py::dict dataset_to_python(const DataSet& d) {
+// The data set as Python sees it; the images and labels arrays view the vectors read (owned by a
+// capsule that the arrays keep alive) instead of copying them.
+py::dict dataset_to_python(DataSet&& read) {
+    auto* d = new DataSet(std::move(read));
+    const py::capsule owner(d, [](void* p) { delete static_cast<DataSet*>(p); });
     py::dict out;
-    const std::vector<py::ssize_t> shape{py::ssize_t(d.count()), d.image_shape.h, d.image_shape.w, d.image_shape.c};
-    out["images"] = py::array_t<std::int8_t>(shape, d.images.data());
-    out["labels"] = py::array_t<std::int64_t>(py::ssize_t(d.labels.size()), d.labels.data());
-    out["source"] = d.source;
-    out["description"] = d.description;
-    out["input_frac_bits"] = d.input_frac_bits < 0 ? py::object(py::none()) : py::object(py::int_(d.input_frac_bits));
+    const std::vector<py::ssize_t> shape{py::ssize_t(d->count()), d->image_shape.h, d->image_shape.w, d->image_shape.c};
+    out["images"] = py::array_t<std::int8_t>(shape, d->images.data(), owner);
+    out["labels"] = py::array_t<std::int64_t>(py::ssize_t(d->labels.size()), d->labels.data(), owner);
+    out["source"] = d->source;
+    out["description"] = d->description;
+    out["input_frac_bits"] = d->input_frac_bits < 0 ? py::object(py::none()) : py::object(py::int_(d->input_frac_bits));
     return out;
 }
 
@@ -217,9 +221,9 @@ void bind_io(py::module_& m) {
           "load_model, with the data set file read in the same checking process (one process start instead\n"
           "of two): returns (network, check); pass check to load_dataset, which raises what it found.");
     m.def("load_dataset", [](const std::string& path, const Network* net, const FileCheck* check) {
-        const DataSet d = check != nullptr ? load_dataset(path, *check) : load_dataset(path);
+        DataSet d = check != nullptr ? load_dataset(path, *check) : load_dataset(path);
         if (net) check_dataset_fits(d, *net, path);
-        return dataset_to_python(d);
+        return dataset_to_python(std::move(d));
     }, py::arg("path"), py::arg("net") = nullptr, py::arg("check") = nullptr,
           "Read a data set file as a dict (images, labels, source, description, input_frac_bits); with "
           "`net`, also check that it fits the network; with `check` (load_model_and_check_dataset's), use\n"

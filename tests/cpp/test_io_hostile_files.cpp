@@ -8,10 +8,14 @@
 #include <utime.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <set>
+#include <thread>
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
@@ -377,6 +381,188 @@ TEST_F(HostileFiles, TheCheckedLoadHandsOverTheSameWeights) {
     EXPECT_GT(checked.total_weights(), 0);
 }
 
+// The checking process's side of the hand-over, run as the loader runs it (descriptor 3 open for
+// reading and writing, as the memory file is, for the mapping it writes through): it receives
+// every GEMM layer's weights, in the order of the file's layers, byte for byte what the in-process
+// read gives, and nothing else; stdout one "ok" record per file.
+TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
+    const std::string file = path("resnet18.h5");
+    save_model(zoo::resnet18(5, 32, 10), file);
+    const Network direct = load_model_in_process(file);
+    std::string expected;
+    for (const auto& l : direct.layers) expected.append(reinterpret_cast<const char*>(l.weights.data()), l.weights.size());
+    const std::string data = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_dataset_file" / "tiny.h5").string();
+    const std::string command = std::string("'") + AIMCEMU_CHECK_FILE_HELPER + "' model-weights '" + file + "' '" + data +
+                                "' 3<>'" + path("handed.bin") + "' >'" + path("report.txt") + "'";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const auto read_all = [](const std::string& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string handed = read_all(path("handed.bin"));
+    EXPECT_EQ(handed.size(), std::size_t(direct.total_weights()));
+    EXPECT_TRUE(handed == expected) << "the handed-over bytes differ from the in-process read";
+    EXPECT_EQ(read_all(path("report.txt")), "ok\nweights " + std::to_string(direct.total_weights()) + "\x1eok\x1e");
+}
+
+// The memory file of one hand-over is reused by the next (its pages stay allocated): a larger
+// model after a smaller one, a smaller after a larger, and the same again each load their own weights.
+TEST_F(HostileFiles, SuccessiveCheckedLoadsEachGetTheirOwnWeights) {
+    const std::string small = path("small.h5"), large = path("large.h5");
+    save_model(zoo::resnet18(1, 32, 10), small);
+    save_model(zoo::resnet18(2, 32, 1000), large);
+    const Network small_direct = load_model_in_process(small), large_direct = load_model_in_process(large);
+    ASSERT_LT(small_direct.total_weights(), large_direct.total_weights());
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    for (const auto* file : {&small, &large, &small, &small, &large}) {
+        const Network checked = load_model(*file);
+        const Network& direct = *file == small ? small_direct : large_direct;
+        ASSERT_EQ(checked.layers.size(), direct.layers.size());
+        for (std::size_t i = 0; i < direct.layers.size(); ++i)
+            EXPECT_EQ(checked.layers[i].weights, direct.layers[i].weights) << *file << " " << direct.layers[i].name;
+    }
+    set_file_check_helper("");
+}
+
+// A helper that reports the model read without saying how many weights it handed over is refused:
+// a reused memory file may hold an earlier model's weights, which must never be taken for these.
+TEST_F(HostileFiles, AHandOverWithoutItsSizeIsRefused) {
+    const std::string file = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_model_file" / "tiny.h5").string();
+    const std::string fake = path("says-only-ok.sh");
+    touch(fake, "#!/bin/sh\nprintf 'ok\\036'\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    load_model(file);  // leaves a memory file with tiny.h5's weights for the next hand-over
+    set_file_check_helper(fake);
+    const std::string message = format_error_of([&] { load_model(file); });
+    set_file_check_helper("");
+    EXPECT_EQ(message.rfind(file + ": field 'file': the file check did not say how many weights it handed over", 0), 0u)
+        << message;
+}
+
+// A network without GEMM layers hands over an empty memory file, and loads the same checked.
+TEST_F(HostileFiles, AModelWithoutGemmLayersLoadsThroughTheCheckingProcess) {
+    Network net;
+    net.name = "pool-only";
+    net.input_shape = {4, 4, 2};
+    Layer pool;
+    pool.name = "pool";
+    pool.kind = LayerKind::MaxPool;
+    pool.window = Window::square(2, 2);
+    pool.out_channels = 2;
+    net.layers.push_back(pool);
+    const std::string file = path("pool.h5");
+    save_model(net, file);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const Network checked = load_model(file);
+    set_file_check_helper("");
+    ASSERT_EQ(checked.layers.size(), 1u);
+    EXPECT_EQ(checked.layers[0].out_shape, (Shape3{2, 2, 2}));
+    EXPECT_EQ(checked.total_weights(), 0);
+}
+
+// A loaded network is the file as it was when loaded: rewriting the file in place afterwards (the
+// same inode, other weights) changes none of its weights.
+TEST_F(HostileFiles, ALoadedNetworkKeepsItsWeightsWhenTheFileIsRewritten) {
+    const std::string file = path("model.h5"), other = path("other.h5");
+    save_model(zoo::resnet18(1, 32, 10), file);
+    save_model(zoo::resnet18(2, 32, 10), other);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const Network loaded = load_model(file);
+    set_file_check_helper("");
+    const Network before = load_model_in_process(file);
+    struct stat st_before {}, st_after {};
+    ASSERT_EQ(::stat(file.c_str(), &st_before), 0);
+    fs::copy_file(other, file, fs::copy_options::overwrite_existing);
+    ASSERT_EQ(::stat(file.c_str(), &st_after), 0);
+    ASSERT_EQ(st_before.st_ino, st_after.st_ino) << "the file was replaced, not rewritten in place";
+    ASSERT_NE(load_model_in_process(file).layers[0].weights, before.layers[0].weights);
+    for (std::size_t i = 0; i < before.layers.size(); ++i)
+        EXPECT_EQ(loaded.layers[i].weights, before.layers[i].weights) << before.layers[i].name;
+}
+
+// The checking processes this process started that are running now (their name is cut to 15 bytes).
+std::vector<pid_t> running_checking_processes() {
+    std::vector<pid_t> found;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+        const std::string name = e.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream in(e.path() / "stat");
+        const std::string stat((std::istreambuf_iterator<char>(in)), {});
+        const auto open = stat.find('('), close = stat.rfind(')');
+        if (open == std::string::npos || close == std::string::npos || close + 4 >= stat.size()) continue;
+        const char state = stat[close + 2];
+        const pid_t parent = pid_t(std::atol(stat.c_str() + close + 4));
+        if (parent == ::getpid() && state != 'Z' && stat.substr(open + 1, close - open - 1) == "aimcemu-check-f")
+            found.push_back(pid_t(std::stol(name)));
+    }
+    return found;
+}
+
+// The checking process is kept between model loads: successive loads are served by one process,
+// which a refused file retires (the next load gets a fresh one), and one that ended between
+// loads (here killed) is replaced without blaming the next file.
+TEST_F(HostileFiles, TheCheckingProcessIsKeptBetweenLoadsAndReplacedAfterARefusedFile) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    const std::string bad_model = (corpus / "fuzz_model_file" / "bad-kind_unknown.h5").string();
+    const std::string data = (corpus / "fuzz_dataset_file" / "tiny.h5").string();
+    const Network direct = load_model_in_process(model);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    FileCheck check;
+    load_model(model, data, check);
+    const std::vector<pid_t> kept = running_checking_processes();
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(load_model(model).layers[0].weights, direct.layers[0].weights);
+    EXPECT_EQ(running_checking_processes(), kept);
+
+    const std::string refused = format_error_of([&] { load_model(bad_model); });
+    EXPECT_EQ(refused.rfind(bad_model + ": field 'layers/", 0), 0u) << refused;
+    EXPECT_TRUE(running_checking_processes().empty()) << "a process that refused a file is not kept";
+    load_model(model);
+    const std::vector<pid_t> fresh = running_checking_processes();
+    ASSERT_EQ(fresh.size(), 1u);
+    EXPECT_NE(fresh, kept);
+
+    // An empty path goes to a fresh process (it cannot be sent to the kept one) and is refused as before.
+    const std::string empty = format_error_of([&] { load_model(""); });
+    EXPECT_EQ(empty, ": field 'file': no such file");
+    EXPECT_EQ(running_checking_processes(), fresh);
+
+    ::kill(fresh[0], SIGKILL);
+    while (!running_checking_processes().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const Network after_kill = load_model(model);  // not "corrupt: reading it crashed"
+    EXPECT_EQ(after_kill.layers[0].weights, direct.layers[0].weights);
+    set_file_check_helper("");
+}
+
+// A child made by fork() starts a checking process of its own instead of using its parent's kept
+// one, which keeps serving the parent.
+TEST_F(HostileFiles, AKeptCheckingProcessServesOnlyTheProcessThatStartedIt) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    load_model(model);
+    const std::vector<pid_t> kept = running_checking_processes();
+    ASSERT_EQ(kept.size(), 1u);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        bool ok = false;
+        try {
+            ok = load_model(model).layers.size() == 5 && running_checking_processes().size() == 1 &&
+                 running_checking_processes() != kept;
+        } catch (...) {
+        }
+        ::_exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not load with a helper of its own";
+    EXPECT_EQ(load_model(model).layers.size(), 5u);
+    EXPECT_EQ(running_checking_processes(), kept);
+    set_file_check_helper("");
+}
+
 // A hand-over that does not match the file as this process reads it (the file changed between
 // the two reads) is refused naming the file and the field; here faked by helpers that report "ok"
 // and hand over one weight too few or one too many.
@@ -390,7 +576,8 @@ TEST_F(HostileFiles, AHandOverThatDoesNotMatchTheFileIsRefused) {
     const auto total = net.total_weights();
     const auto fake_handing_over = [&](std::int64_t count, const std::string& name) {
         const std::string fake = path(name);
-        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\nprintf 'ok\\036'\n");
+        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\nprintf 'ok\\nweights " +
+                        std::to_string(count) + "\\036'\n");
         fs::permissions(fake, fs::perms::owner_all);
         set_file_check_helper(fake);
         const std::string message = format_error_of([&] { load_model(file); });
@@ -442,7 +629,8 @@ TEST_F(HostileFiles, ACrashOnTheDataSetBesideTheModelIsAFormatErrorOfTheDataSet)
     const Network net = load_model(model);  // no helper configured: read in-process
     const std::string fake = path("dies-on-the-data-set.sh");
     touch(fake, "#!/bin/sh\nhead -c " + std::to_string(net.total_weights()) +
-                    " /dev/zero >&3\nprintf 'ok\\036'\nkill -SEGV $$\n");
+                    " /dev/zero >&3\nprintf 'ok\\nweights " + std::to_string(net.total_weights()) +
+                    "\\036'\nkill -SEGV $$\n");
     fs::permissions(fake, fs::perms::owner_all);
     set_file_check_helper(fake);
     FileCheck check;

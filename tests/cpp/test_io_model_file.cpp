@@ -346,6 +346,31 @@ TEST_P(ModelFileCorruption, RaisesFormatErrorNamingFileAndField) {
     expect_format_error(p, GetParam().field, GetParam().fragment);
 }
 
+// Through the checking process (which reads every field, then hands the weights over) the same
+// file raises the same error, word for word: its graph checks are the ones this process runs.
+TEST_P(ModelFileCorruption, TheCheckedLoadRaisesTheSameError) {
+    const std::string p = path("m.h5");
+    save_model(tiny_network(), p);
+    {
+        const auto f = h5::File::open_write(p);
+        GetParam().edit(f);
+    }
+    const auto message_of_load = [&] {
+        try {
+            load_model(p);
+        } catch (const FormatError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string in_process = message_of_load();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const std::string checked = message_of_load();
+    set_file_check_helper("");
+    EXPECT_EQ(checked, in_process);
+    EXPECT_EQ(checked.rfind(p + ": field '" + GetParam().field + "'", 0), 0u) << checked;
+}
+
 namespace {
 h5::Location layer(const h5::File& f, const std::string& name) { return f.open_group("layers").open_group(name); }
 template <class T>

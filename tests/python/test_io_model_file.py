@@ -3,6 +3,7 @@ process (h5py's wheel bundles its own libhdf5), edited with h5py and read back b
 every bad file raising aimcemu.FormatError whose message names the file and the field."""
 from __future__ import annotations
 
+import gc
 import os
 
 import h5py
@@ -159,6 +160,24 @@ def test_dataset_written_by_h5py_or_core_loads(tmp_path, rng):
         np.testing.assert_array_equal(d["images"], images)
         np.testing.assert_array_equal(d["labels"], labels)
         assert d["input_frac_bits"] == 6 and d["source"] == "test"
+
+
+def test_loaded_dataset_arrays_are_writable_outlive_their_dict_and_share_nothing(tmp_path, rng):
+    images = rng.integers(-128, 128, size=(3, 4, 4, 2), dtype=np.int8)
+    labels = np.array([2, 0, 1], np.int64)
+    modelfile.save_dataset(images, labels, tmp_path / "d.h5", source="test")
+    first = modelfile.load_dataset(tmp_path / "d.h5")
+    kept_images, kept_labels = first["images"], first["labels"]
+    del first
+    gc.collect()
+    np.testing.assert_array_equal(kept_images, images)
+    np.testing.assert_array_equal(kept_labels, labels)
+    assert kept_images.flags.writeable and kept_images.flags.c_contiguous
+    kept_images[0, 0, 0, 0] ^= 1
+    kept_labels[0] = 0
+    again = modelfile.load_dataset(tmp_path / "d.h5")
+    np.testing.assert_array_equal(again["images"], images)
+    np.testing.assert_array_equal(again["labels"], labels)
 
 
 @pytest.mark.parametrize("case", ["float images", "labels count", "label too large", "wrong image shape",
