@@ -29,7 +29,8 @@ from .noise import NoiseModel, noise_model_from_dict
 
 _niu = _core.niu
 
-__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "max_alpha"]
+__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "max_alpha",
+           "kept_chip_state_bytes", "release_kept_chip_states"]
 
 
 def _noise_model(noise: Any) -> NoiseModel:
@@ -179,3 +180,15 @@ def apply(weights: Any, noise: Any, *, seed: int = 0, chip: int = 0, round: int 
 def constants() -> dict:
     """The generated NIU constants (bit widths, Gaussian table, program layout)."""
     return _niu.constants()
+
+
+def kept_chip_state_bytes() -> int:
+    """Bytes of NIU chip-state memory (8 bytes per AIMC weight) that the last run's emulator left
+    for the next run of this process, which rewrites it instead of faulting in fresh pages
+    (docs/hybrid_runs.md, "Memory kept between runs")."""
+    return int(_niu.kept_chip_state_bytes())
+
+
+def release_kept_chip_states() -> int:
+    """Frees the chip-state memory kept for the next run now; returns the bytes freed."""
+    return int(_niu.release_kept_chip_states())
