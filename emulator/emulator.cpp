@@ -99,6 +99,22 @@ void keep_chip_states(std::vector<NiuChipState>&& states) noexcept {
     }
 }
 
+// The pass buffers kept for the next emulator, as the chip states.
+std::atomic<PassBuffers*>& kept_buffers_slot() {
+    static auto* slot = new std::atomic<PassBuffers*>(nullptr);
+    return *slot;
+}
+
+void keep_pass_buffers(std::unique_ptr<PassBuffers> buffers) noexcept {
+    if (!buffers || buffers->stats().held_bytes > g_kept_limit.load()) return;
+    delete kept_buffers_slot().exchange(buffers.release());
+}
+
+std::unique_ptr<PassBuffers> take_kept_pass_buffers() {
+    std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
+    return kept ? std::move(kept) : std::make_unique<PassBuffers>();
+}
+
 std::vector<NiuChipState> take_kept_chip_states() {
     const std::unique_ptr<std::vector<NiuChipState>> kept(kept_slot().exchange(nullptr));
     return kept ? std::move(*kept) : std::vector<NiuChipState>{};
@@ -137,9 +153,20 @@ std::size_t release_kept_chip_states() {
     return words_bytes(kept);
 }
 
+std::size_t kept_pass_buffer_bytes() {
+    const PassBuffers* kept = kept_buffers_slot().load();
+    return kept ? kept->stats().held_bytes : 0;
+}
+
+std::size_t release_kept_pass_buffers() {
+    const std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
+    return kept ? kept->stats().held_bytes : 0;
+}
+
 std::size_t set_kept_chip_state_limit(std::size_t bytes) {
     const std::size_t previous = g_kept_limit.exchange(bytes);
     if (kept_chip_state_bytes() > bytes) release_kept_chip_states();
+    if (kept_pass_buffer_bytes() > bytes) release_kept_pass_buffers();
     return previous;
 }
 
@@ -150,7 +177,10 @@ Emulator::Emulator(Network net, std::vector<int> aimc_layers)
 Emulator::Emulator(Network& net, std::vector<int> aimc_layers, LendWeights)
     : Emulator(WeightsLoan(net).resolved(), std::move(aimc_layers), FromResolved{}) {}
 
-Emulator::~Emulator() { keep_chip_states(std::move(chip_states_)); }
+Emulator::~Emulator() {
+    keep_chip_states(std::move(chip_states_));
+    keep_pass_buffers(std::move(pass_buffers_));
+}
 
 Emulator::Emulator(const Network& source, std::vector<int> aimc_layers, FromResolved)
     : net_(structure_with_biases(source)),
@@ -183,6 +213,7 @@ Emulator::Emulator(const Network& source, std::vector<int> aimc_layers, FromReso
     }
     // A previous emulator's chip states: their memory, not their contents (all stale).
     chip_states_ = take_kept_chip_states();
+    pass_buffers_ = take_kept_pass_buffers();
 }
 
 std::span<const std::int8_t> Emulator::clean_weights(std::size_t k) const {
@@ -262,7 +293,7 @@ RoundOutputs Emulator::run_published(const std::vector<Tensor8>& images, const R
     const bool fast = options.backend == GemmBackend::Fast;
     RunOptions pu_options = options;
     if (fast) pu_options.packed = &digital_packed(options.kernel, options.threads);
-    if (!pu_options.buffers) pu_options.buffers = &pass_buffers_;
+    if (!pu_options.buffers) pu_options.buffers = pass_buffers_.get();
     std::vector<const std::int8_t*> table(net_.layers.size(), nullptr);
     for (int l = 0; l < int(net_.layers.size()); ++l) {
         if (!net_.layers[std::size_t(l)].is_gemm() || (fast && !is_aimc(l))) continue;

@@ -114,8 +114,9 @@ private:
     // The PU passes' buffers (activations, IM2COL operands, the AIMC layers' packed weights),
     // kept from round to round so that a pass reuses the previous one's memory instead of
     // page-faulting it in again (pu_model/pass_buffers.hpp); used unless the caller's RunOptions
-    // name their own.
-    PassBuffers pass_buffers_;
+    // name their own.  Taken from the previous emulator of the process where it left them
+    // (kept_pass_buffer_bytes), so a sweep's later run starts with the last run's buffers.
+    std::unique_ptr<PassBuffers> pass_buffers_;
 };
 
 // The chip states (8 bytes per AIMC weight, 200 MB for ResNet-50) of the last emulator destroyed
@@ -131,7 +132,14 @@ std::size_t kept_chip_state_bytes();
 // Frees what is kept now; returns the bytes freed.
 std::size_t release_kept_chip_states();
 // The most bytes kept (default kDefaultKeptChipStateLimit; 0 keeps nothing); returns the previous limit.
+// The same limit bounds the kept pass buffers below.
 inline constexpr std::size_t kDefaultKeptChipStateLimit = std::size_t(1) << 30;
 std::size_t set_kept_chip_state_limit(std::size_t bytes);
+// Likewise the PU pass buffers of the last emulator destroyed (pu_model/pass_buffers.hpp: the
+// buffers its last pass used, idle): the next emulator's first pass reuses them instead of
+// faulting in fresh pages, and its own passes free what they no longer use.  Bytes held now;
+// freeing them now.
+std::size_t kept_pass_buffer_bytes();
+std::size_t release_kept_pass_buffers();
 
 }  // namespace aimcemu::niu

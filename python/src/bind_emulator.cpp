@@ -199,8 +199,13 @@ void bind_emulator(py::module_& root) {
           "Bytes of chip-state memory a destroyed Emulator left for the next one of this process");
     m.def("release_kept_chip_states", &release_kept_chip_states,
           "Frees the chip-state memory kept for the next Emulator; returns the bytes freed");
+    m.def("kept_pass_buffer_bytes", &kept_pass_buffer_bytes,
+          "Bytes of PU pass buffers a destroyed Emulator left for the next one of this process");
+    m.def("release_kept_pass_buffers", &release_kept_pass_buffers,
+          "Frees the PU pass buffers kept for the next Emulator; returns the bytes freed");
     m.def("set_kept_chip_state_limit", &set_kept_chip_state_limit, py::arg("bytes"),
-          "The most chip-state bytes kept for the next Emulator (0: none); returns the previous limit");
+          "The most bytes of chip states, and of pass buffers, kept for the next Emulator (0: none);\n"
+          "returns the previous limit");
 }
 
 }  // namespace
