@@ -2,9 +2,15 @@
 #include "emulator/emulator.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "niu/niu_model.hpp"
 #include "common/errors.hpp"
@@ -18,6 +24,100 @@ const char* const kSource = "<emulator>";
 Network resolved(Network net) {
     net.resolve(kSource);
     return net;
+}
+
+// What the emulator keeps of a network: everything but the weights (the HBM holds those).
+Network structure_with_biases(const Network& net) {
+    Network structure = net.without_operands();
+    for (std::size_t l = 0; l < net.layers.size(); ++l) structure.layers[l].bias = net.layers[l].bias;
+    return structure;
+}
+
+// A resolved copy of a caller's network holding the caller's weights, moved in (no copy); they
+// move back when the loan ends, also on an exception, so the caller's network is as it was.
+class WeightsLoan {
+public:
+    explicit WeightsLoan(Network& lent) : lent_(lent), borrowed_(structure_with_biases(lent)) {
+        for (std::size_t l = 0; l < lent_.layers.size(); ++l) borrowed_.layers[l].weights.swap(lent_.layers[l].weights);
+    }
+    ~WeightsLoan() {
+        for (std::size_t l = 0; l < lent_.layers.size(); ++l) borrowed_.layers[l].weights.swap(lent_.layers[l].weights);
+    }
+    WeightsLoan(const WeightsLoan&) = delete;
+    WeightsLoan& operator=(const WeightsLoan&) = delete;
+    const Network& resolved() {
+        borrowed_.resolve(kSource);
+        return borrowed_;
+    }
+
+private:
+    Network& lent_;
+    Network borrowed_;
+};
+
+// The chip states kept for the next emulator (emulator.hpp, kept_chip_state_bytes): one
+// emulator's, behind an atomic pointer rather than a mutex, so a child forked while another
+// thread hands states over inherits no held lock.  Never destroyed: an emulator may be
+// destroyed during the process's exit, after static destructors ran.
+std::atomic<std::vector<NiuChipState>*>& kept_slot() {
+    static auto* slot = new std::atomic<std::vector<NiuChipState>*>(nullptr);
+    return *slot;
+}
+std::atomic<std::size_t> g_kept_limit{kDefaultKeptChipStateLimit};
+
+std::size_t words_bytes(const std::vector<NiuChipState>& states) {
+    std::size_t bytes = 0;
+    for (const NiuChipState& s : states) bytes += s.words.capacity() * sizeof(std::uint16_t);
+    return bytes;
+}
+
+// Lets the kernel take back the whole pages of a kept state's words under memory pressure
+// without writing them anywhere; until it does, they stay mapped and cost no fault when rewritten.
+void advise_free(NiuChipState& state) noexcept {
+#ifdef MADV_FREE
+    const auto page = std::uintptr_t(sysconf(_SC_PAGESIZE));
+    const auto begin = (std::uintptr_t(state.words.data()) + page - 1) / page * page;
+    const auto end = (std::uintptr_t(state.words.data() + state.words.capacity())) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_FREE);
+#else
+    (void)state;
+#endif
+}
+
+void keep_chip_states(std::vector<NiuChipState>&& states) noexcept {
+    try {
+        const std::size_t bytes = words_bytes(states);
+        if (bytes == 0 || bytes > g_kept_limit.load()) return;
+        for (NiuChipState& s : states) {  // stale: the next emulator recomputes every layer's chip half
+            s.count = 0;
+            s.code = {};
+            s.chip_streams = {};
+            advise_free(s);
+        }
+        delete kept_slot().exchange(new std::vector<NiuChipState>(std::move(states)));
+    } catch (...) {  // no memory for the holder: the states are freed instead
+    }
+}
+
+// The pass buffers kept for the next emulator, as the chip states.
+std::atomic<PassBuffers*>& kept_buffers_slot() {
+    static auto* slot = new std::atomic<PassBuffers*>(nullptr);
+    return *slot;
+}
+
+void keep_pass_buffers(std::unique_ptr<PassBuffers> buffers) noexcept {
+    if (!buffers || buffers->stats().held_bytes > g_kept_limit.load()) return;
+    delete kept_buffers_slot().exchange(buffers.release());
+}
+
+std::unique_ptr<PassBuffers> take_kept_pass_buffers() {
+    std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
+    return kept ? std::move(kept) : std::make_unique<PassBuffers>();
+}
+
+std::vector<NiuChipState> take_kept_chip_states() {
+    const std::unique_ptr<std::vector<NiuChipState>> kept(kept_slot().exchange(nullptr));
+    return kept ? std::move(*kept) : std::vector<NiuChipState>{};
 }
 
 std::vector<int> checked_aimc_layers(const Network& net, std::vector<int> aimc_layers) {
@@ -43,18 +143,57 @@ private:
 
 }  // namespace
 
+std::size_t kept_chip_state_bytes() {
+    const std::vector<NiuChipState>* kept = kept_slot().load();
+    return kept ? words_bytes(*kept) : 0;
+}
+
+std::size_t release_kept_chip_states() {
+    const std::vector<NiuChipState> kept = take_kept_chip_states();
+    return words_bytes(kept);
+}
+
+std::size_t kept_pass_buffer_bytes() {
+    const PassBuffers* kept = kept_buffers_slot().load();
+    return kept ? kept->stats().held_bytes : 0;
+}
+
+std::size_t release_kept_pass_buffers() {
+    const std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
+    return kept ? kept->stats().held_bytes : 0;
+}
+
+std::size_t set_kept_chip_state_limit(std::size_t bytes) {
+    const std::size_t previous = g_kept_limit.exchange(bytes);
+    if (kept_chip_state_bytes() > bytes) release_kept_chip_states();
+    if (kept_pass_buffer_bytes() > bytes) release_kept_pass_buffers();
+    return previous;
+}
+
 Emulator::Emulator(Network net, std::vector<int> aimc_layers)
-    : net_(resolved(std::move(net))),
-      aimc_layers_(checked_aimc_layers(net_, std::move(aimc_layers))),
-      hbm_(HbmLayout::for_network(net_, aimc_layers_)),
+    : Emulator(resolved(std::move(net)), std::move(aimc_layers), FromResolved{}) {}
+
+// The loan (a temporary) lasts until the delegated constructor has returned or thrown.
+Emulator::Emulator(Network& net, std::vector<int> aimc_layers, LendWeights)
+    : Emulator(WeightsLoan(net).resolved(), std::move(aimc_layers), FromResolved{}) {}
+
+Emulator::~Emulator() {
+    keep_chip_states(std::move(chip_states_));
+    keep_pass_buffers(std::move(pass_buffers_));
+}
+
+Emulator::Emulator(const Network& source, std::vector<int> aimc_layers, FromResolved)
+    : net_(structure_with_biases(source)),
+      aimc_layers_(checked_aimc_layers(source, std::move(aimc_layers))),
+      hbm_(HbmLayout::for_network(source, aimc_layers_)),
       fence_(hbm_.layout(), aimc_layers_),
       weight_count_(net_.layers.size(), 0) {
-    // Each GEMM layer's weights move into its HBM region, the one place they are kept from now on.
-    // An AIMC layer's clean abs-max is taken on the way, chunk by chunk while each chunk is in
+    // Each GEMM layer's weights are copied into its HBM region, the one place the emulator keeps
+    // them.  An AIMC layer's clean abs-max is taken on the way, chunk by chunk while each chunk is in
     // cache (the clamp to 1..127 of the maximum equals the clamp of the chunks' clamped maxima).
     clean_absmax_.assign(aimc_layers_.size(), 1);
     for (int l = 0; l < int(net_.layers.size()); ++l) {
-        Layer& layer = net_.layers[std::size_t(l)];
+        const Layer& layer = source.layers[std::size_t(l)];
         if (!layer.is_gemm()) continue;
         const auto aimc = std::find(aimc_layers_.begin(), aimc_layers_.end(), l);
         const HbmRegion& region = hbm_.layout().at(aimc != aimc_layers_.end() ? HbmRegionKind::CleanWeights
@@ -71,8 +210,10 @@ Emulator::Emulator(Network net, std::vector<int> aimc_layers)
             }
         }
         weight_count_[std::size_t(l)] = layer.weights.size();
-        std::vector<std::int8_t>().swap(layer.weights);
     }
+    // A previous emulator's chip states: their memory, not their contents (all stale).
+    chip_states_ = take_kept_chip_states();
+    pass_buffers_ = take_kept_pass_buffers();
 }
 
 std::span<const std::int8_t> Emulator::clean_weights(std::size_t k) const {
@@ -152,7 +293,7 @@ RoundOutputs Emulator::run_published(const std::vector<Tensor8>& images, const R
     const bool fast = options.backend == GemmBackend::Fast;
     RunOptions pu_options = options;
     if (fast) pu_options.packed = &digital_packed(options.kernel, options.threads);
-    if (!pu_options.buffers) pu_options.buffers = &pass_buffers_;
+    if (!pu_options.buffers) pu_options.buffers = pass_buffers_.get();
     std::vector<const std::int8_t*> table(net_.layers.size(), nullptr);
     for (int l = 0; l < int(net_.layers.size()); ++l) {
         if (!net_.layers[std::size_t(l)].is_gemm() || (fast && !is_aimc(l))) continue;

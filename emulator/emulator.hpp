@@ -45,6 +45,14 @@ class Emulator {
 public:
     // `net` must be resolved; every AIMC layer must be a distinct GEMM layer (FormatError otherwise).
     Emulator(Network net, std::vector<int> aimc_layers);
+    // The same emulator without copying the caller's weights (the Python binding, whose caller
+    // keeps its network): `net`'s weights move into a resolved copy of its structure, fill the
+    // HBM from there, and move back before the constructor returns or throws; `net` is left as
+    // it was (not resolved by this, no byte changed).  The caller must not use `net` meanwhile.
+    struct LendWeights {};
+    Emulator(Network& net, std::vector<int> aimc_layers, LendWeights);
+    // Hands the chip states' memory to the next emulator of the process (kept_chip_state_bytes).
+    ~Emulator();
     Emulator(const Emulator&) = delete;
     Emulator& operator=(const Emulator&) = delete;
 
@@ -82,6 +90,9 @@ public:
     std::uint64_t published_round() const { return fence_.published_round(); }
 
 private:
+    struct FromResolved {};
+    // `source` resolved, with its weights: they are copied into the HBM; source is not kept.
+    Emulator(const Network& source, std::vector<int> aimc_layers, FromResolved);
     bool is_aimc(int index) const;
     const HbmRegion& gemm_weight_region(int index) const;
 
@@ -103,8 +114,32 @@ private:
     // The PU passes' buffers (activations, IM2COL operands, the AIMC layers' packed weights),
     // kept from round to round so that a pass reuses the previous one's memory instead of
     // page-faulting it in again (pu_model/pass_buffers.hpp); used unless the caller's RunOptions
-    // name their own.
-    PassBuffers pass_buffers_;
+    // name their own.  Taken from the previous emulator of the process where it left them
+    // (kept_pass_buffer_bytes), so a sweep's later run starts with the last run's buffers.
+    std::unique_ptr<PassBuffers> pass_buffers_;
 };
+
+// The chip states (8 bytes per AIMC weight, 200 MB for ResNet-50) of the last emulator destroyed
+// are kept for the next emulator of the process, which writes its own chip states into that
+// memory instead of faulting in fresh pages: a sweep worker's later runs.  What is kept is only
+// memory: every state is marked stale, so the next emulator recomputes each layer's chip half
+// (whatever network, seed or chip it has) and the bytes never depend on what was kept.
+// Bounded: at most one emulator's states, and none larger than the limit; the kept pages are
+// advised MADV_FREE, so under memory pressure the kernel takes them back without swapping (a
+// reused page it took comes back zeroed, and every word is rewritten anyway).
+// Bytes held for the next emulator now.
+std::size_t kept_chip_state_bytes();
+// Frees what is kept now; returns the bytes freed.
+std::size_t release_kept_chip_states();
+// The most bytes kept (default kDefaultKeptChipStateLimit; 0 keeps nothing); returns the previous limit.
+// The same limit bounds the kept pass buffers below.
+inline constexpr std::size_t kDefaultKeptChipStateLimit = std::size_t(1) << 30;
+std::size_t set_kept_chip_state_limit(std::size_t bytes);
+// Likewise the PU pass buffers of the last emulator destroyed (pu_model/pass_buffers.hpp: the
+// buffers its last pass used, idle): the next emulator's first pass reuses them instead of
+// faulting in fresh pages, and its own passes free what they no longer use.  Bytes held now;
+// freeing them now.
+std::size_t kept_pass_buffer_bytes();
+std::size_t release_kept_pass_buffers();
 
 }  // namespace aimcemu::niu

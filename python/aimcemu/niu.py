@@ -29,7 +29,8 @@ from .noise import NoiseModel, noise_model_from_dict
 
 _niu = _core.niu
 
-__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "max_alpha"]
+__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "max_alpha",
+           "kept_memory_bytes", "release_kept_memory"]
 
 
 def _noise_model(noise: Any) -> NoiseModel:
@@ -179,3 +180,15 @@ def apply(weights: Any, noise: Any, *, seed: int = 0, chip: int = 0, round: int 
 def constants() -> dict:
     """The generated NIU constants (bit widths, Gaussian table, program layout)."""
     return _niu.constants()
+
+
+def kept_memory_bytes() -> int:
+    """Bytes a run's emulator left for the next run of this process: its NIU chip states' memory
+    (8 bytes per AIMC weight) and its PU pass buffers, which the next run rewrites instead of
+    faulting in fresh pages (docs/hybrid_runs.md, "Memory kept between runs")."""
+    return int(_niu.kept_chip_state_bytes()) + int(_niu.kept_pass_buffer_bytes())
+
+
+def release_kept_memory() -> int:
+    """Frees the memory kept for the next run now; returns the bytes freed."""
+    return int(_niu.release_kept_chip_states()) + int(_niu.release_kept_pass_buffers())

@@ -3,6 +3,7 @@
 // from there.  python/aimcemu/runner.py runs its noisy rounds through it.  Compute runs without
 // the GIL.
 #include <algorithm>
+#include <memory>
 
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -103,8 +104,15 @@ void bind_emulator(py::module_& root) {
     py::class_<Emulator>(m, "Emulator",
                          "A PU running `net` from the modelled HBM while the NIU rewrites the AIMC layers' weights\n"
                          "each round: clean region -> NIU -> back buffer -> publish -> PU lease.")
-        .def(py::init<Network, std::vector<int>>(), py::arg("net"), py::arg("aimc_layers"),
-             "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k]")
+        // The network's weights are lent, not copied (25.5 MB for ResNet-50): they fill the HBM and
+        // are back in `net` before this returns.  The GIL is held throughout, so no Python code
+        // sees `net` meanwhile; a C++ call on `net` running without the GIL in another thread
+        // (run_network) must not overlap it, as with any change to `net`.
+        .def(py::init([](Network& net, std::vector<int> aimc_layers) {
+                 return std::make_unique<Emulator>(net, std::move(aimc_layers), Emulator::LendWeights{});
+             }), py::arg("net"), py::arg("aimc_layers"),
+             "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k].\n"
+             "net is left unchanged; do not run it on another thread while the emulator is built.")
         .def("write_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, int threads) {
             const NiuProgram program = concatenated(programs);
             py::gil_scoped_release release;
@@ -187,6 +195,17 @@ void bind_emulator(py::module_& root) {
             }
             return out;
         }, "The HBM layout: one dict (name, kind, layer, buffer, base, bytes) per region");
+    m.def("kept_chip_state_bytes", &kept_chip_state_bytes,
+          "Bytes of chip-state memory a destroyed Emulator left for the next one of this process");
+    m.def("release_kept_chip_states", &release_kept_chip_states,
+          "Frees the chip-state memory kept for the next Emulator; returns the bytes freed");
+    m.def("kept_pass_buffer_bytes", &kept_pass_buffer_bytes,
+          "Bytes of PU pass buffers a destroyed Emulator left for the next one of this process");
+    m.def("release_kept_pass_buffers", &release_kept_pass_buffers,
+          "Frees the PU pass buffers kept for the next Emulator; returns the bytes freed");
+    m.def("set_kept_chip_state_limit", &set_kept_chip_state_limit, py::arg("bytes"),
+          "The most bytes of chip states, and of pass buffers, kept for the next Emulator (0: none);\n"
+          "returns the previous limit");
 }
 
 }  // namespace

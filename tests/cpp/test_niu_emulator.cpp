@@ -456,3 +456,76 @@ TEST(NiuEmulator, SetRoundSumsRefusesStoredOrOutputLayersAndPartialSums) {
     writer.set_round_sums(0, 0, whole);
     EXPECT_EQ(writer.reference(3).size(), layer_of_all(reference, 3).size());
 }
+
+TEST(NiuEmulator, ALentNetworkComesBackAsItWasAlsoWhenRefused) {
+    // The Python binding lends its caller's weights instead of copying them: they fill the HBM
+    // from a resolved copy of the structure and move back, also when the emulator is refused.
+    const Network original = hybrid_network();
+    const auto same_as_original = [&](const Network& net, const std::string& what) {
+        ASSERT_EQ(net.layers.size(), original.layers.size()) << what;
+        for (std::size_t l = 0; l < net.layers.size(); ++l) {
+            EXPECT_EQ(net.layers[l].weights, original.layers[l].weights) << what << " layer " << l;
+            EXPECT_EQ(net.layers[l].bias, original.layers[l].bias) << what << " layer " << l;
+        }
+    };
+    Network lent = original;
+    {
+        const Emulator emulator(lent, {3, 0}, Emulator::LendWeights{});
+        same_as_original(lent, "after construction");
+        EXPECT_EQ(emulator.network().layers[3].out_shape, original.layers[3].out_shape);
+        const auto clean = emulator.clean_weights(0);
+        EXPECT_EQ(std::vector<std::int8_t>(clean.begin(), clean.end()), original.layers[3].weights);
+    }
+    EXPECT_THROW(Emulator(lent, {0, 0}, Emulator::LendWeights{}), FormatError);
+    same_as_original(lent, "after a refused layer list");
+    Network hostile = original;
+    hostile.layers[2].weights.pop_back();  // resolve refuses it, after the weights were lent
+    const auto short_weights = hostile.layers[2].weights;
+    EXPECT_THROW(Emulator(hostile, {0, 2}, Emulator::LendWeights{}), FormatError);
+    EXPECT_EQ(hostile.layers[2].weights, short_weights);
+    EXPECT_EQ(hostile.layers[0].weights, original.layers[0].weights);
+    Network unresolved = original;  // lending resolves a copy, never the caller's network
+    unresolved.layers[4].out_shape = {};
+    const Emulator from_unresolved(unresolved, {4}, Emulator::LendWeights{});
+    EXPECT_EQ(unresolved.layers[4].out_shape, Shape3{});
+    EXPECT_EQ(from_unresolved.network().layers[4].out_shape, original.layers[4].out_shape);
+}
+
+TEST(NiuEmulator, KeptChipStateMemoryIsRecomputedForTheNextEmulatorWhateverItHeld) {
+    // A destroyed emulator leaves its chip states' memory to the next one.  The next network
+    // here has the same shapes and, its weights negated, the same abs-max, so the same programs
+    // (seed, chip, layer, code table): a kept state used as it is would give the first
+    // network's noisy weights, not the full model's on the second's.
+    const std::vector<int> aimc = {2, 0};
+    const Network first = hybrid_network();
+    Network second = first;
+    for (int l : aimc)
+        for (auto& w : second.layers[std::size_t(l)].weights) w = std::int8_t(-w);
+    const NiuProgram program = program_for(first, aimc, 0);
+    ASSERT_EQ(program_for(second, aimc, 0).layers[0].code, program.layers[0].code);
+    release_kept_chip_states();
+    {
+        Emulator emulator(first, aimc);
+        emulator.write_round(program, 1);
+    }
+    const std::size_t kept = kept_chip_state_bytes();
+    EXPECT_GE(kept, 8 * (first.layers[0].weights.size() + first.layers[2].weights.size()));
+    for (int threads : {1, 2}) {
+        Emulator emulator(second, aimc);
+        EXPECT_EQ(kept_chip_state_bytes(), 0u);  // taken by this emulator
+        emulator.write_round(program, threads);
+        for (std::size_t k = 0; k < aimc.size(); ++k)
+            ASSERT_EQ(emulator.weights(aimc[k]), apply_layer(program.layers[k], second.layers[std::size_t(aimc[k])].weights, 1))
+                << "layer " << aimc[k] << " threads " << threads;
+    }
+    EXPECT_EQ(kept_chip_state_bytes(), kept);
+    EXPECT_EQ(release_kept_chip_states(), kept);
+    EXPECT_EQ(kept_chip_state_bytes(), 0u);
+    const std::size_t limit = set_kept_chip_state_limit(kept - 1);
+    {
+        Emulator emulator(first, aimc);
+        emulator.write_round(program, 1);
+    }
+    EXPECT_EQ(kept_chip_state_bytes(), 0u);  // over the limit: freed
+    set_kept_chip_state_limit(limit);
+}

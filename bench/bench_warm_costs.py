@@ -1,0 +1,146 @@
+"""Benchmark: what a sweep's later runs pay besides the PU and the NIU, cost by cost, in one process.
+
+ResNet-50 v1 from the zoo (synthetic INT8 weights), --images random images, all-AIMC (pcm_like),
+--rounds rounds, --threads threads, `aimcemu.run(..., reuse_reference=True)` --runs times in one
+process (what a sweep worker does).  Each cost is timed by wrapping the call the runner makes
+(wall and the process's CPU time, all threads, around the call):
+
+  load      modelfile.load_model_and_check_dataset (the kept checking process)
+  key       aimcemu.reference.reference_key (the reference cache's content key)
+  emulator  _core.niu.Emulator(...) (NoisyWeights: the HBM filled from the network)
+  w.create  _core.ResultsWriter(...)        w.commit  its commit()
+  niu 1st   the run's first NIU round (the chips' programming)    niu rest  the other rounds
+  pass      each noisy PU pass (rounds.run_network on a published round), mean
+
+Run 1 fills the caches (reference, checking process, kept memory); the table shows every run and
+the median of runs 2..N.  Load from other processes inflates wall times: read the CPU columns,
+and compare builds by alternating them (AIMCEMU_CORE_DIR / PYTHONPATH) in one session.
+
+    AIMCEMU_CORE_DIR=build/python python3 bench/bench_warm_costs.py [--runs 6] [--images 16] [--rounds 4]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Costs:
+    """Wall and CPU seconds per cost name within the current run."""
+
+    def __init__(self):
+        self.run: dict[str, list[tuple[float, float]]] = defaultdict(list)
+
+    def timed(self, name, fn, *args, **kwargs):
+        wall, cpu = time.perf_counter(), cpu_s()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.run[name].append((time.perf_counter() - wall, cpu_s() - cpu))
+
+
+def instrument(costs: Costs) -> None:
+    """Wraps the calls the runner makes (module attributes it looks up at call time)."""
+    from aimcemu import _core, modelfile, reference, rounds
+
+    load = modelfile.load_model_and_check_dataset
+    modelfile.load_model_and_check_dataset = lambda *a, **k: costs.timed("load", load, *a, **k)
+    key = reference.reference_key
+    reference.reference_key = lambda *a, **k: costs.timed("key", key, *a, **k)
+    emulator = _core.niu.Emulator
+    _core.niu.Emulator = lambda *a, **k: costs.timed("emulator", emulator, *a, **k)
+    writer_class = _core.ResultsWriter
+
+    class TimedWriter:
+        def __init__(self, *a, **k):
+            self._writer = costs.timed("w.create", writer_class, *a, **k)
+
+        def commit(self):
+            return costs.timed("w.commit", self._writer.commit)
+
+        def __getattr__(self, name):
+            return getattr(self._writer, name)
+
+    _core.ResultsWriter = TimedWriter
+    write_round = rounds.NoisyWeights.write_round
+
+    def timed_write_round(self, *a, **k):
+        return costs.timed("niu 1st" if "niu 1st" not in costs.run else "niu rest", write_round, self, *a, **k)
+
+    rounds.NoisyWeights.write_round = timed_write_round
+    run_network = rounds.run_network
+    rounds.run_network = lambda *a, **k: costs.timed("pass", run_network, *a, **k)
+
+
+COLUMNS = ["load", "key", "emulator", "w.create", "w.commit", "niu 1st", "niu rest", "pass"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--images", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--net", default="resnet50")
+    args = parser.parse_args()
+
+    import aimcemu
+    from aimcemu import _core, modelfile
+
+    costs = Costs()
+    instrument(costs)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        net = _core.zoo.by_name(args.net)
+        images = np.random.default_rng(3).integers(-128, 128, size=(args.images, *net.input_shape), dtype=np.int8)
+        model, data = folder / "model.h5", folder / "data.h5"
+        modelfile.save_model(net, model)
+        modelfile.save_dataset(images, np.zeros(args.images, dtype=np.int64), data, source="random")
+        del net
+        for _ in range(args.runs):
+            costs.run.clear()
+            wall, cpu, faults = time.perf_counter(), cpu_s(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            aimcemu.run(model, data, folder / "out.h5", mapping="all", noise="pcm_like", rounds=args.rounds,
+                        layers="none", threads=args.threads, reuse_reference=True)
+            row = {"wall": (time.perf_counter() - wall, cpu_s() - cpu),
+                   "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults}
+            for name in COLUMNS:
+                calls = costs.run.get(name, [])
+                per = (len(calls) if name == "pass" else 1) or 1
+                row[name] = (sum(c[0] for c in calls) / per, sum(c[1] for c in calls) / per)
+            rows.append(row)
+
+    print(f"{args.net}, {args.images} images, {args.rounds} rounds, {args.threads} threads, reuse_reference=True, "
+          f"load {os.getloadavg()[0]:.2f}; each cell: wall ms / process CPU ms")
+    print(f"{'run':<7}" + "".join(f"{c:>14}" for c in ["total"] + COLUMNS) + f"{'faults':>9}")
+
+    def line(label, row):
+        cells = [row["wall"]] + [row[c] for c in COLUMNS]
+        return f"{label:<7}" + "".join(f"{w * 1e3:>8.0f}/{c * 1e3:<5.0f}" for w, c in cells) + f"{row['faults']:>9}"
+
+    for k, row in enumerate(rows, 1):
+        print(line(str(k), row))
+    later = rows[1:]
+    if later:
+        median = {name: (statistics.median(r[name][0] for r in later), statistics.median(r[name][1] for r in later))
+                  for name in ["wall"] + COLUMNS}
+        median["faults"] = int(statistics.median(r["faults"] for r in later))
+        print(line("med 2+", median))
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
