@@ -33,28 +33,6 @@ Network structure_with_biases(const Network& net) {
     return structure;
 }
 
-// A resolved copy of a caller's network holding the caller's weights, moved in (no copy); they
-// move back when the loan ends, also on an exception, so the caller's network is as it was.
-class WeightsLoan {
-public:
-    explicit WeightsLoan(Network& lent) : lent_(lent), borrowed_(structure_with_biases(lent)) {
-        for (std::size_t l = 0; l < lent_.layers.size(); ++l) borrowed_.layers[l].weights.swap(lent_.layers[l].weights);
-    }
-    ~WeightsLoan() {
-        for (std::size_t l = 0; l < lent_.layers.size(); ++l) borrowed_.layers[l].weights.swap(lent_.layers[l].weights);
-    }
-    WeightsLoan(const WeightsLoan&) = delete;
-    WeightsLoan& operator=(const WeightsLoan&) = delete;
-    const Network& resolved() {
-        borrowed_.resolve(kSource);
-        return borrowed_;
-    }
-
-private:
-    Network& lent_;
-    Network borrowed_;
-};
-
 // The chip states kept for the next emulator (emulator.hpp, kept_chip_state_bytes): one
 // emulator's, behind an atomic pointer rather than a mutex, so a child forked while another
 // thread hands states over inherits no held lock.  Never destroyed: an emulator may be
@@ -172,10 +150,6 @@ std::size_t set_kept_chip_state_limit(std::size_t bytes) {
 
 Emulator::Emulator(Network net, std::vector<int> aimc_layers)
     : Emulator(resolved(std::move(net)), std::move(aimc_layers), FromResolved{}) {}
-
-// The loan (a temporary) lasts until the delegated constructor has returned or thrown.
-Emulator::Emulator(Network& net, std::vector<int> aimc_layers, LendWeights)
-    : Emulator(WeightsLoan(net).resolved(), std::move(aimc_layers), FromResolved{}) {}
 
 Emulator::~Emulator() {
     keep_chip_states(std::move(chip_states_));

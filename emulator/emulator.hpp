@@ -45,12 +45,6 @@ class Emulator {
 public:
     // `net` must be resolved; every AIMC layer must be a distinct GEMM layer (FormatError otherwise).
     Emulator(Network net, std::vector<int> aimc_layers);
-    // The same emulator without copying the caller's weights (the Python binding, whose caller
-    // keeps its network): `net`'s weights move into a resolved copy of its structure, fill the
-    // HBM from there, and move back before the constructor returns or throws; `net` is left as
-    // it was (not resolved by this, no byte changed).  The caller must not use `net` meanwhile.
-    struct LendWeights {};
-    Emulator(Network& net, std::vector<int> aimc_layers, LendWeights);
     // Hands the chip states' memory to the next emulator of the process (kept_chip_state_bytes).
     ~Emulator();
     Emulator(const Emulator&) = delete;

@@ -104,15 +104,11 @@ void bind_emulator(py::module_& root) {
     py::class_<Emulator>(m, "Emulator",
                          "A PU running `net` from the modelled HBM while the NIU rewrites the AIMC layers' weights\n"
                          "each round: clean region -> NIU -> back buffer -> publish -> PU lease.")
-        // The network's weights are lent, not copied (25.5 MB for ResNet-50): they fill the HBM and
-        // are back in `net` before this returns.  The GIL is held throughout, so no Python code
-        // sees `net` meanwhile; a C++ call on `net` running without the GIL in another thread
-        // (run_network) must not overlap it, as with any change to `net`.
-        .def(py::init([](Network& net, std::vector<int> aimc_layers) {
-                 return std::make_unique<Emulator>(net, std::move(aimc_layers), Emulator::LendWeights{});
-             }), py::arg("net"), py::arg("aimc_layers"),
-             "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k].\n"
-             "net is left unchanged; do not run it on another thread while the emulator is built.")
+        // The binding copies the network (25.5 MB of weights for ResNet-50, a few ms): the caller's
+        // object may be read at the same time by a pass on another thread (run_network runs
+        // without the GIL), so the emulator never borrows or moves its weights.
+        .def(py::init<Network, std::vector<int>>(), py::arg("net"), py::arg("aimc_layers"),
+             "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k]")
         .def("write_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, int threads) {
             const NiuProgram program = concatenated(programs);
             py::gil_scoped_release release;

@@ -457,40 +457,6 @@ TEST(NiuEmulator, SetRoundSumsRefusesStoredOrOutputLayersAndPartialSums) {
     EXPECT_EQ(writer.reference(3).size(), layer_of_all(reference, 3).size());
 }
 
-TEST(NiuEmulator, ALentNetworkComesBackAsItWasAlsoWhenRefused) {
-    // The Python binding lends its caller's weights instead of copying them: they fill the HBM
-    // from a resolved copy of the structure and move back, also when the emulator is refused.
-    const Network original = hybrid_network();
-    const auto same_as_original = [&](const Network& net, const std::string& what) {
-        ASSERT_EQ(net.layers.size(), original.layers.size()) << what;
-        for (std::size_t l = 0; l < net.layers.size(); ++l) {
-            EXPECT_EQ(net.layers[l].weights, original.layers[l].weights) << what << " layer " << l;
-            EXPECT_EQ(net.layers[l].bias, original.layers[l].bias) << what << " layer " << l;
-        }
-    };
-    Network lent = original;
-    {
-        const Emulator emulator(lent, {3, 0}, Emulator::LendWeights{});
-        same_as_original(lent, "after construction");
-        EXPECT_EQ(emulator.network().layers[3].out_shape, original.layers[3].out_shape);
-        const auto clean = emulator.clean_weights(0);
-        EXPECT_EQ(std::vector<std::int8_t>(clean.begin(), clean.end()), original.layers[3].weights);
-    }
-    EXPECT_THROW(Emulator(lent, {0, 0}, Emulator::LendWeights{}), FormatError);
-    same_as_original(lent, "after a refused layer list");
-    Network hostile = original;
-    hostile.layers[2].weights.pop_back();  // resolve refuses it, after the weights were lent
-    const auto short_weights = hostile.layers[2].weights;
-    EXPECT_THROW(Emulator(hostile, {0, 2}, Emulator::LendWeights{}), FormatError);
-    EXPECT_EQ(hostile.layers[2].weights, short_weights);
-    EXPECT_EQ(hostile.layers[0].weights, original.layers[0].weights);
-    Network unresolved = original;  // lending resolves a copy, never the caller's network
-    unresolved.layers[4].out_shape = {};
-    const Emulator from_unresolved(unresolved, {4}, Emulator::LendWeights{});
-    EXPECT_EQ(unresolved.layers[4].out_shape, Shape3{});
-    EXPECT_EQ(from_unresolved.network().layers[4].out_shape, original.layers[4].out_shape);
-}
-
 TEST(NiuEmulator, KeptChipStateMemoryIsRecomputedForTheNextEmulatorWhateverItHeld) {
     // A destroyed emulator leaves its chip states' memory to the next one.  The next network
     // here has the same shapes and, its weights negated, the same abs-max, so the same programs
