@@ -70,6 +70,19 @@ def run_case(model: Path, data: Path, out: Path, threads: int, extra: dict, prim
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def write_zoo_inputs(folder: Path, net_name: str, images: int) -> tuple[Path, Path]:
+    """A zoo network's model file and a data set of `images` random images (seed 3) in `folder`:
+    the inputs of this benchmark and of bench_warm_costs.py."""
+    from aimcemu import _core, modelfile
+
+    net = _core.zoo.by_name(net_name)
+    pixels = np.random.default_rng(3).integers(-128, 128, size=(images, *net.input_shape), dtype=np.int8)
+    model, data = folder / "model.h5", folder / "data.h5"
+    modelfile.save_model(net, model)
+    modelfile.save_dataset(pixels, np.zeros(images, dtype=np.int64), data, source="random")
+    return model, data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=16)
@@ -79,15 +92,11 @@ def main() -> None:
     parser.add_argument("--net", default="resnet50")
     args = parser.parse_args()
 
-    from aimcemu import _core, modelfile
+    from aimcemu import _core
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        net = _core.zoo.by_name(args.net)
-        images = np.random.default_rng(3).integers(-128, 128, size=(args.images, *net.input_shape), dtype=np.int8)
-        model, data = folder / "model.h5", folder / "data.h5"
-        modelfile.save_model(net, model)
-        modelfile.save_dataset(images, np.zeros(args.images, dtype=np.int64), data, source="random")
+        model, data = write_zoo_inputs(folder, args.net, args.images)
         noisy_run = {"mapping": "all", "noise": "pcm_like", "rounds": args.rounds}
         cases = {"digital": ({}, False, False), "all-AIMC": (noisy_run, False, False),
                  "dig. warm": ({}, True, False), "warm": (noisy_run, True, True)}

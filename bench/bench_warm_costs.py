@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
+from bench_rounds import write_zoo_inputs  # this folder is on sys.path when the script runs
 
 
 def cpu_s() -> float:
@@ -97,19 +97,13 @@ def main() -> None:
     args = parser.parse_args()
 
     import aimcemu
-    from aimcemu import _core, modelfile
 
     costs = Costs()
     instrument(costs)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        net = _core.zoo.by_name(args.net)
-        images = np.random.default_rng(3).integers(-128, 128, size=(args.images, *net.input_shape), dtype=np.int8)
-        model, data = folder / "model.h5", folder / "data.h5"
-        modelfile.save_model(net, model)
-        modelfile.save_dataset(images, np.zeros(args.images, dtype=np.int64), data, source="random")
-        del net
+        model, data = write_zoo_inputs(folder, args.net, args.images)
         for _ in range(args.runs):
             costs.run.clear()
             wall, cpu, faults = time.perf_counter(), cpu_s(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
