@@ -171,8 +171,8 @@ def _reference_cache(reuse_reference: bool | ReferenceCache) -> ReferenceCache |
         return process_cache()
     if reuse_reference is False or reuse_reference is None:
         return None
-    raise _core.FormatError(f"<arguments>: field 'reuse_reference': expected True, False or an "
-                            f"aimcemu.reference.ReferenceCache, got {reuse_reference!r}")
+    raise validate.fail("<arguments>", "reuse_reference",
+                        f"expected True, False or an aimcemu.reference.ReferenceCache, got {reuse_reference!r}")
 
 
 def stored_layer_names(cfg: RunConfig, net_layers) -> set[str]:
