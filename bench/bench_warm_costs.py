@@ -6,7 +6,11 @@ process (what a sweep worker does).  Each cost is timed by wrapping the call the
 (wall and the process's CPU time, all threads, around the call):
 
   load      modelfile.load_model_and_check_dataset (the kept checking process)
-  key       aimcemu.reference.reference_key (the reference cache's content key)
+  key       aimcemu.reference.content_digest (the reference cache's content key: SHA-256 of the
+            weights and images), on its own thread since the runner overlaps it with the emulator's
+            and the writer's creation: wall and that thread's CPU time (a version without that
+            thread: reference_key on the run's thread, process CPU)
+  key wait  the runner's wait for that thread (ContentDigest.result)
   emulator  _core.niu.Emulator(...) (NoisyWeights: the HBM filled from the network)
   w.create  _core.ResultsWriter(...)        w.commit  its commit()
   niu 1st   the run's first NIU round (the chips' programming)    niu rest  the other rounds
@@ -48,12 +52,12 @@ class Costs:
         self.run: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.faults: dict[str, int] = defaultdict(int)   # minor page faults per cost, this run
 
-    def timed(self, name, fn, *args, **kwargs):
-        wall, cpu, faults = time.perf_counter(), cpu_s(), minor_faults()
+    def timed(self, name, fn, *args, cpu=cpu_s, **kwargs):
+        wall, cpu_start, faults = time.perf_counter(), cpu(), minor_faults()
         try:
             return fn(*args, **kwargs)
         finally:
-            self.run[name].append((time.perf_counter() - wall, cpu_s() - cpu))
+            self.run[name].append((time.perf_counter() - wall, cpu() - cpu_start))
             self.faults[name] += minor_faults() - faults
 
 
@@ -63,8 +67,14 @@ def instrument(costs: Costs) -> None:
 
     load = modelfile.load_model_and_check_dataset
     modelfile.load_model_and_check_dataset = lambda *a, **k: costs.timed("load", load, *a, **k)
-    key = reference.reference_key
-    reference.reference_key = lambda *a, **k: costs.timed("key", key, *a, **k)
+    if hasattr(reference, "ContentDigest"):
+        digest = reference.content_digest   # on the key's own thread: that thread's CPU time
+        reference.content_digest = lambda *a, **k: costs.timed("key", digest, *a, cpu=time.thread_time, **k)
+        result = reference.ContentDigest.result
+        reference.ContentDigest.result = lambda self: costs.timed("key wait", result, self)
+    else:  # a version that hashes on the run's own thread
+        key = reference.reference_key
+        reference.reference_key = lambda *a, **k: costs.timed("key", key, *a, **k)
     emulator = _core.niu.Emulator
     _core.niu.Emulator = lambda *a, **k: costs.timed("emulator", emulator, *a, **k)
     writer_class = _core.ResultsWriter
@@ -90,7 +100,7 @@ def instrument(costs: Costs) -> None:
     rounds.run_network = lambda *a, **k: costs.timed("pass", run_network, *a, **k)
 
 
-COLUMNS = ["load", "key", "emulator", "w.create", "w.commit", "niu 1st", "niu rest", "pass"]
+COLUMNS = ["load", "key", "key wait", "emulator", "w.create", "w.commit", "niu 1st", "niu rest", "pass"]
 
 
 def main() -> None:

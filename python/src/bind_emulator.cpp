@@ -107,7 +107,12 @@ void bind_emulator(py::module_& root) {
         // The binding copies the network (25.5 MB of weights for ResNet-50, a few ms): the caller's
         // object may be read at the same time by a pass on another thread (run_network runs
         // without the GIL), so the emulator never borrows or moves its weights.
-        .def(py::init<Network, std::vector<int>>(), py::arg("net"), py::arg("aimc_layers"),
+        // Built without the GIL once the copy is made: the emulator then touches no Python object,
+        // and a run hashes its reference key on another thread meanwhile (aimcemu.reference).
+        .def(py::init([](Network net, std::vector<int> aimc_layers) {
+                 py::gil_scoped_release release;
+                 return std::make_unique<Emulator>(std::move(net), std::move(aimc_layers));
+             }), py::arg("net"), py::arg("aimc_layers"),
              "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k]")
         .def("write_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, int threads) {
             const NiuProgram program = concatenated(programs);
