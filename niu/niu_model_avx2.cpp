@@ -1,6 +1,11 @@
 // AVX2 kernel of the NIU fast path (see niu_model.hpp): the same integer arithmetic as
 // noisy_code(), eight streams (eight weights of a beat) per 256-bit vector.
 //
+// The round half's datapath and the stream generator are niu_simd_body.inc's, shared with the
+// AVX-512BW kernel; this file defines the operations it is written in for eight 32-bit lanes
+// (its table lookups are gathers), and holds what only AVX2 runs: the Gaussian ROM gathers, the
+// chip half and the full model, and the loops over beats.
+//
 // This file is compiled for AVX2 through a target pragma and is only entered after
 // detail::cpu_has_avx2() said yes.  It uses no standard-library templates inside the pragma, so
 // no inline function compiled here for AVX2 can be merged into code that runs elsewhere.

@@ -11,6 +11,10 @@
 // sixteen weights' two normals: five permutes and four masked moves replace four gathers.
 // The 2^-f ROM (32 entries) and the read-sigma table (at most 128) are dword permutes too.
 //
+// The datapath itself (read_device, code_of_pair, the stream generator) is niu_simd_body.inc's,
+// shared with the AVX2 kernel; this file defines the operations it is written in for sixteen
+// lanes (the permute lookups above among them), the read normals and the loop over beats.
+//
 // Like niu_model_avx2.cpp: compiled for the ISA through a target pragma, entered only after
 // detail::cpu_has_avx512bw() said yes, no standard-library templates inside the pragma.
 #include <immintrin.h>
