@@ -5,7 +5,8 @@ Pinned here: the shared reference equals _core.run_network bit for bit and is re
 with a reused reference writes the same results file as one without (every dataset and
 attribute; the config's output path and creation time aside); one changed weight byte, one
 changed image pixel or another kept-layer set misses the cache; the cache never holds more than
-its bound; a sweep's worker computes the reference once for all its tasks."""
+its bound; a sweep's worker computes the reference once for all its tasks; two threads asking for
+the same reference at once compute it once (and the second computes it itself when the first fails)."""
 from __future__ import annotations
 
 import json
@@ -223,3 +224,71 @@ def test_a_sweep_worker_computes_the_reference_once_for_all_its_tasks(digits, tm
     for config in (a["/@config"], b["/@config"]):
         config.pop("threads")
     assert_same_contents(a, b)
+
+
+def _two_threads_ask_at_once(cache, digits, compute):
+    """Runs cache.get_or_compute on two threads, the second asking while the first computes
+    (`compute` stands in for compute_reference); returns each thread's (reference, reused) or error."""
+    import threading
+
+    _, _, net, images, _ = digits
+    layers = [len(net.layers) - 1]
+    results: dict[int, object] = {}
+
+    def ask(n):
+        try:
+            results[n] = cache.get_or_compute(net, images, layers, "fast", 1)
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            results[n] = exc
+
+    first = threading.Thread(target=ask, args=(0,))
+    first.start()
+    assert compute.started.wait(10)
+    second = threading.Thread(target=ask, args=(1,))
+    second.start()
+    second.join(0.3)  # time to reach the cache; a second computation would start meanwhile
+    compute.release.set()
+    first.join(10)
+    second.join(10)
+    return results
+
+
+class _GatedCompute:
+    """compute_reference that holds the first call until released, and may fail it."""
+
+    def __init__(self, fail_first: bool):
+        import threading
+
+        self.started, self.release = threading.Event(), threading.Event()
+        self.calls, self.fail_first = 0, fail_first
+
+    def __call__(self, *args):
+        self.calls += 1
+        if self.calls == 1:
+            self.started.set()
+            self.release.wait(10)
+            if self.fail_first:
+                raise RuntimeError("first computation failed")
+        else:
+            self.release.set()  # a second computation while the first runs: let both finish
+        return compute_reference(*args)
+
+
+def test_threads_asking_for_the_same_reference_at_once_compute_it_once(digits, monkeypatch):
+    cache = ReferenceCache()
+    compute = _GatedCompute(fail_first=False)
+    monkeypatch.setattr(reference_module, "compute_reference", compute)
+    results = _two_threads_ask_at_once(cache, digits, compute)
+    assert compute.calls == 1 and cache.computed == 1 and cache.hits == 1
+    (first, reused_first), (second, reused_second) = results[0], results[1]
+    assert first is second and (reused_first, reused_second) == (False, True)
+
+
+def test_when_the_first_computation_fails_a_waiting_thread_computes_it_itself(digits, monkeypatch):
+    cache = ReferenceCache()
+    compute = _GatedCompute(fail_first=True)
+    monkeypatch.setattr(reference_module, "compute_reference", compute)
+    results = _two_threads_ask_at_once(cache, digits, compute)
+    assert isinstance(results[0], RuntimeError)
+    reference, reused = results[1]
+    assert compute.calls == 2 and cache.computed == 1 and not reused and reference.sealed and len(cache) == 1
