@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -261,6 +262,7 @@ struct WarmHelper {
 };
 
 std::mutex warm_mutex;
+
 WarmHelper& warm_helper() {
     static WarmHelper warm;
     return warm;
@@ -341,15 +343,31 @@ struct Served {
     FileDescriptor weights;
 };
 
+// This process's working directory now; empty where it has none (removed, or unreachable).
+std::string working_directory() {
+    std::string buffer(4096, '\0');
+    while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
+        if (errno != ERANGE || buffer.size() >= (std::size_t(1) << 20)) return {};
+        buffer.resize(buffer.size() * 2);
+    }
+    buffer.resize(std::strlen(buffer.c_str()));
+    return buffer.front() == '/' ? buffer : std::string();
+}
+
 // One request to the warm helper (taken by this load): each file's report, in order, as a fresh
-// helper's would be; nullopt (the helper retired) when the request could not be sent, e.g. to a
-// helper that ended since its last request.
+// helper's would be; nullopt when the request could not be sent (the helper retired, e.g. one that
+// ended since its last request) or this process has no working directory to send with it (the
+// helper is kept: a fresh one started here, in this directory, reads the files instead).
 std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::vector<std::string>& paths) {
+    // The helper kept the directory it started in; this process may have changed its own since,
+    // and a relative path names a file in this process's directory now.
+    const std::string directory = working_directory();
+    if (directory.empty()) return std::nullopt;
     if (::lseek(w.weights->get(), 0, SEEK_SET) != 0) {  // a helper that write()s starts at the beginning
         retire(w);
         return std::nullopt;
     }
-    std::string request = kind + '\0';
+    std::string request = kind + '\0' + directory + '\0';
     for (const auto& path : paths) request += path + '\0';
     if (!send_all(w.process.channel, request + '\0')) {
         retire(w);
