@@ -28,8 +28,8 @@ YAML file              <= 1 MiB, UTF-8,         configs are a few KB; bounded pa
 =====================  =======================  ==================================================
 
 Memory: a run also checks, before it starts, that its activations and per-round results fit
-in this machine's memory (``check_run_memory``), freeing first what the process keeps between
-runs when the run needs the room; the C++ loaders check every array in a model
+in this machine's memory (``check_run_memory``; what the process keeps between runs is freed
+when the run needs the room: aimcemu.process_memory); the C++ loaders check every array in a model
 or data set file against the file's own size and the machine's memory before reading it.
 """
 from __future__ import annotations
@@ -151,33 +151,13 @@ def available_memory() -> int | None:
     return None
 
 
-def kept_memory() -> int:
-    """Bytes this process keeps between runs as a cache: the reference cache's entry
-    (aimcemu.reference.process_cache) and the emulator's kept chip states and buffers
-    (aimcemu.niu.kept_memory_bytes)."""
-    from . import niu, reference  # imported here: both import this module
-    return reference.process_cache().bytes + niu.kept_memory_bytes()
-
-
-def release_kept_memory() -> int:
-    """Frees what kept_memory() counts; returns the bytes freed."""
-    from . import niu, reference
-    cache = reference.process_cache()
-    freed = cache.bytes
-    cache.clear()
-    return freed + niu.release_kept_memory()
-
-
 def check_run_memory(images: int, activation_bytes_per_image: int, output_classes: int, noisy: int,
-                     data_source: str, rounds_source: str) -> None:
-    """Refuses a run whose arrays cannot fit in memory, before it starts.  The caller counts the
-    activations the run holds at once, per image (``activation_bytes_per_image``: see
+                     data_source: str, rounds_source: str) -> int:
+    """Refuses a run whose arrays cannot fit in memory, before it starts; returns the bytes they
+    take (aimcemu.process_memory.make_room frees what the process keeps for them).  The caller
+    counts the activations the run holds at once, per image (``activation_bytes_per_image``: see
     ``runner.activation_bytes_held``); per noisy round the predictions and logits of every image
-    are kept besides.
-
-    What the process keeps between runs (``kept_memory``: a cached reference, the emulator's kept
-    buffers) is a cache and never stands in a run's way: it is freed before a run whose arrays,
-    beside it, would exceed the machine's memory or what the kernel has available now."""
+    are kept besides."""
     memory = physical_memory()
     activations = images * activation_bytes_per_image
     if activations > memory:
@@ -187,11 +167,7 @@ def check_run_memory(images: int, activation_bytes_per_image: int, output_classe
     if activations + per_round > memory:
         raise fail(rounds_source, "chips", f"{noisy} noisy rounds x {images} images need {_gib(per_round)} for "
                                            f"predictions and logits; this machine has {_gib(memory)}")
-    need = activations + per_round
-    kept = kept_memory()
-    available = available_memory()
-    if kept and (need + kept > memory or (available is not None and need > available)):
-        release_kept_memory()
+    return activations + per_round
 
 
 def _gib(n: float) -> str:
