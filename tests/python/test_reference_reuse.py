@@ -292,3 +292,54 @@ def test_when_the_first_computation_fails_a_waiting_thread_computes_it_itself(di
     assert isinstance(results[0], RuntimeError)
     reference, reused = results[1]
     assert compute.calls == 2 and cache.computed == 1 and not reused and reference.sealed and len(cache) == 1
+
+
+def test_a_writer_shares_one_reference_and_keeps_it_alive(digits, tmp_path):
+    """A second share_reference is refused (it would drop the writer's hold on the first, whose
+    bytes the file's layers read); the first, dropped by Python, is still what the file gets."""
+    _, _, net, images, labels = digits
+    every_layer = range(len(net.layers))
+    writer = _core.ResultsWriter(str(tmp_path / "w.h5"), net, labels, [(0, 0, 0.0)], "{}", "none")
+    first = compute_reference(net, images, every_layer, "fast", 1)
+    expected = first.layer(len(net.layers) - 1, net).copy()
+    writer.share_reference(first)
+    with pytest.raises(aimcemu.FormatError, match="already shares a reference"):
+        writer.share_reference(compute_reference(net, images, every_layer, "fast", 1))
+    del first
+    import gc
+    gc.collect()
+    outputs = _core.run_network(net, images, "fast", 1)
+    for i, values in enumerate(outputs):
+        writer.set_round(0, i, values)
+    writer.commit()
+    with h5py.File(tmp_path / "w.h5") as f:
+        np.testing.assert_array_equal(f["reference_logits"][()].reshape(expected.shape), expected)
+
+
+def test_two_passes_cannot_fill_one_reference_at_once():
+    """run_network(into=) claims the reference: of two threads filling one at once (a pass long
+    enough, ~0.1 s, for the second to start while the first runs), one is refused, and the
+    reference is the PU's output."""
+    import threading
+
+    net = _core.zoo.resnet18(1, 64, 10)
+    images = np.random.default_rng(5).integers(-128, 128, size=(16, *net.input_shape), dtype=np.int8)
+    layers = [0, len(net.layers) - 1]
+    reference = _core.ReferenceActivations(net, len(images), layers)
+    errors = []
+
+    def fill():
+        try:
+            _core.run_network(net, images, "fast", 1, None, [], into=reference)
+        except aimcemu.FormatError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=fill) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 1 and ("another pass is filling" in errors[0] or "already filled" in errors[0]), errors
+    expected = _core.run_network(net, images, "fast", 1)
+    for i in layers:
+        np.testing.assert_array_equal(reference.layer(i, net), expected[i])
