@@ -16,8 +16,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 
@@ -247,14 +249,26 @@ namespace {
 // and its weights go into the pages of the same memory file, which are then not allocated again
 // (6,000-odd pages for ResNet-50: a third of the checking process's time).  It is retired (killed)
 // after any file it refused, crashed or hung on (a corrupt file may leave libhdf5's state damaged,
-// so the next file gets a fresh process), when the helper executable changes, and after a hand-over
+// so the next file gets a fresh process), when the helper executable or this process's environment
+// changes, and after a hand-over
 // larger than kWarmMemoryFileBytes (not to hold a huge model's weights twice); it ends by itself
 // when this process ends (the end of its input).  One load uses it at a time: a load meanwhile, in
 // another thread, starts a fresh helper of its own, as every load did before.
 constexpr std::uint64_t kWarmMemoryFileBytes = std::uint64_t(512) << 20;
 
+// A digest of this process's environment now (every NAME=value, in order): a helper keeps the
+// environment it started with, so one started under another (HDF5_PLUGIN_PATH set since, say)
+// is replaced rather than reading the next files as the old environment says.
+std::size_t environment_digest() {
+    std::size_t digest = 0;
+    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry)
+        digest = digest * 1000003u ^ std::hash<std::string_view>{}(*entry);
+    return digest;
+}
+
 struct WarmHelper {
     std::string executable;
+    std::size_t environment = 0;            // environment_digest() when it started
     HelperProcess process;
     pid_t owner = -1;                       // the process that started it (a fork's child leaves it alone)
     std::optional<FileDescriptor> weights;  // its descriptor 3
@@ -306,12 +320,14 @@ WarmHelper* take_warm_helper(const std::string& helper, const std::string& path)
     const std::lock_guard<std::mutex> lock(warm_mutex);
     WarmHelper& w = warm_helper();
     if (w.busy) return nullptr;
-    if (w.executable != helper || !still_running(w)) {
+    const std::size_t environment = environment_digest();
+    if (w.executable != helper || w.environment != environment || !still_running(w)) {
         retire(w);
         FileDescriptor weights = new_memory_file(path);
         w.process = spawn_helper(helper, {"serve"}, weights.get(), path);
         w.weights.emplace(std::move(weights));
         w.executable = helper;
+        w.environment = environment;
         w.owner = ::getpid();
     }
     w.busy = true;

@@ -590,6 +590,27 @@ TEST_F(HostileFiles, TheKeptCheckingProcessReadsRelativePathsInTheCallersDirecto
     EXPECT_EQ(missing, "only-in-a.h5: field 'file': no such file");
 }
 
+// The kept checking process has the environment it started with: a change of this process's
+// environment (HDF5_PLUGIN_PATH, say) starts a fresh one for the next load, which then stays.
+TEST_F(HostileFiles, AChangedEnvironmentStartsAFreshCheckingProcess) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    load_model(model);
+    const std::vector<pid_t> before = running_checking_processes();
+    ::setenv("AIMCEMU_TEST_ENVIRONMENT_CHANGE", "1", 1);
+    load_model(model);
+    const std::vector<pid_t> after = running_checking_processes();
+    load_model(model);
+    const std::vector<pid_t> again = running_checking_processes();
+    ::unsetenv("AIMCEMU_TEST_ENVIRONMENT_CHANGE");
+    set_file_check_helper("");
+    ASSERT_EQ(before.size(), 1u);
+    ASSERT_EQ(after.size(), 1u);
+    EXPECT_NE(after, before);
+    EXPECT_EQ(again, after);
+}
+
 // A hand-over that does not match the file as this process reads it (the file changed between
 // the two reads) is refused naming the file and the field; here faked by helpers that report "ok"
 // and hand over one weight too few or one too many.
