@@ -142,7 +142,7 @@ void ReferenceActivations::store(int layer, std::int64_t first, int count, std::
         throw std::logic_error("ReferenceActivations: no layer " + std::to_string(layer));
     Slot& slot = layers_[std::size_t(layer)];
     if (!slot.held) return;
-    if (sealed_) throw std::logic_error("ReferenceActivations: store after seal");
+    if (sealed()) throw std::logic_error("ReferenceActivations: store after seal");
     if (first < 0 || count < 0 || std::size_t(first) + std::size_t(count) > images_ ||
         values.size() != std::size_t(count) * slot.image_size)
         throw std::logic_error("ReferenceActivations: layer " + std::to_string(layer) + ", images " +
@@ -151,17 +151,28 @@ void ReferenceActivations::store(int layer, std::int64_t first, int count, std::
     slot.stored->fetch_add(count, std::memory_order_relaxed);
 }
 
+bool ReferenceActivations::begin_filling() {
+    bool idle = false;
+    return filling_.compare_exchange_strong(idle, true);
+}
+
+void ReferenceActivations::abandon_filling() {
+    if (sealed()) return;
+    for (Slot& slot : layers_) slot.stored->store(0);
+    filling_.store(false);
+}
+
 void ReferenceActivations::seal() {
     for (std::size_t l = 0; l < layers_.size(); ++l)
         if (layers_[l].held && layers_[l].stored->load() != std::int64_t(images_))
             throw std::logic_error("ReferenceActivations: layer " + std::to_string(l) + " received " +
                                    std::to_string(layers_[l].stored->load()) + " of " + std::to_string(images_) +
                                    " images");
-    sealed_ = true;
+    sealed_.store(true, std::memory_order_release);
 }
 
 std::span<const std::int8_t> ReferenceActivations::layer(int layer) const {
-    if (!sealed_) throw std::logic_error("ReferenceActivations: read before seal");
+    if (!sealed()) throw std::logic_error("ReferenceActivations: read before seal");
     if (!holds(layer)) throw std::logic_error("ReferenceActivations: layer " + std::to_string(layer) + " not held");
     const Slot& slot = layers_[std::size_t(layer)];
     return {data_ + slot.offset, slot.image_size * images_};
@@ -419,6 +430,9 @@ void ResultsWriter::set_reference(int layer, std::span<const std::int8_t> activa
 void ResultsWriter::set_reference(std::shared_ptr<const ReferenceActivations> reference) {
     State& s = *state_;
     if (!reference || !reference->sealed()) s.fail("reference", "not a sealed ReferenceActivations");
+    // One shared reference per writer: a second would replace the hold on the first, whose bytes
+    // the layers set from it still read.
+    if (s.shared_reference) s.fail("reference", "this writer already shares a reference");
     if (reference->images() != s.images)
         s.fail("reference", "made for " + std::to_string(reference->images()) + " images, the run has " +
                                 std::to_string(s.images));
@@ -434,9 +448,12 @@ void ResultsWriter::set_reference(std::shared_ptr<const ReferenceActivations> re
             s.fail(field, "the shared reference holds " + std::to_string(reference->layer(l).size()) +
                               " values, the layer has " + std::to_string(s.layer_elements(l)));
     }
-    for (int l = 0; l < int(s.layers.size()); ++l)
-        if (!s.layers[std::size_t(l)].reference_set && reference_needed(l)) s.adopt_reference(l, reference->layer(l));
+    // Held before the first layer reads from it: a write that fails part-way leaves no layer reading
+    // bytes the writer does not hold.
     s.shared_reference = std::move(reference);
+    for (int l = 0; l < int(s.layers.size()); ++l)
+        if (!s.layers[std::size_t(l)].reference_set && reference_needed(l))
+            s.adopt_reference(l, s.shared_reference->layer(l));
 }
 
 void ResultsWriter::set_round(std::size_t round_index, int layer, std::span<const std::int8_t> activations) {

@@ -63,10 +63,15 @@ public:
     // each).  Thread-safe for disjoint image ranges.  A layer not held is ignored; a range that
     // does not fit, or a store after seal(), is a logic_error (a bug in the caller).
     void store(int layer, std::int64_t first, int count, std::span<const std::int8_t> values);
+    // Claims the filling for one pass: false when another has claimed it (a pass on another
+    // thread is filling it) or it is sealed.  A pass that fails gives it back with
+    // abandon_filling(), which forgets what was stored, so the object can be filled again.
+    bool begin_filling();
+    void abandon_filling();
     // Ends the filling: every held layer must have received every image once (logic_error
     // otherwise).  After it the object is read-only.
     void seal();
-    bool sealed() const { return sealed_; }
+    bool sealed() const { return sealed_.load(std::memory_order_acquire); }
 
     std::size_t images() const { return images_; }
     std::size_t layer_count() const { return layers_.size(); }
@@ -84,7 +89,7 @@ private:
     std::vector<Slot> layers_;
     std::size_t images_ = 0, bytes_ = 0;
     std::int8_t* data_ = nullptr;
-    bool sealed_ = false;
+    std::atomic<bool> filling_{false}, sealed_{false};
 };
 
 class ResultsWriter {

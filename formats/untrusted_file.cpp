@@ -13,10 +13,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 
@@ -246,14 +249,26 @@ namespace {
 // and its weights go into the pages of the same memory file, which are then not allocated again
 // (6,000-odd pages for ResNet-50: a third of the checking process's time).  It is retired (killed)
 // after any file it refused, crashed or hung on (a corrupt file may leave libhdf5's state damaged,
-// so the next file gets a fresh process), when the helper executable changes, and after a hand-over
+// so the next file gets a fresh process), when the helper executable or this process's environment
+// changes, and after a hand-over
 // larger than kWarmMemoryFileBytes (not to hold a huge model's weights twice); it ends by itself
 // when this process ends (the end of its input).  One load uses it at a time: a load meanwhile, in
 // another thread, starts a fresh helper of its own, as every load did before.
 constexpr std::uint64_t kWarmMemoryFileBytes = std::uint64_t(512) << 20;
 
+// A digest of this process's environment now (every NAME=value, in order): a helper keeps the
+// environment it started with, so one started under another (HDF5_PLUGIN_PATH set since, say)
+// is replaced rather than reading the next files as the old environment says.
+std::size_t environment_digest() {
+    std::size_t digest = 0;
+    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry)
+        digest = digest * 1000003u ^ std::hash<std::string_view>{}(*entry);
+    return digest;
+}
+
 struct WarmHelper {
     std::string executable;
+    std::size_t environment = 0;            // environment_digest() when it started
     HelperProcess process;
     pid_t owner = -1;                       // the process that started it (a fork's child leaves it alone)
     std::optional<FileDescriptor> weights;  // its descriptor 3
@@ -261,6 +276,7 @@ struct WarmHelper {
 };
 
 std::mutex warm_mutex;
+
 WarmHelper& warm_helper() {
     static WarmHelper warm;
     return warm;
@@ -304,12 +320,14 @@ WarmHelper* take_warm_helper(const std::string& helper, const std::string& path)
     const std::lock_guard<std::mutex> lock(warm_mutex);
     WarmHelper& w = warm_helper();
     if (w.busy) return nullptr;
-    if (w.executable != helper || !still_running(w)) {
+    const std::size_t environment = environment_digest();
+    if (w.executable != helper || w.environment != environment || !still_running(w)) {
         retire(w);
         FileDescriptor weights = new_memory_file(path);
         w.process = spawn_helper(helper, {"serve"}, weights.get(), path);
         w.weights.emplace(std::move(weights));
         w.executable = helper;
+        w.environment = environment;
         w.owner = ::getpid();
     }
     w.busy = true;
@@ -341,15 +359,31 @@ struct Served {
     FileDescriptor weights;
 };
 
+// This process's working directory now; empty where it has none (removed, or unreachable).
+std::string working_directory() {
+    std::string buffer(4096, '\0');
+    while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
+        if (errno != ERANGE || buffer.size() >= (std::size_t(1) << 20)) return {};
+        buffer.resize(buffer.size() * 2);
+    }
+    buffer.resize(std::strlen(buffer.c_str()));
+    return buffer.front() == '/' ? buffer : std::string();
+}
+
 // One request to the warm helper (taken by this load): each file's report, in order, as a fresh
-// helper's would be; nullopt (the helper retired) when the request could not be sent, e.g. to a
-// helper that ended since its last request.
+// helper's would be; nullopt when the request could not be sent (the helper retired, e.g. one that
+// ended since its last request) or this process has no working directory to send with it (the
+// helper is kept: a fresh one started here, in this directory, reads the files instead).
 std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::vector<std::string>& paths) {
+    // The helper kept the directory it started in; this process may have changed its own since,
+    // and a relative path names a file in this process's directory now.
+    const std::string directory = working_directory();
+    if (directory.empty()) return std::nullopt;
     if (::lseek(w.weights->get(), 0, SEEK_SET) != 0) {  // a helper that write()s starts at the beginning
         retire(w);
         return std::nullopt;
     }
-    std::string request = kind + '\0';
+    std::string request = kind + '\0' + directory + '\0';
     for (const auto& path : paths) request += path + '\0';
     if (!send_all(w.process.channel, request + '\0')) {
         retire(w);

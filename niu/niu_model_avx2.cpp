@@ -1,6 +1,11 @@
 // AVX2 kernel of the NIU fast path (see niu_model.hpp): the same integer arithmetic as
 // noisy_code(), eight streams (eight weights of a beat) per 256-bit vector.
 //
+// The round half's datapath and the stream generator are niu_simd_body.inc's, shared with the
+// AVX-512BW kernel; this file defines the operations it is written in for eight 32-bit lanes
+// (its table lookups are gathers), and holds what only AVX2 runs: the Gaussian ROM gathers, the
+// chip half and the full model, and the loops over beats.
+//
 // This file is compiled for AVX2 through a target pragma and is only entered after
 // detail::cpu_has_avx2() said yes.  It uses no standard-library templates inside the pragma, so
 // no inline function compiled here for AVX2 can be merged into code that runs elsewhere.
@@ -42,16 +47,65 @@ struct Tables {
     std::int32_t read[NIU_RT_SEGMENTS];            // RT[j] | RD[j] << 16 (RD signed)
 };
 
-inline __m256i rotl(__m256i x, int r) { return _mm256_or_si256(_mm256_slli_epi32(x, r), _mm256_srli_epi32(x, 32 - r)); }
+// --- The operations of niu_simd_body.inc, for eight 32-bit lanes ------------------------------
+using I = __m256i;
+using Negative = __m256i;  // all ones in the negative lanes, as vpcmpgtd gives it
+using Normal = __m256i;    // one device's read normal per lane
+constexpr std::size_t kLanes = 8;
 
-// rshr(p, s) for a constant s: (p + 2^(s-1)) >> s, arithmetic.
-inline __m256i rshr(__m256i p, int s) { return _mm256_srai_epi32(_mm256_add_epi32(p, _mm256_set1_epi32(1 << (s - 1))), s); }
+inline I splat(int v) { return _mm256_set1_epi32(v); }
+inline I add(I a, I b) { return _mm256_add_epi32(a, b); }
+inline I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+inline I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+inline I min(I a, I b) { return _mm256_min_epi32(a, b); }
+inline I max(I a, I b) { return _mm256_max_epi32(a, b); }
+inline I and_(I a, I b) { return _mm256_and_si256(a, b); }
+inline I xor_(I a, I b) { return _mm256_xor_si256(a, b); }
+inline I shift_right_arith(I v, int n) { return _mm256_srai_epi32(v, n); }
+inline I shift_right(I v, int n) { return _mm256_srli_epi32(v, n); }
+inline I shift_left(I v, int n) { return _mm256_slli_epi32(v, n); }
+inline I shift_left_var(I v, I counts) { return _mm256_sllv_epi32(v, counts); }
+template <int N> inline I rotate_left(I x) { return _mm256_or_si256(_mm256_slli_epi32(x, N), _mm256_srli_epi32(x, 32 - N)); }
+inline I load_aligned(const std::uint32_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+inline void store_aligned(std::uint32_t* p, I v) { _mm256_store_si256(reinterpret_cast<__m256i*>(p), v); }
+// Eight uint16 widened to eight lanes.
+inline I load_run(const std::uint16_t* src) { return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))); }
 
-inline __m256i clamp(__m256i v, int lo, int hi) {
-    return _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
+inline Negative greater(I a, I b) { return _mm256_cmpgt_epi32(a, b); }
+// vpsignd by -1 or 1: -v in the negative lanes.
+inline I negate_where(I v, Negative neg) { return _mm256_sign_epi32(v, _mm256_or_si256(neg, _mm256_set1_epi32(1))); }
+inline I times_normal(I sa, Normal z3) { return _mm256_mullo_epi32(sa, z3); }
+
+// The 32-entry 2^-f ROM sits in four registers: permute each by k mod 8, pick by k >> 3.
+static_assert(NIU_EXP_ENTRIES == 32, "the exp lookup below takes 32 entries");
+inline I exp2_entry(const Tables& t, I x) {
+    const I k = _mm256_and_si256(_mm256_srli_epi32(x, NIU_EXP_FRAC_BITS), _mm256_set1_epi32((1 << NIU_EXP_SEG_BITS) - 1));
+    const I bit3 = _mm256_slli_epi32(k, 28), bit4 = _mm256_slli_epi32(k, 27);
+    const I lo = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[0], k), _mm256_permutevar8x32_epi32(t.exp2[1], k),
+                                    _mm256_srai_epi32(bit3, 31));
+    const I hi = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[2], k), _mm256_permutevar8x32_epi32(t.exp2[3], k),
+                                    _mm256_srai_epi32(bit3, 31));
+    return _mm256_blendv_epi8(lo, hi, _mm256_srai_epi32(bit4, 31));
+}
+inline I exp2_fraction(I x) { return _mm256_and_si256(x, _mm256_set1_epi32((1 << NIU_EXP_FRAC_BITS) - 1)); }
+// The entry's high word, sign-extended (RD is signed; the 2^-f slopes are below 2^15), times f.
+inline I slope_times(I entry, I fraction) { return _mm256_mullo_epi32(_mm256_srai_epi32(entry, 16), fraction); }
+
+struct SigmaEntry {
+    I entry, fraction;
+};
+// The float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
+inline SigmaEntry read_sigma_entry(const Tables& t, I gp) {
+    const I gbits = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_max_epi32(gp, _mm256_set1_epi32(1))));
+    const I j = _mm256_sub_epi32(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS), _mm256_set1_epi32(127 << NIU_RT_SEG_BITS));
+    const I fr = _mm256_and_si256(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS),
+                                  _mm256_set1_epi32((1 << NIU_RT_FRAC_BITS) - 1));
+    return {_mm256_i32gather_epi32(t.read, j, 4), fr};
 }
 
-inline __m256i low16(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)); }
+#include "niu/niu_simd_body.inc"
+
+// --- AVX2 only: the chip half and the full model (the Gaussian ROMs gathered) -----------------
 
 // Gaussian ROM index of UBits-bit uniforms (niu_rng.hpp gauss_index): the float conversion of v
 // (exact below 2^24) holds the leading one's position in its exponent e (v = 0 converts to 0.0f,
@@ -89,49 +143,9 @@ inline Programmed program_device(const Device& d, __m256i z1, __m256i z2) {
     return {gp, nu};
 }
 
-// The round half of eight devices (niu_model.cpp read_device).
-inline __m256i read_device(const Tables& t, __m256i gp, __m256i nu, __m256i z3, __m256i lt) {
-    // nu * LT is below 2^31 (generator headroom check), so the arithmetic shift is exact.
-    const __m256i x = _mm256_min_epi32(rshr(_mm256_mullo_epi32(nu, lt), NIU_NU_FRAC), _mm256_set1_epi32(NIU_X_MAX));
-    const __m256i xi = _mm256_srli_epi32(x, NIU_X_FRAC);
-    const __m256i k = _mm256_and_si256(_mm256_srli_epi32(x, NIU_EXP_FRAC_BITS), _mm256_set1_epi32((1 << NIU_EXP_SEG_BITS) - 1));
-    const __m256i f = _mm256_and_si256(x, _mm256_set1_epi32((1 << NIU_EXP_FRAC_BITS) - 1));
-    // The 32-entry 2^-f ROM sits in four registers: permute each by k mod 8, pick by k >> 3.
-    static_assert(NIU_EXP_ENTRIES == 32, "the exp lookup below takes 32 entries");
-    const __m256i bit3 = _mm256_slli_epi32(k, 28), bit4 = _mm256_slli_epi32(k, 27);
-    const __m256i lo = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[0], k), _mm256_permutevar8x32_epi32(t.exp2[1], k),
-                                          _mm256_srai_epi32(bit3, 31));
-    const __m256i hi = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(t.exp2[2], k), _mm256_permutevar8x32_epi32(t.exp2[3], k),
-                                          _mm256_srai_epi32(bit3, 31));
-    const __m256i ed = _mm256_blendv_epi8(lo, hi, _mm256_srai_epi32(bit4, 31));
-    const __m256i ef = _mm256_sub_epi32(low16(ed), rshr(_mm256_mullo_epi32(_mm256_srli_epi32(ed, 16), f), NIU_EXP_FRAC_BITS));
-    // gd = rshr(rshr(gp * ef, 15) * 2^(15 - xi), 15).
-    const __m256i g1 = rshr(_mm256_mullo_epi32(gp, ef), NIU_EXP_ONE_BITS);
-    // g1 * 2^(15 - xi) as a shift (the same value; it fits as the product does).
-    const __m256i gd = rshr(_mm256_sllv_epi32(g1, _mm256_sub_epi32(_mm256_set1_epi32(NIU_EXP_ONE_BITS), xi)), NIU_EXP_ONE_BITS);
-    // Read sigma: the float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
-    const __m256i gbits = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_max_epi32(gp, _mm256_set1_epi32(1))));
-    const __m256i j = _mm256_sub_epi32(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS),
-                                       _mm256_set1_epi32(127 << NIU_RT_SEG_BITS));
-    const __m256i fr = _mm256_and_si256(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS),
-                                        _mm256_set1_epi32((1 << NIU_RT_FRAC_BITS) - 1));
-    const __m256i rr = _mm256_i32gather_epi32(t.read, j, 4);
-    const __m256i sr = _mm256_add_epi32(low16(rr), rshr(_mm256_mullo_epi32(_mm256_srai_epi32(rr, 16), fr), NIU_RT_FRAC_BITS));
-    const __m256i sa = _mm256_min_epi32(rshr(_mm256_mullo_epi32(gd, sr), NIU_RT_ONE_BITS), _mm256_set1_epi32(NIU_G_MAX));
-    return clamp(_mm256_add_epi32(gd, rshr(_mm256_mullo_epi32(sa, z3), NIU_Z_FRAC)), 0, NIU_G_MAX);
-}
-
 inline __m256i device(const Tables& t, const Device& d, __m256i z1, __m256i z2, __m256i z3, __m256i lt) {
     const Programmed p = program_device(d, z1, z2);
     return read_device(t, p.gp, p.nu, z3, lt);
-}
-
-// Back-conversion, sign and saturation of eight pairs (niu_model.cpp code_of_pair); neg is a mask.
-inline __m256i code_of_pair(__m256i neg, __m256i g_plus, __m256i g_minus, __m256i back_k, int out_max) {
-    const __m256i sign = _mm256_or_si256(neg, _mm256_set1_epi32(1));  // -1 or 1
-    const __m256i on_minus_off = _mm256_sign_epi32(_mm256_sub_epi32(g_plus, g_minus), sign);  // neg ? -d : d
-    const __m256i m = rshr(_mm256_mullo_epi32(on_minus_off, back_k), NIU_K_SHIFT);
-    return clamp(_mm256_sign_epi32(m, sign), -out_max, out_max);
 }
 
 // The chip normals of eight weights from the three chip generators' outputs (niu_rng.hpp
@@ -148,6 +162,18 @@ inline ChipNormals chip_normals(const Tables& t, const __m256i* u) {
                                            _mm256_and_si256(u[2], low8));
     return {gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[0], 8)), gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[1], 8)),
             gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[2], 8)), gaussian<chip>(t.gauss_chip, packed)};
+}
+
+// The read normals z3+ and z3- of eight weights from the read generator's outputs (the high
+// and the low 16 bits).
+struct ReadNormals {
+    __m256i plus, minus;
+};
+
+inline ReadNormals read_normals(const Tables& t, __m256i u) {
+    constexpr int read = NIU_GAUSS_READ_U_BITS;
+    return {gaussian<read>(t.gauss_read, _mm256_srli_epi32(u, 16)),
+            gaussian<read>(t.gauss_read, _mm256_and_si256(u, _mm256_set1_epi32(0xFFFF)))};
 }
 
 // The g+ and g- device parameters of eight clean codes c (g+ is on for c >= 0, g- for c < 0).
@@ -172,49 +198,13 @@ inline PairDevices pair_devices(const Tables& t, __m256i c, const Device& off) {
 // Eight weights of eight streams: uniforms u[g] of the four generators, clean codes c.
 inline __m256i weights(const Tables& t, const __m256i* u, __m256i c, __m256i lt, __m256i back_k, int out_max,
                        const Device& off) {
-    constexpr int read = NIU_GAUSS_READ_U_BITS;
     const ChipNormals z = chip_normals(t, u);
-    const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u[3], 16));
-    const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u[3], _mm256_set1_epi32(0xFFFF)));
+    const ReadNormals z3 = read_normals(t, u[3]);
     const PairDevices d = pair_devices(t, c, off);
-    const __m256i g_plus = device(t, d.plus, z.z1p, z.z2p, z3p, lt);
-    const __m256i g_minus = device(t, d.minus, z.z1m, z.z2m, z3m, lt);
+    const __m256i g_plus = device(t, d.plus, z.z1p, z.z2p, z3.plus, lt);
+    const __m256i g_minus = device(t, d.minus, z.z1m, z.z2m, z3.minus, lt);
     return code_of_pair(d.neg, g_plus, g_minus, back_k, out_max);
 }
-
-// The states of eight streams of one generator, transposed into four registers.
-struct Lanes8 {
-    __m256i s0, s1, s2, s3;
-    explicit Lanes8(const RngState* st) {
-        alignas(32) std::uint32_t w[4][8];
-        for (int l = 0; l < 8; ++l)
-            for (int i = 0; i < 4; ++i) w[i][l] = st[l][std::size_t(i)];
-        s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[0]));
-        s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[1]));
-        s2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[2]));
-        s3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[3]));
-    }
-    __m256i next() {
-        const __m256i o = _mm256_add_epi32(rotl(_mm256_add_epi32(s0, s3), NIU_RNG_ROT_OUT), s0);
-        const __m256i tt = _mm256_slli_epi32(s1, NIU_RNG_SHIFT_A);
-        s2 = _mm256_xor_si256(s2, s0);
-        s3 = _mm256_xor_si256(s3, s1);
-        s1 = _mm256_xor_si256(s1, s2);
-        s0 = _mm256_xor_si256(s0, s3);
-        s2 = _mm256_xor_si256(s2, tt);
-        s3 = rotl(s3, NIU_RNG_ROT_B);
-        return o;
-    }
-    void store(RngState* st) const {
-        alignas(32) std::uint32_t w[4][8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), s0);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), s1);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), s2);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), s3);
-        for (int l = 0; l < 8; ++l)
-            for (int i = 0; i < 4; ++i) st[l][std::size_t(i)] = w[i][l];
-    }
-};
 
 void fill_tables(Tables& t, const NiuLayerProgram& layer) {
     for (int i = 0; i < NIU_GAUSS_ENTRIES; ++i) {
@@ -265,15 +255,6 @@ inline void store_u16(std::uint16_t* dst, __m256i v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
-inline __m256i load_u16(const std::uint16_t* src) {
-    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-}
-
-// Word offset of weight `base` (a multiple of 8) in its chip-state block's first run.
-inline std::uint64_t chip_run(std::uint64_t base) {
-    return base / NiuChipState::kBlockWeights * NiuChipState::kBlockWords + base % NiuChipState::kBlockWeights;
-}
-
 }  // namespace
 
 void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std::int8_t* out, std::uint64_t first_beat,
@@ -293,7 +274,7 @@ void apply_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, st
             // Two generators per pass: their dependency chains (five XOR/shift steps deep) overlap.
             static_assert(kGens % 2 == 0, "generators are stepped in pairs");
             for (int g = 0; g < kGens; g += 2) {
-                Lanes8 x(states + g * kStreams + group * 8), y(states + (g + 1) * kStreams + group * 8);
+                StreamLanes x(states + g * kStreams + group * 8), y(states + (g + 1) * kStreams + group * 8);
                 for (int b = 0; b < nb; ++b) {
                     _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g][b]), x.next());
                     _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g + 1][b]), y.next());
@@ -325,7 +306,7 @@ void chip_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std
         for (std::uint64_t b0 = first_beat; b0 < last_beat; b0 += kBlock) {
             const int nb = int(last_beat - b0 < std::uint64_t(kBlock) ? last_beat - b0 : std::uint64_t(kBlock));
             for (int g = 0; g < kChipGens; ++g) {
-                Lanes8 x(states + g * kStreams + group * 8);
+                StreamLanes x(states + g * kStreams + group * 8);
                 for (int b = 0; b < nb; ++b) _mm256_store_si256(reinterpret_cast<__m256i*>(uni[g][b]), x.next());
                 x.store(states + g * kStreams + group * 8);
             }
@@ -356,12 +337,10 @@ void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, s
                      std::uint64_t last_beat, RngState* read_states) {
     alignas(32) Tables t;
     fill_tables(t, layer);
-    constexpr int read = NIU_GAUSS_READ_U_BITS;
     const __m256i lt = _mm256_set1_epi32(std::int32_t(layer.drift_lt));
     const __m256i back_k = _mm256_set1_epi32(std::int32_t(layer.back_k));
     const int out_max = (1 << (layer.out_bits - 1)) - 1;
     const std::uint64_t count = layer.count;
-    const __m256i magnitude = _mm256_set1_epi32(0x7FFF);
 
     // The read generator's outputs of a block of beats, in weight order: uni[b][k] is stream k's.
     alignas(32) std::uint32_t uni[kBlock][kStreams];
@@ -370,7 +349,7 @@ void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, s
         // Two groups of eight streams per pass: their dependency chains overlap.
         static_assert(kStreams % 16 == 0, "stream groups are stepped in pairs");
         for (int group = 0; group < kStreams / 8; group += 2) {
-            Lanes8 x(read_states + group * 8), y(read_states + group * 8 + 8);
+            StreamLanes x(read_states + group * 8), y(read_states + group * 8 + 8);
             for (int b = 0; b < nb; ++b) {
                 _mm256_store_si256(reinterpret_cast<__m256i*>(&uni[b][group * 8]), x.next());
                 _mm256_store_si256(reinterpret_cast<__m256i*>(&uni[b][group * 8 + 8]), y.next());
@@ -383,16 +362,9 @@ void kept_beats_avx2(const NiuLayerProgram& layer, const std::uint16_t* words, s
             for (int group = 0; group < kStreams / 8; ++group) {
                 const std::uint64_t base = (b0 + std::uint64_t(b)) * kBeatLanes + std::uint64_t(group) * 8;
                 if (base >= count) break;
-                const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(&uni[b][group * 8]));
-                const __m256i z3p = gaussian<read>(t.gauss_read, _mm256_srli_epi32(u, 16));
-                const __m256i z3m = gaussian<read>(t.gauss_read, _mm256_and_si256(u, _mm256_set1_epi32(0xFFFF)));
-                const std::uint16_t* w = words + chip_run(base);
-                constexpr int run = NiuChipState::kBlockWeights;
-                const __m256i w0 = load_u16(w);
-                const __m256i neg = _mm256_cmpgt_epi32(w0, magnitude);
-                const __m256i g_plus = read_device(t, _mm256_and_si256(w0, magnitude), load_u16(w + run), z3p, lt);
-                const __m256i g_minus = read_device(t, load_u16(w + 2 * run), load_u16(w + 3 * run), z3m, lt);
-                store_codes(out, code_of_pair(neg, g_plus, g_minus, back_k, out_max), base, count);
+                const ReadNormals z3 = read_normals(t, _mm256_load_si256(reinterpret_cast<const __m256i*>(&uni[b][group * 8])));
+                const __m256i codes = kept_codes(t, words + chip_run(base), z3.plus, z3.minus, lt, back_k, out_max);
+                store_codes(out, codes, base, count);
             }
         }
     }

@@ -58,40 +58,63 @@ __attribute__((noinline)) void interior_long_runs(const std::int8_t* src, std::i
     }
 }
 
+// The masked byte moves of one register width: a run of up to kBytes bytes, one load, one XOR and
+// one store, each under the run's mask (ymm for runs up to 32 bytes, zmm up to 64).
+struct YmmRuns {
+    static constexpr int kBytes = 32;
+    using Mask = __mmask32;
+    using V = __m256i;
+    static Mask mask(int bytes) { return Mask(bytes == kBytes ? ~0u : (1u << bytes) - 1u); }
+    static V splat(std::uint8_t b) { return _mm256_set1_epi8(char(b)); }
+    static V load(Mask m, const std::int8_t* p) { return _mm256_maskz_loadu_epi8(m, p); }
+    static void store(std::uint8_t* p, Mask m, V v) { _mm256_mask_storeu_epi8(p, m, v); }
+    static V flip(V a, V b) { return _mm256_xor_si256(a, b); }
+};
+
+struct ZmmRuns {
+    static constexpr int kBytes = 64;
+    using Mask = __mmask64;
+    using V = __m512i;
+    static Mask mask(int bytes) { return bytes == kBytes ? ~Mask(0) : (Mask(1) << bytes) - 1; }
+    static V splat(std::uint8_t b) { return _mm512_set1_epi8(char(b)); }
+    static V load(Mask m, const std::int8_t* p) { return _mm512_maskz_loadu_epi8(m, p); }
+    static void store(std::uint8_t* p, Mask m, V v) { _mm512_mask_storeu_epi8(p, m, v); }
+    static V flip(V a, V b) { return _mm512_xor_si512(a, b); }
+};
+
+// Runs of at most Runs::kBytes bytes: one masked move per run; m = runs * run_bytes.  The caller
+// computes m once for both widths, as the two loops did when each was written out: computed in
+// here, GCC allocated registers differently, reloaded a spilled pointer in the per-pixel loop,
+// and the 3-channel stem ran 1.5 % slower in bench_gemm.
+template <class Runs>
+inline void interior_short_runs(const std::int8_t* src, std::int64_t src_pixel_step, std::int64_t src_row_step, int runs,
+                                int run_bytes, std::int64_t m, std::int64_t pixels, std::uint8_t xor_mask, std::uint8_t* dst,
+                                std::int64_t row_stride) {
+    const typename Runs::Mask run_mask = Runs::mask(run_bytes);
+    const typename Runs::V flip = Runs::splat(xor_mask);
+    for (std::int64_t px = 0; px < pixels; ++px) {
+        const std::int8_t* from = src + px * src_pixel_step;
+        std::uint8_t* row = dst + px * row_stride;
+        for (int r = 0; r < runs; ++r)
+            Runs::store(row + r * run_bytes, run_mask, Runs::flip(Runs::load(run_mask, from + r * src_row_step), flip));
+        fill_padding(row, m, row_stride, xor_mask);
+    }
+}
+
 }  // namespace
 
 void im2col_interior_avx512(const std::int8_t* src, std::int64_t src_pixel_step, std::int64_t src_row_step,
                             int runs, int run_bytes, std::int64_t pixels, std::uint8_t xor_mask, std::uint8_t* dst,
                             std::int64_t row_stride) {
-    if (run_bytes > 64)
+    if (run_bytes > ZmmRuns::kBytes)
         return interior_long_runs(src, src_pixel_step, src_row_step, runs, run_bytes, pixels, xor_mask, dst,
                                   row_stride);
     const std::int64_t m = std::int64_t(runs) * run_bytes;
-    if (run_bytes <= 32) {   // one ymm per run
-        const __mmask32 run_mask = __mmask32(run_bytes == 32 ? ~0u : (1u << run_bytes) - 1u);
-        const __m256i flip = _mm256_set1_epi8(char(xor_mask));
-        for (std::int64_t px = 0; px < pixels; ++px) {
-            const std::int8_t* from = src + px * src_pixel_step;
-            std::uint8_t* row = dst + px * row_stride;
-            for (int r = 0; r < runs; ++r) {
-                const __m256i bytes = _mm256_maskz_loadu_epi8(run_mask, from + r * src_row_step);
-                _mm256_mask_storeu_epi8(row + r * run_bytes, run_mask, _mm256_xor_si256(bytes, flip));
-            }
-            fill_padding(row, m, row_stride, xor_mask);
-        }
+    if (run_bytes <= YmmRuns::kBytes) {
+        interior_short_runs<YmmRuns>(src, src_pixel_step, src_row_step, runs, run_bytes, m, pixels, xor_mask, dst, row_stride);
         return;
     }
-    const __mmask64 run_mask = run_bytes == 64 ? ~__mmask64(0) : (__mmask64(1) << run_bytes) - 1;
-    const __m512i flip = _mm512_set1_epi8(char(xor_mask));
-    for (std::int64_t px = 0; px < pixels; ++px) {
-        const std::int8_t* from = src + px * src_pixel_step;
-        std::uint8_t* row = dst + px * row_stride;
-        for (int r = 0; r < runs; ++r) {
-            const __m512i bytes = _mm512_maskz_loadu_epi8(run_mask, from + r * src_row_step);
-            _mm512_mask_storeu_epi8(row + r * run_bytes, run_mask, _mm512_xor_si512(bytes, flip));
-        }
-        fill_padding(row, m, row_stride, xor_mask);
-    }
+    interior_short_runs<ZmmRuns>(src, src_pixel_step, src_row_step, runs, run_bytes, m, pixels, xor_mask, dst, row_stride);
 }
 
 }  // namespace aimcemu::detail

@@ -8,7 +8,11 @@
 // descriptor 3 (check_model_in_helper, read_model_weights_into) before "ok\nweights N" (N bytes
 // handed over) is reported; the graph checks are left to the caller.  The second file is read as a
 // data set, in the same process.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -55,8 +59,17 @@ void check_all(const std::string& kind, const std::vector<std::string>& paths) {
     }
 }
 
-// serve: requests on stdin, each KIND \0 PATH \0 ... \0 and an empty string (\0) to end it, answered
-// as the command line's; until the end of the input (the caller ended or retired this process).
+// Each file of a request as "error" (a request whose working directory cannot be entered).
+void refuse_all(std::size_t files, const std::string& why) {
+    const std::string report = "error\n" + why + '\x1e';
+    for (std::size_t i = 0; i < files; ++i) std::fwrite(report.data(), 1, report.size(), stdout);
+    std::fflush(stdout);
+}
+
+// serve: requests on stdin, each KIND \0 DIRECTORY \0 PATH \0 ... \0 and an empty string (\0) to end
+// it, answered as the command line's; until the end of the input (the caller ended or retired this
+// process).  DIRECTORY is the caller's working directory at the request: relative paths name files
+// there, and the caller may have changed directory since it started this process.
 int serve() {
     std::vector<std::string> fields;
     std::string field;
@@ -67,8 +80,12 @@ int serve() {
             fields.push_back(std::move(field));
             field.clear();
         } else {
-            if (fields.empty() || !valid_request(fields[0], fields.size() - 1)) return 2;
-            check_all(fields[0], {fields.begin() + 1, fields.end()});
+            if (fields.size() < 2 || !valid_request(fields[0], fields.size() - 2)) return 2;
+            if (::chdir(fields[1].c_str()) == 0)
+                check_all(fields[0], {fields.begin() + 2, fields.end()});
+            else
+                refuse_all(fields.size() - 2, "cannot enter the working directory " + fields[1] + ": " +
+                                                  std::strerror(errno));
             fields.clear();
         }
     }

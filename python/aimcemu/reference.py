@@ -105,6 +105,7 @@ class ReferenceCache:
         self.max_entries = int(max_entries)
         self.max_bytes = None if max_bytes is None else int(max_bytes)
         self._entries: OrderedDict[str, object] = OrderedDict()
+        self._in_flight: dict[str, threading.Event] = {}  # keys being computed, set when done
         self._lock = threading.Lock()
         self.hits = 0
         self.computed = 0
@@ -146,20 +147,33 @@ class ReferenceCache:
     def get_or_compute(self, net, images: np.ndarray, layers, backend: str, threads: int,
                        content: bytes | None = None):
         """(reference, reused): the cached reference of (net, images, layers), or a new one,
-        computed and kept.  content: content_digest(net, images) if already computed."""
+        computed and kept.  content: content_digest(net, images) if already computed.  Threads
+        asking for the same key at once compute it once: the others wait for it (a Dask worker's
+        threads start a sweep's first tasks together)."""
         key = reference_key(net, images, layers, content)
-        reference = self.get(key)
-        if reference is not None:
+        while True:
             with self._lock:
-                self.hits += 1
-            return reference, True
-        with self._lock:  # room first: the old entries are not held beside the new one while it is computed
-            while len(self._entries) >= self.max_entries:
-                self._entries.popitem(last=False)
-        reference = compute_reference(net, images, layers, backend, threads)
-        with self._lock:
-            self.computed += 1
-        self.put(key, reference)
+                reference = self._entries.get(key)
+                if reference is not None:
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    return reference, True
+                in_flight = self._in_flight.get(key)
+                if in_flight is None:
+                    self._in_flight[key] = threading.Event()
+                    # room first: the old entries are not held beside the new one while it is computed
+                    while len(self._entries) >= self.max_entries:
+                        self._entries.popitem(last=False)
+                    break
+            in_flight.wait()  # then look again: kept (a hit), or not kept (too large, or failed): compute
+        try:
+            reference = compute_reference(net, images, layers, backend, threads)
+            with self._lock:
+                self.computed += 1
+            self.put(key, reference)
+        finally:
+            with self._lock:
+                self._in_flight.pop(key).set()
         return reference, False
 
 

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from . import _core, modelfile, niu, rounds, validate
+from . import _core, modelfile, niu, process_memory, rounds, validate
 from .calibration import Alphas, calibrate, round_alpha
 from .config import (CALIBRATION_ROUND, DRIFT_COMPENSATIONS, RUN_DEFAULTS, RunConfig, format_time,
                      load_yaml_config, parse_compensations, parse_times)
@@ -102,10 +102,11 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     dataset = modelfile.load_dataset(cfg.data, net, data_check)
     images, labels = dataset["images"], dataset["labels"]
     net_layers = net.layers  # the binding copies the list on every access
-    validate.check_run_memory(len(labels), activation_bytes_held(net_layers, net.output_index(), stored_layer_names(cfg, net_layers),
+    need = validate.check_run_memory(len(labels), activation_bytes_held(net_layers, net.output_index(), stored_layer_names(cfg, net_layers),
                                                                 placements, len(coordinates)),
                               int(np.prod(tuple(net_layers[net.output_index()].out_shape))), len(coordinates),
                               cfg.data, cfg.sources.get("chips", "<arguments>"))
+    process_memory.make_room(need)  # what the process keeps from earlier runs is a cache
     if cfg.output is None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
     resolved = cfg.stored(net, out_path, len(labels), placements, len(coordinates))

@@ -28,7 +28,8 @@ YAML file              <= 1 MiB, UTF-8,         configs are a few KB; bounded pa
 =====================  =======================  ==================================================
 
 Memory: a run also checks, before it starts, that its activations and per-round results fit
-in this machine's memory (``check_run_memory``); the C++ loaders check every array in a model
+in this machine's memory (``check_run_memory``; what the process keeps between runs is freed
+when the run needs the room: aimcemu.process_memory); the C++ loaders check every array in a model
 or data set file against the file's own size and the machine's memory before reading it.
 """
 from __future__ import annotations
@@ -137,10 +138,24 @@ def physical_memory() -> int:
         return 1 << 62
 
 
+def available_memory() -> int | None:
+    """Bytes the kernel can give this process now without swapping (MemAvailable), or None where
+    /proc/meminfo does not say."""
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def check_run_memory(images: int, activation_bytes_per_image: int, output_classes: int, noisy: int,
-                     data_source: str, rounds_source: str) -> None:
-    """Refuses a run whose arrays cannot fit in memory, before it starts.  The caller counts the
-    activations the run holds at once, per image (``activation_bytes_per_image``: see
+                     data_source: str, rounds_source: str) -> int:
+    """Refuses a run whose arrays cannot fit in memory, before it starts; returns the bytes they
+    take (aimcemu.process_memory.make_room frees what the process keeps for them).  The caller
+    counts the activations the run holds at once, per image (``activation_bytes_per_image``: see
     ``runner.activation_bytes_held``); per noisy round the predictions and logits of every image
     are kept besides."""
     memory = physical_memory()
@@ -152,6 +167,7 @@ def check_run_memory(images: int, activation_bytes_per_image: int, output_classe
     if activations + per_round > memory:
         raise fail(rounds_source, "chips", f"{noisy} noisy rounds x {images} images need {_gib(per_round)} for "
                                            f"predictions and logits; this machine has {_gib(memory)}")
+    return activations + per_round
 
 
 def _gib(n: float) -> str:

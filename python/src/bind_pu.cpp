@@ -111,8 +111,20 @@ std::shared_ptr<ReferenceActivations> reference_arg(const py::object& into, cons
                                                   std::to_string(reference->layer_count()) + "-layer network, the run has " +
                                                   std::to_string(images) + " images and " +
                                                   std::to_string(net.layers.size()) + " layers");
+    // Claimed, not only checked: two passes on two threads must not fill one reference at once.
+    if (!reference->begin_filling())
+        throw FormatError("<memory>", "into", reference->sealed() ? "this reference is already filled (sealed)"
+                                                                  : "another pass is filling this reference");
     return reference;
 }
+
+// Gives a claimed reference back (what was stored forgotten) unless the pass sealed it.
+struct AbandonUnlessSealed {
+    ReferenceActivations* reference;
+    ~AbandonUnlessSealed() {
+        if (reference != nullptr) reference->abandon_filling();
+    }
+};
 
 py::list run_network_py(const Network& net, const py::object& images_obj, const std::string& backend, int threads,
                         const py::object& weights_obj, const py::object& keep, int batch,
@@ -139,6 +151,7 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     options.first_image = first_image;
     const std::int64_t count = images.shape(0), image_size = in.size();
     const std::shared_ptr<ReferenceActivations> reference = reference_arg(into, net, count);
+    const AbandonUnlessSealed abandon{reference.get()};  // a sealed reference is left as it is
     std::optional<StoreIntoReference> store;
     if (reference) options.observer = &store.emplace(*reference);
     std::vector<Tensor8> inputs(static_cast<std::size_t>(count));

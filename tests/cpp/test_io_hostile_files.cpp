@@ -563,6 +563,54 @@ TEST_F(HostileFiles, AKeptCheckingProcessServesOnlyTheProcessThatStartedIt) {
     set_file_check_helper("");
 }
 
+// A relative path names a file in the loading process's working directory now, even when the kept
+// checking process started in another: two folders hold a model.h5 of the same structure with
+// other weights, loaded by the same kept process with a change of directory between the loads.
+TEST_F(HostileFiles, TheKeptCheckingProcessReadsRelativePathsInTheCallersDirectoryNow) {
+    fs::create_directories(path("a"));
+    fs::create_directories(path("b"));
+    save_model(zoo::resnet18(1, 32, 10), path("a/model.h5"));
+    save_model(zoo::resnet18(2, 32, 10), path("b/model.h5"));
+    fs::copy_file(path("a/model.h5"), path("a/only-in-a.h5"));
+    const Network in_b = load_model_in_process(path("b/model.h5"));
+    ASSERT_NE(load_model_in_process(path("a/model.h5")).layers[0].weights, in_b.layers[0].weights);
+    const fs::path start = fs::current_path();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    fs::current_path(path("a"));
+    load_model("model.h5");
+    const std::vector<pid_t> kept = running_checking_processes();
+    fs::current_path(path("b"));
+    const Network loaded = load_model("model.h5");
+    const std::string missing = format_error_of([&] { load_model("only-in-a.h5"); });
+    fs::current_path(start);
+    set_file_check_helper("");
+    ASSERT_EQ(kept.size(), 1u);
+    for (std::size_t i = 0; i < in_b.layers.size(); ++i)
+        EXPECT_TRUE(loaded.layers[i].weights == in_b.layers[i].weights) << in_b.layers[i].name;
+    EXPECT_EQ(missing, "only-in-a.h5: field 'file': no such file");
+}
+
+// The kept checking process has the environment it started with: a change of this process's
+// environment (HDF5_PLUGIN_PATH, say) starts a fresh one for the next load, which then stays.
+TEST_F(HostileFiles, AChangedEnvironmentStartsAFreshCheckingProcess) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    load_model(model);
+    const std::vector<pid_t> before = running_checking_processes();
+    ::setenv("AIMCEMU_TEST_ENVIRONMENT_CHANGE", "1", 1);
+    load_model(model);
+    const std::vector<pid_t> after = running_checking_processes();
+    load_model(model);
+    const std::vector<pid_t> again = running_checking_processes();
+    ::unsetenv("AIMCEMU_TEST_ENVIRONMENT_CHANGE");
+    set_file_check_helper("");
+    ASSERT_EQ(before.size(), 1u);
+    ASSERT_EQ(after.size(), 1u);
+    EXPECT_NE(after, before);
+    EXPECT_EQ(again, after);
+}
+
 // A hand-over that does not match the file as this process reads it (the file changed between
 // the two reads) is refused naming the file and the field; here faked by helpers that report "ok"
 // and hand over one weight too few or one too many.

@@ -412,6 +412,49 @@ TEST_F(ResultsTest, AReferenceChecksWhatIsStoredAndIsReadOnlyOnceSealed) {
     EXPECT_EQ(dataset_bytes(path("d.h5"), "layers/conv/reference"), conv);
 }
 
+// A writer shares one reference: a second would drop its hold on the first, which its layers
+// still read (refused, and the first stays what the file gets).
+TEST_F(ResultsTest, AWriterRefusesASecondSharedReference) {
+    const Network net = small_network();
+    auto first = shared_reference(net);
+    const std::int8_t* first_bytes = first->layer(1).data();
+    ResultsWriter w(path("r.h5"), net, spec(1));
+    w.set_reference(first);
+    first.reset();  // the writer holds it now
+    try {
+        w.set_reference(shared_reference(net));
+        ADD_FAILURE() << "a second shared reference was taken";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("field 'reference': this writer already shares a reference"),
+                  std::string::npos) << e.what();
+    }
+    EXPECT_EQ(w.reference(1).data(), first_bytes);
+    for (int l = 0; l < 3; ++l) w.set_round(0, l, activations(net, l, 0));
+    w.commit();
+    EXPECT_EQ(dataset_bytes(path("r.h5"), "layers/pool/reference"), activations(net, 1, -1));
+}
+
+// One pass at a time fills a reference: the claim is refused while another holds it and after
+// sealing; a pass that fails gives it back with what it stored forgotten, so it can be filled again.
+TEST_F(ResultsTest, AReferenceIsFilledByOnePassAtATime) {
+    const Network net = small_network();
+    ReferenceActivations reference(net, kImages, std::vector<bool>{true, false, false});
+    const auto conv = activations(net, 0, -1);
+    ASSERT_TRUE(reference.begin_filling());
+    EXPECT_FALSE(reference.begin_filling());
+    reference.store(0, 0, int(kImages), conv);
+    reference.abandon_filling();                         // a failed pass
+    EXPECT_THROW(reference.seal(), std::logic_error);    // what it stored is forgotten
+    ASSERT_TRUE(reference.begin_filling());
+    reference.store(0, 0, int(kImages), conv);
+    reference.seal();
+    EXPECT_FALSE(reference.begin_filling());
+    reference.abandon_filling();                         // no effect once sealed
+    EXPECT_TRUE(reference.sealed());
+    const auto held = reference.layer(0);
+    EXPECT_EQ(std::vector<std::int8_t>(held.begin(), held.end()), conv);
+}
+
 TEST_F(ResultsTest, LayerGroupsKeepTheirLinksInTheObjectHeader) {
     // Compact link storage (no fractal heap and B-trees per layer group) is what makes creating
     // the writer cheap; the links must still list in creation order.

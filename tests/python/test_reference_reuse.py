@@ -5,7 +5,8 @@ Pinned here: the shared reference equals _core.run_network bit for bit and is re
 with a reused reference writes the same results file as one without (every dataset and
 attribute; the config's output path and creation time aside); one changed weight byte, one
 changed image pixel or another kept-layer set misses the cache; the cache never holds more than
-its bound; a sweep's worker computes the reference once for all its tasks."""
+its bound; a sweep's worker computes the reference once for all its tasks; two threads asking for
+the same reference at once compute it once (and the second computes it itself when the first fails)."""
 from __future__ import annotations
 
 import json
@@ -223,3 +224,122 @@ def test_a_sweep_worker_computes_the_reference_once_for_all_its_tasks(digits, tm
     for config in (a["/@config"], b["/@config"]):
         config.pop("threads")
     assert_same_contents(a, b)
+
+
+def _two_threads_ask_at_once(cache, digits, compute):
+    """Runs cache.get_or_compute on two threads, the second asking while the first computes
+    (`compute` stands in for compute_reference); returns each thread's (reference, reused) or error."""
+    import threading
+
+    _, _, net, images, _ = digits
+    layers = [len(net.layers) - 1]
+    results: dict[int, object] = {}
+
+    def ask(n):
+        try:
+            results[n] = cache.get_or_compute(net, images, layers, "fast", 1)
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            results[n] = exc
+
+    first = threading.Thread(target=ask, args=(0,))
+    first.start()
+    assert compute.started.wait(10)
+    second = threading.Thread(target=ask, args=(1,))
+    second.start()
+    second.join(0.3)  # time to reach the cache; a second computation would start meanwhile
+    compute.release.set()
+    first.join(10)
+    second.join(10)
+    return results
+
+
+class _GatedCompute:
+    """compute_reference that holds the first call until released, and may fail it."""
+
+    def __init__(self, fail_first: bool):
+        import threading
+
+        self.started, self.release = threading.Event(), threading.Event()
+        self.calls, self.fail_first = 0, fail_first
+
+    def __call__(self, *args):
+        self.calls += 1
+        if self.calls == 1:
+            self.started.set()
+            self.release.wait(10)
+            if self.fail_first:
+                raise RuntimeError("first computation failed")
+        else:
+            self.release.set()  # a second computation while the first runs: let both finish
+        return compute_reference(*args)
+
+
+def test_threads_asking_for_the_same_reference_at_once_compute_it_once(digits, monkeypatch):
+    cache = ReferenceCache()
+    compute = _GatedCompute(fail_first=False)
+    monkeypatch.setattr(reference_module, "compute_reference", compute)
+    results = _two_threads_ask_at_once(cache, digits, compute)
+    assert compute.calls == 1 and cache.computed == 1 and cache.hits == 1
+    (first, reused_first), (second, reused_second) = results[0], results[1]
+    assert first is second and (reused_first, reused_second) == (False, True)
+
+
+def test_when_the_first_computation_fails_a_waiting_thread_computes_it_itself(digits, monkeypatch):
+    cache = ReferenceCache()
+    compute = _GatedCompute(fail_first=True)
+    monkeypatch.setattr(reference_module, "compute_reference", compute)
+    results = _two_threads_ask_at_once(cache, digits, compute)
+    assert isinstance(results[0], RuntimeError)
+    reference, reused = results[1]
+    assert compute.calls == 2 and cache.computed == 1 and not reused and reference.sealed and len(cache) == 1
+
+
+def test_a_writer_shares_one_reference_and_keeps_it_alive(digits, tmp_path):
+    """A second share_reference is refused (it would drop the writer's hold on the first, whose
+    bytes the file's layers read); the first, dropped by Python, is still what the file gets."""
+    _, _, net, images, labels = digits
+    every_layer = range(len(net.layers))
+    writer = _core.ResultsWriter(str(tmp_path / "w.h5"), net, labels, [(0, 0, 0.0)], "{}", "none")
+    first = compute_reference(net, images, every_layer, "fast", 1)
+    expected = first.layer(len(net.layers) - 1, net).copy()
+    writer.share_reference(first)
+    with pytest.raises(aimcemu.FormatError, match="already shares a reference"):
+        writer.share_reference(compute_reference(net, images, every_layer, "fast", 1))
+    del first
+    import gc
+    gc.collect()
+    outputs = _core.run_network(net, images, "fast", 1)
+    for i, values in enumerate(outputs):
+        writer.set_round(0, i, values)
+    writer.commit()
+    with h5py.File(tmp_path / "w.h5") as f:
+        np.testing.assert_array_equal(f["reference_logits"][()].reshape(expected.shape), expected)
+
+
+def test_two_passes_cannot_fill_one_reference_at_once():
+    """run_network(into=) claims the reference: of two threads filling one at once (a pass long
+    enough, ~0.1 s, for the second to start while the first runs), one is refused, and the
+    reference is the PU's output."""
+    import threading
+
+    net = _core.zoo.resnet18(1, 64, 10)
+    images = np.random.default_rng(5).integers(-128, 128, size=(16, *net.input_shape), dtype=np.int8)
+    layers = [0, len(net.layers) - 1]
+    reference = _core.ReferenceActivations(net, len(images), layers)
+    errors = []
+
+    def fill():
+        try:
+            _core.run_network(net, images, "fast", 1, None, [], into=reference)
+        except aimcemu.FormatError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=fill) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 1 and ("another pass is filling" in errors[0] or "already filled" in errors[0]), errors
+    expected = _core.run_network(net, images, "fast", 1)
+    for i in layers:
+        np.testing.assert_array_equal(reference.layer(i, net), expected[i])
