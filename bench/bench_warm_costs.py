@@ -6,14 +6,18 @@ process (what a sweep worker does).  Each cost is timed by wrapping the call the
 (wall and the process's CPU time, all threads, around the call):
 
   load      modelfile.load_model_and_check_dataset (the kept checking process)
-  key       aimcemu.reference.reference_key (the reference cache's content key)
+  key       aimcemu.reference.content_digest (the reference cache's content key: SHA-256 of the
+            weights and images), on its own thread since the runner overlaps it with the emulator's
+            and the writer's creation: wall and that thread's CPU time (a version without that
+            thread: reference_key on the run's thread, process CPU)
+  key wait  the runner's wait for that thread (ContentDigest.result)
   emulator  _core.niu.Emulator(...) (NoisyWeights: the HBM filled from the network)
   w.create  _core.ResultsWriter(...)        w.commit  its commit()
   niu 1st   the run's first NIU round (the chips' programming)    niu rest  the other rounds
   pass      each noisy PU pass (rounds.run_network on a published round), mean
 
 Run 1 fills the caches (reference, checking process, kept memory); the table shows every run and
-the median of runs 2..N.  Load from other processes inflates wall times: read the CPU columns,
+the median of runs 2..N, with each run's minor page faults, and a line of page faults per cost.  Load from other processes inflates wall times: read the CPU columns,
 and compare builds by alternating them (AIMCEMU_CORE_DIR / PYTHONPATH) in one session.
 
     AIMCEMU_CORE_DIR=build/python python3 bench/bench_warm_costs.py [--runs 6] [--images 16] [--rounds 4]
@@ -37,18 +41,24 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 class Costs:
     """Wall and CPU seconds per cost name within the current run."""
 
     def __init__(self):
         self.run: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        self.faults: dict[str, int] = defaultdict(int)   # minor page faults per cost, this run
 
-    def timed(self, name, fn, *args, **kwargs):
-        wall, cpu = time.perf_counter(), cpu_s()
+    def timed(self, name, fn, *args, cpu=cpu_s, **kwargs):
+        wall, cpu_start, faults = time.perf_counter(), cpu(), minor_faults()
         try:
             return fn(*args, **kwargs)
         finally:
-            self.run[name].append((time.perf_counter() - wall, cpu_s() - cpu))
+            self.run[name].append((time.perf_counter() - wall, cpu() - cpu_start))
+            self.faults[name] += minor_faults() - faults
 
 
 def instrument(costs: Costs) -> None:
@@ -57,8 +67,14 @@ def instrument(costs: Costs) -> None:
 
     load = modelfile.load_model_and_check_dataset
     modelfile.load_model_and_check_dataset = lambda *a, **k: costs.timed("load", load, *a, **k)
-    key = reference.reference_key
-    reference.reference_key = lambda *a, **k: costs.timed("key", key, *a, **k)
+    if hasattr(reference, "ContentDigest"):
+        digest = reference.content_digest   # on the key's own thread: that thread's CPU time
+        reference.content_digest = lambda *a, **k: costs.timed("key", digest, *a, cpu=time.thread_time, **k)
+        result = reference.ContentDigest.result
+        reference.ContentDigest.result = lambda self: costs.timed("key wait", result, self)
+    else:  # a version that hashes on the run's own thread
+        key = reference.reference_key
+        reference.reference_key = lambda *a, **k: costs.timed("key", key, *a, **k)
     emulator = _core.niu.Emulator
     _core.niu.Emulator = lambda *a, **k: costs.timed("emulator", emulator, *a, **k)
     writer_class = _core.ResultsWriter
@@ -84,7 +100,7 @@ def instrument(costs: Costs) -> None:
     rounds.run_network = lambda *a, **k: costs.timed("pass", run_network, *a, **k)
 
 
-COLUMNS = ["load", "key", "emulator", "w.create", "w.commit", "niu 1st", "niu rest", "pass"]
+COLUMNS = ["load", "key", "key wait", "emulator", "w.create", "w.commit", "niu 1st", "niu rest", "pass"]
 
 
 def main() -> None:
@@ -106,7 +122,8 @@ def main() -> None:
         model, data = write_zoo_inputs(folder, args.net, args.images)
         for _ in range(args.runs):
             costs.run.clear()
-            wall, cpu, faults = time.perf_counter(), cpu_s(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            costs.faults.clear()
+            wall, cpu, faults = time.perf_counter(), cpu_s(), minor_faults()
             aimcemu.run(model, data, folder / "out.h5", mapping="all", noise="pcm_like", rounds=args.rounds,
                         layers="none", threads=args.threads, reuse_reference=True)
             row = {"wall": (time.perf_counter() - wall, cpu_s() - cpu),
@@ -115,6 +132,7 @@ def main() -> None:
                 calls = costs.run.get(name, [])
                 per = (len(calls) if name == "pass" else 1) or 1
                 row[name] = (sum(c[0] for c in calls) / per, sum(c[1] for c in calls) / per)
+            row["faults by cost"] = {name: costs.faults.get(name, 0) for name in COLUMNS}
             rows.append(row)
 
     print(f"{args.net}, {args.images} images, {args.rounds} rounds, {args.threads} threads, reuse_reference=True, "
@@ -133,6 +151,8 @@ def main() -> None:
                   for name in ["wall"] + COLUMNS}
         median["faults"] = int(statistics.median(r["faults"] for r in later))
         print(line("med 2+", median))
+        print("page faults per cost, median of runs 2..N (pass: all passes of a run): " +
+              ", ".join(f"{name} {int(statistics.median(r['faults by cost'][name] for r in later))}" for name in COLUMNS))
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -83,15 +83,41 @@ std::atomic<PassBuffers*>& kept_buffers_slot() {
     return *slot;
 }
 
-void keep_pass_buffers(std::unique_ptr<PassBuffers> buffers) noexcept {
-    if (!buffers || buffers->stats().held_bytes > g_kept_limit.load()) return;
-    delete kept_buffers_slot().exchange(buffers.release());
+// The HBM's memory kept for the next emulator, as the chip states: its round buffers are the
+// pages a later run would fault in again (6,000-odd per buffer for ResNet-50).
+std::atomic<ZeroedBytes*>& kept_hbm_slot() {
+    static auto* slot = new std::atomic<ZeroedBytes*>(nullptr);
+    return *slot;
 }
 
-std::unique_ptr<PassBuffers> take_kept_pass_buffers() {
-    std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
-    return kept ? std::move(kept) : std::make_unique<PassBuffers>();
+// Lets the kernel take the kept pages back under memory pressure without writing them anywhere
+// (a page it took reads as zero again; every byte the next emulator reads it writes or zeroes).
+void advise_free(ZeroedBytes& memory) noexcept {
+#ifdef MADV_FREE
+    if (memory.size() > 0) madvise(memory.data(), memory.size(), MADV_FREE);
+#else
+    (void)memory;
+#endif
 }
+
+void keep_hbm_memory(ZeroedBytes memory) noexcept {
+    if (memory.size() == 0 || memory.size() > g_kept_limit.load()) return;
+    try {
+        advise_free(memory);
+        delete kept_hbm_slot().exchange(new ZeroedBytes(std::move(memory)));
+    } catch (...) {  // no memory for the holder: the mapping is unmapped instead
+    }
+}
+
+ZeroedBytes take_kept_hbm_memory() {
+    const std::unique_ptr<ZeroedBytes> kept(kept_hbm_slot().exchange(nullptr));
+    return kept ? std::move(*kept) : ZeroedBytes(0);
+}
+
+// Every weight region of the emulator's HBM is written in full before anything reads it: the
+// clean and digital ones at construction, an AIMC layer's round buffer by the NIU before the fence
+// publishes it.  The activation regions are never written and must read as zero.
+bool written_before_read(const HbmRegion& region) { return region.kind != HbmRegionKind::Activations; }
 
 std::vector<NiuChipState> take_kept_chip_states() {
     const std::unique_ptr<std::vector<NiuChipState>> kept(kept_slot().exchange(nullptr));
@@ -121,6 +147,16 @@ private:
 
 }  // namespace
 
+void keep_pass_buffers(std::unique_ptr<PassBuffers> buffers) noexcept {
+    if (!buffers || buffers->stats().held_bytes > g_kept_limit.load()) return;
+    delete kept_buffers_slot().exchange(buffers.release());
+}
+
+std::unique_ptr<PassBuffers> take_kept_pass_buffers() {
+    std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
+    return kept ? std::move(kept) : std::make_unique<PassBuffers>();
+}
+
 std::size_t kept_chip_state_bytes() {
     const std::vector<NiuChipState>* kept = kept_slot().load();
     return kept ? words_bytes(*kept) : 0;
@@ -141,10 +177,18 @@ std::size_t release_kept_pass_buffers() {
     return kept ? kept->stats().held_bytes : 0;
 }
 
+std::size_t kept_hbm_bytes() {
+    const ZeroedBytes* kept = kept_hbm_slot().load();
+    return kept ? kept->size() : 0;
+}
+
+std::size_t release_kept_hbm() { return take_kept_hbm_memory().size(); }
+
 std::size_t set_kept_chip_state_limit(std::size_t bytes) {
     const std::size_t previous = g_kept_limit.exchange(bytes);
     if (kept_chip_state_bytes() > bytes) release_kept_chip_states();
     if (kept_pass_buffer_bytes() > bytes) release_kept_pass_buffers();
+    if (kept_hbm_bytes() > bytes) release_kept_hbm();
     return previous;
 }
 
@@ -154,12 +198,13 @@ Emulator::Emulator(Network net, std::vector<int> aimc_layers)
 Emulator::~Emulator() {
     keep_chip_states(std::move(chip_states_));
     keep_pass_buffers(std::move(pass_buffers_));
+    keep_hbm_memory(std::move(hbm_).take_memory());
 }
 
 Emulator::Emulator(const Network& source, std::vector<int> aimc_layers, FromResolved)
     : net_(structure_with_biases(source)),
       aimc_layers_(checked_aimc_layers(source, std::move(aimc_layers))),
-      hbm_(HbmLayout::for_network(source, aimc_layers_)),
+      hbm_(HbmLayout::for_network(source, aimc_layers_), take_kept_hbm_memory(), written_before_read),
       fence_(hbm_.layout(), aimc_layers_),
       weight_count_(net_.layers.size(), 0) {
     // Each GEMM layer's weights are copied into its HBM region, the one place the emulator keeps
@@ -187,7 +232,14 @@ Emulator::Emulator(const Network& source, std::vector<int> aimc_layers, FromReso
     }
     // A previous emulator's chip states: their memory, not their contents (all stale).
     chip_states_ = take_kept_chip_states();
-    pass_buffers_ = take_kept_pass_buffers();
+    // The pass buffers are taken at the first pass (pass_buffers()), not here: a run builds its
+    // emulator before its reference pass, which uses the same kept pool and hands it back.
+}
+
+PassBuffers& Emulator::pass_buffers() {
+    std::lock_guard lock(pass_buffers_mutex_);
+    if (!pass_buffers_) pass_buffers_ = take_kept_pass_buffers();
+    return *pass_buffers_;
 }
 
 std::span<const std::int8_t> Emulator::clean_weights(std::size_t k) const {
@@ -267,7 +319,7 @@ RoundOutputs Emulator::run_published(const std::vector<Tensor8>& images, const R
     const bool fast = options.backend == GemmBackend::Fast;
     RunOptions pu_options = options;
     if (fast) pu_options.packed = &digital_packed(options.kernel, options.threads);
-    if (!pu_options.buffers) pu_options.buffers = pass_buffers_.get();
+    if (!pu_options.buffers) pu_options.buffers = &pass_buffers();
     std::vector<const std::int8_t*> table(net_.layers.size(), nullptr);
     for (int l = 0; l < int(net_.layers.size()); ++l) {
         if (!net_.layers[std::size_t(l)].is_gemm() || (fast && !is_aimc(l))) continue;

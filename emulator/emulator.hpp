@@ -109,7 +109,10 @@ private:
     // kept from round to round so that a pass reuses the previous one's memory instead of
     // page-faulting it in again (pu_model/pass_buffers.hpp); used unless the caller's RunOptions
     // name their own.  Taken from the previous emulator of the process where it left them
-    // (kept_pass_buffer_bytes), so a sweep's later run starts with the last run's buffers.
+    // (kept_pass_buffer_bytes), so a sweep's later run starts with the last run's buffers; taken
+    // at the first pass, after the run's reference pass has handed the same pool back.
+    PassBuffers& pass_buffers();
+    std::mutex pass_buffers_mutex_;
     std::unique_ptr<PassBuffers> pass_buffers_;
 };
 
@@ -135,5 +138,19 @@ std::size_t set_kept_chip_state_limit(std::size_t bytes);
 // freeing them now.
 std::size_t kept_pass_buffer_bytes();
 std::size_t release_kept_pass_buffers();
+// The kept pass buffers, or a new PassBuffers where none are kept (or another holder has them:
+// two passes at once never share a pool), and handing a pool back when its passes are done (one
+// is kept, within the limit; a pool displaced by a later hand-back is freed).  Emulators and
+// _core.run_network (the reference pass, a digital run) share this one pool, so a run's reference
+// pass and its rounds reuse the same memory instead of holding two pools.  Every pass writes
+// each byte it reads (pass_buffers.hpp), so what a kept buffer held never reaches a result.
+std::unique_ptr<PassBuffers> take_kept_pass_buffers();
+void keep_pass_buffers(std::unique_ptr<PassBuffers> buffers) noexcept;
+// Likewise the HBM's memory of the last emulator destroyed (pu_model/hbm.hpp: its clean, weight
+// and round-buffer regions, about 3 bytes per AIMC weight): the next emulator whose HBM fits in it
+// writes its regions there, and every byte it does not write first reads as zero (Hbm's recycling
+// constructor), so nothing of the kept contents reaches a run.  Bytes held now; freeing them now.
+std::size_t kept_hbm_bytes();
+std::size_t release_kept_hbm();
 
 }  // namespace aimcemu::niu

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "common/errors.hpp"
 
@@ -87,6 +89,50 @@ ZeroedBytes::~ZeroedBytes() {
     if (data_ != nullptr) ::munmap(data_, size_);
 }
 
+namespace {
+ZeroedBytes memory_for(ZeroedBytes recycled, std::size_t size) {
+    if (recycled.size() >= size && size > 0) return recycled;
+    return ZeroedBytes(size);   // `recycled`, too small, is unmapped on the way out
+}
+}  // namespace
+
+Hbm::Hbm(HbmLayout layout, ZeroedBytes recycled, WrittenBeforeRead written_before_read)
+    : layout_(std::move(layout)), bytes_(memory_for(std::move(recycled), std::size_t(layout_.size()))) {
+    if (bytes_.size() == 0) return;
+    // Fresh memory is zero already; recycled memory is zeroed wherever no owner's write comes
+    // first: the gaps between regions and every region not named.  Whole pages go back to the
+    // kernel (MADV_DONTNEED: they read as zero, and a page never touched costs nothing), the
+    // partial pages at a range's ends are cleared.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> stale;   // [begin, end), in address order
+    for (const HbmRegion& r : layout_.regions())
+        if (r.bytes > 0 && written_before_read(r)) stale.emplace_back(r.base, r.base + r.bytes);
+    std::sort(stale.begin(), stale.end());
+    const std::uint64_t page = std::uint64_t(::sysconf(_SC_PAGESIZE));
+    auto zero = [&](std::uint64_t begin, std::uint64_t end) {
+        if (end <= begin) return;
+        const std::uint64_t first_page = (begin + page - 1) / page * page, last_page = end / page * page;
+        if (last_page <= first_page) {
+            std::memset(bytes_.data() + begin, 0, end - begin);
+            return;
+        }
+        std::memset(bytes_.data() + begin, 0, first_page - begin);
+        std::memset(bytes_.data() + last_page, 0, end - last_page);
+        if (::madvise(bytes_.data() + first_page, last_page - first_page, MADV_DONTNEED) != 0)
+            std::memset(bytes_.data() + first_page, 0, last_page - first_page);
+    };
+    std::uint64_t at = 0;
+    for (const auto& [begin, end] : stale) {
+        zero(at, begin);
+        at = std::max(at, end);
+    }
+    zero(at, std::uint64_t(bytes_.size()));   // past the layout: never read, its pages handed back
+}
+
+ZeroedBytes Hbm::take_memory() && {
+    size_ = 0;
+    return std::move(bytes_);
+}
+
 void Hbm::prefault(const HbmRegion& r) {
 #ifdef MADV_POPULATE_WRITE
     const auto span = region(r);
@@ -101,9 +147,9 @@ void Hbm::prefault(const HbmRegion& r) {
 }
 
 void Hbm::check(std::uint64_t addr, std::uint64_t count) const {
-    if (addr > bytes_.size() || count > bytes_.size() - addr)
+    if (addr > size_ || count > size_ - addr)
         throw FormatError("<hbm>", "address", "access [" + std::to_string(addr) + ", +" + std::to_string(count) +
-                                                  ") outside the " + std::to_string(bytes_.size()) + "-byte memory");
+                                                  ") outside the " + std::to_string(size_) + "-byte memory");
 }
 
 void Hbm::write(std::uint64_t addr, std::span<const std::uint8_t> data) {

@@ -80,6 +80,17 @@ private:
 class Hbm {
 public:
     explicit Hbm(HbmLayout layout) : layout_(std::move(layout)), bytes_(std::size_t(layout_.size())) {}
+    // Whether a region may start with stale bytes in recycled memory: only a region its owner
+    // writes in full before anything reads it.
+    using WrittenBeforeRead = bool (*)(const HbmRegion&);
+    // In `recycled`, an earlier Hbm's memory (take_memory), when it holds the layout; else in
+    // fresh memory as above.  Every byte outside the regions `written_before_read` names is zero
+    // as in fresh memory (whole pages handed back to the kernel, which maps them zeroed, the
+    // partial ones cleared); those regions hold unspecified bytes until their owner writes them.
+    // Why: a sweep's later runs would otherwise fault in every page of the round buffers again.
+    Hbm(HbmLayout layout, ZeroedBytes recycled, WrittenBeforeRead written_before_read);
+    // Gives up the memory for a later Hbm (the Hbm is then empty: every access throws).
+    ZeroedBytes take_memory() &&;
     const HbmLayout& layout() const { return layout_; }
     void write(std::uint64_t addr, std::span<const std::uint8_t> data);
     void read(std::uint64_t addr, std::span<std::uint8_t> out) const;
@@ -97,6 +108,7 @@ private:
     void check(std::uint64_t addr, std::uint64_t count) const;
     HbmLayout layout_;
     ZeroedBytes bytes_;
+    std::size_t size_ = std::size_t(layout_.size());   // the layout's bytes (the memory may hold more)
 };
 
 // Double-buffered weights of the AIMC layers with an explicit publish per round.

@@ -183,12 +183,15 @@ def constants() -> dict:
 
 
 def kept_memory_bytes() -> int:
-    """Bytes a run's emulator left for the next run of this process: its NIU chip states' memory
-    (8 bytes per AIMC weight) and its PU pass buffers, which the next run rewrites instead of
-    faulting in fresh pages (docs/hybrid_runs.md, "Memory kept between runs")."""
-    return int(_niu.kept_chip_state_bytes()) + int(_niu.kept_pass_buffer_bytes())
+    """Bytes a run left for the next run of this process: its emulator's NIU chip states' memory
+    (8 bytes per AIMC weight) and HBM (clean regions and round buffers), and the PU pass buffers
+    of its last pass (an emulator's or `_core.run_network`'s), which the next run rewrites
+    instead of faulting in fresh pages (docs/hybrid_runs.md, "Memory kept between runs")."""
+    return (int(_niu.kept_chip_state_bytes()) + int(_niu.kept_pass_buffer_bytes())
+            + int(_niu.kept_hbm_bytes()))
 
 
 def release_kept_memory() -> int:
     """Frees the memory kept for the next run now; returns the bytes freed."""
-    return int(_niu.release_kept_chip_states()) + int(_niu.release_kept_pass_buffers())
+    return (int(_niu.release_kept_chip_states()) + int(_niu.release_kept_pass_buffers())
+            + int(_niu.release_kept_hbm()))

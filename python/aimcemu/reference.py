@@ -26,22 +26,60 @@ import numpy as np
 
 from . import _core, rounds
 
-__all__ = ["ReferenceCache", "reference_key", "compute_reference", "process_cache", "DEFAULT_MAX_ENTRIES"]
+__all__ = ["ReferenceCache", "ContentDigest", "content_digest", "reference_key", "compute_reference", "process_cache",
+           "DEFAULT_MAX_ENTRIES"]
 
 DEFAULT_MAX_ENTRIES = 1  # a sweep's tasks share one model and data set
 
 
-def reference_key(net, images: np.ndarray, layers) -> str:
-    """A SHA-256 digest of everything the reference depends on: the network's structure and
-    operands (_core.feed_network, without copying the weights), the images' shape and bytes, and
-    the kept layer indices.  SHA-256 because the CPU computes it in hardware (~1.4 GB/s here:
-    ~20 ms for ResNet-50's 25.5 MB of weights)."""
+def content_digest(net, images: np.ndarray) -> bytes:
+    """The SHA-256 of the network's structure and operands (_core.feed_network, without copying
+    the weights) and the images' dtype, shape and bytes: the costly part of reference_key.
+    SHA-256 because the CPU computes it in hardware (~1.4 GB/s here: ~20 ms for ResNet-50's
+    25.5 MB of weights); hashlib releases the GIL while it hashes, so a run computes this on a
+    thread while it builds its emulator and results writer (runner.execute)."""
     digest = hashlib.sha256()
     _core.feed_network(net, digest.update)
     images = np.ascontiguousarray(images)
-    digest.update(repr((str(images.dtype), images.shape, sorted(int(i) for i in layers))).encode())
+    digest.update(repr((str(images.dtype), images.shape)).encode())
     digest.update(memoryview(images).cast("B"))
-    return digest.hexdigest()
+    return digest.digest()
+
+
+def reference_key(net, images: np.ndarray, layers, content: bytes | None = None) -> str:
+    """A SHA-256 digest of everything the reference depends on: content_digest(net, images)
+    (given as `content` when already computed) and the kept layer indices."""
+    if content is None:
+        content = content_digest(net, images)
+    return hashlib.sha256(content + repr(sorted(int(i) for i in layers)).encode()).hexdigest()
+
+
+class ContentDigest:
+    """content_digest(net, images) computed on its own thread from construction on; result()
+    waits for it and raises what it raised.  The thread only reads `net` and `images`."""
+
+    def __init__(self, net, images: np.ndarray):
+        self._value: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, args=(net, images), name="aimcemu-reference-key",
+                                        daemon=True)
+        self._thread.start()
+
+    def _work(self, net, images) -> None:
+        try:
+            self._value = content_digest(net, images)
+        except BaseException as exc:  # handed to whoever asks for the result
+            self._error = exc
+
+    def join(self) -> None:
+        """Waits for the thread (a caller that gives up on the result still lets no thread outlive it)."""
+        self._thread.join()
+
+    def result(self) -> bytes:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def compute_reference(net, images: np.ndarray, layers, backend: str, threads: int):
@@ -106,11 +144,13 @@ class ReferenceCache:
         with self._lock:
             self._entries.clear()
 
-    def get_or_compute(self, net, images: np.ndarray, layers, backend: str, threads: int):
+    def get_or_compute(self, net, images: np.ndarray, layers, backend: str, threads: int,
+                       content: bytes | None = None):
         """(reference, reused): the cached reference of (net, images, layers), or a new one,
-        computed and kept.  Threads asking for the same key at once compute it once: the others
-        wait for it (a Dask worker's threads start a sweep's first tasks together)."""
-        key = reference_key(net, images, layers)
+        computed and kept.  content: content_digest(net, images) if already computed.  Threads
+        asking for the same key at once compute it once: the others wait for it (a Dask worker's
+        threads start a sweep's first tasks together)."""
+        key = reference_key(net, images, layers, content)
         while True:
             with self._lock:
                 reference = self._entries.get(key)

@@ -107,7 +107,12 @@ void bind_emulator(py::module_& root) {
         // The binding copies the network (25.5 MB of weights for ResNet-50, a few ms): the caller's
         // object may be read at the same time by a pass on another thread (run_network runs
         // without the GIL), so the emulator never borrows or moves its weights.
-        .def(py::init<Network, std::vector<int>>(), py::arg("net"), py::arg("aimc_layers"),
+        // Built without the GIL once the copy is made: the emulator then touches no Python object,
+        // and a run hashes its reference key on another thread meanwhile (aimcemu.reference).
+        .def(py::init([](Network net, std::vector<int> aimc_layers) {
+                 py::gil_scoped_release release;
+                 return std::make_unique<Emulator>(std::move(net), std::move(aimc_layers));
+             }), py::arg("net"), py::arg("aimc_layers"),
              "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k]")
         .def("write_round", [](Emulator& e, const std::vector<const NiuProgram*>& programs, int threads) {
             const NiuProgram program = concatenated(programs);
@@ -196,11 +201,15 @@ void bind_emulator(py::module_& root) {
     m.def("release_kept_chip_states", &release_kept_chip_states,
           "Frees the chip-state memory kept for the next Emulator; returns the bytes freed");
     m.def("kept_pass_buffer_bytes", &kept_pass_buffer_bytes,
-          "Bytes of PU pass buffers a destroyed Emulator left for the next one of this process");
+          "Bytes of PU pass buffers a destroyed Emulator or a run_network call left for the next pass of this process");
     m.def("release_kept_pass_buffers", &release_kept_pass_buffers,
-          "Frees the PU pass buffers kept for the next Emulator; returns the bytes freed");
+          "Frees the PU pass buffers kept for the next Emulator or run_network call; returns the bytes freed");
+    m.def("kept_hbm_bytes", &kept_hbm_bytes,
+          "Bytes of HBM memory (clean regions and round buffers) a destroyed Emulator left for the next one");
+    m.def("release_kept_hbm", &release_kept_hbm, "Frees the HBM memory kept for the next Emulator; returns the bytes freed");
     m.def("set_kept_chip_state_limit", &set_kept_chip_state_limit, py::arg("bytes"),
-          "The most bytes of chip states, and of pass buffers, kept for the next Emulator (0: none);\n"
+          "The most bytes of chip states, of pass buffers and of HBM memory, each, kept for the next Emulator\n"
+          "or run_network call (0: none); "
           "returns the previous limit");
 }
 

@@ -133,6 +133,9 @@ public:
         }
         spec.deflate_level = deflate;
         spec.replace_existing = overwrite;
+        // Without the GIL: the writer works on its own copies (net_, spec), and a run hashes its
+        // reference key on another thread meanwhile (aimcemu.reference.ContentDigest).
+        py::gil_scoped_release release;
         writer_ = std::make_unique<ResultsWriter>(path, net_, std::move(spec));
     }
 

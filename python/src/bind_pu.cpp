@@ -10,10 +10,12 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "common/errors.hpp"
+#include "emulator/emulator.hpp"
 #include "formats/results.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/inference.hpp"
+#include "pu_model/pass_buffers.hpp"
 #include "pu_model/sa_cycle.hpp"
 
 namespace py = pybind11;
@@ -159,7 +161,18 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     std::vector<std::vector<Tensor8>> results;
     {
         py::gil_scoped_release release;
-        results = run_network_batch(net, inputs, options);
+        // The process's kept pass buffers (the last pass's, emulator/emulator.hpp), so that a
+        // reference pass or a digital run reuses pages instead of faulting them in; a call running
+        // while another holds them gets its own.  Handed back whether the pass succeeds or not.
+        std::unique_ptr<PassBuffers> buffers = niu::take_kept_pass_buffers();
+        options.buffers = buffers.get();
+        try {
+            results = run_network_batch(net, inputs, options);
+        } catch (...) {
+            niu::keep_pass_buffers(std::move(buffers));
+            throw;
+        }
+        niu::keep_pass_buffers(std::move(buffers));
         if (reference) reference->seal();
     }
     py::list per_layer;

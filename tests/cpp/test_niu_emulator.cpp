@@ -495,3 +495,78 @@ TEST(NiuEmulator, KeptChipStateMemoryIsRecomputedForTheNextEmulatorWhateverItHel
     EXPECT_EQ(kept_chip_state_bytes(), 0u);  // over the limit: freed
     set_kept_chip_state_limit(limit);
 }
+
+namespace {
+
+// The whole HBM except the AIMC layers' round buffers (unspecified until the NIU first writes them).
+std::vector<std::int8_t> hbm_outside_round_buffers(const Emulator& emulator) {
+    std::vector<std::int8_t> out;
+    const Hbm& hbm = emulator.hbm();
+    std::uint64_t at = 0;
+    auto append = [&](std::uint64_t end) {
+        const auto bytes = hbm.bytes(at, end - at);
+        out.insert(out.end(), bytes.begin(), bytes.end());
+    };
+    for (const HbmRegion& r : hbm.layout().regions()) {
+        const auto& aimc = emulator.aimc_layers();
+        if (r.kind != HbmRegionKind::Weights || std::find(aimc.begin(), aimc.end(), r.layer) == aimc.end()) continue;
+        append(r.base);
+        at = r.base + r.bytes;
+    }
+    append(hbm.layout().size());
+    return out;
+}
+
+std::vector<std::int8_t> whole_hbm(const Emulator& emulator) {
+    const auto bytes = emulator.hbm().bytes(0, emulator.hbm().layout().size());
+    return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
+
+TEST(NiuEmulator, KeptHbmMemoryHoldsNothingOfTheLastEmulatorForTheNext) {
+    // A destroyed emulator leaves its HBM's memory to the next one.  The first emulator here maps
+    // every GEMM layer to AIMC, so its weights and noisy rounds lie where the second one's layout
+    // (one AIMC layer) has activation regions and gaps: the second emulator must read the same
+    // bytes as one built in fresh memory, before its first round and after two.
+    const Network net = hybrid_network();
+    const std::vector<int> every = {0, 2, 3, 4}, one = {2};
+    const std::vector<Tensor8> images = random_images(net, 3, 41);
+    release_kept_hbm();
+    std::vector<std::int8_t> fresh_before;
+    std::vector<std::int8_t> fresh_after;
+    std::vector<std::vector<Tensor8>> fresh_outputs;
+    {
+        Emulator fresh(net, one);
+        fresh_before = hbm_outside_round_buffers(fresh);
+        for (std::uint64_t round = 0; round < 2; ++round)
+            fresh_outputs = fresh.run_round(program_for(net, one, round), images, {.threads = 1}).outputs;
+        fresh_after = whole_hbm(fresh);
+    }
+    EXPECT_GT(kept_hbm_bytes(), 0u);
+    release_kept_hbm();
+    std::size_t kept = 0;
+    {
+        Emulator first(net, every);
+        for (std::uint64_t round = 0; round < 2; ++round) first.run_round(program_for(net, every, round), images, {.threads = 2});
+        kept = first.hbm().layout().size();
+    }
+    EXPECT_EQ(kept_hbm_bytes(), kept);
+    for (int threads : {1, 2}) {
+        Emulator second(net, one);
+        EXPECT_EQ(kept_hbm_bytes(), 0u);  // taken by this emulator
+        ASSERT_LE(second.hbm().layout().size(), kept);
+        EXPECT_EQ(hbm_outside_round_buffers(second), fresh_before) << threads << " threads";
+        std::vector<std::vector<Tensor8>> outputs;
+        for (std::uint64_t round = 0; round < 2; ++round)
+            outputs = second.run_round(program_for(net, one, round), images, {.threads = threads}).outputs;
+        EXPECT_EQ(whole_hbm(second), fresh_after) << threads << " threads";
+        expect_same(outputs, fresh_outputs, "threads " + std::to_string(threads));
+    }
+    EXPECT_EQ(release_kept_hbm(), kept);  // the memory went from emulator to emulator, not freed
+    EXPECT_EQ(kept_hbm_bytes(), 0u);
+    const std::size_t limit = set_kept_chip_state_limit(kept - 1);
+    { Emulator over(net, every); }
+    EXPECT_EQ(kept_hbm_bytes(), 0u);  // over the limit: unmapped
+    set_kept_chip_state_limit(limit);
+}
