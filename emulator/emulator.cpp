@@ -157,9 +157,24 @@ std::unique_ptr<PassBuffers> take_kept_pass_buffers() {
     return kept ? std::move(kept) : std::make_unique<PassBuffers>();
 }
 
+namespace {
+// The bytes of what a slot holds, measured while this thread holds it: a load() and a dereference
+// could read an object that a keep or take on another thread exchanged and deleted in between.
+// Put back unless another was kept meanwhile (then this one is freed: the newer one stays); a take
+// meanwhile finds the slot empty and allocates afresh, as with nothing kept.
+template <class T, class Measure>
+std::size_t held_bytes(std::atomic<T*>& slot, Measure measure) {
+    std::unique_ptr<T> held(slot.exchange(nullptr));
+    if (!held) return 0;
+    const std::size_t bytes = measure(*held);
+    T* empty = nullptr;
+    if (slot.compare_exchange_strong(empty, held.get())) held.release();
+    return bytes;
+}
+}  // namespace
+
 std::size_t kept_chip_state_bytes() {
-    const std::vector<NiuChipState>* kept = kept_slot().load();
-    return kept ? words_bytes(*kept) : 0;
+    return held_bytes(kept_slot(), [](const std::vector<NiuChipState>& kept) { return words_bytes(kept); });
 }
 
 std::size_t release_kept_chip_states() {
@@ -168,8 +183,7 @@ std::size_t release_kept_chip_states() {
 }
 
 std::size_t kept_pass_buffer_bytes() {
-    const PassBuffers* kept = kept_buffers_slot().load();
-    return kept ? kept->stats().held_bytes : 0;
+    return held_bytes(kept_buffers_slot(), [](const PassBuffers& kept) { return kept.stats().held_bytes; });
 }
 
 std::size_t release_kept_pass_buffers() {
@@ -178,8 +192,7 @@ std::size_t release_kept_pass_buffers() {
 }
 
 std::size_t kept_hbm_bytes() {
-    const ZeroedBytes* kept = kept_hbm_slot().load();
-    return kept ? kept->size() : 0;
+    return held_bytes(kept_hbm_slot(), [](const ZeroedBytes& kept) { return kept.size(); });
 }
 
 std::size_t release_kept_hbm() { return take_kept_hbm_memory().size(); }

@@ -570,3 +570,25 @@ TEST(NiuEmulator, KeptHbmMemoryHoldsNothingOfTheLastEmulatorForTheNext) {
     EXPECT_EQ(kept_hbm_bytes(), 0u);  // over the limit: unmapped
     set_kept_chip_state_limit(limit);
 }
+
+// What is kept between emulators may be asked for while another thread keeps or takes it: the
+// query holds the object while it measures it (a load and a dereference read freed memory under
+// AddressSanitizer when a keep on the other thread deleted the object in between).
+TEST(NiuEmulator, KeptMemoryCanBeMeasuredWhileAnotherThreadKeepsAndTakesIt) {
+    std::atomic<bool> done{false};
+    std::thread keeper([&] {
+        for (int i = 0; i < 20000; ++i) {
+            keep_pass_buffers(std::make_unique<PassBuffers>());
+            if (i % 3 == 0) release_kept_pass_buffers();
+        }
+        done = true;
+    });
+    std::size_t queries = 0;
+    while (!done) {
+        EXPECT_EQ(kept_pass_buffer_bytes(), 0u);  // an empty pool holds nothing
+        ++queries;
+    }
+    keeper.join();
+    release_kept_pass_buffers();
+    EXPECT_GT(queries, 0u);
+}
