@@ -3,7 +3,7 @@
 A sweep worker's later runs are faster because the process keeps two things from its last run:
 the reference cache's entry (aimcemu.reference.process_cache: the noise-free activations of
 every layer for a noisy run) and the emulator's kept memory (aimcemu.niu.kept_memory_bytes: the
-NIU chip states' and the PU pass buffers' pages).  Both are caches: nothing a run computes
+NIU chip states', the PU pass buffers' and the HBM's pages).  Both are caches: nothing a run computes
 depends on them.  So they never stand in a run's way: before a run starts, ``make_room`` frees
 them when the run's arrays beside them would exceed the machine's memory, or when the kernel has
 less memory available now than the run's arrays need (docs/hybrid_runs.md, "Memory kept between
