@@ -246,3 +246,19 @@ def test_a_model_file_that_crashes_libhdf5_is_refused(files, capsys, name):
         pytest.skip(f"this libhdf5 reads {name} without crashing (rc {in_process.returncode})")
     refused([bad, "-d", data, "-o", folder / "out.h5"], folder, capsys,
             f"{bad}: field 'file': corrupt: reading it crashed the HDF5 library in the checking process")
+
+
+def test_a_relative_model_path_names_the_file_in_the_current_directory_after_a_chdir(tmp_path, monkeypatch):
+    """Two folders hold a model.h5 of the same structure with other weights: a load after
+    os.chdir reads the new folder's file, not the one where the (kept) checking process started."""
+    from aimcemu import _core, modelfile
+
+    for folder, seed in (("a", 1), ("b", 2)):
+        (tmp_path / folder).mkdir()
+        modelfile.save_model(_core.zoo.resnet18(seed, 32, 10), tmp_path / folder / "model.h5")
+    weights_of = {folder: modelfile.load_model(tmp_path / folder / "model.h5").layers[0].weights
+                  for folder in ("a", "b")}
+    assert not (weights_of["a"] == weights_of["b"]).all()
+    for folder in ("a", "b", "a"):
+        monkeypatch.chdir(tmp_path / folder)
+        assert (modelfile.load_model("model.h5").layers[0].weights == weights_of[folder]).all(), folder
