@@ -33,21 +33,57 @@ Network structure_with_biases(const Network& net) {
     return structure;
 }
 
-// The chip states kept for the next emulator (emulator.hpp, kept_chip_state_bytes): one
-// emulator's, behind an atomic pointer rather than a mutex, so a child forked while another
-// thread hands states over inherits no held lock.  Never destroyed: an emulator may be
-// destroyed during the process's exit, after static destructors ran.
-std::atomic<std::vector<NiuChipState>*>& kept_slot() {
-    static auto* slot = new std::atomic<std::vector<NiuChipState>*>(nullptr);
-    return *slot;
-}
-std::atomic<std::size_t> g_kept_limit{kDefaultKeptChipStateLimit};
-
-std::size_t words_bytes(const std::vector<NiuChipState>& states) {
+// The bytes each kind of kept object holds.
+std::size_t held_bytes(const std::vector<NiuChipState>& states) {
     std::size_t bytes = 0;
     for (const NiuChipState& s : states) bytes += s.words.capacity() * sizeof(std::uint16_t);
     return bytes;
 }
+std::size_t held_bytes(const PassBuffers& buffers) { return buffers.stats().held_bytes; }
+std::size_t held_bytes(const ZeroedBytes& memory) { return memory.size(); }
+
+// One object kept for the next emulator of the process (its chip states, pass buffers or HBM
+// memory; emulator.hpp), behind an atomic pointer rather than a mutex, so that a child forked
+// while another thread hands something over inherits no held lock.  Never destroyed: an emulator
+// may be destroyed during the process's exit, after static destructors ran.
+template <class T>
+class KeptSlot {
+public:
+    static KeptSlot& instance() {
+        static auto* slot = new KeptSlot;
+        return *slot;
+    }
+    // Keeps `object`, freeing what was kept before.
+    void keep(std::unique_ptr<T> object) noexcept { delete slot_.exchange(object.release()); }
+    // What is kept (nullptr if nothing), the slot left empty.
+    std::unique_ptr<T> take() noexcept { return std::unique_ptr<T>(slot_.exchange(nullptr)); }
+    // held_bytes of what is kept, measured while this thread holds it: a load() and a dereference
+    // could read an object that a keep or take on another thread exchanged and deleted in between.
+    // Put back unless another was kept meanwhile (then this one is freed: the newer one stays); a
+    // take meanwhile finds the slot empty and allocates afresh, as with nothing kept.
+    std::size_t bytes() {
+        std::unique_ptr<T> held = take();
+        if (!held) return 0;
+        const std::size_t bytes = held_bytes(*held);
+        T* empty = nullptr;
+        if (slot_.compare_exchange_strong(empty, held.get())) held.release();
+        return bytes;
+    }
+    // Frees what is kept; returns its bytes.
+    std::size_t release() {
+        const std::unique_ptr<T> held = take();
+        return held ? held_bytes(*held) : 0;
+    }
+
+private:
+    std::atomic<T*> slot_{nullptr};
+};
+
+using KeptChipStates = KeptSlot<std::vector<NiuChipState>>;
+using KeptPassBuffers = KeptSlot<PassBuffers>;
+using KeptHbmMemory = KeptSlot<ZeroedBytes>;
+
+std::atomic<std::size_t> g_kept_limit{kDefaultKeptChipStateLimit};
 
 // Lets the kernel take back the whole pages of a kept state's words under memory pressure
 // without writing them anywhere; until it does, they stay mapped and cost no fault when rewritten.
@@ -62,36 +98,8 @@ void advise_free(NiuChipState& state) noexcept {
 #endif
 }
 
-void keep_chip_states(std::vector<NiuChipState>&& states) noexcept {
-    try {
-        const std::size_t bytes = words_bytes(states);
-        if (bytes == 0 || bytes > g_kept_limit.load()) return;
-        for (NiuChipState& s : states) {  // stale: the next emulator recomputes every layer's chip half
-            s.count = 0;
-            s.code = {};
-            s.chip_streams = {};
-            advise_free(s);
-        }
-        delete kept_slot().exchange(new std::vector<NiuChipState>(std::move(states)));
-    } catch (...) {  // no memory for the holder: the states are freed instead
-    }
-}
-
-// The pass buffers kept for the next emulator, as the chip states.
-std::atomic<PassBuffers*>& kept_buffers_slot() {
-    static auto* slot = new std::atomic<PassBuffers*>(nullptr);
-    return *slot;
-}
-
-// The HBM's memory kept for the next emulator, as the chip states: its round buffers are the
-// pages a later run would fault in again (6,000-odd per buffer for ResNet-50).
-std::atomic<ZeroedBytes*>& kept_hbm_slot() {
-    static auto* slot = new std::atomic<ZeroedBytes*>(nullptr);
-    return *slot;
-}
-
-// Lets the kernel take the kept pages back under memory pressure without writing them anywhere
-// (a page it took reads as zero again; every byte the next emulator reads it writes or zeroes).
+// The same for the kept HBM memory (a page the kernel took reads as zero again; every byte the
+// next emulator reads it writes or zeroes).
 void advise_free(ZeroedBytes& memory) noexcept {
 #ifdef MADV_FREE
     if (memory.size() > 0) madvise(memory.data(), memory.size(), MADV_FREE);
@@ -100,17 +108,39 @@ void advise_free(ZeroedBytes& memory) noexcept {
 #endif
 }
 
+void keep_chip_states(std::vector<NiuChipState>&& states) noexcept {
+    try {
+        const std::size_t bytes = held_bytes(states);
+        if (bytes == 0 || bytes > g_kept_limit.load()) return;
+        for (NiuChipState& s : states) {  // stale: the next emulator recomputes every layer's chip half
+            s.count = 0;
+            s.code = {};
+            s.chip_streams = {};
+            advise_free(s);
+        }
+        KeptChipStates::instance().keep(std::make_unique<std::vector<NiuChipState>>(std::move(states)));
+    } catch (...) {  // no memory for the holder: the states are freed instead
+    }
+}
+
+std::vector<NiuChipState> take_kept_chip_states() {
+    const std::unique_ptr<std::vector<NiuChipState>> kept = KeptChipStates::instance().take();
+    return kept ? std::move(*kept) : std::vector<NiuChipState>{};
+}
+
+// The HBM's memory kept for the next emulator, as the chip states: its round buffers are the
+// pages a later run would fault in again (6,000-odd per buffer for ResNet-50).
 void keep_hbm_memory(ZeroedBytes memory) noexcept {
     if (memory.size() == 0 || memory.size() > g_kept_limit.load()) return;
     try {
         advise_free(memory);
-        delete kept_hbm_slot().exchange(new ZeroedBytes(std::move(memory)));
+        KeptHbmMemory::instance().keep(std::make_unique<ZeroedBytes>(std::move(memory)));
     } catch (...) {  // no memory for the holder: the mapping is unmapped instead
     }
 }
 
 ZeroedBytes take_kept_hbm_memory() {
-    const std::unique_ptr<ZeroedBytes> kept(kept_hbm_slot().exchange(nullptr));
+    const std::unique_ptr<ZeroedBytes> kept = KeptHbmMemory::instance().take();
     return kept ? std::move(*kept) : ZeroedBytes(0);
 }
 
@@ -118,11 +148,6 @@ ZeroedBytes take_kept_hbm_memory() {
 // clean and digital ones at construction, an AIMC layer's round buffer by the NIU before the fence
 // publishes it.  The activation regions are never written and must read as zero.
 bool written_before_read(const HbmRegion& region) { return region.kind != HbmRegionKind::Activations; }
-
-std::vector<NiuChipState> take_kept_chip_states() {
-    const std::unique_ptr<std::vector<NiuChipState>> kept(kept_slot().exchange(nullptr));
-    return kept ? std::move(*kept) : std::vector<NiuChipState>{};
-}
 
 std::vector<int> checked_aimc_layers(const Network& net, std::vector<int> aimc_layers) {
     for (std::size_t i = 0; i < aimc_layers.size(); ++i)
@@ -148,54 +173,21 @@ private:
 }  // namespace
 
 void keep_pass_buffers(std::unique_ptr<PassBuffers> buffers) noexcept {
-    if (!buffers || buffers->stats().held_bytes > g_kept_limit.load()) return;
-    delete kept_buffers_slot().exchange(buffers.release());
+    if (!buffers || held_bytes(*buffers) > g_kept_limit.load()) return;
+    KeptPassBuffers::instance().keep(std::move(buffers));
 }
 
 std::unique_ptr<PassBuffers> take_kept_pass_buffers() {
-    std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
+    std::unique_ptr<PassBuffers> kept = KeptPassBuffers::instance().take();
     return kept ? std::move(kept) : std::make_unique<PassBuffers>();
 }
 
-namespace {
-// The bytes of what a slot holds, measured while this thread holds it: a load() and a dereference
-// could read an object that a keep or take on another thread exchanged and deleted in between.
-// Put back unless another was kept meanwhile (then this one is freed: the newer one stays); a take
-// meanwhile finds the slot empty and allocates afresh, as with nothing kept.
-template <class T, class Measure>
-std::size_t held_bytes(std::atomic<T*>& slot, Measure measure) {
-    std::unique_ptr<T> held(slot.exchange(nullptr));
-    if (!held) return 0;
-    const std::size_t bytes = measure(*held);
-    T* empty = nullptr;
-    if (slot.compare_exchange_strong(empty, held.get())) held.release();
-    return bytes;
-}
-}  // namespace
-
-std::size_t kept_chip_state_bytes() {
-    return held_bytes(kept_slot(), [](const std::vector<NiuChipState>& kept) { return words_bytes(kept); });
-}
-
-std::size_t release_kept_chip_states() {
-    const std::vector<NiuChipState> kept = take_kept_chip_states();
-    return words_bytes(kept);
-}
-
-std::size_t kept_pass_buffer_bytes() {
-    return held_bytes(kept_buffers_slot(), [](const PassBuffers& kept) { return kept.stats().held_bytes; });
-}
-
-std::size_t release_kept_pass_buffers() {
-    const std::unique_ptr<PassBuffers> kept(kept_buffers_slot().exchange(nullptr));
-    return kept ? kept->stats().held_bytes : 0;
-}
-
-std::size_t kept_hbm_bytes() {
-    return held_bytes(kept_hbm_slot(), [](const ZeroedBytes& kept) { return kept.size(); });
-}
-
-std::size_t release_kept_hbm() { return take_kept_hbm_memory().size(); }
+std::size_t kept_chip_state_bytes() { return KeptChipStates::instance().bytes(); }
+std::size_t release_kept_chip_states() { return KeptChipStates::instance().release(); }
+std::size_t kept_pass_buffer_bytes() { return KeptPassBuffers::instance().bytes(); }
+std::size_t release_kept_pass_buffers() { return KeptPassBuffers::instance().release(); }
+std::size_t kept_hbm_bytes() { return KeptHbmMemory::instance().bytes(); }
+std::size_t release_kept_hbm() { return KeptHbmMemory::instance().release(); }
 
 std::size_t set_kept_chip_state_limit(std::size_t bytes) {
     const std::size_t previous = g_kept_limit.exchange(bytes);

@@ -118,6 +118,20 @@ std::shared_ptr<ReferenceActivations> reference_arg(const py::object& into, cons
     return reference;
 }
 
+// The process's kept pass buffers for one call, handed back when it ends, whether its pass
+// succeeded or not.
+class KeptPassBuffersLease {
+public:
+    KeptPassBuffersLease() : buffers_(niu::take_kept_pass_buffers()) {}
+    ~KeptPassBuffersLease() { niu::keep_pass_buffers(std::move(buffers_)); }
+    KeptPassBuffersLease(const KeptPassBuffersLease&) = delete;
+    KeptPassBuffersLease& operator=(const KeptPassBuffersLease&) = delete;
+    PassBuffers* get() const { return buffers_.get(); }
+
+private:
+    std::unique_ptr<PassBuffers> buffers_;
+};
+
 // Gives a claimed reference back (what was stored forgotten) unless the pass sealed it.
 struct AbandonUnlessSealed {
     ReferenceActivations* reference;
@@ -164,15 +178,9 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
         // The process's kept pass buffers (the last pass's, emulator/emulator.hpp), so that a
         // reference pass or a digital run reuses pages instead of faulting them in; a call running
         // while another holds them gets its own.  Handed back whether the pass succeeds or not.
-        std::unique_ptr<PassBuffers> buffers = niu::take_kept_pass_buffers();
+        const KeptPassBuffersLease buffers;
         options.buffers = buffers.get();
-        try {
-            results = run_network_batch(net, inputs, options);
-        } catch (...) {
-            niu::keep_pass_buffers(std::move(buffers));
-            throw;
-        }
-        niu::keep_pass_buffers(std::move(buffers));
+        results = run_network_batch(net, inputs, options);
         if (reference) reference->seal();
     }
     py::list per_layer;
