@@ -250,9 +250,8 @@ namespace {
 // (6,000-odd pages for ResNet-50: a third of the checking process's time).  It is retired (killed)
 // after any file it refused, crashed or hung on (a corrupt file may leave libhdf5's state damaged,
 // so the next file gets a fresh process), when the helper executable or this process's environment
-// changes, and after a hand-over
-// larger than kWarmMemoryFileBytes (not to hold a huge model's weights twice); it ends by itself
-// when this process ends (the end of its input).  One load uses it at a time: a load meanwhile, in
+// changes, and after a hand-over larger than kWarmMemoryFileBytes (not to hold a huge model's
+// weights twice); it ends by itself when this process ends (the end of its input).  One load uses it at a time: a load meanwhile, in
 // another thread, starts a fresh helper of its own, as every load did before.
 constexpr std::uint64_t kWarmMemoryFileBytes = std::uint64_t(512) << 20;
 
@@ -276,7 +275,6 @@ struct WarmHelper {
 };
 
 std::mutex warm_mutex;
-
 WarmHelper& warm_helper() {
     static WarmHelper warm;
     return warm;
