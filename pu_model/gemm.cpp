@@ -9,9 +9,6 @@
 #include <mutex>
 #include <thread>
 
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "common/errors.hpp"
 #include "common/worker_pool.hpp"
@@ -108,19 +105,6 @@ bool cpu_has_vnni512() {
 }
 
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m) { return (n + 15) / 16 * 16 * ((m + 3) / 4 * 4); }
-
-bool cpu_has_amx() {
-    static const bool available = [] {
-        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-        if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-        const bool tile = edx & (1u << 24), int8 = edx & (1u << 25);
-        if (!tile || !int8 || !cpu_has_vnni512()) return false;
-        // Linux hands out the 8 KiB tile-data state only on request (ARCH_REQ_XCOMP_PERM = 0x1023,
-        // XFEATURE_XTILEDATA = 18); it then holds for every thread of the process.
-        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-    }();
-    return available;
-}
 
 // Panel layout (see gemm_vnni.cpp): panel of up to 64 channels starting at n0, at offset
 // n0 * depth; inside it, group g of 4 depth positions holds `vectors` x 16 lanes x 4 bytes.

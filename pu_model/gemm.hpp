@@ -138,7 +138,8 @@ namespace detail {
 inline constexpr int kVnniPanel = 64;
 inline constexpr int kVnniRowsPerTile = 6;
 bool cpu_has_vnni512();
-// AMX: CPUID says AMX-TILE and AMX-INT8 and Linux granted this process the tile-data state.
+// AMX: CPUID says AMX-TILE and AMX-INT8 and Linux granted this process the tile-data state
+// (defined in gemm_amx.cpp; on the tests' tile model, AVX-512BW: amx_tile_model.hpp).
 bool cpu_has_amx();
 // The definition of the packed layout (scalar; any m): zero fill, then each row's dwords scattered.
 void vnni_pack_weights(const std::int8_t* w, std::int64_t n, std::int64_t m, std::int8_t* packed);

@@ -10,7 +10,13 @@
 // A tiles (16 pixel rows x 64 bytes, loaded straight from the IM2COL operand with its row stride)
 // and two B tiles (16 groups of 4 depth positions x 16 channels x 4 bytes, from the packed
 // weights).  Edges (P or N not a multiple of 32) go through small zero-padded scratch buffers.
+//
+// Tests also compile this file with AIMCEMU_AMX_TILE_MODEL defined: the tile instructions then run
+// on a software model (amx_tile_model.hpp), so the kernel is tested on CPUs without AMX.
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -18,8 +24,41 @@
 #include "pu_model/gemm.hpp"
 #include "common/isa_target.hpp"
 
+#ifdef AIMCEMU_AMX_TILE_MODEL
+#include "pu_model/amx_tile_model.hpp"
+#endif
+
+namespace aimcemu::detail {
+
+#ifndef AIMCEMU_AMX_TILE_MODEL
+bool cpu_has_amx() {
+    static const bool available = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+        const bool tile = edx & (1u << 24), int8 = edx & (1u << 25);
+        if (!tile || !int8 || !cpu_has_vnni512()) return false;
+        // Linux hands out the 8 KiB tile-data state only on request (ARCH_REQ_XCOMP_PERM = 0x1023,
+        // XFEATURE_XTILEDATA = 18); it then holds for every thread of the process.
+        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }();
+    return available;
+}
+#else
+// On the tile model the kernel needs only what its epilogue uses.
+bool cpu_has_amx() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+#endif
+
+}  // namespace aimcemu::detail
+
 // The rest of the file is compiled for the ISA (common/isa_target.hpp says how and why).
+#ifndef AIMCEMU_AMX_TILE_MODEL
 AIMCEMU_ISA_BEGIN("avx512f,avx512bw,amx-tile,amx-int8")
+#else
+AIMCEMU_ISA_BEGIN("avx512f,avx512bw")
+#endif
 
 namespace aimcemu::detail {
 namespace {

@@ -379,7 +379,14 @@ std::vector<std::string> expected_kernels() {
                       __builtin_cpu_supports("avx512vnni");
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     const bool amx_cpu = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 24)) && (edx & (1u << 25));
+#ifdef AIMCEMU_AMX_TILE_MODEL
+    // This binary's amx kernel runs on the tile model (pu_model/amx_tile_model.hpp), which needs
+    // only the AVX-512BW of the kernel's epilogue.
+    const bool amx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    (void)amx_cpu;
+#else
     const bool amx = amx_cpu && vnni && syscall(SYS_arch_prctl, 0x1023, 18) == 0;   // ARCH_REQ_XCOMP_PERM, tile data
+#endif
     if (amx) names.emplace_back("amx");
     if (vnni) names.emplace_back("vnni512");
     if (avx2) names.emplace_back("avx2");
@@ -802,3 +809,73 @@ TEST(SaCycle, RejectsBadConfiguration) {
     EXPECT_THROW(sa_cycle_gemm(w.data(), x.data(), 8, bias.data(), 0, 1, 8, 1, SaConfig{64, 0, 8}, acc.data()),
                  FormatError);
 }
+
+#ifdef AIMCEMU_AMX_TILE_MODEL
+#include "pu_model/amx_tile_model.hpp"
+
+namespace {
+
+// A palette-1 configuration block (the layout LDTILECFG reads) with the given tiles' shapes.
+struct TileShapes {
+    alignas(64) std::uint8_t block[64] = {1};
+    TileShapes& tile(int t, int rows, int bytes_per_row) {
+        block[16 + 2 * t] = std::uint8_t(bytes_per_row);
+        block[48 + t] = std::uint8_t(rows);
+        return *this;
+    }
+};
+
+}  // namespace
+
+// The model against the instruction's definition, worked out element by element here: signed
+// bytes, four products per 32-bit column and group, 32-bit wrap-around of the accumulator.
+TEST(AmxTileModel, DotProductOfSignedBytesWrapsInThirtyTwoBits) {
+    using namespace aimcemu::detail;
+    TileShapes shapes;
+    shapes.tile(0, 2, 12).tile(1, 2, 8).tile(2, 2, 12);   // dst 2 x 3 int32, a 2 x 8 bytes, b 2 groups x 3 columns
+    _tile_loadconfig(shapes.block);
+    const std::int8_t a[2][8] = {{127, -128, 1, -1, 5, -7, 0, 3}, {127, 127, 127, 127, -128, -128, -128, -128}};
+    std::int8_t b[2][12];
+    for (int k = 0; k < 2; ++k)
+        for (int j = 0; j < 12; ++j) b[k][j] = std::int8_t(j % 2 ? -128 : 127 - 9 * j - k);
+    std::int32_t acc[2][3] = {{2147483647, 0, -5}, {-2147483647 - 1, 17, 1}};
+    _tile_loadd(1, a, 8);
+    _tile_loadd(2, b, 12);
+    _tile_loadd(0, acc, 12);
+    _tile_dpbssd(0, 1, 2);
+    std::int32_t got[2][3];
+    _tile_stored(0, got, 12);
+    _tile_release();
+    for (int m = 0; m < 2; ++m)
+        for (int n = 0; n < 3; ++n) {
+            std::int64_t sum = acc[m][n];
+            for (int k = 0; k < 2; ++k)
+                for (int i = 0; i < 4; ++i) sum += std::int64_t(a[m][4 * k + i]) * b[k][4 * n + i];
+            const auto wrapped = std::int32_t(std::uint32_t(std::uint64_t(sum)));
+            EXPECT_EQ(got[m][n], wrapped) << "row " << m << " column " << n;
+        }
+    EXPECT_LT(got[0][0], 0) << "the first accumulator must have wrapped past INT32_MAX";
+}
+
+// Where the hardware faults, the model stops the test: a kernel with a wrong tile configuration
+// cannot pass on the model and then fault on an AMX CPU.
+TEST(AmxTileModelDeathTest, FaultsWhereTheHardwareWould) {
+    using namespace aimcemu::detail;
+    EXPECT_DEATH(_tile_zero(0), "before a tile configuration");
+    EXPECT_DEATH(
+        {
+            TileShapes shapes;
+            shapes.tile(0, 16, 64).tile(1, 16, 64).tile(2, 15, 64);   // b needs 16 rows for a's 64 bytes
+            _tile_loadconfig(shapes.block);
+            _tile_dpbssd(0, 1, 2);
+        },
+        "shapes do not fit");
+    EXPECT_DEATH(
+        {
+            TileShapes shapes;
+            shapes.tile(0, 17, 64);
+            _tile_loadconfig(shapes.block);
+        },
+        "beyond palette 1");
+}
+#endif
