@@ -19,7 +19,9 @@ across runs".
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -90,12 +92,23 @@ def compute_reference(net, images: np.ndarray, layers, backend: str, threads: in
     return reference
 
 
+class _Computation:
+    """One key's reference while a thread computes it.  Threads asking for the same key meanwhile
+    wait on `done`, then take `reference` even when the cache does not keep it (too large for
+    its bound): it is sealed and immutable like any cached entry.  None after a failure."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.reference = None
+
+
 class ReferenceCache:
     """Sealed references by key, least recently used first out, within `max_entries` and
     `max_bytes` (None: no byte bound); a reference larger than max_bytes is never kept.
     Thread-safe (Dask workers run tasks on threads); entries are immutable, so whoever got one
     may keep using it after it is evicted.  `computed` counts the references computed through
-    get_or_compute, `hits` those found."""
+    get_or_compute, `hits` those found (in the cache, or from a computation another thread had
+    under way)."""
 
     def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES, max_bytes: int | None = None):
         if int(max_entries) < 1:
@@ -105,10 +118,17 @@ class ReferenceCache:
         self.max_entries = int(max_entries)
         self.max_bytes = None if max_bytes is None else int(max_bytes)
         self._entries: OrderedDict[str, object] = OrderedDict()
-        self._in_flight: dict[str, threading.Event] = {}  # keys being computed, set when done
+        self._in_flight: dict[str, _Computation] = {}  # keys being computed
         self._lock = threading.Lock()
         self.hits = 0
         self.computed = 0
+        _every_cache.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # Only the forking thread lives on in a fork's child: a lock another thread held stays
+        # held there, and a computation another thread had under way never finishes.
+        self._lock = threading.Lock()
+        self._in_flight.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -148,34 +168,63 @@ class ReferenceCache:
                        content: bytes | None = None):
         """(reference, reused): the cached reference of (net, images, layers), or a new one,
         computed and kept.  content: content_digest(net, images) if already computed.  Threads
-        asking for the same key at once compute it once: the others wait for it (a Dask worker's
-        threads start a sweep's first tasks together)."""
+        asking for the same key at once compute it once: the others wait for it and share it (a
+        Dask worker's threads start a sweep's first tasks together); when it fails, each of them
+        computes it itself."""
         key = reference_key(net, images, layers, content)
-        while True:
+        ours = None  # the computation this thread registered
+        try:
             with self._lock:
                 reference = self._entries.get(key)
                 if reference is not None:
                     self._entries.move_to_end(key)
                     self.hits += 1
                     return reference, True
-                in_flight = self._in_flight.get(key)
-                if in_flight is None:
-                    self._in_flight[key] = threading.Event()
+                theirs = self._in_flight.get(key)
+                if theirs is None:
+                    ours = self._in_flight[key] = _Computation()
                     # room first: the old entries are not held beside the new one while it is computed
-                    while len(self._entries) >= self.max_entries:
+                    while self._entries and len(self._entries) >= self.max_entries:
                         self._entries.popitem(last=False)
-                    break
-            in_flight.wait()  # then look again: kept (a hit), or not kept (too large, or failed): compute
-        try:
-            reference = compute_reference(net, images, layers, backend, threads)
-            with self._lock:
-                self.computed += 1
-            self.put(key, reference)
-        finally:
-            with self._lock:
-                self._in_flight.pop(key).set()
-        return reference, False
+            if ours is None:
+                return self._share_or_compute(theirs, key, net, images, layers, backend, threads)
+            ours.reference = self._compute_and_keep(key, net, images, layers, backend, threads)
+            return ours.reference, False
+        finally:  # also on an interrupt: a key left registered would keep later requests waiting
+            if ours is not None:
+                with self._lock:
+                    if self._in_flight.get(key) is ours:
+                        del self._in_flight[key]
+                ours.done.set()
 
+    def _share_or_compute(self, theirs: _Computation, key, net, images, layers, backend, threads):
+        theirs.done.wait()
+        if theirs.reference is not None:
+            with self._lock:
+                self.hits += 1
+            return theirs.reference, True
+        # It failed: each waiter tries itself, side by side rather than one after another.
+        return self._compute_and_keep(key, net, images, layers, backend, threads), False
+
+    def _compute_and_keep(self, key, net, images, layers, backend, threads):
+        reference = compute_reference(net, images, layers, backend, threads)
+        with self._lock:
+            self.computed += 1
+        self.put(key, reference)
+        return reference
+
+
+_every_cache: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    global _process_lock
+    _process_lock = threading.Lock()
+    for cache in list(_every_cache):
+        cache._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _process_cache: ReferenceCache | None = None
 _process_lock = threading.Lock()

@@ -10,7 +10,8 @@ the same reference at once compute it once (and the second computes it itself wh
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import os
+from collections import OrderedDict, defaultdict
 
 import h5py
 import numpy as np
@@ -292,6 +293,77 @@ def test_when_the_first_computation_fails_a_waiting_thread_computes_it_itself(di
     assert isinstance(results[0], RuntimeError)
     reference, reused = results[1]
     assert compute.calls == 2 and cache.computed == 1 and not reused and reference.sealed and len(cache) == 1
+
+
+def test_threads_waiting_share_a_reference_the_cache_does_not_keep(digits, monkeypatch):
+    # Too large for the cache's bound: before, each waiter computed it again, one after another.
+    cache = ReferenceCache(max_bytes=0)
+    compute = _GatedCompute(fail_first=False)
+    monkeypatch.setattr(reference_module, "compute_reference", compute)
+    results = _two_threads_ask_at_once(cache, digits, compute)
+    (first, reused_first), (second, reused_second) = results[0], results[1]
+    assert compute.calls == 1 and first is second and (reused_first, reused_second) == (False, True)
+    assert len(cache) == 0 and (cache.computed, cache.hits) == (1, 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_does_not_wait_for_a_computation_of_a_thread_it_does_not_have(digits, monkeypatch):
+    # A fork while another thread computes a key leaves the child a record that nobody in it will
+    # ever finish: the child must compute the reference itself, not wait forever.
+    import signal
+    import threading
+
+    _, _, net, images, _ = digits
+    layers = [len(net.layers) - 1]
+    cache = ReferenceCache()
+    compute = _GatedCompute(fail_first=False)
+    monkeypatch.setattr(reference_module, "compute_reference", compute)
+    computing = threading.Thread(target=cache.get_or_compute, args=(net, images, layers, "fast", 1))
+    computing.start()
+    try:
+        assert compute.started.wait(10)
+        pid = os.fork()
+        if pid == 0:  # the child: a hang ends at the alarm (SIGALRM kills it)
+            signal.alarm(30)
+            try:
+                reference, reused = cache.get_or_compute(net, images, layers, "fast", 1)
+                os._exit(0 if reference.sealed and not reused else 1)
+            except BaseException:  # noqa: BLE001 - any failure is the child's exit status
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        compute.release.set()
+        computing.join(10)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child wait status {status}"
+
+
+def test_an_interrupt_while_a_key_is_registered_leaves_no_thread_waiting_for_it(digits):
+    # An interrupt (here raised by the eviction that makes room) between registering the key and
+    # computing it must not leave the key registered: later requests would wait for it forever.
+    import threading
+
+    _, _, net, images, _ = digits
+    layers = [len(net.layers) - 1]
+
+    class InterruptedOnce(OrderedDict):
+        interrupted = False
+
+        def popitem(self, last=True):
+            if not InterruptedOnce.interrupted:
+                InterruptedOnce.interrupted = True
+                raise KeyboardInterrupt
+            return super().popitem(last)
+
+    cache = ReferenceCache(max_entries=1)
+    cache.put("an earlier run's key", compute_reference(net, images[:2], layers, "fast", 1))
+    cache._entries = InterruptedOnce(cache._entries)
+    with pytest.raises(KeyboardInterrupt):
+        cache.get_or_compute(net, images, layers, "fast", 1)
+    later = threading.Thread(target=cache.get_or_compute, args=(net, images, layers, "fast", 1), daemon=True)
+    later.start()
+    later.join(30)
+    assert not later.is_alive(), "a later request waits for the interrupted computation"
+    assert cache.computed == 1
 
 
 def test_a_writer_shares_one_reference_and_keeps_it_alive(digits, tmp_path):
