@@ -14,6 +14,7 @@
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
+#include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
 #include "formats/untrusted_file.hpp"
 
@@ -388,6 +389,8 @@ Network load_model(const std::string& path) {
 Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check) {
     const HandOver checked = check_model_in_helper(path, dataset_path, &dataset_check);
     if (!checked) return load_model_in_process(path);
+    between_reads(path);
+    if (!dataset_check.path.empty() && !dataset_check.error) between_reads(dataset_check.path);
     HandedOverWeights weights(checked, path);
     return resolved_model(read_model(FieldReader(path), weights), path);
 }
@@ -425,7 +428,7 @@ void save_dataset(const DataSet& data, const std::string& path) {
 }
 
 DataSet load_dataset(const std::string& path) {
-    check_in_helper(FileKind::DataSet, path);
+    if (check_in_helper(FileKind::DataSet, path)) between_reads(path);
     return load_dataset_in_process(path);
 }
 

@@ -1,5 +1,6 @@
 // Reading user files in a helper process first: see untrusted_file.hpp.
 #include "formats/untrusted_file.hpp"
+#include "formats/between_reads_hook.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -220,6 +221,30 @@ void set_file_check_helper(const std::string& executable) {
 std::string file_check_helper() {
     const std::lock_guard<std::mutex> lock(helper_mutex);
     return helper_path();
+}
+
+namespace {
+
+std::mutex hook_mutex;
+std::function<void(const std::string&)>& between_reads_hook() {
+    static std::function<void(const std::string&)> hook;
+    return hook;
+}
+
+}  // namespace
+
+void set_between_reads_hook_for_tests(std::function<void(const std::string& path)> hook) {
+    const std::lock_guard<std::mutex> lock(hook_mutex);
+    between_reads_hook() = std::move(hook);
+}
+
+void between_reads(const std::string& path) {
+    std::function<void(const std::string&)> hook;
+    {
+        const std::lock_guard<std::mutex> lock(hook_mutex);
+        hook = between_reads_hook();
+    }
+    if (hook) hook(path);
 }
 
 bool check_in_helper(FileKind kind, const std::string& path) {
