@@ -9,12 +9,12 @@
 // caller's process never touches it.  If it reports a FormatError, that error is raised here
 // unchanged; if it reads the file, the caller reads it again in-process.
 //
-// One file, read twice: a model or data set file is opened once, by the caller (OpenedFile), before
-// the helper reads it; the helper gets that descriptor (inherited by a fresh helper, sent with
-// SCM_RIGHTS to the kept one) and both read the file open on it.  A file renamed over the path
-// between the two reads (a training job saving checkpoints with rename()) is then never read: the
-// load is the file that was there when it began, whole.  (Results files, which aimcemu writes
-// itself, are still read by path, twice.)
+// One file, read twice: a model, data set or results file is opened once, by the caller
+// (OpenedFile), before the helper reads it; the helper gets that descriptor (inherited by a fresh
+// helper, sent with SCM_RIGHTS to the kept one) and both read the file open on it.  A file renamed
+// over the path between the two reads (a training job saving checkpoints with rename()) is then
+// never read: the load is the file that was there when it began, whole.  (The batch check of many
+// files, check_in_helper with paths, still names them by path: its caller reads them later.)
 //
 // A fresh process (posix_spawn), not fork(): HDF5's global lock may be held by another thread at
 // fork time, and a forked child would wait for it forever.  A model load's process is kept for the

@@ -39,7 +39,7 @@ std::string check(const std::string& kind, const std::string& path, int fd) {
             return "ok\nweights " + std::to_string(read_model_weights_into(path, kHandoverFd, fd));
         if (kind == "model") load_model_in_process(path, fd);
         else if (kind == "dataset") load_dataset_in_process(path, fd);
-        else read_results_in_process(path);  // results files are read by path (untrusted_file.hpp)
+        else read_results_in_process(path, fd);
         return "ok";
     } catch (const FormatError& e) {
         const std::string what = e.what();

@@ -873,6 +873,29 @@ TEST_F(HostileFiles, ADataSetFileRenamedOverDuringTheLoadLoadsWholeAsTheFileThat
     expect_same_data(load_dataset_in_process(data), second);
 }
 
+// The same for a results file (read_results): the one that was there, not the one renamed over it.
+TEST_F(HostileFiles, AResultsFileRenamedOverDuringTheReadIsReadWholeAsTheFileThatWasThere) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string results = path("run.h5"), next = path("next.h5");
+    fs::copy_file(corpus / "fuzz_results_file" / "noisy.h5", results);
+    fs::copy_file(corpus / "fuzz_results_file" / "digital.h5", next);
+    const ResultsFileInfo first = read_results_in_process(results), second = read_results_in_process(next);
+    ASSERT_NE(first.config_json, second.config_json);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    ResultsFileInfo loaded;
+    {
+        ReplaceBetweenReads replace(results, [&] { fs::rename(next, results); });
+        loaded = read_results(results);
+        EXPECT_TRUE(replace.done());
+    }
+    set_file_check_helper("");
+    EXPECT_EQ(loaded.config_json, first.config_json);
+    EXPECT_EQ(loaded.model, first.model);
+    EXPECT_EQ(loaded.accuracy, first.accuracy);
+    EXPECT_EQ(loaded.layer_names, first.layer_names);
+    EXPECT_EQ(read_results_in_process(results).config_json, second.config_json);
+}
+
 // A temporary file whose creation fails halfway (H5Fcreate made the file, then could not write
 // the superblock: a full disk) is removed too.  Shown with a file system with room for inodes
 // but not for data: a tmpfs of one page, mounted where root may mount (else skipped).
