@@ -2,13 +2,18 @@
 #include "common/h5.hpp"
 #include "common/temp_files.hpp"
 
+#include <fcntl.h>
 #include <hdf5_hl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -372,6 +377,171 @@ File File::create(const std::string& path, bool exclusive) {
     File f;
     f.handle_ = Handle(check(H5Fcreate(path.c_str(), exclusive ? H5F_ACC_EXCL : H5F_ACC_TRUNC, fcpl.id(), H5P_DEFAULT),
                              "H5Fcreate " + path));
+    return f;
+}
+
+namespace {
+
+// ---- a read-only file driver over an open descriptor (File::open_read_descriptor) ----
+//
+// Why not libhdf5's sec2 driver on "/proc/self/fd/N": sec2 resolves a name that is a symbolic link
+// with realpath() (H5F__build_actual_name), which fails for a file whose name was renamed over
+// (its link reads "PATH (deleted)"), exactly the file this is for.  This driver reads the
+// descriptor with pread(), as sec2 reads its own, with sec2's read-side features (metadata
+// accumulator, data sieving); it never writes, and it takes no lock (a lock protects a reader from
+// a writer of the same inode, and aimcemu writes only fresh files it renames into place).
+
+struct DescriptorFapl {
+    int fd;
+};
+
+struct DescriptorFile {
+    H5FD_t pub;  // first: libhdf5 casts between the two
+    int fd;      // our own duplicate, closed with the file
+    haddr_t eof, eoa;
+    dev_t device;
+    ino_t inode;
+};
+
+void* descriptor_fapl_get(H5FD_t* file) {
+    auto* info = static_cast<DescriptorFapl*>(std::malloc(sizeof(DescriptorFapl)));
+    if (info != nullptr) info->fd = reinterpret_cast<DescriptorFile*>(file)->fd;
+    return info;
+}
+
+void* descriptor_fapl_copy(const void* fapl) {
+    auto* info = static_cast<DescriptorFapl*>(std::malloc(sizeof(DescriptorFapl)));
+    if (info != nullptr) *info = *static_cast<const DescriptorFapl*>(fapl);
+    return info;
+}
+
+herr_t descriptor_fapl_free(void* fapl) {
+    std::free(fapl);
+    return 0;
+}
+
+H5FD_t* descriptor_open(const char*, unsigned flags, hid_t fapl, haddr_t) {
+    if (flags & (H5F_ACC_RDWR | H5F_ACC_TRUNC | H5F_ACC_CREAT | H5F_ACC_EXCL)) return nullptr;
+    const auto* info = static_cast<const DescriptorFapl*>(H5Pget_driver_info(fapl));
+    if (info == nullptr) return nullptr;
+    struct stat st {};
+    if (::fstat(info->fd, &st) != 0) return nullptr;
+    auto* file = static_cast<DescriptorFile*>(std::calloc(1, sizeof(DescriptorFile)));
+    if (file == nullptr) return nullptr;
+    file->fd = ::fcntl(info->fd, F_DUPFD_CLOEXEC, 0);
+    if (file->fd < 0) {
+        std::free(file);
+        return nullptr;
+    }
+    file->eof = haddr_t(st.st_size);
+    file->device = st.st_dev;
+    file->inode = st.st_ino;
+    return &file->pub;
+}
+
+herr_t descriptor_close(H5FD_t* pub) {
+    auto* file = reinterpret_cast<DescriptorFile*>(pub);
+    ::close(file->fd);
+    std::free(file);
+    return 0;
+}
+
+int descriptor_cmp(const H5FD_t* a, const H5FD_t* b) {
+    const auto* x = reinterpret_cast<const DescriptorFile*>(a);
+    const auto* y = reinterpret_cast<const DescriptorFile*>(b);
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->inode != y->inode) return x->inode < y->inode ? -1 : 1;
+    return 0;
+}
+
+herr_t descriptor_query(const H5FD_t*, unsigned long* flags) {
+    if (flags != nullptr)
+        *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE |
+                 H5FD_FEAT_AGGREGATE_SMALLDATA | H5FD_FEAT_DEFAULT_VFD_COMPATIBLE;
+    return 0;
+}
+
+haddr_t descriptor_get_eoa(const H5FD_t* pub, H5FD_mem_t) { return reinterpret_cast<const DescriptorFile*>(pub)->eoa; }
+
+herr_t descriptor_set_eoa(H5FD_t* pub, H5FD_mem_t, haddr_t addr) {
+    reinterpret_cast<DescriptorFile*>(pub)->eoa = addr;
+    return 0;
+}
+
+haddr_t descriptor_get_eof(const H5FD_t* pub, H5FD_mem_t) { return reinterpret_cast<const DescriptorFile*>(pub)->eof; }
+
+herr_t descriptor_get_handle(H5FD_t* pub, hid_t, void** handle) {
+    *handle = &reinterpret_cast<DescriptorFile*>(pub)->fd;
+    return 0;
+}
+
+// As sec2: a read past the allocated end is an error; past the end of the file reads zeros.
+herr_t descriptor_read(H5FD_t* pub, H5FD_mem_t, hid_t, haddr_t addr, size_t size, void* buffer) {
+    const auto* file = reinterpret_cast<const DescriptorFile*>(pub);
+    if (addr == HADDR_UNDEF || addr > file->eoa || size > file->eoa - addr) return -1;
+    auto* out = static_cast<unsigned char*>(buffer);
+    while (size > 0) {
+        const ssize_t n = ::pread(file->fd, out, std::min<size_t>(size, size_t(1) << 30), off_t(addr));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -1;
+        if (n == 0) {  // end of file
+            std::memset(out, 0, size);
+            break;
+        }
+        out += n;
+        addr += haddr_t(n);
+        size -= size_t(n);
+    }
+    return 0;
+}
+
+herr_t descriptor_write(H5FD_t*, H5FD_mem_t, hid_t, haddr_t, size_t, const void*) { return -1; }
+
+herr_t descriptor_nothing_to_do(H5FD_t*, hid_t, hbool_t) { return 0; }
+herr_t descriptor_lock(H5FD_t*, hbool_t) { return 0; }
+herr_t descriptor_unlock(H5FD_t*) { return 0; }
+
+// The driver's id, registered with libhdf5 once.
+hid_t descriptor_driver() {
+    static const hid_t id = [] {
+        static H5FD_class_t cls{};
+        cls.name = "aimcemu-descriptor";
+        cls.maxaddr = (haddr_t(1) << (8 * sizeof(off_t) - 1)) - 1;
+        cls.fc_degree = H5F_CLOSE_WEAK;
+        cls.fapl_size = sizeof(DescriptorFapl);
+        cls.fapl_get = descriptor_fapl_get;
+        cls.fapl_copy = descriptor_fapl_copy;
+        cls.fapl_free = descriptor_fapl_free;
+        cls.open = descriptor_open;
+        cls.close = descriptor_close;
+        cls.cmp = descriptor_cmp;
+        cls.query = descriptor_query;
+        cls.get_eoa = descriptor_get_eoa;
+        cls.set_eoa = descriptor_set_eoa;
+        cls.get_eof = descriptor_get_eof;
+        cls.get_handle = descriptor_get_handle;
+        cls.read = descriptor_read;
+        cls.write = descriptor_write;
+        cls.flush = descriptor_nothing_to_do;
+        cls.truncate = descriptor_nothing_to_do;
+        cls.lock = descriptor_lock;
+        cls.unlock = descriptor_unlock;
+        const H5FD_mem_t map[] = H5FD_FLMAP_DICHOTOMY;
+        std::copy(std::begin(map), std::end(map), std::begin(cls.fl_map));
+        return hid_t(check(H5FDregister(&cls), "H5FDregister aimcemu-descriptor"));
+    }();
+    return id;
+}
+
+}  // namespace
+
+File File::open_read_descriptor(int fd, const std::string& name) {
+    silence_error_printing();
+    const Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"));
+    const DescriptorFapl info{fd};
+    check(H5Pset_driver(fapl.id(), descriptor_driver(), &info), "H5Pset_driver");
+    File f;
+    f.handle_ = Handle(check(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.id()), "H5Fopen " + name));
     return f;
 }
 

@@ -154,6 +154,9 @@ class File : public Location {
 public:
     static File create(const std::string& path, bool exclusive = false);  // truncates unless exclusive
     static File open_read(const std::string& path);
+    // Read-only, the file open on descriptor `fd` (the caller keeps it open while the File lives),
+    // named `name` in errors: whatever `name` names now, this reads the file `fd` has open.
+    static File open_read_descriptor(int fd, const std::string& name);
     static File open_write(const std::string& path);  // modify in place (tests, tools)
     void close();  // explicit close that reports errors (the destructor cannot)
 };

@@ -1,11 +1,14 @@
 // Reading untrusted HDF5 files field by field: see field_reader.hpp.
 #include "formats/field_reader.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 namespace aimcemu {
@@ -87,13 +90,43 @@ constexpr long double kDeflateMaxRatio = 1100.0L;
 
 }  // namespace
 
+namespace {
+
+// A regular file, or the FormatError that says what `st` is instead.
+void require_regular_file(const struct stat& st, const std::string& path) {
+    if (!S_ISREG(st.st_mode))
+        throw FormatError(path, "file", S_ISDIR(st.st_mode) ? "is a folder, not a file"
+                                                            : "is not a regular file (a FIFO, device or socket)");
+}
+
+}  // namespace
+
+int open_user_file_descriptor(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw FormatError(path, "file", "no such file");
+    require_regular_file(st, path);  // before open(): opening a device can act on it
+    // O_NONBLOCK: a FIFO renamed over the path since the stat is not waited for (fstat refuses it).
+    const int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (opened < 0) throw FormatError(path, "file", std::string("cannot be opened: ") + std::strerror(errno));
+    const int fd = ::fcntl(opened, F_DUPFD_CLOEXEC, 10);
+    const int dup_errno = errno;
+    ::close(opened);
+    if (fd < 0) throw FormatError(path, "file", std::string("cannot be opened: ") + std::strerror(dup_errno));
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        require_regular_file(st, path);
+        throw FormatError(path, "file", "cannot be opened: fstat failed");
+    }
+    return fd;
+}
+
 h5::File FieldReader::open() const {
     struct stat st {};
-    if (::stat(path_.c_str(), &st) != 0) fail("file", "no such file");
+    if (fd_ < 0 ? ::stat(path_.c_str(), &st) != 0 : ::fstat(fd_, &st) != 0) fail("file", "no such file");
     require(S_ISREG(st.st_mode), "file",
             S_ISDIR(st.st_mode) ? "is a folder, not a file" : "is not a regular file (a FIFO, device or socket)");
     try {
-        return h5::File::open_read(path_);
+        return fd_ < 0 ? h5::File::open_read(path_) : h5::File::open_read_descriptor(fd_, path_);
     } catch (const h5::Error& e) {
         fail("file", std::string("not a readable HDF5 file (truncated or corrupt?): ") + e.what());
     }

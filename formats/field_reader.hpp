@@ -38,9 +38,18 @@ bool is_integer(const h5::TypeInfo& t);
 bool is_float(const h5::TypeInfo& t);
 bool is_number(const h5::TypeInfo& t);
 
+// Opens the user's file at `path` for reading, once: it must exist and be a regular file (a FIFO is
+// never waited for, a device never opened as one); throws FormatError(path, "file", ...) with
+// FieldReader::open's messages otherwise.  The descriptor (O_CLOEXEC, numbered 10 or above so that
+// a helper's descriptor set-up cannot overwrite it) belongs to the caller.
+int open_user_file_descriptor(const std::string& path);
+
 class FieldReader {
 public:
-    explicit FieldReader(std::string path) : path_(std::move(path)) {}
+    // Reads the file at `path`; with `fd` (open_user_file_descriptor's) the file open on it instead
+    // (h5::File::open_read_descriptor), the same file however the path changed since (renamed over),
+    // named `path` in every message.
+    explicit FieldReader(std::string path, int fd = -1) : path_(std::move(path)), fd_(fd) {}
     const std::string& path() const { return path_; }
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
@@ -123,6 +132,7 @@ private:
     std::uint64_t check_readable(const h5::Dataset& ds, const std::string& field, std::size_t element_bytes) const;
 
     std::string path_;
+    int fd_ = -1;
 };
 
 }  // namespace aimcemu

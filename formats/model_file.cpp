@@ -14,6 +14,7 @@
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
+#include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
 #include "formats/untrusted_file.hpp"
 
@@ -385,21 +386,26 @@ Network load_model(const std::string& path) {
     return load_model(path, "", no_dataset);
 }
 
+// The file is opened once, here, and both reads (the checking process's and this one's) read the
+// file open on that descriptor: a file renamed over the path meanwhile is never read.
 Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check) {
-    const HandOver checked = check_model_in_helper(path, dataset_path, &dataset_check);
-    if (!checked) return load_model_in_process(path);
+    const OpenedFile model = open_user_file(path);
+    const HandOver checked = check_model_in_helper(model, dataset_path, &dataset_check);
+    if (!checked) return load_model_in_process(path, model.fd());
+    between_reads(path);
+    if (!dataset_path.empty() && !dataset_check.error) between_reads(dataset_path);
     HandedOverWeights weights(checked, path);
-    return resolved_model(read_model(FieldReader(path), weights), path);
+    return resolved_model(read_model(FieldReader(path, model.fd()), weights), path);
 }
 
-Network load_model_in_process(const std::string& path) {
+Network load_model_in_process(const std::string& path, int file_fd) {
     WeightsFromFile weights;
-    return resolved_model(read_model(FieldReader(path), weights), path);
+    return resolved_model(read_model(FieldReader(path, file_fd), weights), path);
 }
 
-std::uint64_t read_model_weights_into(const std::string& path, int fd) {
+std::uint64_t read_model_weights_into(const std::string& path, int fd, int file_fd) {
     WeightsIntoMemoryFile weights(fd);
-    read_model(FieldReader(path), weights);
+    read_model(FieldReader(path, file_fd), weights);
     return weights.bytes();
 }
 
@@ -425,17 +431,21 @@ void save_dataset(const DataSet& data, const std::string& path) {
 }
 
 DataSet load_dataset(const std::string& path) {
-    check_in_helper(FileKind::DataSet, path);
-    return load_dataset_in_process(path);
+    const OpenedFile file = open_user_file(path);
+    if (check_in_helper(FileKind::DataSet, file)) between_reads(path);
+    return load_dataset_in_process(path, file.fd());
 }
 
 DataSet load_dataset(const std::string& path, const FileCheck& check) {
     if (check.path.empty() || check.path != path) return load_dataset(path);
     check.raise();
-    return load_dataset_in_process(path);
+    if (check.file.fd() < 0) return load_dataset(path);
+    return load_dataset_in_process(path, check.file.fd());
 }
 
-DataSet load_dataset_in_process(const std::string& path) { return read_dataset(FieldReader(path)); }
+DataSet load_dataset_in_process(const std::string& path, int file_fd) {
+    return read_dataset(FieldReader(path, file_fd));
+}
 
 void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path) {
     const auto shape_text = [](const Shape3& s) {

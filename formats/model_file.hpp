@@ -30,7 +30,8 @@ inline constexpr int kDataSetFormatVersion = 1;
 
 // Validates `net` (a copy is resolved) and writes it to `path` atomically.
 void save_model(const Network& net, const std::string& path);
-// Reads and validates a model file; the returned network is resolved.  The file is read in the
+// Reads and validates a model file; the returned network is resolved.  The file is opened once and
+// every read reads that open file (a file renamed over `path` meanwhile is never read).  It is read in the
 // checking process first (formats/untrusted_file.hpp), so a file that crashes the HDF5 library
 // is refused with a FormatError; that process hands the weights it read over, and this one then
 // reads only the rest of the file (check_model_in_helper).
@@ -39,15 +40,17 @@ Network load_model(const std::string& path);
 // process start instead of two); what that process found in the data set goes to `dataset_check`,
 // for load_dataset(dataset_path, dataset_check), which raises it when the data set is read.
 Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check);
-// The same without the checking process (what that process and the fuzz harnesses run).
-Network load_model_in_process(const std::string& path);
+// The same without the checking process (what that process and the fuzz harnesses run); with
+// `file_fd` (an OpenedFile's), the file open on it, named `path` in messages.
+Network load_model_in_process(const std::string& path, int file_fd = -1);
 // What the checking process runs for check_model_in_helper: reads every field of the model file at
 // `path` as load_model_in_process does, with every GEMM layer's weights read by HDF5 straight into
 // the memory file `fd` (from its start, in the order of the file's layers, the file then cut to
 // them) instead of into this process; returns their bytes.  The graph checks (Network::resolve)
 // are left to the caller, which runs them on the same fields; they read no file.  Throws
 // FormatError as load_model_in_process; std::runtime_error when `fd` cannot be grown or mapped.
-std::uint64_t read_model_weights_into(const std::string& path, int fd);
+// With `file_fd`, the model file open on it (as load_model_in_process).
+std::uint64_t read_model_weights_into(const std::string& path, int fd, int file_fd = -1);
 
 struct DataSet {
     Shape3 image_shape;                 // H, W, C of one image
@@ -63,7 +66,7 @@ DataSet load_dataset(const std::string& path);             // checked like load_
 // The same, with the checking process's outcome for this file taken from `check` when it was
 // checked beside the model (load_model's `dataset_check`), instead of starting another one.
 DataSet load_dataset(const std::string& path, const FileCheck& check);
-DataSet load_dataset_in_process(const std::string& path);
+DataSet load_dataset_in_process(const std::string& path, int file_fd = -1);  // file_fd: as load_model_in_process
 // Checks that `data` (read from `path`) fits `net`: image shape, input_frac_bits when recorded,
 // labels within the network's classes.  Throws FormatError naming `path` and the field.
 void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path);

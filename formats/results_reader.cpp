@@ -6,6 +6,7 @@
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
+#include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
 #include "formats/untrusted_file.hpp"
 
@@ -106,13 +107,15 @@ ResultsLayerInfo read_layer(const FieldReader& r, const h5::Location& layers, co
 
 }  // namespace
 
+// Opened once: the checking process and this one read the same file (untrusted_file.hpp).
 ResultsFileInfo read_results(const std::string& path) {
-    check_in_helper(FileKind::Results, path);
-    return read_results_in_process(path);
+    const OpenedFile file = open_user_file(path);
+    if (check_in_helper(FileKind::Results, file)) between_reads(path);
+    return read_results_in_process(path, file.fd());
 }
 
-ResultsFileInfo read_results_in_process(const std::string& path) {
-    const FieldReader r(path);
+ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
+    const FieldReader r(path, file_fd);
     const h5::File file = r.open();
     r.check_format(file, kResultsFormat, kResultsFormatVersion);
     ResultsFileInfo info;

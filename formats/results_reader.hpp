@@ -37,8 +37,10 @@ struct ResultsFileInfo {
     std::vector<ResultsLayerInfo> layers;               // network order
 };
 
-// Checked in a helper process first, like load_model (formats/untrusted_file.hpp).
+// Checked in a helper process first, like load_model (formats/untrusted_file.hpp), the file opened
+// once for both reads.
 ResultsFileInfo read_results(const std::string& path);
-ResultsFileInfo read_results_in_process(const std::string& path);
+// Without the checking process; with `file_fd` (an OpenedFile's), the file open on it, named `path`.
+ResultsFileInfo read_results_in_process(const std::string& path, int file_fd = -1);
 
 }  // namespace aimcemu

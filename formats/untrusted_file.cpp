@@ -1,5 +1,7 @@
 // Reading user files in a helper process first: see untrusted_file.hpp.
 #include "formats/untrusted_file.hpp"
+#include "formats/between_reads_hook.hpp"
+#include "formats/field_reader.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -74,6 +76,9 @@ FileReport report_of(const std::string& record, const std::string& path) {
 
 // The helper's file descriptor for the weights it hands over ("model-weights").
 constexpr int kHandoverFd = 3;
+// A fresh helper started with "--fds" reads its i-th file from descriptor kFirstFileFd + i (the
+// caller's OpenedFile), as check_file.cpp does.
+constexpr int kFirstFileFd = 4;
 
 // Files per helper process: keeps the command line far below ARG_MAX.
 constexpr std::size_t kBatch = 256;
@@ -84,10 +89,11 @@ struct HelperProcess {
     int channel = -1;
 };
 
-// Starts `helper` with `args`; `handover` (>= 0) becomes its file descriptor 3.  Throws
-// FormatError naming `first` when it cannot be started.
+// Starts `helper` with `args`; `handover` (>= 0) becomes its file descriptor 3 and `files[i]` its
+// descriptor kFirstFileFd + i (every one of them is >= 10: no duplication overwrites another's
+// source).  Throws FormatError naming `first` when it cannot be started.
 HelperProcess spawn_helper(const std::string& helper, const std::vector<std::string>& args, int handover,
-                           const std::string& first) {
+                           const std::string& first, const std::vector<int>& files = {}) {
     int ends[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
         throw FormatError(first, "file", "cannot start the file check: socketpair failed");
@@ -97,6 +103,8 @@ HelperProcess spawn_helper(const std::string& helper, const std::vector<std::str
     posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     if (handover >= 0) posix_spawn_file_actions_adddup2(&actions, handover, kHandoverFd);
+    for (std::size_t i = 0; i < files.size(); ++i)
+        posix_spawn_file_actions_adddup2(&actions, files[i], kFirstFileFd + int(i));
     std::vector<char*> argv{const_cast<char*>(helper.c_str())};
     for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
@@ -182,12 +190,16 @@ std::vector<FileReport> reports_of(const Output& out, const std::vector<std::str
 
 // Runs a fresh helper on one batch and waits for it to end; returns each file's report, in order
 // (no error: the helper read it).  `kind_arg` is the helper's KIND argument; `handover` (>= 0)
-// becomes the helper's file descriptor 3.  Throws only when the helper cannot be started.
+// becomes the helper's file descriptor 3.  With `files` (one opened file per path), the helper reads
+// those (--fds) instead of opening the paths.  Throws only when the helper cannot be started.
 std::vector<FileReport> run_batch(const std::string& helper, const std::string& kind_arg,
-                                  const std::vector<std::string>& paths, int handover = -1) {
-    std::vector<std::string> args{kind_arg};
+                                  const std::vector<std::string>& paths, int handover = -1,
+                                  const std::vector<int>& files = {}) {
+    std::vector<std::string> args;
+    if (!files.empty()) args.push_back("--fds");
+    args.push_back(kind_arg);
     args.insert(args.end(), paths.begin(), paths.end());
-    const HelperProcess process = spawn_helper(helper, args, handover, paths.front());
+    const HelperProcess process = spawn_helper(helper, args, handover, paths.front(), files);
     const Output out = read_reports(process.channel, paths);
     ::close(process.channel);
     if (out.timed_out) ::kill(process.pid, SIGKILL);
@@ -222,8 +234,44 @@ std::string file_check_helper() {
     return helper_path();
 }
 
+namespace {
+
+std::mutex hook_mutex;
+std::function<void(const std::string&)>& between_reads_hook() {
+    static std::function<void(const std::string&)> hook;
+    return hook;
+}
+
+}  // namespace
+
+void set_between_reads_hook_for_tests(std::function<void(const std::string& path)> hook) {
+    const std::lock_guard<std::mutex> lock(hook_mutex);
+    between_reads_hook() = std::move(hook);
+}
+
+void between_reads(const std::string& path) {
+    std::function<void(const std::string&)> hook;
+    {
+        const std::lock_guard<std::mutex> lock(hook_mutex);
+        hook = between_reads_hook();
+    }
+    if (hook) hook(path);
+}
+
 bool check_in_helper(FileKind kind, const std::string& path) {
     return check_in_helper(kind, std::vector<std::string>{path});
+}
+
+OpenedFile open_user_file(const std::string& path) {
+    return {path, std::make_shared<const FileDescriptor>(open_user_file_descriptor(path))};
+}
+
+bool check_in_helper(FileKind kind, const OpenedFile& file) {
+    const std::string helper = file_check_helper();
+    if (helper.empty()) return false;
+    const auto reports = run_batch(helper, to_string(kind), {file.path}, -1, {file.fd()});
+    if (reports[0].error) throw *reports[0].error;
+    return true;
 }
 
 bool check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
@@ -357,33 +405,40 @@ struct Served {
     FileDescriptor weights;
 };
 
-// This process's working directory now; empty where it has none (removed, or unreachable).
-std::string working_directory() {
-    std::string buffer(4096, '\0');
-    while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
-        if (errno != ERANGE || buffer.size() >= (std::size_t(1) << 20)) return {};
-        buffer.resize(buffer.size() * 2);
+// Sends `data` with `files` (their descriptors, as SCM_RIGHTS, with the first bytes sent).
+bool send_with_files(int channel, const std::string& data, const std::vector<int>& files) {
+    std::vector<char> control(CMSG_SPACE(sizeof(int) * files.size()));
+    iovec bytes{const_cast<char*>(data.data()), data.size()};
+    msghdr message{};
+    message.msg_iov = &bytes;
+    message.msg_iovlen = 1;
+    message.msg_control = control.data();
+    message.msg_controllen = control.size();
+    cmsghdr* rights = CMSG_FIRSTHDR(&message);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int) * files.size());
+    std::memcpy(CMSG_DATA(rights), files.data(), sizeof(int) * files.size());
+    ssize_t sent;
+    while ((sent = ::sendmsg(channel, &message, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
     }
-    buffer.resize(std::strlen(buffer.c_str()));
-    return buffer.front() == '/' ? buffer : std::string();
+    return sent > 0 && send_all(channel, data.substr(std::size_t(sent)));
 }
 
 // One request to the warm helper (taken by this load): each file's report, in order, as a fresh
 // helper's would be; nullopt when the request could not be sent (the helper retired, e.g. one that
-// ended since its last request) or this process has no working directory to send with it (the
-// helper is kept: a fresh one started here, in this directory, reads the files instead).
-std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::vector<std::string>& paths) {
-    // The helper kept the directory it started in; this process may have changed its own since,
-    // and a relative path names a file in this process's directory now.
-    const std::string directory = working_directory();
-    if (directory.empty()) return std::nullopt;
+// ended since its last request).  The helper reads the files open on `files` (one per path, sent
+// with the request): it needs neither this process's working directory nor the paths but for
+// naming the files in its reports.
+std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::vector<std::string>& paths,
+                            const std::vector<int>& files) {
     if (::lseek(w.weights->get(), 0, SEEK_SET) != 0) {  // a helper that write()s starts at the beginning
         retire(w);
         return std::nullopt;
     }
-    std::string request = kind + '\0' + directory + '\0';
+    std::string request = kind + '\0';
     for (const auto& path : paths) request += path + '\0';
-    if (!send_all(w.process.channel, request + '\0')) {
+    if (!send_with_files(w.process.channel, request + '\0', files)) {
         retire(w);
         return std::nullopt;
     }
@@ -413,11 +468,25 @@ HandOver::~HandOver() {
     if (warm_) release_warm_helper(bytes_);
 }
 
-HandOver check_model_in_helper(const std::string& path, const std::string& dataset_path, FileCheck* dataset_check) {
+HandOver check_model_in_helper(const OpenedFile& model, const std::string& dataset_path, FileCheck* dataset_check) {
     const std::string helper = file_check_helper();
     if (helper.empty()) return HandOver();
+    const std::string& path = model.path;
     std::vector<std::string> paths{path};
-    if (!dataset_path.empty()) paths.push_back(dataset_path);
+    std::vector<int> files{model.fd()};
+    // The data set is opened now, before the helper reads it; a data set that cannot be opened is
+    // not sent, and its error raised when it is read, as the helper's would be.
+    std::optional<FormatError> dataset_unopened;
+    OpenedFile dataset;
+    if (!dataset_path.empty()) {
+        try {
+            dataset = open_user_file(dataset_path);
+            paths.push_back(dataset_path);
+            files.push_back(dataset.fd());
+        } catch (const FormatError& e) {
+            dataset_unopened = e;
+        }
+    }
     // An empty path or one with a NUL byte cannot be sent to the warm helper (NUL ends a path there,
     // and an empty one the request): a fresh helper gets it on its command line, as before.
     const bool servable = std::none_of(paths.begin(), paths.end(), [](const std::string& p) {
@@ -430,11 +499,14 @@ HandOver check_model_in_helper(const std::string& path, const std::string& datas
             if (armed) release_warm_helper(0);
         }
     } release{warm != nullptr};
-    std::optional<Served> served = warm != nullptr ? serve(*warm, "model-weights", paths) : std::nullopt;
+    std::optional<Served> served = warm != nullptr ? serve(*warm, "model-weights", paths, files) : std::nullopt;
     FileDescriptor weights = served ? std::move(served->weights) : new_memory_file(path);
-    const auto reports = served ? std::move(served->reports) : run_batch(helper, "model-weights", paths, weights.get());
+    const auto reports =
+        served ? std::move(served->reports) : run_batch(helper, "model-weights", paths, weights.get(), files);
     if (reports[0].error) throw *reports[0].error;
-    if (!dataset_path.empty() && dataset_check != nullptr) *dataset_check = FileCheck{dataset_path, reports[1].error};
+    if (!dataset_path.empty() && dataset_check != nullptr)
+        *dataset_check = dataset_unopened ? FileCheck{dataset_path, dataset_unopened, {}}
+                                          : FileCheck{dataset_path, reports[1].error, dataset};
     // "weights N": the helper handed over N bytes (the memory file may hold more: a reused one).
     const std::string& detail = reports[0].detail;
     std::uint64_t bytes = 0;

@@ -9,6 +9,13 @@
 // caller's process never touches it.  If it reports a FormatError, that error is raised here
 // unchanged; if it reads the file, the caller reads it again in-process.
 //
+// One file, read twice: a model, data set or results file is opened once, by the caller
+// (OpenedFile), before the helper reads it; the helper gets that descriptor (inherited by a fresh
+// helper, sent with SCM_RIGHTS to the kept one) and both read the file open on it.  A file renamed
+// over the path between the two reads (a training job saving checkpoints with rename()) is then
+// never read: the load is the file that was there when it began, whole.  (The batch check of many
+// files, check_in_helper with paths, still names them by path: its caller reads them later.)
+//
 // A fresh process (posix_spawn), not fork(): HDF5's global lock may be held by another thread at
 // fork time, and a forked child would wait for it forever.  A model load's process is kept for the
 // next model load while every file it read was sound (check_model_in_helper; untrusted_file.cpp
@@ -16,6 +23,7 @@
 // C++ library used on its own, or a build without it), files are read in-process only.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -56,15 +64,33 @@ private:
     int fd_;
 };
 
+// A user's file opened once for every read of it (see the top of this file): the path as the user
+// gave it (for messages) and the descriptor, shared by copies (a FileCheck keeps it).
+struct OpenedFile {
+    std::string path;
+    std::shared_ptr<const FileDescriptor> descriptor;
+    int fd() const { return descriptor ? descriptor->get() : -1; }
+};
+
+// Opens the file at `path` (open_user_file_descriptor: a regular file, O_RDONLY | O_CLOEXEC); throws
+// FormatError naming `path` as the in-process read would.
+OpenedFile open_user_file(const std::string& path);
+
+// check_in_helper for one opened file: the helper reads the file open on its descriptor.
+bool check_in_helper(FileKind kind, const OpenedFile& file);
+
 // What the checking process found in a data set file it read beside a model file, kept until the
 // caller reads the data set (the caller checks other things in between, and reports them first).
 struct FileCheck {
     std::string path;                  // the file checked; "" = none
     std::optional<FormatError> error;  // its own FormatError, or its crash or time limit; none = it read
+    OpenedFile file;                   // the file the checking process read (when it read it), for the caller's read
     void raise() const {
         if (error) throw *error;
     }
 };
+
+
 
 // The weights a checking process handed over (check_model_in_helper): the first bytes() bytes of the
 // memory file fd().  Empty (false) when no helper is configured.  While it lives, this load holds
@@ -87,16 +113,16 @@ private:
     bool warm_ = false;  // releases the warm helper when it goes away
 };
 
-// check_in_helper for one model file, whose helper also hands over the weights it read: every
+// check_in_helper for one opened model file, whose helper also hands over the weights it read: every
 // GEMM layer's weights, in the order of the file's layers, read by HDF5 straight into a memory
 // file (memfd), so that the caller reads only the metadata again and never reads the weights (or
 // inflates a deflated file's chunks) a second time.  Returns an empty HandOver when no helper is
 // configured.  The helper reads every field of the file as check_in_helper's does; the graph
 // checks, which read no file, are left to the caller, which runs them anyway (model_file.hpp,
-// read_model_weights_into).  What it reports is raised the same.  With `dataset_path`, the same
-// process then reads that data set file (one process start instead of two); what it found goes to
-// `*dataset_check` (untouched when no helper is configured).
-HandOver check_model_in_helper(const std::string& path, const std::string& dataset_path = "",
+// read_model_weights_into).  What it reports is raised the same.  With `dataset_path`, that data set
+// file is opened here and the same process then reads it (one process start instead of two); what
+// it found, and the opened file, go to `*dataset_check` (untouched when no helper is configured).
+HandOver check_model_in_helper(const OpenedFile& model, const std::string& dataset_path = "",
                                FileCheck* dataset_check = nullptr);
 
 }  // namespace aimcemu

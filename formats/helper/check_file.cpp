@@ -1,5 +1,7 @@
 // aimcemu-check-file KIND PATH...: reads user files as the library would (KIND = model, dataset
 // or results) and reports on stdout how each went, for formats/untrusted_file.hpp.
+// aimcemu-check-file --fds KIND PATH...: the same, reading the i-th file from descriptor 4 + i (the
+// caller opened it, and reads the same file afterwards); PATH only names it in the reports.
 // aimcemu-check-file serve: the same for requests read from stdin (below), one after another, so
 // that one process serves a sweep's model loads (the checking process kept between loads).
 // A file that crashes the HDF5 library crashes this process, not the caller's.
@@ -8,11 +10,13 @@
 // descriptor 3 (check_model_in_helper, read_model_weights_into) before "ok\nweights N" (N bytes
 // handed over) is reported; the graph checks are left to the caller.  The second file is read as a
 // data set, in the same process.
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <string>
 #include <vector>
@@ -24,15 +28,18 @@
 namespace {
 
 constexpr int kHandoverFd = 3;
+constexpr int kFirstFileFd = 4;  // --fds: the first file's descriptor
 
-// Reads one file; the report as described in formats/untrusted_file.cpp.
-std::string check(const std::string& kind, const std::string& path) {
+// Reads one file (the one open on `fd`, when >= 0); the report as described in
+// formats/untrusted_file.cpp.
+std::string check(const std::string& kind, const std::string& path, int fd) {
     using namespace aimcemu;
     try {
-        if (kind == "model-weights") return "ok\nweights " + std::to_string(read_model_weights_into(path, kHandoverFd));
-        if (kind == "model") load_model_in_process(path);
-        else if (kind == "dataset") load_dataset_in_process(path);
-        else read_results_in_process(path);
+        if (kind == "model-weights")
+            return "ok\nweights " + std::to_string(read_model_weights_into(path, kHandoverFd, fd));
+        if (kind == "model") load_model_in_process(path, fd);
+        else if (kind == "dataset") load_dataset_in_process(path, fd);
+        else read_results_in_process(path, fd);
         return "ok";
     } catch (const FormatError& e) {
         const std::string what = e.what();
@@ -49,43 +56,86 @@ bool valid_request(const std::string& kind, std::size_t paths) {
     return paths >= 1 && (kind == "model" || kind == "dataset" || kind == "results");
 }
 
-// Reads each file of one request and reports it, one record per file, in order.
-void check_all(const std::string& kind, const std::vector<std::string>& paths) {
+// Reads each file of one request and reports it, one record per file, in order; `fds` (empty: open
+// the paths) holds each file's descriptor.
+void check_all(const std::string& kind, const std::vector<std::string>& paths, const std::vector<int>& fds) {
     for (std::size_t i = 0; i < paths.size(); ++i) {
         const bool dataset_beside_model = kind == "model-weights" && i == 1;
-        const std::string report = check(dataset_beside_model ? "dataset" : kind, paths[i]) + '\x1e';
+        const std::string report =
+            check(dataset_beside_model ? "dataset" : kind, paths[i], fds.empty() ? -1 : fds[i]) + '\x1e';
         std::fwrite(report.data(), 1, report.size(), stdout);
         std::fflush(stdout);  // what is reported stays reported if a later file crashes this process
     }
 }
 
-// Each file of a request as "error" (a request whose working directory cannot be entered).
-void refuse_all(std::size_t files, const std::string& why) {
-    const std::string report = "error\n" + why + '\x1e';
-    for (std::size_t i = 0; i < files; ++i) std::fwrite(report.data(), 1, report.size(), stdout);
-    std::fflush(stdout);
-}
+// The requests on stdin (a socket), with the descriptors sent beside their bytes (SCM_RIGHTS), in
+// the order they came.  stdio cannot read them: read() drops the descriptors a message carries.
+class RequestChannel {
+public:
+    // The next byte; EOF at the end of the input (or an error reading it).
+    int next() {
+        if (at_ == buffer_.size() && !fill()) return EOF;
+        return static_cast<unsigned char>(buffer_[at_++]);
+    }
+    // The descriptors received so far and not yet taken, oldest first; false when fewer than `count`.
+    bool take(std::size_t count, std::vector<int>& out) {
+        if (received_.size() < count) return false;
+        out.assign(received_.begin(), received_.begin() + std::ptrdiff_t(count));
+        received_.erase(received_.begin(), received_.begin() + std::ptrdiff_t(count));
+        return true;
+    }
 
-// serve: requests on stdin, each KIND \0 DIRECTORY \0 PATH \0 ... \0 and an empty string (\0) to end
-// it, answered as the command line's; until the end of the input (the caller ended or retired this
-// process).  DIRECTORY is the caller's working directory at the request: relative paths name files
-// there, and the caller may have changed directory since it started this process.
+private:
+    bool fill() {
+        buffer_.resize(4096);
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 16)];
+        iovec bytes{buffer_.data(), buffer_.size()};
+        msghdr message{};
+        message.msg_iov = &bytes;
+        message.msg_iovlen = 1;
+        message.msg_control = control;
+        message.msg_controllen = sizeof(control);
+        ssize_t n;
+        while ((n = ::recvmsg(STDIN_FILENO, &message, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+        }
+        if (n <= 0) return false;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+            const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (std::size_t i = 0; i < count; ++i) {
+                int fd;
+                std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                received_.push_back(fd);
+            }
+        }
+        buffer_.resize(std::size_t(n));
+        at_ = 0;
+        return true;
+    }
+    std::string buffer_;
+    std::size_t at_ = 0;
+    std::deque<int> received_;
+};
+
+// serve: requests on stdin, each KIND \0 PATH \0 ... \0 and an empty string (\0) to end it, sent with
+// one descriptor per PATH (the file the caller opened: PATH only names it), answered as the command
+// line's; until the end of the input (the caller ended or retired this process).
 int serve() {
+    RequestChannel channel;
     std::vector<std::string> fields;
     std::string field;
-    for (int c; (c = std::getchar()) != EOF;) {
+    for (int c; (c = channel.next()) != EOF;) {
         if (c != '\0') {
             field += char(c);
         } else if (!field.empty()) {
             fields.push_back(std::move(field));
             field.clear();
         } else {
-            if (fields.size() < 2 || !valid_request(fields[0], fields.size() - 2)) return 2;
-            if (::chdir(fields[1].c_str()) == 0)
-                check_all(fields[0], {fields.begin() + 2, fields.end()});
-            else
-                refuse_all(fields.size() - 2, "cannot enter the working directory " + fields[1] + ": " +
-                                                  std::strerror(errno));
+            std::vector<int> fds;
+            if (fields.empty() || !valid_request(fields[0], fields.size() - 1) || !channel.take(fields.size() - 1, fds))
+                return 2;
+            check_all(fields[0], {fields.begin() + 1, fields.end()}, fds);
+            for (const int fd : fds) ::close(fd);
             fields.clear();
         }
     }
@@ -95,13 +145,17 @@ int serve() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::string kind = argc > 1 ? argv[1] : "";
-    if (kind == "serve" && argc == 2) return serve();
-    if (argc < 3 || !valid_request(kind, std::size_t(argc - 2))) {
-        std::fprintf(stderr, "usage: aimcemu-check-file model|dataset|results PATH...  |  model-weights MODEL [DATASET]"
-                             "  |  serve\n");
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.size() == 1 && args[0] == "serve") return serve();
+    const bool from_fds = !args.empty() && args[0] == "--fds";
+    if (from_fds) args.erase(args.begin());
+    if (args.size() < 2 || !valid_request(args[0], args.size() - 1)) {
+        std::fprintf(stderr, "usage: aimcemu-check-file [--fds] model|dataset|results PATH...  |  [--fds] model-weights "
+                             "MODEL [DATASET]  |  serve\n");
         return 2;
     }
-    check_all(kind, {argv + 2, argv + argc});
+    std::vector<int> fds;
+    for (std::size_t i = 0; from_fds && i + 1 < args.size(); ++i) fds.push_back(kFirstFileFd + int(i));
+    check_all(args[0], {args.begin() + 1, args.end()}, fds);
     return 0;
 }

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 
 #include "bindings.hpp"
 #include "common/temp_files.hpp"
+#include "formats/between_reads_hook.hpp"
 #include "formats/results_reader.hpp"
 #include "formats/untrusted_file.hpp"
 
@@ -114,6 +116,15 @@ void bind_files(py::module_& m) {
               "The helper that reads user files first, in its own process ('' = none: read in-process).");
     files.def("set_check_helper", &set_file_check_helper, py::arg("executable"),
               "Use another helper executable ('' = read files in-process only).");
+    files.def("set_between_reads_hook_for_tests", [](py::object hook) {
+        if (hook.is_none()) return set_between_reads_hook_for_tests({});
+        set_between_reads_hook_for_tests([hook = std::make_shared<py::object>(std::move(hook))](const std::string& path) {
+            py::gil_scoped_acquire gil;
+            (*hook)(path);
+        });
+    }, py::arg("hook"),
+              "Test only: call hook(path) between the checking process's read of a user file and this process's\n"
+              "own (formats/between_reads_hook.hpp); None removes it.");
 }
 
 }  // namespace

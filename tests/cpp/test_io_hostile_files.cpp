@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iterator>
 #include <set>
@@ -20,6 +21,7 @@
 #include "common/errors.hpp"
 #include "common/h5.hpp"
 #include "common/temp_files.hpp"
+#include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
 #include "formats/model_file.hpp"
 #include "formats/results_reader.hpp"
@@ -405,6 +407,26 @@ TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
     EXPECT_EQ(read_all(path("report.txt")), "ok\nweights " + std::to_string(direct.total_weights()) + "\x1eok\x1e");
 }
 
+// With --fds the checking process reads the files open on descriptors 4, 5, ... (the caller's), and
+// the paths only name them: here paths that name nothing, and the report names them.
+TEST_F(HostileFiles, WithFdsTheCheckingProcessReadsTheDescriptorsAndNamesThePaths) {
+    const std::string file = path("resnet18.h5");
+    save_model(zoo::resnet18(5, 32, 10), file);
+    const Network direct = load_model_in_process(file);
+    const std::string bad_data = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_dataset_file" / "bad-labels_negative.h5").string();
+    const std::string command = std::string("'") + AIMCEMU_CHECK_FILE_HELPER +
+                                "' --fds model-weights /named/model.h5 /named/data.h5 4<'" + file + "' 5<'" + bad_data +
+                                "' 3<>'" + path("handed.bin") + "' >'" + path("report.txt") + "'";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    std::ifstream in(path("report.txt"), std::ios::binary);
+    const std::string report((std::istreambuf_iterator<char>(in)), {});
+    const std::string first = "ok\nweights " + std::to_string(direct.total_weights()) + "\x1e";
+    EXPECT_EQ(report.substr(0, first.size()), first);
+    EXPECT_EQ(report.substr(first.size()).rfind(std::string("format-error\n/named/data.h5\0labels\0", 35), 0), 0u)
+        << report.substr(first.size());
+    EXPECT_EQ(fs::file_size(path("handed.bin")), std::uintmax_t(direct.total_weights()));
+}
+
 // The memory file of one hand-over is reused by the next (its pages stay allocated): a larger
 // model after a smaller one, a smaller after a larger, and the same again each load their own weights.
 TEST_F(HostileFiles, SuccessiveCheckedLoadsEachGetTheirOwnWeights) {
@@ -708,6 +730,170 @@ TEST_F(HostileFiles, BatchesReportTheFirstFailureAndTheFileACrashHappenedOn) {
     const std::string crash = format_error_of([&] { check_in_helper(FileKind::Results, {good, bad}); });
     set_file_check_helper("");
     EXPECT_EQ(crash.rfind(bad + ": field 'file': corrupt: reading it crashed", 0), 0u) << crash;
+}
+
+// ---- a file replaced (renamed over) between the checking process's read and this process's ----
+
+namespace {
+
+// Two checkpoints of one network: the same structure, other weights, biases and metadata.
+Network checkpoint(std::uint64_t seed) {
+    Network net = zoo::resnet18(seed, 32, 10);
+    net.name = "checkpoint-" + std::to_string(seed);
+    net.class_names.clear();
+    for (int i = 0; i < 10; ++i) net.class_names.push_back("class-" + std::to_string(i) + "-of-" + std::to_string(seed));
+    return net;
+}
+
+void expect_same_network(const Network& loaded, const Network& file) {
+    EXPECT_EQ(loaded.name, file.name);
+    EXPECT_EQ(loaded.class_names, file.class_names);
+    EXPECT_EQ(loaded.input_shape, file.input_shape);
+    EXPECT_EQ(loaded.input_frac_bits, file.input_frac_bits);
+    ASSERT_EQ(loaded.layers.size(), file.layers.size());
+    for (std::size_t i = 0; i < file.layers.size(); ++i) {
+        const Layer &a = loaded.layers[i], &b = file.layers[i];
+        EXPECT_EQ(a.name, b.name);
+        EXPECT_TRUE(a.weights == b.weights) << "weights of " << b.name;
+        EXPECT_TRUE(a.bias == b.bias) << "bias of " << b.name;
+        EXPECT_EQ(a.bias_shift, b.bias_shift) << b.name;
+        EXPECT_EQ(a.out_shift, b.out_shift) << b.name;
+    }
+}
+
+DataSet data_set(std::int8_t fill, std::int64_t label) {
+    DataSet data;
+    data.image_shape = {4, 4, 3};
+    data.images.assign(2 * 4 * 4 * 3, fill);
+    data.labels = {label, label + 1};
+    data.input_frac_bits = 5;
+    data.source = "data set " + std::to_string(fill);
+    data.description = "images filled with " + std::to_string(fill);
+    return data;
+}
+
+void expect_same_data(const DataSet& loaded, const DataSet& file) {
+    EXPECT_EQ(loaded.images, file.images);
+    EXPECT_EQ(loaded.labels, file.labels);
+    EXPECT_EQ(loaded.source, file.source);
+    EXPECT_EQ(loaded.description, file.description);
+}
+
+// Sets the between-reads hook for one scope: at the hook's call for `path`, `replace` runs once.
+class ReplaceBetweenReads {
+public:
+    ReplaceBetweenReads(std::string path, std::function<void()> replace) {
+        set_between_reads_hook_for_tests([this, path = std::move(path), replace = std::move(replace)](const std::string& p) {
+            if (p != path || done_) return;
+            done_ = true;
+            replace();
+        });
+    }
+    ~ReplaceBetweenReads() { set_between_reads_hook_for_tests({}); }
+    bool done() const { return done_; }
+
+private:
+    bool done_ = false;
+};
+
+}  // namespace
+
+// A training job saving checkpoints with rename() (as save_model does) may replace the model file
+// while it loads: the network is then the file that was there when the load began, whole (its
+// weights, biases and metadata), never one file's structure with the other's weights.  The hook
+// renames the next checkpoint over the path right after the checking process read the file: once
+// during a load served by the kept checking process, and once (from inside that load's hook, while
+// the kept one is busy) during a load served by a fresh one.
+TEST_F(HostileFiles, AModelFileRenamedOverDuringTheLoadLoadsWholeAsTheFileThatWasThere) {
+    const std::string kept_path = path("kept.h5"), fresh_path = path("fresh.h5");
+    save_model(checkpoint(1), kept_path);
+    save_model(checkpoint(1), fresh_path);
+    save_model(checkpoint(2), path("kept-next.h5"));
+    save_model(checkpoint(2), path("fresh-next.h5"));
+    const Network first = load_model_in_process(kept_path), second = load_model_in_process(path("kept-next.h5"));
+    ASSERT_NE(first.name, second.name);
+    ASSERT_FALSE(first.layers[0].weights == second.layers[0].weights);
+
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    load_model(kept_path);  // starts the kept checking process
+    ASSERT_EQ(running_checking_processes().size(), 1u);
+    Network fresh_loaded;
+    bool fresh_replaced = false;
+    set_between_reads_hook_for_tests([&](const std::string& p) {
+        if (p == kept_path) {
+            fs::rename(path("kept-next.h5"), kept_path);
+            fresh_loaded = load_model(fresh_path);  // the kept process is busy: a fresh one reads it
+        } else if (p == fresh_path && !fresh_replaced) {
+            fresh_replaced = true;
+            fs::rename(path("fresh-next.h5"), fresh_path);
+        }
+    });
+    Network kept_loaded;
+    const std::string error = format_error_of([&] { kept_loaded = load_model(kept_path); });
+    set_between_reads_hook_for_tests({});
+    set_file_check_helper("");
+    ASSERT_EQ(error, "(no error)");
+    ASSERT_TRUE(fresh_replaced);
+    expect_same_network(kept_loaded, first);
+    expect_same_network(fresh_loaded, first);
+    expect_same_network(load_model_in_process(kept_path), second);  // the path names the new file now
+}
+
+// The same for a data set file: read alone (its own checking process), and read beside the model
+// (checked in the model's checking process, read by this one at load_dataset).
+TEST_F(HostileFiles, ADataSetFileRenamedOverDuringTheLoadLoadsWholeAsTheFileThatWasThere) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string model = (corpus / "fuzz_model_file" / "tiny.h5").string();
+    const std::string data = path("data.h5"), next = path("next.h5");
+    const DataSet first = data_set(1, 0), second = data_set(2, 3);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+
+    save_dataset(first, data);
+    save_dataset(second, next);
+    DataSet alone;
+    {
+        ReplaceBetweenReads replace(data, [&] { fs::rename(next, data); });
+        alone = load_dataset(data);
+        EXPECT_TRUE(replace.done());
+    }
+    expect_same_data(alone, first);
+
+    save_dataset(first, data);
+    save_dataset(second, next);
+    DataSet beside;
+    {
+        ReplaceBetweenReads replace(data, [&] { fs::rename(next, data); });
+        FileCheck check;
+        load_model(model, data, check);
+        EXPECT_TRUE(replace.done());
+        beside = load_dataset(data, check);
+    }
+    set_file_check_helper("");
+    expect_same_data(beside, first);
+    expect_same_data(load_dataset_in_process(data), second);
+}
+
+// The same for a results file (read_results): the one that was there, not the one renamed over it.
+TEST_F(HostileFiles, AResultsFileRenamedOverDuringTheReadIsReadWholeAsTheFileThatWasThere) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string results = path("run.h5"), next = path("next.h5");
+    fs::copy_file(corpus / "fuzz_results_file" / "noisy.h5", results);
+    fs::copy_file(corpus / "fuzz_results_file" / "digital.h5", next);
+    const ResultsFileInfo first = read_results_in_process(results), second = read_results_in_process(next);
+    ASSERT_NE(first.config_json, second.config_json);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    ResultsFileInfo loaded;
+    {
+        ReplaceBetweenReads replace(results, [&] { fs::rename(next, results); });
+        loaded = read_results(results);
+        EXPECT_TRUE(replace.done());
+    }
+    set_file_check_helper("");
+    EXPECT_EQ(loaded.config_json, first.config_json);
+    EXPECT_EQ(loaded.model, first.model);
+    EXPECT_EQ(loaded.accuracy, first.accuracy);
+    EXPECT_EQ(loaded.layer_names, first.layer_names);
+    EXPECT_EQ(read_results_in_process(results).config_json, second.config_json);
 }
 
 // A temporary file whose creation fails halfway (H5Fcreate made the file, then could not write

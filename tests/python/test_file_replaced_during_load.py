@@ -1,0 +1,84 @@
+"""A model or data set file renamed over while it loads (a training job saving checkpoints with
+rename(), as save_model does) loads whole as the file that was there when the load began: never one
+file's structure and metadata with the other's weights.
+
+The window between the checking process's read and this process's lasts microseconds; the test-only
+hook ``_core.files.set_between_reads_hook_for_tests`` (formats/between_reads_hook.hpp) replaces the
+file exactly there."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from aimcemu import _core, modelfile
+
+
+@pytest.fixture
+def replace_between_reads():
+    """replace(path, replacement): rename `replacement` over `path` right after the checking process
+    read `path` (once); yields the list of paths replaced."""
+    replaced = []
+
+    def arm(path, replacement):
+        def hook(p):
+            if p == os.fspath(path) and not replaced:
+                os.rename(replacement, path)
+                replaced.append(p)
+        _core.files.set_between_reads_hook_for_tests(hook)
+        return replaced
+
+    yield arm
+    _core.files.set_between_reads_hook_for_tests(None)
+
+
+def checkpoint(seed):
+    net = _core.zoo.resnet18(seed, 32, 10)
+    net.name = f"checkpoint-{seed}"
+    net.class_names = [f"class-{i}-of-{seed}" for i in range(10)]
+    return net
+
+
+def assert_same_network(loaded, file):
+    assert loaded.name == file.name
+    assert list(loaded.class_names) == list(file.class_names)
+    assert loaded.input_frac_bits == file.input_frac_bits
+    assert [l.name for l in loaded.layers] == [l.name for l in file.layers]
+    for a, b in zip(loaded.layers, file.layers):
+        assert np.array_equal(a.weights, b.weights), f"weights of {b.name}"
+        assert np.array_equal(a.bias, b.bias), f"bias of {b.name}"
+
+
+def test_a_model_file_renamed_over_during_the_load_loads_whole_as_the_first_file(tmp_path, replace_between_reads):
+    assert _core.files.check_helper(), "this build has no checking process"
+    model, following = tmp_path / "model.h5", tmp_path / "following.h5"
+    modelfile.save_model(checkpoint(1), model)
+    modelfile.save_model(checkpoint(2), following)
+    first, second = modelfile.load_model(model), modelfile.load_model(following)
+    assert not np.array_equal(first.layers[0].weights, second.layers[0].weights)
+
+    replaced = replace_between_reads(model, following)
+    loaded = modelfile.load_model(model)
+    assert replaced == [os.fspath(model)]
+    assert_same_network(loaded, first)
+    assert_same_network(modelfile.load_model(model), second)  # the path names the new file now
+
+
+def test_a_data_set_renamed_over_between_its_check_and_its_read_loads_as_the_first_file(tmp_path, replace_between_reads):
+    """As a run reads them: the model and the data set checked in one checking process, the data set
+    read later by this process (load_dataset with the check)."""
+    model, data, following = tmp_path / "model.h5", tmp_path / "data.h5", tmp_path / "following.h5"
+    modelfile.save_model(checkpoint(1), model)
+    images = np.arange(2 * 32 * 32 * 3, dtype=np.int64).astype(np.int8).reshape(2, 32, 32, 3)
+    modelfile.save_dataset(images, np.array([1, 2]), data, source="first", description="the first data set")
+    modelfile.save_dataset(-images, np.array([3, 4]), following, source="second", description="the second")
+
+    replaced = replace_between_reads(data, following)
+    net, check = modelfile.load_model_and_check_dataset(model, data)
+    loaded = modelfile.load_dataset(data, net, check)
+    assert replaced == [os.fspath(data)]
+    assert np.array_equal(loaded["images"], images)
+    assert np.array_equal(loaded["labels"], [1, 2])
+    assert (loaded["source"], loaded["description"]) == ("first", "the first data set")
+    assert modelfile.load_dataset(data)["source"] == "second"
