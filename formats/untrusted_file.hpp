@@ -90,8 +90,6 @@ struct FileCheck {
     }
 };
 
-
-
 // The weights a checking process handed over (check_model_in_helper): the first bytes() bytes of the
 // memory file fd().  Empty (false) when no helper is configured.  While it lives, this load holds
 // the checking process kept between loads (untrusted_file.cpp), whose memory file it reads.
