@@ -89,10 +89,28 @@ ZeroedBytes::~ZeroedBytes() {
     if (data_ != nullptr) ::munmap(data_, size_);
 }
 
+void ZeroedBytes::shrink_to(std::size_t size) {
+    const std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
+    const std::size_t kept = (size + page - 1) / page * page;
+    if (data_ == nullptr || kept >= size_) return;
+    if (kept == 0) {
+        ::munmap(data_, size_);
+        data_ = nullptr;
+        size_ = 0;
+        return;
+    }
+    ::munmap(data_ + kept, size_ - kept);
+    size_ = kept;
+}
+
 namespace {
 ZeroedBytes memory_for(ZeroedBytes recycled, std::size_t size) {
-    if (recycled.size() >= size && size > 0) return recycled;
-    return ZeroedBytes(size);   // `recycled`, too small, is unmapped on the way out
+    if (recycled.size() < size || size == 0)
+        return ZeroedBytes(size);   // `recycled`, too small, is unmapped on the way out
+    // A sweep's smaller network after a larger one: its pages past the layout would be kept (and
+    // counted in kept_hbm_bytes) from emulator to emulator without ever being read.
+    recycled.shrink_to(size);
+    return recycled;
 }
 }  // namespace
 

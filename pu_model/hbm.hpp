@@ -69,6 +69,9 @@ public:
     std::uint8_t* data() { return data_; }
     const std::uint8_t* data() const { return data_; }
     std::size_t size() const { return size_; }
+    // Unmaps the whole pages past the first `size` bytes (a larger memory reused for a smaller
+    // layout then holds, and reports, no more than that layout needs).
+    void shrink_to(std::size_t size);
 
 private:
     std::uint8_t* data_ = nullptr;

@@ -75,6 +75,21 @@ TEST(HbmRecycled, EveryByteOutsideTheWrittenRegionsReadsAsZeroWhateverTheMemoryH
     EXPECT_THROW(hbm.read(layout.size(), std::span<std::uint8_t>(bytes.data(), 1)), FormatError);
 }
 
+TEST(HbmRecycled, LargerMemoryShrinksToTheLayoutsPages) {
+    // Kept from a larger network for a smaller one, the memory keeps only the pages the smaller
+    // layout covers: what the next emulator gets, and what kept_hbm_bytes reports, is its size.
+    const HbmLayout layout = mixed_layout();
+    const std::uint64_t layout_pages = (layout.size() + page() - 1) / page() * page();
+    ZeroedBytes memory = stale_memory(layout.size() + 40 * page());
+    const std::uint8_t* const address = memory.data();
+    Hbm hbm(layout, std::move(memory), not_activations);
+    ZeroedBytes given_up = std::move(hbm).take_memory();
+    EXPECT_EQ(given_up.data(), address) << "the memory was not reused";
+    EXPECT_EQ(given_up.size(), layout_pages);
+    // The page that holds the layout's end stays mapped and zero past it.
+    EXPECT_EQ(given_up.data()[given_up.size() - 1], 0);
+}
+
 TEST(HbmRecycled, MemoryTooSmallIsReplacedByFreshZeroedMemory) {
     const HbmLayout layout = mixed_layout();
     Hbm hbm(layout, stale_memory(page()), not_activations);
