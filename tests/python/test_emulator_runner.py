@@ -131,6 +131,26 @@ def test_emulator_rejects_bad_programs_and_layers(digits):
     assert emulator.published_round == 0
 
 
+def test_the_emulator_reads_the_callers_network_in_place_and_refuses_an_invalid_one_as_resolve_does(digits):
+    _, _, net, images = digits
+    bad = _core.Network()
+    bad.input_shape, bad.layers = net.input_shape, net.layers  # copies of net's layers
+    bad.layers[1].weights = bad.layers[1].weights[:-1]         # bad.layers[1] refers to bad's layer
+    assert net.layers[1].weights.size == bad.layers[1].weights.size + 1
+    with pytest.raises(aimcemu.FormatError) as resolve_error:
+        bad.resolve("<emulator>")
+    with pytest.raises(aimcemu.FormatError) as emulator_error:
+        _core.niu.Emulator(bad, [1, 2])
+    assert str(emulator_error.value) == str(resolve_error.value)
+    assert "layers/1" in str(emulator_error.value) and "weights" in str(emulator_error.value)
+
+    before = [layer.weights.copy() for layer in net.layers]
+    emulator = _core.niu.Emulator(net, [1, 2])
+    del emulator  # the caller's network is read, never moved from or rewritten
+    for layer, weights in zip(net.layers, before):
+        np.testing.assert_array_equal(layer.weights, weights)
+
+
 def test_the_emulator_gives_its_clean_weights_as_read_only_views_and_their_absmax(digits):
     _, _, net, _ = digits
     layers = net.layers
