@@ -6,6 +6,8 @@ noisy round, each run on the round it published), and what it stores equals the 
 noise models (two NIU programs concatenated in the emulator's layer order)."""
 from __future__ import annotations
 
+import threading
+
 import h5py
 import numpy as np
 import pytest
@@ -149,6 +151,34 @@ def test_the_emulator_reads_the_callers_network_in_place_and_refuses_an_invalid_
     del emulator  # the caller's network is read, never moved from or rewritten
     for layer, weights in zip(net.layers, before):
         np.testing.assert_array_equal(layer.weights, weights)
+
+
+def test_emulators_built_while_a_pass_reads_the_same_network_on_another_thread_change_nothing(digits):
+    """Both read the caller's network without the GIL (a run builds its emulator while its reference
+    key is hashed; a sweep may run passes beside it): readers only, so every result is unchanged."""
+    _, _, net, images = digits
+    want = _core.run_network(net, images, "fast", 1)
+    clean = {i: net.layers[i].weights.copy() for i in (1, 2)}
+    passes, stop = [], threading.Event()
+
+    def run_passes():
+        while not stop.is_set() and len(passes) < 50:
+            passes.append(_core.run_network(net, images, "fast", 1))
+
+    reader = threading.Thread(target=run_passes)
+    reader.start()
+    try:
+        for _ in range(10):
+            emulator = _core.niu.Emulator(net, [1, 2])
+            for i, weights in clean.items():
+                np.testing.assert_array_equal(emulator.clean_weights(i), weights)
+    finally:
+        stop.set()
+        reader.join()
+    assert passes
+    for got in passes:
+        for layer_got, layer_want in zip(got, want):
+            np.testing.assert_array_equal(layer_got, layer_want)
 
 
 def test_the_emulator_gives_its_clean_weights_as_read_only_views_and_their_absmax(digits):
