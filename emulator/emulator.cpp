@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,9 +22,15 @@ namespace {
 
 const char* const kSource = "<emulator>";
 
-Network resolved(Network net) {
-    net.resolve(kSource);
-    return net;
+// The network the emulator is built from: `net` itself when resolve's checks pass in place and
+// its shapes are filled in (a loaded or zoo network: no copy of its weights), otherwise a
+// resolved copy made in `copy` (the caller's temporary, alive until the constructor returns).
+// An invalid network throws resolve's FormatError from the in-place check.
+const Network& resolved_source(const Network& net, std::optional<Network>&& copy) {
+    if (net.is_resolved(kSource)) return net;
+    copy.emplace(net);
+    copy->resolve(kSource);
+    return *copy;
 }
 
 // What the emulator keeps of a network: everything but the weights (the HBM holds those).
@@ -197,8 +204,8 @@ std::size_t set_kept_chip_state_limit(std::size_t bytes) {
     return previous;
 }
 
-Emulator::Emulator(Network net, std::vector<int> aimc_layers)
-    : Emulator(resolved(std::move(net)), std::move(aimc_layers), FromResolved{}) {}
+Emulator::Emulator(const Network& net, std::vector<int> aimc_layers)
+    : Emulator(resolved_source(net, std::optional<Network>{}), std::move(aimc_layers), FromResolved{}) {}
 
 Emulator::~Emulator() {
     keep_chip_states(std::move(chip_states_));

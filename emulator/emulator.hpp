@@ -43,8 +43,11 @@ struct RoundOutputs {
 
 class Emulator {
 public:
-    // `net` must be resolved; every AIMC layer must be a distinct GEMM layer (FormatError otherwise).
-    Emulator(Network net, std::vector<int> aimc_layers);
+    // `net` must pass Network::resolve's checks (FormatError with resolve's message otherwise);
+    // every AIMC layer must be a distinct GEMM layer (FormatError otherwise).  `net` is read
+    // during the constructor only (its weights are copied into the HBM); a resolved network is
+    // checked in place, one whose shapes are not filled in yet is resolved in a copy.
+    Emulator(const Network& net, std::vector<int> aimc_layers);
     // Hands the chip states' memory to the next emulator of the process (kept_chip_state_bytes).
     ~Emulator();
     Emulator(const Emulator&) = delete;

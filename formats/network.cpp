@@ -28,9 +28,9 @@ std::int64_t Layer::gemm_n() const {
     if (kind == LayerKind::AvgPool) return in_shape.c;
     return out_channels;
 }
-std::int64_t Layer::gemm_m() const {
-    if (kind == LayerKind::Linear) return in_shape.size();
-    return window.taps() * in_shape.c;
+std::int64_t Layer::gemm_m_for(const Shape3& in) const {
+    if (kind == LayerKind::Linear) return in.size();
+    return window.taps() * in.c;
 }
 std::int64_t Layer::gemm_p() const { return std::int64_t(out_shape.h) * out_shape.w; }
 
@@ -123,16 +123,18 @@ void check_window(const Window& w, const Shape3& in, const std::string& src, con
     check_axis(in.w, w.kernel_w, w.stride_w, w.pad_left, w.pad_right, "w", "pad_left", "pad_right", src, f);
 }
 
-void resolve_gemm(Layer& l, const std::string& src, const std::string& f) {
+// A GEMM layer's checks and its output shape for an input of shape `in`.
+Shape3 checked_gemm_out_shape(const Layer& l, const Shape3& in, const std::string& src, const std::string& f) {
     require_dimension(l.out_channels, src, f + "out_channels");
+    Shape3 out;
     if (l.kind == LayerKind::Linear) {
         require(l.window.is_pointwise(), src, f + "kernel_h",
                 "linear layers take the 1x1 window (kernel 1, stride 1, pad 0 on both axes)");
-        l.out_shape = {1, 1, l.out_channels};
+        out = {1, 1, l.out_channels};
     } else {
-        l.out_shape = {l.window.out_h(l.in_shape.h), l.window.out_w(l.in_shape.w), l.out_channels};
+        out = {l.window.out_h(in.h), l.window.out_w(in.w), l.out_channels};
     }
-    const std::int64_t m = l.gemm_m();
+    const std::int64_t m = l.gemm_m_for(in);
     require(std::int64_t(l.weights.size()) == l.out_channels * m, src, f + "weights",
             "expected " + std::to_string(l.out_channels * m) + " int8 values (N=" +
                 std::to_string(l.out_channels) + " x M=" + std::to_string(m) + "), got " +
@@ -144,53 +146,82 @@ void resolve_gemm(Layer& l, const std::string& src, const std::string& f) {
     const std::int64_t worst = m * 128 * 128 + (std::int64_t(128) << l.bias_shift);
     require(worst < (std::int64_t(1) << 31), src, f + "weights",
             "M=" + std::to_string(m) + " can overflow the int32 accumulator");
+    return out;
 }
 
-}  // namespace
+struct LayerShapes {
+    Shape3 in, out;
+};
 
-void Network::resolve(const std::string& src) {
-    require(input_shape.h > 0 && input_shape.w > 0 && input_shape.c > 0, src, "input_shape",
+// Every check of Network::resolve, reading `net` only; the shapes resolve fills in, per layer.
+std::vector<LayerShapes> checked_shapes(const Network& net, const std::string& src) {
+    require(net.input_shape.h > 0 && net.input_shape.w > 0 && net.input_shape.c > 0, src, "input_shape",
             "every dimension must be positive");
-    for (int d : {input_shape.h, input_shape.w, input_shape.c}) require_dimension(d, src, "input_shape");
-    require(!layers.empty(), src, "layers", "the network has no layers");
-    require(output_layer >= -1 && output_layer < int(layers.size()), src, "output_layer", "out of range");
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-        Layer& l = layers[i];
+    for (int d : {net.input_shape.h, net.input_shape.w, net.input_shape.c}) require_dimension(d, src, "input_shape");
+    require(!net.layers.empty(), src, "layers", "the network has no layers");
+    require(net.output_layer >= -1 && net.output_layer < int(net.layers.size()), src, "output_layer", "out of range");
+    std::vector<LayerShapes> shapes(net.layers.size());
+    // A producer's output shape as computed so far (check_producer keeps it to earlier layers).
+    const auto shape_of = [&](int producer) -> const Shape3& {
+        return producer == kNetworkInput ? net.input_shape : shapes[std::size_t(producer)].out;
+    };
+    for (std::size_t i = 0; i < net.layers.size(); ++i) {
+        const Layer& l = net.layers[i];
         const std::string f = "layers/" + std::to_string(i) + " (" + l.name + ")/";
         require(!l.name.empty(), src, "layers/" + std::to_string(i) + "/name", "must not be empty");
         for (std::size_t j = 0; j < i; ++j)
-            require(layers[j].name != l.name, src, f + "name", "duplicate layer name");
+            require(net.layers[j].name != l.name, src, f + "name", "duplicate layer name");
         check_producer(int(i), l.input, src, f + "input");
-        l.in_shape = shape_of(l.input);
+        const Shape3 in = shape_of(l.input);
+        Shape3& out = shapes[i].out;
+        shapes[i].in = in;
         require(kOutShiftRange.contains(l.out_shift), src, f + "out_shift", "must be in " + range_text(kOutShiftRange));
         require(kAlignShiftRange.contains(l.residual_shift), src, f + "residual_shift",
                 "must be in " + range_text(kAlignShiftRange));
         require(kAlignShiftRange.contains(l.input_shift), src, f + "input_shift", "must be in " + range_text(kAlignShiftRange));
         const bool windowed = l.kind == LayerKind::Conv || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool;
-        if (windowed) check_window(l.window, l.in_shape, src, f);
+        if (windowed) check_window(l.window, in, src, f);
         switch (l.kind) {
             case LayerKind::Conv:
-            case LayerKind::Linear: resolve_gemm(l, src, f); break;
+            case LayerKind::Linear: out = checked_gemm_out_shape(l, in, src, f); break;
             case LayerKind::Add:
                 require(l.residual_input >= 0, src, f + "residual_input", "an add layer needs a second operand");
-                l.out_shape = l.in_shape;
+                out = in;
                 break;
             case LayerKind::MaxPool:
             case LayerKind::AvgPool:
-                l.out_shape = {l.window.out_h(l.in_shape.h), l.window.out_w(l.in_shape.w), l.in_shape.c};
+                out = {l.window.out_h(in.h), l.window.out_w(in.w), in.c};
                 require(l.weights.empty() && l.bias.empty(), src, f + "weights", "pool layers carry no weights");
                 if (l.kind == LayerKind::AvgPool)
                     require(kAvgMultRange.contains(l.avg_mult), src, f + "avg_mult", "must be in " + range_text(kAvgMultRange));
                 break;
         }
-        require(l.out_shape.size() <= kMaxActivationsPerImage, src, f + "out_channels",
-                "one image's activations (" + std::to_string(l.out_shape.size()) + " values) exceed 2^31 - 1");
+        require(out.size() <= kMaxActivationsPerImage, src, f + "out_channels",
+                "one image's activations (" + std::to_string(out.size()) + " values) exceed 2^31 - 1");
         if (l.residual_input >= 0) {
             check_producer(int(i), l.residual_input, src, f + "residual_input");
-            require(shape_of(l.residual_input) == l.out_shape, src, f + "residual_input",
+            require(shape_of(l.residual_input) == out, src, f + "residual_input",
                     "residual operand shape differs from the layer's output shape");
         }
     }
+    return shapes;
+}
+
+}  // namespace
+
+void Network::resolve(const std::string& src) {
+    const std::vector<LayerShapes> shapes = checked_shapes(*this, src);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        layers[i].in_shape = shapes[i].in;
+        layers[i].out_shape = shapes[i].out;
+    }
+}
+
+bool Network::is_resolved(const std::string& src) const {
+    const std::vector<LayerShapes> shapes = checked_shapes(*this, src);
+    for (std::size_t i = 0; i < layers.size(); ++i)
+        if (!(layers[i].in_shape == shapes[i].in) || !(layers[i].out_shape == shapes[i].out)) return false;
+    return true;
 }
 
 }  // namespace aimcemu

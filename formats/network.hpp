@@ -114,7 +114,9 @@ struct Layer {
     bool is_gemm() const { return kind == LayerKind::Conv || kind == LayerKind::Linear; }
     // GEMM dimensions as the PU sees them: weights N x M, activations M x P.
     std::int64_t gemm_n() const;
-    std::int64_t gemm_m() const;
+    std::int64_t gemm_m() const { return gemm_m_for(in_shape); }
+    // gemm_m() of this layer were its input of shape `in` (Network::resolve, before in_shape is set).
+    std::int64_t gemm_m_for(const Shape3& in) const;
     std::int64_t gemm_p() const;
 };
 
@@ -127,8 +129,13 @@ struct Network {
     std::vector<std::string> class_names;
 
     // Infers every layer's in/out shape and validates every field; throws FormatError naming
-    // `source` (a file path or "<memory>") and the offending field.
+    // `source` (a file path or "<memory>") and the offending field.  On error nothing is changed.
     void resolve(const std::string& source = "<memory>");
+    // Every check resolve makes, in place (no copy, nothing written): throws the FormatError
+    // resolve would throw; otherwise returns whether every layer's in/out shape already equals
+    // what resolve fills in.  Lets a reader that only needs a resolved network (the emulator)
+    // take the caller's network as it is instead of resolving a 25 MB copy of it.
+    bool is_resolved(const std::string& source = "<memory>") const;
     int output_index() const { return output_layer < 0 ? int(layers.size()) - 1 : output_layer; }
     const Shape3& shape_of(int producer) const;
     int find_layer(const std::string& layer_name) const;  // -1 if absent

@@ -315,6 +315,36 @@ TEST_F(ModelFileTest, OverwritingKeepsTheOldFileUntilTheNewOneIsComplete) {
     EXPECT_EQ(files(), std::vector<std::string>{"m.h5"});
 }
 
+// save_model checks a resolved network in place and resolves an unresolved one in a copy: both
+// write the same model, the caller's network is left as it was, and an invalid one is refused
+// with resolve's own error (source: the file) before any file is made.
+TEST_F(ModelFileTest, SavingChecksTheNetworkAsResolveDoes) {
+    const Network net = tiny_network();
+    Network unresolved = net;
+    for (Layer& l : unresolved.layers) l.in_shape = l.out_shape = Shape3{};
+    save_model(unresolved, path("u.h5"));
+    EXPECT_EQ(unresolved.layers[0].out_shape, Shape3{});
+    expect_same_network(net, load_model(path("u.h5")));
+
+    Network bad = net;
+    bad.layers[0].weights.pop_back();
+    std::string expected;
+    try {
+        Network copy = bad;
+        copy.resolve(path("b.h5"));
+    } catch (const FormatError& e) {
+        expected = e.what();
+    }
+    ASSERT_FALSE(expected.empty());
+    try {
+        save_model(bad, path("b.h5"));
+        ADD_FAILURE() << "an invalid network was saved";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(std::string(e.what()), expected);
+    }
+    EXPECT_EQ(files(), std::vector<std::string>{"u.h5"});
+}
+
 TEST_F(ModelFileTest, UnwritablePathLeavesNoFile) {
     EXPECT_THROW(save_model(tiny_network(), path("missing/m.h5")), FormatError);
     EXPECT_THROW(save_model(tiny_network(), dir_.string()), FormatError);  // a folder

@@ -75,6 +75,58 @@ TEST(Network, RejectsAccumulatorOverflow) {
     EXPECT_THROW(net.resolve(), FormatError);
 }
 
+// is_resolved makes resolve's checks without writing anything: the same FormatError (source,
+// field, message) for each way a network can be invalid, false for a valid network whose shapes
+// are not filled in (or are stale), true once resolve filled them; a failed resolve writes nothing.
+TEST(Network, IsResolvedChecksInPlaceWithResolvesErrors) {
+    const Network resolved = zoo::resnet18();
+    EXPECT_TRUE(resolved.is_resolved());
+
+    Network fresh = resolved;
+    for (Layer& l : fresh.layers) l.in_shape = l.out_shape = Shape3{};
+    EXPECT_FALSE(fresh.is_resolved());
+    fresh.resolve();
+    EXPECT_TRUE(fresh.is_resolved());
+    for (std::size_t i = 0; i < fresh.layers.size(); ++i) {
+        EXPECT_EQ(fresh.layers[i].in_shape, resolved.layers[i].in_shape) << i;
+        EXPECT_EQ(fresh.layers[i].out_shape, resolved.layers[i].out_shape) << i;
+    }
+
+    Network stale = resolved;  // one layer's shape no longer what resolve fills in
+    stale.layers[7].in_shape.w += 1;
+    EXPECT_FALSE(stale.is_resolved());
+
+    const std::vector<void (*)(Network&)> breakages = {
+        [](Network& n) { n.layers[3].weights.pop_back(); },
+        [](Network& n) { n.layers[2].input = 5; },
+        [](Network& n) { n.layers[0].out_shift = 40; },
+        [](Network& n) { n.layers[4].name = n.layers[1].name; },
+        [](Network& n) { n.layers.back().residual_input = 0; },
+        [](Network& n) { n.input_shape.c = 0; },
+        [](Network& n) { n.output_layer = int(n.layers.size()); },
+    };
+    for (std::size_t b = 0; b < breakages.size(); ++b) {
+        Network bad = resolved;
+        breakages[b](bad);
+        std::string resolve_error, check_error;
+        Network copy = bad;
+        try {
+            copy.resolve("model.h5");
+        } catch (const FormatError& e) {
+            resolve_error = std::string(e.source()) + "|" + e.field() + "|" + e.what();
+        }
+        try {
+            bad.is_resolved("model.h5");
+        } catch (const FormatError& e) {
+            check_error = std::string(e.source()) + "|" + e.field() + "|" + e.what();
+        }
+        EXPECT_FALSE(resolve_error.empty()) << "breakage " << b;
+        EXPECT_EQ(check_error, resolve_error) << "breakage " << b;
+        for (std::size_t i = 0; i < copy.layers.size(); ++i)  // the failed resolve wrote nothing
+            EXPECT_EQ(copy.layers[i].out_shape, resolved.layers[i].out_shape) << "breakage " << b << " layer " << i;
+    }
+}
+
 // without_operands: the same network as a full copy whose weights and biases are cleared, field by
 // field, and the source keeps its operands.  A network with a residual, pools and class names, so
 // that every field carries a value other than its default somewhere.

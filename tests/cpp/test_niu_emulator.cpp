@@ -324,6 +324,45 @@ TEST(NiuEmulator, BadProgramsAndQueriesAreFormatErrors) {
     EXPECT_THROW(Emulator(net, {5}), FormatError);
 }
 
+// The emulator reads the caller's network in place: an invalid one is refused with the
+// FormatError Network::resolve gives (source "<emulator>"), before anything is built; a valid
+// one whose shapes are not filled in is resolved in a copy and runs the same rounds as the
+// resolved network; the caller's network is left as it was either way.
+TEST(NiuEmulator, TakesTheCallersNetworkInPlaceWithResolvesChecks) {
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {0, 2};
+
+    Network bad = net;
+    bad.layers[2].weights.pop_back();
+    std::string expected;
+    try {
+        Network copy = bad;
+        copy.resolve("<emulator>");
+    } catch (const FormatError& e) {
+        expected = e.what();
+    }
+    ASSERT_FALSE(expected.empty());
+    try {
+        Emulator emulator(bad, aimc);
+        ADD_FAILURE() << "an invalid network was accepted";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(std::string(e.what()), expected);
+    }
+
+    Network unresolved = net;
+    for (Layer& l : unresolved.layers) l.in_shape = l.out_shape = Shape3{};
+    Emulator from_unresolved(unresolved, aimc);
+    EXPECT_EQ(unresolved.layers[4].out_shape, Shape3{});   // resolved in the emulator's copy only
+    EXPECT_EQ(from_unresolved.network().layers[4].out_shape, net.layers[4].out_shape);
+    Emulator from_resolved(net, aimc);
+    EXPECT_EQ(net.layers[2].weights.size(), std::size_t(8 * 3 * 3 * 5));   // read, not moved from
+    EXPECT_EQ(from_unresolved.clean_absmax(), from_resolved.clean_absmax());
+    const auto images = random_images(net, 2, 7);
+    const NiuProgram program = program_for(net, aimc, 0);
+    expect_same(from_unresolved.run_round(program, images, RunOptions{}).outputs,
+                from_resolved.run_round(program, images, RunOptions{}).outputs, "unresolved vs resolved");
+}
+
 TEST(NiuEmulator, AnAbandonedWriteKeepsTheFrontRoundAndReusesTheBackBuffer) {
     const Network net = hybrid_network();
     const HbmLayout layout = HbmLayout::for_network(net, {0});

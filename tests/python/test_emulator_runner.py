@@ -6,6 +6,8 @@ noisy round, each run on the round it published), and what it stores equals the 
 noise models (two NIU programs concatenated in the emulator's layer order)."""
 from __future__ import annotations
 
+import threading
+
 import h5py
 import numpy as np
 import pytest
@@ -129,6 +131,54 @@ def test_emulator_rejects_bad_programs_and_layers(digits):
     with pytest.raises(aimcemu.FormatError, match="given twice"):
         _core.niu.Emulator(net, [1, 1])
     assert emulator.published_round == 0
+
+
+def test_the_emulator_reads_the_callers_network_in_place_and_refuses_an_invalid_one_as_resolve_does(digits):
+    _, _, net, images = digits
+    bad = _core.Network()
+    bad.input_shape, bad.layers = net.input_shape, net.layers  # copies of net's layers
+    bad.layers[1].weights = bad.layers[1].weights[:-1]         # bad.layers[1] refers to bad's layer
+    assert net.layers[1].weights.size == bad.layers[1].weights.size + 1
+    with pytest.raises(aimcemu.FormatError) as resolve_error:
+        bad.resolve("<emulator>")
+    with pytest.raises(aimcemu.FormatError) as emulator_error:
+        _core.niu.Emulator(bad, [1, 2])
+    assert str(emulator_error.value) == str(resolve_error.value)
+    assert "layers/1" in str(emulator_error.value) and "weights" in str(emulator_error.value)
+
+    before = [layer.weights.copy() for layer in net.layers]
+    emulator = _core.niu.Emulator(net, [1, 2])
+    del emulator  # the caller's network is read, never moved from or rewritten
+    for layer, weights in zip(net.layers, before):
+        np.testing.assert_array_equal(layer.weights, weights)
+
+
+def test_emulators_built_while_a_pass_reads_the_same_network_on_another_thread_change_nothing(digits):
+    """Both read the caller's network without the GIL (a run builds its emulator while its reference
+    key is hashed; a sweep may run passes beside it): readers only, so every result is unchanged."""
+    _, _, net, images = digits
+    want = _core.run_network(net, images, "fast", 1)
+    clean = {i: net.layers[i].weights.copy() for i in (1, 2)}
+    passes, stop = [], threading.Event()
+
+    def run_passes():
+        while not stop.is_set() and len(passes) < 50:
+            passes.append(_core.run_network(net, images, "fast", 1))
+
+    reader = threading.Thread(target=run_passes)
+    reader.start()
+    try:
+        for _ in range(10):
+            emulator = _core.niu.Emulator(net, [1, 2])
+            for i, weights in clean.items():
+                np.testing.assert_array_equal(emulator.clean_weights(i), weights)
+    finally:
+        stop.set()
+        reader.join()
+    assert passes
+    for got in passes:
+        for layer_got, layer_want in zip(got, want):
+            np.testing.assert_array_equal(layer_got, layer_want)
 
 
 def test_the_emulator_gives_its_clean_weights_as_read_only_views_and_their_absmax(digits):
