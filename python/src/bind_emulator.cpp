@@ -106,11 +106,11 @@ void bind_emulator(py::module_& root) {
                          "each round: clean region -> NIU -> back buffer -> publish -> PU lease.")
         // The caller's network is read in place, not copied (a copy of ResNet-50 was 25.5 MB and
         // 5,400 page faults per run): the emulator reads it only while it is built, copying the
-        // weights into its HBM, and keeps nothing of it.  Built without the GIL, as run_network
-        // runs a pass on the caller's network: a run hashes its reference key on another thread
-        // meanwhile (aimcemu.reference), and other readers of the network may run at the same time.
+        // weights into its HBM, and keeps nothing of it.  Built with the GIL held (about 10 ms for
+        // ResNet-50): Python can replace a layer's weights (`net.layers[k].weights = ...` frees
+        // the old buffer), and without the GIL another thread doing so while the weights are
+        // checked and copied gave emulators with torn or freed weights.
         .def(py::init([](const Network& net, std::vector<int> aimc_layers) {
-                 py::gil_scoped_release release;
                  return std::make_unique<Emulator>(net, std::move(aimc_layers));
              }), py::arg("net"), py::arg("aimc_layers"),
              "aimc_layers: network layer indices; layer k of a round's programs (concatenated) is aimc_layers[k]")
