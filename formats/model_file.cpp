@@ -446,8 +446,9 @@ DataSet load_dataset(const std::string& path) {
 DataSet load_dataset(const std::string& path, const FileCheck& check) {
     if (check.path.empty() || check.path != path) return load_dataset(path);
     check.raise();
-    if (check.file.fd() < 0) return load_dataset(path);
-    return load_dataset_in_process(path, check.file.fd());
+    const OpenedFile file = std::exchange(check.file, OpenedFile{});
+    if (file.fd() < 0) return load_dataset(path);   // no checked file (or read already): check it now
+    return load_dataset_in_process(path, file.fd());
 }
 
 DataSet load_dataset_in_process(const std::string& path, int file_fd) {

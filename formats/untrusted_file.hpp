@@ -84,7 +84,10 @@ bool check_in_helper(FileKind kind, const OpenedFile& file);
 struct FileCheck {
     std::string path;                  // the file checked; "" = none
     std::optional<FormatError> error;  // its own FormatError, or its crash or time limit; none = it read
-    OpenedFile file;                   // the file the checking process read (when it read it), for the caller's read
+    // The file the checking process read (when it read it), for the caller's read: held open until
+    // that read (load_dataset with this check), which gives it up, so a check kept afterwards holds
+    // no descriptor.
+    mutable OpenedFile file;
     void raise() const {
         if (error) throw *error;
     }

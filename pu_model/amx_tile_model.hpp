@@ -59,6 +59,11 @@ inline void amx_model_check_tile(int tile) {
 inline void _tile_loadconfig(const void* config) {
     const auto* block = static_cast<const std::uint8_t*>(config);
     if (block[0] != 1) amx_model_fault("palette other than 1");
+    for (int b = 1; b < 16; ++b)   // start_row and the reserved bytes
+        if (block[b] != 0) amx_model_fault("non-zero start row or reserved byte in the tile configuration");
+    for (int t = AmxTileFile::kTiles; t < 16; ++t)   // palette 1 has 8 tiles: the rest must be zero
+        if (block[16 + 2 * t] != 0 || block[17 + 2 * t] != 0 || block[48 + t] != 0)
+            amx_model_fault("tile beyond palette 1's eight configured");
     AmxTileFile& file = amx_tile_file;
     file = AmxTileFile{};
     for (int t = 0; t < AmxTileFile::kTiles; ++t) {

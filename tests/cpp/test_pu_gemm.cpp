@@ -877,5 +877,20 @@ TEST(AmxTileModelDeathTest, FaultsWhereTheHardwareWould) {
             _tile_loadconfig(shapes.block);
         },
         "beyond palette 1");
+    EXPECT_DEATH(
+        {
+            TileShapes shapes;
+            shapes.tile(0, 16, 64).tile(8, 1, 4);
+            _tile_loadconfig(shapes.block);
+        },
+        "beyond palette 1's eight");
+    EXPECT_DEATH(
+        {
+            TileShapes shapes;
+            shapes.tile(0, 16, 64);
+            shapes.block[1] = 1;   // start_row
+            _tile_loadconfig(shapes.block);
+        },
+        "start row");
 }
 #endif

@@ -82,3 +82,28 @@ def test_a_data_set_renamed_over_between_its_check_and_its_read_loads_as_the_fir
     assert np.array_equal(loaded["labels"], [1, 2])
     assert (loaded["source"], loaded["description"]) == ("first", "the first data set")
     assert modelfile.load_dataset(data)["source"] == "second"
+
+
+def test_a_check_gives_up_its_data_set_file_once_the_data_set_is_read(tmp_path):
+    # The check holds the data set file open for the caller's read; a check kept after that read
+    # (a script keeping (network, check) pairs) must not keep a descriptor each.
+    net = checkpoint(1)
+    model, data = tmp_path / "model.h5", tmp_path / "data.h5"
+    modelfile.save_model(net, model)
+    images = np.zeros((2, *tuple(net.input_shape)), np.int8)
+    modelfile.save_dataset(images, np.zeros(2, np.int64), data)
+
+    def open_descriptors():
+        return len(os.listdir("/proc/self/fd"))
+
+    loaded, check = modelfile.load_model_and_check_dataset(model, data)  # starts the kept checking process
+    modelfile.load_dataset(data, loaded, check)
+    before = open_descriptors()
+    kept = []
+    for _ in range(5):
+        loaded, check = modelfile.load_model_and_check_dataset(model, data)
+        modelfile.load_dataset(data, loaded, check)
+        kept.append(check)
+    assert open_descriptors() == before
+    again = modelfile.load_dataset(data, loaded, kept[-1])  # read already: checked and read afresh
+    assert again["images"].shape == images.shape
