@@ -7,8 +7,6 @@ and bad input raises :class:`aimcemu.FormatError` naming the file and the field.
 from __future__ import annotations
 
 import os
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import _core
@@ -93,85 +91,3 @@ def load_dataset(path, net=None, check=None) -> dict:
     images fit the network's input and the labels its outputs; with ``check``
     (``load_model_and_check_dataset``'s), no second checking process is started."""
     return _core.load_dataset(os.fspath(path), net, check)
-
-
-# ---- a sweep worker's model and data set, kept from one run to the next ----
-
-KEPT_INPUTS_MAX_BYTES = 1 << 30
-
-
-def file_identity(path) -> tuple | None:
-    """(device, inode, size, modification and change time in ns) of the file at `path` now; None
-    when it cannot be stat()ed (the loader then reports why).  A file written in place changes its
-    change time (which no caller can set back) and one renamed over the path is another inode."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-@dataclass
-class KeptInputs:
-    """A run's loaded and checked model and data set, kept for the next run on the same files.
-    The arrays are read-only and the network goes only to the runner, which never changes it."""
-    identities: tuple
-    net: object
-    images: object
-    labels: object
-    nbytes: int
-    content: bytes | None = None  # reference.content_digest(net, images), once a run computed it
-
-
-class InputsCache:
-    """The model and data set of this process's last run (one entry), for its next run on the same
-    two files: a sweep worker then loads and checks them once, not once per task (for ResNet-50
-    the checked load is 40-50 ms of a one-second run).  Goes with reuse_reference (the same opt-in
-    as the reference cache; docs/hybrid_runs.md).  An entry is made only when both files kept their
-    identity (file_identity) across the load, so it holds what the files held; a later run takes
-    it only while both still have that identity, and otherwise loads the files as any run does."""
-
-    def __init__(self, max_bytes: int = KEPT_INPUTS_MAX_BYTES):
-        self.max_bytes = int(max_bytes)
-        self._lock = threading.Lock()
-        self._kept: KeptInputs | None = None
-
-    @property
-    def bytes(self) -> int:
-        with self._lock:
-            return self._kept.nbytes if self._kept is not None else 0
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept = None
-
-    def lookup(self, model, data) -> KeptInputs | None:
-        """The kept inputs when `model` and `data` name the files they were loaded from, unchanged."""
-        with self._lock:
-            kept = self._kept
-        if kept is None or (file_identity(model), file_identity(data)) != kept.identities:
-            return None
-        return kept
-
-    def keep(self, identities: tuple, model, data, net, images, labels) -> KeptInputs | None:
-        """Keeps what a run loaded when the files' `identities` (taken before the load) still hold
-        after it, and it fits max_bytes; returns the entry (None when not kept)."""
-        if None in identities or (file_identity(model), file_identity(data)) != identities:
-            return None
-        size = sum(l.gemm_n * l.gemm_m for l in net.layers if l.is_gemm) + images.nbytes + labels.nbytes
-        if size > self.max_bytes:
-            return None
-        images.flags.writeable = False
-        labels.flags.writeable = False
-        kept = KeptInputs(identities, net, images, labels, int(size))
-        with self._lock:
-            self._kept = kept
-        return kept
-
-
-_process_inputs = InputsCache()
-
-
-def process_inputs() -> InputsCache:
-    """This process's InputsCache (what aimcemu.run(reuse_reference=True) and sweep workers use)."""
-    return _process_inputs

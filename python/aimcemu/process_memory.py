@@ -1,10 +1,9 @@
 """What a process keeps between runs, and giving it back when a run needs the room.
 
-A sweep worker's later runs are faster because the process keeps three things from its last run:
+A sweep worker's later runs are faster because the process keeps two things from its last run:
 the reference cache's entry (aimcemu.reference.process_cache: the noise-free activations of
-every layer for a noisy run), the loaded model and data set (aimcemu.modelfile.process_inputs)
-and the emulator's kept memory (aimcemu.niu.kept_memory_bytes: the NIU chip states', the PU
-pass buffers' and the HBM's pages).  All are caches: nothing a run computes
+every layer for a noisy run) and the emulator's kept memory (aimcemu.niu.kept_memory_bytes: the
+NIU chip states', the PU pass buffers' and the HBM's pages).  Both are caches: nothing a run computes
 depends on them.  So they never stand in a run's way: before a run starts, ``make_room`` frees
 them when the run's arrays beside them would exceed the machine's memory, or when the kernel has
 less memory available now than the run's arrays need (docs/hybrid_runs.md, "Memory kept between
@@ -13,24 +12,22 @@ runs").  A ReferenceCache of the caller's own is the caller's to clear.
 from __future__ import annotations
 
 from . import niu, validate
-from .modelfile import process_inputs
 from .reference import process_cache
 
 __all__ = ["kept_bytes", "release", "make_room"]
 
 
 def kept_bytes() -> int:
-    """Bytes this process keeps between runs: the process cache's references, the last run's model
-    and data set (modelfile.process_inputs) and the emulator's kept memory."""
-    return process_cache().bytes + process_inputs().bytes + niu.kept_memory_bytes()
+    """Bytes this process keeps between runs: the process cache's references and the emulator's
+    kept memory."""
+    return process_cache().bytes + niu.kept_memory_bytes()
 
 
 def release() -> int:
     """Frees everything kept_bytes() counts; returns the bytes freed."""
-    cache, inputs = process_cache(), process_inputs()
-    freed = cache.bytes + inputs.bytes
+    cache = process_cache()
+    freed = cache.bytes
     cache.clear()
-    inputs.clear()
     return freed + niu.release_kept_memory()
 
 

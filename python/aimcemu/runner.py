@@ -95,24 +95,12 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
             reuse_reference: bool | ReferenceCache = False) -> RunSummary:
     """Runs a resolved configuration (aimcemu.run after parsing; a sweep's worker directly)."""
     cache = _reference_cache(reuse_reference)  # checked before any work
-    # A sweep's later runs on the same files take the model and data set its last run loaded.
-    inputs = modelfile.process_inputs() if cache is not None else None
-    kept = inputs.lookup(cfg.model, cfg.data) if inputs is not None else None
-    if kept is None:
-        identities = (modelfile.file_identity(cfg.model), modelfile.file_identity(cfg.data)) if inputs else None
-        net, data_check = modelfile.load_model_and_check_dataset(cfg.model, cfg.data)
-    else:
-        net = kept.net
+    net, data_check = modelfile.load_model_and_check_dataset(cfg.model, cfg.data)
     out_path = cfg.output_path(net.name)  # checked before the data set is read
     placements = cfg.placements(net)
     coordinates = cfg.round_coordinates()
-    if kept is None:
-        dataset = modelfile.load_dataset(cfg.data, net, data_check)
-        images, labels = dataset["images"], dataset["labels"]
-        if inputs is not None:
-            kept = inputs.keep(identities, cfg.model, cfg.data, net, images, labels)
-    else:
-        images, labels = kept.images, kept.labels
+    dataset = modelfile.load_dataset(cfg.data, net, data_check)
+    images, labels = dataset["images"], dataset["labels"]
     net_layers = net.layers  # the binding copies the list on every access
     need = validate.check_run_memory(len(labels), activation_bytes_held(net_layers, net.output_index(), stored_layer_names(cfg, net_layers),
                                                                 placements, len(coordinates)),
@@ -124,9 +112,8 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     resolved = cfg.stored(net, out_path, len(labels), placements, len(coordinates))
 
     # The reference cache's key hashes the weights and images (~16 ms for ResNet-50) on a thread
-    # while this one builds the emulator (about 10 ms with the GIL) and the results writer (without it).
-    digest = kept.content if kept is not None else None
-    content = ContentDigest(net, images) if cache is not None and digest is None else None
+    # while this one builds the emulator and the results writer (both without the GIL).
+    content = ContentDigest(net, images) if cache is not None else None
     try:
         noisy = NoisyWeights(net, placements, cfg.seed, cfg.threads) if placements is not None else None
         start = time.perf_counter()
@@ -152,11 +139,7 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     if cache is None:
         reference = compute_reference(net, images, needed, cfg.backend, cfg.threads)
     else:
-        if digest is None:
-            digest = content.result()
-            if kept is not None:
-                kept.content = digest
-        reference, _ = cache.get_or_compute(net, images, needed, cfg.backend, cfg.threads, digest)
+        reference, _ = cache.get_or_compute(net, images, needed, cfg.backend, cfg.threads, content.result())
     inference_s = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import aimcemu
-from aimcemu import modelfile, niu, process_memory, validate
+from aimcemu import niu, process_memory, validate
 from aimcemu.reference import process_cache
 from conftest import digits_subset
 from test_reference_reuse import assert_same_contents, file_contents
@@ -36,14 +36,12 @@ def warm_process(digits, tmp_path):
     aimcemu.run(model, data, tmp_path / "first.h5", reuse_reference=True, **NOISY)
     yield model, data
     process_cache().clear()
-    modelfile.process_inputs().clear()
 
 
-def test_a_warm_process_counts_the_three_parts_of_what_it_keeps(warm_process):
+def test_a_warm_process_counts_both_parts_of_what_it_keeps(warm_process):
     cache_bytes, emulator_bytes = process_cache().bytes, niu.kept_memory_bytes()
-    inputs_bytes = modelfile.process_inputs().bytes
-    assert cache_bytes > 0 and emulator_bytes > 0 and inputs_bytes > 0
-    assert process_memory.kept_bytes() == cache_bytes + emulator_bytes + inputs_bytes
+    assert cache_bytes > 0 and emulator_bytes > 0
+    assert process_memory.kept_bytes() == cache_bytes + emulator_bytes
 
 
 def test_kept_memory_is_freed_when_the_run_and_it_would_exceed_the_machine(warm_process, monkeypatch):
@@ -55,7 +53,6 @@ def test_kept_memory_is_freed_when_the_run_and_it_would_exceed_the_machine(warm_
     monkeypatch.setattr(validate, "physical_memory", lambda: SMALL_RUN_BYTES + kept - 1)  # one byte short: freed
     process_memory.make_room(validate.check_run_memory(*SMALL_RUN))
     assert process_memory.kept_bytes() == 0 and len(process_cache()) == 0 and niu.kept_memory_bytes() == 0
-    assert modelfile.process_inputs().bytes == 0
 
 
 def test_kept_memory_is_freed_when_the_kernel_has_less_available_than_the_run_needs(warm_process, monkeypatch):
