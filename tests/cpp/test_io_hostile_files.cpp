@@ -27,6 +27,7 @@
 #include "formats/results_reader.hpp"
 #include "formats/untrusted_file.hpp"
 #include "formats/zoo.hpp"
+#include "expect_same_network.hpp"
 
 namespace fs = std::filesystem;
 using namespace aimcemu;
@@ -743,22 +744,6 @@ Network checkpoint(std::uint64_t seed) {
     net.class_names.clear();
     for (int i = 0; i < 10; ++i) net.class_names.push_back("class-" + std::to_string(i) + "-of-" + std::to_string(seed));
     return net;
-}
-
-void expect_same_network(const Network& loaded, const Network& file) {
-    EXPECT_EQ(loaded.name, file.name);
-    EXPECT_EQ(loaded.class_names, file.class_names);
-    EXPECT_EQ(loaded.input_shape, file.input_shape);
-    EXPECT_EQ(loaded.input_frac_bits, file.input_frac_bits);
-    ASSERT_EQ(loaded.layers.size(), file.layers.size());
-    for (std::size_t i = 0; i < file.layers.size(); ++i) {
-        const Layer &a = loaded.layers[i], &b = file.layers[i];
-        EXPECT_EQ(a.name, b.name);
-        EXPECT_TRUE(a.weights == b.weights) << "weights of " << b.name;
-        EXPECT_TRUE(a.bias == b.bias) << "bias of " << b.name;
-        EXPECT_EQ(a.bias_shift, b.bias_shift) << b.name;
-        EXPECT_EQ(a.out_shift, b.out_shift) << b.name;
-    }
 }
 
 DataSet data_set(std::int8_t fill, std::int64_t label) {

@@ -11,6 +11,7 @@
 #include "formats/model_file.hpp"
 #include "formats/untrusted_file.hpp"
 #include "formats/zoo.hpp"
+#include "expect_same_network.hpp"
 
 namespace fs = std::filesystem;
 using namespace aimcemu;
@@ -92,36 +93,6 @@ template <class Edit>
 void layer_of(const std::string& path, const std::string& name, Edit edit) {
     const auto f = h5::File::open_write(path);
     edit(f.open_group("layers").open_group(name));
-}
-
-void expect_same_network(const Network& a, const Network& b) {
-    EXPECT_EQ(a.name, b.name);
-    EXPECT_EQ(a.input_shape, b.input_shape);
-    EXPECT_EQ(a.input_frac_bits, b.input_frac_bits);
-    EXPECT_EQ(a.output_layer, b.output_layer);
-    EXPECT_EQ(a.class_names, b.class_names);
-    ASSERT_EQ(a.layers.size(), b.layers.size());
-    for (std::size_t i = 0; i < a.layers.size(); ++i) {
-        const Layer &x = a.layers[i], &y = b.layers[i];
-        SCOPED_TRACE(x.name);
-        EXPECT_EQ(x.name, y.name);
-        EXPECT_EQ(x.kind, y.kind);
-        EXPECT_EQ(x.input, y.input);
-        EXPECT_EQ(x.window, y.window);
-        EXPECT_EQ(x.out_channels, y.out_channels);
-        EXPECT_EQ(x.weights, y.weights);
-        EXPECT_EQ(x.bias, y.bias);
-        EXPECT_EQ(x.bias_shift, y.bias_shift);
-        EXPECT_EQ(x.out_shift, y.out_shift);
-        EXPECT_EQ(x.relu, y.relu);
-        EXPECT_EQ(x.residual_input, y.residual_input);
-        EXPECT_EQ(x.residual_shift, y.residual_shift);
-        EXPECT_EQ(x.relu_after_residual, y.relu_after_residual);
-        EXPECT_EQ(x.input_shift, y.input_shift);
-        EXPECT_EQ(x.avg_mult, y.avg_mult);
-        EXPECT_EQ(x.in_shape, y.in_shape);
-        EXPECT_EQ(x.out_shape, y.out_shape);
-    }
 }
 
 // Expects load_model(path) to throw a FormatError for `field` that names the file.
