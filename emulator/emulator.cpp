@@ -27,10 +27,7 @@ const char* const kSource = "<emulator>";
 // resolved copy made in `copy` (the caller's temporary, alive until the constructor returns).
 // An invalid network throws resolve's FormatError from the in-place check.
 const Network& resolved_source(const Network& net, std::optional<Network>&& copy) {
-    if (net.is_resolved(kSource)) return net;
-    copy.emplace(net);
-    copy->resolve(kSource);
-    return *copy;
+    return resolved_in_place_or_copy(net, copy, kSource);
 }
 
 // What the emulator keeps of a network: everything but the weights (the HBM holds those).

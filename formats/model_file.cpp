@@ -355,11 +355,7 @@ void save_model(const Network& net, const std::string& path) {
     // Never write a file that load_model would reject.  A resolved network (a loaded or zoo one)
     // is checked in place; one whose shapes are not filled in is resolved in a copy.
     std::optional<Network> resolved_copy;
-    if (!net.is_resolved(path)) {
-        resolved_copy.emplace(net);
-        resolved_copy->resolve(path);
-    }
-    const Network& checked = resolved_copy ? *resolved_copy : net;
+    const Network& checked = resolved_in_place_or_copy(net, resolved_copy, path);
     check_class_names(checked, path);
     for (std::size_t i = 0; i < checked.layers.size(); ++i) check_layer_name(checked.layers[i].name, i, path);
     write_atomically(path, [&](const h5::File& file) {

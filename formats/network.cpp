@@ -224,4 +224,11 @@ bool Network::is_resolved(const std::string& src) const {
     return true;
 }
 
+const Network& resolved_in_place_or_copy(const Network& net, std::optional<Network>& copy, const std::string& source) {
+    if (net.is_resolved(source)) return net;
+    copy.emplace(net);
+    copy->resolve(source);
+    return *copy;
+}
+
 }  // namespace aimcemu

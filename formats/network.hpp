@@ -18,6 +18,7 @@
 // channel with M = kernel_h*kernel_w*Cin in the same (ky, kx, c) order that IM2COL produces.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,5 +146,10 @@ struct Network {
     // weights (25.5 MB for ResNet-50).
     Network without_operands() const;
 };
+
+// A reader's resolved network: `net` itself when its checks pass in place and its shapes are
+// filled in (a loaded or zoo network: nothing copied), else a resolved copy made in `copy`, which
+// must outlive the returned reference.  Throws resolve's FormatError naming `source`.
+const Network& resolved_in_place_or_copy(const Network& net, std::optional<Network>& copy, const std::string& source);
 
 }  // namespace aimcemu
