@@ -74,12 +74,6 @@ FileReport report_of(const std::string& record, const std::string& path) {
     return {FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1)), {}};
 }
 
-// The helper's file descriptor for the weights it hands over ("model-weights").
-constexpr int kHandoverFd = 3;
-// A fresh helper started with "--fds" reads its i-th file from descriptor kFirstFileFd + i (the
-// caller's OpenedFile), as check_file.cpp does.
-constexpr int kFirstFileFd = 4;
-
 // Files per helper process: keeps the command line far below ARG_MAX.
 constexpr std::size_t kBatch = 256;
 
@@ -90,7 +84,7 @@ struct HelperProcess {
 };
 
 // Starts `helper` with `args`; `handover` (>= 0) becomes its file descriptor 3 and `files[i]` its
-// descriptor kFirstFileFd + i (every one of them is >= 10: no duplication overwrites another's
+// descriptor kHelperFirstFileFd + i (every one of them is >= 10: no duplication overwrites another's
 // source).  Throws FormatError naming `first` when it cannot be started.
 HelperProcess spawn_helper(const std::string& helper, const std::vector<std::string>& args, int handover,
                            const std::string& first, const std::vector<int>& files = {}) {
@@ -102,9 +96,9 @@ HelperProcess spawn_helper(const std::string& helper, const std::vector<std::str
     posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    if (handover >= 0) posix_spawn_file_actions_adddup2(&actions, handover, kHandoverFd);
+    if (handover >= 0) posix_spawn_file_actions_adddup2(&actions, handover, kHelperHandoverFd);
     for (std::size_t i = 0; i < files.size(); ++i)
-        posix_spawn_file_actions_adddup2(&actions, files[i], kFirstFileFd + int(i));
+        posix_spawn_file_actions_adddup2(&actions, files[i], kHelperFirstFileFd + int(i));
     std::vector<char*> argv{const_cast<char*>(helper.c_str())};
     for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);

@@ -33,6 +33,12 @@
 
 namespace aimcemu {
 
+// The checking process's descriptors, as both sides of its protocol number them: the memory file
+// it writes a model's weights into ("model-weights"), and, started with "--fds", its i-th file at
+// kHelperFirstFileFd + i (the caller's OpenedFile).
+inline constexpr int kHelperHandoverFd = 3;
+inline constexpr int kHelperFirstFileFd = 4;
+
 enum class FileKind { Model, DataSet, Results };
 
 const char* to_string(FileKind kind);

@@ -24,11 +24,9 @@
 #include "common/errors.hpp"
 #include "formats/model_file.hpp"
 #include "formats/results_reader.hpp"
+#include "formats/untrusted_file.hpp"
 
 namespace {
-
-constexpr int kHandoverFd = 3;
-constexpr int kFirstFileFd = 4;  // --fds: the first file's descriptor
 
 // Reads one file (the one open on `fd`, when >= 0); the report as described in
 // formats/untrusted_file.cpp.
@@ -36,7 +34,7 @@ std::string check(const std::string& kind, const std::string& path, int fd) {
     using namespace aimcemu;
     try {
         if (kind == "model-weights")
-            return "ok\nweights " + std::to_string(read_model_weights_into(path, kHandoverFd, fd));
+            return "ok\nweights " + std::to_string(read_model_weights_into(path, aimcemu::kHelperHandoverFd, fd));
         if (kind == "model") load_model_in_process(path, fd);
         else if (kind == "dataset") load_dataset_in_process(path, fd);
         else read_results_in_process(path, fd);
@@ -155,7 +153,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::vector<int> fds;
-    for (std::size_t i = 0; from_fds && i + 1 < args.size(); ++i) fds.push_back(kFirstFileFd + int(i));
+    for (std::size_t i = 0; from_fds && i + 1 < args.size(); ++i) fds.push_back(aimcemu::kHelperFirstFileFd + int(i));
     check_all(args[0], {args.begin() + 1, args.end()}, fds);
     return 0;
 }
