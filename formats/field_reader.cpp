@@ -99,15 +99,47 @@ void require_regular_file(const struct stat& st, const std::string& path) {
                                                             : "is not a regular file (a FIFO, device or socket)");
 }
 
-}  // namespace
+// A descriptor for reading the regular file that `named` (an O_PATH descriptor) names: reopened
+// through /proc, whose link leads to that file object, not back to the path.  -1 when /proc is not
+// mounted (errno ENOENT).
+int reopen_for_reading(int named) {
+    const std::string self_link = "/proc/self/fd/" + std::to_string(named);
+    return ::open(self_link.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+}
 
-int open_user_file_descriptor(const std::string& path) {
+// Without /proc: stat, then open.  Another file renamed over the path in between is opened
+// (O_NONBLOCK: a FIFO is not waited for), then refused by fstat.
+int open_after_stat(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw FormatError(path, "file", "no such file");
-    require_regular_file(st, path);  // before open(): opening a device can act on it
-    // O_NONBLOCK: a FIFO renamed over the path since the stat is not waited for (fstat refuses it).
-    const int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    require_regular_file(st, path);
+    return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+}
+
+}  // namespace
+
+// The path is resolved once, by an O_PATH open that opens nothing: opening a device can act on it,
+// and a FIFO would wait for a writer.  Only when that file is regular is it opened for reading, so a
+// device or FIFO renamed over the path meanwhile is never opened.
+int open_user_file_descriptor(const std::string& path) {
+    const int named = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (named < 0)
+        throw FormatError(path, "file", errno == ENOENT || errno == ENOTDIR
+                                            ? std::string("no such file")
+                                            : std::string("cannot be opened: ") + std::strerror(errno));
+    struct stat st {};
+    const bool regular = ::fstat(named, &st) == 0 && S_ISREG(st.st_mode);
+    int opened = regular ? reopen_for_reading(named) : -1;
+    const int open_errno = errno;
+    ::close(named);
+    if (!regular) {
+        require_regular_file(st, path);
+        throw FormatError(path, "file", "cannot be opened: fstat failed");
+    }
+    errno = open_errno;
+    if (opened < 0 && errno == ENOENT) opened = open_after_stat(path);
     if (opened < 0) throw FormatError(path, "file", std::string("cannot be opened: ") + std::strerror(errno));
+    // Numbers from 10 up: the checking process's protocol gives descriptors 3 and up their own meaning.
     const int fd = ::fcntl(opened, F_DUPFD_CLOEXEC, 10);
     const int dup_errno = errno;
     ::close(opened);

@@ -40,6 +40,10 @@ struct ResultsFileInfo {
 // Checked in a helper process first, like load_model (formats/untrusted_file.hpp), the file opened
 // once for both reads.
 ResultsFileInfo read_results(const std::string& path);
+// Many results files (a sweep's task files): each opened once, checked in batches (one checking
+// process per batch, check_in_helper), then read through the same descriptors, in order; throws the
+// FormatError of the first file that fails.
+std::vector<ResultsFileInfo> read_results_files(const std::vector<std::string>& paths);
 // Without the checking process; with `file_fd` (an OpenedFile's), the file open on it, named `path`.
 ResultsFileInfo read_results_in_process(const std::string& path, int file_fd = -1);
 

@@ -47,9 +47,28 @@ int time_limit_ms(const std::vector<std::string>& paths) {
     return int(std::min(3600.0, 120.0 + 0.05 * double(paths.size()) + bytes / 5e6) * 1000.0);
 }
 
-// One file's report from the helper, each ending in kEnd: "ok" (for a model whose weights it
-// handed over: "ok\n" DETAIL), or "format-error\n" SOURCE \0 FIELD \0 WHAT, or "error\n" WHAT.
-constexpr char kEnd = '\x1e';
+// One file's report from the helper, framed by helper_report_record (untrusted_file.hpp): "ok" (for
+// a model whose weights it handed over: "ok\n" DETAIL), or "format-error\n" SOURCE \0 FIELD \0
+// WHAT, or "error\n" WHAT.
+
+// The reports whole at the start of `text`, unframed; stops at the first one not yet whole (or not
+// well framed: a helper that died mid-write, or one that is not ours).
+std::vector<std::string> whole_reports(std::string_view text) {
+    std::vector<std::string> reports;
+    for (std::size_t at = 0;;) {
+        const auto colon = text.find(':', at);
+        if (colon == std::string_view::npos || colon == at || colon - at > 9) break;
+        std::size_t length = 0;
+        for (std::size_t i = at; i < colon; ++i) {
+            if (text[i] < '0' || text[i] > '9') return reports;
+            length = length * 10 + std::size_t(text[i] - '0');
+        }
+        if (text.size() - colon - 1 < length + 1 || text[colon + 1 + length] != ',') break;
+        reports.emplace_back(text.substr(colon + 1, length));
+        at = colon + 1 + length + 1;
+    }
+    return reports;
+}
 
 // One file's outcome: its error, or none and what the helper added to its "ok".
 struct FileReport {
@@ -74,8 +93,6 @@ FileReport report_of(const std::string& record, const std::string& path) {
     return {FormatError(path, "file", "cannot be read: " + record.substr(record.find('\n') + 1)), {}};
 }
 
-// Files per helper process: keeps the command line far below ARG_MAX.
-constexpr std::size_t kBatch = 256;
 
 // A started helper: its process and our end of the socket that is its stdin and stdout.
 struct HelperProcess {
@@ -146,8 +163,8 @@ Output read_reports(int channel, const std::vector<std::string>& paths, std::siz
         const ssize_t n = ::read(channel, buffer, sizeof(buffer));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
-        whole += std::size_t(std::count(buffer, buffer + n, kEnd));
         if (out.text.size() < (std::size_t(64) << 20)) out.text.append(buffer, std::size_t(n));
+        if (records > 0) whole = whole_reports(out.text).size();
     }
     return out;
 }
@@ -157,11 +174,9 @@ Output read_reports(int channel, const std::vector<std::string>& paths, std::siz
 // helper had not finished, and the files after it were not read.
 std::vector<FileReport> reports_of(const Output& out, const std::vector<std::string>& paths, bool finished, int status) {
     std::vector<FileReport> errors;
-    for (std::size_t start = 0; errors.size() < paths.size();) {
-        const auto end = out.text.find(kEnd, start);
-        if (end == std::string::npos) break;
-        errors.push_back(report_of(out.text.substr(start, end - start), paths[errors.size()]));
-        start = end + 1;
+    for (const std::string& report : whole_reports(out.text)) {
+        if (errors.size() == paths.size()) break;
+        errors.push_back(report_of(report, paths[errors.size()]));
     }
     if (errors.size() == paths.size() && finished) return errors;
     const std::size_t stopped = std::min(errors.size(), paths.size() - 1);
@@ -199,12 +214,6 @@ std::vector<FileReport> run_batch(const std::string& helper, const std::string& 
     if (out.timed_out) ::kill(process.pid, SIGKILL);
     const int status = wait_for(process.pid);
     return reports_of(out, paths, WIFEXITED(status) && WEXITSTATUS(status) == 0, status);
-}
-
-// run_batch, throwing the first file's error, in order.
-void check_batch(const std::string& helper, const std::string& kind_arg, const std::vector<std::string>& paths) {
-    for (const auto& report : run_batch(helper, kind_arg, paths))
-        if (report.error) throw *report.error;
 }
 
 }  // namespace
@@ -252,10 +261,6 @@ void between_reads(const std::string& path) {
     if (hook) hook(path);
 }
 
-bool check_in_helper(FileKind kind, const std::string& path) {
-    return check_in_helper(kind, std::vector<std::string>{path});
-}
-
 OpenedFile open_user_file(const std::string& path) {
     return {path, std::make_shared<const FileDescriptor>(open_user_file_descriptor(path))};
 }
@@ -268,12 +273,44 @@ bool check_in_helper(FileKind kind, const OpenedFile& file) {
     return true;
 }
 
-bool check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
+bool check_in_helper(FileKind kind, const std::vector<OpenedFile>& files) {
     const std::string helper = file_check_helper();
     if (helper.empty()) return false;
-    for (std::size_t i = 0; i < paths.size(); i += kBatch)
-        check_batch(helper, to_string(kind), {paths.begin() + std::ptrdiff_t(i),
-                                              paths.begin() + std::ptrdiff_t(std::min(paths.size(), i + kBatch))});
+    for (std::size_t first = 0; first < files.size(); first += kHelperBatchFiles) {
+        const std::size_t end = std::min(files.size(), first + kHelperBatchFiles);
+        std::vector<std::string> paths;
+        std::vector<int> fds;
+        for (std::size_t i = first; i < end; ++i) {
+            paths.push_back(files[i].path);
+            fds.push_back(files[i].fd());
+        }
+        for (const auto& report : run_batch(helper, to_string(kind), paths, -1, fds))
+            if (report.error) throw *report.error;
+    }
+    return true;
+}
+
+CheckedFiles open_and_check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
+    CheckedFiles out;
+    out.files.reserve(paths.size());
+    for (const auto& path : paths) {
+        try {
+            out.files.push_back(open_user_file(path));
+        } catch (const FormatError&) {
+            check_in_helper(kind, out.files);  // an earlier file's error comes first
+            throw;
+        }
+    }
+    out.checked = check_in_helper(kind, out.files);
+    return out;
+}
+
+bool check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
+    if (file_check_helper().empty()) return false;
+    for (std::size_t first = 0; first < paths.size(); first += kHelperBatchFiles) {
+        const std::size_t end = std::min(paths.size(), first + kHelperBatchFiles);
+        open_and_check_in_helper(kind, {paths.begin() + std::ptrdiff_t(first), paths.begin() + std::ptrdiff_t(end)});
+    }
     return true;
 }
 
@@ -442,7 +479,7 @@ std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::v
         retire(w);
         return std::nullopt;
     }
-    if (!out.timed_out && std::size_t(std::count(out.text.begin(), out.text.end(), kEnd)) >= paths.size()) {
+    if (!out.timed_out && whole_reports(out.text).size() >= paths.size()) {
         served.reports = reports_of(out, paths, true, 0);
         if (std::any_of(served.reports.begin(), served.reports.end(), [](const FileReport& r) { return r.error.has_value(); }))
             retire(w);

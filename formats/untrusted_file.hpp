@@ -13,8 +13,8 @@
 // (OpenedFile), before the helper reads it; the helper gets that descriptor (inherited by a fresh
 // helper, sent with SCM_RIGHTS to the kept one) and both read the file open on it.  A file renamed
 // over the path between the two reads (a training job saving checkpoints with rename()) is then
-// never read: the load is the file that was there when it began, whole.  (The batch check of many
-// files, check_in_helper with paths, still names them by path: its caller reads them later.)
+// never read: the load is the file that was there when it began, whole.  The batch check of many
+// files (check_in_helper with OpenedFiles) does the same; read_results_files reads through them.
 //
 // A fresh process (posix_spawn), not fork(): HDF5's global lock may be held by another thread at
 // fork time, and a forked child would wait for it forever.  A model load's process is kept for the
@@ -22,6 +22,7 @@
 // says when it is retired).  When no helper is configured (the
 // C++ library used on its own, or a build without it), files are read in-process only.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,6 +40,12 @@ namespace aimcemu {
 inline constexpr int kHelperHandoverFd = 3;
 inline constexpr int kHelperFirstFileFd = 4;
 
+// One file's report as the checking process writes it: "LENGTH:REPORT," (a netstring), so that a
+// report may hold any byte (a path in a message can hold any but NUL).
+inline std::string helper_report_record(const std::string& report) {
+    return std::to_string(report.size()) + ':' + report + ',';
+}
+
 enum class FileKind { Model, DataSet, Results };
 
 const char* to_string(FileKind kind);
@@ -47,13 +54,6 @@ const char* to_string(FileKind kind);
 void set_file_check_helper(const std::string& executable);
 std::string file_check_helper();
 
-// Reads `path` as `kind` in the helper process.  Returns false (having done nothing) when no
-// helper is configured; true when the helper read the file; throws FormatError when it refused
-// it, crashed, or ran past its time limit (a hang in the HDF5 library).
-bool check_in_helper(FileKind kind, const std::string& path);
-// The same for many files (a sweep's task files): one helper process per batch of files, so
-// the start-up is paid once; throws the FormatError of the first file that fails, in order.
-bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);
 
 // An open file descriptor, closed when the object goes away (-1: none).
 class FileDescriptor {
@@ -82,8 +82,27 @@ struct OpenedFile {
 // FormatError naming `path` as the in-process read would.
 OpenedFile open_user_file(const std::string& path);
 
-// check_in_helper for one opened file: the helper reads the file open on its descriptor.
+// Reads the file open on `file` as `kind` in the helper process.  Returns false (having done
+// nothing) when no helper is configured; true when the helper read the file; throws FormatError
+// when it refused it, crashed, or ran past its time limit (a hang in the HDF5 library).
 bool check_in_helper(FileKind kind, const OpenedFile& file);
+// The same for many opened files (a sweep's task files): one helper process per batch of files,
+// so the start-up is paid once; throws the FormatError of the first file that fails, in order.
+bool check_in_helper(FileKind kind, const std::vector<OpenedFile>& files);
+// Files per checking process in a batch: keeps its command line far below ARG_MAX, and the
+// descriptors a batch holds open (here and in the helper) well below the usual limit of 1024.
+inline constexpr std::size_t kHelperBatchFiles = 128;
+// Opens each of `paths` (open_user_file) and checks them in one checking process (at most
+// kHelperBatchFiles of them); the files stay open for the caller's read.  A file that cannot be
+// opened raises its error after the files before it were checked (the first failure, in order).
+struct CheckedFiles {
+    std::vector<OpenedFile> files;
+    bool checked = false;  // false: no helper configured, nothing checked
+};
+CheckedFiles open_and_check_in_helper(FileKind kind, const std::vector<std::string>& paths);
+// Opens and checks any number of files, a batch at a time, closing each batch after its check: for
+// a caller that reads them later by path (h5py), and may then read a file renamed over the path since.
+bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);
 
 // What the checking process found in a data set file it read beside a model file, kept until the
 // caller reads the data set (the caller checks other things in between, and reports them first).

@@ -60,7 +60,7 @@ void check_all(const std::string& kind, const std::vector<std::string>& paths, c
     for (std::size_t i = 0; i < paths.size(); ++i) {
         const bool dataset_beside_model = kind == "model-weights" && i == 1;
         const std::string report =
-            check(dataset_beside_model ? "dataset" : kind, paths[i], fds.empty() ? -1 : fds[i]) + '\x1e';
+            aimcemu::helper_report_record(check(dataset_beside_model ? "dataset" : kind, paths[i], fds.empty() ? -1 : fds[i]));
         std::fwrite(report.data(), 1, report.size(), stdout);
         std::fflush(stdout);  // what is reported stays reported if a later file crashes this process
     }

@@ -103,7 +103,17 @@ def read_task_summary(path, check: bool = True) -> dict:
     """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
     results file (small).  The file is validated as a whole (_core.read_results), so a broken
     task file is named in the error; check=False when it already passed the checking process."""
-    info = _core.read_results(os.fspath(path), check)
+    return task_summary_of(_core.read_results(os.fspath(path), check))
+
+
+def read_task_summaries(paths) -> list[dict]:
+    """read_task_summary for many task files: one checking process per batch of files, each file
+    read through the descriptor that process read (_core.read_results_files)."""
+    return [task_summary_of(info) for info in _core.read_results_files([os.fspath(p) for p in paths])]
+
+
+def task_summary_of(info: dict) -> dict:
+    """A task's summary from what _core.read_results read of its file."""
     return {"reference_accuracy": float(info["reference_accuracy"]),
             "accuracy": [float(v) for v in info["accuracy"]],
             "chip": [int(v) for v in info["chip"]], "t": [float(v) for v in info["t"]],

@@ -48,7 +48,8 @@ from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
 from .executors import make_executor, task_threads
 from .mapping import resolve_noise_model
-from .results import FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summary
+from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
+                      read_task_summary)
 
 # Top-level options of a sweep config and their defaults (aimcemu.config; run options are passed
 # to aimcemu.run).
@@ -337,10 +338,9 @@ def _prepare_folder(p: SweepPlan) -> dict:
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
     finished = [task for task in p.tasks if (folder / task.file).is_file()]
-    _core.check_results_files([os.fspath(folder / task.file) for task in finished])  # one checking process
-    for task in finished:
-        done[task.id] = {**read_task_summary(folder / task.file, check=False), "id": task.id, "file": task.file,
-                         "ran": False}
+    summaries = read_task_summaries([folder / task.file for task in finished])  # one checking process
+    for task, summary in zip(finished, summaries):
+        done[task.id] = {**summary, "id": task.id, "file": task.file, "ran": False}
     return done
 
 

@@ -2,11 +2,13 @@
 // temporary files of killed writers, and every bad file of the fuzz seed corpora refused with
 // the field named (tests/fuzz/corpus, written by tests/fuzz/make_seeds.py).
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <utime.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -52,6 +54,14 @@ protected:
     static void touch(const std::string& p, const std::string& content = "x") { std::ofstream(p) << content; }
     fs::path dir_;
 };
+
+// A shell line that writes `report` as the checking process frames it (helper_report_record), for
+// fake checking processes; `report` holds no quote, backslash or percent sign.
+std::string print_report(const std::string& report) {
+    std::string escaped;
+    for (const char c : helper_report_record(report)) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
+    return "printf '" + escaped + "'\n";
+}
 
 // A PID that is certainly not running: a child that has exited and been collected.
 pid_t dead_pid() {
@@ -203,6 +213,52 @@ TEST_F(HostileFiles, AFifoAsInputIsRefusedWithoutBlocking) {
     EXPECT_NE(text.find("field 'file': is not a regular file"), std::string::npos) << text;
     EXPECT_NE(format_error_of([&] { load_model(dir_.string()); }).find("is a folder"), std::string::npos);
     EXPECT_NE(format_error_of([&] { load_model("/dev/zero"); }).find("not a regular file"), std::string::npos);
+}
+
+// A FIFO renamed over the input's path while it is opened is never opened for reading (opening a
+// device or FIFO can act on it): the opener names the file without opening it (O_PATH), checks that
+// it is a regular file, and only then opens that same file.  inotify reports every open of the FIFO
+// for reading or writing (not an O_PATH one); the path flips between a regular file and the FIFO
+// meanwhile.  A stat-then-open opener, whose path can change in between, opened the FIFO here
+// within the first few hundred opens.
+TEST_F(HostileFiles, AFifoRenamedOverTheInputIsNeverOpened) {
+    touch(path("file"), "a regular file");
+    ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+    const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    ASSERT_GE(watch, 0);
+    ASSERT_GE(::inotify_add_watch(watch, path("fifo").c_str(), IN_OPEN), 0);
+    const std::string input = path("input"), staged = path("staged");
+    ASSERT_EQ(::link(path("file").c_str(), input.c_str()), 0);
+    std::atomic<bool> stop{false};
+    std::thread flipper([&] {
+        // Each rename puts the other one over the path, atomically (no moment without a file).
+        for (bool fifo_next = true; !stop.load(std::memory_order_relaxed); fifo_next = !fifo_next) {
+            ::unlink(staged.c_str());
+            if (::link(path(fifo_next ? "fifo" : "file").c_str(), staged.c_str()) == 0) ::rename(staged.c_str(), input.c_str());
+        }
+    });
+    int regular = 0, refused = 0;
+    for (int i = 0; i < 20000; ++i) {
+        try {
+            const int fd = open_user_file_descriptor(input);
+            struct stat st {};
+            EXPECT_EQ(::fstat(fd, &st), 0);
+            EXPECT_TRUE(S_ISREG(st.st_mode));
+            ::close(fd);
+            ++regular;
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
+            ++refused;
+        }
+    }
+    stop = true;
+    flipper.join();
+    alignas(inotify_event) char events[4096];
+    const ssize_t got = ::read(watch, events, sizeof events);
+    ::close(watch);
+    EXPECT_LT(got, 0) << "the FIFO was opened while it stood at the input's path";
+    EXPECT_GT(regular, 0);
+    EXPECT_GT(refused, 0) << "the path never held the FIFO when it was opened: the test proves nothing";
 }
 
 TEST(Utf8, ValidAndInvalidSequences) {
@@ -405,7 +461,8 @@ TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
     const std::string handed = read_all(path("handed.bin"));
     EXPECT_EQ(handed.size(), std::size_t(direct.total_weights()));
     EXPECT_TRUE(handed == expected) << "the handed-over bytes differ from the in-process read";
-    EXPECT_EQ(read_all(path("report.txt")), "ok\nweights " + std::to_string(direct.total_weights()) + "\x1eok\x1e");
+    EXPECT_EQ(read_all(path("report.txt")),
+              helper_report_record("ok\nweights " + std::to_string(direct.total_weights())) + helper_report_record("ok"));
 }
 
 // With --fds the checking process reads the files open on descriptors 4, 5, ... (the caller's), and
@@ -421,9 +478,9 @@ TEST_F(HostileFiles, WithFdsTheCheckingProcessReadsTheDescriptorsAndNamesThePath
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     std::ifstream in(path("report.txt"), std::ios::binary);
     const std::string report((std::istreambuf_iterator<char>(in)), {});
-    const std::string first = "ok\nweights " + std::to_string(direct.total_weights()) + "\x1e";
+    const std::string first = helper_report_record("ok\nweights " + std::to_string(direct.total_weights()));
     EXPECT_EQ(report.substr(0, first.size()), first);
-    EXPECT_EQ(report.substr(first.size()).rfind(std::string("format-error\n/named/data.h5\0labels\0", 35), 0), 0u)
+    EXPECT_NE(report.find(std::string(":format-error\n/named/data.h5\0labels\0", 36), first.size()), std::string::npos)
         << report.substr(first.size());
     EXPECT_EQ(fs::file_size(path("handed.bin")), std::uintmax_t(direct.total_weights()));
 }
@@ -452,7 +509,7 @@ TEST_F(HostileFiles, SuccessiveCheckedLoadsEachGetTheirOwnWeights) {
 TEST_F(HostileFiles, AHandOverWithoutItsSizeIsRefused) {
     const std::string file = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_model_file" / "tiny.h5").string();
     const std::string fake = path("says-only-ok.sh");
-    touch(fake, "#!/bin/sh\nprintf 'ok\\036'\n");
+    touch(fake, "#!/bin/sh\n" + print_report("ok"));
     fs::permissions(fake, fs::perms::owner_all);
     set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
     load_model(file);  // leaves a memory file with tiny.h5's weights for the next hand-over
@@ -647,8 +704,8 @@ TEST_F(HostileFiles, AHandOverThatDoesNotMatchTheFileIsRefused) {
     const auto total = net.total_weights();
     const auto fake_handing_over = [&](std::int64_t count, const std::string& name) {
         const std::string fake = path(name);
-        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\nprintf 'ok\\nweights " +
-                        std::to_string(count) + "\\036'\n");
+        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\n" +
+                        print_report("ok\nweights " + std::to_string(count)));
         fs::permissions(fake, fs::perms::owner_all);
         set_file_check_helper(fake);
         const std::string message = format_error_of([&] { load_model(file); });
@@ -700,8 +757,8 @@ TEST_F(HostileFiles, ACrashOnTheDataSetBesideTheModelIsAFormatErrorOfTheDataSet)
     const Network net = load_model(model);  // no helper configured: read in-process
     const std::string fake = path("dies-on-the-data-set.sh");
     touch(fake, "#!/bin/sh\nhead -c " + std::to_string(net.total_weights()) +
-                    " /dev/zero >&3\nprintf 'ok\\nweights " + std::to_string(net.total_weights()) +
-                    "\\036'\nkill -SEGV $$\n");
+                    " /dev/zero >&3\n" + print_report("ok\nweights " + std::to_string(net.total_weights())) +
+                    "kill -SEGV $$\n");
     fs::permissions(fake, fs::perms::owner_all);
     set_file_check_helper(fake);
     FileCheck check;
@@ -725,7 +782,7 @@ TEST_F(HostileFiles, BatchesReportTheFirstFailureAndTheFileACrashHappenedOn) {
     EXPECT_EQ(message.rfind(bad + ": field 'accuracy'", 0), 0u) << message;
 
     const std::string fake = path("dies-on-the-second.sh");
-    touch(fake, "#!/bin/sh\nprintf 'ok\\036'\nkill -SEGV $$\n");
+    touch(fake, "#!/bin/sh\n" + print_report("ok") + "kill -SEGV $$\n");
     fs::permissions(fake, fs::perms::owner_all);
     set_file_check_helper(fake);
     const std::string crash = format_error_of([&] { check_in_helper(FileKind::Results, {good, bad}); });
@@ -879,6 +936,71 @@ TEST_F(HostileFiles, AResultsFileRenamedOverDuringTheReadIsReadWholeAsTheFileTha
     EXPECT_EQ(loaded.accuracy, first.accuracy);
     EXPECT_EQ(loaded.layer_names, first.layer_names);
     EXPECT_EQ(read_results_in_process(results).config_json, second.config_json);
+}
+
+// A sweep's task files, read in batches (read_results_files): each the file its batch's checking
+// process read, not one renamed over it in between; in order, across two batches.
+TEST_F(HostileFiles, ResultsFilesReadInBatchesAreTheFilesTheCheckingProcessRead) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const ResultsFileInfo noisy = read_results_in_process((corpus / "fuzz_results_file" / "noisy.h5").string());
+    const ResultsFileInfo digital = read_results_in_process((corpus / "fuzz_results_file" / "digital.h5").string());
+    ASSERT_NE(noisy.config_json, digital.config_json);
+    std::vector<std::string> paths;
+    for (std::size_t i = 0; i < kHelperBatchFiles + 2; ++i) {
+        paths.push_back(path("task" + std::to_string(i) + ".h5"));
+        fs::copy_file(corpus / "fuzz_results_file" / (i % 2 == 0 ? "noisy.h5" : "digital.h5"), paths.back());
+    }
+    fs::copy_file(corpus / "fuzz_results_file" / "digital.h5", path("next.h5"));
+    const std::string replaced = paths[kHelperBatchFiles];  // the second batch's first file, a noisy one
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    std::vector<ResultsFileInfo> infos;
+    {
+        ReplaceBetweenReads replace(replaced, [&] { fs::rename(path("next.h5"), replaced); });
+        infos = read_results_files(paths);
+        EXPECT_TRUE(replace.done());
+    }
+    set_file_check_helper("");
+    ASSERT_EQ(infos.size(), paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i)
+        EXPECT_EQ(infos[i].config_json, (i % 2 == 0 ? noisy : digital).config_json) << paths[i];
+    EXPECT_EQ(read_results_in_process(replaced).config_json, digital.config_json);
+}
+
+// The first failure of a batch read is the first in order, also when a later file is one that
+// cannot even be opened, or a FIFO.
+TEST_F(HostileFiles, ReadingResultsFilesInBatchesReportsTheFirstFailureInOrder) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string good = (corpus / "fuzz_results_file" / "noisy.h5").string();
+    const std::string bad = (corpus / "fuzz_results_file" / "bad-accuracy_short.h5").string();
+    ASSERT_EQ(::mkfifo(path("fifo.h5").c_str(), 0600), 0);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const std::string bad_first = format_error_of([&] { read_results_files({good, bad, path("missing.h5")}); });
+    const std::string missing_first = format_error_of([&] { read_results_files({good, path("missing.h5"), bad}); });
+    const std::string fifo = format_error_of([&] { read_results_files({good, path("fifo.h5")}); });
+    set_file_check_helper("");
+    EXPECT_EQ(bad_first.rfind(bad + ": field 'accuracy'", 0), 0u) << bad_first;
+    EXPECT_EQ(missing_first, path("missing.h5") + ": field 'file': no such file");
+    EXPECT_EQ(fifo.rfind(path("fifo.h5") + ": field 'file': is not a regular file", 0), 0u) << fifo;
+}
+
+// The checking process's reports hold the path in messages: a path holding the bytes of any
+// framing (record separators, digits, ':' and ',') is reported whole, for the file it names.
+TEST_F(HostileFiles, APathHoldingAnyByteIsReportedWholeByTheCheckingProcess) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string odd_good = path("12:\x1e,ok\x1e" "good.h5"), odd_bad = path("3:\x1e\n,bad.h5");
+    fs::copy_file(corpus / "fuzz_results_file" / "noisy.h5", odd_good);
+    fs::copy_file(corpus / "fuzz_results_file" / "bad-accuracy_short.h5", odd_bad);
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const std::string alone = format_error_of([&] { read_results(odd_bad); });
+    const std::string batch = format_error_of([&] { read_results_files({odd_good, odd_bad}); });
+    const std::string checked = format_error_of([&] { check_in_helper(FileKind::Results, {odd_good, odd_bad}); });
+    EXPECT_EQ(read_results(odd_good).config_json, read_results_in_process(odd_good).config_json);
+    set_file_check_helper("");
+    const std::string in_process = format_error_of([&] { read_results_in_process(odd_bad); });
+    EXPECT_EQ(alone.rfind(odd_bad + ": field 'accuracy'", 0), 0u) << alone;
+    EXPECT_EQ(alone, in_process);
+    EXPECT_EQ(batch, in_process);
+    EXPECT_EQ(checked, in_process);
 }
 
 // A temporary file whose creation fails halfway (H5Fcreate made the file, then could not write

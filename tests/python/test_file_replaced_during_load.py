@@ -107,3 +107,25 @@ def test_a_check_gives_up_its_data_set_file_once_the_data_set_is_read(tmp_path):
     assert open_descriptors() == before
     again = modelfile.load_dataset(data, loaded, kept[-1])  # read already: checked and read afresh
     assert again["images"].shape == images.shape
+
+
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "fuzz_results_file")
+
+
+def test_task_files_read_at_resume_are_the_files_the_checking_process_read(tmp_path, replace_between_reads):
+    """A sweep's task files at resume (results.read_task_summaries, one checking process per batch):
+    a file renamed over a task file between the check and the read is not what is read."""
+    from aimcemu import results
+
+    tasks = [tmp_path / f"task{i}.h5" for i in range(3)]
+    for i, task in enumerate(tasks):
+        task.write_bytes(open(os.path.join(CORPUS, "noisy.h5" if i != 1 else "digital.h5"), "rb").read())
+    following = tmp_path / "following.h5"
+    following.write_bytes(open(os.path.join(CORPUS, "digital.h5"), "rb").read())
+    expected = [results.read_task_summary(task) for task in tasks]
+    assert expected[0] != expected[1]
+    replaced = replace_between_reads(tasks[2], following)
+    summaries = results.read_task_summaries(tasks)
+    assert replaced == [os.fspath(tasks[2])]
+    assert summaries == expected
+    assert results.read_task_summary(tasks[2]) == expected[1]  # the path names the following file now
