@@ -133,7 +133,18 @@ void bind_files(py::module_& m) {
               "Use another helper executable ('' = read files in-process only).");
     files.def("set_between_reads_hook_for_tests", [](py::object hook) {
         if (hook.is_none()) return set_between_reads_hook_for_tests({});
-        set_between_reads_hook_for_tests([hook = std::make_shared<py::object>(std::move(hook))](const std::string& path) {
+        // The last copy of the hook may go in a load that runs without the GIL (another thread unset
+        // the hook meanwhile): the object is freed with the GIL taken (left alone after Python ended).
+        const std::shared_ptr<py::object> held(new py::object(std::move(hook)), [](py::object* object) {
+            if (Py_IsInitialized()) {
+                py::gil_scoped_acquire gil;
+                delete object;
+            } else {
+                object->release();  // Python has ended: nothing to give back to
+                delete object;
+            }
+        });
+        set_between_reads_hook_for_tests([hook = held](const std::string& path) {
             py::gil_scoped_acquire gil;
             (*hook)(path);
         });

@@ -3,6 +3,8 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <memory>
+#include <unordered_map>
 #include <utility>
 
 #include "bindings.hpp"
@@ -14,6 +16,70 @@ namespace py = pybind11;
 using namespace aimcemu;
 
 namespace {
+
+// ---- Network.layers: items that refer to the network's layers, and stay valid ----
+//
+// An item of net.layers refers to the network's Layer in place, so that net.layers[k].weights = w
+// changes the network.  Replacing the layers (net.layers = ...) would free the Layer objects such
+// items point into; instead the replaced vector moves, with its elements where they are, into the
+// LayerStorage that every item of that generation keeps alive, and is freed with the last of them.
+// So an item taken before a replacement goes on referring to the replaced layer, as a Python list's
+// former items do, instead of reading freed memory.  (Everything here runs with the GIL held.)
+struct LayerStorage {
+    const Network* network = nullptr;  // while current: the network whose layers the items refer to
+    std::vector<Layer> retired;        // once replaced: the layers the items refer to
+    static inline std::size_t alive = 0;  // for tests: none may outlive its items
+    LayerStorage() { ++alive; }
+    LayerStorage(const LayerStorage&) = delete;
+    LayerStorage& operator=(const LayerStorage&) = delete;
+    ~LayerStorage();
+};
+
+// The current LayerStorage of each network that has items alive (a storage removes itself when the
+// last item goes).
+std::unordered_map<const Network*, LayerStorage*>& current_layer_storage() {
+    static std::unordered_map<const Network*, LayerStorage*> current;
+    return current;
+}
+
+LayerStorage::~LayerStorage() {
+    if (network != nullptr) current_layer_storage().erase(network);
+    --alive;
+}
+
+// The Python object of `net`'s current LayerStorage, made when it has none.
+py::object layer_storage_of(const Network& net) {
+    auto& current = current_layer_storage();
+    const auto found = current.find(&net);
+    if (found != current.end()) return py::cast(found->second, py::return_value_policy::reference);
+    auto made = std::make_unique<LayerStorage>();
+    made->network = &net;
+    current[&net] = made.get();
+    return py::cast(made.release(), py::return_value_policy::take_ownership);
+}
+
+py::list layers_of(py::object self) {
+    Network& net = self.cast<Network&>();
+    const py::object storage = layer_storage_of(net);
+    py::list items;
+    for (Layer& layer : net.layers) {
+        py::object item = py::cast(&layer, py::return_value_policy::reference_internal, self);
+        py::detail::keep_alive_impl(item, storage);
+        items.append(std::move(item));
+    }
+    return items;
+}
+
+void set_layers(Network& net, std::vector<Layer> layers) {
+    auto& current = current_layer_storage();
+    const auto found = current.find(&net);
+    if (found != current.end()) {
+        found->second->retired = std::move(net.layers);  // a move keeps the elements where they are
+        found->second->network = nullptr;
+        current.erase(found);
+    }
+    net.layers = std::move(layers);
+}
 
 py::array_t<std::int8_t> to_array(const std::vector<std::int8_t>& v) {
     return py::array_t<std::int8_t>(py::ssize_t(v.size()), v.data());
@@ -158,12 +224,18 @@ void bind_network(py::module_& m) {
         .def("__repr__", [](const Layer& l) { return "<Layer " + l.name + " " + to_string(l.kind) + ">"; });
     bind_window_fields(layer);
 
+    py::class_<LayerStorage>(m, "_LayerStorage");  // kept alive by items of Network.layers
+    m.def("_layer_storages_alive", [] { return LayerStorage::alive; },
+          "Test only: how many LayerStorage objects (bind_network.cpp) are alive.");
     py::class_<Network>(m, "Network")
         .def(py::init<>())
         .def_readwrite("name", &Network::name)
         .def_readwrite("input_shape", &Network::input_shape)
         .def_readwrite("input_frac_bits", &Network::input_frac_bits)
-        .def_readwrite("layers", &Network::layers)
+        .def_property("layers", &layers_of, &set_layers,
+                      "The network's layers, in order: a new list, whose items refer to the network's layers\n"
+                      "(net.layers[k].weights = w changes the network).  Assigning a list copies its layers\n"
+                      "into the network; items taken before go on referring to the layers they were.")
         .def_readwrite("output_layer", &Network::output_layer)
         .def_readwrite("class_names", &Network::class_names)
         .def("resolve", &Network::resolve, py::arg("source") = "<memory>")
