@@ -2,7 +2,9 @@
 // temporary files of killed writers, and every bad file of the fuzz seed corpora refused with
 // the field named (tests/fuzz/corpus, written by tests/fuzz/make_seeds.py).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/inotify.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -259,6 +261,47 @@ TEST_F(HostileFiles, AFifoRenamedOverTheInputIsNeverOpened) {
     EXPECT_LT(got, 0) << "the FIFO was opened while it stood at the input's path";
     EXPECT_GT(regular, 0);
     EXPECT_GT(refused, 0) << "the path never held the FIFO when it was opened: the test proves nothing";
+}
+
+// Without /proc (a container or chroot that does not mount it) the opener falls back to stat, then
+// open: a regular file opens, a FIFO and a folder are refused without blocking.  Run in a child with
+// its own mount namespace and an empty tmpfs over /proc (needs root with CAP_SYS_ADMIN, else skipped).
+TEST_F(HostileFiles, WithoutProcTheOpenerStillOpensRegularFilesOnly) {
+    touch(path("file"), "a regular file");
+    ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::alarm(20);  // a FIFO opened for reading would block forever
+        if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("none", "/proc", "tmpfs", 0, nullptr) != 0)
+            ::_exit(77);
+        if (::access("/proc/self/fd", F_OK) == 0) ::_exit(78);
+        int failures = 0;
+        try {
+            const int fd = open_user_file_descriptor(path("file"));
+            char byte = 0;
+            failures += ::read(fd, &byte, 1) == 1 && byte == 'a' ? 0 : 1;
+            ::close(fd);
+        } catch (const FormatError&) {
+            ++failures;
+        }
+        for (const std::string refused : {path("fifo"), dir_.string()}) {
+            try {
+                ::close(open_user_file_descriptor(refused));
+                ++failures;
+            } catch (const FormatError& e) {
+                failures += std::string(e.what()).find(refused + ": field 'file': is ") == 0 ? 0 : 1;
+            }
+        }
+        ::_exit(failures);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child was killed: the FIFO was opened for reading";
+    if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot make a mount namespace here (needs CAP_SYS_ADMIN)";
+    ASSERT_NE(WEXITSTATUS(status), 78) << "/proc is still there";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "failures in the child";
 }
 
 TEST(Utf8, ValidAndInvalidSequences) {
