@@ -99,6 +99,14 @@ void require_regular_file(const struct stat& st, const std::string& path) {
                                                             : "is not a regular file (a FIFO, device or socket)");
 }
 
+// The error of an open of `path` that failed with `error` (an errno): DescriptorsExhausted when this
+// process (or the system) has no descriptor left, which says nothing about the file.
+[[noreturn]] void cannot_open(const std::string& path, int error) {
+    const std::string what = std::string("cannot be opened: ") + std::strerror(error);
+    if (error == EMFILE || error == ENFILE) throw DescriptorsExhausted(path, what);
+    throw FormatError(path, "file", what);
+}
+
 // A descriptor for reading the regular file that `named` (an O_PATH descriptor) names: reopened
 // through /proc, whose link leads to that file object, not back to the path.  -1 when /proc is not
 // mounted (errno ENOENT).
@@ -123,10 +131,10 @@ int open_after_stat(const std::string& path) {
 // device or FIFO renamed over the path meanwhile is never opened.
 int open_user_file_descriptor(const std::string& path) {
     const int named = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-    if (named < 0)
-        throw FormatError(path, "file", errno == ENOENT || errno == ENOTDIR
-                                            ? std::string("no such file")
-                                            : std::string("cannot be opened: ") + std::strerror(errno));
+    if (named < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) throw FormatError(path, "file", "no such file");
+        cannot_open(path, errno);
+    }
     struct stat st {};
     const bool regular = ::fstat(named, &st) == 0 && S_ISREG(st.st_mode);
     int opened = regular ? reopen_for_reading(named) : -1;
@@ -138,12 +146,12 @@ int open_user_file_descriptor(const std::string& path) {
     }
     errno = open_errno;
     if (opened < 0 && errno == ENOENT) opened = open_after_stat(path);
-    if (opened < 0) throw FormatError(path, "file", std::string("cannot be opened: ") + std::strerror(errno));
+    if (opened < 0) cannot_open(path, errno);
     // Numbers from 10 up: the checking process's protocol gives descriptors 3 and up their own meaning.
     const int fd = ::fcntl(opened, F_DUPFD_CLOEXEC, 10);
     const int dup_errno = errno;
     ::close(opened);
-    if (fd < 0) throw FormatError(path, "file", std::string("cannot be opened: ") + std::strerror(dup_errno));
+    if (fd < 0) cannot_open(path, dup_errno);
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
         require_regular_file(st, path);

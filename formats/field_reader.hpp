@@ -44,6 +44,13 @@ bool is_number(const h5::TypeInfo& t);
 // a helper's descriptor set-up cannot overwrite it) belongs to the caller.
 int open_user_file_descriptor(const std::string& path);
 
+// The FormatError of an open that failed only because this process (EMFILE) or the system (ENFILE)
+// has no file descriptor left: a batch of files can then go on with fewer open at once.
+class DescriptorsExhausted : public FormatError {
+public:
+    DescriptorsExhausted(const std::string& path, const std::string& what) : FormatError(path, "file", what) {}
+};
+
 class FieldReader {
 public:
     // Reads the file at `path`; with `fd` (open_user_file_descriptor's) the file open on it instead

@@ -1,7 +1,6 @@
 // Reading and validating a results file: see results_reader.hpp.
 #include "formats/results_reader.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -118,15 +117,9 @@ ResultsFileInfo read_results(const std::string& path) {
 std::vector<ResultsFileInfo> read_results_files(const std::vector<std::string>& paths) {
     std::vector<ResultsFileInfo> infos;
     infos.reserve(paths.size());
-    for (std::size_t first = 0; first < paths.size(); first += kHelperBatchFiles) {
-        const std::size_t end = std::min(paths.size(), first + kHelperBatchFiles);
-        const CheckedFiles batch = open_and_check_in_helper(
-            FileKind::Results, {paths.begin() + std::ptrdiff_t(first), paths.begin() + std::ptrdiff_t(end)});
-        for (const auto& file : batch.files) {
-            if (batch.checked) between_reads(file.path);
-            infos.push_back(read_results_in_process(file.path, file.fd()));
-        }
-    }
+    for_each_checked_file(FileKind::Results, paths, [&](const OpenedFile& file, bool) {
+        infos.push_back(read_results_in_process(file.path, file.fd()));
+    });
     return infos;
 }
 

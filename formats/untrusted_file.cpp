@@ -3,12 +3,14 @@
 #include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -105,6 +107,20 @@ struct HelperProcess {
 // source).  Throws FormatError naming `first` when it cannot be started.
 HelperProcess spawn_helper(const std::string& helper, const std::vector<std::string>& args, int handover,
                            const std::string& first, const std::vector<int>& files = {}) {
+    // The helper's descriptors are made by dup2, one after another: a source among the numbers they
+    // go to would be overwritten before its own turn (a source numbered 10 or more is below the
+    // last of 128 targets; another thread's close() may have freed any number).  Such sources are
+    // first copied above every target; the copies close when this function returns.
+    const int first_above_targets = kHelperFirstFileFd + int(files.size());
+    std::vector<int> sources = files;
+    std::vector<FileDescriptor> lifted;
+    lifted.reserve(files.size());
+    for (int& source : sources) {
+        if (source < kHelperHandoverFd || source >= first_above_targets) continue;
+        lifted.emplace_back(::fcntl(source, F_DUPFD_CLOEXEC, first_above_targets));
+        if (!lifted.back()) throw FormatError(first, "file", std::string("cannot start the file check: ") + std::strerror(errno));
+        source = lifted.back().get();
+    }
     int ends[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
         throw FormatError(first, "file", "cannot start the file check: socketpair failed");
@@ -114,8 +130,8 @@ HelperProcess spawn_helper(const std::string& helper, const std::vector<std::str
     posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     if (handover >= 0) posix_spawn_file_actions_adddup2(&actions, handover, kHelperHandoverFd);
-    for (std::size_t i = 0; i < files.size(); ++i)
-        posix_spawn_file_actions_adddup2(&actions, files[i], kHelperFirstFileFd + int(i));
+    for (std::size_t i = 0; i < sources.size(); ++i)
+        posix_spawn_file_actions_adddup2(&actions, sources[i], kHelperFirstFileFd + int(i));
     std::vector<char*> argv{const_cast<char*>(helper.c_str())};
     for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
@@ -290,27 +306,62 @@ bool check_in_helper(FileKind kind, const std::vector<OpenedFile>& files) {
     return true;
 }
 
-CheckedFiles open_and_check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
-    CheckedFiles out;
-    out.files.reserve(paths.size());
-    for (const auto& path : paths) {
-        try {
-            out.files.push_back(open_user_file(path));
-        } catch (const FormatError&) {
-            check_in_helper(kind, out.files);  // an earlier file's error comes first
-            throw;
+namespace {
+
+// The descriptors this process has open now (/proc/self/fd); 0 when it cannot tell.
+std::size_t open_descriptors() {
+    DIR* listing = ::opendir("/proc/self/fd");
+    if (listing == nullptr) return 0;
+    std::size_t count = 0;
+    while (const dirent* entry = ::readdir(listing))
+        if (entry->d_name[0] != '.') ++count;
+    ::closedir(listing);
+    return count;
+}
+
+// Files to open for one batch: at most kHelperBatchFiles, and no more than this process's descriptor
+// limit has room for beside what is open already (each file open here, perhaps a copy of it lifted
+// above the helper's numbers, and the helper's numbers themselves below the same limit).
+std::size_t files_per_batch() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kHelperBatchFiles;
+    const long room = long(std::min<rlim_t>(limit.rlim_cur, 1 << 20)) - long(open_descriptors()) - 16;
+    return std::size_t(std::clamp<long>(room / 2, 1, long(kHelperBatchFiles)));
+}
+
+}  // namespace
+
+void for_each_checked_file(FileKind kind, const std::vector<std::string>& paths,
+                           const std::function<void(const OpenedFile& file, bool checked)>& read) {
+    const bool helper = !file_check_helper().empty();
+    for (std::size_t next = 0; next < paths.size();) {
+        const std::size_t most = files_per_batch();
+        std::vector<OpenedFile> batch;
+        std::optional<FormatError> unopened;  // a file that cannot be opened: its error comes after the batch's
+        while (next < paths.size() && batch.size() < most) {
+            try {
+                batch.push_back(open_user_file(paths[next]));
+                ++next;
+            } catch (const DescriptorsExhausted&) {
+                if (batch.empty()) throw;  // not one descriptor left for this process
+                break;                     // fewer files at once: the rest go in the next batch
+            } catch (const FormatError& e) {
+                unopened = e;
+                break;
+            }
+        }
+        if (helper) check_in_helper(kind, batch);  // an earlier file's error comes first
+        if (unopened) throw *unopened;
+        for (const auto& file : batch) {
+            if (helper) between_reads(file.path);
+            read(file, helper);
         }
     }
-    out.checked = check_in_helper(kind, out.files);
-    return out;
 }
 
 bool check_in_helper(FileKind kind, const std::vector<std::string>& paths) {
     if (file_check_helper().empty()) return false;
-    for (std::size_t first = 0; first < paths.size(); first += kHelperBatchFiles) {
-        const std::size_t end = std::min(paths.size(), first + kHelperBatchFiles);
-        open_and_check_in_helper(kind, {paths.begin() + std::ptrdiff_t(first), paths.begin() + std::ptrdiff_t(end)});
-    }
+    for_each_checked_file(kind, paths, [](const OpenedFile&, bool) {});
     return true;
 }
 

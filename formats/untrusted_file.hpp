@@ -24,6 +24,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,19 +90,18 @@ bool check_in_helper(FileKind kind, const OpenedFile& file);
 // The same for many opened files (a sweep's task files): one helper process per batch of files,
 // so the start-up is paid once; throws the FormatError of the first file that fails, in order.
 bool check_in_helper(FileKind kind, const std::vector<OpenedFile>& files);
-// Files per checking process in a batch: keeps its command line far below ARG_MAX, and the
-// descriptors a batch holds open (here and in the helper) well below the usual limit of 1024.
+// Files per checking process in a batch, at most: keeps its command line far below ARG_MAX (fewer
+// when this process's descriptor limit leaves less room: untrusted_file.cpp, files_per_batch).
 inline constexpr std::size_t kHelperBatchFiles = 128;
-// Opens each of `paths` (open_user_file) and checks them in one checking process (at most
-// kHelperBatchFiles of them); the files stay open for the caller's read.  A file that cannot be
-// opened raises its error after the files before it were checked (the first failure, in order).
-struct CheckedFiles {
-    std::vector<OpenedFile> files;
-    bool checked = false;  // false: no helper configured, nothing checked
-};
-CheckedFiles open_and_check_in_helper(FileKind kind, const std::vector<std::string>& paths);
-// Opens and checks any number of files, a batch at a time, closing each batch after its check: for
-// a caller that reads them later by path (h5py), and may then read a file renamed over the path since.
+// Opens each of `paths` (open_user_file), checks them a batch at a time (one checking process per
+// batch, reading the open files), then hands each to `read`, in order, with whether a checking
+// process read it (false: none is configured).  A batch's files are closed before the next batch
+// opens.  Throws the FormatError of the first file that fails, in order (one that cannot be opened
+// after the files before it were checked); running out of descriptors only makes batches smaller.
+void for_each_checked_file(FileKind kind, const std::vector<std::string>& paths,
+                           const std::function<void(const OpenedFile& file, bool checked)>& read);
+// for_each_checked_file without reading: for a caller that reads the files later by path (h5py), and
+// may then read a file renamed over the path since.
 bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);
 
 // What the checking process found in a data set file it read beside a model file, kept until the
