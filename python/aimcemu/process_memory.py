@@ -35,13 +35,15 @@ _M_MMAP_THRESHOLD = -3
 # smaller ones come from the heap and are reused.  32 MiB is the most glibc accepts (half its
 # 64 MiB heap size) and the value its dynamic threshold would reach anyway: a ResNet-50 run's large
 # temporaries (libhdf5's buffers while the results file is created, up to 9.4 MB per layer's
-# weights) all stay below it, so a later run reuses them and faults ~400 pages instead of ~28,000.
+# weights) all stay below it, so a later run reuses them: 2-41 page faults per later run, against
+# ~400 where each run's model load happens to raise glibc's dynamic threshold, ~28,000 where none does.
 MMAP_THRESHOLD_BYTES = 32 << 20
-# Free memory at the top of the heap is given back to the kernel only beyond this much.  glibc's
-# dynamic value is twice the mmap threshold (64 MiB); a run frees ~108 MB of temporaries at once, so
-# 256 MiB keeps them for the next run.  The cost is at most this much resident between runs, which
-# a run's peak already covers (bench_rounds' warm child: 600-700 MiB peak RSS).
-TRIM_THRESHOLD_BYTES = 256 << 20
+# Free memory at the top of the heap is given back to the kernel only beyond this much.  64 MiB is
+# what glibc's dynamic adjustment would set beside a 32 MiB mmap threshold (twice it).  Measured
+# (bench_warm_costs, ResNet-50, 16 images, 4 rounds, load 2.1-2.9): 64, 128 and 256 MiB all gave
+# 2-41 faults per later run from the third run on and the same peak RSS (631-637 MiB), so the
+# smallest, which leaves the least memory resident in an idle worker, is taken.
+TRIM_THRESHOLD_BYTES = 64 << 20
 
 
 def keep_freed_memory(mmap_threshold: int = MMAP_THRESHOLD_BYTES, trim_threshold: int = TRIM_THRESHOLD_BYTES) -> bool:
