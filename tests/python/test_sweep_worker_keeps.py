@@ -120,14 +120,17 @@ def test_a_local_pool_worker_keeps_freed_memory():
 
 
 @pytest.mark.parametrize("command", ["run", "sweep"])
-def test_the_commands_keep_freed_memory(command, monkeypatch, tmp_path):
+def test_the_commands_keep_freed_memory_in_their_own_process_only(command, monkeypatch, tmp_path):
     from aimcemu import cli
 
     calls = []
     monkeypatch.setattr(process_memory, "keep_freed_memory", lambda: calls.append(command))
     # Both stop at a missing file, after the call (which comes first).
     argv = ["run", str(tmp_path / "none.h5")] if command == "run" else ["sweep", "--config", str(tmp_path / "none.yaml"), "--check"]
-    assert cli.main(argv) == 2
+    assert cli.main(argv) == 2  # called from a Python program: its allocator is left alone
+    assert calls == []
+    monkeypatch.setattr(sys, "argv", ["aimcemu", *argv])
+    assert cli.main() == 2  # the `aimcemu` command (console script, python -m aimcemu)
     assert calls == [command]
 
 

@@ -96,9 +96,6 @@ def format_summary(summary) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from ..runner import run
-    from ..process_memory import keep_freed_memory
-
-    keep_freed_memory()  # the command's own process: a run's large temporaries reuse freed memory
 
     explicit = {"model": args.model, "data": args.data, "output": args.output, "mapping": args.mapping,
                 "noise": parse_noise(args.noise), "peripherals": args.peripherals, "t": args.t, "chips": args.chips, "rounds": args.rounds,

@@ -28,9 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     import importlib
-    from ..process_memory import keep_freed_memory
-
-    keep_freed_memory()  # the command's own process: a run's large temporaries reuse freed memory
 
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
