@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import aimcemu
-    from aimcemu import process_memory
+    from aimcemu import modelfile, process_memory
 
     # A sweep worker's start (executors.init_worker); a version without it has nothing to call.
     keep = getattr(process_memory, "keep_freed_memory", lambda **_: False)
@@ -132,6 +132,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         model, data = write_zoo_inputs(folder, args.net, args.images)
+        # A sweep's files exist before it starts; a file changed within the last SETTLED_NS is
+        # loaded again rather than kept (modelfile), so the runs start once these have settled.
+        time.sleep(getattr(modelfile, "SETTLED_NS", 0) / 1e9)
         for _ in range(args.runs):
             costs.run.clear()
             costs.faults.clear()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,10 @@ def load_dataset(path, net=None, check=None) -> dict:
 # ---- a sweep worker's model and data set, kept from one run to the next ----
 
 KEPT_INPUTS_MAX_BYTES = 1 << 30
+# A file's times are kept in clock ticks (a few ms; a second or two on some file systems), not in
+# ns: a file written twice within one tick keeps its change time.  So a file that changed less
+# than this long before its load ended is loaded again by the next run rather than kept.
+SETTLED_NS = 2_000_000_000
 
 
 @dataclass
@@ -123,10 +128,10 @@ class InputsCache:
     and the run's temporaries were then faulted in afresh, costing more than the load
     (docs/performance.md section 3).  An entry is identified by each file's (device, inode, size,
     modification and change time in ns), taken by fstat on the descriptor the load itself reads
-    (open_inputs), before and after the load: it is made only when neither changed, and a later
-    run takes it only while the files at the paths still have those identities.  A file written
-    in place changes its change time (which no caller can set back); one renamed over the path is
-    another inode."""
+    (OpenedInputs), before and after the load: it is made only when neither changed and both
+    files last changed SETTLED_NS or more before the load ended, and a later run takes it only
+    while the files at the paths still have those identities.  A file written in place changes
+    its change time (which no caller can set back); one renamed over the path is another inode."""
 
     def __init__(self, max_bytes: int = KEPT_INPUTS_MAX_BYTES):
         self.max_bytes = int(max_bytes)
@@ -176,6 +181,11 @@ if hasattr(os, "register_at_fork"):
 def process_inputs() -> InputsCache:
     """This process's InputsCache (aimcemu.run(reuse_reference=True) and sweep tasks use it)."""
     return _process_inputs
+
+
+def settled(identities: tuple) -> bool:
+    """Whether every file of these identities last changed SETTLED_NS or more ago."""
+    return all(time.time_ns() - identity[4] >= SETTLED_NS for identity in identities)
 
 
 def file_identity(st: os.stat_result) -> tuple:
@@ -277,7 +287,7 @@ def load_inputs(model, data, inputs: InputsCache | None = None) -> RunInputs:
     def read_dataset():
         try:
             dataset = load_dataset(data_fd, net, check)
-            unchanged = opened.identities() == before
+            unchanged = opened.identities() == before and settled(before)
         except Exception:
             dataset, unchanged = load_dataset(data, net), False  # reported by the user's path
         finally:

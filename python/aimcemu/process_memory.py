@@ -5,10 +5,10 @@ the reference cache's entry (aimcemu.reference.process_cache: the noise-free act
 every layer for a noisy run), the loaded model and data set (aimcemu.modelfile.process_inputs, in
 a process that keeps freed memory; see below) and the emulator's kept memory
 (aimcemu.niu.kept_memory_bytes: the NIU chip states', the PU pass buffers' and the HBM's pages).
-All are caches: nothing a run computes depends on them.  So they never stand in a run's way: before a run starts, ``make_room`` frees
-them when the run's arrays beside them would exceed the machine's memory, or when the kernel has
-less memory available now than the run's arrays need (docs/hybrid_runs.md, "Memory kept between
-runs").  A ReferenceCache of the caller's own is the caller's to clear.
+All are caches: nothing a run computes depends on them.  So they never stand in a run's way:
+before a run starts, ``make_room`` frees them when the run's arrays beside them would exceed the
+machine's memory, or when the kernel has less memory available now than the run's arrays need
+(docs/hybrid_runs.md, "Memory kept between runs").  A ReferenceCache of the caller's own is the caller's to clear.
 
 ``keep_freed_memory`` is the allocator side of the same idea, for processes aimcemu owns (a local
 sweep pool's workers, the ``aimcemu`` command): it sets glibc malloc's thresholds so that a run's
@@ -52,8 +52,9 @@ def keep_freed_memory(mmap_threshold: int = MMAP_THRESHOLD_BYTES, trim_threshold
     lets this process keep its last run's model and data set (modelfile.process_inputs), which pays
     only with these thresholds.  Process-wide and lasting: for processes aimcemu owns (its local
     sweep pool's workers, the `aimcemu` command) or a caller who asks for it; `import aimcemu`
-    never calls it.  Returns False, changing nothing, where the C library is not glibc or refuses
-    a value (the same as MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment).
+    never calls it.  The same as MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the
+    environment.  Returns False, and keeps no model, where the C library is not glibc (nothing is
+    changed) or glibc refuses a value.
 
     Through ctypes rather than the C++ extension: it is glibc's call, not the emulator's, it needs
     no build, and it can run before anything else in a fresh worker allocates."""

@@ -10,7 +10,8 @@ Pinned here:
   * with the thresholds set, a second run on the same files loads nothing (loads counted) and
     writes a results file identical, dataset by dataset, to a run that loads its files;
   * a file renamed over the path between runs (same bytes, size and modification time: only the
-    inode differs) or written in place is loaded again, and the run follows the new file;
+    inode differs) or written in place is loaded again, and the run follows the new file; a file
+    that changed just before its load (within modelfile.SETTLED_NS) is not kept;
   * process_memory counts the kept inputs and release() frees them.
 """
 from __future__ import annotations
@@ -157,6 +158,7 @@ def keeping(monkeypatch):
     inputs = modelfile.process_inputs()
     monkeypatch.setattr(inputs, "enabled", True)
     monkeypatch.setattr(inputs, "loads", 0)
+    monkeypatch.setattr(modelfile, "SETTLED_NS", 0)  # the files are copied just before each test
     process_memory.release()
     yield inputs
     process_memory.release()
@@ -262,3 +264,12 @@ def test_a_bad_file_is_reported_by_the_users_path(files, keeping, tmp_path):
         run_noisy(model, data, tmp_path / "out.h5")
     assert str(data) in str(error.value) and "/proc/self/fd" not in str(error.value)
     assert keeping.bytes == 0
+
+
+def test_a_file_changed_just_before_its_load_is_not_kept(files, keeping, monkeypatch, tmp_path):
+    """A second write within the file system's timestamp tick would leave its times unchanged."""
+    monkeypatch.setattr(modelfile, "SETTLED_NS", 3600 * 10**9)
+    run_noisy(*files, tmp_path / "first.h5")
+    assert keeping.loads == 1 and keeping.bytes == 0
+    run_noisy(*files, tmp_path / "second.h5")
+    assert keeping.loads == 2
