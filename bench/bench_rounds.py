@@ -15,6 +15,9 @@ run by ``aimcemu.run`` in a fresh Python process so that its peak RSS (ru_maxrss
               against all-AIMC is not the reuse alone (docs/performance.md section 3 gives that);
   * digital warm: the digital run twice in one process (no reuse), timing the second: the PU
               pass the warm case's ratios divide by, so that both sides are a process's second run.
+  Both warm cases start their process as a sweep's local pool worker does
+  (process_memory.keep_freed_memory: glibc's malloc thresholds, and the kept model and data set),
+  so the warm case measures what a sweep worker's later runs pay.
 
 wall s is aimcemu.run's own time; start-up s, beside it, is what the process paid once before it
 (import aimcemu, then resolving aimcemu.run, which imports the runner and NumPy): a sweep pays it
@@ -49,23 +52,29 @@ import aimcemu
 run = aimcemu.run  # the runner and NumPy, imported on first use: once per process, not per run
 startup = time.perf_counter() - start
 args = json.loads(sys.argv[1])
+if args["worker"]:  # a sweep worker's start (executors.init_worker); absent before keep_freed_memory existed
+    from aimcemu import process_memory
+    getattr(process_memory, "keep_freed_memory", lambda: False)()
 if args["prime"]:  # a sweep's first run (filling the process's reference cache when reused); the second is timed
     run(args["model"], args["data"], args["out"], layers="none", threads=args["threads"], reuse_reference=args["reuse"],
         **args["extra"])
+faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 start = time.perf_counter()
 s = run(args["model"], args["data"], args["out"], layers="none", threads=args["threads"],
         reuse_reference=args["reuse"], **args["extra"])
 wall = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall_s": wall, "startup_s": startup, "inference_s": s.inference_s, "noise_s": s.noise_s,
-                  "write_s": s.write_s, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}))
+                  "write_s": s.write_s, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024,
+                  "faults": usage.ru_minflt - faults_before}))
 """
 
 
 def run_case(model: Path, data: Path, out: Path, threads: int, extra: dict, prime: bool, reuse: bool) -> dict:
-    """One case in a fresh process; `prime`: run it once before the timed run; `reuse`: reuse_reference."""
+    """One case in a fresh process; `prime`: run it once before the timed run, in a process started
+    as a sweep's local pool worker is (process_memory.keep_freed_memory); `reuse`: reuse_reference."""
     args = json.dumps({"model": str(model), "data": str(data), "out": str(out), "threads": threads, "extra": extra,
-                       "prime": prime, "reuse": reuse})
+                       "prime": prime, "reuse": reuse, "worker": prime})
     done = subprocess.run([sys.executable, "-c", CHILD, args], check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -112,12 +121,12 @@ def main() -> None:
     print(f"{args.net}, {args.images} images, {rounds} rounds, {args.threads} threads "
           f"(fast kernel {_core.fast_kernels()[0]})")
     print(f"{'case':<10}{'wall s':>9}{'start-up s':>12}{'CPU s':>9}{'PU s':>9}{'NIU s':>9}{'write s':>9}"
-          f"{'peak RSS MiB':>14}")
+          f"{'peak RSS MiB':>14}{'faults':>9}")
     for name, r in best.items():
         print(f"{name:<10}{r['wall_s']:9.2f}{r['startup_s']:12.3f}{r['cpu_s']:9.2f}{r['inference_s']:9.2f}"
-              f"{r['noise_s']:9.2f}{r['write_s']:9.2f}{r['rss_mib']:14.0f}")
+              f"{r['noise_s']:9.2f}{r['write_s']:9.2f}{r['rss_mib']:14.0f}{r['faults']:9d}")
     print("start-up s: process start-up, once per process (import aimcemu + the runner and NumPy), "
-          "not in wall s")
+          "not in wall s; faults: minor page faults of the timed run")
     warm_pu_s = best["dig. warm"]["inference_s"]
     print(f"PU per pass {pu_s:.3f} s ({warm_pu_s:.3f} s in a process's second run), NIU per round {niu_s:.3f} s")
     for name, pass_s in (("all-AIMC", pu_s), ("warm", warm_pu_s)):

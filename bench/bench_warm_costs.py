@@ -2,10 +2,12 @@
 
 ResNet-50 v1 from the zoo (synthetic INT8 weights), --images random images, all-AIMC (pcm_like),
 --rounds rounds, --threads threads, `aimcemu.run(..., reuse_reference=True)` --runs times in one
-process (what a sweep worker does).  Each cost is timed by wrapping the call the runner makes
+process started as a sweep's local pool worker is (process_memory.keep_freed_memory, unless
+--no-worker-start): what a sweep worker does.  Each cost is timed by wrapping the call the runner makes
 (wall and the process's CPU time, all threads, around the call):
 
-  load      modelfile.load_model_and_check_dataset (the kept checking process)
+  load      modelfile.load_model_and_check_dataset (the kept checking process; none in a run
+            that takes the model and data set its process kept)
   key       aimcemu.reference.content_digest (the reference cache's content key: SHA-256 of the
             weights and images), on its own thread since the runner overlaps it with the emulator's
             and the writer's creation: wall and that thread's CPU time (a version without that
@@ -110,9 +112,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--net", default="resnet50")
+    parser.add_argument("--no-worker-start", action="store_true",
+                        help="leave out the worker's start (glibc's default malloc thresholds, no kept model)")
+    parser.add_argument("--trim-mib", type=int, default=None,
+                        help="the worker start's M_TRIM_THRESHOLD in MiB (default: keep_freed_memory's)")
     args = parser.parse_args()
 
     import aimcemu
+    from aimcemu import modelfile, process_memory
+
+    # A sweep worker's start (executors.init_worker); a version without it has nothing to call.
+    keep = getattr(process_memory, "keep_freed_memory", lambda **_: False)
+    trim = {} if args.trim_mib is None else {"trim_threshold": args.trim_mib << 20}
+    worker_start = not args.no_worker_start and keep(**trim)
 
     costs = Costs()
     instrument(costs)
@@ -120,6 +132,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         model, data = write_zoo_inputs(folder, args.net, args.images)
+        # A sweep's files exist before it starts; a file changed within the last SETTLED_NS is
+        # loaded again rather than kept (modelfile), so the runs start once these have settled.
+        time.sleep(getattr(modelfile, "SETTLED_NS", 0) / 1e9)
         for _ in range(args.runs):
             costs.run.clear()
             costs.faults.clear()
@@ -136,7 +151,8 @@ def main() -> None:
             rows.append(row)
 
     print(f"{args.net}, {args.images} images, {args.rounds} rounds, {args.threads} threads, reuse_reference=True, "
-          f"load {os.getloadavg()[0]:.2f}; each cell: wall ms / process CPU ms")
+          f"worker start {'yes' if worker_start else 'no'}, load {os.getloadavg()[0]:.2f}; "
+          "each cell: wall ms / process CPU ms")
     print(f"{'run':<7}" + "".join(f"{c:>14}" for c in ["total"] + COLUMNS) + f"{'faults':>9}")
 
     def line(label, row):

@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that, run as the `aimcemu` command (main() reading the process's own arguments), set
+# the process's malloc thresholds (process_memory.keep_freed_memory): the process is aimcemu's, and
+# a run's large temporaries then reuse freed memory.  main(argv) called from a Python program
+# leaves that program's allocator alone.
+KEEPS_FREED_MEMORY = ("run", "sweep")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -39,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .files import FolderBusyError
 
+    if argv is None and args.command in KEEPS_FREED_MEMORY:
+        from .process_memory import keep_freed_memory
+
+        keep_freed_memory()
     try:
         return int(args._main(args) or 0)
     # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep

@@ -27,7 +27,12 @@ def cores() -> int:
 def init_worker(threads: int, parent: int) -> None:
     """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
     Ctrl-C is left to the coordinating process, which stops the pool cleanly, and the worker
-    dies with the coordinator however it dies (kill -9 included), so no orphan keeps writing."""
+    dies with the coordinator however it dies (kill -9 included), so no orphan keeps writing.
+    The worker is aimcemu's own process, so it also keeps freed memory for its next task
+    (process_memory.keep_freed_memory: glibc's malloc thresholds, and the kept model and data set)."""
+    from . import process_memory
+
+    process_memory.keep_freed_memory()
     os.environ["OMP_NUM_THREADS"] = str(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)

@@ -7,6 +7,10 @@ and bad input raises :class:`aimcemu.FormatError` naming the file and the field.
 from __future__ import annotations
 
 import os
+import stat
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import _core
@@ -91,3 +95,218 @@ def load_dataset(path, net=None, check=None) -> dict:
     images fit the network's input and the labels its outputs; with ``check``
     (``load_model_and_check_dataset``'s), no second checking process is started."""
     return _core.load_dataset(os.fspath(path), net, check)
+
+
+# ---- a sweep worker's model and data set, kept from one run to the next ----
+
+KEPT_INPUTS_MAX_BYTES = 1 << 30
+# A file's times are kept in clock ticks (a few ms; a second or two on some file systems), not in
+# ns: a file written twice within one tick keeps its change time.  So a file that changed less
+# than this long before its load ended is loaded again by the next run rather than kept.
+SETTLED_NS = 2_000_000_000
+
+
+@dataclass
+class KeptInputs:
+    """A run's loaded and checked model and data set, kept for the next run on the same files.
+    The arrays are read-only and the network goes only to the runner, which never changes it."""
+    identities: tuple
+    net: object
+    images: object
+    labels: object
+    nbytes: int
+    content: bytes | None = None  # reference.content_digest(net, images), once a run computed it
+
+
+class InputsCache:
+    """The model and data set of this process's last run (one entry), for its next run on the same
+    two files: a sweep worker then loads and checks them once, not once per task (for ResNet-50 the
+    checked load is 40-50 ms of a one-second run).
+
+    Used only when `enabled` (process_memory.keep_freed_memory sets it): without its malloc
+    thresholds, the load a later run skips is what happened to keep glibc's mmap threshold high,
+    and the run's temporaries were then faulted in afresh, costing more than the load
+    (docs/performance.md section 3).  An entry is identified by each file's (device, inode, size,
+    modification and change time in ns), taken by fstat on the descriptor the load itself reads
+    (OpenedInputs), before and after the load: it is made only when neither changed and both
+    files last changed SETTLED_NS or more before the load ended, and a later run takes it only
+    while the files at the paths still have those identities.  A file written in place changes
+    its change time (which no caller can set back); one renamed over the path is another inode."""
+
+    def __init__(self, max_bytes: int = KEPT_INPUTS_MAX_BYTES):
+        self.max_bytes = int(max_bytes)
+        self.enabled = False
+        self.loads = 0  # loads made through load_inputs (for tests and benchmarks)
+        self._lock = threading.Lock()
+        self._kept: KeptInputs | None = None
+
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return self._kept.nbytes if self._kept is not None else 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept = None
+
+    def lookup(self, identities: tuple) -> KeptInputs | None:
+        """The kept inputs when they were loaded from files with these identities."""
+        with self._lock:
+            kept = self._kept
+        return kept if kept is not None and kept.identities == identities else None
+
+    def keep(self, identities: tuple, net, images, labels) -> KeptInputs | None:
+        """Keeps what a run loaded from files of these identities, when it fits max_bytes; returns
+        the entry (None when not kept, and then nothing is kept)."""
+        size = sum(l.gemm_n * l.gemm_m for l in net.layers if l.is_gemm) + images.nbytes + labels.nbytes
+        if size > self.max_bytes:
+            self.clear()
+            return None
+        images.flags.writeable = False
+        labels.flags.writeable = False
+        kept = KeptInputs(identities, net, images, labels, int(size))
+        with self._lock:
+            self._kept = kept
+        return kept
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # a fork while another thread held it would leave it held
+
+
+_process_inputs = InputsCache()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_process_inputs._after_fork)
+
+
+def process_inputs() -> InputsCache:
+    """This process's InputsCache (aimcemu.run(reuse_reference=True) and sweep tasks use it)."""
+    return _process_inputs
+
+
+def settled(identities: tuple) -> bool:
+    """Whether every file of these identities last changed SETTLED_NS or more ago."""
+    return all(time.time_ns() - identity[4] >= SETTLED_NS for identity in identities)
+
+
+def file_identity(st: os.stat_result) -> tuple:
+    """(device, inode, size, modification time ns, change time ns) of a stat result."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class OpenedInputs:
+    """The model and data set files opened once, read-only, for a check of their identity and
+    the load that follows it: the loaders are handed /proc/self/fd/N, which opens the very file
+    open on N (whatever the path names by then), so the identity checked is that of the file
+    loaded.  Messages of a failed load would name /proc/self/fd/N, so a failure is loaded again
+    by the user's paths (load_inputs), which then reports it as any run does."""
+
+    def __init__(self, descriptors: list[int]):
+        self.descriptors = descriptors
+
+    @classmethod
+    def open(cls, *paths) -> "OpenedInputs | None":
+        """Opens each path (regular files only, checked before the open: opening a device can act
+        on it); None when one cannot be opened so (the ordinary load then reports why) or when
+        this system has no /proc/self/fd."""
+        if not os.path.isdir("/proc/self/fd"):
+            return None
+        opened = cls([])
+        try:
+            for path in paths:
+                if not stat.S_ISREG(os.stat(path).st_mode):
+                    raise OSError(f"{path}: not a regular file")
+                opened.descriptors.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY))
+            if all(stat.S_ISREG(os.fstat(fd).st_mode) for fd in opened.descriptors):
+                return opened
+        except (OSError, ValueError):
+            pass
+        opened.close()
+        return None
+
+    def identities(self) -> tuple:
+        return tuple(file_identity(os.fstat(fd)) for fd in self.descriptors)
+
+    def paths(self) -> list[str]:
+        return [f"/proc/self/fd/{fd}" for fd in self.descriptors]
+
+    def close(self) -> None:
+        for fd in self.descriptors:
+            os.close(fd)
+        self.descriptors = []
+
+
+class RunInputs:
+    """A run's model and data set (load_inputs): the network first, the data set when the run has
+    checked what it checks in between (`dataset()`), as load_model_and_check_dataset and
+    load_dataset do; `kept` is the InputsCache entry they came from or went into (None: neither).
+    close() gives up the opened files when the run stops before reading the data set."""
+
+    def __init__(self, net, read_dataset, kept: KeptInputs | None = None, opened: OpenedInputs | None = None):
+        self.net = net
+        self.kept = kept
+        self._read_dataset = read_dataset
+        self._opened = opened
+
+    def dataset(self):
+        """(images, labels), read (and checked against the network) on the first call."""
+        if self._read_dataset is not None:
+            self._data, self._read_dataset = self._read_dataset(), None
+        return self._data
+
+    def close(self) -> None:
+        if self._opened is not None:
+            self._opened.close()
+
+
+def load_inputs(model, data, inputs: InputsCache | None = None) -> RunInputs:
+    """The model and data set of a run: this process's kept ones (`inputs`, when enabled) while
+    the files at `model` and `data` are those they were loaded from, else loaded and checked as
+    load_model_and_check_dataset and load_dataset do (and kept in `inputs` when neither file
+    changed during the load)."""
+    opened = OpenedInputs.open(model, data) if inputs is not None and inputs.enabled else None
+    if opened is None:
+        return _loaded_inputs(model, data)
+    try:
+        before = opened.identities()
+        kept = inputs.lookup(before)
+        if kept is None:
+            inputs.loads += 1
+            model_fd, data_fd = opened.paths()
+            net, check = load_model_and_check_dataset(model_fd, data_fd)
+    except Exception:
+        opened.close()
+        return _loaded_inputs(model, data)  # reported by the user's paths
+    except BaseException:
+        opened.close()
+        raise
+    if kept is not None:
+        opened.close()
+        return RunInputs(kept.net, lambda: (kept.images, kept.labels), kept)
+    result = RunInputs(net, None, opened=opened)
+
+    def read_dataset():
+        try:
+            dataset = load_dataset(data_fd, net, check)
+            unchanged = opened.identities() == before and settled(before)
+        except Exception:
+            dataset, unchanged = load_dataset(data, net), False  # reported by the user's path
+        finally:
+            opened.close()
+        images, labels = dataset["images"], dataset["labels"]
+        if unchanged:
+            result.kept = inputs.keep(before, net, images, labels)
+        return images, labels
+
+    result._read_dataset = read_dataset
+    return result
+
+
+def _loaded_inputs(model, data) -> RunInputs:
+    """load_model_and_check_dataset, then load_dataset when the run asks for the data set."""
+    net, check = load_model_and_check_dataset(model, data)
+
+    def read_dataset():
+        dataset = load_dataset(data, net, check)
+        return dataset["images"], dataset["labels"]
+
+    return RunInputs(net, read_dataset)

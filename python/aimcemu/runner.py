@@ -95,12 +95,18 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
             reuse_reference: bool | ReferenceCache = False) -> RunSummary:
     """Runs a resolved configuration (aimcemu.run after parsing; a sweep's worker directly)."""
     cache = _reference_cache(reuse_reference)  # checked before any work
-    net, data_check = modelfile.load_model_and_check_dataset(cfg.model, cfg.data)
-    out_path = cfg.output_path(net.name)  # checked before the data set is read
-    placements = cfg.placements(net)
-    coordinates = cfg.round_coordinates()
-    dataset = modelfile.load_dataset(cfg.data, net, data_check)
-    images, labels = dataset["images"], dataset["labels"]
+    # A sweep worker's later runs on the same files take the model and data set its last run
+    # loaded (modelfile.process_inputs: only in a process that keeps freed memory).
+    inputs = modelfile.load_inputs(cfg.model, cfg.data, modelfile.process_inputs() if cache is not None else None)
+    try:
+        net = inputs.net
+        out_path = cfg.output_path(net.name)  # checked before the data set is read
+        placements = cfg.placements(net)
+        coordinates = cfg.round_coordinates()
+        images, labels = inputs.dataset()
+    finally:
+        inputs.close()
+    kept = inputs.kept
     net_layers = net.layers  # the binding copies the list on every access
     need = validate.check_run_memory(len(labels), activation_bytes_held(net_layers, net.output_index(), stored_layer_names(cfg, net_layers),
                                                                 placements, len(coordinates)),
@@ -113,7 +119,8 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
 
     # The reference cache's key hashes the weights and images (~16 ms for ResNet-50) on a thread
     # while this one builds the emulator (about 10 ms with the GIL) and the results writer (without it).
-    content = ContentDigest(net, images) if cache is not None else None
+    digest = kept.content if kept is not None else None
+    content = ContentDigest(net, images) if cache is not None and digest is None else None
     try:
         noisy = NoisyWeights(net, placements, cfg.seed, cfg.threads) if placements is not None else None
         start = time.perf_counter()
@@ -139,7 +146,11 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     if cache is None:
         reference = compute_reference(net, images, needed, cfg.backend, cfg.threads)
     else:
-        reference, _ = cache.get_or_compute(net, images, needed, cfg.backend, cfg.threads, content.result())
+        if digest is None:
+            digest = content.result()
+            if kept is not None:
+                kept.content = digest  # the kept inputs' key, computed once
+        reference, _ = cache.get_or_compute(net, images, needed, cfg.backend, cfg.threads, digest)
     inference_s = time.perf_counter() - start
 
     start = time.perf_counter()
