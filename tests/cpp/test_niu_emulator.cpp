@@ -620,8 +620,9 @@ TEST(NiuEmulator, KeptHbmMemoryHoldsNothingOfTheLastEmulatorForTheNext) {
 // query holds the object while it measures it (a load and a dereference read freed memory under
 // AddressSanitizer when a keep on the other thread deleted the object in between).
 TEST(NiuEmulator, KeptMemoryCanBeMeasuredWhileAnotherThreadKeepsAndTakesIt) {
-    std::atomic<bool> done{false};
+    std::atomic<bool> done{false}, querying{false};
     std::thread keeper([&] {
+        while (!querying) std::this_thread::yield();  // on a busy machine the keeper could otherwise finish first
         for (int i = 0; i < 20000; ++i) {
             keep_pass_buffers(std::make_unique<PassBuffers>());
             if (i % 3 == 0) release_kept_pass_buffers();
@@ -629,10 +630,11 @@ TEST(NiuEmulator, KeptMemoryCanBeMeasuredWhileAnotherThreadKeepsAndTakesIt) {
         done = true;
     });
     std::size_t queries = 0;
-    while (!done) {
+    do {
         EXPECT_EQ(kept_pass_buffer_bytes(), 0u);  // an empty pool holds nothing
         ++queries;
-    }
+        querying = true;
+    } while (!done);
     keeper.join();
     release_kept_pass_buffers();
     EXPECT_GT(queries, 0u);
