@@ -9,6 +9,7 @@
 #include "niu/peripherals.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "network_guard.hpp"
 #include "common/errors.hpp"
 #include "emulator/emulator.hpp"
 #include "formats/results.hpp"
@@ -143,6 +144,10 @@ struct AbandonUnlessSealed {
 py::list run_network_py(const Network& net, const py::object& images_obj, const std::string& backend, int threads,
                         const py::object& weights_obj, const py::object& keep, int batch,
                         const py::object& peripherals, std::int64_t first_image, const py::object& into) {
+    // Raised before anything below can run Python (the images' and weights' conversions, a weights
+    // key's __index__, the keep iterable) or release the GIL, lowered when the call returns: until
+    // then no Python code can change or free what the pass reads of `net`.
+    const bindings::NetworkReadGuard reading(net);
     const Int8Array images = int8_arg(images_obj, 4, "images");
     const Shape3 in{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))};
     if (!(in == net.input_shape))
