@@ -247,6 +247,20 @@ def test_a_weights_key_whose_index_replaces_the_layers_is_refused():
     assert out.split() == ["1", "23", "1", "0"]
 
 
+def test_what_a_weights_key_raises_reaches_the_caller():
+    net = small_net()
+
+    class Key:
+        def __index__(self):
+            net.layers = []  # refused: the pass has begun
+
+    with pytest.raises(_core.NetworkInUseError, match="cannot change layers"):
+        _core.run_network(net, np.zeros((1, 32, 32, 3), np.int8), weights={Key(): net.layers[CONV].weights.copy()})
+    with pytest.raises(TypeError):
+        _core.run_network(net, np.zeros((1, 32, 32, 3), np.int8), weights={"conv": net.layers[CONV].weights.copy()})
+    assert len(net.layers) == 23 and _core._passes_reading(net) == 0
+
+
 def test_a_keep_iterable_that_replaces_the_layers_is_refused():
     out = run_child("""
         import numpy as np
