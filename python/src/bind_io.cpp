@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "common/errors.hpp"
 #include "formats/model_file.hpp"
+#include "network_guard.hpp"
 
 namespace py = pybind11;
 using namespace aimcemu;
@@ -90,13 +91,54 @@ std::string network_structure_bytes(const Network& net) {
     return out;
 }
 
+// One operand of a network exported read-only to Python (the buffer feed_network's memoryviews
+// view).  It holds the network's Python object and a read of it (network_guard.hpp), so while any
+// view or export of these bytes lives the network can be neither freed nor changed: a callback that
+// keeps what it was given (np.frombuffer of the view, say) makes the network refuse changes instead
+// of reading freed memory later.
+class NetworkOperandBytes {
+public:
+    NetworkOperandBytes(py::object network, const std::vector<std::int8_t>& operand)
+        : network_(std::move(network)), reading_(network_.cast<const Network&>()), operand_(operand) {}
+    py::buffer_info buffer() const {
+        return py::buffer_info(const_cast<std::int8_t*>(operand_.data()), 1, "B", 1, {py::ssize_t(operand_.size())},
+                               {py::ssize_t(1)}, /*readonly=*/true);
+    }
+
+private:
+    py::object network_;  // declared first: the read is lowered before the network is let go
+    bindings::NetworkReadGuard reading_;
+    const std::vector<std::int8_t>& operand_;  // unchanged while reading_ stands
+};
+
 // Feeds `update` (e.g. a hashlib object's update) the network's structure bytes, then every
-// layer's weights and bias as read-only memoryviews of the network's own memory (no copy).
-void feed_network(const Network& net, const py::object& update) {
+// layer's weights and bias as read-only memoryviews of the network's own memory (no copy).  The
+// network is guarded while this runs (update is Python: it may try to change the network, and
+// hashlib hashes without the GIL while other threads run), and each view is released when update
+// returns: a view kept by update raises ValueError when used; if update exported it further,
+// release() raises BufferError, and that export keeps the network unchangeable while it lives.
+void feed_network(const py::object& network, const py::object& update) {
+    if (!py::isinstance<Network>(network))
+        throw py::type_error("feed_network: net must be an aimcemu._core.Network, got " +
+                             std::string(py::str(py::type::of(network))));
+    const Network& net = network.cast<const Network&>();
+    const bindings::NetworkReadGuard reading(net);
     update(py::bytes(network_structure_bytes(net)));
     for (const Layer& l : net.layers)
-        for (const auto* operand : {&l.weights, &l.bias})
-            if (!operand->empty()) update(py::memoryview::from_memory(operand->data(), py::ssize_t(operand->size())));
+        for (const auto* operand : {&l.weights, &l.bias}) {
+            if (operand->empty()) continue;
+            const py::memoryview view(py::cast(std::make_unique<NetworkOperandBytes>(network, *operand)));
+            try {
+                update(view);
+            } catch (...) {
+                try {
+                    view.attr("release")();
+                } catch (const py::error_already_set&) {  // update's own error is the one to report
+                }
+                throw;
+            }
+            view.attr("release")();
+        }
 }
 
 // One noisy round from Python: (niu_round, chip, t) or (niu_round, chip, t, drift_compensation).
@@ -232,10 +274,13 @@ void bind_io(py::module_& m) {
           "`net`, also check that it fits the network; with `check` (load_model_and_check_dataset's), use\n"
           "what the checking process found instead of starting another.");
 
+    py::class_<NetworkOperandBytes>(m, "_NetworkOperandBytes", py::buffer_protocol())
+        .def_buffer(&NetworkOperandBytes::buffer);
     m.def("feed_network", &feed_network, py::arg("net"), py::arg("update"),
           "Calls update(bytes) with everything a network's activations depend on: its structure (every\n"
-          "field but the operands, in a fixed encoding), then each layer's weights and bias (memoryviews,\n"
-          "no copy).  For content digests: hashlib.sha256(); feed_network(net, h.update).");
+          "field but the operands, in a fixed encoding), then each layer's weights and bias (read-only\n"
+          "memoryviews, no copy, released when update returns).  The network refuses changes meanwhile\n"
+          "(NetworkInUseError).  For content digests: hashlib.sha256(); feed_network(net, h.update).");
 
     py::class_<ReferenceActivations, std::shared_ptr<ReferenceActivations>>(
         m, "ReferenceActivations",

@@ -3,19 +3,99 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 #include "common/errors.hpp"
 #include "formats/network.hpp"
 #include "formats/zoo.hpp"
+#include "network_guard.hpp"
 
 namespace py = pybind11;
 using namespace aimcemu;
+using bindings::NetworkInUse;
+
+// ---- Networks a pass is reading (network_guard.hpp) ----
 
 namespace {
+
+// Each network some pass reads, with how many passes read it.  A handful at most (usually none), so
+// a scan; touched only with the GIL held.
+std::vector<std::pair<const Network*, int>>& networks_being_read() {
+    static std::vector<std::pair<const Network*, int>> reading;
+    return reading;
+}
+
+}  // namespace
+
+aimcemu::bindings::NetworkReadGuard::NetworkReadGuard(const Network& net) : net_(net) {
+    auto& reading = networks_being_read();
+    for (auto& [network, passes] : reading)
+        if (network == &net) {
+            ++passes;
+            return;
+        }
+    reading.emplace_back(&net, 1);
+}
+
+aimcemu::bindings::NetworkReadGuard::~NetworkReadGuard() {
+    auto& reading = networks_being_read();
+    for (auto it = reading.begin(); it != reading.end(); ++it)
+        if (it->first == &net_) {
+            if (--it->second == 0) reading.erase(it);
+            return;
+        }
+}
+
+namespace {
+
+bool lies_within(const void* object, const void* first, std::size_t bytes) {
+    const auto at = reinterpret_cast<std::uintptr_t>(object), begin = reinterpret_cast<std::uintptr_t>(first);
+    return at >= begin && at - begin < bytes;
+}
+
+// The network being read that `object` is part of: the Network itself, a Shape3 inside it, or one
+// of its current layers (or a Window or Shape3 inside one), found by address.  A layer whose
+// generation was replaced lives in a LayerStorage, not in the network's layers, so it is free.
+const Network* network_being_read(const void* object) {
+    for (const auto& [net, passes] : networks_being_read())
+        if (lies_within(object, net, sizeof(Network)) ||
+            lies_within(object, net->layers.data(), net->layers.size() * sizeof(Layer)))
+            return net;
+    return nullptr;
+}
+
+// What a setter of `object` names in its refusal (built only when it refuses).
+std::string field_of(const Network&, const char* field) { return field; }
+std::string field_of(const Layer& l, const char* field) { return "layers/" + l.name + "/" + field; }
+std::string field_of(const Window&, const char* field) { return std::string("window/") + field; }
+std::string field_of(const Shape3&, const char* field) { return std::string("shape/") + field; }
+
+// Every Python write into a network goes through here first: refused while a pass reads that network.
+template <class Part>
+void refuse_while_read(const Part& part, const char* field) {
+    if (networks_being_read().empty()) return;  // the common case: one branch
+    if (const Network* net = network_being_read(&part))
+        throw NetworkInUse("network '" + net->name + "': cannot change " + field_of(part, field) +
+                           ": a pass (run_network or feed_network) is reading this network; change it after the pass returns");
+}
+
+// def_readwrite, whose setter refuses while a pass reads the network the object is part of.
+template <class Class, class Value>
+void def_guarded(py::class_<Class>& cls, const char* name, Value Class::*member) {
+    const py::cpp_function get([member](const Class& c) -> const Value& { return c.*member; }, py::is_method(cls));
+    const py::cpp_function set(
+        [member, name](Class& c, const Value& value) {
+            refuse_while_read(c, name);
+            c.*member = value;
+        },
+        py::is_method(cls));
+    cls.def_property(name, get, set, py::return_value_policy::reference_internal);
+}
 
 // ---- Network.layers: items that refer to the network's layers, and stay valid ----
 //
@@ -71,6 +151,7 @@ py::list layers_of(py::object self) {
 }
 
 void set_layers(Network& net, std::vector<Layer> layers) {
+    refuse_while_read(net, "layers");
     auto& current = current_layer_storage();
     const auto found = current.find(&net);
     if (found != current.end()) {
@@ -132,20 +213,25 @@ void bind_square_field(py::class_<Layer>& layer, const char* name, std::array<in
             }
             return first;
         },
-        [members](Layer& l, int value) {
+        [members, name](Layer& l, int value) {
+            refuse_while_read(l, name);
             for (auto member : members) l.window.*member = value;
         });
 }
 
+const std::pair<const char*, int Window::*> kWindowFields[] = {
+    {"kernel_h", &Window::kernel_h}, {"kernel_w", &Window::kernel_w}, {"stride_h", &Window::stride_h},
+    {"stride_w", &Window::stride_w}, {"pad_top", &Window::pad_top},   {"pad_bottom", &Window::pad_bottom},
+    {"pad_left", &Window::pad_left}, {"pad_right", &Window::pad_right}};
+
 void bind_window_fields(py::class_<Layer>& layer) {
-    const std::pair<const char*, int Window::*> fields[] = {
-        {"kernel_h", &Window::kernel_h}, {"kernel_w", &Window::kernel_w}, {"stride_h", &Window::stride_h},
-        {"stride_w", &Window::stride_w}, {"pad_top", &Window::pad_top},   {"pad_bottom", &Window::pad_bottom},
-        {"pad_left", &Window::pad_left}, {"pad_right", &Window::pad_right}};
-    for (const auto& [name, member] : fields)
+    for (const auto& [name, member] : kWindowFields)
         layer.def_property(
             name, [member](const Layer& l) { return l.window.*member; },
-            [member](Layer& l, int value) { l.window.*member = value; });
+            [member, name](Layer& l, int value) {
+                refuse_while_read(l, name);
+                l.window.*member = value;
+            });
     bind_square_field<2>(layer, "kernel", {&Window::kernel_h, &Window::kernel_w});
     bind_square_field<2>(layer, "stride", {&Window::stride_h, &Window::stride_w});
     bind_square_field<4>(layer, "pad", {&Window::pad_top, &Window::pad_bottom, &Window::pad_left, &Window::pad_right});
@@ -161,34 +247,27 @@ void bind_network(py::module_& m) {
         .value("max_pool", LayerKind::MaxPool)
         .value("avg_pool", LayerKind::AvgPool);
 
-    py::class_<Shape3>(m, "Shape3")
-        .def(py::init<>())
+    py::class_<Shape3> shape(m, "Shape3");
+    def_guarded(shape, "h", &Shape3::h);
+    def_guarded(shape, "w", &Shape3::w);
+    def_guarded(shape, "c", &Shape3::c);
+    shape.def(py::init<>())
         .def(py::init([](int h, int w, int c) { return Shape3{h, w, c}; }), py::arg("h"), py::arg("w"), py::arg("c"))
-        .def_readwrite("h", &Shape3::h)
-        .def_readwrite("w", &Shape3::w)
-        .def_readwrite("c", &Shape3::c)
         .def("__eq__", &Shape3::operator==)
         .def("__iter__", [](const Shape3& s) { return py::iter(py::make_tuple(s.h, s.w, s.c)); })
         .def("__repr__", [](const Shape3& s) {
             return "Shape3(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ", " + std::to_string(s.c) + ")";
         });
 
-    py::class_<Window>(m, "Window", "Per-axis window of a conv or pool: kernel, stride and the four pads")
-        .def(py::init([](int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_top, int pad_bottom,
+    py::class_<Window> window(m, "Window", "Per-axis window of a conv or pool: kernel, stride and the four pads");
+    for (const auto& [name, member] : kWindowFields) def_guarded(window, name, member);
+    window.def(py::init([](int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_top, int pad_bottom,
                          int pad_left, int pad_right) {
                  return Window{kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_bottom, pad_left, pad_right};
              }),
              py::arg("kernel_h") = 1, py::arg("kernel_w") = 1, py::arg("stride_h") = 1, py::arg("stride_w") = 1,
              py::arg("pad_top") = 0, py::arg("pad_bottom") = 0, py::arg("pad_left") = 0, py::arg("pad_right") = 0)
         .def_static("square", &Window::square, py::arg("kernel"), py::arg("stride") = 1, py::arg("pad") = 0)
-        .def_readwrite("kernel_h", &Window::kernel_h)
-        .def_readwrite("kernel_w", &Window::kernel_w)
-        .def_readwrite("stride_h", &Window::stride_h)
-        .def_readwrite("stride_w", &Window::stride_w)
-        .def_readwrite("pad_top", &Window::pad_top)
-        .def_readwrite("pad_bottom", &Window::pad_bottom)
-        .def_readwrite("pad_left", &Window::pad_left)
-        .def_readwrite("pad_right", &Window::pad_right)
         .def_property_readonly("is_square", &Window::is_square)
         .def("out_h", &Window::out_h, py::arg("in_h"))
         .def("out_w", &Window::out_w, py::arg("in_w"))
@@ -196,25 +275,34 @@ void bind_network(py::module_& m) {
         .def("__repr__", [](const Window& w) { return window_repr(w); });
 
     py::class_<Layer> layer(m, "Layer");
+    def_guarded(layer, "name", &Layer::name);
+    def_guarded(layer, "kind", &Layer::kind);
+    def_guarded(layer, "input", &Layer::input);
+    def_guarded(layer, "window", &Layer::window);
+    def_guarded(layer, "out_channels", &Layer::out_channels);
+    def_guarded(layer, "bias_shift", &Layer::bias_shift);
+    def_guarded(layer, "out_shift", &Layer::out_shift);
+    def_guarded(layer, "relu", &Layer::relu);
+    def_guarded(layer, "residual_input", &Layer::residual_input);
+    def_guarded(layer, "residual_shift", &Layer::residual_shift);
+    def_guarded(layer, "relu_after_residual", &Layer::relu_after_residual);
+    def_guarded(layer, "input_shift", &Layer::input_shift);
+    def_guarded(layer, "avg_mult", &Layer::avg_mult);
+    // The operand setters convert the array first (which may run Python: __array__, __index__), then
+    // check, so that nothing the conversion did can slip past the refusal.
     layer.def(py::init<>())
-        .def(py::init<>())
-        .def_readwrite("name", &Layer::name)
-        .def_readwrite("kind", &Layer::kind)
-        .def_readwrite("input", &Layer::input)
-        .def_readwrite("window", &Layer::window)
-        .def_readwrite("out_channels", &Layer::out_channels)
         .def_property("weights", [](const Layer& l) { return to_array(l.weights); },
-                      [](Layer& l, const py::array& a) { l.weights = from_array(a, "layers/" + l.name + "/weights"); })
+                      [](Layer& l, const py::array& a) {
+                          auto values = from_array(a, "layers/" + l.name + "/weights");
+                          refuse_while_read(l, "weights");
+                          l.weights = std::move(values);
+                      })
         .def_property("bias", [](const Layer& l) { return to_array(l.bias); },
-                      [](Layer& l, const py::array& a) { l.bias = from_array(a, "layers/" + l.name + "/bias"); })
-        .def_readwrite("bias_shift", &Layer::bias_shift)
-        .def_readwrite("out_shift", &Layer::out_shift)
-        .def_readwrite("relu", &Layer::relu)
-        .def_readwrite("residual_input", &Layer::residual_input)
-        .def_readwrite("residual_shift", &Layer::residual_shift)
-        .def_readwrite("relu_after_residual", &Layer::relu_after_residual)
-        .def_readwrite("input_shift", &Layer::input_shift)
-        .def_readwrite("avg_mult", &Layer::avg_mult)
+                      [](Layer& l, const py::array& a) {
+                          auto values = from_array(a, "layers/" + l.name + "/bias");
+                          refuse_while_read(l, "bias");
+                          l.bias = std::move(values);
+                      })
         .def_readonly("in_shape", &Layer::in_shape)
         .def_readonly("out_shape", &Layer::out_shape)
         .def_property_readonly("is_gemm", &Layer::is_gemm)
@@ -227,18 +315,27 @@ void bind_network(py::module_& m) {
     py::class_<LayerStorage>(m, "_LayerStorage");  // kept alive by items of Network.layers
     m.def("_layer_storages_alive", [] { return LayerStorage::alive; },
           "Test only: how many LayerStorage objects (bind_network.cpp) are alive.");
-    py::class_<Network>(m, "Network")
-        .def(py::init<>())
-        .def_readwrite("name", &Network::name)
-        .def_readwrite("input_shape", &Network::input_shape)
-        .def_readwrite("input_frac_bits", &Network::input_frac_bits)
+    py::register_exception<NetworkInUse>(m, "NetworkInUseError", PyExc_RuntimeError);
+    m.def("_passes_reading", [](const Network& net) {
+        for (const auto& [network, passes] : networks_being_read())
+            if (network == &net) return passes;
+        return 0;
+    }, "Test only: how many passes (run_network, feed_network) are reading `net` now.");
+    py::class_<Network> network(m, "Network");
+    def_guarded(network, "name", &Network::name);
+    def_guarded(network, "input_shape", &Network::input_shape);
+    def_guarded(network, "input_frac_bits", &Network::input_frac_bits);
+    def_guarded(network, "output_layer", &Network::output_layer);
+    def_guarded(network, "class_names", &Network::class_names);
+    network.def(py::init<>())
         .def_property("layers", &layers_of, &set_layers,
                       "The network's layers, in order: a new list, whose items refer to the network's layers\n"
                       "(net.layers[k].weights = w changes the network).  Assigning a list copies its layers\n"
                       "into the network; items taken before go on referring to the layers they were.")
-        .def_readwrite("output_layer", &Network::output_layer)
-        .def_readwrite("class_names", &Network::class_names)
-        .def("resolve", &Network::resolve, py::arg("source") = "<memory>")
+        .def("resolve", [](Network& net, const std::string& source) {
+            refuse_while_read(net, "its shapes (resolve)");
+            net.resolve(source);
+        }, py::arg("source") = "<memory>")
         .def("output_index", &Network::output_index)
         .def("find_layer", &Network::find_layer)
         .def("total_weights", &Network::total_weights);

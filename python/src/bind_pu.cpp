@@ -9,6 +9,7 @@
 #include "niu/peripherals.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "network_guard.hpp"
 #include "common/errors.hpp"
 #include "emulator/emulator.hpp"
 #include "formats/results.hpp"
@@ -39,12 +40,20 @@ GemmBackend backend_from(const std::string& name) {
 
 FastKernel kernel_from(const std::string& name) { return fast_kernel_from_string(name, "kernel"); }
 
+// A layer index given by Python (an int or anything with __index__).  What __index__ raises
+// reaches the caller as it is (py::cast would replace it with "Unable to cast").
+int layer_index_arg(const py::handle& key) {
+    const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(key.ptr()));
+    if (!index) throw py::error_already_set();
+    return index.cast<int>();
+}
+
 // {layer_index: int8 array} supplied by the caller (e.g. noisy weights from the NIU model).
 class DictWeights : public WeightView {
 public:
     DictWeights(const Network& net, const py::dict& weights) : table_(net.layers.size(), nullptr) {
         for (const auto& [key, value] : weights) {
-            const int index = py::cast<int>(key);
+            const int index = layer_index_arg(key);
             const std::string field = "weights[" + std::to_string(index) + "]";
             if (index < 0 || index >= int(net.layers.size()))
                 throw FormatError("<memory>", field, "no such layer index");
@@ -78,10 +87,10 @@ std::vector<bool> keep_flags(const Network& net, const py::object& keep) {
                 if (net.layers[i].name == name) index = int(i);
             if (index < 0) throw FormatError("<memory>", "keep", "no layer named '" + name + "'");
         } else {
-            index = item.cast<int>();
-            if (index < 0) index += int(net.layers.size());   // -1 = the last layer
+            const int given = layer_index_arg(item);
+            index = given < 0 ? given + int(net.layers.size()) : given;  // -1 = the last layer
             if (index < 0 || index >= int(net.layers.size()))
-                throw FormatError("<memory>", "keep", "no layer index " + std::to_string(item.cast<int>()));
+                throw FormatError("<memory>", "keep", "no layer index " + std::to_string(given));
         }
         flags[std::size_t(index)] = true;
     }
@@ -143,6 +152,10 @@ struct AbandonUnlessSealed {
 py::list run_network_py(const Network& net, const py::object& images_obj, const std::string& backend, int threads,
                         const py::object& weights_obj, const py::object& keep, int batch,
                         const py::object& peripherals, std::int64_t first_image, const py::object& into) {
+    // Raised before anything below can run Python (the images' and weights' conversions, a weights
+    // key's __index__, the keep iterable) or release the GIL, lowered when the call returns: until
+    // then no Python code can change or free what the pass reads of `net`.
+    const bindings::NetworkReadGuard reading(net);
     const Int8Array images = int8_arg(images_obj, 4, "images");
     const Shape3 in{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))};
     if (!(in == net.input_shape))
