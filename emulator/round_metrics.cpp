@@ -12,6 +12,7 @@ RoundMetrics::RoundMetrics(const ResultsWriter& writer, const Network& net) : la
         LayerSums& s = layers_[std::size_t(l)];
         s.measured = true;
         s.reference = writer.reference(l);
+        s.reference_owner = writer.reference_owner(l);
         s.image_size = net.layers[std::size_t(l)].out_shape.size();
     }
 }

@@ -26,8 +26,10 @@ namespace aimcemu {
 class RoundMetrics : public LayerOutputObserver {
 public:
     // Measures every layer of `net` whose activations `writer` does not need (round_data_needed
-    // false) against writer.reference(layer); the writer must hold those references and outlive
-    // this object (FormatError from the writer for a reference never set).
+    // false) against writer.reference(layer); the writer must hold those references (FormatError
+    // from the writer for a reference never set, or once committed).  The references are shared
+    // (ResultsWriter::reference_owner), not copied: this object may outlive the writer's commit
+    // and the writer itself, and measures against the same bytes.
     RoundMetrics(const ResultsWriter& writer, const Network& net);
 
     void layer_output(int layer, std::int64_t first, int count, std::span<const std::int8_t> values) const override;
@@ -43,6 +45,7 @@ private:
     struct LayerSums {
         bool measured = false;
         std::span<const std::int8_t> reference;  // every image's reference, one after another
+        std::shared_ptr<const void> reference_owner;  // keeps `reference` alive
         std::int64_t image_size = 0;             // values per image
         // Totals of the micro-batches reported so far; integer additions in any order give the same.
         // Workers add under the lock once per micro-batch, after the sums of the batch are taken.

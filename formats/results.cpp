@@ -183,7 +183,9 @@ struct LayerState {
     RoundScales rounds;
     h5::Dataset image, y, x, channel;
     std::optional<h5::Dataset> activations, reference_ds;
-    std::vector<std::int8_t> own_reference;   // set_reference(layer, ...)'s copy
+    // set_reference(layer, ...)'s copy, shared with the RoundMetrics that read it (they may outlive
+    // the writer or its commit)
+    std::shared_ptr<const std::vector<std::int8_t>> own_reference;
     std::span<const std::int8_t> reference;   // what the metrics compare with: own_reference or a shared one
     bool reference_set = false;
     std::vector<ActivationErrorSums> sums;  // per round
@@ -201,7 +203,8 @@ struct ResultsWriter::State {
     RoundScales root_rounds;
     h5::Location layers_group;
     h5::Dataset image_scale, class_scale;
-    std::vector<LayerState> layers;
+    std::vector<LayerState> layers;           // emptied by commit
+    bool committed = false;
     std::vector<std::int64_t> reference_predictions, round_predictions;  // [image], [round][image]
     std::vector<std::int8_t> reference_logits, round_logits;             // [image][class], [round][image][class]
 
@@ -212,6 +215,7 @@ struct ResultsWriter::State {
         throw FormatError(path, field, what);
     }
     void check_layer(int layer) const {
+        if (committed) fail("file", "already committed: the writer takes and gives no more layer data");
         if (layer < 0 || std::size_t(layer) >= layers.size()) fail("layers", "layer index " + std::to_string(layer) + " out of range");
     }
     std::string activations_field(int layer) const { return "layers/" + net.layers[std::size_t(layer)].name + "/activations"; }
@@ -423,12 +427,14 @@ void ResultsWriter::set_reference(int layer, std::span<const std::int8_t> activa
     if (activations.size() != s.layer_elements(layer))
         s.fail(field, "expected " + std::to_string(s.layer_elements(layer)) + " int8 values, got " +
                           std::to_string(activations.size()));
-    ls.own_reference.assign(activations.begin(), activations.end());
-    s.adopt_reference(layer, ls.own_reference);
+    // A new vector, not an assign: a RoundMetrics may still hold the previous one.
+    ls.own_reference = std::make_shared<const std::vector<std::int8_t>>(activations.begin(), activations.end());
+    s.adopt_reference(layer, *ls.own_reference);
 }
 
 void ResultsWriter::set_reference(std::shared_ptr<const ReferenceActivations> reference) {
     State& s = *state_;
+    if (s.committed) s.fail("file", "already committed: the writer takes and gives no more layer data");
     if (!reference || !reference->sealed()) s.fail("reference", "not a sealed ReferenceActivations");
     // One shared reference per writer: a second would replace the hold on the first, whose bytes
     // the layers set from it still read.
@@ -504,6 +510,14 @@ std::span<const std::int8_t> ResultsWriter::reference(int layer) const {
     return ls.reference;
 }
 
+std::shared_ptr<const void> ResultsWriter::reference_owner(int layer) const {
+    const State& s = *state_;
+    reference(layer);   // checks the index, that it is set and that the writer is not committed
+    const LayerState& ls = s.layers[std::size_t(layer)];
+    if (ls.own_reference && ls.reference.data() == ls.own_reference->data()) return ls.own_reference;
+    return s.shared_reference;
+}
+
 namespace {
 // Names inside a layer group that the layout defines (docs/hdf5_layout.md).
 bool reserved_layer_name(const std::string& name) {
@@ -549,6 +563,7 @@ bool ResultsWriter::reference_needed(int layer) const {
 
 void ResultsWriter::commit() {
     State& s = *state_;
+    if (s.committed) s.fail("file", "already committed");
     for (std::size_t i = 0; i < s.layers.size(); ++i) {
         const std::string& name = s.net.layers[i].name;
         if (!s.layers[i].reference_set && reference_needed(int(i))) s.fail("layers/" + name + "/reference", "never set");
@@ -559,6 +574,7 @@ void ResultsWriter::commit() {
     try {
         s.write_predictions();
         for (auto& layer : s.layers) s.write_layer_metrics(layer);
+        s.committed = true;  // the layers go now: from here on nothing may index them
         s.layers.clear();  // close every handle before the file
         s.root_rounds = {};
         s.layers_group = {};

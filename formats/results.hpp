@@ -118,9 +118,14 @@ public:
     // Whether set_round needs `layer`'s activations themselves: it stores them or is the output.
     bool round_data_needed(int layer) const;
     // The reference activations the metrics compare with ([image][HWC]; FormatError before
-    // set_reference).  Valid until commit; set_round and set_round_sums never change them, so
-    // other threads may read them while rounds are written.
+    // set_reference or after commit).  set_round and set_round_sums never change them, so other
+    // threads may read them while rounds are written.  The span is valid while the writer is
+    // uncommitted, and for as long as reference_owner(layer) is held.
     std::span<const std::int8_t> reference(int layer) const;
+    // What keeps reference(layer)'s bytes alive (the writer's own copy or the shared
+    // ReferenceActivations): whoever keeps a span of it past commit, or past the writer (a
+    // RoundMetrics), holds this too.  Shared, never copied.
+    std::shared_ptr<const void> reference_owner(int layer) const;
     // A per-round float64 series of one layer, written at commit as layers/NAME/`name` [round]
     // with the round coordinates (e.g. the drift-compensation factor of an AIMC layer).
     // `per_round` needs one value per noisy round; a name the layout already uses is refused.
@@ -132,7 +137,8 @@ public:
     // noisy rounds may skip the others, and then need not keep their activations at all.
     bool reference_needed(int layer) const;
     // Checks that every needed reference and every round was given, writes predictions, accuracy
-    // and metrics, closes the file and moves it into place.
+    // and metrics, closes the file and moves it into place.  Afterwards every call that reads or
+    // sets a layer, and a second commit, is a FormatError ("file": already committed).
     void commit();
 
     // Results so far (valid for what has been set): accuracy of the reference and of each round.

@@ -99,13 +99,33 @@ RngState periph_stream_state(std::uint64_t seed, std::uint64_t chip, std::uint64
     return s;
 }
 
+namespace {
+
+// A layer's bias as the accumulator holds it (bias << bias_shift), element k of gemm_n.
+std::int32_t bias_term(const Layer& l, std::size_t k) {
+    return l.bias.empty() ? 0 : std::int32_t(l.bias[k]) * (std::int32_t(1) << l.bias_shift);
+}
+
+std::string describe(const Shape3& s) {
+    return std::to_string(s.h) + "x" + std::to_string(s.w) + "x" + std::to_string(s.c);
+}
+
+}  // namespace
+
+Peripherals::LayerShape Peripherals::shape_of(const Layer& l) {
+    const bool gemm = l.kind == LayerKind::Conv || l.kind == LayerKind::Linear;
+    return {l.name, l.kind, l.input, l.in_shape, l.out_shape, gemm ? l.gemm_n() : 0};
+}
+
 Peripherals::Peripherals(const Network& net, std::vector<std::optional<PeripheralSettings>> settings,
                          std::uint64_t seed, std::uint64_t chip, std::uint64_t round, const std::string& source)
-    : settings_(std::move(settings)), weight_scale_(net.layers.size(), 1), bias_term_(net.layers.size()),
-      seed_(seed), chip_(chip), round_(round) {
+    : source_(source), settings_(std::move(settings)), weight_scale_(net.layers.size(), 1),
+      bias_term_(net.layers.size()), seed_(seed), chip_(chip), round_(round) {
     if (settings_.size() != net.layers.size())
         throw FormatError(source, "peripherals", "expected one entry per layer (" + std::to_string(net.layers.size()) +
                                                      "), got " + std::to_string(settings_.size()));
+    layers_.reserve(net.layers.size());
+    for (const Layer& l : net.layers) layers_.push_back(shape_of(l));
     for (std::size_t i = 0; i < settings_.size(); ++i) {
         if (!settings_[i]) continue;
         const Layer& l = net.layers[i];
@@ -113,12 +133,14 @@ Peripherals::Peripherals(const Network& net, std::vector<std::optional<Periphera
         if (l.kind != LayerKind::Conv && l.kind != LayerKind::Linear)
             throw FormatError(source, field, "only conv and linear layers run on AIMC tiles with peripherals");
         settings_[i]->validate(source, field);
+        if (!l.bias.empty() && std::int64_t(l.bias.size()) != l.gemm_n())
+            throw FormatError(source, field, "the layer has " + std::to_string(l.bias.size()) + " biases for " +
+                                                 std::to_string(l.gemm_n()) + " outputs");
         int most = 1;
         for (std::int8_t w : l.weights) most = std::max(most, std::abs(int(w)));
         weight_scale_[i] = most;
         bias_term_[i].resize(std::size_t(l.gemm_n()));
-        for (std::size_t k = 0; k < bias_term_[i].size(); ++k)
-            bias_term_[i][k] = l.bias.empty() ? 0 : std::int32_t(l.bias[k]) * (std::int32_t(1) << l.bias_shift);
+        for (std::size_t k = 0; k < bias_term_[i].size(); ++k) bias_term_[i][k] = bias_term(l, k);
     }
 }
 
@@ -126,14 +148,56 @@ bool Peripherals::active(int layer_index) const {
     return layer_index >= 0 && std::size_t(layer_index) < settings_.size() && settings_[std::size_t(layer_index)];
 }
 
+void Peripherals::check_network(const Network& net) const {
+    if (net.layers.size() != layers_.size())
+        throw FormatError(source_, "peripherals", "made for a network of " + std::to_string(layers_.size()) +
+                                                      " layers, this one has " + std::to_string(net.layers.size()));
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+        const Layer& l = net.layers[i];
+        const LayerShape& made_for = layers_[i];
+        const std::string field = "peripherals." + made_for.name;
+        if (!(shape_of(l) == made_for))
+            throw FormatError(source_, field,
+                              "made for layer " + std::to_string(i) + " '" + made_for.name + "' (" +
+                                  describe(made_for.in_shape) + " -> " + describe(made_for.out_shape) + ", " +
+                                  std::to_string(made_for.gemm_n) + " outputs), this network's is '" + l.name +
+                                  "' (" + describe(l.in_shape) + " -> " + describe(l.out_shape) + ", " +
+                                  std::to_string(shape_of(l).gemm_n) + " outputs)");
+        if (!settings_[i]) continue;
+        const auto& bias = bias_term_[i];
+        if (!l.bias.empty() && l.bias.size() != bias.size())
+            throw FormatError(source_, field, "this network's layer has " + std::to_string(l.bias.size()) +
+                                                  " biases for " + std::to_string(bias.size()) + " outputs");
+        for (std::size_t k = 0; k < bias.size(); ++k)
+            if (bias_term(l, k) != bias[k])
+                throw FormatError(source_, field, "made for another bias (output " + std::to_string(k) + ": " +
+                                                      std::to_string(bias[k]) + ", this network's " +
+                                                      std::to_string(bias_term(l, k)) + ")");
+    }
+}
+
+const PeripheralSettings& Peripherals::settings_for(int layer_index, const Tensor8& x) const {
+    if (layer_index < 0 || std::size_t(layer_index) >= settings_.size())
+        throw FormatError(source_, "layer", "layer index " + std::to_string(layer_index) + " out of range (" +
+                                                std::to_string(settings_.size()) + " layers)");
+    const LayerShape& l = layers_[std::size_t(layer_index)];
+    const auto& settings = settings_[std::size_t(layer_index)];
+    if (!settings) throw FormatError(source_, "peripherals." + l.name, "the layer has no peripheral settings");
+    if (std::int64_t(x.data.size()) != l.in_shape.size())
+        throw FormatError(source_, "x", "layer '" + l.name + "' takes " + std::to_string(l.in_shape.size()) +
+                                            " input values (" + describe(l.in_shape) + "), got " +
+                                            std::to_string(x.data.size()));
+    return *settings;
+}
+
 PeriphRegisters Peripherals::registers(int layer_index, const Tensor8& x) const {
-    const PeripheralSettings& s = *settings_.at(std::size_t(layer_index));
+    const PeripheralSettings& s = settings_for(layer_index, x);
     return periph_registers(s, weight_scale_[std::size_t(layer_index)],
                             dac_full_scale(s, x.data.data(), std::int64_t(x.data.size())));
 }
 
 Tensor8 Peripherals::input_codes(int layer_index, const Tensor8& x) const {
-    const PeripheralSettings& s = *settings_.at(std::size_t(layer_index));
+    const PeripheralSettings& s = settings_for(layer_index, x);
     if (s.inp_steps == 0) return x;
     const auto codes = dac_codes(s, dac_full_scale(s, x.data.data(), std::int64_t(x.data.size())));
     Tensor8 out{x.shape, std::vector<std::int8_t>(x.data.size())};
@@ -143,8 +207,12 @@ Tensor8 Peripherals::input_codes(int layer_index, const Tensor8& x) const {
 
 void Peripherals::apply_output(int layer_index, std::int64_t image, const Tensor8& x, std::int32_t* acc,
                                std::int64_t p, std::int64_t n) const {
-    const PeriphRegisters r = registers(layer_index, x);
+    const PeriphRegisters r = registers(layer_index, x);   // checks the index, the settings and x
     const auto& bias = bias_term_[std::size_t(layer_index)];
+    if (n != std::int64_t(bias.size()) || p < 0 || (p > 0 && acc == nullptr))
+        throw FormatError(source_, "acc", "layer '" + layers_[std::size_t(layer_index)].name + "' takes [P, " +
+                                              std::to_string(bias.size()) + "] accumulators, got [" +
+                                              std::to_string(p) + ", " + std::to_string(n) + "]");
     std::array<RngState, kPeriphLanes> lanes{};
     if (r.sigma != 0)
         for (int k = 0; k < kPeriphLanes; ++k)

@@ -65,6 +65,10 @@ RngState periph_stream_state(std::uint64_t seed, std::uint64_t chip, std::uint64
                              std::uint64_t image, int lane);
 
 // The layers' settings and the round's key: the hook the PU model calls (RunOptions::peripherals).
+// Every call checks its arguments once (not per element) and throws FormatError naming the
+// source and the field: a layer index out of range or without settings ("layer",
+// "peripherals.NAME"), a layer input or accumulator of another size than the layer's ("x", "acc"),
+// and, in check_network, a network other than the one the tables were made from.
 class Peripherals final : public LayerPeripherals {
 public:
     // settings[i]: layer i's settings (nullopt: none).  Layers with settings must be conv or
@@ -73,14 +77,37 @@ public:
                 std::uint64_t chip, std::uint64_t round, const std::string& source = "<memory>");
 
     bool active(int layer_index) const override;
+    // x: the layer's input image (in_shape.size() values).
     Tensor8 input_codes(int layer_index, const Tensor8& x) const override;
+    // acc: p x n with n the layer's gemm_n (any p >= 0: rows are independent).
     void apply_output(int layer_index, std::int64_t image, const Tensor8& x, std::int32_t* acc, std::int64_t p,
                       std::int64_t n) const override;
+    // The network must have the structure of the one these peripherals were made for: the same
+    // layers (kind, input, shapes, gemm_n) and, where a layer has settings, the same bias term.
+    // Its weights are not compared: s_w comes from the weights given at construction (a run's
+    // weights are the noisy ones anyway, and an emulator keeps none of the clean ones).
+    void check_network(const Network& net) const override;
 
     // The registers layer `layer_index` uses for input x.
     PeriphRegisters registers(int layer_index, const Tensor8& x) const;
 
 private:
+    // What the tables of a layer depend on besides its weights (check_network compares them).
+    struct LayerShape {
+        std::string name;
+        LayerKind kind = LayerKind::Conv;
+        int input = -1;
+        Shape3 in_shape, out_shape;
+        std::int64_t gemm_n = 0;   // conv and linear layers only
+        bool operator==(const LayerShape&) const = default;
+    };
+    static LayerShape shape_of(const Layer& l);
+    // Layer `layer_index`'s settings after checking the index and that the layer has some, and
+    // that x is one input image of it.
+    const PeripheralSettings& settings_for(int layer_index, const Tensor8& x) const;
+
+    std::string source_;
+    std::vector<LayerShape> layers_;
     std::vector<std::optional<PeripheralSettings>> settings_;
     std::vector<int> weight_scale_;                    // s_w per layer (largest |w| of the clean weights, >= 1)
     std::vector<std::vector<std::int32_t>> bias_term_; // bias << bias_shift per layer with settings

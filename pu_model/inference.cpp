@@ -298,6 +298,8 @@ void check_options(const Network& net, const RunOptions& opt) {
         throw FormatError("<memory>", "keep", "expected one flag per layer (" + std::to_string(net.layers.size()) +
                                                   "), got " + std::to_string(opt.keep.size()));
     if (opt.batch < 0) throw FormatError("<memory>", "batch", "must be >= 0 (0 = automatic)");
+    // Once per pass, not per layer or image: the peripherals' tables must be this network's.
+    if (opt.peripherals) opt.peripherals->check_network(net);
 }
 
 // Images per micro-batch when the caller leaves it open: enough rows on the 7x7 layers to fill

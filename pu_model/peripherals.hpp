@@ -15,6 +15,7 @@
 
 namespace aimcemu {
 
+struct Network;
 struct Tensor8;
 
 // How the DAC's full scale follows the input (aihwkit's NoiseManagementType, the two we emulate).
@@ -66,6 +67,10 @@ struct LayerPeripherals {
     // of x, ready for requantisation.  `image` is the image's index in the run.
     virtual void apply_output(int layer_index, std::int64_t image, const Tensor8& x, std::int32_t* acc,
                               std::int64_t p, std::int64_t n) const = 0;
+    // FormatError naming the field unless these peripherals were made for a network of `net`'s
+    // structure (the run calls it once per pass, before any layer runs): their tables are sized
+    // and filled from the network they were made for, so another network would read past them.
+    virtual void check_network(const Network& net) const = 0;
 };
 
 }  // namespace aimcemu

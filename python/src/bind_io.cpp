@@ -339,9 +339,12 @@ void bind_io(py::module_& m) {
         .def("share_reference", &PyResultsWriter::share_reference, py::arg("reference"),
              "Every needed layer's reference from a filled ReferenceActivations, shared (not copied): the\n"
              "stored layers are written, the predictions taken; layers already set keep theirs")
-        .def("round_metrics", &PyResultsWriter::round_metrics, py::keep_alive<0, 1>(),
+        // No keep_alive on the writer: the metrics share its reference bytes (ResultsWriter::reference_owner),
+        // so they stay valid after commit and after the writer is gone.
+        .def("round_metrics", &PyResultsWriter::round_metrics,
              "A RoundMetrics for one noisy round: the PU (Emulator.run_published(metrics=...)) compares each layer\n"
-             "the file does not store with its reference as it computes it; the reference must be set")
+             "the file does not store with its reference as it computes it; the reference must be set and the\n"
+             "writer not committed.  It shares the reference (no copy) and may outlive commit and the writer")
         .def("set_round_metrics", &PyResultsWriter::set_round_metrics, py::arg("round_index"), py::arg("metrics"),
              "Round round_index of every layer `metrics` measured (the others go through set_round)")
         .def("set_layer_series", &PyResultsWriter::set_layer_series, py::arg("layer"), py::arg("name"), py::arg("values"),

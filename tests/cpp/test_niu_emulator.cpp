@@ -463,6 +463,71 @@ TEST(NiuEmulator, RoundMetricsTakenInThePassEqualTheWholeLayersSumsForAnyThreadC
     EXPECT_NE(layer_of_all(full, 3), layer_of_all(reference, 3));
 }
 
+// A RoundMetrics shares the writer's reference bytes: used after commit() and after the writer
+// is gone it measures against the same reference (it used to read the freed copies: garbage sums).
+TEST(NiuEmulator, RoundMetricsOutliveTheWritersCommitAndTheWriter) {
+    const Network net = hybrid_network();
+    const std::vector<int> aimc = {0, 2, 3, 4};
+    const auto images = random_images(net, 3, 6);
+    const auto reference = run_network_batch(net, images, RunOptions{});
+    Emulator emulator(net, aimc);
+    emulator.write_round(program_for(net, aimc, 0), 1);
+    const auto full = emulator.run_published(images, RunOptions{}).outputs;
+    for (const bool shared : {false, true}) {
+        const auto path = std::filesystem::temp_directory_path() /
+                          ("aimcemu_metrics_commit_" + std::to_string(::getpid()) + (shared ? "_s" : "_o") + ".h5");
+        ResultsSpec spec;
+        spec.labels.assign(images.size(), 0);
+        spec.rounds = {RoundInfo{}};
+        spec.stored_layers = {"c1"};
+        auto writer = std::make_unique<ResultsWriter>(path.string(), net, spec);
+        if (shared) {   // the reference a sweep shares; this test drops its own hold on it
+            auto held = std::make_shared<ReferenceActivations>(net, images.size(),
+                                                                std::vector<bool>(net.layers.size(), true));
+            ASSERT_TRUE(held->begin_filling());
+            for (int l = 0; l < int(net.layers.size()); ++l)
+                held->store(l, 0, int(images.size()), layer_of_all(reference, l));
+            held->seal();
+            writer->set_reference(std::shared_ptr<const ReferenceActivations>(std::move(held)));
+        } else {
+            for (int l = 0; l < int(net.layers.size()); ++l) writer->set_reference(l, layer_of_all(reference, l));
+        }
+        const RoundMetrics metrics(*writer, net);
+        RunOptions options;
+        options.observer = &metrics;
+        options.keep = metrics.keep();
+        const auto got = emulator.run_published(images, options).outputs;
+        for (int l = 0; l < int(net.layers.size()); ++l) {
+            if (metrics.measured(l)) writer->set_round_sums(0, l, metrics.sums(l));
+            else writer->set_round(0, l, layer_of_all(got, l));
+        }
+        writer->commit();
+        std::filesystem::remove(path);
+        try {
+            writer->reference(0);
+            ADD_FAILURE() << "reference read after commit";
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "file") << e.what();
+        }
+        EXPECT_THROW({ const RoundMetrics late(*writer, net); }, FormatError);
+        EXPECT_THROW(writer->commit(), FormatError);
+        emulator.run_published(images, options);   // after commit
+        writer.reset();
+        // Refill the freed heap so that a stale read would see other bytes.
+        std::vector<std::vector<std::int8_t>> junk;
+        for (int k = 0; k < 64; ++k) junk.emplace_back(std::size_t(4096 << (k % 6)), std::int8_t(0x7f));
+        options.threads = 2;
+        emulator.run_published(images, options);   // after the writer is gone
+        for (int l = 0; l < int(net.layers.size()); ++l) {
+            if (!metrics.measured(l)) continue;
+            ActivationErrorSums once, thrice;
+            once.accumulate_kernel("scalar", layer_of_all(full, l), layer_of_all(reference, l));
+            for (int k = 0; k < 3; ++k) thrice += once;
+            EXPECT_EQ(metrics.sums(l), thrice) << (shared ? "shared" : "own") << " layer " << l;
+        }
+    }
+}
+
 TEST(NiuEmulator, SetRoundSumsRefusesStoredOrOutputLayersAndPartialSums) {
     const Network net = hybrid_network();
     const auto images = random_images(net, 2, 4);

@@ -212,6 +212,70 @@ TEST(Peripherals, BadSettingsNameTheLayerAndTheField) {
     EXPECT_THROW(Peripherals(net, on_pool, 0, 0, 0), FormatError);
 }
 
+// The field of the FormatError `call` throws ("<none>" when it throws none).
+template <typename Call>
+std::string refused_field(Call call) {
+    try {
+        call();
+    } catch (const FormatError& e) {
+        EXPECT_EQ(e.source(), "cfg.yaml") << e.what();
+        return e.field();
+    }
+    return "<none>";
+}
+
+// Calls that used to read a disengaged optional, an empty bias table or past its end.
+TEST(Peripherals, BadLayerIndexInputOrAccumulatorIsRefused) {
+    const Network net = network();
+    Settings settings(net.layers.size());
+    settings[3] = aihwkit_default();   // fc only: 10 outputs from a 3x3x16 input
+    const Peripherals p(net, settings, 1, 0, 0, "cfg.yaml");
+    const Tensor8 x{net.layers[3].in_shape, std::vector<std::int8_t>(3 * 3 * 16, 5)};
+    std::vector<std::int32_t> acc(2 * 10 + 64, 0);
+    for (int layer : {-1, 4, 1000}) {
+        EXPECT_EQ(refused_field([&] { p.input_codes(layer, x); }), "layer");
+        EXPECT_EQ(refused_field([&] { p.apply_output(layer, 0, x, acc.data(), 1, 10); }), "layer");
+        EXPECT_EQ(refused_field([&] { p.registers(layer, x); }), "layer");
+    }
+    const Tensor8 x0{net.layers[0].in_shape, std::vector<std::int8_t>(std::size_t(net.layers[0].in_shape.size()), 5)};
+    EXPECT_EQ(refused_field([&] { p.input_codes(0, x0); }), "peripherals.c0");
+    EXPECT_EQ(refused_field([&] { p.apply_output(0, 0, x0, acc.data(), 1, 13); }), "peripherals.c0");
+    for (std::int64_t n : {0, 9, 11, 74})
+        EXPECT_EQ(refused_field([&] { p.apply_output(3, 0, x, acc.data(), 1, n); }), "acc") << n;
+    EXPECT_EQ(refused_field([&] { p.apply_output(3, 0, x, acc.data(), -1, 10); }), "acc");
+    EXPECT_EQ(refused_field([&] { p.apply_output(3, 0, x, nullptr, 1, 10); }), "acc");
+    const Tensor8 short_x{{1, 1, 16}, std::vector<std::int8_t>(16, 5)};
+    EXPECT_EQ(refused_field([&] { p.input_codes(3, short_x); }), "x");
+    EXPECT_EQ(refused_field([&] { p.apply_output(3, 0, short_x, acc.data(), 1, 10); }), "x");
+    EXPECT_EQ(refused_field([&] { p.apply_output(3, 0, x, acc.data(), 2, 10); }), "<none>");   // any row count
+}
+
+// Peripherals sized for one network, run on another (same layer count, another width or bias):
+// the run used to read past the bias table or subtract another layer's bias.
+TEST(Peripherals, RunOnAnotherNetworkIsRefused) {
+    const Network net = network();
+    const Peripherals p(net, on_gemm_layers(net, aihwkit_default()), 1, 0, 0, "cfg.yaml");
+    const auto in = images(net, 2, 4);
+    const auto same = bytes(run(net, in, &p, 1));   // a copy of the same network runs
+    EXPECT_EQ(bytes(run(Network(net), in, &p, 2)), same);
+
+    Network wider = net;
+    wider.layers[3].out_channels = 12;
+    wider.layers[3].weights.resize(std::size_t(12 * 3 * 3 * 16), 1);
+    wider.layers[3].bias.resize(12, 0);
+    wider.resolve();
+    EXPECT_EQ(refused_field([&] { run(wider, in, &p, 1); }), "peripherals.fc");
+
+    Network other_bias = net;
+    other_bias.layers[2].bias[5] = std::int8_t(other_bias.layers[2].bias[5] ^ 0x40);
+    EXPECT_EQ(refused_field([&] { run(other_bias, in, &p, 1); }), "peripherals.c1");
+
+    Network shorter = net;
+    shorter.layers.pop_back();
+    shorter.resolve();
+    EXPECT_EQ(refused_field([&] { run(shorter, in, &p, 1); }), "peripherals");
+}
+
 TEST(Peripherals, RegistersHoldTheSettingsInAccumulatorUnits) {
     const PeripheralSettings s = aihwkit_default();
     const PeriphRegisters r = periph_registers(s, 127, 100);
