@@ -129,13 +129,17 @@ class InputsCache:
     (docs/performance.md section 3).  An entry is identified by each file's (device, inode, size,
     modification and change time in ns), taken by fstat on the descriptor the load itself reads
     (OpenedInputs), before and after the load: it is made only when neither changed and both
-    files last changed SETTLED_NS or more before the load ended, and a later run takes it only
-    while the files at the paths still have those identities.  A file written in place changes
-    its change time (which no caller can set back); one renamed over the path is another inode."""
+    files last changed SETTLED_NS or more before the load began, and a later run takes it only
+    while the files at the paths still have those identities.  A file written in place with
+    write() changes its change time (which no caller can set back); one renamed over the path is
+    another inode.  Not seen: a file changed through a shared memory mapping (numpy.memmap, mmap),
+    whose times the kernel updates only when a clean page is first written (never on tmpfs), and
+    file systems that keep inode and times across a rewrite (some FUSE object stores).  Where
+    input files change so, set AIMCEMU_KEEP_INPUTS=0 in the environment: nothing is kept then."""
 
     def __init__(self, max_bytes: int = KEPT_INPUTS_MAX_BYTES):
         self.max_bytes = int(max_bytes)
-        self.enabled = False
+        self.enabled = False  # see also keeps_inputs(): AIMCEMU_KEEP_INPUTS=0 turns it off
         self.loads = 0  # loads made through load_inputs (for tests and benchmarks)
         self._lock = threading.Lock()
         self._kept: KeptInputs | None = None
@@ -183,9 +187,11 @@ def process_inputs() -> InputsCache:
     return _process_inputs
 
 
-def settled(identities: tuple) -> bool:
-    """Whether every file of these identities last changed SETTLED_NS or more ago."""
-    return all(time.time_ns() - identity[4] >= SETTLED_NS for identity in identities)
+def settled(identities: tuple, since_ns: int) -> bool:
+    """Whether every file of these identities last changed SETTLED_NS or more before `since_ns`
+    (time.time_ns() taken before the identities were): a write after that moment then falls in a
+    later clock tick of the file system, and so changes the change time."""
+    return all(since_ns - identity[4] >= SETTLED_NS for identity in identities)
 
 
 def file_identity(st: os.stat_result) -> tuple:
@@ -250,12 +256,22 @@ class RunInputs:
     def dataset(self):
         """(images, labels), read (and checked against the network) on the first call."""
         if self._read_dataset is not None:
-            self._data, self._read_dataset = self._read_dataset(), None
+            # Dropped before the call: the reader refers to this object, and the cycle would keep
+            # the opened files and the network until a garbage collection if the read raised.
+            read, self._read_dataset = self._read_dataset, None
+            self._data = read()
         return self._data
 
     def close(self) -> None:
+        self._read_dataset = None  # a run that stops before reading the data set (the cycle above)
         if self._opened is not None:
             self._opened.close()
+
+
+def keeps_inputs(inputs: InputsCache | None) -> bool:
+    """Whether load_inputs keeps and reuses inputs in `inputs`: enabled, and not turned off by
+    AIMCEMU_KEEP_INPUTS=0 in the environment (read at each run)."""
+    return inputs is not None and inputs.enabled and os.environ.get("AIMCEMU_KEEP_INPUTS", "1") != "0"
 
 
 def load_inputs(model, data, inputs: InputsCache | None = None) -> RunInputs:
@@ -263,13 +279,15 @@ def load_inputs(model, data, inputs: InputsCache | None = None) -> RunInputs:
     the files at `model` and `data` are those they were loaded from, else loaded and checked as
     load_model_and_check_dataset and load_dataset do (and kept in `inputs` when neither file
     changed during the load)."""
-    opened = OpenedInputs.open(model, data) if inputs is not None and inputs.enabled else None
+    opened = OpenedInputs.open(model, data) if keeps_inputs(inputs) else None
     if opened is None:
         return _loaded_inputs(model, data)
     try:
+        started_ns = time.time_ns()
         before = opened.identities()
         kept = inputs.lookup(before)
         if kept is None:
+            inputs.clear()  # the last run's inputs, not to be held beside these while they load
             inputs.loads += 1
             model_fd, data_fd = opened.paths()
             net, check = load_model_and_check_dataset(model_fd, data_fd)
@@ -287,7 +305,7 @@ def load_inputs(model, data, inputs: InputsCache | None = None) -> RunInputs:
     def read_dataset():
         try:
             dataset = load_dataset(data_fd, net, check)
-            unchanged = opened.identities() == before and settled(before)
+            unchanged = opened.identities() == before and settled(before, started_ns)
         except Exception:
             dataset, unchanged = load_dataset(data, net), False  # reported by the user's path
         finally:

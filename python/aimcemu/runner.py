@@ -32,7 +32,7 @@ from . import _core, modelfile, niu, process_memory, rounds, validate
 from .calibration import Alphas, calibrate, round_alpha
 from .config import (CALIBRATION_ROUND, DRIFT_COMPENSATIONS, RUN_DEFAULTS, RunConfig, format_time,
                      load_yaml_config, parse_compensations, parse_times)
-from .mapping import Placement
+from .mapping import Mapping, Placement
 from .noise import READOUT_FLOOR
 from .reference import ContentDigest, ReferenceCache, compute_reference, process_cache
 from .rounds import NoisyWeights, run_rounds
@@ -96,8 +96,11 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     """Runs a resolved configuration (aimcemu.run after parsing; a sweep's worker directly)."""
     cache = _reference_cache(reuse_reference)  # checked before any work
     # A sweep worker's later runs on the same files take the model and data set its last run
-    # loaded (modelfile.process_inputs: only in a process that keeps freed memory).
-    inputs = modelfile.load_inputs(cfg.model, cfg.data, modelfile.process_inputs() if cache is not None else None)
+    # loaded (modelfile.process_inputs: only in a process that keeps freed memory).  Not with a
+    # mapping of the caller's own class: its resolve() gets the network, and a change it made there
+    # would carry into every later run of the kept network.
+    keep = cache is not None and (cfg.mapping is None or type(cfg.mapping) is Mapping)
+    inputs = modelfile.load_inputs(cfg.model, cfg.data, modelfile.process_inputs() if keep else None)
     try:
         net = inputs.net
         out_path = cfg.output_path(net.name)  # checked before the data set is read

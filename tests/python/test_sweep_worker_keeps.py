@@ -273,3 +273,64 @@ def test_a_file_changed_just_before_its_load_is_not_kept(files, keeping, monkeyp
     assert keeping.loads == 1 and keeping.bytes == 0
     run_noisy(*files, tmp_path / "second.h5")
     assert keeping.loads == 2
+
+
+class PruningMapping(aimcemu.Mapping):
+    """A mapping of the caller's own class whose resolve() changes the network it is given."""
+
+    def resolve(self, net, *args, **kwargs):
+        layer = net.layers[-1]
+        layer.weights = np.zeros_like(layer.weights)
+        return super().resolve(net, *args, **kwargs)
+
+
+def test_a_mapping_of_the_callers_class_never_gets_or_leaves_a_kept_network(files, keeping, tmp_path):
+    """Its change to the network stays in its run, as it does without the keep."""
+    model, data = files
+    plain = run_noisy(model, data, tmp_path / "plain.h5")
+    pruned = aimcemu.run(model, data, tmp_path / "pruned.h5", reuse_reference=True,
+                         **{**NOISY, "mapping": PruningMapping.all_aimc()})
+    after = run_noisy(model, data, tmp_path / "after.h5")
+    assert pruned.accuracy != plain.accuracy  # the pruning took effect in its run
+    assert after.accuracy == plain.accuracy
+    assert_same_contents(file_contents(tmp_path / "after.h5"), file_contents(tmp_path / "plain.h5"))
+    assert keeping.loads == 1  # the pruned run loaded its own network, outside the cache
+
+
+def test_the_environment_can_turn_the_keep_off(files, keeping, monkeypatch, tmp_path):
+    """For inputs changed in ways that keep a file's times (a shared memory mapping, some FUSE file systems)."""
+    monkeypatch.setenv("AIMCEMU_KEEP_INPUTS", "0")
+    run_noisy(*files, tmp_path / "first.h5")
+    run_noisy(*files, tmp_path / "second.h5")
+    assert keeping.loads == 0 and keeping.bytes == 0
+
+
+def test_a_run_that_fails_before_reading_the_data_set_holds_no_files(files, keeping, tmp_path):
+    """Without a garbage collection: the data set's reader and the run's inputs referred to each other."""
+    import gc
+
+    model, data = files
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(5):
+            with pytest.raises(aimcemu.FormatError):
+                run_noisy(model, data, folder)  # the output is a folder: refused before the data set is read
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        gc.enable()
+
+
+def test_a_run_on_other_files_drops_the_kept_inputs_before_its_load(files, digits, keeping, monkeypatch, tmp_path):
+    """Two models and data sets are never held at once, and one not kept leaves nothing behind."""
+    model, data = files
+    run_noisy(model, data, tmp_path / "first.h5")
+    assert keeping.bytes > 0
+    other_model = tmp_path / "other_model.h5"
+    shutil.copyfile(model, other_model)
+    monkeypatch.setattr(modelfile, "SETTLED_NS", 3600 * 10**9)  # the other files are not kept
+    run_noisy(other_model, data, tmp_path / "second.h5")
+    assert keeping.loads == 2 and keeping.bytes == 0
