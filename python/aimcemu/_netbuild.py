@@ -22,6 +22,9 @@ from . import quantize as q
 NETWORK_INPUT = _core.NETWORK_INPUT   # "the producer is the image" (formats/network.hpp)
 HISTOGRAM_BINS = 2048
 DEFAULT_PERCENTILE = 99.99
+# The largest image dimension (C, H, W) a model may take, and kernel or stride a window may
+# state: larger values do not fit the network's fields.
+IMAGE_DIM_MAX = 65535
 
 # Node tags: input, conv, bn, relu, linear, add, max_pool, avg_pool, global_avg_pool, flatten,
 # identity.  A front end gives every node exactly one.
@@ -308,12 +311,14 @@ class GraphMapper:
         below its axis' kernel (the format's rule, which keeps padding out of every max)."""
         g = node.geometry
         (kh, kw), (sh, sw) = g.kernel, g.stride
+        for name, value in (("kernel", g.kernel), ("stride", g.stride)):
+            if not all(1 <= v <= IMAGE_DIM_MAX for v in value):
+                self._fail(node, f"{name} {tuple(value)} must lie in 1..{IMAGE_DIM_MAX} per axis")
         if g.same:
             _, h, w = self.ranges.shape[source]
             (top, bottom), (left, right) = same_pads(h, kh, sh, g.same), same_pads(w, kw, sw, g.same)
         else:
             top, bottom, left, right = g.pads
-        window = _core.Window(kh, kw, sh, sw, top, bottom, left, right)
         for name, pad, kernel in (("pad_top", top, kh), ("pad_bottom", bottom, kh), ("pad_left", left, kw),
                                   ("pad_right", right, kw)):
             if not 0 <= pad < kernel:
@@ -322,7 +327,7 @@ class GraphMapper:
         if g.exclude_pad and (top or bottom or left or right):
             self._fail(node, "an average pool that excludes the padding from its divisor (count_include_pad "
                              "off) is not supported with padding (the GEMM divides by kernel_h * kernel_w)")
-        return window
+        return _core.Window(kh, kw, sh, sw, top, bottom, left, right)
 
     def _alias(self, node: Node, source: Node, value: _Value) -> None:
         self.values[node] = value

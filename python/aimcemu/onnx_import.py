@@ -41,7 +41,7 @@ CALIBRATION_BATCH = 64
 # ops, and a 1 KB file could make it allocate any amount of memory.
 _SHAPE_OPS = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Mul", "Div"}
 # Image dimensions (C, H, W) a model may take, from the file or input_shape.
-MAX_IMAGE_DIM = 65535
+MAX_IMAGE_DIM = nb.IMAGE_DIM_MAX
 # Zero point types of QuantizeLinear/DequantizeLinear: the network holds int8, so a 16-bit or
 # float8 QDQ tensor would silently lose bits.  A bias is dequantized from int32 (zero point 0).
 _QDQ_TYPES = (np.int8, np.uint8)
@@ -224,6 +224,14 @@ def _all_tensors(graph, prefix: str = ""):
                 yield from _all_tensors(sub, f"{where} attribute '{attr.name}': ")
 
 
+def _tensor_array(tensor, where: str, path: str) -> np.ndarray:
+    """A TensorProto as an array; its data disagreeing with its dims is a FormatError naming it."""
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as exc:    # e.g. raw_data longer than the dims
+        raise _core.FormatError(f"{path}: field '{where}': {exc}") from exc
+
+
 def _attrs(node) -> dict:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
@@ -277,7 +285,7 @@ class _Graph:
         self.path = path
         self.name = model.graph.name or os.path.splitext(os.path.basename(path))[0]
         g = model.graph
-        self.const = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+        self.const = {init.name: _tensor_array(init, f"initializer '{init.name}'", path) for init in g.initializer}
         inputs = [i for i in g.input if i.name not in self.const]
         if len(inputs) != 1:
             raise UnsupportedOperationError([("graph inputs", f"the model must take exactly one input, it takes "
@@ -366,7 +374,10 @@ class _Graph:
         if node.domain not in ("", "ai.onnx"):
             raise _Skip(f"operator domain '{node.domain}' is not supported")
         if op == "Constant":
-            self.const[node.output[0]] = numpy_helper.to_array(_attrs(node)["value"])
+            value = _attrs(node).get("value")
+            if value is None:
+                raise _Skip("only a Constant with a dense 'value' tensor is supported")
+            self.const[node.output[0]] = _tensor_array(value, _where(node, index), self.path)
             return
         if ins and all(i in self.const or i == "" for i in ins) and op in ("QuantizeLinear", "DequantizeLinear",
                                                                            "Identity", "Transpose", "Cast"):

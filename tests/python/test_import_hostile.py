@@ -355,3 +355,28 @@ def test_cast_of_a_constant_weight_follows_its_type(tmp_path):
     imported = convert_onnx(save(model, tmp_path / "cast.onnx"), images())
     weights = np.asarray(imported.network.layers[0].weights, np.float64) * 2.0 ** -imported.weight_frac_bits[0]
     assert np.all(weights == 1.0)      # int32(1.7) = 1, as onnxruntime computes it
+
+
+# --- and: tensors whose data disagrees with their dims, huge strides, a Constant without value ----
+
+
+def test_initializer_data_longer_than_its_dims_names_the_initializer(tmp_path):
+    model = conv_model()
+    model.graph.initializer[0].raw_data = np.zeros(28, np.float32).tobytes()    # dims [2, 1, 3, 3]: 18
+    with pytest.raises(aimcemu.FormatError, match=r"m.onnx: field 'initializer 'W'': cannot reshape"):
+        convert_onnx(save(model, tmp_path / "m.onnx"), images())
+
+
+def test_stride_beyond_the_window_fields_is_refused_naming_the_node(tmp_path, capsys):
+    model = conv_model()
+    model.graph.node[0].attribute.append(helper.make_attribute("strides", [2 ** 40, 1]))
+    np.save(tmp_path / "cal.npy", images())
+    assert_refused(["import", save(model, tmp_path / "m.onnx"), "-o", tmp_path / "out" / "m.h5", "--calibration",
+                    tmp_path / "cal.npy"], tmp_path, capsys, f"conv: stride ({2 ** 40}, 1) must lie in 1..65535")
+
+
+def test_constant_without_a_value_is_unsupported_not_a_key_error(tmp_path):
+    constant = helper.make_node("Constant", [], ["W"], name="k", value_float=0.5)
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match="node 'k' \\(Constant\\): only a Constant with a dense 'value' tensor"):
+        convert_onnx(save(conv_model(None, nodes_before=[constant]), tmp_path / "m.onnx"), images())
