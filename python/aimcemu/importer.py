@@ -331,13 +331,18 @@ class _RangeRecorder(fx.Interpreter):
     def __init__(self, graph_module: fx.GraphModule, stats: nb.RangeStatistics):
         super().__init__(graph_module)
         self.stats = stats
+        self.refusal: str | None = None   # a FormatError's message before fx appends its node dump
 
     def run_node(self, node):
         out = super().run_node(node)
         if isinstance(out, torch.Tensor) and out.dim() >= 1:
             # Read right away: an in-place op later in the graph may overwrite this tensor.
             where = "calibration_data" if node.op == "placeholder" else _node_where(node)
-            self.stats.update(node, out.detach().cpu().numpy(), where)
+            try:
+                self.stats.update(node, out.detach().cpu().numpy(), where)
+            except _core.FormatError as exc:
+                self.refusal = str(exc)
+                raise
             self.stats.shape[node] = tuple(out.shape[1:])
         return out
 
@@ -370,7 +375,10 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
                 raise ValueError(f"calibration_data: batch {batches} (counting from 0) holds images of shape "
                                  f"{tuple(batch.shape[1:])}, batch 0 of {first_shape} (C, H, W); the network "
                                  "takes one image size")
-            recorder.run(batch.to(dtype))
+            try:
+                recorder.run(batch.to(dtype))
+            except _core.FormatError:
+                raise _core.FormatError(recorder.refusal) from None
             batches += 1
     if batches == 0:
         raise ValueError("calibration_data is empty")
