@@ -22,6 +22,9 @@ from . import quantize as q
 NETWORK_INPUT = _core.NETWORK_INPUT   # "the producer is the image" (formats/network.hpp)
 HISTOGRAM_BINS = 2048
 DEFAULT_PERCENTILE = 99.99
+# The largest image dimension (C, H, W) a model may take, and kernel or stride a window may
+# state: larger values do not fit the network's fields.
+IMAGE_DIM_MAX = 65535
 
 # Node tags: input, conv, bn, relu, linear, add, max_pool, avg_pool, global_avg_pool, flatten,
 # identity.  A front end gives every node exactly one.
@@ -110,6 +113,24 @@ def fold_batchnorm(weight: np.ndarray, bias: np.ndarray | None, bn: BatchNorm) -
     return w * g.reshape(-1, *([1] * (w.ndim - 1))), (b - bn.mean) * g + bn.beta
 
 
+def check_parameters(nodes: list[Node], source: str) -> None:
+    """Refuses (FormatError naming the node) weights, biases and BatchNorm parameters that are not
+    finite, and a BatchNorm whose var + eps is not positive: no int8 scale holds them, and
+    calibration would only report the NaN they cause one layer later."""
+    for node in nodes:
+        arrays = [("weight", node.weight), ("bias", node.bias)]
+        if node.bn is not None:
+            bn = node.bn
+            arrays += [("BatchNorm scale", bn.gamma), ("BatchNorm bias", bn.beta), ("BatchNorm mean", bn.mean),
+                       ("BatchNorm var", bn.var), ("BatchNorm epsilon", np.asarray(bn.eps))]
+        for what, values in arrays:
+            if values is not None and not np.isfinite(values).all():
+                raise _core.FormatError(f"{source}: field '{node.where}': {what} holds NaN or Inf")
+        if node.bn is not None and not (node.bn.var + node.bn.eps > 0).all():
+            raise _core.FormatError(f"{source}: field '{node.where}': BatchNorm var + epsilon must be > 0, "
+                                    f"got {float(np.min(node.bn.var + node.bn.eps)):.6g}")
+
+
 # --------------------------------------------------------------------------------------------
 # Calibration statistics
 
@@ -120,23 +141,36 @@ class RangeStatistics:
     Keeps the largest |value| and a histogram of |value| on [0, top) with HISTOGRAM_BINS bins;
     when a batch exceeds top, top doubles and pairs of bins merge (exact), so percentiles need no
     second pass.  ``max_abs(key)`` is the max-abs rule; ``percentile(key, p)`` the p-th
-    percentile of |value| (to a bin's width, top/2048), never above the max."""
+    percentile of |value| (to a bin's width, top/2048), never above the max.
 
-    def __init__(self):
+    source names the model in errors: a NaN or Inf in a batch is refused (FormatError) naming the
+    value and the batch, since no scale can hold it."""
+
+    def __init__(self, source: str = "the model"):
+        self.source = source
         self.peak: dict = {}
         self.shape: dict = {}
+        self.batches: dict = {}
         self._hist: dict = {}
         self._top: dict = {}
 
-    def update(self, key, values: np.ndarray) -> None:
-        """values: one batch [N, ...] of the value named key."""
+    def update(self, key, values: np.ndarray, where: str | None = None) -> None:
+        """values: one batch [N, ...] of the value named key; where: how errors name it (default: key)."""
         values = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+        batch = self.batches.get(key, 0)
+        self.batches[key] = batch + 1
+        if not np.isfinite(values).all():
+            bad = "NaN" if np.isnan(values).any() else "Inf"
+            raise _core.FormatError(f"{self.source}: field '{where or key}': calibration produced {bad} at batch "
+                                    f"{batch} (counting from 0); no int8 scale can hold it")
         peak = float(values.max()) if values.size else 0.0
         self.peak[key] = max(self.peak.get(key, 0.0), peak)
         if key not in self._hist:
             self._hist[key] = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
-            self._top[key] = 2.0 ** math.ceil(math.log2(peak)) if peak > 0 else 1.0
-        while peak >= self._top[key]:
+            # 2^1023 at most: 2.0 ** 1024 overflows; the loop below doubles to inf for such a peak.
+            self._top[key] = 2.0 ** min(math.ceil(math.log2(peak)), 1023) if peak > 0 else 1.0
+        # Bounded: a finite peak is passed after at most ~2100 doublings, and top stops at inf.
+        while peak >= self._top[key] and math.isfinite(self._top[key]):
             h = self._hist[key]
             self._hist[key] = np.concatenate([h.reshape(-1, 2).sum(axis=1), np.zeros(HISTOGRAM_BINS // 2, np.int64)])
             self._top[key] *= 2.0
@@ -277,12 +311,14 @@ class GraphMapper:
         below its axis' kernel (the format's rule, which keeps padding out of every max)."""
         g = node.geometry
         (kh, kw), (sh, sw) = g.kernel, g.stride
+        for name, value in (("kernel", g.kernel), ("stride", g.stride)):
+            if not all(1 <= v <= IMAGE_DIM_MAX for v in value):
+                self._fail(node, f"{name} {tuple(value)} must lie in 1..{IMAGE_DIM_MAX} per axis")
         if g.same:
             _, h, w = self.ranges.shape[source]
             (top, bottom), (left, right) = same_pads(h, kh, sh, g.same), same_pads(w, kw, sw, g.same)
         else:
             top, bottom, left, right = g.pads
-        window = _core.Window(kh, kw, sh, sw, top, bottom, left, right)
         for name, pad, kernel in (("pad_top", top, kh), ("pad_bottom", bottom, kh), ("pad_left", left, kw),
                                   ("pad_right", right, kw)):
             if not 0 <= pad < kernel:
@@ -291,7 +327,7 @@ class GraphMapper:
         if g.exclude_pad and (top or bottom or left or right):
             self._fail(node, "an average pool that excludes the padding from its divisor (count_include_pad "
                              "off) is not supported with padding (the GEMM divides by kernel_h * kernel_w)")
-        return window
+        return _core.Window(kh, kw, sh, sw, top, bottom, left, right)
 
     def _alias(self, node: Node, source: Node, value: _Value) -> None:
         self.values[node] = value

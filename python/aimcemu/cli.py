@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    from ._netbuild import UnsupportedOperationError
     from .files import FolderBusyError
 
     if argv is None and args.command in KEEPS_FREED_MEMORY:
@@ -53,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep
-    # holds or an optional extra that is not installed: one line that names the file and field
-    # (or the extra to install), not a traceback.  Anything else is a bug and keeps its traceback.
-    except (ValueError, OSError, KeyError, FolderBusyError, MissingExtraError) as exc:
+    # holds, an optional extra that is not installed or a model the format cannot express: the
+    # message that names the file and field (or the extra, or the ops), not a traceback.
+    # Anything else is a bug and keeps its traceback.
+    except (ValueError, OSError, KeyError, FolderBusyError, MissingExtraError, UnsupportedOperationError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -50,10 +50,12 @@ def convert_torch(module: nn.Module, calibration_data, name: str | None = None, 
     graph_module = _trace(module)
     ops = _classify_graph(graph_module)
     nodes, node_of = _neutral_nodes(graph_module, ops)
-    stats = _calibrate(graph_module, calibration_data)
-    ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile)
     name = name or type(module).__name__
-    return nb.build_network(nodes, _output_node(graph_module, node_of), ranges, name, f"<import_torch:{name}>")
+    source = f"<import_torch:{name}>"
+    nb.check_parameters(nodes, source)
+    stats = _calibrate(graph_module, calibration_data, source)
+    ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile)
+    return nb.build_network(nodes, _output_node(graph_module, node_of), ranges, name, source)
 
 
 def fold_batchnorm(weight: torch.Tensor, bias: torch.Tensor | None, bn: nn.BatchNorm2d) -> tuple[np.ndarray, np.ndarray]:
@@ -329,12 +331,18 @@ class _RangeRecorder(fx.Interpreter):
     def __init__(self, graph_module: fx.GraphModule, stats: nb.RangeStatistics):
         super().__init__(graph_module)
         self.stats = stats
+        self.refusal: str | None = None   # a FormatError's message before fx appends its node dump
 
     def run_node(self, node):
         out = super().run_node(node)
         if isinstance(out, torch.Tensor) and out.dim() >= 1:
             # Read right away: an in-place op later in the graph may overwrite this tensor.
-            self.stats.update(node, out.detach().cpu().numpy())
+            where = "calibration_data" if node.op == "placeholder" else _node_where(node)
+            try:
+                self.stats.update(node, out.detach().cpu().numpy(), where)
+            except _core.FormatError as exc:
+                self.refusal = str(exc)
+                raise
             self.stats.shape[node] = tuple(out.shape[1:])
         return out
 
@@ -350,17 +358,27 @@ def _calibration_batches(data) -> Iterable[torch.Tensor]:
         yield torch.as_tensor(item[0] if isinstance(item, (tuple, list)) else item)
 
 
-def _calibrate(graph_module: fx.GraphModule, calibration_data) -> nb.RangeStatistics:
-    stats = nb.RangeStatistics()
+def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> nb.RangeStatistics:
+    stats = nb.RangeStatistics(source)
     recorder = _RangeRecorder(graph_module, stats)
     param = next(graph_module.parameters(), None)
     dtype = param.dtype if param is not None else torch.float32
     batches = 0
+    first_shape = None
     with torch.no_grad():
         for batch in _calibration_batches(calibration_data):
             if batch.dim() != 4:
                 raise ValueError(f"calibration_data: expected images [N, C, H, W], got a batch of shape {tuple(batch.shape)}")
-            recorder.run(batch.to(dtype))
+            # The network takes one image size: every batch must have the first one's.
+            first_shape = first_shape or tuple(batch.shape[1:])
+            if tuple(batch.shape[1:]) != first_shape:
+                raise ValueError(f"calibration_data: batch {batches} (counting from 0) holds images of shape "
+                                 f"{tuple(batch.shape[1:])}, batch 0 of {first_shape} (C, H, W); the network "
+                                 "takes one image size")
+            try:
+                recorder.run(batch.to(dtype))
+            except _core.FormatError:
+                raise _core.FormatError(recorder.refusal) from None
             batches += 1
     if batches == 0:
         raise ValueError("calibration_data is empty")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,8 +36,15 @@ onnx = require("onnx", "aimcemu.onnx_import (import_onnx)")
 from onnx import numpy_helper  # noqa: E402
 
 CALIBRATION_BATCH = 64
-# Ops that only compute a reshape's target shape from a tensor's shape.
-_SHAPE_OPS = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "ConstantOfShape", "Mul", "Div"}
+# Ops that only compute a reshape's target shape from a tensor's shape.  None of them makes a
+# tensor whose size is a value (ConstantOfShape, Expand, Tile, Range): onnxruntime runs these
+# ops, and a 1 KB file could make it allocate any amount of memory.
+_SHAPE_OPS = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Mul", "Div"}
+# Image dimensions (C, H, W) a model may take, from the file or input_shape.
+MAX_IMAGE_DIM = nb.IMAGE_DIM_MAX
+# Zero point types of QuantizeLinear/DequantizeLinear: the network holds int8, so a 16-bit or
+# float8 QDQ tensor would silently lose bits.  A bias is dequantized from int32 (zero point 0).
+_QDQ_TYPES = (np.int8, np.uint8)
 
 
 @dataclass
@@ -72,6 +80,7 @@ def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None
     path = os.fspath(path)
     model = _load(path)
     graph = _Graph(model, path)
+    nb.check_parameters(graph.nodes, path)
     chw = graph.input_chw(input_shape)
     if calibration_data is None and not graph.qdq_ranges:
         raise ValueError(f"{path}: a float model (no QuantizeLinear) needs calibration_data to choose its scales")
@@ -90,15 +99,137 @@ def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None
 
 
 def _load(path: str):
+    """The model with its external data read in (see _ExternalData), checked by onnx's checker.
+    onnx.load is never let near external data: older versions follow links out of the model's
+    folder and read devices and FIFOs without end."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such ONNX file")
     try:
-        model = onnx.load(path)
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError, ...
+        raise _invalid_model(path, exc) from exc
+    _ExternalData(path).read_into(model)
+    try:
         onnx.checker.check_model(model)
-    except Exception as exc:  # protobuf's DecodeError, onnx's ValidationError, ...
-        raise _core.FormatError(f"{path}: field 'model': not a valid ONNX model ({type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else 'truncated or corrupt'})") from exc
+    except Exception as exc:  # onnx's ValidationError, ...
+        raise _invalid_model(path, exc) from exc
     return model
+
+
+def _invalid_model(path: str, exc: Exception):
+    first_line = str(exc).splitlines()[0] if str(exc) else "truncated or corrupt"
+    return _core.FormatError(f"{path}: field 'model': not a valid ONNX model ({type(exc).__name__}: {first_line})")
+
+
+# Bytes per element of the tensor types external data may hold (TensorProto.DataType); the rest
+# (strings, 4-bit and 8-bit float types) are refused.
+_EXTERNAL_ITEMSIZE = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.FLOAT16: 2,
+                      onnx.TensorProto.BFLOAT16: 2, onnx.TensorProto.INT8: 1, onnx.TensorProto.UINT8: 1,
+                      onnx.TensorProto.INT16: 2, onnx.TensorProto.UINT16: 2, onnx.TensorProto.INT32: 4,
+                      onnx.TensorProto.UINT32: 4, onnx.TensorProto.INT64: 8, onnx.TensorProto.UINT64: 8,
+                      onnx.TensorProto.BOOL: 1}
+# All external data of one model together (a float ResNet-152 holds 240 MB).
+MAX_EXTERNAL_BYTES = 2 ** 31
+
+
+class _ExternalData:
+    """Reads the external data of a model's tensors itself, the same way whatever the onnx version:
+    a relative, non-empty location whose real path lies inside the model folder's real path, a
+    regular file opened without following a last link and without blocking, the tensor's exact
+    size within the file, MAX_EXTERNAL_BYTES in all.  Errors name the model and the tensor."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+        self.total = 0
+
+    def read_into(self, model) -> None:
+        for label, tensor in _all_tensors(model.graph):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                tensor.raw_data = self._read(label, tensor)
+                del tensor.external_data[:]
+                tensor.data_location = onnx.TensorProto.DEFAULT
+
+    def _fail(self, label: str, what: str):
+        return _core.FormatError(f"{self.path}: field '{label}': external data {what}")
+
+    def _read(self, label: str, tensor) -> bytes:
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        if not location or "\0" in location:
+            raise self._fail(label, f"location {location!r} must be a non-empty file name")
+        if os.path.isabs(location):
+            raise self._fail(label, f"location '{location}' must be a path relative to the model's folder")
+        file = os.path.realpath(os.path.join(self.folder, location))
+        if os.path.commonpath([self.folder, file]) != self.folder or file == self.folder:
+            raise self._fail(label, f"location '{location}' points outside the model's folder {self.folder}")
+        itemsize = _EXTERNAL_ITEMSIZE.get(tensor.data_type)
+        if itemsize is None:
+            raise self._fail(label, f"of type {onnx.TensorProto.DataType.Name(tensor.data_type)} is not supported")
+        expected = math.prod(int(d) for d in tensor.dims) * itemsize
+        offset = self._integer(label, info, "offset", 0)
+        length = self._integer(label, info, "length", expected)
+        if length != expected:
+            raise self._fail(label, f"length {length} is not the {expected} bytes of dims {list(tensor.dims)}")
+        self.total += expected
+        if self.total > MAX_EXTERNAL_BYTES:
+            raise self._fail(label, f"exceeds {MAX_EXTERNAL_BYTES} bytes over all tensors")
+        try:
+            fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise self._fail(label, f"file '{location}' cannot be opened ({exc.strerror})") from None
+        try:
+            size = os.fstat(fd).st_size if stat.S_ISREG(os.fstat(fd).st_mode) else None
+            if size is None:
+                raise self._fail(label, f"file '{location}' is not a regular file")
+            if offset + length > size:
+                raise self._fail(label, f"offset {offset} + length {length} exceeds the size {size} of '{location}'")
+            data = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise self._fail(label, f"file '{location}' shrank while being read")
+        return data
+
+    def _integer(self, label: str, info: dict, key: str, default: int) -> int:
+        if key not in info:
+            return default
+        try:
+            value = int(info[key])
+        except ValueError:
+            raise self._fail(label, f"{key} {info[key]!r} is not an integer") from None
+        if value < 0:
+            raise self._fail(label, f"{key} {value} must be >= 0")
+        return value
+
+
+def _all_tensors(graph, prefix: str = ""):
+    """(label, TensorProto) for every tensor stored in the graph: initializers, sparse
+    initializers, node attributes, and those of subgraphs."""
+    for tensor in graph.initializer:
+        yield f"{prefix}initializer '{tensor.name}'", tensor
+    for sparse in graph.sparse_initializer:
+        yield f"{prefix}sparse initializer '{sparse.values.name}'", sparse.values
+        yield f"{prefix}sparse initializer '{sparse.values.name}' indices", sparse.indices
+    for index, node in enumerate(graph.node):
+        where = f"{prefix}{_where(node, index)}"
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield f"{where} attribute '{attr.name}'", attr.t
+            for tensor in attr.tensors:
+                yield f"{where} attribute '{attr.name}'", tensor
+            if attr.HasField("g"):
+                yield from _all_tensors(attr.g, f"{where} attribute '{attr.name}': ")
+            for sub in attr.graphs:
+                yield from _all_tensors(sub, f"{where} attribute '{attr.name}': ")
+
+
+def _tensor_array(tensor, where: str, path: str) -> np.ndarray:
+    """A TensorProto as an array; its data disagreeing with its dims is a FormatError naming it."""
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as exc:    # e.g. raw_data longer than the dims
+        raise _core.FormatError(f"{path}: field '{where}': {exc}") from exc
 
 
 def _attrs(node) -> dict:
@@ -154,7 +285,7 @@ class _Graph:
         self.path = path
         self.name = model.graph.name or os.path.splitext(os.path.basename(path))[0]
         g = model.graph
-        self.const = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+        self.const = {init.name: _tensor_array(init, f"initializer '{init.name}'", path) for init in g.initializer}
         inputs = [i for i in g.input if i.name not in self.const]
         if len(inputs) != 1:
             raise UnsupportedOperationError([("graph inputs", f"the model must take exactly one input, it takes "
@@ -188,21 +319,36 @@ class _Graph:
 
     # -- input
 
+    def _input_dims(self) -> list:
+        """The input's dims, None where dynamic (no dim_value, or a dim_value of 0 or below)."""
+        return [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                for d in self.input_info.type.tensor_type.shape.dim]
+
+    def fixed_batch(self) -> int | None:
+        """The batch size the file fixes (torch.onnx.export writes 1 unless told otherwise), or None."""
+        return self._input_dims()[0]
+
     def input_chw(self, input_shape) -> tuple[int, int, int]:
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in self.input_info.type.tensor_type.shape.dim]
+        dims = self._input_dims()
         where = f"input '{self.input_info.name}'"
         if len(dims) != 4:
             raise _core.FormatError(f"{self.path}: field '{where}': expected images [N, C, H, W], got rank {len(dims)}")
+        if dims[0] is not None and dims[0] > MAX_IMAGE_DIM:
+            raise _core.FormatError(f"{self.path}: field '{where}': batch size {dims[0]} is above {MAX_IMAGE_DIM}")
         if input_shape is not None:
             chw = tuple(int(v) for v in input_shape)
             if len(chw) != 3 or any(d is not None and d != v for d, v in zip(dims[1:], chw)):
                 raise _core.FormatError(f"{self.path}: field '{where}': input_shape {tuple(input_shape)} does not "
                                         f"fit the model's [N, C, H, W] = {dims}")
-            return chw
-        if any(d is None for d in dims[1:]):
+        elif any(d is None for d in dims[1:]):
             raise _core.FormatError(f"{self.path}: field '{where}': dynamic shape {dims} (None = dynamic); pass "
                                     "input_shape=(C, H, W) (CLI: --input-shape C,H,W)")
-        return tuple(dims[1:])
+        else:
+            chw = tuple(dims[1:])
+        if not all(1 <= v <= MAX_IMAGE_DIM for v in chw):
+            raise _core.FormatError(f"{self.path}: field '{where}': image shape (C, H, W) = {chw} must lie in "
+                                    f"1..{MAX_IMAGE_DIM} per dimension")
+        return chw
 
     # -- one ONNX node
 
@@ -228,11 +374,14 @@ class _Graph:
         if node.domain not in ("", "ai.onnx"):
             raise _Skip(f"operator domain '{node.domain}' is not supported")
         if op == "Constant":
-            self.const[node.output[0]] = numpy_helper.to_array(_attrs(node)["value"])
+            value = _attrs(node).get("value")
+            if value is None:
+                raise _Skip("only a Constant with a dense 'value' tensor is supported")
+            self.const[node.output[0]] = _tensor_array(value, _where(node, index), self.path)
             return
         if ins and all(i in self.const or i == "" for i in ins) and op in ("QuantizeLinear", "DequantizeLinear",
                                                                            "Identity", "Transpose", "Cast"):
-            self._fold_constant(node)
+            self._fold_constant(node, index)
             return
         if self._computes_a_shape(op, ins):
             self.shape_values.update(node.output)
@@ -251,21 +400,49 @@ class _Graph:
         return (op in _SHAPE_OPS and any(i in self.shape_values for i in used)
                 and all(i in self.shape_values or i in self.const for i in used))
 
-    def _fold_constant(self, node) -> None:
+    def _fold_constant(self, node, index: int) -> None:
         op, a = node.op_type, _attrs(node)
         x = self.const[node.input[0]]
         if op == "QuantizeLinear":
             zp = self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+            self._check_qdq(node, index, x, self.const[node.input[1]], zp, a.get("axis", 1))
             value = _quantize(x.astype(np.float64), self.const[node.input[1]], zp, a.get("axis", 1))
         elif op == "DequantizeLinear":
             zp = self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else None
+            self._check_qdq(node, index, x, self.const[node.input[1]], zp, a.get("axis", 1), dequantize=True)
             value = _dequantize(x, self.const[node.input[1]], zp, a.get("axis", 1))
             self.dq_scale_of[node.output[0]] = np.atleast_1d(self.const[node.input[1]]).astype(np.float64)
         elif op == "Transpose":
             value = np.transpose(x, a.get("perm"))
-        else:  # Identity, Cast
+        elif op == "Cast":
+            value = x.astype(_cast_type(a.get("to")))
+        else:  # Identity
             value = x
         self.const[node.output[0]] = value
+
+    def _check_qdq(self, node, index: int, values: np.ndarray, scale: np.ndarray, zero_point, axis: int,
+                   dequantize: bool = False) -> None:
+        """Scales finite and > 0, one per tensor or one per index of axis; int8/uint8 data (a
+        dequantized bias: int32 with zero point 0).  Bad numbers are a FormatError, other types
+        unsupported (_Skip)."""
+        field = f"{self.path}: field '{_where(node, index)}'"
+        scale = np.asarray(scale)
+        if scale.dtype.kind != "f" or not np.isfinite(scale).all() or not (scale > 0).all():
+            raise _core.FormatError(f"{field}: scale must be finite and > 0, got {scale.ravel()[:4].tolist()}")
+        if scale.ndim > 1:
+            raise _core.FormatError(f"{field}: scale of shape {list(scale.shape)} must be a scalar or 1-D")
+        if scale.size > 1:
+            if scale.ndim != 1 or not -values.ndim <= axis < values.ndim or scale.size != values.shape[axis]:
+                raise _core.FormatError(f"{field}: per-axis scale of shape {list(scale.shape)} does not match axis "
+                                        f"{axis} of the quantized tensor of shape {list(values.shape)}")
+        data_type = values.dtype if dequantize else np.asarray(zero_point).dtype
+        bias = dequantize and data_type == np.int32 and (zero_point is None or not np.any(zero_point))
+        if data_type not in _QDQ_TYPES and not bias:
+            raise _Skip(f"{data_type} quantization is not supported (only int8 and uint8: the network holds "
+                        "int8)")
+        if zero_point is not None and np.size(zero_point) not in (1, scale.size):
+            raise _core.FormatError(f"{field}: zero point of shape {list(np.shape(zero_point))} does not match the "
+                                    f"scale's {list(scale.shape)}")
 
     def _weight(self, name: str, what: str) -> np.ndarray:
         return np.asarray(self._constant(name, what), dtype=np.float64)
@@ -281,8 +458,9 @@ class _Graph:
         source = self._data(ins[0])
         scale = self._constant(ins[1], "scale")
         zp = self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else np.zeros((), np.uint8)
-        if np.size(scale) != 1:
+        if np.size(scale) != 1 or np.size(zp) != 1:
             raise _Skip("per-channel quantization of an activation is not supported (the format has one scale per tensor)")
+        self._check_qdq(node, index, np.zeros(()), scale, zp, a.get("axis", 1))
         lo, hi = _qdq_range(scale, zp, zp.dtype)
         if lo >= 0.0 and source.tag not in ("relu", "input"):
             # Saturation at 0 is a ReLU (onnxruntime drops Relu nodes this way); make it explicit.
@@ -427,34 +605,61 @@ class _Graph:
         return moves
 
 
+def _cast_type(to) -> np.dtype:
+    """The NumPy type of a Cast's ``to``; only the numeric types a weight can take."""
+    names = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
+             onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8, onnx.TensorProto.UINT8: np.uint8,
+             onnx.TensorProto.INT16: np.int16, onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.INT32: np.int32,
+             onnx.TensorProto.UINT32: np.uint32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.UINT64: np.uint64,
+             onnx.TensorProto.BOOL: np.bool_}
+    if to not in names:
+        raise _Skip(f"Cast to type {to} of a constant is not supported (only numeric types)")
+    return np.dtype(names[to])
+
+
 class _Skip(Exception):
     """One node cannot be converted (collected, then raised together)."""
 
 
 def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> nb.RangeStatistics:
     """Runs the float graph with every node's value as an output: ranges over the calibration
-    data, or (without it) the shapes from one zero image."""
-    ort = require("onnxruntime", "aimcemu.onnx_import (import_onnx)")
+    data, or (without it) the shapes from one zero image (one batch where the file fixes it)."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     existing = {o.name for o in probe.graph.output}
     for node in graph.nodes[1:]:
         if node.name not in existing:
             probe.graph.output.append(onnx.ValueInfoProto(name=node.name))
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every value
-    options.log_severity_level = 3
-    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = _session(probe, path)
     names = [o.name for o in session.get_outputs()]
-    stats = nb.RangeStatistics()
+    value_names = set(names)
+    stats = nb.RangeStatistics(path)
     input_name = graph.input.name
-    batches = [np.zeros((1, *chw), np.float32)] if calibration_data is None else _batches(calibration_data, chw)
+    where = {n.name: f"{n.where} (output '{n.name}')" for n in graph.nodes[1:]}
+    where[input_name] = "calibration_data"
+    # Graph order, so that a NaN or Inf is reported at the node that first produces it.
+    order = [input_name, *[n.name for n in graph.nodes[1:] if n.name in value_names]]
+    listed = set(order)
+    order += [name for name in names if name not in listed]
+    batch_size = graph.fixed_batch()
+    if calibration_data is None:
+        batches = [np.zeros((batch_size or 1, *chw), np.float32)]
+    else:
+        batches = _batches(calibration_data, chw)
+        batches = _fixed_size(batches, batch_size) if batch_size else batches
     count = 0
     for batch in batches:
-        outputs = session.run(names, {input_name: batch})
-        for key, value in [(input_name, batch), *zip(names, outputs)]:
+        try:
+            outputs = session.run(names, {input_name: batch})
+        except Exception as exc:  # onnxruntime's own error types
+            what = f"'calibration_data': onnxruntime failed on batch {count} (counting from 0)" \
+                if calibration_data is not None else "'model': onnxruntime failed on a zero image"
+            raise _core.FormatError(f"{path}: field {what}: {_first_line(exc)}") from exc
+        value_of = dict(zip(names, outputs))
+        for key in order:
+            value = batch if key == input_name else value_of[key]
             if calibration_data is not None:
-                stats.update(key, value)
+                stats.update(key, value, where.get(key, key))
             stats.shape[key] = tuple(value.shape[1:])
         count += 1
     if count == 0:
@@ -462,17 +667,54 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
     return stats
 
 
+def _session(model, path: str):
+    """An onnxruntime session on the model (every value kept); its errors as a FormatError."""
+    ort = require("onnxruntime", "aimcemu.onnx_import (import_onnx)")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every value
+    options.log_severity_level = 4   # its errors reach the user as FormatError, not as log lines too
+    try:
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own error types
+        raise _core.FormatError(f"{path}: field 'model': onnxruntime cannot load it: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 def _batches(data, chw):
     if hasattr(data, "detach"):
         data = data.detach().cpu().numpy()
     if isinstance(data, np.ndarray):
-        data = [data[i:i + CALIBRATION_BATCH] for i in range(0, len(data), CALIBRATION_BATCH)]
-    for batch in data:
+        images = data
+        data = (images[i:i + CALIBRATION_BATCH] for i in range(0, len(images), CALIBRATION_BATCH))
+    for index, batch in enumerate(data):
         batch = batch[0] if isinstance(batch, (tuple, list)) else batch
         batch = np.asarray(batch.detach().cpu().numpy() if hasattr(batch, "detach") else batch, dtype=np.float32)
         if batch.ndim != 4 or tuple(batch.shape[1:]) != tuple(chw):
-            raise ValueError(f"calibration_data: expected images [N, {', '.join(map(str, chw))}], got {batch.shape}")
+            raise ValueError(f"calibration_data: batch {index} (counting from 0): expected images "
+                             f"[N, {', '.join(map(str, chw))}], got {batch.shape}")
         yield batch
+
+
+def _fixed_size(batches, size: int):
+    """The images of batches regrouped into batches of exactly size (a model whose file fixes
+    the batch dimension takes no other); a remainder is refused rather than dropped."""
+    pending = []
+    for batch in batches:
+        pending.append(batch)
+        held = sum(len(b) for b in pending)
+        if held >= size:
+            images = np.concatenate(pending)
+            whole = held - held % size
+            yield from (images[i:i + size] for i in range(0, whole, size))
+            pending = [images[whole:]] if whole < held else []
+    left = sum(len(b) for b in pending)
+    if left:
+        raise ValueError(f"calibration_data: the model fixes its batch size at {size}; {left} image(s) are left "
+                         f"over (pass a multiple of {size})")
 
 
 def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, outputs: list[np.ndarray]) -> list[tuple[str, str, float]]:
@@ -480,7 +722,7 @@ def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, output
     (``outputs``, one [N, H, W, C] array per layer, e.g. from ``_core.run_network``) against
     onnxruntime's values of the tensor each layer stands for, on the same float images."""
     ort = require("onnxruntime", "aimcemu.onnx_import.layer_cosines")
-    model = onnx.load(os.fspath(path))
+    model = _load(os.fspath(path))
     # In a QDQ model compare with the value as quantized: DequantizeLinear(QuantizeLinear(tensor)).
     consumer = {(n.op_type, n.input[0]): n.output[0] for n in model.graph.node if n.input}
     quantized_name = {}

@@ -21,16 +21,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _input_shape(text: str | None):
     if text is None:
         return None
+    from ..onnx_import import MAX_IMAGE_DIM
+
     try:
-        return tuple(int(v) for v in text.split(","))
+        shape = tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise ValueError(f"--input-shape: expected C,H,W (three integers), got {text!r}") from None
+        shape = ()
+    if len(shape) != 3 or not all(1 <= v <= MAX_IMAGE_DIM for v in shape):
+        raise ValueError(f"--input-shape: expected C,H,W (three integers in 1..{MAX_IMAGE_DIM}), got {text!r}")
+    return shape
+
+
+def _calibration_images(path: str | None):
+    """The .npy images, mapped rather than read (calibration reads them batch by batch); no pickles."""
+    if path is None:
+        return None
+    import numpy as np
+
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:   # numpy's errors for a bad header, an object array, ...
+        raise ValueError(f"--calibration: {path}: not a .npy array of float images ({exc})") from None
 
 
 def main(args: argparse.Namespace) -> int:
     import os
-
-    import numpy as np
 
     from .. import modelfile
     from .._netbuild import DEFAULT_PERCENTILE
@@ -45,8 +60,9 @@ def main(args: argparse.Namespace) -> int:
     stem = os.path.splitext(os.path.basename(model))[0] or "model"
     output = output_file(args.output, "--output", inputs=[("model", model), ("calibration", calibration)],
                          default_name=lambda: f"{stem}.h5")
-    images = np.load(calibration) if calibration else None
-    imported = convert_onnx(model, images, _input_shape(args.input_shape), args.name, args.method,
+    input_shape = _input_shape(args.input_shape)
+    images = _calibration_images(calibration)
+    imported = convert_onnx(model, images, input_shape, args.name, args.method,
                             args.percentile if args.percentile is not None else DEFAULT_PERCENTILE)
     modelfile.save_model(imported.network, output)
     net = imported.network

@@ -1,0 +1,383 @@
+"""Hostile models and calibration data for the importers (aimcemu.onnx_import, aimcemu.importer,
+``aimcemu import``): each gets an error naming the file and the tensor, node or field at fault,
+never a hang, a traceback or unbounded memory.
+
+Cases that hung or allocated without bound before run as a subprocess under a timeout (and an
+address-space limit); the rest go through the command in this process (tests/python/hostile.py:
+exit status 2, the message, no traceback, nothing written).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import aimcemu  # noqa: E402
+from aimcemu import _netbuild  # noqa: E402
+from aimcemu.onnx_import import convert_onnx  # noqa: E402
+from hostile import assert_refused  # noqa: E402
+
+WEIGHT = np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3) / 20 - 0.4
+
+
+def conv_model(weight=WEIGHT, batch="N", nodes_before=(), extra_inits=(), weight_name="W", op="Relu"):
+    """x [batch, 1, 8, 8] -> Conv(W) -> Relu (or op), opset 13."""
+    inits = ([numpy_helper.from_array(weight, "W")] if weight is not None else []) + list(extra_inits)
+    nodes = [*nodes_before, helper.make_node("Conv", ["x", weight_name], ["y"], name="conv"),
+             helper.make_node(op, ["y"], ["z"], name="act")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 1, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", "c", "h", "w"])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def save(model, path: Path) -> Path:
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def images(count: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, (count, 1, 8, 8)).astype(np.float32)
+
+
+def run_cli(args: list, timeout: float, memory_bytes: int | None = None) -> subprocess.CompletedProcess:
+    """`aimcemu ARGS` in a child process (a hang fails the test at `timeout`, not the suite)."""
+    def limit():
+        if memory_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    return subprocess.run([sys.executable, "-m", "aimcemu", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=limit, env=os.environ.copy())
+
+
+def assert_cli_refused(result: subprocess.CompletedProcess, *expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    for text in expected:
+        assert text in result.stderr, result.stderr
+
+
+# --- 1. calibration values and parameters that are not finite -----------------------------------
+
+
+def test_inf_in_a_later_calibration_batch_is_refused_not_a_hang(tmp_path):
+    model = save(conv_model(), tmp_path / "m.onnx")
+    data = images(65)                  # two batches of the importer's 64
+    data[64, 0, 0, 0] = np.inf
+    np.save(tmp_path / "cal.npy", data)
+    result = run_cli(["import", model, "-o", tmp_path / "m.h5", "--calibration", tmp_path / "cal.npy"], timeout=120)
+    assert_cli_refused(result, "m.onnx: field 'calibration_data': calibration produced Inf at batch 1")
+    assert not (tmp_path / "m.h5").exists()
+
+
+@pytest.mark.parametrize("first", [np.nan, np.inf, -np.inf])
+def test_range_statistics_refuse_non_finite_values(first):
+    stats = _netbuild.RangeStatistics("model.onnx")
+    with pytest.raises(aimcemu.FormatError, match=r"model.onnx: field 'conv': calibration produced (NaN|Inf) at batch 0"):
+        stats.update("y", np.array([[0.5, first]]), "conv")
+    stats = _netbuild.RangeStatistics("model.onnx")
+    stats.update("y", np.array([[0.5, -0.25]]))
+    with pytest.raises(aimcemu.FormatError, match="at batch 1"):
+        stats.update("y", np.array([[0.5, first]]))
+
+
+def test_range_statistics_take_the_largest_finite_values():
+    stats = _netbuild.RangeStatistics()
+    stats.update("y", np.array([1.0, -np.finfo(np.float64).max]))
+    stats.update("y", np.array([3.0]))
+    assert stats.max_abs("y") == np.finfo(np.float64).max
+    assert stats.percentile("y", 50.0) <= np.finfo(np.float64).max
+
+
+def test_nan_produced_inside_the_model_names_the_node(tmp_path):
+    huge = np.full((2, 1, 3, 3), 3e38, np.float32)       # finite, but its products overflow float32
+    with pytest.raises(aimcemu.FormatError, match=r"field 'conv \(output 'y'\)': calibration produced Inf at batch 0"):
+        convert_onnx(save(conv_model(huge), tmp_path / "m.onnx"), images())
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_onnx_weight_names_the_node(tmp_path, bad):
+    weight = WEIGHT.copy()
+    weight[1, 0, 2, 2] = bad
+    with pytest.raises(aimcemu.FormatError, match=r"m.onnx: field 'conv': weight holds NaN or Inf"):
+        convert_onnx(save(conv_model(weight), tmp_path / "m.onnx"), images())
+
+
+def test_batchnorm_variance_must_keep_var_plus_eps_positive():
+    node = _netbuild.Node("y", "layer1.bn", "bn", bn=_netbuild.BatchNorm(np.ones(2), np.zeros(2), np.zeros(2),
+                                                                         np.array([1.0, -1.0]), 1e-5))
+    with pytest.raises(aimcemu.FormatError, match=r"src: field 'layer1.bn': BatchNorm var \+ epsilon must be > 0"):
+        _netbuild.check_parameters([node], "src")
+    node.bn.var = np.array([1.0, np.nan])
+    with pytest.raises(aimcemu.FormatError, match="BatchNorm var holds NaN or Inf"):
+        _netbuild.check_parameters([node], "src")
+
+
+def test_torch_import_refuses_non_finite_parameters_and_data():
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2), torch.nn.ReLU()).eval()
+    data = torch.rand(4, 1, 8, 8)
+    data[3, 0, 0, 0] = float("nan")
+    with pytest.raises(aimcemu.FormatError, match=r"field 'calibration_data': calibration produced NaN at batch 0") as info:
+        import_torch(model, data)
+    assert "While executing" not in str(info.value)      # one line, without torch.fx's node dump
+    with torch.no_grad():
+        model[1].running_var[0] = -1.0
+    with pytest.raises(aimcemu.FormatError, match=r"field '1': BatchNorm var \+ epsilon must be > 0"):
+        import_torch(model, torch.rand(4, 1, 8, 8))
+
+
+def test_torch_calibration_batches_of_different_sizes_are_refused():
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    with pytest.raises(ValueError, match=r"calibration_data: batch 1 \(counting from 0\) holds images of shape "
+                                         r"\(1, 30, 30\), batch 0 of \(1, 8, 8\)"):
+        import_torch(model, [torch.rand(4, 1, 8, 8), torch.rand(1, 1, 30, 30)])
+
+
+# --- 2. external data ------------------------------------------------------------------------
+
+
+def external_model(folder: Path, location: str, offset=None, length=None) -> Path:
+    model = conv_model()
+    tensor = model.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        if value is not None:
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, str(value)
+    return save(model, folder / "m.onnx")
+
+
+@pytest.fixture
+def external_folder(tmp_path):
+    """model/ with the weights in w.bin (after 8 bytes of padding); outside/ beside it."""
+    folder, outside = tmp_path / "model", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "w.bin").write_bytes(b"padding!" + WEIGHT.tobytes())
+    (outside / "secret.bin").write_bytes(WEIGHT.tobytes())
+    return folder
+
+
+def test_external_data_inside_the_folder_is_read(external_folder):
+    inline = convert_onnx(save(conv_model(), external_folder / "inline.onnx"), images())
+    (external_folder / "sub").mkdir()
+    os.symlink("../w.bin", external_folder / "sub" / "link.bin")        # a link that stays inside
+    for location in ("w.bin", "sub/../w.bin", "sub/link.bin"):
+        imported = convert_onnx(external_model(external_folder, location, offset=8, length=WEIGHT.nbytes), images())
+        assert list(imported.network.layers[0].weights) == list(inline.network.layers[0].weights)
+        assert imported.frac_bits == inline.frac_bits
+
+
+def make_location(folder: Path, case: str) -> tuple[str, dict]:
+    """The external data location (and offset/length) of one hostile case."""
+    if case == "link out":
+        os.symlink(folder.parent / "outside" / "secret.bin", folder / "link.bin")
+        return "link.bin", {}
+    if case == "folder link out":
+        os.symlink(folder.parent / "outside", folder / "dirlink")
+        return "dirlink/secret.bin", {}
+    if case == "link to /dev/zero":
+        os.symlink("/dev/zero", folder / "zero")
+        return "zero", {}
+    if case == "fifo":
+        os.mkfifo(folder / "fifo")
+        return "fifo", {}
+    if case == "folder":
+        (folder / "sub").mkdir()
+        return "sub", {}
+    return {"absolute": ("/dev/zero", {}), "dot-dot": ("../outside/secret.bin", {}), "empty": ("", {}),
+            "missing": ("nothere.bin", {}), "short length": ("w.bin", {"length": 8}),
+            "past the end": ("w.bin", {"offset": 9}), "huge offset": ("w.bin", {"offset": 2 ** 70}),
+            "negative offset": ("w.bin", {"offset": -5})}[case]
+
+
+EXTERNAL_CASES = {
+    "link out": "location 'link.bin' points outside the model's folder",
+    "folder link out": "location 'dirlink/secret.bin' points outside the model's folder",
+    "link to /dev/zero": "location 'zero' points outside the model's folder",
+    "fifo": "file 'fifo' is not a regular file",
+    "folder": "file 'sub' is not a regular file",
+    "absolute": "location '/dev/zero' must be a path relative to the model's folder",
+    "dot-dot": "location '../outside/secret.bin' points outside the model's folder",
+    "empty": "location '' must be a non-empty file name",
+    "missing": "file 'nothere.bin' cannot be opened (No such file or directory)",
+    "short length": "length 8 is not the 72 bytes of dims [2, 1, 3, 3]",
+    "past the end": "offset 9 + length 72 exceeds the size 80 of 'w.bin'",
+    "huge offset": f"offset {2 ** 70} + length 72 exceeds",
+    "negative offset": "offset -5 must be >= 0",
+}
+
+
+@pytest.mark.parametrize("case", EXTERNAL_CASES)
+def test_hostile_external_data_is_refused_naming_the_initializer(external_folder, case, capsys):
+    location, where = make_location(external_folder, case)
+    model = external_model(external_folder, location, **where)
+    # A child process: onnx versions that follow the location read /dev/zero or a FIFO forever.
+    result = run_cli(["import", model, "-o", external_folder / "m.h5", "--input-shape", "1,8,8"], timeout=60,
+                     memory_bytes=4 * 2 ** 30)
+    assert_cli_refused(result, f"m.onnx: field 'initializer 'W'': external data {EXTERNAL_CASES[case]}")
+
+
+# --- 3. unsupported operations through the command ------------------------------------------------
+
+
+def test_cli_reports_unsupported_operations_without_a_traceback(tmp_path, capsys):
+    model = save(conv_model(op="Sigmoid"), tmp_path / "sig.onnx")
+    np.save(tmp_path / "cal.npy", images())
+    assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--calibration", tmp_path / "cal.npy"],
+                   tmp_path, capsys, "aimcemu import: error: cannot import", "node 'act' (Sigmoid): Sigmoid is not "
+                   "supported")
+
+
+# --- 4. onnxruntime's errors and a fixed batch dimension ------------------------------------------
+
+
+def test_onnxruntime_errors_name_the_model(tmp_path, capsys):
+    wrong_channels = np.zeros((2, 3, 3, 3), np.float32)     # the image has 1 channel
+    model = save(conv_model(wrong_channels), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", images())
+    err = assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--calibration", tmp_path / "cal.npy"],
+                         tmp_path, capsys, "m.onnx: field 'calibration_data': onnxruntime failed on batch 0")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_fixed_batch_dimension_is_fed_batches_of_that_size(tmp_path):
+    data = images(100)
+    dynamic = convert_onnx(save(conv_model(batch="N"), tmp_path / "dyn.onnx"), data)
+    for batch in (1, 4):
+        fixed = convert_onnx(save(conv_model(batch=batch), tmp_path / f"b{batch}.onnx"), data)
+        assert list(fixed.network.layers[0].weights) == list(dynamic.network.layers[0].weights)
+        assert (fixed.input_frac_bits, fixed.frac_bits) == (dynamic.input_frac_bits, dynamic.frac_bits)
+    with pytest.raises(ValueError, match=r"calibration_data: the model fixes its batch size at 3; 1 image\(s\) are "
+                                         r"left over"):
+        convert_onnx(save(conv_model(batch=3), tmp_path / "b3.onnx"), data)
+
+
+# --- 5. shape subgraphs that allocate -------------------------------------------------------------
+
+
+def test_constant_of_shape_memory_bomb_is_refused(tmp_path):
+    const = lambda values, name: numpy_helper.from_array(np.asarray(values), name)  # noqa: E731
+    inits = [const(np.array([1, 1, 20000, 20000], np.int64), "mul"), const(np.array([0], np.int64), "s0"),
+             const(np.array([1], np.int64), "s1"), const(np.array([-1], np.int64), "m1")]
+    nodes = [helper.make_node("Shape", ["x"], ["sh"], name="shape"), helper.make_node("Mul", ["sh", "mul"], ["big"], name="mul"),
+             helper.make_node("ConstantOfShape", ["big"], ["bomb"], name="bomb"),
+             helper.make_node("Shape", ["bomb"], ["sh2"], name="shape2"),
+             helper.make_node("Slice", ["sh2", "s0", "s1"], ["n"], name="slice"),
+             helper.make_node("Concat", ["n", "m1"], ["target"], name="concat", axis=0)]
+    model = conv_model(nodes_before=nodes, extra_inits=inits)
+    model.graph.node.append(helper.make_node("Reshape", ["z", "target"], ["flat"], name="reshape"))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("flat", TensorProto.FLOAT, ["n", "f"]))
+    path = save(model, tmp_path / "bomb.onnx")
+    np.save(tmp_path / "cal.npy", images(4))
+    # 1.6 GB per image if onnxruntime ran it: a child process with 4 GiB of address space.
+    result = run_cli(["import", path, "-o", tmp_path / "m.h5", "--calibration", tmp_path / "cal.npy"], timeout=120,
+                     memory_bytes=4 * 2 ** 30)
+    assert_cli_refused(result, "node 'bomb' (ConstantOfShape): ConstantOfShape is not supported")
+
+
+# --- 6. QDQ scales and zero points -----------------------------------------------------------------
+
+
+def qdq_model(x_scale=0.01, x_zero=np.uint8(128), w_scale=None, axis=0, opset=13):
+    """QuantizeLinear/DequantizeLinear on the image, int8 weights with per-channel scales."""
+    w_scale = np.full((2,), 0.01, np.float32) if w_scale is None else w_scale
+    as_tensor = lambda a, n: numpy_helper.from_array(np.asarray(a), n)  # noqa: E731
+    inits = [as_tensor(np.float32(x_scale), "xs"), as_tensor(x_zero, "xz"),
+             as_tensor(np.full((2, 1, 3, 3), 10, np.int8), "Wq"), as_tensor(w_scale, "ws")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["Wq", "ws"], ["W"], name="dqw", axis=axis),
+             helper.make_node("Conv", ["xd", "W"], ["z"], name="conv")]
+    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", "c", "h", "w"])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({"x_scale": 0.0}, "field 'node 'qx' (QuantizeLinear)': scale must be finite and > 0, got [0.0]"),
+    ({"x_scale": -0.5}, "field 'node 'qx' (QuantizeLinear)': scale must be finite and > 0, got [-0.5]"),
+    ({"x_scale": np.nan}, "field 'node 'qx' (QuantizeLinear)': scale must be finite and > 0, got [nan]"),
+    ({"w_scale": np.array([0.01, np.inf], np.float32)}, "field 'node 'dqw' (DequantizeLinear)': scale must be finite"),
+    ({"w_scale": np.full(3, 0.01, np.float32)},
+     "'node 'dqw' (DequantizeLinear)': per-axis scale of shape [3] does not match axis 0 of the quantized tensor"),
+    ({"axis": 5}, "'node 'dqw' (DequantizeLinear)': per-axis scale of shape [2] does not match axis 5"),
+    ({"x_zero": np.int16(0), "opset": 21}, "node 'qx' (QuantizeLinear): int16 quantization is not supported"),
+])
+def test_bad_qdq_parameters_are_refused_naming_the_node(tmp_path, capsys, kwargs, expected):
+    model = save(qdq_model(**kwargs), tmp_path / "q.onnx")
+    assert_refused(["import", model, "-o", tmp_path / "out" / "q.h5"], tmp_path, capsys, f"q.onnx", expected)
+
+
+def test_valid_qdq_model_still_imports(tmp_path):
+    imported = convert_onnx(save(qdq_model(), tmp_path / "q.onnx"), images())
+    assert imported.weight_frac_bits[0] is not None
+
+
+# --- 7. the command's inputs, and Cast of a constant ------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["0,8,8", "1,8,70000", "1,-8,8", "1,8"])
+def test_input_shape_out_of_range_names_the_field(tmp_path, capsys, shape):
+    model = save(conv_model(), tmp_path / "m.onnx")
+    assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--input-shape", shape], tmp_path, capsys,
+                   "--input-shape: expected C,H,W (three integers in 1..65535)")
+
+
+def test_calibration_file_that_is_no_array_names_the_option(tmp_path, capsys):
+    model = save(conv_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object))
+    (tmp_path / "text.npy").write_text("not an array\n")
+    for name in ("pickled.npy", "text.npy"):
+        assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--calibration", tmp_path / name],
+                       tmp_path, capsys, f"--calibration: {tmp_path / name}: not a .npy array")
+
+
+def test_cast_of_a_constant_weight_follows_its_type(tmp_path):
+    casts = [helper.make_node("Cast", ["Wf"], ["Wi"], name="to_int", to=TensorProto.INT32),
+             helper.make_node("Cast", ["Wi"], ["W"], name="to_float", to=TensorProto.FLOAT)]
+    weight = np.full((2, 1, 3, 3), 1.7, np.float32)
+    model = conv_model(None, nodes_before=casts, extra_inits=[numpy_helper.from_array(weight, "Wf")])
+    imported = convert_onnx(save(model, tmp_path / "cast.onnx"), images())
+    weights = np.asarray(imported.network.layers[0].weights, np.float64) * 2.0 ** -imported.weight_frac_bits[0]
+    assert np.all(weights == 1.0)      # int32(1.7) = 1, as onnxruntime computes it
+
+
+# --- and: tensors whose data disagrees with their dims, huge strides, a Constant without value ----
+
+
+def test_initializer_data_longer_than_its_dims_names_the_initializer(tmp_path):
+    model = conv_model()
+    model.graph.initializer[0].raw_data = np.zeros(28, np.float32).tobytes()    # dims [2, 1, 3, 3]: 18
+    with pytest.raises(aimcemu.FormatError, match=r"m.onnx: field 'initializer 'W'': cannot reshape"):
+        convert_onnx(save(model, tmp_path / "m.onnx"), images())
+
+
+def test_stride_beyond_the_window_fields_is_refused_naming_the_node(tmp_path, capsys):
+    model = conv_model()
+    model.graph.node[0].attribute.append(helper.make_attribute("strides", [2 ** 40, 1]))
+    np.save(tmp_path / "cal.npy", images())
+    assert_refused(["import", save(model, tmp_path / "m.onnx"), "-o", tmp_path / "out" / "m.h5", "--calibration",
+                    tmp_path / "cal.npy"], tmp_path, capsys, f"conv: stride ({2 ** 40}, 1) must lie in 1..65535")
+
+
+def test_constant_without_a_value_is_unsupported_not_a_key_error(tmp_path):
+    constant = helper.make_node("Constant", [], ["W"], name="k", value_float=0.5)
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match="node 'k' \\(Constant\\): only a Constant with a dense 'value' tensor"):
+        convert_onnx(save(conv_model(None, nodes_before=[constant]), tmp_path / "m.onnx"), images())
