@@ -164,11 +164,17 @@ class RangeStatistics:
             raise _core.FormatError(f"{self.source}: field '{where or key}': calibration produced {bad} at batch "
                                     f"{batch} (counting from 0); no int8 scale can hold it")
         peak = float(values.max()) if values.size else 0.0
-        self.peak[key] = max(self.peak.get(key, 0.0), peak)
+        earlier_peak = self.peak.get(key, 0.0)
+        self.peak[key] = max(earlier_peak, peak)
         if key not in self._hist:
             self._hist[key] = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+            self._top[key] = 1.0
+        if earlier_peak == 0.0 and peak > 0.0:
+            # Every count so far is a zero, in bin 0 whatever top is, so top is chosen from the first
+            # batch with a non-zero value (exact): an all-zero first batch (a black image, batches of
+            # one) would otherwise leave the bins wider than the values need.
             # 2^1023 at most: 2.0 ** 1024 overflows; the loop below doubles to inf for such a peak.
-            self._top[key] = 2.0 ** min(math.ceil(math.log2(peak)), 1023) if peak > 0 else 1.0
+            self._top[key] = 2.0 ** min(math.ceil(math.log2(peak)), 1023)
         # Bounded: a finite peak is passed after at most ~2100 doublings, and top stops at inf.
         while peak >= self._top[key] and math.isfinite(self._top[key]):
             h = self._hist[key]

@@ -166,6 +166,8 @@ class _ExternalData:
         itemsize = _EXTERNAL_ITEMSIZE.get(tensor.data_type)
         if itemsize is None:
             raise self._fail(label, f"of type {onnx.TensorProto.DataType.Name(tensor.data_type)} is not supported")
+        if any(int(d) < 0 for d in tensor.dims):
+            raise self._fail(label, f"tensor of dims {list(tensor.dims)}: a dimension is negative")
         expected = math.prod(int(d) for d in tensor.dims) * itemsize
         offset = self._integer(label, info, "offset", 0)
         length = self._integer(label, info, "length", expected)
@@ -179,7 +181,13 @@ class _ExternalData:
         except OSError as exc:
             raise self._fail(label, f"file '{location}' cannot be opened ({exc.strerror})") from None
         try:
-            size = os.fstat(fd).st_size if stat.S_ISREG(os.fstat(fd).st_mode) else None
+            # The folders on the way may have been swapped for links since the check above
+            # (O_NOFOLLOW guards the last name only): the file opened must be inside the folder too.
+            opened = os.path.realpath(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else file
+            if os.path.commonpath([self.folder, opened]) != self.folder:
+                raise self._fail(label, f"location '{location}' points outside the model's folder {self.folder}")
+            st = os.fstat(fd)
+            size = st.st_size if stat.S_ISREG(st.st_mode) else None
             if size is None:
                 raise self._fail(label, f"file '{location}' is not a regular file")
             if offset + length > size:
@@ -404,7 +412,7 @@ class _Graph:
         op, a = node.op_type, _attrs(node)
         x = self.const[node.input[0]]
         if op == "QuantizeLinear":
-            zp = self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+            zp = _quantize_zero_point(self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else None, a)
             self._check_qdq(node, index, x, self.const[node.input[1]], zp, a.get("axis", 1))
             value = _quantize(x.astype(np.float64), self.const[node.input[1]], zp, a.get("axis", 1))
         elif op == "DequantizeLinear":
@@ -457,7 +465,7 @@ class _Graph:
     def _op_QuantizeLinear(self, node, index, ins, a):
         source = self._data(ins[0])
         scale = self._constant(ins[1], "scale")
-        zp = self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else np.zeros((), np.uint8)
+        zp = _quantize_zero_point(self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else None, a)
         if np.size(scale) != 1 or np.size(zp) != 1:
             raise _Skip("per-channel quantization of an activation is not supported (the format has one scale per tensor)")
         self._check_qdq(node, index, np.zeros(()), scale, zp, a.get("axis", 1))
@@ -603,6 +611,24 @@ class _Graph:
             moves.append(ScaleMove(node.where, "weight", (float(scales.min()), float(scales.max())), pow2,
                                    (float(bits.min()), float(bits.max()))))
         return moves
+
+
+def _quantize_zero_point(zero_point, a: dict) -> np.ndarray:
+    """A QuantizeLinear's zero point: its input, or, when it has none, 0 of the type its
+    output_dtype attribute names (opset 21), uint8 when neither is given.  A zero point of another
+    type than output_dtype is refused; only int8 and uint8 are supported (the network holds int8)."""
+    to = a.get("output_dtype", 0)
+    named = {onnx.TensorProto.INT8: np.int8, onnx.TensorProto.UINT8: np.uint8}
+    if to and to not in named:
+        raise _Skip(f"QuantizeLinear to {onnx.TensorProto.DataType.Name(to)} is not supported (only int8 and uint8: "
+                    "the network holds int8)")
+    if zero_point is None:
+        return np.zeros((), named.get(to, np.uint8))
+    zero_point = np.asarray(zero_point)
+    if to and zero_point.dtype != np.dtype(named[to]):
+        raise _Skip(f"QuantizeLinear's zero point is {zero_point.dtype} but its output_dtype is "
+                    f"{onnx.TensorProto.DataType.Name(to)}")
+    return zero_point
 
 
 def _cast_type(to) -> np.dtype:

@@ -381,3 +381,81 @@ def test_constant_without_a_value_is_unsupported_not_a_key_error(tmp_path):
     with pytest.raises(_netbuild.UnsupportedOperationError,
                        match="node 'k' \\(Constant\\): only a Constant with a dense 'value' tensor"):
         convert_onnx(save(conv_model(None, nodes_before=[constant]), tmp_path / "m.onnx"), images())
+
+
+# --- found in review: opset-21 output_dtype, negative dims, swapped folders, all-zero first batches ---
+
+
+def qdq21_activation_model(explicit_zero_point: bool, output_dtype=TensorProto.INT8):
+    """Conv, then QuantizeLinear to int8 named by output_dtype (no zero point) or by an int8 zero point."""
+    weight = np.random.default_rng(0).standard_normal((2, 1, 3, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(0.05, np.float32), "s")]
+    q_inputs, q_attrs = ["y", "s"], {}
+    if explicit_zero_point:
+        inits.append(numpy_helper.from_array(np.array(0, np.int8), "z"))
+        q_inputs.append("z")
+    else:
+        q_attrs["output_dtype"] = output_dtype
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv"),
+             helper.make_node("QuantizeLinear", q_inputs, ["q"], name="q", **q_attrs),
+             helper.make_node("DequantizeLinear", ["q", "s"] + (["z"] if explicit_zero_point else []), ["out"], name="dq")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", "c", "h", "w"])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_quantize_linear_without_zero_point_takes_its_output_dtype(tmp_path):
+    """int8 by output_dtype is signed: no implied ReLU, as with an int8 zero point (before: read as uint8)."""
+    explicit = convert_onnx(save(qdq21_activation_model(True), tmp_path / "zp.onnx"), images())
+    by_dtype = convert_onnx(save(qdq21_activation_model(False), tmp_path / "dtype.onnx"), images())
+    assert [(l.name, l.relu) for l in by_dtype.network.layers] == [(l.name, l.relu) for l in explicit.network.layers]
+    assert not any(l.relu for l in by_dtype.network.layers)
+    with pytest.raises(_netbuild.UnsupportedOperationError, match="QuantizeLinear to INT16 is not supported"):
+        convert_onnx(save(qdq21_activation_model(False, TensorProto.INT16), tmp_path / "int16.onnx"), images())
+
+
+def test_external_data_with_a_negative_dimension_names_the_initializer(external_folder, capsys):
+    model = conv_model()
+    tensor = model.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.dims[:] = [-2, 1, 3, 3]
+    tensor.data_location = TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", "w.bin"
+    path = save(model, external_folder / "m.onnx")
+    result = run_cli(["import", path, "-o", external_folder / "m.h5", "--input-shape", "1,8,8"], timeout=60)
+    assert_cli_refused(result, "m.onnx: field 'initializer 'W'': external data tensor of dims [-2, 1, 3, 3]: "
+                               "a dimension is negative")
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_is_refused(external_folder, monkeypatch):
+    """The location is checked, then a folder on its way becomes a link out before the open."""
+    from aimcemu import onnx_import
+
+    (external_folder / "sub").mkdir()
+    (external_folder / "sub" / "secret.bin").write_bytes(b"padding!" + WEIGHT.tobytes())
+    model = external_model(external_folder, "sub/secret.bin", offset=8, length=WEIGHT.nbytes)
+    real_realpath = os.path.realpath
+
+    def swap_after_the_check(path, *args, **kwargs):
+        resolved = real_realpath(path, *args, **kwargs)
+        if str(path).endswith("sub/secret.bin") and (external_folder / "sub").is_dir():
+            os.rename(external_folder / "sub", external_folder.parent / "outside" / "sub")
+            os.symlink(external_folder.parent / "outside" / "sub", external_folder / "sub")
+        return resolved
+
+    monkeypatch.setattr(onnx_import.os.path, "realpath", swap_after_the_check)
+    with pytest.raises(aimcemu.FormatError, match="location 'sub/secret.bin' points outside the model's folder"):
+        convert_onnx(model, images())
+
+
+def test_an_all_zero_first_batch_leaves_the_percentiles_as_one_batch_would():
+    """Batches of one image (a fixed batch of 1) with a black first image: the same histogram."""
+    values = np.random.default_rng(1).uniform(0, 0.45, size=(9, 64))
+    together, one_by_one = _netbuild.RangeStatistics(), _netbuild.RangeStatistics()
+    together.update("x", np.vstack([np.zeros((1, 64)), values]))
+    one_by_one.update("x", np.zeros((1, 64)))
+    for row in values:
+        one_by_one.update("x", row[None])
+    percentiles = [float(p) for p in range(1, 100)] + [99.9, 99.99]
+    assert [one_by_one.percentile("x", p) for p in percentiles] == [together.percentile("x", p) for p in percentiles]
