@@ -317,6 +317,17 @@ RACE_PRELUDE = """
             except _core.NetworkInUseError:
                 counts["refused"] += 1
             k += 1
+    # Runs undisturbed() (True when a pass gave one of the expected results) `passes` times while
+    # another thread keeps calling change(k); prints the count undisturbed, the passes and whether
+    # a change was refused.
+    def race(change, undisturbed, passes=12):
+        thread = threading.Thread(target=keep_changing, args=(change,))
+        thread.start()
+        try:
+            results = [undisturbed() for _ in range(passes)]
+        finally:
+            stop.set(); thread.join()
+        print(sum(results), len(results), int(counts["refused"] > 0))
 """
 
 
@@ -328,13 +339,8 @@ def test_a_thread_replacing_the_layers_during_run_network_is_refused_and_every_p
     b = _core.zoo.resnet50(False, 2, 32, 10); b.resolve()
     net = _core.zoo.resnet18(1, 32, 10); net.resolve()
     expected = [result(a), result(b)]
-    thread = threading.Thread(target=keep_changing, args=(lambda k: setattr(net, "layers", (b if k % 2 else a).layers),))
-    thread.start()
-    try:
-        undisturbed = [any(np.array_equal(result(net), e) for e in expected) for _ in range(12)]
-    finally:
-        stop.set(); thread.join()
-    print(sum(undisturbed), len(undisturbed), int(counts["refused"] > 0))
+    race(lambda k: setattr(net, "layers", (b if k % 2 else a).layers),
+         lambda: any(np.array_equal(result(net), e) for e in expected))
     """)
     assert out.split() == ["12", "12", "1"]
 
@@ -352,13 +358,7 @@ def test_a_thread_replacing_weights_during_run_network_is_refused_and_every_pass
         expected.append(result(net))
     def flip(k):
         net.layers[big].weights = versions[k % 2]
-    thread = threading.Thread(target=keep_changing, args=(flip,))
-    thread.start()
-    try:
-        undisturbed = [any(np.array_equal(result(net), e) for e in expected) for _ in range(12)]
-    finally:
-        stop.set(); thread.join()
-    print(sum(undisturbed), len(undisturbed), int(counts["refused"] > 0))
+    race(flip, lambda: any(np.array_equal(result(net), e) for e in expected))
     """)
     assert out.split() == ["12", "12", "1"]
 
@@ -377,12 +377,6 @@ def test_a_thread_replacing_weights_while_content_digest_hashes_is_refused():
         expected.append(content_digest(net, images))
     def flip(k):
         net.layers[big].weights = versions[k % 2]
-    thread = threading.Thread(target=keep_changing, args=(flip,))
-    thread.start()
-    try:
-        undisturbed = [content_digest(net, images) in expected for _ in range(200)]
-    finally:
-        stop.set(); thread.join()
-    print(sum(undisturbed), len(undisturbed), int(counts["refused"] > 0))
+    race(flip, lambda: content_digest(net, images) in expected, passes=200)
     """)
     assert out.split() == ["200", "200", "1"]
