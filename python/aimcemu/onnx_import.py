@@ -130,6 +130,9 @@ _EXTERNAL_ITEMSIZE = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.DOUBLE: 8, onn
                       onnx.TensorProto.BOOL: 1}
 # All external data of one model together (a float ResNet-152 holds 240 MB).
 MAX_EXTERNAL_BYTES = 2 ** 31
+# External tensors of one model (a ResNet-152 has about 800): bounds the work of a file of many
+# empty ones, which MAX_EXTERNAL_BYTES does not.
+MAX_EXTERNAL_TENSORS = 100_000
 
 
 class _ExternalData:
@@ -142,13 +145,20 @@ class _ExternalData:
         self.path = path
         self.folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
         self.total = 0
+        self.tensors = 0
+        self._files: dict[str, tuple[int, int]] = {}  # a checked file's real path -> (descriptor, size)
 
     def read_into(self, model) -> None:
-        for label, tensor in _all_tensors(model.graph):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                tensor.raw_data = self._read(label, tensor)
-                del tensor.external_data[:]
-                tensor.data_location = onnx.TensorProto.DEFAULT
+        try:
+            for label, tensor in _all_tensors(model.graph):
+                if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                    tensor.raw_data = self._read(label, tensor)
+                    del tensor.external_data[:]
+                    tensor.data_location = onnx.TensorProto.DEFAULT
+        finally:
+            for fd, _ in self._files.values():
+                os.close(fd)
+            self._files.clear()
 
     def _fail(self, label: str, what: str):
         return _core.FormatError(f"{self.path}: field '{label}': external data {what}")
@@ -174,8 +184,24 @@ class _ExternalData:
         if length != expected:
             raise self._fail(label, f"length {length} is not the {expected} bytes of dims {list(tensor.dims)}")
         self.total += expected
+        self.tensors += 1
         if self.total > MAX_EXTERNAL_BYTES:
             raise self._fail(label, f"exceeds {MAX_EXTERNAL_BYTES} bytes over all tensors")
+        if self.tensors > MAX_EXTERNAL_TENSORS:
+            raise self._fail(label, f"is stored for more than {MAX_EXTERNAL_TENSORS} tensors")
+        fd, size = self._opened(label, location, file)
+        if offset + length > size:
+            raise self._fail(label, f"offset {offset} + length {length} exceeds the size {size} of '{location}'")
+        data = os.pread(fd, length, offset)
+        if len(data) != length:
+            raise self._fail(label, f"file '{location}' shrank while being read")
+        return data
+
+    def _opened(self, label: str, location: str, file: str) -> tuple[int, int]:
+        """(descriptor, size) of the checked `file`, opened once per model: the tensors of a
+        model mostly share one file."""
+        if file in self._files:
+            return self._files[file]
         try:
             fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
@@ -187,17 +213,13 @@ class _ExternalData:
             if os.path.commonpath([self.folder, opened]) != self.folder:
                 raise self._fail(label, f"location '{location}' points outside the model's folder {self.folder}")
             st = os.fstat(fd)
-            size = st.st_size if stat.S_ISREG(st.st_mode) else None
-            if size is None:
+            if not stat.S_ISREG(st.st_mode):
                 raise self._fail(label, f"file '{location}' is not a regular file")
-            if offset + length > size:
-                raise self._fail(label, f"offset {offset} + length {length} exceeds the size {size} of '{location}'")
-            data = os.pread(fd, length, offset)
-        finally:
+        except BaseException:
             os.close(fd)
-        if len(data) != length:
-            raise self._fail(label, f"file '{location}' shrank while being read")
-        return data
+            raise
+        self._files[file] = (fd, st.st_size)
+        return self._files[file]
 
     def _integer(self, label: str, info: dict, key: str, default: int) -> int:
         if key not in info:

@@ -459,3 +459,45 @@ def test_an_all_zero_first_batch_leaves_the_percentiles_as_one_batch_would():
         one_by_one.update("x", row[None])
     percentiles = [float(p) for p in range(1, 100)] + [99.9, 99.99]
     assert [one_by_one.percentile("x", p) for p in percentiles] == [together.percentile("x", p) for p in percentiles]
+
+
+def many_external_tensors_model(folder: Path, count: int) -> Path:
+    """conv_model with `count` - 1 extra empty initializers, all stored in w.bin with the weight."""
+    model = conv_model()
+    weight = model.graph.initializer[0]
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "w.bin"), ("offset", "8"), ("length", str(WEIGHT.nbytes))):
+        entry = weight.external_data.add()
+        entry.key, entry.value = key, value
+    for i in range(count - 1):
+        extra = numpy_helper.from_array(np.zeros((0,), np.float32), f"empty{i}")
+        extra.ClearField("raw_data")
+        extra.data_location = TensorProto.EXTERNAL
+        entry = extra.external_data.add()
+        entry.key, entry.value = "location", "w.bin"
+        model.graph.initializer.append(extra)
+    return save(model, folder / "m.onnx")
+
+
+def test_external_tensors_sharing_a_file_open_it_once(external_folder, monkeypatch):
+    from aimcemu import onnx_import
+
+    path = many_external_tensors_model(external_folder, 50)
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(onnx_import.os, "open", lambda p, *a, **k: (opened.append(p), real_open(p, *a, **k))[1])
+    before = len(os.listdir("/proc/self/fd"))
+    model = onnx_import._load(os.fspath(path))
+    assert opened.count(os.path.realpath(external_folder / "w.bin")) == 1
+    assert len(os.listdir("/proc/self/fd")) == before  # closed after the load
+    assert numpy_helper.to_array(model.graph.initializer[0]).tobytes() == WEIGHT.tobytes()
+
+
+def test_too_many_external_tensors_are_refused(external_folder, monkeypatch):
+    from aimcemu import onnx_import
+
+    monkeypatch.setattr(onnx_import, "MAX_EXTERNAL_TENSORS", 20)
+    path = many_external_tensors_model(external_folder, 25)
+    with pytest.raises(aimcemu.FormatError, match="external data is stored for more than 20 tensors"):
+        onnx_import._load(os.fspath(path))
