@@ -7,7 +7,6 @@ and bad input raises :class:`aimcemu.FormatError` naming the file and the field.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -211,23 +210,19 @@ class OpenedInputs:
 
     @classmethod
     def open(cls, *paths) -> "OpenedInputs | None":
-        """Opens each path (regular files only, checked before the open: opening a device can act
-        on it); None when one cannot be opened so (the ordinary load then reports why) or when
-        this system has no /proc/self/fd."""
+        """Opens each path as the loaders do (_core.files.open_input: only a regular file, and a
+        device or FIFO renamed over the path is never opened); None when one cannot be opened so
+        (the ordinary load then reports why) or when this system has no /proc/self/fd."""
         if not os.path.isdir("/proc/self/fd"):
             return None
         opened = cls([])
         try:
             for path in paths:
-                if not stat.S_ISREG(os.stat(path).st_mode):
-                    raise OSError(f"{path}: not a regular file")
-                opened.descriptors.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY))
-            if all(stat.S_ISREG(os.fstat(fd).st_mode) for fd in opened.descriptors):
-                return opened
-        except (OSError, ValueError):
-            pass
-        opened.close()
-        return None
+                opened.descriptors.append(_core.files.open_input(os.fspath(path)))
+            return opened
+        except (_core.FormatError, ValueError):
+            opened.close()
+            return None
 
     def identities(self) -> tuple:
         return tuple(file_identity(os.fstat(fd)) for fd in self.descriptors)

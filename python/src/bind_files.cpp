@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "common/temp_files.hpp"
 #include "formats/between_reads_hook.hpp"
+#include "formats/field_reader.hpp"
 #include "formats/results_reader.hpp"
 #include "formats/untrusted_file.hpp"
 
@@ -127,6 +128,10 @@ void bind_files(py::module_& m) {
         return d;
     }, py::arg("name"), "The parts of a temporary file name (target, host, pid), or None.");
     files.def("host_tag", &files::host_tag, "This machine's name as temporary file names carry it.");
+    files.def("open_input", &open_user_file_descriptor, py::arg("path"),
+              "Opens a user's input file for reading as the loaders do (formats/field_reader.hpp): the path\n"
+              "resolved once, only a regular file opened, so a device or FIFO renamed over it is never opened.\n"
+              "Returns the descriptor (close-on-exec, the caller's to close); FormatError naming the path.");
     files.def("check_helper", [] { return file_check_helper(); },
               "The helper that reads user files first, in its own process ('' = none: read in-process).");
     files.def("set_check_helper", &set_file_check_helper, py::arg("executable"),

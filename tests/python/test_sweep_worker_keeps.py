@@ -334,3 +334,22 @@ def test_a_run_on_other_files_drops_the_kept_inputs_before_its_load(files, digit
     monkeypatch.setattr(modelfile, "SETTLED_NS", 3600 * 10**9)  # the other files are not kept
     run_noisy(other_model, data, tmp_path / "second.h5")
     assert keeping.loads == 2 and keeping.bytes == 0
+
+
+def test_the_kept_inputs_open_their_files_with_the_loaders_opener(files, tmp_path, monkeypatch):
+    """OpenedInputs opens through _core.files.open_input, whose path is resolved once and only a
+    regular file opened (test_io_hostile_files: a FIFO flipped over the path is never opened), not
+    by a stat and an open of its own that a device renamed over the path in between would pass."""
+    from aimcemu import _core
+
+    model, _ = files
+    fifo = tmp_path / "fifo.h5"
+    os.mkfifo(fifo)
+    assert modelfile.OpenedInputs.open(model, fifo) is None
+    with pytest.raises(OSError):  # ENXIO: nobody holds the FIFO open for reading
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    opener, used = _core.files.open_input, []
+    monkeypatch.setattr(_core.files, "open_input", lambda path: (used.append(path), opener(path))[1])
+    opened = modelfile.OpenedInputs.open(model, model)
+    assert opened is not None and used == [os.fspath(model)] * 2
+    opened.close()
