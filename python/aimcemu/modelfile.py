@@ -152,6 +152,11 @@ class InputsCache:
         with self._lock:
             self._kept = None
 
+    def holds(self, entry: KeptInputs | None) -> bool:
+        """Whether `entry` (a run's RunInputs.kept) is the one kept now."""
+        with self._lock:
+            return entry is not None and self._kept is entry
+
     def lookup(self, identities: tuple) -> KeptInputs | None:
         """The kept inputs when they were loaded from files with these identities."""
         with self._lock:

@@ -22,7 +22,7 @@ import ctypes
 import os
 
 from . import niu, validate
-from .modelfile import process_inputs
+from .modelfile import KeptInputs, process_inputs
 from .reference import process_cache
 
 __all__ = ["kept_bytes", "release", "make_room", "keep_freed_memory", "MMAP_THRESHOLD_BYTES",
@@ -86,21 +86,27 @@ def kept_bytes() -> int:
     return process_cache().bytes + process_inputs().bytes + niu.kept_memory_bytes()
 
 
-def release() -> int:
-    """Frees everything kept_bytes() counts; returns the bytes freed."""
+def release(in_use: KeptInputs | None = None) -> int:
+    """Frees everything kept_bytes() counts, except the kept model and data set when they are
+    `in_use` (the running run's own: freeing them would give back nothing while the run holds them,
+    and only make the next run load them again); returns the bytes freed."""
     cache, inputs = process_cache(), process_inputs()
-    freed = cache.bytes + inputs.bytes
+    freed = cache.bytes
     cache.clear()
-    inputs.clear()
+    if not inputs.holds(in_use):
+        freed += inputs.bytes
+        inputs.clear()
     return freed + niu.release_kept_memory()
 
 
-def make_room(need: int) -> None:
+def make_room(need: int, in_use: KeptInputs | None = None) -> None:
     """Frees what the process keeps when a run that holds `need` bytes of arrays would, beside it,
-    exceed the machine's memory, or needs more than the kernel has available now."""
-    kept = kept_bytes()
+    exceed the machine's memory, or needs more than the kernel has available now.  `in_use`: the
+    kept model and data set the run took (RunInputs.kept), which are the run's own memory, not
+    room to be made: neither counted nor freed."""
+    kept = kept_bytes() - (in_use.nbytes if process_inputs().holds(in_use) else 0)
     if not kept:
         return
     available = validate.available_memory()
     if need + kept > validate.physical_memory() or (available is not None and need > available):
-        release()
+        release(in_use)

@@ -115,7 +115,7 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
                                                                 placements, len(coordinates)),
                               int(np.prod(tuple(net_layers[net.output_index()].out_shape))), len(coordinates),
                               cfg.data, cfg.sources.get("chips", "<arguments>"))
-    process_memory.make_room(need)  # what the process keeps from earlier runs is a cache
+    process_memory.make_room(need, kept)  # what the process keeps from earlier runs is a cache
     if cfg.output is None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
     resolved = cfg.stored(net, out_path, len(labels), placements, len(coordinates))

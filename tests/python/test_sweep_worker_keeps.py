@@ -353,3 +353,37 @@ def test_the_kept_inputs_open_their_files_with_the_loaders_opener(files, tmp_pat
     opened = modelfile.OpenedInputs.open(model, model)
     assert opened is not None and used == [os.fspath(model)] * 2
     opened.close()
+
+
+def test_making_room_keeps_the_inputs_the_run_is_using(files, keeping, monkeypatch, tmp_path):
+    """Freeing the kept model and data set that the run itself holds gives back no memory; it only
+    made the next run load them again.  The reference cache is still freed."""
+    from aimcemu import validate
+
+    model, data = files
+    run_noisy(model, data, tmp_path / "first.h5")
+    assert keeping.loads == 1 and process_cache().bytes > 0
+    with monkeypatch.context() as patch:
+        patch.setattr(validate, "available_memory", lambda: 0)  # the run must make room
+        run_noisy(model, data, tmp_path / "second.h5")
+    assert keeping.bytes > 0 and process_cache().bytes > 0  # the second run's own reference
+    run_noisy(model, data, tmp_path / "third.h5")
+    assert keeping.loads == 1
+    assert_same_contents(file_contents(tmp_path / "third.h5"), file_contents(tmp_path / "first.h5"))
+
+
+def test_making_room_counts_no_inputs_in_use(files, keeping, monkeypatch, tmp_path):
+    """A run whose only kept memory is its own inputs finds nothing to free: kept_bytes less them."""
+    model, data = files
+    run_noisy(model, data, tmp_path / "first.h5")
+    process_cache().clear()
+    aimcemu.niu.release_kept_memory()
+    kept = modelfile.process_inputs()._kept
+    released = []
+    monkeypatch.setattr(process_memory, "release", lambda in_use=None: released.append(in_use) or 0)
+    from aimcemu import validate
+    monkeypatch.setattr(validate, "available_memory", lambda: 0)
+    process_memory.make_room(1, kept)
+    assert released == []
+    process_memory.make_room(1)
+    assert released == [None]
