@@ -23,8 +23,8 @@ import numpy as np
 
 from . import modelfile
 from ._optional import require
-from .results import (METRICS, open_layer, open_run, open_sweep, round_coordinates, round_coords, round_slots,
-                      xarray_module)
+from .results import (METRICS, checked_layer_names, coordinates_of, open_checked, open_layer, open_run, open_sweep,
+                      round_coordinates, round_coords, round_slots, xarray_module)
 from .sweeps import sweep
 
 __all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_stats", "activation_histograms",
@@ -32,21 +32,6 @@ __all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_s
            "student_t_quantile", "METRICS"]
 
 # --- one run ------------------------------------------------------------------------------------
-def _layer_names(f, layers) -> list[str]:
-    names = sorted(f["layers"].keys(), key=lambda n: int(f["layers"][n].attrs["index"]))
-    if layers is None:
-        return [n for n in names if bool(f["layers"][n].attrs["activations_stored"])]
-    missing = [n for n in ([layers] if isinstance(layers, str) else layers) if n not in names]
-    if missing:
-        raise KeyError(f"{missing[0]!r} is not a layer of this results file (layers: {', '.join(names)})")
-    return [layers] if isinstance(layers, str) else list(layers)
-
-
-def _stored(group, name: str, path) -> None:
-    if not bool(group.attrs["activations_stored"]):
-        raise ValueError(f"{path}: layer '{name}' has no stored activations (run with layers='all' or name it)")
-
-
 def error_stats(path, layers=None) -> "xarray.Dataset":
     """Mean and standard deviation of the activation error (noisy - reference, in int8 codes)
     per layer and round, over all images and elements; exact sums in int64, one round in memory
@@ -54,14 +39,14 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
     import h5py
 
     xr = xarray_module()
-    with h5py.File(path, "r") as f:
-        names = _layer_names(f, layers)
-        rounds = len(f["round"])
+    info, file = open_checked(path)
+    with file, h5py.File(file, "r") as f:
+        names = checked_layer_names(info, layers, os.fspath(path), stored_only=True)
+        rounds = len(info["chip"])
         mean = np.full((len(names), rounds), np.nan)
         std = np.full((len(names), rounds), np.nan)
         for i, name in enumerate(names):
             group = f["layers"][name]
-            _stored(group, name, path)
             ref = group["reference"][()].astype(np.int64)
             for r in range(rounds):
                 err = group["activations"][r].astype(np.int64) - ref
@@ -69,7 +54,8 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
                 total, squares = int(err.sum()), int((err * err).sum())
                 mean[i, r] = total / n if n else np.nan
                 std[i, r] = math.sqrt(max(squares / n - (total / n) ** 2, 0.0)) if n else np.nan
-        coords = {"layer": names, **round_coords(f)}
+    round_values = coordinates_of(info)
+    coords = {"layer": names, "round": round_values.pop("round"), **{k: ("round", v) for k, v in round_values.items()}}
     return xr.Dataset({"error_mean": (("layer", "round"), mean), "error_std": (("layer", "round"), std)},
                       coords=coords)
 
@@ -81,14 +67,14 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
     import h5py
 
     xr = xarray_module()
-    with h5py.File(path, "r") as f:
-        names = _layer_names(f, layers)
-        chosen = range(len(f["round"])) if rounds is None else list(rounds)
+    info, file = open_checked(path)
+    with file, h5py.File(file, "r") as f:
+        names = checked_layer_names(info, layers, os.fspath(path), stored_only=True)
+        chosen = range(len(info["chip"])) if rounds is None else list(rounds)
         ref_counts = np.zeros((len(names), 256), np.int64)
         noisy_counts = np.zeros((len(names), 256), np.int64)
         for i, name in enumerate(names):
             group = f["layers"][name]
-            _stored(group, name, path)
             ref_counts[i] = np.bincount(group["reference"][()].ravel().astype(np.int64) + 128, minlength=256)
             for r in chosen:
                 noisy_counts[i] += np.bincount(group["activations"][r].ravel().astype(np.int64) + 128, minlength=256)

@@ -60,9 +60,9 @@ class _Source:
             self.ds = open_sweep(self.path, lazy=False)
             self.config = self.ds.attrs["config"]
         else:
-            run = open_run(self.path)
-            self.ds = analysis.run_as_grid(run)
-            self.config = run.attrs["config"]
+            self.run = open_run(self.path)
+            self.ds = analysis.run_as_grid(self.run)
+            self.config = self.run.attrs["config"]
         self.grid_dims = [d for d in self.ds["accuracy"].dims if d not in ("chip", "t", "rep")]
 
     def points(self) -> list[dict]:
@@ -75,17 +75,18 @@ class _Source:
         stacked = self.ds["done"].stack(point=self.grid_dims)
         return [{d: p[d].item() for d in self.grid_dims} for p in stacked if bool(p)]
 
-    def files_with_activations(self) -> list[Path]:
-        import h5py
-
-        files = [self.path] if not self.is_sweep else [self.path / f for f in np.ravel(self.ds["file"].values)]
+    def files_with_activations(self) -> list[tuple[Path, list[str]]]:
+        """(file, its layers with stored activations in network order) of every file that has
+        rounds and stores some, from what opening the run or sweep read of each file."""
+        if not self.is_sweep:
+            stored = [str(n) for n, s in zip(self.run["layer"].values, self.run["activations_stored"].values) if s]
+            return [(self.path, stored)] if stored and self.run.sizes["round"] else []
         found = []
-        for path in files:
-            if not Path(path).is_file():
-                continue
-            with h5py.File(path, "r") as f:
-                if len(f["round"]) and any(bool(g.attrs["activations_stored"]) for g in f["layers"].values()):
-                    found.append(Path(path))
+        layers = [str(n) for n in self.ds["layer"].values]
+        for file, stored in zip(np.ravel(self.ds["file"].values),
+                                self.ds["activations_stored"].values.reshape(-1, len(layers))):
+            if stored.any():
+                found.append((self.path / file, [n for n, s in zip(layers, stored) if s]))
         return found
 
 
@@ -221,16 +222,13 @@ def build_figures(results, layers: Sequence[str] | None = None, max_heatmaps: in
             figures[f"SNR heatmap: {_point_name(point)}"] = _png(snr_heatmap_figure(src, point))
     stored = src.files_with_activations()
     if stored:
-        import h5py
-
-        with h5py.File(stored[0], "r") as f:
-            available = [n for n, g in f["layers"].items() if bool(g.attrs["activations_stored"])]
+        path, available = stored[0]
         chosen = list(layers) if layers else available[:3]
         missing = [n for n in chosen if n not in available]
         if missing:
-            raise ValueError(f"report: layer '{missing[0]}' has no stored activations in {stored[0]} "
+            raise ValueError(f"report: layer '{missing[0]}' has no stored activations in {path} "
                              f"(stored: {', '.join(available)})")
-        figures["Activation histograms"] = _png(histogram_figure(stored[0], chosen))
+        figures["Activation histograms"] = _png(histogram_figure(path, chosen))
     return src, figures
 
 

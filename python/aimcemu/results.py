@@ -4,9 +4,12 @@ The file formats are docs/hdf5_layout.md (a run) and docs/sweeps.md (a sweep fol
 index.json and tasks/<n>-<id>.h5).  aimcemu.sweeps writes sweep folders, aimcemu.analysis and
 aimcemu.report read them through this module, so neither depends on the other.
 
-Metrics and coordinates are read with h5py (one open per file, not one per group); activations
-stay on disk.  ``open_sweep(lazy=True)`` builds dask arrays with one block per task file, so a
-sweep larger than memory opens instantly and reductions stream through the files.
+A results file is user input: the HDF5 library can crash on a corrupt one, so every file is first
+read by the checking process (formats/untrusted_file.hpp), and then this process reads the very
+file that was checked, through the same descriptor, whatever the path names by then.  Metrics and
+coordinates come from the core's reader (``_core.read_results``: everything but the activations);
+the activations are read with h5py or xarray through a file object of the checked descriptor
+(``open_checked``), and stay on disk until asked for.
 """
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ INDEX_FILE = "index.json"
 TASK_FOLDER = "tasks"
 FORMAT = "aimcemu-sweep"
 FORMAT_VERSION = 1
+# Task files read per call of the core's reader when a sweep folder is opened: what it returns of
+# each (labels included) is held only for a batch at a time.
+TASK_FILES_PER_READ = 128
 
 
 def xarray_module():
@@ -51,41 +57,70 @@ def round_coords(f) -> dict:
     return {"round": values.pop("round"), **{name: ("round", v) for name, v in values.items()}}
 
 
+def coordinates_of(info: dict) -> dict[str, np.ndarray]:
+    """round_coordinates from what _core.read_results read of a file (which checked that the
+    file's round dataset holds the positions 0..R-1)."""
+    rounds = len(info["chip"])
+    return {"round": np.arange(rounds, dtype=np.int64), "chip": np.asarray(info["chip"], dtype=np.int64),
+            "t": np.asarray(info["t"], dtype=np.float64), "niu_round": np.asarray(info["niu_round"], dtype=np.int64),
+            "drift_compensation": np.array(list(info["drift_compensation"]), dtype=object)}
+
+
 def check_results_file(path, check: bool = True) -> dict:
     """Validates a results file before anything reads it (the C++ reader, _core.read_results):
     not HDF5, truncated, another format or version, a missing or inconsistent field, a config
-    that is not JSON: FormatError naming the file and the field.  Returns what it read.
-    check=False: the file already passed the checking process (_core.check_results_files)."""
+    that is not JSON: FormatError naming the file and the field.  Returns what it read (the
+    file's config parsed, as "config_dict").  check=False skips the checking process."""
+    return _with_config(_core.read_results(os.fspath(path), check), os.fspath(path))
+
+
+def open_checked(path) -> tuple[dict, "io.BufferedReader"]:
+    """check_results_file(path), and a file object of the very file that was checked and read
+    (h5py.File and xarray's h5netcdf engine take it), for reading the activations: a file renamed
+    over the path since is not what is read.  The caller closes the file object."""
     source = os.fspath(path)
-    info = _core.read_results(source, check)
+    descriptor, info = _core.files.open_checked_results(source)
+    file = os.fdopen(descriptor, "rb")
     try:
-        json.loads(info["config"])
+        return _with_config(info, source), file
+    except BaseException:
+        file.close()
+        raise
+
+
+def _with_config(info: dict, source: str) -> dict:
+    try:
+        info["config_dict"] = json.loads(info["config"])
     except ValueError as exc:
         raise _core.FormatError(f"{source}: field 'config': not valid JSON ({exc})") from None
+    if not isinstance(info["config_dict"], dict):
+        raise _core.FormatError(f"{source}: field 'config': expected a JSON object")
     return info
+
+
+def layers_of(info: dict) -> list[dict]:
+    """The layers of a results file (what _core.read_results read of each) in network order."""
+    return sorted(info["layers"], key=lambda layer: int(layer["index"]))
 
 
 def open_run(path) -> "xarray.Dataset":
     """A results file as a Dataset: accuracy[round] (round = 0..R-1) with chip, t, niu_round and
     drift_compensation coordinates, the per-layer metrics [layer, round], reference_accuracy, and
     the file's config (attrs["config"], a dict)."""
-    import h5py
-
     xr = xarray_module()
-    check_results_file(path)
-    with h5py.File(path, "r") as f:
-        layers = list(f["layers"].keys())
-        layers.sort(key=lambda name: int(f["layers"][name].attrs["index"]))
-        data = {"accuracy": (("round",), f["accuracy"][()]),
-                "reference_accuracy": ((), float(f["reference_accuracy"][()]))}
-        for metric in METRICS:
-            data[metric] = (("layer", "round"),
-                            np.stack([f["layers"][n][metric][()] for n in layers]) if layers
-                            else np.zeros((0, len(f["round"]))))
-        coords = {**round_coords(f), "layer": layers,
-                  "kind": ("layer", [str(f["layers"][n].attrs["kind"]) for n in layers]),
-                  "activations_stored": ("layer", [bool(f["layers"][n].attrs["activations_stored"]) for n in layers])}
-        attrs = {"model": str(f.attrs["model"]), "path": os.fspath(path), "config": json.loads(f.attrs["config"])}
+    info = check_results_file(path)
+    layers = layers_of(info)
+    rounds = len(info["chip"])
+    data = {"accuracy": (("round",), np.asarray(info["accuracy"], dtype=np.float64)),
+            "reference_accuracy": ((), float(info["reference_accuracy"]))}
+    for metric in METRICS:
+        data[metric] = (("layer", "round"), np.stack([np.asarray(l[metric], dtype=np.float64) for l in layers])
+                        if layers else np.zeros((0, rounds)))
+    round_values = coordinates_of(info)
+    coords = {"round": round_values.pop("round"), **{name: ("round", v) for name, v in round_values.items()},
+              "layer": [l["name"] for l in layers], "kind": ("layer", [l["kind"] for l in layers]),
+              "activations_stored": ("layer", [bool(l["activations_stored"]) for l in layers])}
+    attrs = {"model": info["model"], "path": os.fspath(path), "config": info["config_dict"]}
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     ds["t"].attrs["units"] = "s"
     ds["snr_db"].attrs["units"] = "dB"
@@ -94,9 +129,34 @@ def open_run(path) -> "xarray.Dataset":
 
 def open_layer(path, layer: str, chunks: dict | None = None) -> "xarray.Dataset":
     """One layer group (reference[image, y, x, channel], activations[round, ...], metrics) as a
-    lazy dask-backed Dataset, one chunk per round (the file's own chunking)."""
-    return xarray_module().open_dataset(path, group=f"layers/{layer}", engine="h5netcdf",
-                              chunks={"round": 1} if chunks is None else chunks)
+    lazy dask-backed Dataset, one chunk per round (the file's own chunking), read from the file
+    that was checked (open_checked); the file stays open while the Dataset refers to it."""
+    xr = xarray_module()
+    info, file = open_checked(path)
+    try:
+        checked_layer_names(info, layer, os.fspath(path))
+        return xr.open_dataset(file, group=f"layers/{layer}", engine="h5netcdf",
+                               chunks={"round": 1} if chunks is None else chunks)
+    except BaseException:
+        file.close()
+        raise
+
+
+def checked_layer_names(info: dict, layers, source: str, stored_only: bool = False) -> list[str]:
+    """`layers` (a name or names; None: every layer with stored activations) checked against the
+    layers of a results file (what _core.read_results read of it): KeyError naming the missing
+    layer; with stored_only (or layers=None) ValueError for a layer without stored activations."""
+    by_name = {l["name"]: l for l in layers_of(info)}
+    if layers is None:
+        return [name for name, l in by_name.items() if l["activations_stored"]]
+    chosen = [layers] if isinstance(layers, str) else list(layers)
+    missing = [name for name in chosen if name not in by_name]
+    if missing:
+        raise KeyError(f"{missing[0]!r} is not a layer of this results file (layers: {', '.join(by_name)})")
+    unstored = [name for name in chosen if stored_only and not by_name[name]["activations_stored"]]
+    if unstored:
+        raise ValueError(f"{source}: layer '{unstored[0]}' has no stored activations (run with layers='all' or name it)")
+    return chosen
 
 
 def read_task_summary(path, check: bool = True) -> dict:
@@ -173,31 +233,26 @@ def _task_layout(index: dict) -> tuple[int, list[float], int, list[str] | None]:
     return int(cfg["chips"]), [float(t) for t in cfg["t"]], int(cfg["rounds"]), names if names and len(names) > 1 else None
 
 
-def _task_arrays(path: str, layers: list[str], chips: int, times: list[float], reps: int,
+def _task_arrays(info: dict, layers: list[str], chips: int, times: list[float], reps: int,
                  compensations: list[str] | None = None) -> dict:
-    """One task file as dense arrays: accuracy[chip, t, rep], metrics[layer, chip, t, rep]
-    (with a leading drift_compensation axis after layer when `compensations` is given; NaN
-    where the file has no such layer or round)."""
-    import h5py
-
+    """One task file (what _core.read_results read of it) as dense arrays: accuracy[chip, t, rep],
+    metrics[layer, chip, t, rep] (with a leading drift_compensation axis after layer when
+    `compensations` is given; NaN where the file has no such layer or round)."""
     shape = (*((len(compensations),) if compensations else ()), chips, len(times), reps)
-    out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(np.nan)}
+    out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(float(info["reference_accuracy"]))}
     out.update({m: np.full((len(layers), *shape), np.nan) for m in METRICS})
-    check_results_file(path, check=False)  # open_sweep ran the checking process on every task file
-    with h5py.File(path, "r") as f:
-        out["reference_accuracy"] = np.array(float(f["reference_accuracy"][()]))
-        coords = round_coordinates(f)
-        slots = round_slots(coords["chip"], coords["t"], times, reps, coords["drift_compensation"], compensations)
-        acc = f["accuracy"][()]
-        for r, slot in enumerate(slots):
-            out["accuracy"][slot] = acc[r]
-        for li, name in enumerate(layers):
-            if name not in f["layers"]:
-                continue
-            for metric in METRICS:
-                values = f["layers"][name][metric][()]
-                for r, slot in enumerate(slots):
-                    out[metric][(li, *slot)] = values[r]
+    coords = coordinates_of(info)
+    slots = round_slots(coords["chip"], coords["t"], times, reps, coords["drift_compensation"], compensations)
+    for r, slot in enumerate(slots):
+        out["accuracy"][slot] = info["accuracy"][r]
+    by_name = {l["name"]: l for l in info["layers"]}
+    for li, name in enumerate(layers):
+        if name not in by_name:
+            continue
+        for metric in METRICS:
+            values = by_name[name][metric]
+            for r, slot in enumerate(slots):
+                out[metric][(li, *slot)] = values[r]
     return out
 
 
@@ -224,38 +279,35 @@ def round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int
     return slots
 
 
-def _sweep_layers(folder: Path, index: dict) -> list[str]:
+def _sweep_layers(index: dict, infos: dict[str, dict]) -> list[str]:
     """Layer names in network order; the union over models when the model is a grid axis."""
-    import h5py
-
     names: list[str] = []
     seen_models = set()
     for task in index["tasks"]:
         model = task["run"].get("model")
-        path = folder / task["file"]
-        if model in seen_models or not path.is_file():
+        info = infos.get(task["file"])
+        if model in seen_models or info is None:
             continue
         seen_models.add(model)
-        check_results_file(path, check=False)
-        with h5py.File(path, "r") as f:
-            order = sorted(f["layers"].keys(), key=lambda n: int(f["layers"][n].attrs["index"]))
-        names += [n for n in order if n not in names]
+        names += [l["name"] for l in layers_of(info) if l["name"] not in names]
     return names
 
 
 def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     """A sweep folder as one Dataset with dims (<grid axes>..., chip, t, rep) for accuracy and
     (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
-    file (the others are NaN, so a running sweep can be looked at).  lazy: dask arrays with one
-    block per task file (default: lazy when the sweep has more than 64 tasks)."""
+    file (the others are NaN, so a running sweep can be looked at); ``activations_stored``
+    (<grid axes>..., layer) which task files hold a layer's activations.  Every task file is checked and
+    read when the folder is opened (the checking process reads each whole anyway; the metrics are
+    small: layers x rounds per file); lazy: the arrays as dask arrays with one block per task file
+    (default: lazy when the sweep has more than 64 tasks), for reductions written against dask."""
     xr = xarray_module()
     folder = Path(folder)
     index = read_index(folder)
-    # Every task file through the checking process at once (one process start, not one per file).
-    _core.check_results_files([os.fspath(folder / t["file"]) for t in index["tasks"] if (folder / t["file"]).is_file()])
+    infos = _read_task_files(folder, index)
     axes = index["axes"]
     chips, times, reps, compensations = _task_layout(index)
-    layers = _sweep_layers(folder, index)
+    layers = _sweep_layers(index, infos)
     tasks = index["tasks"]
     lazy = len(tasks) > 64 if lazy is None else lazy
     grid_shape = tuple(len(v) for v in axes.values())
@@ -263,9 +315,9 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     comp_shape, comp_dims = ((len(compensations),), ("drift_compensation",)) if compensations else ((), ())
     per_task = {"accuracy": (*comp_shape, chips, len(times), reps), "reference_accuracy": ()}
     per_task.update({m: (len(layers), *comp_shape, chips, len(times), reps) for m in METRICS})
-    done = np.array([(folder / t["file"]).is_file() for t in tasks])
+    done = np.array([t["file"] in infos for t in tasks])
 
-    columns = _task_columns(folder, tasks, done, layers, chips, times, reps, compensations, per_task, lazy)
+    columns = _task_columns(tasks, infos, layers, chips, times, reps, compensations, per_task)
     data = {}
     for name, shape in per_task.items():
         stacked = _stack(columns[name], lazy).reshape(grid_shape + shape)
@@ -273,6 +325,8 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
                                                                            else comp_dims + ("chip", "t", "rep"))
         data[name] = (dims, stacked)
     data["done"] = (grid_dims, done.reshape(grid_shape))
+    data["activations_stored"] = (grid_dims + ("layer",),
+                                  _stored_layers(tasks, infos, layers).reshape(grid_shape + (len(layers),)))
     coords = {name: labels for name, labels in axes.items()}
     coords.update({"layer": layers, "chip": np.arange(chips), "t": np.array(times), "rep": np.arange(reps)})
     if compensations:
@@ -283,26 +337,44 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     return ds
 
 
-def _task_columns(folder, tasks, done, layers, chips, times, reps, compensations, per_task, lazy) -> dict:
+def _read_task_files(folder: Path, index: dict) -> dict[str, dict]:
+    """What _core.read_results reads of every task file that exists, by its index entry: all read
+    at once (one checking process per batch of files), each through the descriptor that was
+    checked, so a file renamed over a task file meanwhile is never read."""
+    files = list(dict.fromkeys(t["file"] for t in index["tasks"] if (folder / t["file"]).is_file()))
+    infos = {}
+    for start in range(0, len(files), TASK_FILES_PER_READ):
+        batch = files[start:start + TASK_FILES_PER_READ]
+        for name, info in zip(batch, _core.read_results_files([os.fspath(folder / f) for f in batch])):
+            del info["labels"], info["class_names"]  # one per image: not kept for every task
+            infos[name] = info
+    return infos
+
+
+def _task_columns(tasks, infos, layers, chips, times, reps, compensations, per_task) -> dict:
     columns: dict[str, list] = {name: [] for name in per_task}
-    for task, exists in zip(tasks, done):
-        if not exists:
+    for task in tasks:
+        info = infos.get(task["file"])
+        if info is None:
             for name, shape in per_task.items():
                 columns[name].append(np.full(shape, np.nan))
             continue
-        path = os.fspath(folder / task["file"])
-        if lazy:
-            dask = require("dask", "open_sweep(lazy=True)")
-            da = require("dask.array", "open_sweep(lazy=True)")
-
-            arrays = dask.delayed(_task_arrays, pure=True)(path, layers, chips, times, reps, compensations)
-            for name, shape in per_task.items():
-                columns[name].append(da.from_delayed(arrays[name], shape, dtype=np.float64))
-        else:
-            arrays = _task_arrays(path, layers, chips, times, reps, compensations)
-            for name in per_task:
-                columns[name].append(arrays[name])
+        arrays = _task_arrays(info, layers, chips, times, reps, compensations)
+        for name in per_task:
+            columns[name].append(arrays[name])
     return columns
+
+
+def _stored_layers(tasks, infos, layers) -> np.ndarray:
+    """[task, layer]: whether the task's file stores the layer's activations (and has rounds)."""
+    stored = np.zeros((len(tasks), len(layers)), dtype=bool)
+    position = {name: i for i, name in enumerate(layers)}
+    for k, task in enumerate(tasks):
+        info = infos.get(task["file"])
+        if info is not None and len(info["chip"]):
+            for layer in info["layers"]:
+                stored[k, position[layer["name"]]] = bool(layer["activations_stored"])
+    return stored
 
 
 def _stack(blocks: list, lazy: bool):

@@ -5,9 +5,12 @@
 #include <pybind11/stl.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
+#include <system_error>
 #include <memory>
 
 #include "bindings.hpp"
@@ -132,6 +135,24 @@ void bind_files(py::module_& m) {
               "Opens a user's input file for reading as the loaders do (formats/field_reader.hpp): the path\n"
               "resolved once, only a regular file opened, so a device or FIFO renamed over it is never opened.\n"
               "Returns the descriptor (close-on-exec, the caller's to close); FormatError naming the path.");
+    files.def("open_checked_results", [](const std::string& path) {
+                  ResultsFileInfo info;
+                  int descriptor = -1;
+                  {
+                      py::gil_scoped_release release;
+                      const OpenedFile file = open_user_file(path);
+                      if (check_in_helper(FileKind::Results, file)) between_reads(path);
+                      info = read_results_in_process(path, file.fd());
+                      descriptor = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);
+                      if (descriptor < 0) throw std::system_error(errno, std::generic_category(), path);
+                  }
+                  return py::make_tuple(descriptor, results_to_python(info));
+              },
+              py::arg("path"),
+              "read_results(path), also returning a descriptor of the file that was checked and read:\n"
+              "(descriptor, dict).  For reading the activations afterwards (h5py on /proc/self/fd/N or on\n"
+              "a file object of it): the very file checked, whatever the path names by then.  The\n"
+              "descriptor is close-on-exec and the caller's to close.");
     files.def("check_helper", [] { return file_check_helper(); },
               "The helper that reads user files first, in its own process ('' = none: read in-process).");
     files.def("set_check_helper", &set_file_check_helper, py::arg("executable"),

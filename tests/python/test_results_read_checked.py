@@ -1,0 +1,169 @@
+"""Results files are user input, read by the analysis views only as the file the checking process
+read: open_run and open_sweep take every value from the core's checked reader, and the views that
+read activations (error_stats, activation_histograms, open_layer, the report's histograms) read
+them through the descriptor that was checked, so a file renamed over the path in between is not
+what is read, and a broken file is refused naming the file and the field instead of reaching
+h5py.  The window between the check and the read lasts microseconds; the test-only hook
+``_core.files.set_between_reads_hook_for_tests`` renames the other file over the path exactly there."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+
+import aimcemu
+from aimcemu import _core, analysis, report, results
+
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "fuzz_results_file")
+
+
+@pytest.fixture
+def replace_between_reads():
+    """replace(path, replacement): rename `replacement` over `path` right after the checking process
+    read `path` (once); yields the list of paths replaced."""
+    replaced = []
+
+    def arm(path, replacement):
+        def hook(p):
+            if p == os.fspath(path) and not replaced:
+                os.rename(replacement, path)
+                replaced.append(p)
+        _core.files.set_between_reads_hook_for_tests(hook)
+        return replaced
+
+    yield arm
+    _core.files.set_between_reads_hook_for_tests(None)
+
+
+def corpus_copy(name, target):
+    shutil.copyfile(os.path.join(CORPUS, name), target)
+    return target
+
+
+def altered_copy(target):
+    """noisy.h5 with other activations and accuracies: the same layout, other values."""
+    corpus_copy("noisy.h5", target)
+    with h5py.File(target, "r+") as f:
+        for name, group in f["layers"].items():
+            if group.attrs["activations_stored"]:
+                a = group["activations"][()]
+                group["activations"][...] = np.clip(a.astype(np.int16) // 2 + 3, -128, 127).astype(np.int8)
+        f["accuracy"][...] = f["accuracy"][()][::-1]
+    return target
+
+
+def test_open_run_reads_the_file_that_was_checked(tmp_path, replace_between_reads):
+    run, following = corpus_copy("noisy.h5", tmp_path / "run.h5"), altered_copy(tmp_path / "following.h5")
+    expected = results.open_run(corpus_copy("noisy.h5", tmp_path / "copy.h5"))
+    assert not np.array_equal(results.open_run(following)["accuracy"], expected["accuracy"])
+    replaced = replace_between_reads(run, following)
+    ds = results.open_run(run)
+    assert replaced == [os.fspath(run)]
+    xr.testing.assert_identical(ds.drop_attrs() if hasattr(ds, "drop_attrs") else ds.assign_attrs(path=None),
+                                expected.drop_attrs() if hasattr(expected, "drop_attrs") else expected.assign_attrs(path=None))
+
+
+@pytest.mark.parametrize("view", ["error_stats", "activation_histograms", "open_layer"])
+def test_the_activation_views_read_the_file_that_was_checked(view, tmp_path, replace_between_reads):
+    run, following = corpus_copy("noisy.h5", tmp_path / "run.h5"), altered_copy(tmp_path / "following.h5")
+    read = {"error_stats": lambda p: analysis.error_stats(p, ["conv"]),
+            "activation_histograms": lambda p: analysis.activation_histograms(p, ["conv"]),
+            "open_layer": lambda p: analysis.open_layer(p, "conv").load()}[view]
+    expected = read(corpus_copy("noisy.h5", tmp_path / "copy.h5"))
+    assert not read(following).equals(expected)
+    replaced = replace_between_reads(run, following)
+    got = read(run)
+    assert replaced == [os.fspath(run)]
+    xr.testing.assert_identical(got, expected)
+
+
+def test_open_layer_keeps_the_checked_file_open_while_the_dataset_lives(tmp_path):
+    run = corpus_copy("noisy.h5", tmp_path / "run.h5")
+    expected = analysis.open_layer(corpus_copy("noisy.h5", tmp_path / "copy.h5"), "conv").load()
+    lazy = analysis.open_layer(run, "conv")
+    os.rename(altered_copy(tmp_path / "following.h5"), run)  # after the open: the lazy reads come later
+    xr.testing.assert_identical(lazy.load(), expected)
+
+
+@pytest.mark.parametrize("view", ["error_stats", "activation_histograms", "open_layer"])
+def test_a_broken_file_is_refused_by_the_activation_views_naming_the_file_and_field(view, tmp_path):
+    """An activations dataset of the wrong shape used to reach h5py (a broadcasting error or wrong
+    sums); a file that is not HDF5 reached libhdf5."""
+    read = {"error_stats": lambda p: analysis.error_stats(p),
+            "activation_histograms": lambda p: analysis.activation_histograms(p),
+            "open_layer": lambda p: analysis.open_layer(p, "conv")}[view]
+    shape = corpus_copy("bad-activations_shape.h5", tmp_path / "shape.h5")
+    with pytest.raises(aimcemu.FormatError, match=r"shape\.h5.*layers/conv/activations"):
+        read(shape)
+    junk = corpus_copy("bad-not_hdf5.h5", tmp_path / "junk.h5")
+    with pytest.raises(aimcemu.FormatError, match=r"junk\.h5"):
+        read(junk)
+
+
+def test_the_activation_views_name_a_layer_that_is_missing_or_not_stored(tmp_path):
+    run = corpus_copy("noisy.h5", tmp_path / "run.h5")
+    with pytest.raises(KeyError, match="'nope' is not a layer"):
+        analysis.error_stats(run, ["nope"])
+    with pytest.raises(KeyError, match="'nope' is not a layer"):
+        analysis.open_layer(run, "nope")
+    with pytest.raises(ValueError, match=r"run\.h5: layer 'pool' has no stored activations"):
+        analysis.activation_histograms(run, ["pool"])
+    assert list(analysis.error_stats(run)["layer"].values) == ["conv", "fc"]  # network order, stored only
+
+
+def make_sweep_folder(folder, files):
+    """A sweep folder over one grid axis whose task files are copies of `files` (noisy.h5's config)."""
+    (folder / "tasks").mkdir(parents=True)
+    with h5py.File(os.path.join(CORPUS, "noisy.h5")) as f:
+        config = json.loads(f.attrs["config"])
+    tasks = []
+    for i, source in enumerate(files):
+        name = f"tasks/{i}-p{i}.h5"
+        shutil.copyfile(source, folder / name)
+        tasks.append({"id": f"p{i}", "file": name, "point": {"p": i}, "run": {}})
+    index = {"format": results.FORMAT, "format_version": results.FORMAT_VERSION, "config": config,
+             "axes": {"p": list(range(len(files)))}, "tasks": tasks}
+    (folder / results.INDEX_FILE).write_text(json.dumps(index))
+    return folder
+
+
+def test_open_sweep_reads_the_task_files_that_were_checked(tmp_path, replace_between_reads):
+    altered = altered_copy(tmp_path / "altered.h5")
+    noisy = os.path.join(CORPUS, "noisy.h5")
+    folder = make_sweep_folder(tmp_path / "sweep", [noisy, noisy, altered])
+    expected = results.open_sweep(folder, lazy=False)
+    assert not np.array_equal(expected["accuracy"].sel(p=1), expected["accuracy"].sel(p=2))
+    task = folder / "tasks/1-p1.h5"
+    for lazy in (False, True):
+        shutil.copyfile(noisy, task)
+        following = shutil.copyfile(altered, tmp_path / "following.h5")
+        replaced = replace_between_reads(task, following)
+        ds = results.open_sweep(folder, lazy=lazy)
+        assert replaced == [os.fspath(task)]
+        replaced.clear()
+        xr.testing.assert_identical(ds.compute(), expected)
+
+
+def test_open_sweep_says_which_task_files_store_which_layers(tmp_path):
+    digital, noisy = os.path.join(CORPUS, "digital.h5"), os.path.join(CORPUS, "noisy.h5")
+    folder = make_sweep_folder(tmp_path / "sweep", [noisy, digital, noisy])
+    (folder / "tasks/2-p2.h5").unlink()  # not run yet
+    ds = results.open_sweep(folder)
+    stored = ds["activations_stored"].transpose("p", "layer")
+    assert list(ds["layer"].values) == ["conv", "pool", "mix", "avg", "fc"]
+    # digital.h5 has no rounds: nothing of it to show, though its fc group holds a reference
+    np.testing.assert_array_equal(stored.values, [[True, False, False, False, True], [False] * 5, [False] * 5])
+
+
+def test_the_report_takes_its_histogram_layers_from_the_checked_read(tmp_path):
+    digital, noisy = os.path.join(CORPUS, "digital.h5"), os.path.join(CORPUS, "noisy.h5")
+    folder = make_sweep_folder(tmp_path / "sweep", [digital, noisy])
+    source = report._Source(folder)
+    assert source.files_with_activations() == [(folder / "tasks/1-p1.h5", ["conv", "fc"])]
+    run_source = report._Source(corpus_copy("noisy.h5", tmp_path / "run.h5"))
+    assert run_source.files_with_activations() == [(tmp_path / "run.h5", ["conv", "fc"])]
