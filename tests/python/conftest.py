@@ -28,6 +28,27 @@ def rng():
     return np.random.default_rng(20261130)
 
 
+@pytest.fixture
+def replace_between_reads():
+    """replace(path, replacement): rename `replacement` over `path` right after the checking process
+    read `path` (once), through the test-only hook _core.files.set_between_reads_hook_for_tests
+    (formats/between_reads_hook.hpp); returns the list of paths replaced."""
+    from aimcemu import _core
+
+    replaced = []
+
+    def arm(path, replacement):
+        def hook(p):
+            if p == os.fspath(path) and not replaced:
+                os.rename(replacement, path)
+                replaced.append(p)
+        _core.files.set_between_reads_hook_for_tests(hook)
+        return replaced
+
+    yield arm
+    _core.files.set_between_reads_hook_for_tests(None)
+
+
 def digits_subset(tmp_path_factory, count: int):
     """(model path, data path, net, images, labels): the embedded model with a data set file of
     its first `count` test images (skips the test when the model is not shipped)."""

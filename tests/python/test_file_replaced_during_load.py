@@ -15,24 +15,6 @@ import pytest
 from aimcemu import _core, modelfile
 
 
-@pytest.fixture
-def replace_between_reads():
-    """replace(path, replacement): rename `replacement` over `path` right after the checking process
-    read `path` (once); yields the list of paths replaced."""
-    replaced = []
-
-    def arm(path, replacement):
-        def hook(p):
-            if p == os.fspath(path) and not replaced:
-                os.rename(replacement, path)
-                replaced.append(p)
-        _core.files.set_between_reads_hook_for_tests(hook)
-        return replaced
-
-    yield arm
-    _core.files.set_between_reads_hook_for_tests(None)
-
-
 def checkpoint(seed):
     net = _core.zoo.resnet18(seed, 32, 10)
     net.name = f"checkpoint-{seed}"

@@ -22,24 +22,6 @@ from aimcemu import _core, analysis, report, results
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "fuzz_results_file")
 
 
-@pytest.fixture
-def replace_between_reads():
-    """replace(path, replacement): rename `replacement` over `path` right after the checking process
-    read `path` (once); yields the list of paths replaced."""
-    replaced = []
-
-    def arm(path, replacement):
-        def hook(p):
-            if p == os.fspath(path) and not replaced:
-                os.rename(replacement, path)
-                replaced.append(p)
-        _core.files.set_between_reads_hook_for_tests(hook)
-        return replaced
-
-    yield arm
-    _core.files.set_between_reads_hook_for_tests(None)
-
-
 def corpus_copy(name, target):
     shutil.copyfile(os.path.join(CORPUS, name), target)
     return target
