@@ -54,8 +54,7 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
                 total, squares = int(err.sum()), int((err * err).sum())
                 mean[i, r] = total / n if n else np.nan
                 std[i, r] = math.sqrt(max(squares / n - (total / n) ** 2, 0.0)) if n else np.nan
-    round_values = coordinates_of(info)
-    coords = {"layer": names, "round": round_values.pop("round"), **{k: ("round", v) for k, v in round_values.items()}}
+    coords = {"layer": names, **round_coords(coordinates_of(info))}
     return xr.Dataset({"error_mean": (("layer", "round"), mean), "error_std": (("layer", "round"), std)},
                       coords=coords)
 

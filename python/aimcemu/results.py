@@ -51,9 +51,10 @@ def round_coordinates(f) -> dict[str, np.ndarray]:
             "drift_compensation": np.array(f["drift_compensation"].asstr()[()], dtype=object)}
 
 
-def round_coords(f) -> dict:
-    """round_coordinates as xarray coordinate specs on the round dimension."""
-    values = round_coordinates(f)
+def round_coords(values: dict[str, np.ndarray]) -> dict:
+    """Round coordinates (round_coordinates or coordinates_of) as xarray coordinate specs on the
+    round dimension."""
+    values = dict(values)
     return {"round": values.pop("round"), **{name: ("round", v) for name, v in values.items()}}
 
 
@@ -74,7 +75,7 @@ def check_results_file(path, check: bool = True) -> dict:
     return _with_config(_core.read_results(os.fspath(path), check), os.fspath(path))
 
 
-def open_checked(path) -> tuple[dict, "io.BufferedReader"]:
+def open_checked(path) -> tuple[dict, "typing.BinaryIO"]:
     """check_results_file(path), and a file object of the very file that was checked and read
     (h5py.File and xarray's h5netcdf engine take it), for reading the activations: a file renamed
     over the path since is not what is read.  The caller closes the file object."""
@@ -116,8 +117,7 @@ def open_run(path) -> "xarray.Dataset":
     for metric in METRICS:
         data[metric] = (("layer", "round"), np.stack([np.asarray(l[metric], dtype=np.float64) for l in layers])
                         if layers else np.zeros((0, rounds)))
-    round_values = coordinates_of(info)
-    coords = {"round": round_values.pop("round"), **{name: ("round", v) for name, v in round_values.items()},
+    coords = {**round_coords(coordinates_of(info)),
               "layer": [l["name"] for l in layers], "kind": ("layer", [l["kind"] for l in layers]),
               "activations_stored": ("layer", [bool(l["activations_stored"]) for l in layers])}
     attrs = {"model": info["model"], "path": os.fspath(path), "config": info["config_dict"]}

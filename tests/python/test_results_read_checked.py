@@ -17,7 +17,7 @@ import pytest
 import xarray as xr
 
 import aimcemu
-from aimcemu import _core, analysis, report, results
+from aimcemu import analysis, report, results
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "fuzz_results_file")
 
