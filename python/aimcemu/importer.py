@@ -332,9 +332,17 @@ class _RangeRecorder(fx.Interpreter):
         super().__init__(graph_module)
         self.stats = stats
         self.refusal: str | None = None   # a FormatError's message before fx appends its node dump
+        self.batch = 0                    # the calibration batch being run, for messages
 
     def run_node(self, node):
-        out = super().run_node(node)
+        try:
+            out = super().run_node(node)
+        except (RuntimeError, ValueError, IndexError) as exc:
+            # torch's own checks (channels, a bias or BatchNorm of another size, operands that do not
+            # broadcast): one line naming the module, not torch's traceback and fx's node dump.
+            self.refusal = f"{self.stats.source}: field '{_module_label(node, self.module)}': " \
+                           f"torch cannot run it on calibration batch {self.batch} (counting from 0): {_first_line(exc)}"
+            raise _core.FormatError(self.refusal) from exc
         if isinstance(out, torch.Tensor) and out.dim() >= 1:
             # Read right away: an in-place op later in the graph may overwrite this tensor.
             where = "calibration_data" if node.op == "placeholder" else _node_where(node)
@@ -345,6 +353,19 @@ class _RangeRecorder(fx.Interpreter):
                 raise
             self.stats.shape[node] = tuple(out.shape[1:])
         return out
+
+
+def _module_label(node: fx.Node, root: nn.Module) -> str:
+    """The module's qualified name and type ("layer1.0.conv1 (Conv2d)"), or the node's place."""
+    if node.op == "call_module":
+        return f"{node.target} ({type(root.get_submodule(node.target)).__name__})"
+    return _node_where(node)
+
+
+def _first_line(exc: Exception) -> str:
+    """The first non-empty line of an exception's message (fx appends its node dump below it)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def _calibration_batches(data) -> Iterable[torch.Tensor]:
@@ -375,6 +396,7 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
                 raise ValueError(f"calibration_data: batch {batches} (counting from 0) holds images of shape "
                                  f"{tuple(batch.shape[1:])}, batch 0 of {first_shape} (C, H, W); the network "
                                  "takes one image size")
+            recorder.batch = batches
             try:
                 recorder.run(batch.to(dtype))
             except _core.FormatError:

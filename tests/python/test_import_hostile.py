@@ -501,3 +501,49 @@ def test_too_many_external_tensors_are_refused(external_folder, monkeypatch):
     path = many_external_tensors_model(external_folder, 25)
     with pytest.raises(aimcemu.FormatError, match="external data is stored for more than 20 tensors"):
         onnx_import._load(os.fspath(path))
+
+
+# --- found in review (importleft): torch's own errors, calibration dtypes, ranges, layer names ---
+
+
+def torch_models_that_torch_refuses():
+    """(model, the field the refusal names, what torch says) per mismatch torch finds on calibration."""
+    nn = pytest.importorskip("torch").nn
+    torch = pytest.importorskip("torch")
+    wrong_bias = nn.Conv2d(1, 2, 3)
+    wrong_bias.bias = nn.Parameter(torch.zeros(3))
+
+    class Sum(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(1, 2, 3), nn.Conv2d(1, 2, 5)
+
+        def forward(self, x):
+            return self.a(x) + self.b(x)
+
+    return {
+        "in_channels": (nn.Sequential(nn.Conv2d(3, 2, 3)), "0 (Conv2d)", "expected input[4, 1, 8, 8] to have 3 channels"),
+        "bias": (nn.Sequential(wrong_bias), "0 (Conv2d)", "expected bias to be 1-dimensional with 2 elements"),
+        "batchnorm": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(3)), "1 (BatchNorm2d)",
+                      "running_mean should contain 2 elements not 3"),
+        "in_features": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(10, 3)), "2 (Linear)",
+                        "mat1 and mat2 shapes cannot be multiplied (4x72 and 10x3)"),
+        "kernel": (nn.Sequential(nn.Conv2d(1, 2, 9)), "0 (Conv2d)", "Kernel size can't be greater than actual input size"),
+        "pool": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(8)), "1 (MaxPool2d)", "Output size is too small"),
+        "add": (Sum(), "add", "The size of tensor a (6) must match the size of tensor b (4)"),
+    }
+
+
+@pytest.mark.parametrize("case", ["in_channels", "bias", "batchnorm", "in_features", "kernel", "pool", "add"])
+def test_torch_errors_on_calibration_name_the_module(case):
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    model, field, said = torch_models_that_torch_refuses()[case]
+    with pytest.raises(aimcemu.FormatError) as info:
+        import_torch(model.eval(), torch.rand(4, 1, 8, 8), name="m")
+    message = str(info.value)
+    assert message.startswith(f"<import_torch:m>: field '{field}': torch cannot run it on calibration batch 0 "
+                              "(counting from 0): "), message
+    assert said in message
+    assert "While executing" not in message and len(message.splitlines()) == 1
