@@ -132,7 +132,26 @@ def check_parameters(nodes: list[Node], source: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration statistics
+# Calibration data and statistics
+
+# NumPy kinds of calibration images: real numbers (float, signed or unsigned integer).  A complex
+# image would lose its imaginary part in the cast to float (NumPy only warns); bool, strings,
+# bytes, objects, dates and records are no images.
+CALIBRATION_KINDS = "fiu"
+
+
+def check_calibration_dtype(dtype, source: str, batch: int | None = None) -> None:
+    """Refuses (FormatError naming calibration_data) calibration values that are not real numbers."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in CALIBRATION_KINDS:
+        refuse_calibration_type(dtype.name, source, batch)
+
+
+def refuse_calibration_type(type_name: str, source: str, batch: int | None = None):
+    where = "" if batch is None else f" batch {batch} (counting from 0)"
+    raise _core.FormatError(f"{source}: field 'calibration_data':{where} holds {type_name} values; expected real "
+                            "numbers (float or integer images)")
+
 
 
 class RangeStatistics:

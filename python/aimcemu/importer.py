@@ -368,15 +368,37 @@ def _first_line(exc: Exception) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _calibration_batches(data) -> Iterable[torch.Tensor]:
+def _calibration_batches(data, source: str) -> Iterable[torch.Tensor]:
+    """The calibration images as tensors of real numbers, batch by batch."""
     if isinstance(data, np.ndarray):
+        nb.check_calibration_dtype(data.dtype, source)
         data = torch.from_numpy(data)
     if isinstance(data, torch.Tensor):
+        _check_tensor_type(data, source)
         for start in range(0, data.shape[0], CALIBRATION_BATCH):
             yield data[start:start + CALIBRATION_BATCH]
         return
-    for item in data:
-        yield torch.as_tensor(item[0] if isinstance(item, (tuple, list)) else item)
+    for index, item in enumerate(data):
+        yield _batch_tensor(item[0] if isinstance(item, (tuple, list)) else item, index, source)
+
+
+def _batch_tensor(item, index: int, source: str) -> torch.Tensor:
+    """One batch of an iterable as a tensor; anything but real numbers is refused naming the batch."""
+    if isinstance(item, torch.Tensor):
+        _check_tensor_type(item, source, index)
+        return item
+    try:
+        array = np.asarray(item)
+    except (ValueError, TypeError) as exc:   # ragged nested lists, ...
+        raise _core.FormatError(f"{source}: field 'calibration_data': batch {index} (counting from 0) is not an "
+                                f"array of images ({_first_line(exc)})") from None
+    nb.check_calibration_dtype(array.dtype, source, index)
+    return torch.as_tensor(array)
+
+
+def _check_tensor_type(tensor: torch.Tensor, source: str, batch: int | None = None) -> None:
+    if tensor.is_complex() or tensor.dtype == torch.bool or tensor.is_quantized:
+        nb.refuse_calibration_type(str(tensor.dtype).removeprefix("torch."), source, batch)
 
 
 def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> nb.RangeStatistics:
@@ -387,7 +409,7 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
     batches = 0
     first_shape = None
     with torch.no_grad():
-        for batch in _calibration_batches(calibration_data):
+        for batch in _calibration_batches(calibration_data, source):
             if batch.dim() != 4:
                 raise ValueError(f"calibration_data: expected images [N, C, H, W], got a batch of shape {tuple(batch.shape)}")
             # The network takes one image size: every batch must have the first one's.

@@ -693,7 +693,7 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
     if calibration_data is None:
         batches = [np.zeros((batch_size or 1, *chw), np.float32)]
     else:
-        batches = _batches(calibration_data, chw)
+        batches = _batches(calibration_data, chw, path)
         batches = _fixed_size(batches, batch_size) if batch_size else batches
     count = 0
     for batch in batches:
@@ -732,19 +732,34 @@ def _first_line(exc: Exception) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _batches(data, chw):
+def _batches(data, chw, path: str):
+    """The calibration images as float32 batches of [N, C, H, W]; anything but real numbers is
+    refused naming calibration_data (a complex image would lose its imaginary part)."""
     if hasattr(data, "detach"):
-        data = data.detach().cpu().numpy()
+        data = _tensor_as_array(data)
     if isinstance(data, np.ndarray):
+        nb.check_calibration_dtype(data.dtype, path)
         images = data
         data = (images[i:i + CALIBRATION_BATCH] for i in range(0, len(images), CALIBRATION_BATCH))
     for index, batch in enumerate(data):
         batch = batch[0] if isinstance(batch, (tuple, list)) else batch
-        batch = np.asarray(batch.detach().cpu().numpy() if hasattr(batch, "detach") else batch, dtype=np.float32)
+        try:
+            batch = np.asarray(_tensor_as_array(batch) if hasattr(batch, "detach") else batch)
+        except (ValueError, TypeError) as exc:   # ragged nested lists, ...
+            raise _core.FormatError(f"{path}: field 'calibration_data': batch {index} (counting from 0) is not an "
+                                    f"array of images ({_first_line(exc)})") from None
+        nb.check_calibration_dtype(batch.dtype, path, index)
+        batch = batch.astype(np.float32, copy=False)
         if batch.ndim != 4 or tuple(batch.shape[1:]) != tuple(chw):
             raise ValueError(f"calibration_data: batch {index} (counting from 0): expected images "
                              f"[N, {', '.join(map(str, chw))}], got {batch.shape}")
         yield batch
+
+
+def _tensor_as_array(tensor) -> np.ndarray:
+    """A torch tensor as an array (bfloat16, which NumPy lacks, as float32)."""
+    tensor = tensor.detach().cpu()
+    return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
 
 
 def _fixed_size(batches, size: int):

@@ -547,3 +547,60 @@ def test_torch_errors_on_calibration_name_the_module(case):
                               "(counting from 0): "), message
     assert said in message
     assert "While executing" not in message and len(message.splitlines()) == 1
+
+
+NOT_REAL_IMAGES = {"complex128": images().astype(np.complex128) + 0.5j, "bool": images() > 0,
+                   "object": images().astype(object), "str": images().astype(str), "bytes": images().astype(bytes)}
+
+
+@pytest.mark.parametrize("kind", NOT_REAL_IMAGES)
+@pytest.mark.parametrize("container", ["array", "batches"])
+def test_calibration_data_that_are_not_real_numbers_are_refused(tmp_path, kind, container):
+    """Both importers; complex data was cast to float with only NumPy's ComplexWarning before."""
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    data = NOT_REAL_IMAGES[kind]
+    batch = " batch 0 (counting from 0)" if container == "batches" else ""
+    expected = f"field 'calibration_data':{batch} holds {np.dtype(data.dtype).name} values; expected real numbers"
+    data = data if container == "array" else [data]
+    model = save(conv_model(), tmp_path / "m.onnx")
+    with pytest.raises(aimcemu.FormatError, match=f"m.onnx: {expected}".replace("(", r"\(").replace(")", r"\)")):
+        convert_onnx(model, data)
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    with pytest.raises(aimcemu.FormatError, match=f"<import_torch:m>: {expected}".replace("(", r"\(").replace(")", r"\)")):
+        import_torch(module, data, name="m")
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "bool"])
+def test_torch_calibration_tensors_that_are_not_real_numbers_are_refused(dtype):
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    data = torch.ones(4, 1, 8, 8, dtype=getattr(torch, dtype))
+    for given, batch in ((data, ""), ([data], " batch 0 \\(counting from 0\\)")):
+        with pytest.raises(aimcemu.FormatError, match=f"field 'calibration_data':{batch} holds {dtype} values"):
+            import_torch(module, given, name="m")
+
+
+@pytest.mark.parametrize("kind", ["complex128", "bool", "str"])
+def test_cli_refuses_calibration_files_that_are_not_real_numbers(tmp_path, capsys, kind):
+    model = save(conv_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", NOT_REAL_IMAGES[kind])
+    name = np.dtype(NOT_REAL_IMAGES[kind].dtype).name
+    assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--calibration", tmp_path / "cal.npy"],
+                   tmp_path, capsys, f"--calibration: {tmp_path / 'cal.npy'}: holds {name} values; expected real numbers")
+
+
+def test_integer_and_half_precision_calibration_data_still_import(tmp_path):
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    data = (images() * 100).round()
+    model = save(conv_model(), tmp_path / "m.onnx")
+    expected = convert_onnx(model, data.astype(np.float32))
+    for given in (data.astype(np.int16), torch.from_numpy(data.astype(np.float32)).to(torch.bfloat16)):
+        assert convert_onnx(model, given).frac_bits == expected.frac_bits
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    assert import_torch(module, data.astype(np.int16)).input_frac_bits == import_torch(module, data).input_frac_bits
