@@ -11,6 +11,7 @@ docs/import.md describes the scheme.  No torch or onnx import here.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -510,7 +511,7 @@ class Quantizer:
         self.source = source
         self.frac: list[int] = []
         self.weight_frac: list = []
-        self.input_frac = q.frac_bits_for_range(ranges.of(input_node))
+        self.input_frac = self._checked_frac(ranges.of(input_node), input_node.where, "the network input")
 
     def build(self, name: str, output_layer: int) -> ImportedModel:
         net = _core.Network()
@@ -528,9 +529,34 @@ class Quantizer:
     def _frac_of(self, layer: int) -> int:
         return self.input_frac if layer == NETWORK_INPUT else self.frac[layer]
 
-    def _fit(self, *nodes: Node) -> int:
-        """Finest frac bits at which every node's range fits int8."""
-        return min(q.frac_bits_for_range(self.ranges.of(n)) for n in nodes)
+    def _fit(self, plan: _Plan, *nodes: Node) -> int:
+        """Finest frac bits at which every node's range (values of plan's layer) fits int8."""
+        def what(n: Node) -> str:
+            return f"the value '{n.name}'" + (f" ({n.where})" if n.where != plan.name else "")
+        return min(self._checked_frac(self.ranges.of(n), plan.name, what(n)) for n in nodes)
+
+    def _checked_frac(self, max_abs: float, where: str, what: str) -> int:
+        """The frac bits of a range within the format's FRAC_BITS_MIN..FRAC_BITS_MAX.  A range the
+        clamp would saturate, or round to 0 everywhere, makes the import meaningless: refused,
+        naming the tensor, its range and the limit.  One that keeps only some of int8's bits at the
+        finest scale is imported with a warning (a nearly-dead tensor is legitimate)."""
+        f = q.unclamped_frac_bits(max_abs)
+        if f < q.FRAC_BITS_MIN:
+            raise UnsupportedOperationError([(where, f"{what} reaches {max_abs:.4g}, above the largest range the "
+                                                     f"format holds, {q.RANGE_MAX:.6g} = 127 * 2^{-q.FRAC_BITS_MIN} "
+                                                     "(every value above it would saturate)")], self.source)
+        if f <= q.FRAC_BITS_MAX:
+            return f
+        largest = max_abs * 2.0 ** q.FRAC_BITS_MAX      # its largest value in steps of the finest scale
+        if largest < 0.5:
+            raise UnsupportedOperationError([(where, f"{what} reaches only {max_abs:.4g}, below half the finest step "
+                                                     f"the format holds, 2^-{q.FRAC_BITS_MAX} (every value would "
+                                                     "quantize to 0)")], self.source)
+        warnings.warn(f"{self.source}: {where}: {what} reaches only {max_abs:.4g}, below "
+                      f"{q.RANGE_FULL_PRECISION_MIN:.4g} = 127 * 2^-{q.FRAC_BITS_MAX}: at the format's finest scale its "
+                      f"largest value is {int(q.round_half_up(largest))} of 127 ({f - q.FRAC_BITS_MAX} bit(s) of "
+                      "precision lost)", RuntimeWarning, stacklevel=2)
+        return q.FRAC_BITS_MAX
 
     def _layer(self, plan: _Plan):
         layer = _core.Layer()
@@ -571,9 +597,10 @@ class Quantizer:
 
     def _gemm(self, plan: _Plan, layer, x_frac: int) -> tuple[int, int]:
         weight, bias = self._gemm_float_operands(plan)
-        w_q, w_frac = q.quantize_weights(weight)
+        w_frac = self._checked_frac(float(np.max(np.abs(weight))) if weight.size else 0.0, plan.name, "the weight tensor")
+        w_q = q.quantize(weight, w_frac)
         acc_frac = w_frac + x_frac
-        y_frac = self._fit(plan.tail, *([plan.pre_residual] if plan.pre_residual is not None else []))
+        y_frac = self._fit(plan, plan.tail, *([plan.pre_residual] if plan.pre_residual is not None else []))
         y_frac = max(min(y_frac, acc_frac), acc_frac - q.OUT_SHIFT_MAX)
         if plan.residual_input >= 0:
             r_frac = self.frac[plan.residual_input]
@@ -582,7 +609,10 @@ class Quantizer:
             layer.residual_shift = y_frac - r_frac
         layer.out_shift = acc_frac - y_frac
         layer.weights = w_q.reshape(-1)
-        layer.bias, layer.bias_shift = q.quantize_bias(bias, acc_frac)
+        try:
+            layer.bias, layer.bias_shift = q.quantize_bias(bias, acc_frac)
+        except ValueError as exc:      # a bias too large for int8 << BIAS_SHIFT_MAX at this scale
+            raise UnsupportedOperationError([(plan.name, str(exc))], self.source) from None
         layer.out_channels = weight.shape[0]
         if plan.kind == "conv":
             layer.window = plan.window
@@ -590,7 +620,7 @@ class Quantizer:
 
     def _add(self, plan: _Plan, layer, a_frac: int) -> int:
         b_frac = self.frac[plan.residual_input]
-        y_frac = min(self._fit(plan.tail), a_frac + q.ALIGN_SHIFT_MAX, b_frac + q.ALIGN_SHIFT_MAX)
+        y_frac = min(self._fit(plan, plan.tail), a_frac + q.ALIGN_SHIFT_MAX, b_frac + q.ALIGN_SHIFT_MAX)
         layer.input_shift = y_frac - a_frac
         layer.residual_shift = y_frac - b_frac
         self._check_align(plan, layer.input_shift, "first operand")
@@ -600,7 +630,7 @@ class Quantizer:
     def _avg_pool(self, plan: _Plan, layer, x_frac: int) -> int:
         taps = plan.window.kernel_h * plan.window.kernel_w
         layer.window = plan.window
-        y_frac = self._fit(plan.tail)
+        y_frac = self._fit(plan, plan.tail)
         # y = avg_mult * sum / 2^out_shift must approximate mean * 2^(y_frac - x_frac).
         while 2.0 ** (y_frac - x_frac) / taps > q.AVG_MULT_MAX:
             y_frac -= 1

@@ -604,3 +604,55 @@ def test_integer_and_half_precision_calibration_data_still_import(tmp_path):
         assert convert_onnx(model, given).frac_bits == expected.frac_bits
     module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
     assert import_torch(module, data.astype(np.int16)).input_frac_bits == import_torch(module, data).input_frac_bits
+
+
+def test_a_range_above_the_format_is_refused_naming_the_tensor(tmp_path):
+    """Calibration up to 1e9: at the coarsest scale, 2^16, every value above 8.3e6 saturated silently before."""
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    model = save(conv_model(), tmp_path / "m.onnx")
+    data = images()
+    data[0, 0, 0, 0] = 1e9
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match=r"m.onnx, 1 unsupported operation\(s\):\n  input 'x': the network input reaches 1e\+09, "
+                             r"above the largest range the format holds, 8.32307e\+06 = 127 \* 2\^16 \(every value "
+                             r"above it would saturate\)"):
+        convert_onnx(model, data)
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    with torch.no_grad():
+        module[0].weight.fill_(1e8)
+    with pytest.raises(_netbuild.UnsupportedOperationError, match=r"  0: the weight tensor reaches 1e\+08, above"):
+        import_torch(module, torch.rand(4, 1, 8, 8))
+
+
+def test_weights_that_all_quantize_to_zero_are_refused(tmp_path):
+    """Weights of 1e-9 at the finest scale, 2^-24, all became 0 before: the layer computed its bias only."""
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match=r"  conv: the weight tensor reaches only 4.5e-10, below half the finest step the format "
+                             r"holds, 2\^-24 \(every value would quantize to 0\)"):
+        convert_onnx(save(conv_model(WEIGHT * 1e-9), tmp_path / "m.onnx"), images())
+
+
+def test_a_tiny_tensor_that_keeps_some_bits_imports_with_a_warning(tmp_path):
+    with pytest.warns(RuntimeWarning, match=r"m.onnx: conv: the weight tensor reaches only 4.5e-07, below 7.57e-06 = "
+                                            r"127 \* 2\^-24: at the format's finest scale its largest value is 8 of 127 "
+                                            r"\(4 bit\(s\) of precision lost\)"):
+        imported = convert_onnx(save(conv_model(WEIGHT * 1e-6), tmp_path / "m.onnx"), images())
+    assert imported.weight_frac_bits[0] == 24
+    with pytest.warns(RuntimeWarning, match=r"m.onnx: conv: the value 'z' \(act\) reaches only 1.6\d+e-06"):
+        convert_onnx(save(conv_model(WEIGHT * 1e-6), tmp_path / "m.onnx"), images())
+    assert np.abs(np.asarray(imported.network.layers[0].weights)).max() == 8
+
+
+def test_a_bias_too_large_for_its_layer_names_the_layer():
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3)).eval()
+    with torch.no_grad():
+        module[0].weight.fill_(1e-6)
+        module[0].bias.fill_(1.0)
+    with pytest.warns(RuntimeWarning), pytest.raises(_netbuild.UnsupportedOperationError,
+                                                     match=r"  0: bias up to 1 does not fit int8 << 24"):
+        import_torch(module, torch.rand(4, 1, 8, 8) * 1e-6)
