@@ -105,6 +105,21 @@ class Node:
     bn: BatchNorm | None = None
 
 
+def printable(text: str) -> str:
+    """text for a message: control characters and NUL escaped (\\x00), so a hostile name cannot
+    cut or garble the line."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def check_layer_name(name: str, source: str, field: str) -> None:
+    """A layer name becomes an HDF5 group of the model and results files: refused (FormatError
+    naming the field) when empty, '.' or '..', or holding '/' or NUL (HDF5 ends a name at a NUL,
+    so 'a\\0b' would be stored as 'a')."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise _core.FormatError(f"{source}: field '{printable(field)}': '{printable(name)}' cannot name a layer (a "
+                                "group of the model file: not empty, '.' or '..', and without '/' or NUL)")
+
+
 def fold_batchnorm(weight: np.ndarray, bias: np.ndarray | None, bn: BatchNorm) -> tuple[np.ndarray, np.ndarray]:
     """Conv weight [O, C, kh, kw] and bias [O] with an eval-mode BatchNorm folded in, in float64:
     bn(conv(x)) = conv'(x) with w' = w * g, b' = (b - mean) * g + beta, g = gamma / sqrt(var + eps)."""
@@ -305,6 +320,7 @@ class GraphMapper:
 
     def _unique_name(self, node: Node) -> str:
         base = node.where
+        check_layer_name(base, self.source, f"{base} name")
         name, n = base, 2
         while name in self.names:
             name, n = f"{base}_{n}", n + 1
@@ -658,6 +674,8 @@ class Quantizer:
 
 def build_network(nodes: list[Node], output: Node, ranges: Ranges, name: str, source: str) -> ImportedModel:
     """Maps the nodes (topological order, the input first) and quantizes them."""
+    if "\0" in name:   # an HDF5 attribute of the model file: it would end at the NUL
+        raise _core.FormatError(f"{source}: field 'name': network name '{printable(name)}' holds a NUL")
     plans, output_layer = GraphMapper(ranges, source).map(nodes, output)
     return Quantizer(plans, ranges, nodes[0], source).build(name, output_layer)
 

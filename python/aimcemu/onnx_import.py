@@ -267,7 +267,9 @@ def _attrs(node) -> dict:
 
 
 def _where(node, index: int) -> str:
-    return f"node '{node.name}' ({node.op_type})" if node.name else f"node #{index} ({node.op_type}, output '{node.output[0]}')"
+    if not node.name:
+        return f"node #{index} ({node.op_type}, output '{nb.printable(node.output[0])}')"
+    return f"node '{nb.printable(node.name)}' ({node.op_type})"
 
 
 def _layer_name(node, index: int) -> str:
@@ -394,6 +396,7 @@ class _Graph:
 
     def _add(self, node, index: int, tag: str, inputs: list[nb.Node], **fields) -> nb.Node:
         where = _layer_name(node, index)
+        nb.check_layer_name(where, self.path, f"{_where(node, index)} name")
         made = nb.Node(node.output[0], where, tag, inputs, **fields)
         self.nodes.append(made)
         self.value[node.output[0]] = made

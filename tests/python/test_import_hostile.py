@@ -9,6 +9,7 @@ exit status 2, the message, no traceback, nothing written).
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -656,3 +657,35 @@ def test_a_bias_too_large_for_its_layer_names_the_layer():
     with pytest.warns(RuntimeWarning), pytest.raises(_netbuild.UnsupportedOperationError,
                                                      match=r"  0: bias up to 1 does not fit int8 << 24"):
         import_torch(module, torch.rand(4, 1, 8, 8) * 1e-6)
+
+
+@pytest.mark.parametrize("node_name, layer_name", [(".", "."), ("..", ".."), ("/../", ".."), ("/./", "."),
+                                                   ("a\0b", "a\\x00b")])
+def test_onnx_node_names_that_cannot_name_a_layer_are_refused_on_import(tmp_path, node_name, layer_name):
+    """Before: imported, then refused by save_model naming the output file ('.'), or saved ('..'; 'a\\0b' as 'a')."""
+    model = conv_model()
+    model.graph.node[0].name = node_name
+    shown = node_name.replace("\0", "\\x00")
+    expected = f"m.onnx: field 'node '{shown}' (Conv) name': '{layer_name}' cannot name a layer"
+    with pytest.raises(aimcemu.FormatError, match=re.escape(expected)):
+        convert_onnx(save(model, tmp_path / "m.onnx"), images())
+
+
+def test_cli_refuses_a_node_name_that_cannot_name_a_layer_before_writing(tmp_path, capsys):
+    model = conv_model()
+    model.graph.node[0].name = ".."
+    np.save(tmp_path / "cal.npy", images())
+    assert_refused(["import", save(model, tmp_path / "m.onnx"), "-o", tmp_path / "out" / "m.h5", "--calibration",
+                    tmp_path / "cal.npy"], tmp_path, capsys, "m.onnx: field 'node '..' (Conv) name': '..' cannot name a layer")
+
+
+def test_torch_module_names_that_cannot_name_a_layer_are_refused_on_import():
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    module = torch.nn.Sequential()
+    module.add_module("a/b", torch.nn.Conv2d(1, 2, 3))
+    with pytest.raises(aimcemu.FormatError, match="<import_torch:m>: field 'a/b name': 'a/b' cannot name a layer"):
+        import_torch(module.eval(), torch.rand(4, 1, 8, 8), name="m")
+    with pytest.raises(aimcemu.FormatError, match="field 'name': network name 'm\\\\x00n' holds a NUL"):
+        import_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3)).eval(), torch.rand(4, 1, 8, 8), name="m\0n")
