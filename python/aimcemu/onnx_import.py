@@ -765,9 +765,9 @@ def _tensor_as_array(tensor) -> np.ndarray:
     return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
 
 
-def _fixed_size(batches, size: int):
+def _fixed_size(batches, size: int, field: str = "calibration_data"):
     """The images of batches regrouped into batches of exactly size (a model whose file fixes
-    the batch dimension takes no other); a remainder is refused rather than dropped."""
+    the batch dimension takes no other); a remainder is refused (naming field) rather than dropped."""
     pending = []
     for batch in batches:
         pending.append(batch)
@@ -779,8 +779,20 @@ def _fixed_size(batches, size: int):
             pending = [images[whole:]] if whole < held else []
     left = sum(len(b) for b in pending)
     if left:
-        raise ValueError(f"calibration_data: the model fixes its batch size at {size}; {left} image(s) are left "
+        raise ValueError(f"{field}: the model fixes its batch size at {size}; {left} image(s) are left "
                          f"over (pass a multiple of {size})")
+
+
+def _run_in_batches(session, names: list[str], images: np.ndarray) -> list[np.ndarray]:
+    """session's outputs `names` on all images: in one run, or, where the model fixes its batch
+    size (torch.onnx.export's default), in runs of exactly that size, concatenated (a remainder
+    is refused, as for calibration)."""
+    model_input = session.get_inputs()[0]
+    fixed = model_input.shape[0] if model_input.shape and isinstance(model_input.shape[0], int) else None
+    if not fixed or fixed <= 0:
+        return session.run(names, {model_input.name: images})
+    runs = [session.run(names, {model_input.name: batch}) for batch in _fixed_size([images], fixed, "images_nchw")]
+    return [np.concatenate([run[i] for run in runs]) for i in range(len(names))]
 
 
 def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, outputs: list[np.ndarray]) -> list[tuple[str, str, float]]:
@@ -802,7 +814,7 @@ def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, output
         model.graph.output.append(onnx.ValueInfoProto(name=name))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    values = dict(zip(names, session.run(names, {session.get_inputs()[0].name: images_nchw.astype(np.float32)})))
+    values = dict(zip(names, _run_in_batches(session, names, np.asarray(images_nchw, dtype=np.float32))))
     result = []
     for layer, source, frac, ours in zip(imported.network.layers, imported.sources, imported.frac_bits, outputs):
         h, w, c = tuple(layer.out_shape)

@@ -689,3 +689,25 @@ def test_torch_module_names_that_cannot_name_a_layer_are_refused_on_import():
         import_torch(module.eval(), torch.rand(4, 1, 8, 8), name="m")
     with pytest.raises(aimcemu.FormatError, match="field 'name': network name 'm\\\\x00n' holds a NUL"):
         import_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3)).eval(), torch.rand(4, 1, 8, 8), name="m\0n")
+
+
+def test_layer_cosines_feed_a_fixed_batch_model_batches_of_its_size(tmp_path):
+    """Before: onnxruntime refused the 8 images of a model exported with batch 1 (torch.onnx.export's default)."""
+    from aimcemu import _core
+    from aimcemu.onnx_import import layer_cosines
+
+    test = images(8, seed=3)
+    dynamic_path = save(conv_model(batch="N"), tmp_path / "dyn.onnx")
+    dynamic = convert_onnx(dynamic_path, images())
+    outputs = _core.run_network(dynamic.network, dynamic.quantize_images(test))
+    expected = layer_cosines(dynamic, dynamic_path, test, outputs)
+    for batch in (1, 4):
+        path = save(conv_model(batch=batch), tmp_path / f"b{batch}.onnx")
+        fixed = convert_onnx(path, images())
+        cosines = layer_cosines(fixed, path, test, _core.run_network(fixed.network, fixed.quantize_images(test)))
+        assert [(layer, tensor) for layer, tensor, _ in cosines] == [(layer, tensor) for layer, tensor, _ in expected]
+        np.testing.assert_allclose([c for *_, c in cosines], [c for *_, c in expected], rtol=1e-6)
+    path = save(conv_model(batch=3), tmp_path / "b3.onnx")
+    fixed = convert_onnx(path, images(9))
+    with pytest.raises(ValueError, match=r"images_nchw: the model fixes its batch size at 3; 2 image\(s\) are left over"):
+        layer_cosines(fixed, path, test, _core.run_network(fixed.network, fixed.quantize_images(test)))
