@@ -45,6 +45,8 @@ MAX_IMAGE_DIM = nb.IMAGE_DIM_MAX
 # Zero point types of QuantizeLinear/DequantizeLinear: the network holds int8, so a 16-bit or
 # float8 QDQ tensor would silently lose bits.  A bias is dequantized from int32 (zero point 0).
 _QDQ_TYPES = (np.int8, np.uint8)
+# Scale types of QuantizeLinear/DequantizeLinear read as they are.
+_SCALE_TYPES = (np.float32, np.float16, np.float64)
 
 
 @dataclass
@@ -436,6 +438,8 @@ class _Graph:
     def _fold_constant(self, node, index: int) -> None:
         op, a = node.op_type, _attrs(node)
         x = self.const[node.input[0]]
+        if op in ("QuantizeLinear", "DequantizeLinear"):
+            _refuse_blocked(a)
         if op == "QuantizeLinear":
             zp = _quantize_zero_point(self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else None, a)
             self._check_qdq(node, index, x, self.const[node.input[1]], zp, a.get("axis", 1))
@@ -460,7 +464,9 @@ class _Graph:
         unsupported (_Skip)."""
         field = f"{self.path}: field '{_where(node, index)}'"
         scale = np.asarray(scale)
-        if scale.dtype.kind != "f" or not np.isfinite(scale).all() or not (scale > 0).all():
+        if scale.dtype not in _SCALE_TYPES:     # bfloat16 (an ml_dtypes type, not a NumPy float), integers, ...
+            raise _Skip(f"a scale of type {scale.dtype.name} is not supported (only float32, float16 and float64)")
+        if not np.isfinite(scale).all() or not (scale > 0).all():
             raise _core.FormatError(f"{field}: scale must be finite and > 0, got {scale.ravel()[:4].tolist()}")
         if scale.ndim > 1:
             raise _core.FormatError(f"{field}: scale of shape {list(scale.shape)} must be a scalar or 1-D")
@@ -488,6 +494,7 @@ class _Graph:
     # -- Q/DQ on data: aliases that carry a range
 
     def _op_QuantizeLinear(self, node, index, ins, a):
+        _refuse_blocked(a)
         source = self._data(ins[0])
         scale = self._constant(ins[1], "scale")
         zp = _quantize_zero_point(self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else None, a)
@@ -504,6 +511,7 @@ class _Graph:
         self.value[node.output[0]] = source
 
     def _op_DequantizeLinear(self, node, index, ins, a):
+        _refuse_blocked(a)
         self.value[node.output[0]] = self._data(ins[0])
 
     # -- layers
@@ -636,6 +644,14 @@ class _Graph:
             moves.append(ScaleMove(node.where, "weight", (float(scales.min()), float(scales.max())), pow2,
                                    (float(bits.min()), float(bits.max()))))
         return moves
+
+
+def _refuse_blocked(a: dict) -> None:
+    """Blocked quantization (opset 21's block_size: one scale per block of an axis) is not
+    supported: the format has one scale per tensor, and per-axis scales are all the importer maps."""
+    if a.get("block_size", 0):
+        raise _Skip(f"blocked quantization (attribute block_size={a['block_size']}) is not supported (only a scale "
+                    "per tensor or per index of one axis)")
 
 
 def _quantize_zero_point(zero_point, a: dict) -> np.ndarray:

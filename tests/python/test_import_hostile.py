@@ -711,3 +711,24 @@ def test_layer_cosines_feed_a_fixed_batch_model_batches_of_its_size(tmp_path):
     fixed = convert_onnx(path, images(9))
     with pytest.raises(ValueError, match=r"images_nchw: the model fixes its batch size at 3; 2 image\(s\) are left over"):
         layer_cosines(fixed, path, test, _core.run_network(fixed.network, fixed.quantize_images(test)))
+
+
+@pytest.mark.parametrize("scale_of", ["xs", "ws"])
+def test_a_bfloat16_qdq_scale_is_unsupported_naming_the_node(tmp_path, capsys, scale_of):
+    """Before: 'scale must be finite and > 0, got [0.0100...]' (bfloat16 is no NumPy float kind)."""
+    model = qdq_model(opset=21)
+    inits = model.graph.initializer
+    index = next(i for i, t in enumerate(inits) if t.name == scale_of)
+    dims = list(inits[index].dims)
+    inits[index].CopyFrom(helper.make_tensor(scale_of, TensorProto.BFLOAT16, dims, [0.01] * max(1, int(np.prod(dims)))))
+    node = "node 'qx' (QuantizeLinear)" if scale_of == "xs" else "node 'dqw' (DequantizeLinear)"
+    assert_refused(["import", save(model, tmp_path / "q.onnx"), "-o", tmp_path / "out" / "q.h5"], tmp_path, capsys,
+                   "q.onnx, ", f"{node}: a scale of type bfloat16 is not supported")
+
+
+def test_a_blocked_qdq_scale_is_unsupported_naming_the_node(tmp_path, capsys):
+    """Before: 'scale of shape [2, 1, 3, 3] must be a scalar or 1-D', as if the file were invalid."""
+    model = qdq_model(w_scale=np.full((2, 1, 3, 1), 0.01, np.float32), axis=3, opset=21)
+    model.graph.node[2].attribute.append(helper.make_attribute("block_size", 3))
+    assert_refused(["import", save(model, tmp_path / "q.onnx"), "-o", tmp_path / "out" / "q.h5"], tmp_path, capsys,
+                   "node 'dqw' (DequantizeLinear): blocked quantization (attribute block_size=3) is not supported")
