@@ -13,6 +13,7 @@ import re
 import resource
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -636,13 +637,17 @@ def test_weights_that_all_quantize_to_zero_are_refused(tmp_path):
 
 
 def test_a_tiny_tensor_that_keeps_some_bits_imports_with_a_warning(tmp_path):
-    with pytest.warns(RuntimeWarning, match=r"m.onnx: conv: the weight tensor reaches only 4.5e-07, below 7.57e-06 = "
-                                            r"127 \* 2\^-24: at the format's finest scale its largest value is 8 of 127 "
-                                            r"\(4 bit\(s\) of precision lost\)"):
+    """Weights up to 4.5e-7 (and so outputs up to 1.6e-6) keep some bits at 2^-24: imported, each one named."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         imported = convert_onnx(save(conv_model(WEIGHT * 1e-6), tmp_path / "m.onnx"), images())
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 2, messages
+    assert re.fullmatch(r".*m.onnx: conv: the weight tensor reaches only 4.5e-07, below 7.57e-06 = 127 \* 2\^-24: at "
+                        r"the format's finest scale its largest value is 8 of 127 \(4 bit\(s\) of precision lost\)",
+                        messages[0]), messages[0]
+    assert re.fullmatch(r".*m.onnx: conv: the value 'z' \(act\) reaches only 1.6\d+e-06, .*", messages[1]), messages[1]
     assert imported.weight_frac_bits[0] == 24
-    with pytest.warns(RuntimeWarning, match=r"m.onnx: conv: the value 'z' \(act\) reaches only 1.6\d+e-06"):
-        convert_onnx(save(conv_model(WEIGHT * 1e-6), tmp_path / "m.onnx"), images())
     assert np.abs(np.asarray(imported.network.layers[0].weights)).max() == 8
 
 
