@@ -570,9 +570,19 @@ class _Graph:
             raise _Skip("only Gemm with transA=0, alpha=1, beta=1 is supported")
         weight = self._weight(ins[1], "weight")
         weight = weight if a.get("transB", 0) else weight.T          # -> [out, in]
-        bias = self._weight(ins[2], "bias").reshape(-1) if len(ins) > 2 and ins[2] else None
+        bias = self._gemm_bias(self._weight(ins[2], "bias"), weight.shape[0]) if len(ins) > 2 and ins[2] else None
         made = self._add(node, index, "linear", [x], weight=weight, bias=bias)
         self._note_weight_scale(made, ins[1])
+
+    @staticmethod
+    def _gemm_bias(c: np.ndarray, outputs: int) -> np.ndarray:
+        """Gemm's C, which ONNX broadcasts to [batch, outputs], as one bias per output: C may hold
+        one value for all outputs or one per output ([outputs] or [1, outputs]); a C that varies
+        along the batch is no bias."""
+        if c.ndim > 2 or (c.ndim == 2 and c.shape[0] != 1) or (c.ndim >= 1 and c.shape[-1] not in (1, outputs)):
+            raise _Skip(f"a bias C of shape {list(c.shape)} is not supported (one value, or one per output: "
+                        f"[{outputs}] or [1, {outputs}])")
+        return np.broadcast_to(c.reshape(-1), (outputs,)).copy()
 
     def _op_MatMul(self, node, index, ins, a):
         x = self._data(ins[0])

@@ -737,3 +737,26 @@ def test_a_blocked_qdq_scale_is_unsupported_naming_the_node(tmp_path, capsys):
     model.graph.node[2].attribute.append(helper.make_attribute("block_size", 3))
     assert_refused(["import", save(model, tmp_path / "q.onnx"), "-o", tmp_path / "out" / "q.h5"], tmp_path, capsys,
                    "node 'dqw' (DequantizeLinear): blocked quantization (attribute block_size=3) is not supported")
+
+
+def gemm_model(bias_shape) -> onnx.ModelProto:
+    """x [N, 1, 8, 8] -> Flatten -> Gemm(W [3, 64], transB, C of bias_shape, all 0.5)."""
+    weight = np.random.default_rng(2).uniform(-1, 1, (3, 64)).astype(np.float32)
+    inits = [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(np.full(bias_shape, 0.5, np.float32), "C")]
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "W", "C"], ["y"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_gemm_bias_that_onnx_broadcasts_is_one_bias_per_output(tmp_path):
+    """Before: a scalar or [1] C (valid ONNX) was refused as 'layers/0 (fc)/bias: expected 3 values, got 1'."""
+    expected = convert_onnx(save(gemm_model((3,)), tmp_path / "full.onnx"), images())
+    for shape in ((), (1,), (1, 1), (1, 3)):
+        imported = convert_onnx(save(gemm_model(shape), tmp_path / "c.onnx"), images())
+        assert list(imported.network.layers[0].bias) == list(expected.network.layers[0].bias), shape
+        assert imported.network.layers[0].bias_shift == expected.network.layers[0].bias_shift
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match=r"node 'fc' \(Gemm\): a bias C of shape \[2, 3\] is not supported"):
+        convert_onnx(save(gemm_model((2, 3)), tmp_path / "batch.onnx"), images())
