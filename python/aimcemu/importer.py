@@ -149,7 +149,21 @@ def _avg_pool_op(m: nn.AvgPool2d) -> _Op:
     return _Op("avg_pool", m, _pool_geometry(m, exclude_pad=not m.count_include_pad))
 
 
+def _check_tensors(m: nn.Module) -> None:
+    """The module's own parameters and buffers must hold real values the importer can read:
+    not a lazy module's uninitialized ones, not meta-device ones (no data), not complex ones
+    (float64 conversion would drop the imaginary part with only a warning)."""
+    for name, tensor in (*m.named_parameters(recurse=False), *m.named_buffers(recurse=False)):
+        if isinstance(tensor, nn.parameter.UninitializedTensorMixin):
+            raise _Unsupported(f"{name} is uninitialized (a lazy module: run the model on one batch first)")
+        if tensor.is_meta:
+            raise _Unsupported(f"{name} is on the meta device (it holds no values)")
+        if tensor.is_complex():
+            raise _Unsupported(f"{name} is {str(tensor.dtype).removeprefix('torch.')} (only real values)")
+
+
 def _module_op(m: nn.Module) -> _Op:
+    _check_tensors(m)
     if isinstance(m, nn.Conv2d):
         return _conv_op(m)
     if isinstance(m, nn.BatchNorm2d):

@@ -760,3 +760,18 @@ def test_a_gemm_bias_that_onnx_broadcasts_is_one_bias_per_output(tmp_path):
     with pytest.raises(_netbuild.UnsupportedOperationError,
                        match=r"node 'fc' \(Gemm\): a bias C of shape \[2, 3\] is not supported"):
         convert_onnx(save(gemm_model((2, 3)), tmp_path / "batch.onnx"), images())
+
+
+def test_torch_parameters_without_real_values_are_unsupported_naming_the_module():
+    """Before: torch's ValueError (lazy), NotImplementedError (meta) or a silent cast of complex weights."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    from aimcemu.importer import import_torch
+
+    cases = [(nn.Sequential(nn.LazyConv2d(2, 3)), "0 (LazyConv2d): weight is uninitialized (a lazy module"),
+             (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.LazyLinear(3)), "2 (LazyLinear): weight is uninitialized"),
+             (nn.Sequential(nn.Conv2d(1, 2, 3, device="meta")), "0 (Conv2d): weight is on the meta device"),
+             (nn.Sequential(nn.Conv2d(1, 2, 3, dtype=torch.complex64)), "0 (Conv2d): weight is complex64 (only real")]
+    for module, expected in cases:
+        with pytest.raises(_netbuild.UnsupportedOperationError, match=re.escape(expected)):
+            import_torch(module.eval(), torch.rand(4, 1, 8, 8))
