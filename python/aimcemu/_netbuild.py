@@ -569,9 +569,9 @@ class Quantizer:
                                                      f"the format holds, 2^-{q.FRAC_BITS_MAX} (every value would "
                                                      "quantize to 0)")], self.source)
         warnings.warn(f"{self.source}: {where}: {what} reaches only {max_abs:.4g}, below "
-                      f"{q.RANGE_FULL_PRECISION_MIN:.4g} = 127 * 2^-{q.FRAC_BITS_MAX}: at the format's finest scale its "
-                      f"largest value is {int(q.round_half_up(largest))} of 127 ({f - q.FRAC_BITS_MAX} bit(s) of "
-                      "precision lost)", RuntimeWarning, stacklevel=2)
+                      f"{q.RANGE_FULL_PRECISION_MIN:.4g} = 127 * 2^-{q.FRAC_BITS_MAX}: at the format's finest scale "
+                      f"its largest value is {int(q.round_half_up(largest))} of 127 ({f - q.FRAC_BITS_MAX} bit(s) "
+                      "of precision lost)", RuntimeWarning, stacklevel=2)
         return q.FRAC_BITS_MAX
 
     def _layer(self, plan: _Plan):
@@ -613,7 +613,8 @@ class Quantizer:
 
     def _gemm(self, plan: _Plan, layer, x_frac: int) -> tuple[int, int]:
         weight, bias = self._gemm_float_operands(plan)
-        w_frac = self._checked_frac(float(np.max(np.abs(weight))) if weight.size else 0.0, plan.name, "the weight tensor")
+        weight_range = float(np.max(np.abs(weight))) if weight.size else 0.0
+        w_frac = self._checked_frac(weight_range, plan.name, "the weight tensor")
         w_q = q.quantize(weight, w_frac)
         acc_frac = w_frac + x_frac
         y_frac = self._fit(plan, plan.tail, *([plan.pre_residual] if plan.pre_residual is not None else []))

@@ -354,8 +354,8 @@ class _RangeRecorder(fx.Interpreter):
         except (RuntimeError, ValueError, IndexError) as exc:
             # torch's own checks (channels, a bias or BatchNorm of another size, operands that do not
             # broadcast): one line naming the module, not torch's traceback and fx's node dump.
-            self.refusal = f"{self.stats.source}: field '{_module_label(node, self.module)}': " \
-                           f"torch cannot run it on calibration batch {self.batch} (counting from 0): {_first_line(exc)}"
+            self.refusal = (f"{self.stats.source}: field '{_module_label(node, self.module)}': torch cannot run it "
+                            f"on calibration batch {self.batch} (counting from 0): {_first_line(exc)}")
             raise _core.FormatError(self.refusal) from exc
         if isinstance(out, torch.Tensor) and out.dim() >= 1:
             # Read right away: an in-place op later in the graph may overwrite this tensor.
