@@ -11,6 +11,7 @@ docs/import.md describes the scheme.  No torch or onnx import here.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -104,6 +105,21 @@ class Node:
     bn: BatchNorm | None = None
 
 
+def printable(text: str) -> str:
+    """text for a message: control characters and NUL escaped (\\x00), so a hostile name cannot
+    cut or garble the line."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def check_layer_name(name: str, source: str, field: str) -> None:
+    """A layer name becomes an HDF5 group of the model and results files: refused (FormatError
+    naming the field) when empty, '.' or '..', or holding '/' or NUL (HDF5 ends a name at a NUL,
+    so 'a\\0b' would be stored as 'a')."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise _core.FormatError(f"{source}: field '{printable(field)}': '{printable(name)}' cannot name a layer (a "
+                                "group of the model file: not empty, '.' or '..', and without '/' or NUL)")
+
+
 def fold_batchnorm(weight: np.ndarray, bias: np.ndarray | None, bn: BatchNorm) -> tuple[np.ndarray, np.ndarray]:
     """Conv weight [O, C, kh, kw] and bias [O] with an eval-mode BatchNorm folded in, in float64:
     bn(conv(x)) = conv'(x) with w' = w * g, b' = (b - mean) * g + beta, g = gamma / sqrt(var + eps)."""
@@ -132,7 +148,26 @@ def check_parameters(nodes: list[Node], source: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration statistics
+# Calibration data and statistics
+
+# NumPy kinds of calibration images: real numbers (float, signed or unsigned integer).  A complex
+# image would lose its imaginary part in the cast to float (NumPy only warns); bool, strings,
+# bytes, objects, dates and records are no images.
+CALIBRATION_KINDS = "fiu"
+
+
+def check_calibration_dtype(dtype, source: str, batch: int | None = None) -> None:
+    """Refuses (FormatError naming calibration_data) calibration values that are not real numbers."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in CALIBRATION_KINDS:
+        refuse_calibration_type(dtype.name, source, batch)
+
+
+def refuse_calibration_type(type_name: str, source: str, batch: int | None = None):
+    where = "" if batch is None else f" batch {batch} (counting from 0)"
+    raise _core.FormatError(f"{source}: field 'calibration_data':{where} holds {type_name} values; expected real "
+                            "numbers (float or integer images)")
+
 
 
 class RangeStatistics:
@@ -285,6 +320,7 @@ class GraphMapper:
 
     def _unique_name(self, node: Node) -> str:
         base = node.where
+        check_layer_name(base, self.source, f"{base} name")
         name, n = base, 2
         while name in self.names:
             name, n = f"{base}_{n}", n + 1
@@ -491,7 +527,7 @@ class Quantizer:
         self.source = source
         self.frac: list[int] = []
         self.weight_frac: list = []
-        self.input_frac = q.frac_bits_for_range(ranges.of(input_node))
+        self.input_frac = self._checked_frac(ranges.of(input_node), input_node.where, "the network input")
 
     def build(self, name: str, output_layer: int) -> ImportedModel:
         net = _core.Network()
@@ -509,9 +545,34 @@ class Quantizer:
     def _frac_of(self, layer: int) -> int:
         return self.input_frac if layer == NETWORK_INPUT else self.frac[layer]
 
-    def _fit(self, *nodes: Node) -> int:
-        """Finest frac bits at which every node's range fits int8."""
-        return min(q.frac_bits_for_range(self.ranges.of(n)) for n in nodes)
+    def _fit(self, plan: _Plan, *nodes: Node) -> int:
+        """Finest frac bits at which every node's range (values of plan's layer) fits int8."""
+        def what(n: Node) -> str:
+            return f"the value '{n.name}'" + (f" ({n.where})" if n.where != plan.name else "")
+        return min(self._checked_frac(self.ranges.of(n), plan.name, what(n)) for n in nodes)
+
+    def _checked_frac(self, max_abs: float, where: str, what: str) -> int:
+        """The frac bits of a range within the format's FRAC_BITS_MIN..FRAC_BITS_MAX.  A range the
+        clamp would saturate, or round to 0 everywhere, makes the import meaningless: refused,
+        naming the tensor, its range and the limit.  One that keeps only some of int8's bits at the
+        finest scale is imported with a warning (a nearly-dead tensor is legitimate)."""
+        f = q.unclamped_frac_bits(max_abs)
+        if f < q.FRAC_BITS_MIN:
+            raise UnsupportedOperationError([(where, f"{what} reaches {max_abs:.4g}, above the largest range the "
+                                                     f"format holds, {q.RANGE_MAX:.6g} = 127 * 2^{-q.FRAC_BITS_MIN} "
+                                                     "(every value above it would saturate)")], self.source)
+        if f <= q.FRAC_BITS_MAX:
+            return f
+        largest = max_abs * 2.0 ** q.FRAC_BITS_MAX      # its largest value in steps of the finest scale
+        if largest < 0.5:
+            raise UnsupportedOperationError([(where, f"{what} reaches only {max_abs:.4g}, below half the finest step "
+                                                     f"the format holds, 2^-{q.FRAC_BITS_MAX} (every value would "
+                                                     "quantize to 0)")], self.source)
+        warnings.warn(f"{self.source}: {where}: {what} reaches only {max_abs:.4g}, below "
+                      f"{q.RANGE_FULL_PRECISION_MIN:.4g} = 127 * 2^-{q.FRAC_BITS_MAX}: at the format's finest scale "
+                      f"its largest value is {int(q.round_half_up(largest))} of 127 ({f - q.FRAC_BITS_MAX} bit(s) "
+                      "of precision lost)", RuntimeWarning, stacklevel=2)
+        return q.FRAC_BITS_MAX
 
     def _layer(self, plan: _Plan):
         layer = _core.Layer()
@@ -552,9 +613,11 @@ class Quantizer:
 
     def _gemm(self, plan: _Plan, layer, x_frac: int) -> tuple[int, int]:
         weight, bias = self._gemm_float_operands(plan)
-        w_q, w_frac = q.quantize_weights(weight)
+        weight_range = float(np.max(np.abs(weight))) if weight.size else 0.0
+        w_frac = self._checked_frac(weight_range, plan.name, "the weight tensor")
+        w_q = q.quantize(weight, w_frac)
         acc_frac = w_frac + x_frac
-        y_frac = self._fit(plan.tail, *([plan.pre_residual] if plan.pre_residual is not None else []))
+        y_frac = self._fit(plan, plan.tail, *([plan.pre_residual] if plan.pre_residual is not None else []))
         y_frac = max(min(y_frac, acc_frac), acc_frac - q.OUT_SHIFT_MAX)
         if plan.residual_input >= 0:
             r_frac = self.frac[plan.residual_input]
@@ -563,7 +626,10 @@ class Quantizer:
             layer.residual_shift = y_frac - r_frac
         layer.out_shift = acc_frac - y_frac
         layer.weights = w_q.reshape(-1)
-        layer.bias, layer.bias_shift = q.quantize_bias(bias, acc_frac)
+        try:
+            layer.bias, layer.bias_shift = q.quantize_bias(bias, acc_frac)
+        except ValueError as exc:      # a bias too large for int8 << BIAS_SHIFT_MAX at this scale
+            raise UnsupportedOperationError([(plan.name, str(exc))], self.source) from None
         layer.out_channels = weight.shape[0]
         if plan.kind == "conv":
             layer.window = plan.window
@@ -571,7 +637,7 @@ class Quantizer:
 
     def _add(self, plan: _Plan, layer, a_frac: int) -> int:
         b_frac = self.frac[plan.residual_input]
-        y_frac = min(self._fit(plan.tail), a_frac + q.ALIGN_SHIFT_MAX, b_frac + q.ALIGN_SHIFT_MAX)
+        y_frac = min(self._fit(plan, plan.tail), a_frac + q.ALIGN_SHIFT_MAX, b_frac + q.ALIGN_SHIFT_MAX)
         layer.input_shift = y_frac - a_frac
         layer.residual_shift = y_frac - b_frac
         self._check_align(plan, layer.input_shift, "first operand")
@@ -581,7 +647,7 @@ class Quantizer:
     def _avg_pool(self, plan: _Plan, layer, x_frac: int) -> int:
         taps = plan.window.kernel_h * plan.window.kernel_w
         layer.window = plan.window
-        y_frac = self._fit(plan.tail)
+        y_frac = self._fit(plan, plan.tail)
         # y = avg_mult * sum / 2^out_shift must approximate mean * 2^(y_frac - x_frac).
         while 2.0 ** (y_frac - x_frac) / taps > q.AVG_MULT_MAX:
             y_frac -= 1
@@ -609,6 +675,8 @@ class Quantizer:
 
 def build_network(nodes: list[Node], output: Node, ranges: Ranges, name: str, source: str) -> ImportedModel:
     """Maps the nodes (topological order, the input first) and quantizes them."""
+    if "\0" in name:   # an HDF5 attribute of the model file: it would end at the NUL
+        raise _core.FormatError(f"{source}: field 'name': network name '{printable(name)}' holds a NUL")
     plans, output_layer = GraphMapper(ranges, source).map(nodes, output)
     return Quantizer(plans, ranges, nodes[0], source).build(name, output_layer)
 

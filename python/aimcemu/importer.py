@@ -149,7 +149,21 @@ def _avg_pool_op(m: nn.AvgPool2d) -> _Op:
     return _Op("avg_pool", m, _pool_geometry(m, exclude_pad=not m.count_include_pad))
 
 
+def _check_tensors(m: nn.Module) -> None:
+    """The module's own parameters and buffers must hold real values the importer can read:
+    not a lazy module's uninitialized ones, not meta-device ones (no data), not complex ones
+    (float64 conversion would drop the imaginary part with only a warning)."""
+    for name, tensor in (*m.named_parameters(recurse=False), *m.named_buffers(recurse=False)):
+        if isinstance(tensor, nn.parameter.UninitializedTensorMixin):
+            raise _Unsupported(f"{name} is uninitialized (a lazy module: run the model on one batch first)")
+        if tensor.is_meta:
+            raise _Unsupported(f"{name} is on the meta device (it holds no values)")
+        if tensor.is_complex():
+            raise _Unsupported(f"{name} is {str(tensor.dtype).removeprefix('torch.')} (only real values)")
+
+
 def _module_op(m: nn.Module) -> _Op:
+    _check_tensors(m)
     if isinstance(m, nn.Conv2d):
         return _conv_op(m)
     if isinstance(m, nn.BatchNorm2d):
@@ -332,9 +346,17 @@ class _RangeRecorder(fx.Interpreter):
         super().__init__(graph_module)
         self.stats = stats
         self.refusal: str | None = None   # a FormatError's message before fx appends its node dump
+        self.batch = 0                    # the calibration batch being run, for messages
 
     def run_node(self, node):
-        out = super().run_node(node)
+        try:
+            out = super().run_node(node)
+        except (RuntimeError, ValueError, IndexError) as exc:
+            # torch's own checks (channels, a bias or BatchNorm of another size, operands that do not
+            # broadcast): one line naming the module, not torch's traceback and fx's node dump.
+            self.refusal = (f"{self.stats.source}: field '{_module_label(node, self.module)}': torch cannot run it "
+                            f"on calibration batch {self.batch} (counting from 0): {_first_line(exc)}")
+            raise _core.FormatError(self.refusal) from exc
         if isinstance(out, torch.Tensor) and out.dim() >= 1:
             # Read right away: an in-place op later in the graph may overwrite this tensor.
             where = "calibration_data" if node.op == "placeholder" else _node_where(node)
@@ -347,15 +369,50 @@ class _RangeRecorder(fx.Interpreter):
         return out
 
 
-def _calibration_batches(data) -> Iterable[torch.Tensor]:
+def _module_label(node: fx.Node, root: nn.Module) -> str:
+    """The module's qualified name and type ("layer1.0.conv1 (Conv2d)"), or the node's place."""
+    if node.op == "call_module":
+        return f"{node.target} ({type(root.get_submodule(node.target)).__name__})"
+    return _node_where(node)
+
+
+def _first_line(exc: Exception) -> str:
+    """The first non-empty line of an exception's message (fx appends its node dump below it)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _calibration_batches(data, source: str) -> Iterable[torch.Tensor]:
+    """The calibration images as tensors of real numbers, batch by batch."""
     if isinstance(data, np.ndarray):
+        nb.check_calibration_dtype(data.dtype, source)
         data = torch.from_numpy(data)
     if isinstance(data, torch.Tensor):
+        _check_tensor_type(data, source)
         for start in range(0, data.shape[0], CALIBRATION_BATCH):
             yield data[start:start + CALIBRATION_BATCH]
         return
-    for item in data:
-        yield torch.as_tensor(item[0] if isinstance(item, (tuple, list)) else item)
+    for index, item in enumerate(data):
+        yield _batch_tensor(item[0] if isinstance(item, (tuple, list)) else item, index, source)
+
+
+def _batch_tensor(item, index: int, source: str) -> torch.Tensor:
+    """One batch of an iterable as a tensor; anything but real numbers is refused naming the batch."""
+    if isinstance(item, torch.Tensor):
+        _check_tensor_type(item, source, index)
+        return item
+    try:
+        array = np.asarray(item)
+    except (ValueError, TypeError) as exc:   # ragged nested lists, ...
+        raise _core.FormatError(f"{source}: field 'calibration_data': batch {index} (counting from 0) is not an "
+                                f"array of images ({_first_line(exc)})") from None
+    nb.check_calibration_dtype(array.dtype, source, index)
+    return torch.as_tensor(array)
+
+
+def _check_tensor_type(tensor: torch.Tensor, source: str, batch: int | None = None) -> None:
+    if tensor.is_complex() or tensor.dtype == torch.bool or tensor.is_quantized:
+        nb.refuse_calibration_type(str(tensor.dtype).removeprefix("torch."), source, batch)
 
 
 def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> nb.RangeStatistics:
@@ -366,7 +423,7 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
     batches = 0
     first_shape = None
     with torch.no_grad():
-        for batch in _calibration_batches(calibration_data):
+        for batch in _calibration_batches(calibration_data, source):
             if batch.dim() != 4:
                 raise ValueError(f"calibration_data: expected images [N, C, H, W], got a batch of shape {tuple(batch.shape)}")
             # The network takes one image size: every batch must have the first one's.
@@ -375,6 +432,7 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
                 raise ValueError(f"calibration_data: batch {batches} (counting from 0) holds images of shape "
                                  f"{tuple(batch.shape[1:])}, batch 0 of {first_shape} (C, H, W); the network "
                                  "takes one image size")
+            recorder.batch = batches
             try:
                 recorder.run(batch.to(dtype))
             except _core.FormatError:

@@ -45,6 +45,8 @@ MAX_IMAGE_DIM = nb.IMAGE_DIM_MAX
 # Zero point types of QuantizeLinear/DequantizeLinear: the network holds int8, so a 16-bit or
 # float8 QDQ tensor would silently lose bits.  A bias is dequantized from int32 (zero point 0).
 _QDQ_TYPES = (np.int8, np.uint8)
+# Scale types of QuantizeLinear/DequantizeLinear read as they are.
+_SCALE_TYPES = (np.float32, np.float16, np.float64)
 
 
 @dataclass
@@ -267,7 +269,9 @@ def _attrs(node) -> dict:
 
 
 def _where(node, index: int) -> str:
-    return f"node '{node.name}' ({node.op_type})" if node.name else f"node #{index} ({node.op_type}, output '{node.output[0]}')"
+    if not node.name:
+        return f"node #{index} ({node.op_type}, output '{nb.printable(node.output[0])}')"
+    return f"node '{nb.printable(node.name)}' ({node.op_type})"
 
 
 def _layer_name(node, index: int) -> str:
@@ -394,6 +398,7 @@ class _Graph:
 
     def _add(self, node, index: int, tag: str, inputs: list[nb.Node], **fields) -> nb.Node:
         where = _layer_name(node, index)
+        nb.check_layer_name(where, self.path, f"{_where(node, index)} name")
         made = nb.Node(node.output[0], where, tag, inputs, **fields)
         self.nodes.append(made)
         self.value[node.output[0]] = made
@@ -433,6 +438,8 @@ class _Graph:
     def _fold_constant(self, node, index: int) -> None:
         op, a = node.op_type, _attrs(node)
         x = self.const[node.input[0]]
+        if op in ("QuantizeLinear", "DequantizeLinear"):
+            _refuse_blocked(a)
         if op == "QuantizeLinear":
             zp = _quantize_zero_point(self.const[node.input[2]] if len(node.input) > 2 and node.input[2] else None, a)
             self._check_qdq(node, index, x, self.const[node.input[1]], zp, a.get("axis", 1))
@@ -457,7 +464,9 @@ class _Graph:
         unsupported (_Skip)."""
         field = f"{self.path}: field '{_where(node, index)}'"
         scale = np.asarray(scale)
-        if scale.dtype.kind != "f" or not np.isfinite(scale).all() or not (scale > 0).all():
+        if scale.dtype not in _SCALE_TYPES:     # bfloat16 (an ml_dtypes type, not a NumPy float), integers, ...
+            raise _Skip(f"a scale of type {scale.dtype.name} is not supported (only float32, float16 and float64)")
+        if not np.isfinite(scale).all() or not (scale > 0).all():
             raise _core.FormatError(f"{field}: scale must be finite and > 0, got {scale.ravel()[:4].tolist()}")
         if scale.ndim > 1:
             raise _core.FormatError(f"{field}: scale of shape {list(scale.shape)} must be a scalar or 1-D")
@@ -485,6 +494,7 @@ class _Graph:
     # -- Q/DQ on data: aliases that carry a range
 
     def _op_QuantizeLinear(self, node, index, ins, a):
+        _refuse_blocked(a)
         source = self._data(ins[0])
         scale = self._constant(ins[1], "scale")
         zp = _quantize_zero_point(self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else None, a)
@@ -501,6 +511,7 @@ class _Graph:
         self.value[node.output[0]] = source
 
     def _op_DequantizeLinear(self, node, index, ins, a):
+        _refuse_blocked(a)
         self.value[node.output[0]] = self._data(ins[0])
 
     # -- layers
@@ -559,9 +570,19 @@ class _Graph:
             raise _Skip("only Gemm with transA=0, alpha=1, beta=1 is supported")
         weight = self._weight(ins[1], "weight")
         weight = weight if a.get("transB", 0) else weight.T          # -> [out, in]
-        bias = self._weight(ins[2], "bias").reshape(-1) if len(ins) > 2 and ins[2] else None
+        bias = self._gemm_bias(self._weight(ins[2], "bias"), weight.shape[0]) if len(ins) > 2 and ins[2] else None
         made = self._add(node, index, "linear", [x], weight=weight, bias=bias)
         self._note_weight_scale(made, ins[1])
+
+    @staticmethod
+    def _gemm_bias(c: np.ndarray, outputs: int) -> np.ndarray:
+        """Gemm's C, which ONNX broadcasts to [batch, outputs], as one bias per output: C may hold
+        one value for all outputs or one per output ([outputs] or [1, outputs]); a C that varies
+        along the batch is no bias."""
+        if c.ndim > 2 or (c.ndim == 2 and c.shape[0] != 1) or (c.ndim >= 1 and c.shape[-1] not in (1, outputs)):
+            raise _Skip(f"a bias C of shape {list(c.shape)} is not supported (one value, or one per output: "
+                        f"[{outputs}] or [1, {outputs}])")
+        return np.broadcast_to(c.reshape(-1), (outputs,)).copy()
 
     def _op_MatMul(self, node, index, ins, a):
         x = self._data(ins[0])
@@ -635,6 +656,14 @@ class _Graph:
         return moves
 
 
+def _refuse_blocked(a: dict) -> None:
+    """Blocked quantization (opset 21's block_size: one scale per block of an axis) is not
+    supported: the format has one scale per tensor, and per-axis scales are all the importer maps."""
+    if a.get("block_size", 0):
+        raise _Skip(f"blocked quantization (attribute block_size={a['block_size']}) is not supported (only a scale "
+                    "per tensor or per index of one axis)")
+
+
 def _quantize_zero_point(zero_point, a: dict) -> np.ndarray:
     """A QuantizeLinear's zero point: its input, or, when it has none, 0 of the type its
     output_dtype attribute names (opset 21), uint8 when neither is given.  A zero point of another
@@ -693,7 +722,7 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
     if calibration_data is None:
         batches = [np.zeros((batch_size or 1, *chw), np.float32)]
     else:
-        batches = _batches(calibration_data, chw)
+        batches = _batches(calibration_data, chw, path)
         batches = _fixed_size(batches, batch_size) if batch_size else batches
     count = 0
     for batch in batches:
@@ -732,24 +761,39 @@ def _first_line(exc: Exception) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _batches(data, chw):
+def _batches(data, chw, path: str):
+    """The calibration images as float32 batches of [N, C, H, W]; anything but real numbers is
+    refused naming calibration_data (a complex image would lose its imaginary part)."""
     if hasattr(data, "detach"):
-        data = data.detach().cpu().numpy()
+        data = _tensor_as_array(data)
     if isinstance(data, np.ndarray):
+        nb.check_calibration_dtype(data.dtype, path)
         images = data
         data = (images[i:i + CALIBRATION_BATCH] for i in range(0, len(images), CALIBRATION_BATCH))
     for index, batch in enumerate(data):
         batch = batch[0] if isinstance(batch, (tuple, list)) else batch
-        batch = np.asarray(batch.detach().cpu().numpy() if hasattr(batch, "detach") else batch, dtype=np.float32)
+        try:
+            batch = np.asarray(_tensor_as_array(batch) if hasattr(batch, "detach") else batch)
+        except (ValueError, TypeError) as exc:   # ragged nested lists, ...
+            raise _core.FormatError(f"{path}: field 'calibration_data': batch {index} (counting from 0) is not an "
+                                    f"array of images ({_first_line(exc)})") from None
+        nb.check_calibration_dtype(batch.dtype, path, index)
+        batch = batch.astype(np.float32, copy=False)
         if batch.ndim != 4 or tuple(batch.shape[1:]) != tuple(chw):
             raise ValueError(f"calibration_data: batch {index} (counting from 0): expected images "
                              f"[N, {', '.join(map(str, chw))}], got {batch.shape}")
         yield batch
 
 
-def _fixed_size(batches, size: int):
+def _tensor_as_array(tensor) -> np.ndarray:
+    """A torch tensor as an array (bfloat16, which NumPy lacks, as float32)."""
+    tensor = tensor.detach().cpu()
+    return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
+
+
+def _fixed_size(batches, size: int, field: str = "calibration_data"):
     """The images of batches regrouped into batches of exactly size (a model whose file fixes
-    the batch dimension takes no other); a remainder is refused rather than dropped."""
+    the batch dimension takes no other); a remainder is refused (naming field) rather than dropped."""
     pending = []
     for batch in batches:
         pending.append(batch)
@@ -761,8 +805,20 @@ def _fixed_size(batches, size: int):
             pending = [images[whole:]] if whole < held else []
     left = sum(len(b) for b in pending)
     if left:
-        raise ValueError(f"calibration_data: the model fixes its batch size at {size}; {left} image(s) are left "
+        raise ValueError(f"{field}: the model fixes its batch size at {size}; {left} image(s) are left "
                          f"over (pass a multiple of {size})")
+
+
+def _run_in_batches(session, names: list[str], images: np.ndarray) -> list[np.ndarray]:
+    """session's outputs `names` on all images: in one run, or, where the model fixes its batch
+    size (torch.onnx.export's default), in runs of exactly that size, concatenated (a remainder
+    is refused, as for calibration)."""
+    model_input = session.get_inputs()[0]
+    fixed = model_input.shape[0] if model_input.shape and isinstance(model_input.shape[0], int) else None
+    if not fixed or fixed <= 0:
+        return session.run(names, {model_input.name: images})
+    runs = [session.run(names, {model_input.name: batch}) for batch in _fixed_size([images], fixed, "images_nchw")]
+    return [np.concatenate([run[i] for run in runs]) for i in range(len(names))]
 
 
 def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, outputs: list[np.ndarray]) -> list[tuple[str, str, float]]:
@@ -784,7 +840,7 @@ def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, output
         model.graph.output.append(onnx.ValueInfoProto(name=name))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    values = dict(zip(names, session.run(names, {session.get_inputs()[0].name: images_nchw.astype(np.float32)})))
+    values = dict(zip(names, _run_in_batches(session, names, np.asarray(images_nchw, dtype=np.float32))))
     result = []
     for layer, source, frac, ours in zip(imported.network.layers, imported.sources, imported.frac_bits, outputs):
         h, w, c = tuple(layer.out_shape)

@@ -22,8 +22,14 @@ INT8_MIN, INT8_MAX = -128, 127
 # 7 (the range [-1, 1)) keeps the shifts of its consumers small.
 FRAC_BITS_OF_ZERO_TENSOR = 7
 # Frac bits are clamped to this range so that a nearly-dead tensor cannot drive shifts out of the
-# fields' ranges below (out_shift, residual and input shifts).
+# fields' ranges below (out_shift, residual and input shifts).  The importers refuse a range the
+# clamp would saturate or round to zero, and warn where it only costs precision (docs/import.md).
 FRAC_BITS_MIN, FRAC_BITS_MAX = -16, 24
+# The largest range a tensor can have (at 2^-FRAC_BITS_MIN, every value above it saturates), and
+# the smallest at which int8's full precision is kept (below it, the finest scale 2^-FRAC_BITS_MAX
+# leaves fewer than 7 bits).
+RANGE_MAX = INT8_MAX * 2.0 ** -FRAC_BITS_MIN
+RANGE_FULL_PRECISION_MIN = INT8_MAX * 2.0 ** -FRAC_BITS_MAX
 # The largest value of each layer field, as formats/network.hpp states its range.
 BIAS_SHIFT_MAX = _core.LAYER_FIELD_RANGES["bias_shift"][1]
 OUT_SHIFT_MAX = _core.LAYER_FIELD_RANGES["out_shift"][1]
@@ -36,7 +42,13 @@ def round_half_up(v: np.ndarray) -> np.ndarray:
 
 
 def frac_bits_for_range(max_abs: float) -> int:
-    """The largest f with max_abs * 2^f <= 127: the finest scale at which the range still fits."""
+    """The largest f with max_abs * 2^f <= 127: the finest scale at which the range still fits,
+    clamped to FRAC_BITS_MIN..FRAC_BITS_MAX."""
+    return int(min(max(unclamped_frac_bits(max_abs), FRAC_BITS_MIN), FRAC_BITS_MAX))
+
+
+def unclamped_frac_bits(max_abs: float) -> int:
+    """The largest f with max_abs * 2^f <= 127, whether or not the format's fields can hold it."""
     if not math.isfinite(max_abs):
         raise ValueError(f"cannot choose a scale for a tensor whose range is {max_abs}")
     if max_abs <= 0.0:
@@ -45,7 +57,7 @@ def frac_bits_for_range(max_abs: float) -> int:
     # log2 can land one step high on exact powers of two through rounding; correct it.
     while max_abs * 2.0 ** f > INT8_MAX:
         f -= 1
-    return int(min(max(f, FRAC_BITS_MIN), FRAC_BITS_MAX))
+    return int(f)
 
 
 def quantize(values: np.ndarray, frac_bits: int) -> np.ndarray:

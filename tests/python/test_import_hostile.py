@@ -9,9 +9,11 @@ exit status 2, the message, no traceback, nothing written).
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -501,3 +503,275 @@ def test_too_many_external_tensors_are_refused(external_folder, monkeypatch):
     path = many_external_tensors_model(external_folder, 25)
     with pytest.raises(aimcemu.FormatError, match="external data is stored for more than 20 tensors"):
         onnx_import._load(os.fspath(path))
+
+
+# --- found in review (importleft): torch's own errors, calibration dtypes, ranges, layer names ---
+
+
+def torch_models_that_torch_refuses():
+    """(model, the field the refusal names, what torch says) per mismatch torch finds on calibration."""
+    nn = pytest.importorskip("torch").nn
+    torch = pytest.importorskip("torch")
+    wrong_bias = nn.Conv2d(1, 2, 3)
+    wrong_bias.bias = nn.Parameter(torch.zeros(3))
+
+    class Sum(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(1, 2, 3), nn.Conv2d(1, 2, 5)
+
+        def forward(self, x):
+            return self.a(x) + self.b(x)
+
+    return {
+        "in_channels": (nn.Sequential(nn.Conv2d(3, 2, 3)), "0 (Conv2d)", "expected input[4, 1, 8, 8] to have 3 channels"),
+        "bias": (nn.Sequential(wrong_bias), "0 (Conv2d)", "expected bias to be 1-dimensional with 2 elements"),
+        "batchnorm": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(3)), "1 (BatchNorm2d)",
+                      "running_mean should contain 2 elements not 3"),
+        "in_features": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(10, 3)), "2 (Linear)",
+                        "mat1 and mat2 shapes cannot be multiplied (4x72 and 10x3)"),
+        "kernel": (nn.Sequential(nn.Conv2d(1, 2, 9)), "0 (Conv2d)", "Kernel size can't be greater than actual input size"),
+        "pool": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(8)), "1 (MaxPool2d)", "Output size is too small"),
+        "add": (Sum(), "add", "The size of tensor a (6) must match the size of tensor b (4)"),
+    }
+
+
+@pytest.mark.parametrize("case", ["in_channels", "bias", "batchnorm", "in_features", "kernel", "pool", "add"])
+def test_torch_errors_on_calibration_name_the_module(case):
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    model, field, said = torch_models_that_torch_refuses()[case]
+    with pytest.raises(aimcemu.FormatError) as info:
+        import_torch(model.eval(), torch.rand(4, 1, 8, 8), name="m")
+    message = str(info.value)
+    assert message.startswith(f"<import_torch:m>: field '{field}': torch cannot run it on calibration batch 0 "
+                              "(counting from 0): "), message
+    assert said in message
+    assert "While executing" not in message and len(message.splitlines()) == 1
+
+
+NOT_REAL_IMAGES = {"complex128": images().astype(np.complex128) + 0.5j, "bool": images() > 0,
+                   "object": images().astype(object), "str": images().astype(str), "bytes": images().astype(bytes)}
+
+
+@pytest.mark.parametrize("kind", NOT_REAL_IMAGES)
+@pytest.mark.parametrize("container", ["array", "batches"])
+def test_calibration_data_that_are_not_real_numbers_are_refused(tmp_path, kind, container):
+    """Both importers; complex data was cast to float with only NumPy's ComplexWarning before."""
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    data = NOT_REAL_IMAGES[kind]
+    batch = " batch 0 (counting from 0)" if container == "batches" else ""
+    expected = f"field 'calibration_data':{batch} holds {np.dtype(data.dtype).name} values; expected real numbers"
+    data = data if container == "array" else [data]
+    model = save(conv_model(), tmp_path / "m.onnx")
+    with pytest.raises(aimcemu.FormatError, match=re.escape(f"m.onnx: {expected}")):
+        convert_onnx(model, data)
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    with pytest.raises(aimcemu.FormatError, match=re.escape(f"<import_torch:m>: {expected}")):
+        import_torch(module, data, name="m")
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "bool"])
+def test_torch_calibration_tensors_that_are_not_real_numbers_are_refused(dtype):
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    data = torch.ones(4, 1, 8, 8, dtype=getattr(torch, dtype))
+    for given, batch in ((data, ""), ([data], " batch 0 \\(counting from 0\\)")):
+        with pytest.raises(aimcemu.FormatError, match=f"field 'calibration_data':{batch} holds {dtype} values"):
+            import_torch(module, given, name="m")
+
+
+@pytest.mark.parametrize("kind", ["complex128", "bool", "str"])
+def test_cli_refuses_calibration_files_that_are_not_real_numbers(tmp_path, capsys, kind):
+    model = save(conv_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", NOT_REAL_IMAGES[kind])
+    name = np.dtype(NOT_REAL_IMAGES[kind].dtype).name
+    assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--calibration", tmp_path / "cal.npy"],
+                   tmp_path, capsys, f"--calibration: {tmp_path / 'cal.npy'}: holds {name} values; expected real numbers")
+
+
+def test_integer_and_half_precision_calibration_data_still_import(tmp_path):
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    data = (images() * 100).round()
+    model = save(conv_model(), tmp_path / "m.onnx")
+    expected = convert_onnx(model, data.astype(np.float32))
+    for given in (data.astype(np.int16), torch.from_numpy(data.astype(np.float32)).to(torch.bfloat16)):
+        assert convert_onnx(model, given).frac_bits == expected.frac_bits
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    assert import_torch(module, data.astype(np.int16)).input_frac_bits == import_torch(module, data).input_frac_bits
+
+
+def test_a_range_above_the_format_is_refused_naming_the_tensor(tmp_path):
+    """Calibration up to 1e9: at the coarsest scale, 2^16, every value above 8.3e6 saturated silently before."""
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    model = save(conv_model(), tmp_path / "m.onnx")
+    data = images()
+    data[0, 0, 0, 0] = 1e9
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match=r"m.onnx, 1 unsupported operation\(s\):\n  input 'x': the network input reaches 1e\+09, "
+                             r"above the largest range the format holds, 8.32307e\+06 = 127 \* 2\^16 \(every value "
+                             r"above it would saturate\)"):
+        convert_onnx(model, data)
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    with torch.no_grad():
+        module[0].weight.fill_(1e8)
+    with pytest.raises(_netbuild.UnsupportedOperationError, match=r"  0: the weight tensor reaches 1e\+08, above"):
+        import_torch(module, torch.rand(4, 1, 8, 8))
+
+
+def test_weights_that_all_quantize_to_zero_are_refused(tmp_path):
+    """Weights of 1e-9 at the finest scale, 2^-24, all became 0 before: the layer computed its bias only."""
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match=r"  conv: the weight tensor reaches only 4.5e-10, below half the finest step the format "
+                             r"holds, 2\^-24 \(every value would quantize to 0\)"):
+        convert_onnx(save(conv_model(WEIGHT * 1e-9), tmp_path / "m.onnx"), images())
+
+
+def test_a_tiny_tensor_that_keeps_some_bits_imports_with_a_warning(tmp_path):
+    """Weights up to 4.5e-7 (and so outputs up to 1.6e-6) keep some bits at 2^-24: imported, each one named."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        imported = convert_onnx(save(conv_model(WEIGHT * 1e-6), tmp_path / "m.onnx"), images())
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 2, messages
+    assert re.fullmatch(r".*m.onnx: conv: the weight tensor reaches only 4.5e-07, below 7.57e-06 = 127 \* 2\^-24: at "
+                        r"the format's finest scale its largest value is 8 of 127 \(4 bit\(s\) of precision lost\)",
+                        messages[0]), messages[0]
+    assert re.fullmatch(r".*m.onnx: conv: the value 'z' \(act\) reaches only 1.6\d+e-06, .*", messages[1]), messages[1]
+    assert imported.weight_frac_bits[0] == 24
+    assert np.abs(np.asarray(imported.network.layers[0].weights)).max() == 8
+
+
+def test_a_bias_too_large_for_its_layer_names_the_layer():
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3)).eval()
+    with torch.no_grad():
+        module[0].weight.fill_(1e-6)
+        module[0].bias.fill_(1.0)
+    with pytest.warns(RuntimeWarning), pytest.raises(_netbuild.UnsupportedOperationError,
+                                                     match=r"  0: bias up to 1 does not fit int8 << 24"):
+        import_torch(module, torch.rand(4, 1, 8, 8) * 1e-6)
+
+
+@pytest.mark.parametrize("node_name, layer_name", [(".", "."), ("..", ".."), ("/../", ".."), ("/./", "."),
+                                                   ("a\0b", "a\\x00b")])
+def test_onnx_node_names_that_cannot_name_a_layer_are_refused_on_import(tmp_path, node_name, layer_name):
+    """Before: imported, then refused by save_model naming the output file ('.'), or saved ('..'; 'a\\0b' as 'a')."""
+    model = conv_model()
+    model.graph.node[0].name = node_name
+    shown = node_name.replace("\0", "\\x00")
+    expected = f"m.onnx: field 'node '{shown}' (Conv) name': '{layer_name}' cannot name a layer"
+    with pytest.raises(aimcemu.FormatError, match=re.escape(expected)):
+        convert_onnx(save(model, tmp_path / "m.onnx"), images())
+
+
+def test_cli_refuses_a_node_name_that_cannot_name_a_layer_before_writing(tmp_path, capsys):
+    model = conv_model()
+    model.graph.node[0].name = ".."
+    np.save(tmp_path / "cal.npy", images())
+    assert_refused(["import", save(model, tmp_path / "m.onnx"), "-o", tmp_path / "out" / "m.h5", "--calibration",
+                    tmp_path / "cal.npy"], tmp_path, capsys, "m.onnx: field 'node '..' (Conv) name': '..' cannot name a layer")
+
+
+def test_torch_module_names_that_cannot_name_a_layer_are_refused_on_import():
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    module = torch.nn.Sequential()
+    module.add_module("a/b", torch.nn.Conv2d(1, 2, 3))
+    with pytest.raises(aimcemu.FormatError, match="<import_torch:m>: field 'a/b name': 'a/b' cannot name a layer"):
+        import_torch(module.eval(), torch.rand(4, 1, 8, 8), name="m")
+    with pytest.raises(aimcemu.FormatError, match="field 'name': network name 'm\\\\x00n' holds a NUL"):
+        import_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3)).eval(), torch.rand(4, 1, 8, 8), name="m\0n")
+
+
+def test_layer_cosines_feed_a_fixed_batch_model_batches_of_its_size(tmp_path):
+    """Before: onnxruntime refused the 8 images of a model exported with batch 1 (torch.onnx.export's default)."""
+    from aimcemu import _core
+    from aimcemu.onnx_import import layer_cosines
+
+    test = images(8, seed=3)
+    dynamic_path = save(conv_model(batch="N"), tmp_path / "dyn.onnx")
+    dynamic = convert_onnx(dynamic_path, images())
+    outputs = _core.run_network(dynamic.network, dynamic.quantize_images(test))
+    expected = layer_cosines(dynamic, dynamic_path, test, outputs)
+    for batch in (1, 4):
+        path = save(conv_model(batch=batch), tmp_path / f"b{batch}.onnx")
+        fixed = convert_onnx(path, images())
+        cosines = layer_cosines(fixed, path, test, _core.run_network(fixed.network, fixed.quantize_images(test)))
+        assert [(layer, tensor) for layer, tensor, _ in cosines] == [(layer, tensor) for layer, tensor, _ in expected]
+        np.testing.assert_allclose([c for *_, c in cosines], [c for *_, c in expected], rtol=1e-6)
+    path = save(conv_model(batch=3), tmp_path / "b3.onnx")
+    fixed = convert_onnx(path, images(9))
+    with pytest.raises(ValueError, match=r"images_nchw: the model fixes its batch size at 3; 2 image\(s\) are left over"):
+        layer_cosines(fixed, path, test, _core.run_network(fixed.network, fixed.quantize_images(test)))
+
+
+@pytest.mark.parametrize("scale_of", ["xs", "ws"])
+def test_a_bfloat16_qdq_scale_is_unsupported_naming_the_node(tmp_path, capsys, scale_of):
+    """Before: 'scale must be finite and > 0, got [0.0100...]' (bfloat16 is no NumPy float kind)."""
+    model = qdq_model(opset=21)
+    inits = model.graph.initializer
+    index = next(i for i, t in enumerate(inits) if t.name == scale_of)
+    dims = list(inits[index].dims)
+    inits[index].CopyFrom(helper.make_tensor(scale_of, TensorProto.BFLOAT16, dims, [0.01] * max(1, int(np.prod(dims)))))
+    node = "node 'qx' (QuantizeLinear)" if scale_of == "xs" else "node 'dqw' (DequantizeLinear)"
+    assert_refused(["import", save(model, tmp_path / "q.onnx"), "-o", tmp_path / "out" / "q.h5"], tmp_path, capsys,
+                   "q.onnx, ", f"{node}: a scale of type bfloat16 is not supported")
+
+
+def test_a_blocked_qdq_scale_is_unsupported_naming_the_node(tmp_path, capsys):
+    """Before: 'scale of shape [2, 1, 3, 3] must be a scalar or 1-D', as if the file were invalid."""
+    model = qdq_model(w_scale=np.full((2, 1, 3, 1), 0.01, np.float32), axis=3, opset=21)
+    model.graph.node[2].attribute.append(helper.make_attribute("block_size", 3))
+    assert_refused(["import", save(model, tmp_path / "q.onnx"), "-o", tmp_path / "out" / "q.h5"], tmp_path, capsys,
+                   "node 'dqw' (DequantizeLinear): blocked quantization (attribute block_size=3) is not supported")
+
+
+def gemm_model(bias_shape) -> onnx.ModelProto:
+    """x [N, 1, 8, 8] -> Flatten -> Gemm(W [3, 64], transB, C of bias_shape, all 0.5)."""
+    weight = np.random.default_rng(2).uniform(-1, 1, (3, 64)).astype(np.float32)
+    inits = [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(np.full(bias_shape, 0.5, np.float32), "C")]
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "W", "C"], ["y"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_gemm_bias_that_onnx_broadcasts_is_one_bias_per_output(tmp_path):
+    """Before: a scalar or [1] C (valid ONNX) was refused as 'layers/0 (fc)/bias: expected 3 values, got 1'."""
+    expected = convert_onnx(save(gemm_model((3,)), tmp_path / "full.onnx"), images())
+    for shape in ((), (1,), (1, 1), (1, 3)):
+        imported = convert_onnx(save(gemm_model(shape), tmp_path / "c.onnx"), images())
+        assert list(imported.network.layers[0].bias) == list(expected.network.layers[0].bias), shape
+        assert imported.network.layers[0].bias_shift == expected.network.layers[0].bias_shift
+    with pytest.raises(_netbuild.UnsupportedOperationError,
+                       match=r"node 'fc' \(Gemm\): a bias C of shape \[2, 3\] is not supported"):
+        convert_onnx(save(gemm_model((2, 3)), tmp_path / "batch.onnx"), images())
+
+
+def test_torch_parameters_without_real_values_are_unsupported_naming_the_module():
+    """Before: torch's ValueError (lazy), NotImplementedError (meta) or a silent cast of complex weights."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    from aimcemu.importer import import_torch
+
+    cases = [(nn.Sequential(nn.LazyConv2d(2, 3)), "0 (LazyConv2d): weight is uninitialized (a lazy module"),
+             (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.LazyLinear(3)), "2 (LazyLinear): weight is uninitialized"),
+             (nn.Sequential(nn.Conv2d(1, 2, 3, device="meta")), "0 (Conv2d): weight is on the meta device"),
+             (nn.Sequential(nn.Conv2d(1, 2, 3, dtype=torch.complex64)), "0 (Conv2d): weight is complex64 (only real")]
+    for module, expected in cases:
+        with pytest.raises(_netbuild.UnsupportedOperationError, match=re.escape(expected)):
+            import_torch(module.eval(), torch.rand(4, 1, 8, 8))

@@ -38,10 +38,16 @@ def _calibration_images(path: str | None):
         return None
     import numpy as np
 
+    from .._netbuild import CALIBRATION_KINDS
+
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        images = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:   # numpy's errors for a bad header, an object array, ...
         raise ValueError(f"--calibration: {path}: not a .npy array of float images ({exc})") from None
+    if images.dtype.kind not in CALIBRATION_KINDS:   # complex would lose its imaginary part; bool is no image
+        raise ValueError(f"--calibration: {path}: holds {images.dtype.name} values; expected real numbers "
+                         "(float or integer images [N, C, H, W])")
+    return images
 
 
 def main(args: argparse.Namespace) -> int:
