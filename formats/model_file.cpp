@@ -203,12 +203,6 @@ struct FlagField {
 };
 const FlagField kFlagFields[] = {{"relu", &Layer::relu}, {"relu_after_residual", &Layer::relu_after_residual}};
 
-void check_layer_name(const std::string& name, std::size_t index, const std::string& path) {
-    const std::string field = "layers/" + std::to_string(index) + "/name";
-    if (name.empty() || name == "." || name.find('/') != std::string::npos)
-        throw FormatError(path, field, "'" + name + "' cannot name an HDF5 group (empty, '.' or contains '/')");
-}
-
 void write_layer(const h5::Location& layers, const Layer& l) {
     const h5::Location g = layers.create_group(l.name);
     g.write_attribute("kind", std::string(to_string(l.kind)));
@@ -357,7 +351,7 @@ void save_model(const Network& net, const std::string& path) {
     std::optional<Network> resolved_copy;
     const Network& checked = resolved_in_place_or_copy(net, resolved_copy, path);
     check_class_names(checked, path);
-    for (std::size_t i = 0; i < checked.layers.size(); ++i) check_layer_name(checked.layers[i].name, i, path);
+    check_storable_names(checked, path);
     write_atomically(path, [&](const h5::File& file) {
         file.write_attribute("format", kModelFormat);
         file.write_attribute<std::int32_t>("format_version", kModelFormatVersion);
@@ -420,6 +414,8 @@ void save_dataset(const DataSet& data, const std::string& path) {
         throw FormatError(path, "images", "expected " + std::to_string(data.count() * per_image) + " values for " +
                                               std::to_string(data.count()) + " images, got " +
                                               std::to_string(data.images.size()));
+    check_storable_text(data.source, path, "source");
+    check_storable_text(data.description, path, "description");
     write_atomically(path, [&](const h5::File& file) {
         file.write_attribute("format", kDataSetFormat);
         file.write_attribute<std::int32_t>("format_version", kDataSetFormatVersion);

@@ -231,4 +231,24 @@ const Network& resolved_in_place_or_copy(const Network& net, std::optional<Netwo
     return *copy;
 }
 
+void check_storable_text(const std::string& text, const std::string& path, const std::string& field) {
+    const auto nul = text.find('\0');
+    if (nul != std::string::npos)
+        throw FormatError(path, field, "holds a NUL byte at position " + std::to_string(nul) +
+                                           " (HDF5 text ends there: it would be stored as '" + text.substr(0, nul) + "')");
+}
+
+void check_storable_names(const Network& net, const std::string& path) {
+    check_storable_text(net.name, path, "name");
+    for (std::size_t i = 0; i < net.class_names.size(); ++i)
+        check_storable_text(net.class_names[i], path, "class_names/" + std::to_string(i));
+    for (std::size_t i = 0; i < net.layers.size(); ++i) {
+        const std::string& name = net.layers[i].name;
+        const std::string field = "layers/" + std::to_string(i) + "/name";
+        if (name.empty() || name == "." || name.find('/') != std::string::npos)
+            throw FormatError(path, field, "'" + name + "' cannot name an HDF5 group (empty, '.' or contains '/')");
+        check_storable_text(name, path, field);
+    }
+}
+
 }  // namespace aimcemu

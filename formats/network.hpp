@@ -152,4 +152,12 @@ struct Network {
 // must outlive the returned reference.  Throws resolve's FormatError naming `source`.
 const Network& resolved_in_place_or_copy(const Network& net, std::optional<Network>& copy, const std::string& source);
 
+// Throws FormatError(path, field) for a name that a file cannot store as it is: a layer name that
+// cannot name an HDF5 group (empty, "." or holding '/'), or any name (network, layer, class)
+// holding a NUL byte, since HDF5 text ends at the first NUL ('a\0b' would be stored, and read back,
+// as 'a').  Every writer of names (model and results files) calls it first.
+void check_storable_names(const Network& net, const std::string& path);
+// The same for one text field: FormatError(path, field) when `text` holds a NUL byte.
+void check_storable_text(const std::string& text, const std::string& path, const std::string& field);
+
 }  // namespace aimcemu

@@ -381,6 +381,7 @@ ResultsWriter::ResultsWriter(const std::string& path, const Network& net, Result
     if (spec.deflate_level < 0 || spec.deflate_level > 9) throw FormatError(path, "deflate_level", "must be in 0..9");
     if (net.layers.empty() || net.layers.back().out_shape.size() == 0)
         throw FormatError(path, "model", "the network is not resolved");
+    check_storable_names(net, path);
     const std::vector<bool> store = layers_to_store(net, spec);
     for (std::size_t r = 0; r < spec.rounds.size(); ++r)
         if (spec.rounds[r].drift_compensation.empty())

@@ -329,6 +329,38 @@ TEST_F(ModelFileTest, LayerNamesThatCannotNameAGroupAreRejectedOnSave) {
     EXPECT_TRUE(files().empty());
 }
 
+// HDF5 text ends at the first NUL: 'a\0b' was stored, and loaded back, as 'a' (two layers 'a\0b'
+// and 'a\0c' then collided in H5Gcreate2).  Every name and text a file stores is refused instead.
+TEST_F(ModelFileTest, NamesHoldingANulByteAreRefusedNamingTheField) {
+    const auto expect_refused = [&](auto&& save, const std::string& field) {
+        try {
+            save();
+            ADD_FAILURE() << "no error for " << field;
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), field) << e.what();
+            EXPECT_NE(std::string(e.what()).find("NUL"), std::string::npos) << e.what();
+        }
+        EXPECT_TRUE(files().empty());
+    };
+    const std::string nul("a\0b", 3);
+    Network net = tiny_network();
+    net.layers[1].name = nul;
+    expect_refused([&] { save_model(net, path("m.h5")); }, "layers/1/name");
+    net = tiny_network();
+    net.name = nul;
+    expect_refused([&] { save_model(net, path("m.h5")); }, "name");
+    net = tiny_network();
+    net.class_names.assign(std::size_t(net.layers.back().out_shape.size()), "c");
+    net.class_names[1] = nul;
+    expect_refused([&] { save_model(net, path("m.h5")); }, "class_names/1");
+    DataSet d;
+    d.image_shape = {2, 2, 1};
+    d.labels = {0, 1};
+    d.images.assign(8, 1);
+    d.source = nul;
+    expect_refused([&] { save_dataset(d, path("d.h5")); }, "source");
+}
+
 // Each case edits a valid file in place, then expects a FormatError for the named field.
 struct Corruption {
     std::string name, field, fragment;

@@ -109,6 +109,18 @@ std::int64_t argmax(const std::vector<std::int8_t>& v, std::size_t begin, std::s
 
 }  // namespace
 
+TEST_F(ResultsTest, ALayerNameHoldingANulByteIsRefusedBeforeAnythingIsWritten) {
+    Network net = small_network();
+    net.layers[0].name = std::string("stem\0x", 6);
+    try {
+        ResultsWriter w(path("r.h5"), net, spec(1));
+        ADD_FAILURE() << "no error";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(e.field(), "layers/0/name") << e.what();
+    }
+    EXPECT_EQ(file_count(), 0u);
+}
+
 TEST_F(ResultsTest, WritesActivationsMetricsPredictionsAndCoordinates) {
     const Network net = small_network();
     {
