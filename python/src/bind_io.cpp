@@ -274,10 +274,9 @@ public:
 
     // Round `round_index`'s metrics of every layer `metrics` measured.
     void set_round_metrics(std::size_t round_index, const RoundMetrics& metrics) {
-        if (metrics.layer_count() != net_.layers.size())
-            throw FormatError("<results>", "metrics", "made for another network");
         py::gil_scoped_release release;
         const std::shared_lock layers(layers_lock_);
+        metrics.check_writer(*writer_, net_, "<results>");
         const std::lock_guard rounds(rounds_lock_);
         for (int l = 0; l < int(net_.layers.size()); ++l)
             if (metrics.measured(l)) writer_->set_round_sums(round_index, l, metrics.sums(l));
