@@ -391,7 +391,10 @@ void bind_io(py::module_& m) {
              "A held layer's activations [image, H, W, C] int8 as a read-only NumPy view (no copy; `net` gives\n"
              "the shape)");
 
-    py::class_<PyResultsWriter>(m, "ResultsWriter", "Streams one run into an HDF5 results file (docs/hdf5_layout.md)")
+    py::class_<PyResultsWriter>(m, "ResultsWriter",
+                                "Streams one run into an HDF5 results file (docs/hdf5_layout.md).  Several threads may\n"
+                                "call one writer at once: the calls are ordered as if made one after another\n"
+                                "(docs/hybrid_runs.md)")
         .def(py::init<const std::string&, const Network&, const py::array&, const py::sequence&, const std::string&,
                       const py::object&, int, bool>(),
              py::arg("path"), py::arg("net"), py::arg("labels"), py::arg("rounds") = py::list(),
