@@ -65,8 +65,9 @@ void RoundMetrics::check_run(const Network& net, std::size_t images, const std::
         // compared with reference image i.
         const std::size_t held = made_for.reference.size() / std::size_t(made_for.image_size);
         if (images > held)
-            throw FormatError(source, "images", "a pass of " + std::to_string(images) + " images; the metrics' reference holds " +
-                                                    std::to_string(held));
+            throw FormatError(source, "images",
+                              "a pass of " + std::to_string(images) + " images; the metrics' reference holds " +
+                                  std::to_string(held));
     }
 }
 

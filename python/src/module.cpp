@@ -43,12 +43,13 @@ void refuse_second_init_in(const py::module_& m, py::set& done) {
     for (const auto& [key, value] : m.attr("__dict__").cast<py::dict>()) {
         if (py::isinstance<py::module_>(value)) {
             const auto sub = value.cast<py::module_>();
-            if (py::str(sub.attr("__name__")).cast<std::string>().rfind(m.attr("__name__").cast<std::string>() + ".", 0) == 0)
-                refuse_second_init_in(sub, done);
+            const std::string prefix = m.attr("__name__").cast<std::string>() + ".";
+            if (sub.attr("__name__").cast<std::string>().rfind(prefix, 0) == 0) refuse_second_init_in(sub, done);
             continue;
         }
-        if (!py::isinstance<py::type>(value) || py::detail::get_type_info(reinterpret_cast<PyTypeObject*>(value.ptr())) == nullptr)
-            continue;  // not a class bound here (an exception type, a constant)
+        const bool bound_here = py::isinstance<py::type>(value) &&
+                                py::detail::get_type_info(reinterpret_cast<PyTypeObject*>(value.ptr())) != nullptr;
+        if (!bound_here) continue;  // an exception type, a constant
         if (done.contains(value) || !value.attr("__dict__").contains("__init__")) continue;
         refuse_second_init(value);
         done.add(value);
