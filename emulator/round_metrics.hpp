@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "analysis/metrics.hpp"
@@ -34,6 +35,18 @@ public:
 
     void layer_output(int layer, std::int64_t first, int count, std::span<const std::int8_t> values) const override;
 
+    // FormatError unless a pass of `net` on `images` images fits what these metrics were made
+    // for: the same layers (count, names, output shapes: "metrics", "metrics.<layer>") and no more
+    // images than the reference holds ("images"; the pass's image i is compared with reference
+    // image i).  Without it a pass on another network or more images stopped in layer_output's
+    // range check, a RuntimeError that named no argument.
+    void check_run(const Network& net, std::size_t images, const std::string& source) const;
+    // FormatError unless these metrics were taken against `writer`'s references as they are now
+    // (`net` is the writer's network): not another writer's, nor a reference set again since
+    // ("metrics.<layer>"); the writer's own FormatError once it is committed.  Sums taken against
+    // other bytes of the same size would otherwise be stored as this file's metrics.
+    void check_writer(const ResultsWriter& writer, const Network& net, const std::string& source) const;
+
     std::size_t layer_count() const { return layers_.size(); }
     bool measured(int layer) const { return layers_.at(std::size_t(layer)).measured; }
     // One flag per layer: true for the layers a run must still return (those not measured).
@@ -42,7 +55,11 @@ public:
     ActivationErrorSums sums(int layer) const;
 
 private:
+    void check_network(const Network& net, const std::string& source) const;
+
     struct LayerSums {
+        std::string name;                        // of the network made for (check_network)
+        Shape3 out_shape;
         bool measured = false;
         std::span<const std::int8_t> reference;  // every image's reference, one after another
         std::shared_ptr<const void> reference_owner;  // keeps `reference` alive

@@ -128,10 +128,7 @@ void bind_emulator(py::module_& root) {
             options.peripherals = peripherals;
             options.first_image = first_image;
             if (metrics) {
-                if (metrics->layer_count() != e.network().layers.size())
-                    throw FormatError("<memory>", "metrics", "made for a network of " +
-                                                                 std::to_string(metrics->layer_count()) + " layers, this one has " +
-                                                                 std::to_string(e.network().layers.size()));
+                metrics->check_run(e.network(), inputs.size(), "<memory>");
                 options.observer = metrics;
                 options.keep = metrics->keep();
             }

@@ -1,4 +1,7 @@
 // Bindings for the model file, the data set file, the results writer and the activation metrics.
+#include <mutex>
+#include <shared_mutex>
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -152,9 +155,37 @@ RoundInfo round_info(const py::handle& item, std::size_t position) {
     return r;
 }
 
+// Takes `mutex` through a `Lock` (std::unique_lock or std::shared_lock) for a caller that holds the
+// GIL, which it never blocks while holding: a thread waiting for the lock with the GIL would stop
+// the thread holding the lock from ever getting the GIL back, and every other Python thread
+// meanwhile.  Uncontended (the usual case) it is one try_lock.
+template <class Lock, class Mutex>
+Lock lock_holding_gil(Mutex& mutex) {
+    Lock lock(mutex, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        py::gil_scoped_release release;
+        lock.lock();
+    }
+    return lock;
+}
+
 // The streaming results writer with Python-friendly arguments: rounds as (niu_round, chip, t[,
 // drift_compensation]) tuples, layers as names or indices, layers_stored as "all", "none" or a
 // list of names.
+//
+// Any number of Python threads may call one writer at once (a run's RoundWriter thread writes
+// rounds while the run's thread takes the next round's metrics).  The C++ ResultsWriter is not
+// thread-safe, and its long calls run without the GIL, so two locks order them:
+//  - layers_lock_ guards the layers and their references, which set_reference, share_reference,
+//    set_layer_series, set_layer_attribute and commit change (exclusive; commit frees them) and
+//    every other call reads (shared);
+//  - rounds_lock_ guards the rounds' sums and predictions, which set_round and set_round_metrics
+//    write and round_accuracy reads.
+// So the run's round_metrics() waits for no set_round of the round before (what the RoundWriter
+// overlaps), and nothing reads a layer that commit or set_reference is freeing.  Locks are taken
+// in that order, never while blocking with the GIL held (lock_holding_gil), and the Python
+// arguments are converted before either is taken (a conversion may run Python that calls the
+// writer again).
 class PyResultsWriter {
 public:
     PyResultsWriter(const std::string& path, const Network& net, const py::array& labels,
@@ -176,11 +207,13 @@ public:
         spec.deflate_level = deflate;
         spec.replace_existing = overwrite;
         // Without the GIL: the writer works on its own copies (net_, spec), and a run hashes its
-        // reference key on another thread meanwhile (aimcemu.reference.ContentDigest).
+        // reference key on another thread meanwhile (aimcemu.reference.ContentDigest).  No lock:
+        // no other thread can reach the writer before its constructor returns.
         py::gil_scoped_release release;
         writer_ = std::make_unique<ResultsWriter>(path, net_, std::move(spec));
     }
 
+    // Reads only net_, which never changes: no lock.
     int layer_index(const py::object& layer) const {
         if (py::isinstance<py::str>(layer)) {
             const std::string name = layer.cast<std::string>();
@@ -195,6 +228,7 @@ public:
         const int i = layer_index(layer);
         const Int8Array a = require_int8(activations, "<results>", "reference");
         py::gil_scoped_release release;
+        const std::unique_lock layers(layers_lock_);
         writer_->set_reference(i, as_span(a));
     }
 
@@ -202,47 +236,76 @@ public:
         const int i = layer_index(layer);
         const Int8Array a = require_int8(activations, "<results>", "activations");
         py::gil_scoped_release release;
+        const std::shared_lock layers(layers_lock_);
+        const std::lock_guard rounds(rounds_lock_);
         writer_->set_round(round_index, i, as_span(a));
     }
 
     void set_layer_series(const py::object& layer, const std::string& name,
                           const py::array_t<double, py::array::c_style | py::array::forcecast>& values) {
         if (values.ndim() != 1) throw FormatError("<results>", name, "expected a 1-D array of one value per round");
-        writer_->set_layer_series(layer_index(layer), name, {values.data(), std::size_t(values.size())});
+        const int i = layer_index(layer);
+        const auto layers = lock_holding_gil<std::unique_lock<std::shared_mutex>>(layers_lock_);
+        writer_->set_layer_series(i, name, {values.data(), std::size_t(values.size())});
     }
 
     void set_layer_attribute(const py::object& layer, const std::string& name, const std::string& value) {
-        writer_->set_layer_attribute(layer_index(layer), name, value);
+        const int i = layer_index(layer);
+        const auto layers = lock_holding_gil<std::unique_lock<std::shared_mutex>>(layers_lock_);
+        writer_->set_layer_attribute(i, name, value);
     }
 
     void share_reference(std::shared_ptr<ReferenceActivations> reference) {
+        const auto layers = lock_holding_gil<std::unique_lock<std::shared_mutex>>(layers_lock_);
         writer_->set_reference(std::shared_ptr<const ReferenceActivations>(std::move(reference)));
     }
 
     void commit() {
         py::gil_scoped_release release;
+        const std::unique_lock layers(layers_lock_);
         writer_->commit();
     }
 
     // The metrics of one noisy round, for the PU to take during its pass (run_published's metrics).
-    std::unique_ptr<RoundMetrics> round_metrics() const { return std::make_unique<RoundMetrics>(*writer_, net_); }
+    std::unique_ptr<RoundMetrics> round_metrics() const {
+        const auto layers = lock_holding_gil<std::shared_lock<std::shared_mutex>>(layers_lock_);
+        return std::make_unique<RoundMetrics>(*writer_, net_);
+    }
 
     // Round `round_index`'s metrics of every layer `metrics` measured.
     void set_round_metrics(std::size_t round_index, const RoundMetrics& metrics) {
-        if (metrics.layer_count() != net_.layers.size())
-            throw FormatError("<results>", "metrics", "made for another network");
         py::gil_scoped_release release;
+        const std::shared_lock layers(layers_lock_);
+        metrics.check_writer(*writer_, net_, "<results>");
+        const std::lock_guard rounds(rounds_lock_);
         for (int l = 0; l < int(net_.layers.size()); ++l)
             if (metrics.measured(l)) writer_->set_round_sums(round_index, l, metrics.sums(l));
     }
 
-    ResultsWriter& writer() { return *writer_; }
+    bool reference_needed(const py::object& layer) const {
+        const int i = layer_index(layer);
+        const auto layers = lock_holding_gil<std::shared_lock<std::shared_mutex>>(layers_lock_);
+        return writer_->reference_needed(i);
+    }
+
+    double reference_accuracy() const {
+        const auto layers = lock_holding_gil<std::shared_lock<std::shared_mutex>>(layers_lock_);
+        return writer_->reference_accuracy();
+    }
+
+    std::vector<double> round_accuracy() const {
+        const auto layers = lock_holding_gil<std::shared_lock<std::shared_mutex>>(layers_lock_);
+        const auto rounds = lock_holding_gil<std::unique_lock<std::mutex>>(rounds_lock_);
+        return writer_->round_accuracy();
+    }
 
 private:
     // A copy, so the Python object may change or die while the writer lives; without the weights,
     // which neither the writer nor the round metrics read.
     Network net_;
     std::unique_ptr<ResultsWriter> writer_;
+    mutable std::shared_mutex layers_lock_;  // see the class comment
+    mutable std::mutex rounds_lock_;
 };
 
 void bind_io(py::module_& m) {
@@ -328,7 +391,10 @@ void bind_io(py::module_& m) {
              "A held layer's activations [image, H, W, C] int8 as a read-only NumPy view (no copy; `net` gives\n"
              "the shape)");
 
-    py::class_<PyResultsWriter>(m, "ResultsWriter", "Streams one run into an HDF5 results file (docs/hdf5_layout.md)")
+    py::class_<PyResultsWriter>(m, "ResultsWriter",
+                                "Streams one run into an HDF5 results file (docs/hdf5_layout.md).  Several threads may\n"
+                                "call one writer at once: the calls are ordered as if made one after another\n"
+                                "(docs/hybrid_runs.md)")
         .def(py::init<const std::string&, const Network&, const py::array&, const py::sequence&, const std::string&,
                       const py::object&, int, bool>(),
              py::arg("path"), py::arg("net"), py::arg("labels"), py::arg("rounds") = py::list(),
@@ -351,13 +417,11 @@ void bind_io(py::module_& m) {
              "A per-round float64 series of a layer, stored as layers/NAME/<name> [round] at commit")
         .def("set_layer_attribute", &PyResultsWriter::set_layer_attribute, py::arg("layer"), py::arg("name"),
              py::arg("value"), "A string attribute of a layer's group")
-        .def("reference_needed",
-             [](PyResultsWriter& w, const py::object& layer) { return w.writer().reference_needed(w.layer_index(layer)); },
-             py::arg("layer"),
+        .def("reference_needed", &PyResultsWriter::reference_needed, py::arg("layer"),
              "Whether commit needs this layer's reference (stored, the output, or compared with noisy rounds)")
         .def("commit", &PyResultsWriter::commit)
-        .def_property_readonly("reference_accuracy", [](PyResultsWriter& w) { return w.writer().reference_accuracy(); })
-        .def_property_readonly("round_accuracy", [](PyResultsWriter& w) { return w.writer().round_accuracy(); });
+        .def_property_readonly("reference_accuracy", &PyResultsWriter::reference_accuracy)
+        .def_property_readonly("round_accuracy", &PyResultsWriter::round_accuracy);
 
     const auto metric = [&m](const char* name, double (*fn)(std::span<const std::int8_t>, std::span<const std::int8_t>),
                              const char* doc) {

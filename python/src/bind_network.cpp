@@ -150,7 +150,19 @@ py::list layers_of(py::object self) {
     return items;
 }
 
-void set_layers(Network& net, std::vector<Layer> layers) {
+// The guard is checked before the list is read: reading it copies every layer (25 MB of weights
+// for ResNet-50), and reading a sequence may run Python (its __getitem__) that should not run
+// for an assignment refused anyway.  And again after, before the write: that Python may have let
+// another thread start a pass on this network meanwhile.
+void set_layers(Network& net, const py::object& items) {
+    refuse_while_read(net, "layers");
+    std::vector<Layer> layers;
+    try {
+        layers = items.cast<std::vector<Layer>>();
+    } catch (const py::cast_error&) {
+        throw py::type_error("Network.layers: expected a sequence of aimcemu._core.Layer, got " +
+                             std::string(py::str(py::type::of(items))));
+    }
     refuse_while_read(net, "layers");
     auto& current = current_layer_storage();
     const auto found = current.find(&net);

@@ -20,6 +20,15 @@ using namespace aimcemu::niu;
 
 namespace {
 
+// Layer `index` of a program; a FormatError naming the argument otherwise (it was an IndexError
+// that named no argument).
+const NiuLayerProgram& program_layer(const NiuProgram& p, std::size_t index) {
+    if (index >= p.layers.size())
+        throw FormatError("<memory>", "index", "layer " + std::to_string(index) + " of an NIU program of " +
+                                                   std::to_string(p.layers.size()) + " layers");
+    return p.layers[index];
+}
+
 template <std::size_t N>
 py::array_t<std::int32_t> table(const std::array<std::int32_t, N>& t) {
     return py::array_t<std::int32_t>(py::ssize_t(N), t.data());
@@ -106,8 +115,7 @@ void bind_niu(py::module_& root) {
             return NiuProgram::from_words(std::span(w.data(), std::size_t(w.size())), source);
         }, py::arg("words"), py::arg("source") = "<memory>")
         .def("layer", [](const NiuProgram& p, std::size_t i) {
-            if (i >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
-            return layer_dict(p.layers[i]);
+            return layer_dict(program_layer(p, i));
         }, py::arg("index"))
         .def("__eq__", [](const NiuProgram& a, const NiuProgram& b) { return a == b; });
 
@@ -132,12 +140,12 @@ void bind_niu(py::module_& root) {
     }, py::arg("weights"), py::arg("mode") = "layer");
 
     m.def("apply_layer", [](const NiuProgram& p, std::size_t index, const py::array& clean, int threads) {
-        if (index >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
+        const NiuLayerProgram& layer = program_layer(p, index);
         const auto in = bindings::require_int8(clean, "<memory>", "weights");
         py::array_t<std::int8_t> out(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
         {
             py::gil_scoped_release release;
-            apply_layer(p.layers[index], std::span(in.data(), std::size_t(in.size())),
+            apply_layer(layer, std::span(in.data(), std::size_t(in.size())),
                         std::span(out.mutable_data(), std::size_t(out.size())), threads);
         }
         return out;
@@ -150,18 +158,18 @@ void bind_niu(py::module_& root) {
         .def_property_readonly("nbytes", [](const NiuChipState& s) { return s.words.size() * sizeof(std::uint16_t); });
 
     m.def("chip_state", [](const NiuProgram& p, std::size_t index, const py::array& clean, int threads) {
-        if (index >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
+        const NiuLayerProgram& layer = program_layer(p, index);
         const auto in = bindings::require_int8(clean, "<memory>", "weights");
         py::gil_scoped_release release;
-        return chip_state(p.layers[index], std::span(in.data(), std::size_t(in.size())), threads);
+        return chip_state(layer, std::span(in.data(), std::size_t(in.size())), threads);
     }, py::arg("program"), py::arg("index"), py::arg("weights"), py::arg("threads") = 0);
 
     m.def("apply_kept", [](const NiuProgram& p, std::size_t index, const NiuChipState& state, int threads) {
-        if (index >= p.layers.size()) throw py::index_error("NIU program has " + std::to_string(p.layers.size()) + " layers");
+        const NiuLayerProgram& layer = program_layer(p, index);
         py::array_t<std::int8_t> out(py::ssize_t(state.count));
         {
             py::gil_scoped_release release;
-            apply_kept(p.layers[index], state, std::span(out.mutable_data(), std::size_t(out.size())), threads);
+            apply_kept(layer, state, std::span(out.mutable_data(), std::size_t(out.size())), threads);
         }
         return out;
     }, py::arg("program"), py::arg("index"), py::arg("state"), py::arg("threads") = 0);

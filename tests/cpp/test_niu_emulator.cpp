@@ -704,3 +704,56 @@ TEST(NiuEmulator, KeptMemoryCanBeMeasuredWhileAnotherThreadKeepsAndTakesIt) {
     release_kept_pass_buffers();
     EXPECT_GT(queries, 0u);
 }
+
+namespace {
+// The field of the FormatError `call` throws ("" when it throws none).
+template <class Call>
+std::string refused_field(Call call) {
+    try {
+        call();
+    } catch (const FormatError& e) {
+        return e.field();
+    }
+    return "";
+}
+}  // namespace
+
+// A RoundMetrics refuses, naming the argument, a pass of another network or of more images than
+// its reference holds (check_run), and a writer whose references it was not taken against
+// (check_writer); the same network and writer pass.
+TEST(NiuEmulator, RoundMetricsRefuseAnotherNetworkMoreImagesAndAnotherWritersReference) {
+    const Network net = hybrid_network();
+    const auto images = random_images(net, 3, 4);
+    const auto reference = run_network_batch(net, images, RunOptions{});
+    const auto base = std::filesystem::temp_directory_path() / ("aimcemu_metrics_checks_" + std::to_string(::getpid()));
+    ResultsSpec spec;
+    spec.labels.assign(images.size(), 0);
+    spec.rounds = {RoundInfo{}};
+    spec.store_no_activations = true;  // every layer but the output measured
+    ResultsWriter writer(base.string() + "_a.h5", net, spec), other(base.string() + "_b.h5", net, spec);  // never committed
+    for (int l = 0; l < int(net.layers.size()); ++l) {
+        writer.set_reference(l, layer_of_all(reference, l));
+        other.set_reference(l, layer_of_all(reference, l));
+    }
+    const RoundMetrics metrics(writer, net);
+    ASSERT_TRUE(metrics.measured(0));
+
+    EXPECT_EQ(refused_field([&] { metrics.check_run(net, images.size(), "<test>"); }), "");
+    EXPECT_EQ(refused_field([&] { metrics.check_run(net, 1, "<test>"); }), "");
+    EXPECT_EQ(refused_field([&] { metrics.check_run(net, images.size() + 1, "<test>"); }), "images");
+    Network wider = net;
+    wider.layers[0].out_shape.c += 1;
+    EXPECT_EQ(refused_field([&] { metrics.check_run(wider, 1, "<test>"); }), "metrics." + net.layers[0].name);
+    Network renamed = net;
+    renamed.layers[1].name = "other";
+    EXPECT_EQ(refused_field([&] { metrics.check_run(renamed, 1, "<test>"); }), "metrics." + net.layers[1].name);
+    Network shorter = net;
+    shorter.layers.pop_back();
+    EXPECT_EQ(refused_field([&] { metrics.check_run(shorter, 1, "<test>"); }), "metrics");
+
+    EXPECT_EQ(refused_field([&] { metrics.check_writer(writer, net, "<test>"); }), "");
+    EXPECT_EQ(refused_field([&] { metrics.check_writer(other, net, "<test>"); }), "metrics." + net.layers[0].name);
+    writer.set_reference(0, layer_of_all(reference, 0));  // the same values, a new copy
+    EXPECT_EQ(refused_field([&] { metrics.check_writer(writer, net, "<test>"); }), "metrics." + net.layers[0].name);
+    EXPECT_EQ(refused_field([&] { RoundMetrics(writer, net).check_writer(writer, net, "<test>"); }), "");
+}

@@ -3,8 +3,9 @@ right result, never a crash or garbage.
 
 Each case runs in a child process: on code without the checks the child dies of SIGSEGV or prints
 garbage (an index into a layer without settings, accumulators wider than the layer, peripherals
-made for another network, a RoundMetrics reading the writer's freed reference), which fails the
-test instead of killing pytest.  The child asserts; the test checks it exited cleanly."""
+made for another network, a RoundMetrics reading the writer's freed reference), raises an error
+naming no argument or gives a wrong result (a RoundMetrics of another network, images or writer),
+which fails the test instead of killing pytest.  The child asserts; the test checks it exited cleanly."""
 from __future__ import annotations
 
 import subprocess
@@ -40,6 +41,19 @@ settings = [None] * len(net.layers)
 settings[L] = {"out_noise": 0.1}
 p = _core.niu.Peripherals(net, settings, seed=1)
 x = np.zeros(net.layers[L].in_shape.h * net.layers[L].in_shape.w * net.layers[L].in_shape.c, np.int8)
+"""
+
+# A writer of 4 images with every reference set, and its RoundMetrics (every layer but the output).
+METRICS = PRELUDE + """
+net = resnet(10)
+images = np.random.default_rng(0).integers(-128, 128, size=(4, 32, 32, 3), dtype=np.int8)
+acts = _core.run_network(net, images, threads=1)
+path = os.path.join(tempfile.mkdtemp(), "r.h5")
+w = _core.ResultsWriter(path, net, np.zeros(4, dtype=np.int64), [(0, 0, 0.0)], "{}", "none", 1, True)
+for l in range(len(net.layers)):
+    w.set_reference(l, acts[l])
+m = w.round_metrics()
+assert m.measured == [l for l in range(len(net.layers)) if l != net.output_index()]
 """
 
 CASES = {
@@ -104,6 +118,54 @@ shallow.layers = list(shallow.layers[:3])
 shallow.resolve()
 refused(lambda: _core.run_network(shallow, np.zeros((1, 32, 32, 3), np.int8), threads=1, peripherals=p),
         "peripherals")
+""",
+    # A RoundMetrics made for another network of the same layer count, or for fewer images than
+    # the pass runs, stopped in a range check during the pass: a RuntimeError naming no argument.
+    "run_published_metrics_of_another_network": METRICS + """
+big = _core.zoo.resnet18(1, 64, 10)      # the same 23 layers, every activation 4 times larger
+big.resolve()
+emu = _core.niu.Emulator(big, [])
+emu.write_round([])
+message = refused(lambda: emu.run_published(np.zeros((4, 64, 64, 3), np.int8), threads=1, metrics=m),
+                  "metrics." + net.layers[0].name)
+assert "16x16x64" in message and "32x32x64" in message, message
+wide = resnet(1000)                      # only the (unmeasured) output layer differs
+emu = _core.niu.Emulator(wide, [])
+emu.write_round([])
+refused(lambda: emu.run_published(images, threads=1, metrics=m), "metrics." + net.layers[net.output_index()].name)
+assert all(v == 0 for l in m.measured for v in m.sums(l))   # nothing was measured
+""",
+    "run_published_metrics_for_other_images": METRICS + """
+emu = _core.niu.Emulator(net, [])
+emu.write_round([])
+eight = np.concatenate([images, images])
+refused(lambda: emu.run_published(eight, threads=1, metrics=m), "images")
+assert all(v == 0 for l in m.measured for v in m.sums(l))
+emu.run_published(images, threads=1, metrics=m, first_image=1000)   # first_image only keys noise
+for l in m.measured:
+    assert m.sums(l)[3] == 0 and m.sums(l)[5] == acts[l].size, (l, m.sums(l))
+w.set_round_metrics(0, m)
+""",
+    # Sums taken against another writer's reference (or one set again since) were stored as this
+    # file's metrics without a word.
+    "set_round_metrics_from_another_writer": METRICS + """
+other_path = os.path.join(tempfile.mkdtemp(), "other.h5")
+other = _core.ResultsWriter(other_path, net, np.zeros(4, dtype=np.int64), [(0, 0, 0.0)], "{}", "none", 1, True)
+for l in range(len(net.layers)):
+    other.set_reference(l, acts[l])
+emu = _core.niu.Emulator(net, [])
+emu.write_round([])
+emu.run_published(images, threads=1, metrics=m)
+first = net.layers[m.measured[0]].name
+refused(lambda: other.set_round_metrics(0, m), "metrics." + first)
+w.set_reference(m.measured[0], acts[m.measured[0]])                  # the same values, set again
+refused(lambda: w.set_round_metrics(0, m), "metrics." + first)
+again = w.round_metrics()
+emu.run_published(images, threads=1, metrics=again)
+w.set_round_metrics(0, again)
+other_metrics = other.round_metrics()
+emu.run_published(images, threads=1, metrics=other_metrics)
+other.set_round_metrics(0, other_metrics)
 """,
     # The metrics kept spans into the writer's own reference copies; commit() freed them.  The
     # emulator runs with no AIMC layer, so every round equals the reference exactly.

@@ -74,3 +74,37 @@ def test_items_of_a_network_that_goes_away_keep_it_alive():
     item = _core.zoo.resnet18(1, 32, 10).layers[3]
     churn_heap()
     assert item.name and item.weights.size > 0
+
+
+def test_init_again_on_a_live_object_is_refused_and_items_taken_before_keep_working():
+    """pybind11 ignores a second __init__ on a live object (None, nothing changed), which read as a
+    reset that did not happen; it is a TypeError naming the class now."""
+    net = _core.zoo.resnet18(1, 32, 10)
+    net.resolve()
+    items = net.layers
+    names = [l.name for l in items]
+    window, shape = items[2].window, net.input_shape
+    for obj, cls, args in [(net, "Network", ()), (items[2], "Layer", ()), (window, "Window", (5, 5)),
+                           (shape, "Shape3", (1, 2, 3)), (_core.Layer(), "Layer", ())]:
+        with pytest.raises(TypeError, match=rf"aimcemu\._core\.{cls}\.__init__: the object is initialized already"):
+            obj.__init__(*args)
+    churn_heap()
+    assert [l.name for l in items] == names and [l.name for l in net.layers] == names
+    assert window.kernel_h == 3 and shape == _core.Shape3(32, 32, 3)
+    items[2].name = "still the network's"
+    assert net.layers[2].name == "still the network's"
+    # Construction is as before, positional and by keyword, and for Python subclasses.
+    assert _core.Window(kernel_h=2).kernel_h == 2 and _core.Shape3(1, 2, 3).c == 3 and net.layers[2].kernel_h == 3
+
+    class Named(_core.Layer):
+        def __init__(self, name):
+            super().__init__()
+            self.name = name
+
+    named = Named("x")
+    assert named.name == "x"
+    with pytest.raises(TypeError, match=r"\.Layer\.__init__"):
+        named.__init__("y")
+    assert named.name == "x"
+    with pytest.raises(TypeError, match="incompatible"):  # the class's own argument check still runs
+        _core.Shape3("a", 2, 3)

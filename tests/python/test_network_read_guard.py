@@ -380,3 +380,91 @@ def test_a_thread_replacing_weights_while_content_digest_hashes_is_refused():
     race(flip, lambda: content_digest(net, images) in expected, passes=200)
     """)
     assert out.split() == ["200", "200", "1"]
+
+
+class WatchedLayers:
+    """A sequence of layers that records which items were read (reading one runs Python)."""
+
+    def __init__(self, layers, on_read=None):
+        self.layers, self.reads, self.on_read = layers, [], on_read
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __getitem__(self, k):
+        if not 0 <= k < len(self.layers):
+            raise IndexError(k)
+        self.reads.append(k)
+        if self.on_read is not None:
+            self.on_read(k)
+        return self.layers[k]
+
+
+def test_assigning_layers_during_a_pass_is_refused_before_the_list_is_read():
+    """Review finding: net.layers = [...] during a pass copied every layer of the list (and ran its
+    __getitem__) before the guard refused the assignment."""
+    net = small_net()
+    donor = small_net(2).layers
+    watched = WatchedLayers(donor)
+    refusals = []
+
+    def update(_):
+        if refusals:
+            return
+        with pytest.raises(_core.NetworkInUseError) as info:
+            net.layers = watched
+        refusals.append(str(info.value))
+        with pytest.raises(_core.NetworkInUseError):  # refused before its type is even looked at
+            net.layers = [object()]
+
+    _core.feed_network(net, update)
+    assert refusals and "cannot change layers" in refusals[0]
+    assert watched.reads == []
+    with pytest.raises(TypeError, match="Network.layers: expected a sequence of aimcemu._core.Layer"):
+        net.layers = [object()]
+    with pytest.raises(TypeError, match="Network.layers"):
+        net.layers = 5
+    net.layers = watched  # no pass: read and taken
+    assert sorted(set(watched.reads)) == list(range(len(donor)))
+    assert [l.name for l in net.layers] == [l.name for l in donor]
+    np.testing.assert_array_equal(net.layers[CONV].weights, donor[CONV].weights)
+
+
+def test_a_pass_started_while_the_list_is_read_refuses_the_assignment():
+    """Reading the list runs Python, which may start a pass on the network from another thread:
+    the guard is checked again after the list is read, before the layers are replaced.  Here the
+    pass (feed_network, in another thread) starts at the first item read and lasts until the
+    assignment has returned; replacing the layers under it would free the vector it walks."""
+    out = run_child("""
+        import threading
+        from aimcemu import _core
+        net = _core.zoo.resnet18(1, 32, 10); net.resolve()
+        big = _core.zoo.resnet50(False, 2, 32, 10); big.resolve()
+        expected = []
+        _core.feed_network(net, lambda b: expected.append(bytes(b)))
+        started, assigned, fed = threading.Event(), threading.Event(), []
+        def update(b):
+            fed.append(bytes(b))
+            started.set()
+            assigned.wait()
+        feeding = threading.Thread(target=lambda: _core.feed_network(net, update))
+        class StartsAPass:
+            def __len__(self):
+                return len(big.layers)
+            def __getitem__(self, k):
+                if k >= len(big.layers):
+                    raise IndexError(k)
+                if not feeding.is_alive() and not started.is_set():
+                    feeding.start()
+                    started.wait()
+                return big.layers[k]
+        refused = 0
+        try:
+            net.layers = StartsAPass()
+        except _core.NetworkInUseError:
+            refused = 1
+        assigned.set()
+        feeding.join()
+        print(refused, len(net.layers), int(fed == expected))
+    """)
+    assert out.split() == ["1", "23", "1"]

@@ -85,6 +85,25 @@ def test_bad_input_is_a_format_error():
         niu.apply(w, {"prog_noise_scale": 1.0})
 
 
+def test_a_layer_index_past_the_program_is_a_format_error_naming_index():
+    """Review finding: the range check of a program's layer index raised an IndexError that named
+    no argument."""
+    w = clean_weights((4, 4))
+    prog = niu.compile_program({"model": "pcm_like"}, [w], seed=1, t=60.0)
+    state = prog.chip_state(0, w)
+    calls = {
+        "layer": lambda: prog.layer(1),
+        "apply": lambda: prog.apply(1, w),
+        "chip_state": lambda: prog.chip_state(1, w),
+        "apply_kept": lambda: prog.apply_kept(1, state),
+        "_core apply_layer": lambda: aimcemu._core.niu.apply_layer(prog._program, 1, w),
+    }
+    for name, call in calls.items():
+        with pytest.raises(aimcemu.FormatError, match=r"field 'index': layer 1 of an NIU program of 1 layers"):
+            call()
+    assert prog.layer(0)["count"] == 16
+
+
 def _gaussian_index(u, bits, c):
     """docs/niu_datapath.md 4.3 written out in NumPy: three-bit groups from the magnitude's top
     bit, the group of the leading one and the six-bit window from the group's top bit."""
