@@ -26,8 +26,11 @@ void refuse_second_init(const py::handle& cls) {
     const py::object own_doc = own.attr("__doc__");
     const std::string doc = own_doc.is_none() ? std::string() : own_doc.cast<std::string>();  // copied by pybind11
     const py::cpp_function guarded(
-        [own, name](py::handle self, py::args args, py::kwargs kwargs) {
-            if (initialized(self))
+        [own, name, of_class = py::reinterpret_borrow<py::object>(cls)](py::handle self, py::args args,
+                                                                          py::kwargs kwargs) {
+            // Another type's object (Network.__init__(5)) is not a pybind11 instance of this class:
+            // the class's own __init__ refuses it with pybind11's TypeError.
+            if (py::isinstance(self, of_class) && initialized(self))
                 throw py::type_error(name + ".__init__: the object is initialized already; make a new " + name +
                                      " instead of calling __init__ again");
             own(self, *args, **kwargs);

@@ -108,3 +108,19 @@ def test_init_again_on_a_live_object_is_refused_and_items_taken_before_keep_work
     assert named.name == "x"
     with pytest.raises(TypeError, match="incompatible"):  # the class's own argument check still runs
         _core.Shape3("a", 2, 3)
+
+
+@pytest.mark.parametrize("self_argument", [5, object(), "text", None])
+def test_init_called_on_an_object_of_another_type_is_refused_not_crashed(self_argument):
+    """The second-__init__ guard read any `self` as an instance of the class: Network.__init__(5)
+    was a SIGSEGV.  The class's own __init__ now refuses it, as pybind11 did before the guard."""
+    with pytest.raises(TypeError):
+        _core.Network.__init__(self_argument)
+    with pytest.raises(TypeError):
+        _core.Shape3.__init__(self_argument, 1, 2, 3)
+
+
+def test_init_called_on_an_object_of_another_class_of_the_module_names_no_second_init():
+    with pytest.raises(TypeError) as error:
+        _core.Shape3.__init__(_core.Network(), 1, 2, 3)
+    assert "initialized already" not in str(error.value)
