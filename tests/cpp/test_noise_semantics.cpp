@@ -277,6 +277,82 @@ TEST(NoiseErrors, BadParametersGiveClearErrors) {
     expect_field([&] { wan->read(wan->program(ramp_weights(10), {10}, {}), 100.0, 0); }, "t");
 }
 
+// A read lasting longer than t + t0 made the read-noise factor sqrt(ln(< 1)) NaN: pcm_like read
+// an all-NaN layer, hermes, state_independent and custom_drift_pcm an all-zero one, silently
+// (t_read = 250 typed for 250 ns).  t_read <= t0 is required, which keeps the factor real for
+// every t >= 0; t_read = t0 exactly is the edge that is still fine.
+TEST(NoiseErrors, AReadLongerThanT0IsRefusedNamingTRead) {
+    const NoiseParams drift_table = {{"g_lst", std::vector<double>{0, 25}}, {"nu_mean_lst", std::vector<double>{0.1, 0.05}},
+                                     {"nu_std_lst", std::vector<double>{0.03, 0.01}}};
+    for (const std::string name : {"pcm_like", "hermes", "state_independent", "custom_drift_pcm"}) {
+        NoiseParams p = name == "custom_drift_pcm" ? drift_table : NoiseParams{};
+        p["t0"] = 20.0;
+        p["t_read"] = 250.0;
+        try {
+            make_noise_model(name, p);
+            ADD_FAILURE() << name << ": t_read 250 s > t0 20 s accepted";
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "t_read") << e.what();
+            EXPECT_NE(std::string(e.what()).find("t0"), std::string::npos) << e.what();
+        }
+        p["t_read"] = 20.0;   // the edge: ln((t + 40) / 40) >= 0
+        const auto m = make_noise_model(name, p);
+        const LayerState s = m->program(ramp_weights(100), {100}, {1, 0, 0});
+        for (double t : {0.0, 1.0, 3600.0})
+            for (double w : m->read(s, t, 0)) ASSERT_TRUE(std::isfinite(w)) << name << " at t " << t;
+    }
+}
+
+// aihwkit's PCMLikeNoiseModel: a prog_coeff given without its reference is taken as fitted at
+// g_max (its own fit, not given, refers to 25 uS).  aimcemu kept 25 either way, which doubled
+// the programming sigma of PCMLike(prog_coeff = c, g_max = 50) against aihwkit's.
+TEST(NoiseParams, AGivenProgCoeffRefersToGMaxUnlessItsReferenceIsGiven) {
+    const std::vector<double> coeff{0.3, 1.0, -0.5};
+    const NoiseParams drift_table = {{"g_lst", std::vector<double>{0, 50}}, {"nu_mean_lst", std::vector<double>{0.1, 0.05}},
+                                     {"nu_std_lst", std::vector<double>{0.03, 0.01}}};
+    for (const std::string name : {"pcm_like", "custom_drift_pcm"}) {
+        NoiseParams p = name == "custom_drift_pcm" ? drift_table : NoiseParams{};
+        p["g_max"] = 50.0;
+        EXPECT_EQ(get_number(make_noise_model(name, p)->params(), "prog_coeff_g_max_reference"), 25.0) << name;
+        p["prog_coeff"] = coeff;
+        const auto given = make_noise_model(name, p);
+        EXPECT_EQ(get_number(given->params(), "prog_coeff_g_max_reference"), 50.0) << name;
+        const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*given);
+        EXPECT_DOUBLE_EQ(pcm.prog_sigma(25.0), 0.3 + 1.0 * 0.5 - 0.5 * 0.25) << name << ": sigma times g_max / g_max";
+        p["prog_coeff_g_max_reference"] = 10.0;
+        EXPECT_EQ(get_number(make_noise_model(name, p)->params(), "prog_coeff_g_max_reference"), 10.0) << name;
+        // The resolved parameters rebuild the same model (the reference is in them).
+        const auto again = make_noise_model(name, given->params());
+        EXPECT_EQ(again->params(), given->params()) << name;
+    }
+}
+
+// aihwkit asserts g_max <= 20.7 uS (2 devices) / 10.35 uS (1 device) for HermesNoiseModel: the
+// fits were characterized up to there.  aimcemu refuses a larger g_max naming it.
+TEST(NoiseErrors, HermesGMaxAboveTheFitsRangeIsRefused) {
+    for (auto [devices, limit] : {std::pair{2.0, 20.7}, std::pair{1.0, 10.35}}) {
+        EXPECT_EQ(make_noise_model("hermes", {{"num_devices", devices}, {"g_max", limit}})->params().at("g_max"),
+                  ParamValue(limit));
+        try {
+            make_noise_model("hermes", {{"num_devices", devices}, {"g_max", std::nextafter(limit, 100.0)}});
+            ADD_FAILURE() << "hermes g_max above " << limit << " accepted";
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "g_max") << e.what();
+        }
+    }
+}
+
+// sqrt(a^2 + b^2) overflowed for a sigma above 1.3e154: prog_additive 1e300 gave sigma = inf and
+// NaN weights (inf - inf); a huge sigma now gives huge but finite conductances and weights.
+TEST(NoiseSemantics, GenericHugeSigmasGiveFiniteValuesNotNaN) {
+    for (const std::string field : {"prog_additive", "prog_multiplicative", "read_additive"}) {
+        const auto m = make_noise_model("generic", {{field, 1e300}});
+        const LayerState s = m->program(ramp_weights(64), {64}, {1, 0, 0});
+        for (double g : s.g_prog) ASSERT_TRUE(std::isfinite(g)) << field;
+        for (double w : m->read(s, 1.0, 0)) ASSERT_TRUE(std::isfinite(w)) << field;
+    }
+}
+
 TEST(NoiseFactory, ParamsRoundTripRebuildsTheSameModel) {
     for (const std::string name : noise_model_names()) {
         NoiseParams p;
