@@ -353,6 +353,35 @@ TEST(NoiseSemantics, GenericHugeSigmasGiveFiniteValuesNotNaN) {
     }
 }
 
+// A state was checked only for its device count: one programmed by pcm_like at g_max 25 read
+// without a word through g_max 50 or through hermes (whose physics misreads it).
+TEST(NoiseErrors, AStateReadsOnlyThroughAModelEqualToTheOneThatProgrammedIt) {
+    const auto pcm = make_noise_model("pcm_like", {});
+    const LayerState s = pcm->program(ramp_weights(100), {100}, {1, 0, 0});
+    const auto pcm50 = make_noise_model("pcm_like", {{"g_max", 50.0}});
+    const auto hermes = make_noise_model("hermes", {});
+    const auto refused = [&](auto&& fn, const std::string& what) {
+        try {
+            fn();
+            ADD_FAILURE() << what << ": accepted";
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "state") << e.what();
+        }
+    };
+    refused([&] { pcm50->read(s, 1.0, 0); }, "read through g_max 50");
+    refused([&] { pcm50->read_conductances(s, 1.0, 0); }, "read_conductances through g_max 50");
+    refused([&] { pcm50->programmed_weights(s); }, "programmed_weights through g_max 50");
+    refused([&] { hermes->read(s, 1.0, 0); }, "read through hermes");
+    try {
+        pcm50->read(s, 1.0, 0);
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("g_max 25 vs 50"), std::string::npos) << e.what();
+    }
+    // An equal model (rebuilt from the parameters) reads it, with the same values.
+    const auto again = make_noise_model(pcm->name(), pcm->params());
+    EXPECT_EQ(again->read(s, 3600.0, 2), pcm->read(s, 3600.0, 2));
+}
+
 TEST(NoiseFactory, ParamsRoundTripRebuildsTheSameModel) {
     for (const std::string name : noise_model_names()) {
         NoiseParams p;
