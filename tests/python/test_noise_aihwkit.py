@@ -150,6 +150,14 @@ def test_unsupported_fields_are_named(aihwkit):
 
     with pytest.raises(AihwkitConversionError, match="subclass of aihwkit's PCMLikeNoiseModel"):
         from_aihwkit(MyPCM())
+
+    class SinglePairConductanceConverter(ai.SinglePairConductanceConverter):   # aihwkit's name, other methods
+        pass
+
+    # Refused at top level, it passed as the model's converter (and became a plain single pair).
+    with pytest.raises(AihwkitConversionError) as err:
+        from_aihwkit(ai.PCMLikeNoiseModel(g_converter=SinglePairConductanceConverter()))
+    assert "g_converter" in dict(err.value.fields), err.value
     with pytest.raises(AihwkitConversionError, match="drift_reference"):
         to_aihwkit(noise.PCMLikeNoiseModel(drift_reference="programmed"))
     with pytest.raises(AihwkitConversionError, match="'generic' has no aihwkit counterpart"):

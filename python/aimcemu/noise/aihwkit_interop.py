@@ -209,6 +209,13 @@ def _noise_model_from(obj):
     converter_obj = r.get("g_converter")
     if converter_obj is _MISSING:
         raise AihwkitConversionError(f"aihwkit {r.name}", r.problems)
+    # Refused at top level, a subclass must be refused here too: a user's class named like
+    # aihwkit's (overriding convert_to_conductances) would otherwise pass as aihwkit's own.
+    if not _is_aihwkit(converter_obj):
+        kind = type(converter_obj)
+        raise AihwkitConversionError(f"aihwkit {r.name}", [("g_converter", f"{kind.__module__}.{kind.__name__} is not "
+                                                                           "aihwkit's own converter class (a subclass's "
+                                                                           "methods cannot be converted)")])
     converter = _converter_from(converter_obj)
     build = _NOISE_MODELS[r.name](r, converter, r.name)
     r.finish()

@@ -262,9 +262,14 @@ def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
     if not isinstance(config, Mapping) or "model" not in config:
         raise _core.FormatError("noise config: field 'model': missing (a dict with a 'model' name is expected)")
     name = config["model"]
-    for key in config:
+    for key, value in config.items():
         if not isinstance(key, str):
             raise _core.FormatError(f"noise config: field {key!r}: parameter names are strings")
+        # A YAML key left empty (or ~) is None, which the constructors read as "the default":
+        # in a config it is more likely a value that was lost, so it is refused.
+        if value is None:
+            raise _core.FormatError(f"noise config: field {key!r}: no value (an empty YAML key or ~); "
+                                    "leave the key out for its default")
     cls = NoiseModel._registry.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _core.FormatError(f"noise config: field 'model': unknown noise model {name!r} "
