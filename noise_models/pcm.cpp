@@ -86,9 +86,19 @@ double pcm_like_read_q(double g_max, double g_prog) {
 PcmFamilyModel::PcmFamilyModel(NoiseParams resolved, const std::string& source)
     : NoiseModel(std::move(resolved)), common_(read_common(source, params())) {}
 
+namespace {
+// ln(a / b) for a >= b > 0: the quotient as long as it is finite (the bits every read has had),
+// else ln a - ln b (t = 1e308 or t0 = 1e-300 overflowed the quotient to inf: an inf read factor
+// and, with nu = 0, a drift factor exp(0 * -inf) = NaN).
+double log_ratio(double a, double b) {
+    const double ratio = a / b;
+    return std::isfinite(ratio) ? std::log(ratio) : std::log(a) - std::log(b);
+}
+}  // namespace
+
 double PcmFamilyModel::read_time_factor(double t) const {
     const double t_total = t + common_.t0;
-    return std::sqrt(std::log((t_total + common_.t_read) / (2.0 * common_.t_read)));
+    return std::sqrt(log_ratio(t_total + common_.t_read, 2.0 * common_.t_read));
 }
 
 double PcmFamilyModel::drift_factor(double nu, double t) const {
@@ -102,7 +112,7 @@ double PcmFamilyModel::drift_factor(double nu, double t) const {
 ReadContext PcmFamilyModel::read_context(double t) const {
     ReadContext c{t};
     const double t_total = t + common_.t0;
-    c.log_time = t_total > common_.t0 ? std::log(t_total / common_.t0) : 0.0;
+    c.log_time = t_total > common_.t0 ? log_ratio(t_total, common_.t0) : 0.0;
     c.read_factor = read_time_factor(t);
     return c;
 }

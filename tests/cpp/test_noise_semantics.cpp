@@ -382,6 +382,27 @@ TEST(NoiseErrors, AStateReadsOnlyThroughAModelEqualToTheOneThatProgrammedIt) {
     EXPECT_EQ(again->read(s, 3600.0, 2), pcm->read(s, 3600.0, 2));
 }
 
+// (t + t0 + t_read) / (2 t_read) and (t + t0) / t0 overflowed to inf for t = 1e308 or t0 =
+// 1e-300: an inf read factor (inf weights) and, with drift_scale 0, exp(-0 * inf) = NaN.
+TEST(NoiseSemantics, HugeTimeRatiosGiveFiniteReads) {
+    const std::vector<std::pair<NoiseParams, double>> cases = {
+        {{}, 1e308},
+        {{{"t0", 1e-300}, {"t_read", 1e-301}, {"drift_scale", 0.0}}, 1e10},
+        {{{"t0", 1e-300}, {"t_read", 1e-301}}, 1.0}};
+    for (const auto& [params, t] : cases) {
+        const auto m = make_noise_model("pcm_like", params);
+        const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*m);
+        EXPECT_TRUE(std::isfinite(pcm.read_time_factor(t))) << "t " << t;
+        EXPECT_TRUE(std::isfinite(pcm.drift_factor(0.0, t))) << "t " << t;
+        const LayerState s = m->program(ramp_weights(64), {64}, {1, 0, 0});
+        for (double w : m->read(s, t, 0)) ASSERT_TRUE(std::isfinite(w)) << "t " << t;
+    }
+    // In range the quotient's logarithm is kept, bit for bit.
+    const auto m = make_noise_model("pcm_like", {});
+    const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*m);
+    EXPECT_EQ(pcm.read_time_factor(3600.0), std::sqrt(std::log((3600.0 + 20.0 + 250e-9) / (2.0 * 250e-9))));
+}
+
 TEST(NoiseFactory, ParamsRoundTripRebuildsTheSameModel) {
     for (const std::string name : noise_model_names()) {
         NoiseParams p;
