@@ -65,7 +65,7 @@ PcmCommon read_common(const std::string& source, const NoiseParams& p) {
         throw FormatError(source, "t_read",
                           "must be <= t0 (" + format_value(c.t0) + " s), got " + format_value(c.t_read) +
                               " s: the read-noise factor sqrt(ln((t + t0 + t_read) / (2 t_read))) is NaN for "
-                              "t + t0 < t_read (a read lasts ns to us; is it given in s?)");
+                              "t + t0 < t_read (t_read is in seconds: a read lasts ns to us)");
     c.prog_noise_scale = get_number(p, "prog_noise_scale");
     c.read_noise_scale = get_number(p, "read_noise_scale");
     c.drift_scale = get_number(p, "drift_scale");
