@@ -11,8 +11,14 @@ namespace aimcemu::noise {
 namespace {
 const std::string kSource = "noise model 'generic'";
 
-// sqrt(a^2 + b^2) without std::hypot's overflow guard (5x slower; sigmas here are small).
-double quadrature_sum(double a, double b) { return std::sqrt(a * a + b * b); }
+// sqrt(a^2 + b^2).  std::hypot is 5x slower and the sigmas are small, so it only takes over where
+// a square would overflow (prog_additive = 1e300 gave sigma = inf and NaN weights); below that
+// bound the plain formula runs, so ordinary sigmas keep their bits.
+double quadrature_sum(double a, double b) {
+    constexpr double kSquareSafe = 1e150;   // (1e150)^2 * 2 is far below DBL_MAX
+    if (std::abs(a) < kSquareSafe && std::abs(b) < kSquareSafe) return std::sqrt(a * a + b * b);
+    return std::hypot(a, b);
+}
 
 ParamSpec sigma_row(const std::string& name, const std::string& what) {
     return number(name).fallback(0.0).non_negative().doc(what);

@@ -177,6 +177,8 @@ void NoiseModel::check_time(double t) const {
 LayerState NoiseModel::program(std::span<const double> weights, std::vector<std::int64_t> shape, const ChipKey& key) const {
     check_shape(weights, shape);
     LayerState s;
+    s.programmed_by = name();
+    s.programmed_params = params();
     s.key = key;
     s.shape = std::move(shape);
     s.conversion = check_and_fit(*converter_, weights, num_threads_);
@@ -244,7 +246,34 @@ void NoiseModel::read_block(const DeviceAtRead* devices, const ReadContext& read
 
 bool NoiseModel::read_fused(const LayerState&, double, std::uint64_t, double*, double*) const { return false; }
 
+namespace {
+// The parameters in which two resolved sets differ, "g_max 25 vs 50, t0 20 vs 30".
+std::string differences(const NoiseParams& programmed, const NoiseParams& reader) {
+    std::string text;
+    auto add = [&](const std::string& key, const std::string& was, const std::string& is) {
+        text += (text.empty() ? "" : ", ") + key + " " + was + " vs " + is;
+    };
+    for (const auto& [key, value] : programmed) {
+        const auto it = reader.find(key);
+        if (it == reader.end()) add(key, format_value(value), "(none)");
+        else if (it->second != value) add(key, format_value(value), format_value(it->second));
+    }
+    for (const auto& [key, value] : reader)
+        if (!programmed.count(key)) add(key, "(none)", format_value(value));
+    return text;
+}
+}  // namespace
+
+void NoiseModel::check_state(const LayerState& state) const {
+    if (state.programmed_by.empty() || (state.programmed_by == name() && state.programmed_params == params())) return;
+    throw FormatError("<memory>", "state",
+                      "programmed by noise model '" + state.programmed_by + "', read through '" + name() + "' (" +
+                          differences(state.programmed_params, params()) +
+                          "): a state reads only through a model equal to the one that programmed it");
+}
+
 std::vector<double> NoiseModel::programmed_weights(const LayerState& state) const {
+    check_state(state);
     return converter_->convert_back(state.g_prog, state.conversion);
 }
 
@@ -290,6 +319,7 @@ std::vector<double> read_devices(const NoiseModel& m, const LayerState& state, c
 }  // namespace
 
 std::vector<double> NoiseModel::read_conductances(const LayerState& state, double t, std::uint64_t round) const {
+    check_state(state);
     std::vector<double> g(state.g_prog.size());
     if (read_fused(state, t, round, g.data(), nullptr)) return g;
     const ReadStart start = read_start(*this, state);
@@ -303,6 +333,7 @@ std::vector<double> NoiseModel::read(const LayerState& state, double t, std::uin
 }
 
 void NoiseModel::read_into(const LayerState& state, double t, std::uint64_t round, double* out) const {
+    check_state(state);
     if (read_fused(state, t, round, nullptr, out)) return;
     const ReadStart start = read_start(*this, state);
     const std::vector<double> w =

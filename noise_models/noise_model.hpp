@@ -51,6 +51,11 @@ struct LayerState {
     // spares the read a pass over g_prog); < 0 when not known.  Code that changes g_prog after
     // programming must set it to -1.
     double max_pair_difference = -1.0;
+    // The model that programmed it (name and resolved parameters): a read or programmed_weights()
+    // through another model (another g_max, another physics) would misread the devices, so
+    // NoiseModel::check_state refuses it.  Empty for a state not made by program(): not checked.
+    std::string programmed_by;
+    NoiseParams programmed_params;
 
     std::size_t num_weights() const { return weights.size(); }
     std::size_t rows() const { return shape.empty() ? 1 : std::size_t(shape[0]); }
@@ -118,6 +123,8 @@ public:
     // an identical model.
     virtual std::string name() const = 0;
     const NoiseParams& params() const { return params_; }
+    // Refuses (FormatError naming "state") a state that another model programmed.
+    void check_state(const LayerState& state) const;
 
     // Programs one layer.  weights: row-major, shape[0] = output channels.
     LayerState program(std::span<const double> weights, std::vector<std::int64_t> shape, const ChipKey& key) const;

@@ -63,6 +63,11 @@ ParamRow& ParamRow::fallback(ParamValue value) {
     return *this;
 }
 ParamRow& ParamRow::derive(std::function<ParamValue(const NoiseParams&)> rule, std::string text) {
+    return derive_from_given([rule = std::move(rule)](const NoiseParams& resolved, const NoiseParams&) { return rule(resolved); },
+                             std::move(text));
+}
+ParamRow& ParamRow::derive_from_given(std::function<ParamValue(const NoiseParams&, const NoiseParams&)> rule,
+                                      std::string text) {
     spec_.derive = std::move(rule);
     spec_.default_text = std::move(text);
     return *this;
@@ -143,7 +148,7 @@ NoiseParams ParamTable::resolve(const NoiseParams& given) const {
             check(spec, it->second);
             resolved[spec.name] = it->second;
         } else if (spec.derive) {
-            resolved[spec.name] = spec.derive(resolved);
+            resolved[spec.name] = spec.derive(resolved, given);
         } else if (spec.fallback) {
             resolved[spec.name] = *spec.fallback;
         } else {

@@ -40,7 +40,9 @@ struct ParamSpec {
     std::optional<ParamValue> fallback;
     // A default computed from parameters earlier in the table (e.g. hermes' g_max from
     // num_devices); `default_text` then says in words what it is, for docs and docstrings.
-    std::function<ParamValue(const NoiseParams&)> derive;
+    // Called with the parameters resolved so far and those the caller gave (some defaults
+    // depend on whether another parameter was given at all, not on its value).
+    std::function<ParamValue(const NoiseParams& resolved, const NoiseParams& given)> derive;
     std::string default_text;
     std::optional<ParamBound> min, max;
     std::vector<ParamValue> choices;  // allowed values; empty: any within min/max
@@ -59,6 +61,8 @@ public:
     ParamRow(std::string name, ParamType type);
     ParamRow& fallback(ParamValue value);
     ParamRow& derive(std::function<ParamValue(const NoiseParams&)> rule, std::string text);
+    ParamRow& derive_from_given(std::function<ParamValue(const NoiseParams& resolved, const NoiseParams& given)> rule,
+                                std::string text);
     ParamRow& at_least(double value);
     ParamRow& above(double value);
     ParamRow& at_most(double value);

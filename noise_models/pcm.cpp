@@ -40,18 +40,32 @@ ParamSpec t_read_row(double fallback) {
 ParamSpec prog_coeff_row(std::vector<double> fallback, const std::string& what) {
     return numbers("prog_coeff").fallback(std::move(fallback)).min_items(1).unit("uS").doc(what);
 }
+// aihwkit (PCMLikeNoiseModel): its own fit refers to 25 uS; a prog_coeff the caller gives is
+// taken to be fitted at the model's g_max, unless the reference is given too.
 ParamSpec prog_reference_row() {
     return number("prog_coeff_g_max_reference")
-        .fallback(kPcmLikeReference)
+        .derive_from_given(
+            [](const NoiseParams& resolved, const NoiseParams& given) {
+                return given.count("prog_coeff") ? resolved.at("g_max") : ParamValue(kPcmLikeReference);
+            },
+            "25 (with prog_coeff given: g_max)")
         .positive()
         .unit("uS")
         .doc("g_max at which prog_coeff was fitted (sigma scales with g_max / this)");
 }
 
-PcmCommon read_common(const NoiseParams& p) {
+PcmCommon read_common(const std::string& source, const NoiseParams& p) {
     PcmCommon c;
     c.t0 = get_number(p, "t0");
     c.t_read = get_number(p, "t_read");
+    // The read-noise factor is sqrt(ln((t + t0 + t_read) / (2 t_read))): with t_read > t + t0 the
+    // logarithm is negative and the factor NaN (a NaN or silently all-zero layer).  t_read <= t0
+    // keeps it >= 0 for every t >= 0.
+    if (!(c.t_read <= c.t0))
+        throw FormatError(source, "t_read",
+                          "must be <= t0 (" + format_value(c.t0) + " s), got " + format_value(c.t_read) +
+                              " s: the read-noise factor sqrt(ln((t + t0 + t_read) / (2 t_read))) is NaN for "
+                              "t + t0 < t_read (t_read is in seconds: a read lasts ns to us)");
     c.prog_noise_scale = get_number(p, "prog_noise_scale");
     c.read_noise_scale = get_number(p, "read_noise_scale");
     c.drift_scale = get_number(p, "drift_scale");
@@ -69,11 +83,22 @@ double pcm_like_read_q(double g_max, double g_prog) {
 }
 
 // --- shared physics -----------------------------------------------------------------------
-PcmFamilyModel::PcmFamilyModel(NoiseParams resolved) : NoiseModel(std::move(resolved)), common_(read_common(params())) {}
+PcmFamilyModel::PcmFamilyModel(NoiseParams resolved, const std::string& source)
+    : NoiseModel(std::move(resolved)), common_(read_common(source, params())) {}
+
+namespace {
+// ln(a / b) for a >= b > 0: the quotient as long as it is finite (the bits every read has had),
+// else ln a - ln b (t = 1e308 or t0 = 1e-300 overflowed the quotient to inf: an inf read factor
+// and, with nu = 0, a drift factor exp(0 * -inf) = NaN).
+double log_ratio(double a, double b) {
+    const double ratio = a / b;
+    return std::isfinite(ratio) ? std::log(ratio) : std::log(a) - std::log(b);
+}
+}  // namespace
 
 double PcmFamilyModel::read_time_factor(double t) const {
     const double t_total = t + common_.t0;
-    return std::sqrt(std::log((t_total + common_.t_read) / (2.0 * common_.t_read)));
+    return std::sqrt(log_ratio(t_total + common_.t_read, 2.0 * common_.t_read));
 }
 
 double PcmFamilyModel::drift_factor(double nu, double t) const {
@@ -87,7 +112,7 @@ double PcmFamilyModel::drift_factor(double nu, double t) const {
 ReadContext PcmFamilyModel::read_context(double t) const {
     ReadContext c{t};
     const double t_total = t + common_.t0;
-    c.log_time = t_total > common_.t0 ? std::log(t_total / common_.t0) : 0.0;
+    c.log_time = t_total > common_.t0 ? log_ratio(t_total, common_.t0) : 0.0;
     c.read_factor = read_time_factor(t);
     return c;
 }
@@ -129,7 +154,7 @@ const ParamTable& PcmLikeModel::table() {
 }
 
 PcmLikeModel::PcmLikeModel(const NoiseParams& params)
-    : PcmFamilyModel(table().resolve(params)),
+    : PcmFamilyModel(table().resolve(params), table().source()),
       prog_coeff_(param_list("prog_coeff")),
       prog_coeff_g_max_reference_(param_value("prog_coeff_g_max_reference")) {}
 
@@ -259,9 +284,17 @@ const ParamTable& HermesModel::table() {
 }
 
 HermesModel::HermesModel(const NoiseParams& params)
-    : PcmFamilyModel(table().resolve(params)),
+    : PcmFamilyModel(table().resolve(params), table().source()),
       num_devices_(int(param_value("num_devices"))),
-      g_max_reference_(hermes_fit(num_devices_).g_max) {}
+      g_max_reference_(hermes_fit(num_devices_).g_max) {
+    // The fits were measured up to the chip's g_max; beyond it they extrapolate a device nobody
+    // measured (aihwkit asserts the same bound).
+    if (g_max() > g_max_reference_)
+        throw FormatError(table().source(), "g_max",
+                          "must be <= " + format_value(g_max_reference_) + " uS with num_devices " +
+                              std::to_string(num_devices_) + " (the HERMES fits were characterized up to it), got " +
+                              format_value(g_max()));
+}
 
 double HermesModel::prog_sigma(double g) const {
     return polynomial(hermes_fit(num_devices_).prog_coeff, g / g_max()) * (g_max() / g_max_reference_);
@@ -312,7 +345,7 @@ const ParamTable& StateIndependentModel::table() {
 }
 
 StateIndependentModel::StateIndependentModel(const NoiseParams& params)
-    : PcmFamilyModel(table().resolve(params)),
+    : PcmFamilyModel(table().resolve(params), table().source()),
       prog_coeff_(param_list("prog_coeff")),
       drift_nu_mean_(param_value("drift_nu_mean")),
       drift_nu_std_(param_value("drift_nu_std")),
@@ -364,7 +397,7 @@ const ParamTable& CustomDriftPcmModel::table() {
 }
 
 CustomDriftPcmModel::CustomDriftPcmModel(const NoiseParams& params)
-    : PcmFamilyModel(table().resolve(params)),
+    : PcmFamilyModel(table().resolve(params), table().source()),
       prog_coeff_(param_list("prog_coeff")),
       prog_coeff_g_max_reference_(param_value("prog_coeff_g_max_reference")),
       g_lst_(param_list("g_lst")),

@@ -59,7 +59,8 @@ public:
     ReadContext read_context(double t) const override;
 
 protected:
-    explicit PcmFamilyModel(NoiseParams resolved);
+    // `source` names the model in errors ("noise model 'pcm_like'").
+    PcmFamilyModel(NoiseParams resolved, const std::string& source);
 
 private:
     PcmCommon common_;

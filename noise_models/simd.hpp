@@ -7,9 +7,15 @@
 // same on every AVX2 machine and for any thread count (each lane sees only its own device).
 //
 // Accuracy (tests/cpp/test_noise_simd.cpp checks it against <cmath> over each domain):
-//   log(x)        x positive and normal          relative error <= 2^-51 (a few ulp)
-//   exp(x)        |x| <= 700                     relative error <= 2^-51
-//   sin/cos of 2*pi*b/2^32 for a 32-bit b        absolute error <= 2^-52
+//   log(x)        x positive (normal or subnormal) relative error <= 2^-51 (a few ulp)
+//   exp(x)        ln DBL_MIN <= x <= ln DBL_MAX     relative error <= 2^-51
+//   sin/cos of 2*pi*b/2^32 for a 32-bit b          absolute error <= 2^-52
+// Outside those domains both follow std::log / std::exp: log(+-0) = -inf, log(x < 0) = NaN,
+// log(+inf) = +inf; exp(x > ln DBL_MAX) = +inf (so exp(+inf) too), exp(x < ln DBL_MIN) = +0
+// (the one difference from std::exp: results in the subnormal range, below 2.2e-308, flush to
+// +0), exp(-inf) = +0; NaN gives NaN in both.  The kernels' drift exp is the same function (Q_s's
+// exp skips the range fix-up: its argument -0.65 ln x lies in [-461.4, 4.5]); their inline log
+// takes positive normals only, which is all they pass it (clipped at 1e-7, or a uniform in (0, 1)).
 // Gaussians are the Box-Muller pairs of rng.hpp, evaluated with these functions.
 //
 // Two implementations, picked at run time: AVX-512 (F/DQ/VL, eight doubles per step) where the

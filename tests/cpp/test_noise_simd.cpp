@@ -89,6 +89,125 @@ TEST(NoiseSimd, ExpIsWithinFourUlpOnItsDomain) {
     });
 }
 
+namespace {
+
+// Doubles over the whole range: `count` random bit patterns (every sign, exponent and mantissa,
+// subnormals and NaNs included), uniform values in [-span, span], the specials, and every double
+// within 2000 ulp of each of `edges` (where a range guard switches).
+std::vector<double> whole_range(std::uint64_t seed, double span, std::initializer_list<double> edges) {
+    pcg32 rng(seed);
+    std::vector<double> x;
+    for (int i = 0; i < 100000; ++i) {
+        const std::uint64_t bits = (std::uint64_t(rng()) << 32) | rng();
+        double v;
+        std::memcpy(&v, &bits, sizeof v);
+        x.push_back(v);
+        x.push_back(-span + 2 * span * (double(rng()) * 0x1p-32));
+    }
+    for (double v : {0.0, -0.0, DBL_MIN, -DBL_MIN, DBL_TRUE_MIN, -DBL_TRUE_MIN, DBL_MAX, -DBL_MAX, 1e308, -1e308,
+                     -720.0, -745.0, -746.0, 710.0, 1000.0, -1000.0, 1e6, -1e6, HUGE_VAL, -HUGE_VAL, std::nan(""),
+                     -std::nan("")})
+        x.push_back(v);
+    for (double edge : edges) {
+        double below = edge, above = edge;
+        for (int i = 0; i < 2000; ++i) {
+            x.push_back(below = std::nextafter(below, -HUGE_VAL));
+            x.push_back(above = std::nextafter(above, HUGE_VAL));
+        }
+        x.push_back(edge);
+    }
+    return x;
+}
+
+}  // namespace
+
+TEST(NoiseSimd, ExpFollowsStdExpOverTheWholeDoubleRange) {
+    // Outside [ln DBL_MIN, ln DBL_MAX] the exponent arithmetic wrapped: exp(-720) gave -6.6e303
+    // and exp(710) NaN.  Now: overflow to +inf, underflow (subnormal results too) to +0, NaN kept.
+    REQUIRE_SIMD();
+    const double min_normal_arg = -0x1.6232bdd7abcd2p+9, max_finite_arg = 0x1.62e42fefa39efp+9;
+    ASSERT_GE(std::exp(min_normal_arg), DBL_MIN);
+    ASSERT_LT(std::exp(std::nextafter(min_normal_arg, -HUGE_VAL)), DBL_MIN);
+    ASSERT_TRUE(std::isfinite(std::exp(max_finite_arg)));
+    ASSERT_TRUE(std::isinf(std::exp(std::nextafter(max_finite_arg, HUGE_VAL))));
+    const std::vector<double> x = whole_range(4, 1000.0, {min_normal_arg, max_finite_arg, 0.0});
+    on_each_vector_isa([&] {
+        std::vector<double> y(x.size());
+        simd::exp(x.data(), y.data(), x.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const double want = std::exp(x[i]);
+            if (std::isnan(x[i])) {
+                ASSERT_TRUE(std::isnan(y[i])) << "exp(NaN) gave " << y[i];
+            } else if (std::isinf(want)) {
+                ASSERT_EQ(y[i], HUGE_VAL) << "exp(" << x[i] << ")";
+            } else if (want < DBL_MIN) {   // underflow, or a subnormal result: +0
+                ASSERT_EQ(y[i], 0.0) << "exp(" << x[i] << ")";
+                ASSERT_FALSE(std::signbit(y[i])) << "exp(" << x[i] << ")";
+            } else {
+                ASSERT_GE(y[i], DBL_MIN) << "exp(" << x[i] << ") must stay normal";
+                worst = std::max(worst, ulps(y[i], double(std::exp((long double)x[i]))));
+            }
+        }
+        EXPECT_LE(worst, 4.0);
+    });
+}
+
+TEST(NoiseSimd, LogFollowsStdLogOverTheWholeDoubleRange) {
+    // The exponent field misread outside the positive normals: log(0) was -709.1 (not -inf),
+    // log of a negative finite, log(+inf) 709.8, log of a subnormal off by its missing leading 1.
+    REQUIRE_SIMD();
+    const std::vector<double> x = whole_range(5, 1e300, {DBL_MIN, 0.0});
+    on_each_vector_isa([&] {
+        std::vector<double> y(x.size());
+        simd::log(x.data(), y.data(), x.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            if (std::isnan(x[i]) || x[i] < 0) {
+                ASSERT_TRUE(std::isnan(y[i])) << "log(" << x[i] << ") gave " << y[i];
+            } else if (x[i] == 0) {
+                ASSERT_EQ(y[i], -HUGE_VAL) << "log(" << x[i] << ")";
+            } else if (std::isinf(x[i])) {
+                ASSERT_EQ(y[i], HUGE_VAL);
+            } else {
+                const double want = double(std::log((long double)x[i]));
+                worst = std::max(worst, want == 0 ? std::abs(y[i]) / DBL_MIN : ulps(y[i], want));
+            }
+        }
+        EXPECT_LE(worst, 4.0);
+    });
+}
+
+TEST(NoiseSimd, PcmReadOfAFullyDriftedDeviceIsZeroNotHuge) {
+    // -nu * log_time below ln DBL_MIN (drift_scale 500 at a year: nu ~ 30, log_time ~ 14) gave
+    // conductances up to 3.5e305 and NaN; the device has drifted to 0, as std::exp says.
+    REQUIRE_SIMD();
+    const auto model = make_noise_model("pcm_like", {{"drift_scale", 500.0}});
+    const auto& pcm = dynamic_cast<const PcmFamilyModel&>(*model);
+    const double year = 365.25 * 86400;
+    for (double nu : {50.0, 60.0, 1e3, 1e300, HUGE_VAL}) {
+        on_each_vector_isa([&] {
+            EXPECT_EQ(pcm.drift_factor(nu, year), 0.0) << "nu " << nu;
+            const double log_time = std::log((year + 20.0) / 20.0);
+            const simd::PcmLikeBlock c;
+            std::vector<double> g_start(9, 20.0), nus(9, nu), z(9, 1.5), g(9, -1.0);
+            simd::pcm_like_read(c, log_time, 1.0, g_start.data(), nus.data(), z.data(), g.size(), g.data());
+            for (double v : g) EXPECT_EQ(v, 0.0) << "nu " << nu;
+        });
+    }
+    // And at the top end a negative exponent argument that overflows reads +inf, not NaN.
+    on_each_vector_isa([&] { EXPECT_EQ(pcm.drift_factor(-100.0, year), HUGE_VAL); });
+    std::vector<double> w(64);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37 * double(i));
+    const LayerState s = model->program(w, {64}, {5, 6, 7});
+    on_each_vector_isa([&] {
+        for (double v : model->read(s, year, 0)) {
+            ASSERT_TRUE(std::isfinite(v));
+            ASSERT_LE(std::abs(v), 2.0);
+        }
+    });
+}
+
 TEST(NoiseSimd, SinCosOfTurnsIsWithinTwoUlpOfOneEverywhere) {
     REQUIRE_SIMD();
     pcg32 rng(3);

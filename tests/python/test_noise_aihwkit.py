@@ -44,6 +44,7 @@ def aihwkit():
     return ai, drift
 
 
+import aimcemu  # noqa: E402
 from aimcemu import noise  # noqa: E402
 from aimcemu.noise import AihwkitConversionError, from_aihwkit, to_aihwkit  # noqa: E402
 
@@ -149,6 +150,14 @@ def test_unsupported_fields_are_named(aihwkit):
 
     with pytest.raises(AihwkitConversionError, match="subclass of aihwkit's PCMLikeNoiseModel"):
         from_aihwkit(MyPCM())
+
+    class SinglePairConductanceConverter(ai.SinglePairConductanceConverter):   # aihwkit's name, other methods
+        pass
+
+    # Refused at top level, it passed as the model's converter (and became a plain single pair).
+    with pytest.raises(AihwkitConversionError) as err:
+        from_aihwkit(ai.PCMLikeNoiseModel(g_converter=SinglePairConductanceConverter()))
+    assert "g_converter" in dict(err.value.fields), err.value
     with pytest.raises(AihwkitConversionError, match="drift_reference"):
         to_aihwkit(noise.PCMLikeNoiseModel(drift_reference="programmed"))
     with pytest.raises(AihwkitConversionError, match="'generic' has no aihwkit counterpart"):
@@ -157,6 +166,82 @@ def test_unsupported_fields_are_named(aihwkit):
         to_aihwkit(noise.ReRamWan2022NoiseModel(prog_noise_scale=1.0, read_noise_scale=0.5))
     with pytest.raises(AihwkitConversionError, match="read_q"):
         to_aihwkit(noise.StateIndependentNoiseModel(read_q=0.0088))
+
+
+def _aihwkit_prog_sigma(obj, g: np.ndarray) -> np.ndarray:
+    """aihwkit's programming sigma at each g: its own apply_programming_noise_to_conductance with
+    the standard normals it draws replayed from the same torch seed (g_prog - g = sigma * z)."""
+    import torch
+
+    g_t = torch.tensor(g, dtype=torch.float64)
+    torch.manual_seed(11)
+    z = torch.randn_like(g_t)
+    torch.manual_seed(11)
+    g_prog = obj.apply_programming_noise_to_conductance(g_t.clone())
+    return ((g_prog - g_t) / z).numpy()
+
+
+def test_a_given_prog_coeff_refers_to_g_max_as_in_aihwkit(aihwkit):
+    # aihwkit sets prog_coeff_g_max_reference = g_max when prog_coeff is given without it;
+    # aimcemu kept 25, twice aihwkit's sigma at g_max 50.
+    ai, _ = aihwkit
+    coeff, g = [0.3, 1.0, -0.5], np.linspace(1.0, 50.0, 9)
+    pairs = [(ai.PCMLikeNoiseModel(prog_coeff=coeff, g_max=50.0), noise.PCMLikeNoiseModel(prog_coeff=coeff, g_max=50.0)),
+             (ai.CustomDriftPCMLikeNoiseModel({"g_lst": [0.0, 50.0], "nu_mean_lst": [0.1, 0.05], "nu_std_lst": [0.03, 0.01]},
+                                              prog_coeff=coeff, g_max=50.0),
+              noise.CustomDriftPCMLikeNoiseModel({"g_lst": [0.0, 50.0], "nu_mean_lst": [0.1, 0.05],
+                                                  "nu_std_lst": [0.03, 0.01]}, prog_coeff=coeff, g_max=50.0)),
+             (ai.PCMLikeNoiseModel(g_max=50.0), noise.PCMLikeNoiseModel(g_max=50.0))]
+    for theirs, ours in pairs:
+        label = type(theirs).__name__
+        assert ours.params["prog_coeff_g_max_reference"] == theirs.prog_coeff_g_max_reference, label
+        np.testing.assert_allclose(ours.prog_sigma(g), _aihwkit_prog_sigma(theirs, g), rtol=1e-12, err_msg=label)
+        assert from_aihwkit(theirs) == ours, label
+    # Through a config (the run-config path) too.
+    config = noise.noise_model_from_dict({"model": "pcm_like", "prog_coeff": coeff, "g_max": 50.0})
+    assert config.params["prog_coeff_g_max_reference"] == 50.0
+
+
+def test_positional_arguments_mean_what_they_mean_in_aihwkit(aihwkit):
+    # Each class takes by position only a prefix of aihwkit's own constructor (names mapped),
+    # except Hermes' num_devices (aihwkit's Hermes starts with prog_coeff, which is built in here).
+    import inspect
+
+    ai, _ = aihwkit
+    renamed = {"g_converter": "converter", "t_0": "t0"}
+    pairs = [(noise.PCMLikeNoiseModel, ai.PCMLikeNoiseModel), (noise.CustomDriftPCMLikeNoiseModel, ai.CustomDriftPCMLikeNoiseModel),
+             (noise.StateIndependentNoiseModel, ai.StateIndependentNoiseModel),
+             (noise.ReRamWan2022NoiseModel, ai.ReRamWan2022NoiseModel), (noise.ReRamCMONoiseModel, ai.ReRamCMONoiseModel)]
+    for ours, theirs in pairs:
+        positional = [p.name for p in inspect.signature(ours).parameters.values()
+                      if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name != "self"]
+        their_order = [renamed.get(name, name) for name in list(inspect.signature(theirs).parameters)[:len(positional)]]
+        assert positional == their_order, ours.__name__
+    assert [p.name for p in inspect.signature(noise.HermesNoiseModel).parameters.values()
+            if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD] == ["num_devices"]
+
+
+def test_what_aihwkit_cannot_express_raises_a_conversion_error_naming_the_field(aihwkit):
+    ai, _ = aihwkit
+    # aihwkit's CMO model always programs one device: an n_pair CMO came back as single_device.
+    for converter in (noise.NPairConductanceConverter([1.0, 2.0], g_max=88.199997, g_min=9.0),
+                      noise.SinglePairConductanceConverter(g_max=88.199997, g_min=9.0)):
+        with pytest.raises(AihwkitConversionError) as err:
+            to_aihwkit(noise.ReRamCMONoiseModel(converter=converter))
+        assert "converter" in dict(err.value.fields), err.value
+    # aihwkit's HermesNoiseModel asserts g_max <= 20.7 / 10.35 uS on its argument and not on a
+    # converter's; aimcemu refuses both, and from_aihwkit names g_max instead of a core error.
+    for devices, limit in ((2, 20.7), (1, 10.35)):
+        with pytest.raises(AssertionError):
+            ai.HermesNoiseModel(num_devices=devices, g_max=limit * 1.2)
+        with pytest.raises(aimcemu.FormatError, match="field 'g_max'"):
+            noise.HermesNoiseModel(num_devices=devices, g_max=limit * 1.2)
+        theirs = ai.HermesNoiseModel(num_devices=devices, g_converter=ai.SinglePairConductanceConverter(g_max=30.0))
+        with pytest.raises(AihwkitConversionError) as err:
+            from_aihwkit(theirs)
+        assert "g_max" in dict(err.value.fields), err.value
+        at_limit = noise.HermesNoiseModel(num_devices=devices, g_max=limit)
+        assert from_aihwkit(to_aihwkit(at_limit)) == at_limit
 
 
 # --- statistics against aihwkit's own sampling --------------------------------------------------

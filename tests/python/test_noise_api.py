@@ -165,6 +165,22 @@ def test_drift_compensation_reduces_error_under_pcm_noise(weights):
     (lambda: noise.CustomDriftPCMLikeNoiseModel({"g_lst": [0.0, 10.0], "nu_mean_lst": [0.1, 0.05],
                                                  "nu_std_lst": [0.01, 0.01]}), "g_lst"),
     (lambda: noise.drift_compensation_from_dict({"compensation": "per_row"}), "compensation"),
+    # A read longer than t + t0 gave NaN (or silently zero) weights: t_read <= t0 is required.
+    (lambda: noise.PCMLikeNoiseModel(t_read=250.0), "t_read"),
+    (lambda: noise.HermesNoiseModel(t_read=400.0), "t_read"),
+    (lambda: noise.StateIndependentNoiseModel(t0=1e-9), "t_read"),
+    (lambda: noise.noise_model_from_dict({"model": "pcm_like", "t_read": 250.0}), "t_read"),
+    # bool("false") is True; a list or a str config were a TypeError / AttributeError naming nothing.
+    (lambda: noise.drift_compensation_from_dict({"compensation": "global", "exact_reference": "false"}),
+     "exact_reference"),
+    (lambda: noise.GlobalDriftCompensation(exact_reference=1), "exact_reference"),
+    (lambda: noise.drift_compensation_from_dict({"compensation": ["global"]}), "compensation"),
+    (lambda: noise.drift_compensation_from_dict("global"), "compensation"),
+    (lambda: noise.CustomDriftPCMLikeNoiseModel([1, 2, 3]), "custom_drift_model"),
+    # {model: pcm_like, t0: , g_max: ~} resolved silently to t0 20 and g_max 25.
+    (lambda: noise.noise_model_from_dict({"model": "pcm_like", "t0": None}), "t0"),
+    (lambda: noise.noise_model_from_dict({"model": "pcm_like", "converter": None, "g_max": 30.0}), "converter"),
+    (lambda: noise.NoiseModel.from_dict({"model": "hermes", "g_max": None}), "g_max"),
 ])
 def test_bad_parameters_raise_format_error_naming_the_field(make, field):
     with pytest.raises(aimcemu.FormatError, match=f"'{field}'"):
@@ -185,6 +201,56 @@ def test_bad_reads_raise_format_error(weights):
         model.program(np.array([1.0, np.inf]))
     with pytest.raises(aimcemu.FormatError, match="'state'"):
         noise.HermesNoiseModel().read(noise.ReRamCMONoiseModel().program(weights), 1.0, 0)
+
+
+def test_a_state_reads_only_through_a_model_equal_to_the_one_that_programmed_it(weights):
+    # A pcm_like state at g_max 25 read without a word through g_max 50 or through hermes.
+    model = noise.PCMLikeNoiseModel()
+    state = model.program(weights, seed=2)
+    for other in (noise.PCMLikeNoiseModel(g_max=50.0), noise.HermesNoiseModel(),
+                  noise.PCMLikeNoiseModel(drift_reference="programmed")):
+        for call in (lambda: other.read(state, 1.0, 0), lambda: other.read_conductances(state, 1.0, 0),
+                     lambda: other.programmed_weights(state)):
+            with pytest.raises(aimcemu.FormatError, match="field 'state'"):
+                call()
+        with pytest.raises(aimcemu.FormatError, match="field 'state'"):
+            noise.GlobalDriftCompensation().baseline(other, state)
+    again = noise.noise_model_from_dict(model.to_dict())
+    np.testing.assert_array_equal(again.read(state, 3600.0, 1), model.read(state, 3600.0, 1))
+
+
+def test_a_run_config_refuses_a_long_read_and_an_empty_key_naming_file_and_field():
+    # The run-config path (YAML text, then mapping.resolve_noise, as RunConfig uses them): t_read
+    # = 250 reached the NIU, which failed on "field 'RT': value -nan"; an empty key took its default.
+    from aimcemu import mapping, yamlfile
+
+    for text, field in (("{model: pcm_like, t_read: 250}", "t_read"), ("{model: pcm_like, t0: , g_max: 30}", "t0")):
+        with pytest.raises(aimcemu.FormatError, match=rf"run\.yaml: field 'noise': .*field '{field}'"):
+            mapping.resolve_noise(yamlfile.parse_yaml(text, "run.yaml"), "run.yaml")
+
+
+def test_seeds_chips_layers_and_rounds_must_be_whole_numbers_in_range(weights):
+    # -1 gave pybind's "incompatible function arguments", chip 1.5 became chip 1 silently.
+    model = noise.PCMLikeNoiseModel()
+    for field, call in (("seed", lambda v: model.program(weights, seed=v)),
+                        ("chip", lambda v: model.program(weights, chip=v)),
+                        ("layer", lambda v: model.program(weights, layer=v))):
+        for bad in (-1, 2**64, 1.5, 2.0, True, "3", None):
+            with pytest.raises(aimcemu.FormatError, match=f"field '{field}'"):
+                call(bad)
+    state = model.program(weights, seed=np.uint64(2**64 - 1), chip=np.int32(3), layer=0)
+    for read in (model.read, model.read_conductances):
+        for bad in (-1, 2**64, 0.5, False):
+            with pytest.raises(aimcemu.FormatError, match="field 'round'"):
+                read(state, 1.0, bad)
+    np.testing.assert_array_equal(model.read(state, 1.0, np.int64(4)), model.read(state, 1.0, 4))
+
+
+def test_a_zero_dimensional_array_is_the_number_it_holds():
+    # np.array(20.0) failed with "iteration over a 0-d array", naming no field.
+    assert noise.PCMLikeNoiseModel(t0=np.array(20.0), g_max=np.float32(30.0)).params["t0"] == 20.0
+    with pytest.raises(aimcemu.FormatError, match="field 't0'"):
+        noise.PCMLikeNoiseModel(t0=np.array(True))
 
 
 def test_vector_paths_of_the_noise_math_give_the_same_bits():

@@ -68,6 +68,26 @@ def test_positional_arguments_keep_their_order():
         noise.HermesNoiseModel(1, num_devices=2)
 
 
+def test_positional_arguments_that_would_bind_to_another_field_than_in_aihwkit_are_refused():
+    # HermesNoiseModel(None, None, 1) gave 2 devices at g_max 1 uS (aihwkit: 1 device, 10.35 uS);
+    # ReRamWan2022NoiseModel(None, None, 30.0) gave prog_noise_scale 30 (aihwkit: g_max 30).
+    table = {"g_lst": [0.0, 25.0], "nu_mean_lst": [0.1, 0.05], "nu_std_lst": [0.03, 0.01]}
+    for call in (lambda: noise.HermesNoiseModel(None, None, 1), lambda: noise.HermesNoiseModel(2, None),
+                 lambda: noise.ReRamWan2022NoiseModel(None, None, 30.0), lambda: noise.StateIndependentNoiseModel(None),
+                 lambda: noise.ReRamCMONoiseModel(None, 30.0), lambda: noise.CustomDriftPCMLikeNoiseModel(table, [0.1])):
+        with pytest.raises(TypeError, match="positional"):
+            call()
+    assert noise.CustomDriftPCMLikeNoiseModel(table).params["g_lst"] == table["g_lst"]
+    kinds = {name: [p.kind for p in inspect.signature(cls).parameters.values()] for name, cls in CLASSES.items()}
+    assert kinds["hermes"][0] == inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert set(kinds["hermes"][1:]) == {inspect.Parameter.KEYWORD_ONLY}
+    for name in ("state_independent", "reram_wan2022", "reram_cmo"):
+        assert set(kinds[name]) == {inspect.Parameter.KEYWORD_ONLY}, name
+    assert set(kinds["generic"]) == {inspect.Parameter.POSITIONAL_OR_KEYWORD}   # no aihwkit twin
+    assert set(kinds["pcm_like"][:9]) == {inspect.Parameter.POSITIONAL_OR_KEYWORD}   # aihwkit's nine
+    assert set(kinds["pcm_like"][9:]) == {inspect.Parameter.KEYWORD_ONLY}
+
+
 def _violations(row: dict) -> list:
     """Values the row's declared range or type rejects."""
     bad = []

@@ -147,6 +147,10 @@ def _hermes_from(r: _Reader, converter, cls_name: str):
     _check_g_max(r, converter)
     devices = r.get("num_devices")
     coeff, reference = _HERMES_DEFAULT_COEFF.get(devices, _HERMES_DEFAULT_COEFF[2])
+    # aihwkit checks only its g_max argument against the fit's range, not a converter's g_max.
+    if converter.g_max > reference:
+        r.problems.append(("g_max", f"{converter.g_max:g} uS (the converter's) is above {reference:g} uS, where "
+                                    f"the HERMES fits for {devices} device(s) end; aimcemu refuses it"))
     r.expect("prog_coeff", coeff, _FIXED)
     r.expect("prog_coeff_g_max_reference", reference, _FIXED)
     fields = _pcm_fields(r)
@@ -205,6 +209,13 @@ def _noise_model_from(obj):
     converter_obj = r.get("g_converter")
     if converter_obj is _MISSING:
         raise AihwkitConversionError(f"aihwkit {r.name}", r.problems)
+    # Refused at top level, a subclass must be refused here too: a user's class named like
+    # aihwkit's (overriding convert_to_conductances) would otherwise pass as aihwkit's own.
+    if not _is_aihwkit(converter_obj):
+        kind = type(converter_obj)
+        raise AihwkitConversionError(f"aihwkit {r.name}", [("g_converter", f"{kind.__module__}.{kind.__name__} is not "
+                                                                           "aihwkit's own converter class (a subclass's "
+                                                                           "methods cannot be converted)")])
     converter = _converter_from(converter_obj)
     build = _NOISE_MODELS[r.name](r, converter, r.name)
     r.finish()
@@ -284,6 +295,11 @@ def _model_to(model):
             obj.prog_coeff_g_max_reference = p["prog_coeff_g_max_reference"]
             return obj
     elif name == "hermes":
+        limit = _HERMES_DEFAULT_COEFF[int(p["num_devices"])][1]
+        if p["g_max"] > limit:   # aimcemu refuses it too; aihwkit would fail on a bare assert
+            problems.append(("g_max", f"{p['g_max']:g} uS: aihwkit's HermesNoiseModel takes at most {limit:g} uS "
+                                      f"with {int(p['num_devices'])} device(s)"))
+
         def build():
             return ai.HermesNoiseModel(num_devices=int(p["num_devices"]), g_converter=conv, g_max=p["g_max"], **pcm)
     elif name == "state_independent":
@@ -304,6 +320,10 @@ def _model_to(model):
         def build():
             return ai.ReRamWan2022NoiseModel(g_converter=conv, noise_scale=p["prog_noise_scale"])
     elif name == "reram_cmo":
+        if p["converter"] != "single_device":
+            problems.append(("converter", f"{p['converter']!r}: aihwkit's ReRamCMONoiseModel always programs one "
+                                          "device per weight ('single_device')"))
+
         def build():
             return ai.ReRamCMONoiseModel(g_max=p["g_max"], g_min=p["g_min"], prog_noise_scale=p["prog_noise_scale"],
                                          read_noise_scale=p["read_noise_scale"], drift_scale=p["drift_scale"],

@@ -33,6 +33,10 @@ class DriftCompensation:
     kind: ClassVar[str] = ""
 
     def __init__(self, exact_reference: bool = False) -> None:
+        # bool("false") is True: only a real boolean says what was meant.
+        if not isinstance(exact_reference, (bool, np.bool_)):
+            raise _core.FormatError(f"drift compensation: field 'exact_reference': expected a boolean (true/false), "
+                                    f"got {exact_reference!r}")
         self._core = _noise.DriftCompensation(self.kind, bool(exact_reference))
 
     @property
@@ -78,11 +82,14 @@ def GlobalDriftCompensationWithExactReference() -> GlobalDriftCompensation:
 
 def drift_compensation_from_dict(config: Mapping[str, Any]) -> DriftCompensation:
     kinds = {c.kind: c for c in (GlobalDriftCompensation, PerColumnDriftCompensation)}
+    if not isinstance(config, Mapping):
+        raise _core.FormatError(f"drift compensation: field 'compensation': expected a dict "
+                                f"{{'compensation': kind, 'exact_reference': bool}}, got {type(config).__name__}")
     kind = config.get("compensation")
-    if kind not in kinds:
+    if not isinstance(kind, str) or kind not in kinds:
         raise _core.FormatError(f"drift compensation: field 'compensation': unknown kind {kind!r} "
                                 f"(known: {', '.join(kinds)})")
     unknown = set(config) - {"compensation", "exact_reference"}
     if unknown:
         raise _core.FormatError(f"drift compensation: field '{sorted(unknown)[0]}': unknown parameter")
-    return kinds[kind](exact_reference=bool(config.get("exact_reference", False)))
+    return kinds[kind](exact_reference=config.get("exact_reference", False))

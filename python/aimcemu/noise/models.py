@@ -25,24 +25,37 @@ __all__ = ["LayerState", "NoiseModel", "PCMFamilyNoiseModel", "PCMLikeNoiseModel
            "ReRamCMONoiseModel", "GenericNoiseModel", "noise_model_from_dict", "noise_model_names"]
 
 
-def _table_constructor(names: Sequence[str]):
-    """__init__ taking the table's parameters in order, positionally or by name; only the ones
-    given reach the core (which fills in the defaults)."""
+def _table_constructor(cls_name: str, names: Sequence[str], positional: int):
+    """__init__ taking the table's parameters by name, the first `positional` of them also by
+    position (in table order); only the ones given reach the core (which fills in the defaults)."""
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional arguments")
+        if len(args) > positional:
+            raise TypeError(f"{cls_name}() takes at most {positional} positional argument(s) "
+                            f"({', '.join(names[:positional]) or 'none'}); give the others by name "
+                            "(their order is not aihwkit's: docs/noise_models.md)")
         given = dict(zip(names, args))
         twice = sorted(set(given) & set(kwargs))
         if twice:
-            raise TypeError(f"{type(self).__name__}() got multiple values for argument {twice[0]!r}")
+            raise TypeError(f"{cls_name}() got multiple values for argument {twice[0]!r}")
         NoiseModel.__init__(self, **given, **kwargs)
     return __init__
+
+
+def _index(name: str, value: Any) -> int:
+    """A seed, chip, layer or round: a whole number in [0, 2^64) (a float would be truncated)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**64:
+        raise _core.FormatError(f"noise model: field '{name}': expected a whole number in [0, 2^64), got {value!r}")
+    return int(value)
 
 
 class NoiseModel:
     """Base of every device noise model; ``NoiseModel.from_dict`` builds any of them."""
 
     model: ClassVar[str] = ""
+    # How many of the table's leading parameters the constructor takes by position (None: all).
+    # Only where position means what it means in aihwkit's constructor of the same name, or the
+    # model has no aihwkit twin: elsewhere a positional call would bind silently to another field.
+    positional: ClassVar[int | None] = None
     _registry: ClassVar[dict[str, type["NoiseModel"]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -52,8 +65,10 @@ class NoiseModel:
         NoiseModel._registry[cls.model] = cls
         rows = parameters.table(cls.model)
         if "__init__" not in cls.__dict__:
-            cls.__init__ = _table_constructor([row["name"] for row in rows])
-            cls.__init__.__signature__ = parameters.signature(rows)
+            names = [row["name"] for row in rows]
+            positional = len(names) if cls.positional is None else cls.positional
+            cls.__init__ = _table_constructor(cls.__name__, names, positional)
+            cls.__init__.__signature__ = parameters.signature(rows, positional=positional)
         cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or '')}\n\n{parameters.docstring_section(rows)}"
 
     def __init__(self, converter: ConductanceConverter | str | None = None, **params: Any) -> None:
@@ -113,15 +128,16 @@ class NoiseModel:
     def program(self, weights: np.ndarray, seed: int = 0, chip: int = 0, layer: int = 0) -> LayerState:
         """Programs one layer on chip `chip` of study `seed`: draws programming noise and drift
         exponents once.  Returns the device state (g_target, g_prog, nu, fault, in uS)."""
-        return self._core.program(np.asarray(weights, dtype=np.float64), int(seed), int(chip), int(layer))
+        return self._core.program(np.asarray(weights, dtype=np.float64), _index("seed", seed), _index("chip", chip),
+                                  _index("layer", layer))
 
     def read(self, state: LayerState, t: float, round: int = 0) -> np.ndarray:
         """Weights read `t` seconds after programming, with read noise keyed by `round`."""
-        return self._core.read(state, float(t), int(round))
+        return self._core.read(state, float(t), _index("round", round))
 
     def read_conductances(self, state: LayerState, t: float, round: int = 0) -> np.ndarray:
         """Conductances (uS, trailing device axis) of the same read as ``read``."""
-        return self._core.read_conductances(state, float(t), int(round))
+        return self._core.read_conductances(state, float(t), _index("round", round))
 
     def programmed_weights(self, state: LayerState) -> np.ndarray:
         """Weights right after programming: no drift, no read noise."""
@@ -166,6 +182,7 @@ class PCMLikeNoiseModel(PCMFamilyNoiseModel):
     """
 
     model = "pcm_like"
+    positional = 9   # aihwkit's nine, prog_coeff .. prog_coeff_g_max_reference; the rest are aimcemu's own
 
 
 class HermesNoiseModel(PCMFamilyNoiseModel):
@@ -173,6 +190,7 @@ class HermesNoiseModel(PCMFamilyNoiseModel):
     piecewise mu_nu, sigma_nu and Q_s fits for one or two devices (docs/noise_models.md)."""
 
     model = "hermes"
+    positional = 1   # num_devices; aihwkit's HermesNoiseModel starts (prog_coeff, g_converter, num_devices)
 
 
 class StateIndependentNoiseModel(PCMFamilyNoiseModel):
@@ -185,6 +203,7 @@ class StateIndependentNoiseModel(PCMFamilyNoiseModel):
     """
 
     model = "state_independent"
+    positional = 0   # aihwkit's order is (g_converter, g_max, prog_coeff, ...)
 
 
 class CustomDriftPCMLikeNoiseModel(PCMFamilyNoiseModel):
@@ -195,8 +214,13 @@ class CustomDriftPCMLikeNoiseModel(PCMFamilyNoiseModel):
 
     model = "custom_drift_pcm"
 
-    def __init__(self, custom_drift_model: Mapping[str, Sequence[float]] | None = None,
+    # aihwkit's order is (custom_drift_model, prog_coeff, g_converter, ...): only the first is positional.
+    def __init__(self, custom_drift_model: Mapping[str, Sequence[float]] | None = None, *,
                  converter: ConductanceConverter | str | None = None, **params: Any) -> None:
+        if custom_drift_model is not None and not isinstance(custom_drift_model, Mapping):
+            raise _core.FormatError(f"noise model '{self.model}': field 'custom_drift_model': expected a dict "
+                                    f"{{'g_lst': [...], 'nu_mean_lst': [...], 'nu_std_lst': [...]}}, "
+                                    f"got {type(custom_drift_model).__name__}")
         tables = dict(custom_drift_model or {})
         super().__init__(converter, **tables, **params)
 
@@ -209,6 +233,7 @@ class ReRamWan2022NoiseModel(NoiseModel):
     """
 
     model = "reram_wan2022"
+    positional = 0   # aihwkit's order is (coeff_dic, g_converter, g_max, noise_scale, ...)
 
 
 class ReRamCMONoiseModel(NoiseModel):
@@ -217,6 +242,7 @@ class ReRamCMONoiseModel(NoiseModel):
     and silently falls back to 0.2; here it is an error)."""
 
     model = "reram_cmo"
+    positional = 0   # aihwkit's order is (coeff_dict, g_max, g_min, ...)
 
 
 class GenericNoiseModel(NoiseModel):
@@ -236,9 +262,14 @@ def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
     if not isinstance(config, Mapping) or "model" not in config:
         raise _core.FormatError("noise config: field 'model': missing (a dict with a 'model' name is expected)")
     name = config["model"]
-    for key in config:
+    for key, value in config.items():
         if not isinstance(key, str):
             raise _core.FormatError(f"noise config: field {key!r}: parameter names are strings")
+        # A YAML key left empty (or ~) is None, which the constructors read as "the default":
+        # in a config it is more likely a value that was lost, so it is refused.
+        if value is None:
+            raise _core.FormatError(f"noise config: field {key!r}: no value (an empty YAML key or ~); "
+                                    "leave the key out for its default")
     cls = NoiseModel._registry.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _core.FormatError(f"noise config: field 'model': unknown noise model {name!r} "

@@ -38,6 +38,8 @@ def converter_table() -> list[dict]:
 
 def core_value(name: str, value: Any):
     """A parameter as the C++ core takes it: a float, a list of floats or a string."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:   # np.array(20.0): the number it holds
+        value = value[()]
     if isinstance(value, str):
         return value
     if isinstance(value, (bool, np.bool_)):
@@ -80,16 +82,19 @@ def _python_default(row: dict):
     return value
 
 
-def signature(rows: Sequence[dict], skip: Sequence[str] = (), first: Sequence[inspect.Parameter] = ()) -> inspect.Signature:
-    """The constructor signature a table implies: one keyword-or-positional parameter per row in
-    table order (constant defaults shown, derived or required ones as None; the converter row
-    takes a converter object or its name)."""
+def signature(rows: Sequence[dict], skip: Sequence[str] = (), first: Sequence[inspect.Parameter] = (),
+              positional: int | None = None) -> inspect.Signature:
+    """The constructor signature a table implies: one parameter per row in table order, the first
+    `positional` (None: all) keyword-or-positional, the rest keyword-only (constant defaults
+    shown, derived or required ones as None; the converter row takes a converter object or its name)."""
     parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *first]
-    for row in rows:
+    for index, row in enumerate(rows):
         if row["name"] in skip:
             continue
         default = None if row["name"] == "converter" else _python_default(row)
-        parameters.append(inspect.Parameter(row["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
+        kind = (inspect.Parameter.POSITIONAL_OR_KEYWORD if positional is None or index < positional
+                else inspect.Parameter.KEYWORD_ONLY)
+        parameters.append(inspect.Parameter(row["name"], kind, default=default))
     return inspect.Signature(parameters)
 
 
