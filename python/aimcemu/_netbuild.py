@@ -546,10 +546,13 @@ class Quantizer:
         return self.input_frac if layer == NETWORK_INPUT else self.frac[layer]
 
     def _fit(self, plan: _Plan, *nodes: Node) -> int:
-        """Finest frac bits at which every node's range (values of plan's layer) fits int8."""
-        def what(n: Node) -> str:
-            return f"the value '{n.name}'" + (f" ({n.where})" if n.where != plan.name else "")
-        return min(self._checked_frac(self.ranges.of(n), plan.name, what(n)) for n in nodes)
+        """Finest frac bits at which every node's range (values of plan's layer) fits int8: those of
+        the widest range.  Only that one is checked against the format's limits: a narrower one
+        (a residual branch before its add) only bounds the scale from above, and is stored at the
+        widest one's scale, so its own range neither refuses nor warns."""
+        widest = max(nodes, key=self.ranges.of)
+        where = f" ({widest.where})" if widest.where != plan.name else ""
+        return self._checked_frac(self.ranges.of(widest), plan.name, f"the value '{widest.name}'{where}")
 
     def _checked_frac(self, max_abs: float, where: str, what: str) -> int:
         """The frac bits of a range within the format's FRAC_BITS_MIN..FRAC_BITS_MAX.  A range the

@@ -651,6 +651,34 @@ def test_a_tiny_tensor_that_keeps_some_bits_imports_with_a_warning(tmp_path):
     assert np.abs(np.asarray(imported.network.layers[0].weights)).max() == 8
 
 
+def test_a_narrow_residual_branch_neither_refuses_nor_warns_when_the_sum_is_wide():
+    """A layer with a fused residual add is stored at the scale of its widest value (the sum); the
+    branch before the add only bounds that scale from above.  Its own range of 1.5e-8 (below the
+    finest step) refused the import, and a branch keeping few bits warned about bits the layer, at
+    the sum's coarser scale, never had (found by review)."""
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import convert_torch
+
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.conv2 = torch.nn.Conv2d(1, 2, 1), torch.nn.Conv2d(2, 2, 1)
+            with torch.no_grad():
+                self.conv1.weight.zero_()
+                self.conv1.bias.copy_(torch.tensor([0.1, 0.1 + 1.5e-8]))
+                self.conv2.weight.copy_(torch.tensor([[1.0, -1.0], [-1.0, 1.0]]).view(2, 2, 1, 1))
+                self.conv2.bias.zero_()
+
+        def forward(self, x):
+            y = torch.relu(self.conv1(x))
+            return torch.relu(y + self.conv2(y))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        imported = convert_torch(Residual().eval(), torch.rand(4, 1, 8, 8))
+    assert imported.frac_bits == [10, 10]  # both outputs reach about 0.1: 127 / 0.1 < 2^11
+
+
 def test_a_bias_too_large_for_its_layer_names_the_layer():
     torch = pytest.importorskip("torch")
     from aimcemu.importer import import_torch
