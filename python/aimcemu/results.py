@@ -233,27 +233,47 @@ def _task_layout(index: dict) -> tuple[int, list[float], int, list[str] | None]:
     return int(cfg["chips"]), [float(t) for t in cfg["t"]], int(cfg["rounds"]), names if names and len(names) > 1 else None
 
 
-def _task_arrays(info: dict, layers: list[str], chips: int, times: list[float], reps: int,
-                 compensations: list[str] | None = None) -> dict:
-    """One task file (what _core.read_results read of it) as dense arrays: accuracy[chip, t, rep],
-    metrics[layer, chip, t, rep] (with a leading drift_compensation axis after layer when
-    `compensations` is given; NaN where the file has no such layer or round)."""
-    shape = (*((len(compensations),) if compensations else ()), chips, len(times), reps)
-    out = {"accuracy": np.full(shape, np.nan), "reference_accuracy": np.array(float(info["reference_accuracy"]))}
-    out.update({m: np.full((len(layers), *shape), np.nan) for m in METRICS})
-    coords = coordinates_of(info)
-    slots = round_slots(coords["chip"], coords["t"], times, reps, coords["drift_compensation"], compensations)
-    for r, slot in enumerate(slots):
-        out["accuracy"][slot] = info["accuracy"][r]
-    by_name = {l["name"]: l for l in info["layers"]}
-    for li, name in enumerate(layers):
-        if name not in by_name:
-            continue
-        for metric in METRICS:
-            values = by_name[name][metric]
-            for r, slot in enumerate(slots):
-                out[metric][(li, *slot)] = values[r]
-    return out
+class _SweepLayout:
+    """What every task file of a sweep becomes: per-task array shapes (accuracy[chip, t, rep],
+    metrics[layer, chip, t, rep], with a leading drift_compensation axis after layer when the
+    tasks run several), the sweep's layer list and the round slots' axes."""
+
+    def __init__(self, index: dict, layers: list[str]):
+        self.chips, self.times, self.reps, self.compensations = _task_layout(index)
+        self.layers = layers
+        comp = (len(self.compensations),) if self.compensations else ()
+        rounds = (*comp, self.chips, len(self.times), self.reps)
+        self.shapes = {"accuracy": rounds, "reference_accuracy": ()}
+        self.shapes.update({m: (len(layers), *rounds) for m in METRICS})
+        self.shapes["activations_stored"] = (len(layers),)
+
+    def dtype(self, name: str):
+        return np.bool_ if name == "activations_stored" else np.float64
+
+    def missing(self) -> dict:
+        """A task without a file: NaN everywhere, no activations stored."""
+        return {name: np.zeros(shape, bool) if name == "activations_stored" else np.full(shape, np.nan)
+                for name, shape in self.shapes.items()}
+
+    def arrays(self, info: dict) -> dict:
+        """One task file (what _core.read_results read of it) as dense arrays (NaN where the file
+        has no such layer or round; a layer the sweep's list lacks is left out)."""
+        out = self.missing()
+        out["reference_accuracy"] = np.array(float(info["reference_accuracy"]))
+        coords = coordinates_of(info)
+        slots = round_slots(coords["chip"], coords["t"], self.times, self.reps, coords["drift_compensation"],
+                            self.compensations)
+        at = tuple(np.array(slots, dtype=np.intp).reshape(len(slots), len(self.shapes["accuracy"])).T)
+        out["accuracy"][at] = info["accuracy"]
+        position = {name: i for i, name in enumerate(self.layers)}
+        for layer in info["layers"]:
+            li = position.get(layer["name"])
+            if li is None:
+                continue
+            for metric in METRICS:
+                out[metric][li][at] = layer[metric]
+            out["activations_stored"][li] = bool(layer["activations_stored"]) and len(slots) > 0
+        return out
 
 
 def round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int,
@@ -279,16 +299,17 @@ def round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int
     return slots
 
 
-def _sweep_layers(index: dict, infos: dict[str, dict]) -> list[str]:
-    """Layer names in network order; the union over models when the model is a grid axis."""
+def _sweep_layers(folder: Path, tasks: list[dict], existing: set[str]) -> list[str]:
+    """Layer names in network order; the union over models when the model is a grid axis (each
+    model's first task file, checked and read)."""
     names: list[str] = []
     seen_models = set()
-    for task in index["tasks"]:
+    for task in tasks:
         model = task["run"].get("model")
-        info = infos.get(task["file"])
-        if model in seen_models or info is None:
+        if model in seen_models or task["file"] not in existing:
             continue
         seen_models.add(model)
+        info = check_results_file(folder / task["file"])
         names += [l["name"] for l in layers_of(info) if l["name"] not in names]
     return names
 
@@ -297,84 +318,86 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     """A sweep folder as one Dataset with dims (<grid axes>..., chip, t, rep) for accuracy and
     (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
     file (the others are NaN, so a running sweep can be looked at); ``activations_stored``
-    (<grid axes>..., layer) which task files hold a layer's activations.  Every task file is checked and
-    read when the folder is opened (the checking process reads each whole anyway; the metrics are
-    small: layers x rounds per file); lazy: the arrays as dask arrays with one block per task file
-    (default: lazy when the sweep has more than 64 tasks), for reductions written against dask."""
+    (<grid axes>..., layer) which task files hold a layer's activations.  Every task file is
+    checked (the checking process) and read through the descriptor that was checked.  lazy: dask
+    arrays with one block per task file, each file checked and read when its block is computed
+    (default: lazy when the sweep has more than 64 tasks); otherwise every file now, a batch of
+    files per checking process."""
     xr = xarray_module()
     folder = Path(folder)
     index = read_index(folder)
-    infos = _read_task_files(folder, index)
-    axes = index["axes"]
-    chips, times, reps, compensations = _task_layout(index)
-    layers = _sweep_layers(index, infos)
     tasks = index["tasks"]
+    existing = {t["file"] for t in tasks if (folder / t["file"]).is_file()}
+    layout = _SweepLayout(index, _sweep_layers(folder, tasks, existing))
     lazy = len(tasks) > 64 if lazy is None else lazy
+    axes = index["axes"]
     grid_shape = tuple(len(v) for v in axes.values())
     grid_dims = tuple(axes)
-    comp_shape, comp_dims = ((len(compensations),), ("drift_compensation",)) if compensations else ((), ())
-    per_task = {"accuracy": (*comp_shape, chips, len(times), reps), "reference_accuracy": ()}
-    per_task.update({m: (len(layers), *comp_shape, chips, len(times), reps) for m in METRICS})
-    done = np.array([t["file"] in infos for t in tasks])
-
-    columns = _task_columns(tasks, infos, layers, chips, times, reps, compensations, per_task)
+    columns = (_lazy_columns if lazy else _read_columns)(folder, tasks, existing, layout)
+    comp_dims = ("drift_compensation",) if layout.compensations else ()
     data = {}
-    for name, shape in per_task.items():
+    for name, shape in layout.shapes.items():
         stacked = _stack(columns[name], lazy).reshape(grid_shape + shape)
-        dims = grid_dims + (("layer",) if name in METRICS else ()) + (() if name == "reference_accuracy"
-                                                                           else comp_dims + ("chip", "t", "rep"))
+        if name == "activations_stored":
+            dims = grid_dims + ("layer",)
+        else:
+            dims = grid_dims + (("layer",) if name in METRICS else ()) + (
+                () if name == "reference_accuracy" else comp_dims + ("chip", "t", "rep"))
         data[name] = (dims, stacked)
-    data["done"] = (grid_dims, done.reshape(grid_shape))
-    data["activations_stored"] = (grid_dims + ("layer",),
-                                  _stored_layers(tasks, infos, layers).reshape(grid_shape + (len(layers),)))
+    data["done"] = (grid_dims, np.array([t["file"] in existing for t in tasks]).reshape(grid_shape))
     coords = {name: labels for name, labels in axes.items()}
-    coords.update({"layer": layers, "chip": np.arange(chips), "t": np.array(times), "rep": np.arange(reps)})
-    if compensations:
-        coords["drift_compensation"] = list(compensations)
+    coords.update({"layer": layout.layers, "chip": np.arange(layout.chips), "t": np.array(layout.times),
+                   "rep": np.arange(layout.reps)})
+    if layout.compensations:
+        coords["drift_compensation"] = list(layout.compensations)
     ds = xr.Dataset(data, coords=coords, attrs={"folder": os.fspath(folder), "config": index["config"]})
     ds["t"].attrs["units"] = "s"
     ds["file"] = (grid_dims, np.array([t["file"] for t in tasks], dtype=object).reshape(grid_shape))
     return ds
 
 
-def _read_task_files(folder: Path, index: dict) -> dict[str, dict]:
-    """What _core.read_results reads of every task file that exists, by its index entry: all read
-    at once (one checking process per batch of files), each through the descriptor that was
-    checked, so a file renamed over a task file meanwhile is never read."""
-    files = list(dict.fromkeys(t["file"] for t in index["tasks"] if (folder / t["file"]).is_file()))
-    infos = {}
+def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout) -> dict:
+    """Every task's arrays, read now: the files a batch at a time (_core.read_results_files: one
+    checking process per batch, each file read through the descriptor that was checked, so a file
+    renamed over a task file meanwhile is never read); what the reader returns of a file is dropped
+    once its arrays are made."""
+    files = [f for f in dict.fromkeys(t["file"] for t in tasks) if f in existing]
+    arrays = {}
     for start in range(0, len(files), TASK_FILES_PER_READ):
         batch = files[start:start + TASK_FILES_PER_READ]
         for name, info in zip(batch, _core.read_results_files([os.fspath(folder / f) for f in batch])):
-            del info["labels"], info["class_names"]  # one per image: not kept for every task
-            infos[name] = info
-    return infos
-
-
-def _task_columns(tasks, infos, layers, chips, times, reps, compensations, per_task) -> dict:
-    columns: dict[str, list] = {name: [] for name in per_task}
+            arrays[name] = layout.arrays(info)
+    missing = layout.missing()
+    columns: dict[str, list] = {name: [] for name in layout.shapes}
     for task in tasks:
-        info = infos.get(task["file"])
-        if info is None:
-            for name, shape in per_task.items():
-                columns[name].append(np.full(shape, np.nan))
-            continue
-        arrays = _task_arrays(info, layers, chips, times, reps, compensations)
-        for name in per_task:
-            columns[name].append(arrays[name])
+        task_arrays = arrays.get(task["file"], missing)
+        for name in layout.shapes:
+            columns[name].append(task_arrays[name])
     return columns
 
 
-def _stored_layers(tasks, infos, layers) -> np.ndarray:
-    """[task, layer]: whether the task's file stores the layer's activations (and has rounds)."""
-    stored = np.zeros((len(tasks), len(layers)), dtype=bool)
-    position = {name: i for i, name in enumerate(layers)}
-    for k, task in enumerate(tasks):
-        info = infos.get(task["file"])
-        if info is not None and len(info["chip"]):
-            for layer in info["layers"]:
-                stored[k, position[layer["name"]]] = bool(layer["activations_stored"])
-    return stored
+def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout) -> dict:
+    """Every task's arrays as dask blocks: a task file is checked and read when its block is
+    computed (one checking process per file then)."""
+    dask = require("dask", "open_sweep(lazy=True)")
+    da = require("dask.array", "open_sweep(lazy=True)")
+
+    missing = layout.missing()
+    columns: dict[str, list] = {name: [] for name in layout.shapes}
+    for task in tasks:
+        if task["file"] not in existing:
+            for name in layout.shapes:
+                columns[name].append(missing[name])
+            continue
+        path = os.fspath(folder / task["file"])
+        arrays = dask.delayed(_checked_task_arrays, pure=True)(path, layout)
+        for name, shape in layout.shapes.items():
+            columns[name].append(da.from_delayed(arrays[name], shape, dtype=layout.dtype(name)))
+    return columns
+
+
+def _checked_task_arrays(path: str, layout: _SweepLayout) -> dict:
+    return layout.arrays(check_results_file(path))
 
 
 def _stack(blocks: list, lazy: bool):

@@ -125,10 +125,10 @@ def test_open_sweep_reads_the_task_files_that_were_checked(tmp_path, replace_bet
         shutil.copyfile(noisy, task)
         following = shutil.copyfile(altered, tmp_path / "following.h5")
         replaced = replace_between_reads(task, following)
-        ds = results.open_sweep(folder, lazy=lazy)
+        ds = results.open_sweep(folder, lazy=lazy).compute()  # lazy: each file is read when computed
         assert replaced == [os.fspath(task)]
         replaced.clear()
-        xr.testing.assert_identical(ds.compute(), expected)
+        xr.testing.assert_identical(ds, expected)
 
 
 def test_open_sweep_says_which_task_files_store_which_layers(tmp_path):
@@ -149,3 +149,36 @@ def test_the_report_takes_its_histogram_layers_from_the_checked_read(tmp_path):
     assert source.files_with_activations() == [(folder / "tasks/1-p1.h5", ["conv", "fc"])]
     run_source = report._Source(corpus_copy("noisy.h5", tmp_path / "run.h5"))
     assert run_source.files_with_activations() == [(tmp_path / "run.h5", ["conv", "fc"])]
+
+
+def test_a_task_file_with_a_layer_the_sweep_does_not_list_opens(tmp_path):
+    """The sweep's layers come from each model's first file; a later file of the same model name
+    with another layer (a model file changed between resumed runs) is read without that layer
+    (the report crashed with a KeyError on it; found by review)."""
+    renamed = corpus_copy("noisy.h5", tmp_path / "renamed.h5")
+    with h5py.File(renamed, "r+") as f:
+        f["layers"].move("fc", "fc_v2")
+        names = [n.decode() if isinstance(n, bytes) else n for n in f.attrs["layer_names"]]
+        f.attrs["layer_names"] = [("fc_v2" if n == "fc" else n) for n in names]
+    results.check_results_file(renamed)
+    folder = make_sweep_folder(tmp_path / "sweep", [os.path.join(CORPUS, "noisy.h5"), renamed])
+    for lazy in (False, True):
+        ds = results.open_sweep(folder, lazy=lazy).compute()
+        assert list(ds["layer"].values) == ["conv", "pool", "mix", "avg", "fc"]
+        assert np.isnan(ds["snr_db"].sel(p=1, layer="fc")).all()
+        np.testing.assert_array_equal(ds["snr_db"].sel(p=1, layer="conv"), ds["snr_db"].sel(p=0, layer="conv"))
+        assert not ds["activations_stored"].sel(p=1, layer="fc") and ds["activations_stored"].sel(p=1, layer="conv")
+
+
+def test_a_lazy_sweep_reads_a_task_file_when_its_block_is_computed(tmp_path):
+    """Lazy: opening reads each model's first file only; a broken later file is refused, naming it,
+    when its block is computed.  Eager: when the folder is opened."""
+    noisy = os.path.join(CORPUS, "noisy.h5")
+    folder = make_sweep_folder(tmp_path / "sweep", [noisy, noisy, noisy])
+    shutil.copyfile(os.path.join(CORPUS, "bad-accuracy_above_one.h5"), folder / "tasks/2-p2.h5")
+    ds = results.open_sweep(folder, lazy=True)
+    assert float(ds["accuracy"].sel(p=0).mean().compute()) == pytest.approx(float(ds["accuracy"].sel(p=1).mean().compute()))
+    with pytest.raises(aimcemu.FormatError, match=r"2-p2\.h5"):
+        ds["accuracy"].sel(p=2).compute()
+    with pytest.raises(aimcemu.FormatError, match=r"2-p2\.h5"):
+        results.open_sweep(folder, lazy=False)
