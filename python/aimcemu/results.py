@@ -13,6 +13,7 @@ the activations are read with h5py or xarray through a file object of the checke
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -75,18 +76,28 @@ def check_results_file(path, check: bool = True) -> dict:
     return _with_config(_core.read_results(os.fspath(path), check), os.fspath(path))
 
 
-def open_checked(path) -> tuple[dict, "typing.BinaryIO"]:
+def open_checked(path) -> tuple[dict, io.BufferedReader]:
     """check_results_file(path), and a file object of the very file that was checked and read
     (h5py.File and xarray's h5netcdf engine take it), for reading the activations: a file renamed
     over the path since is not what is read.  The caller closes the file object."""
     source = os.fspath(path)
     descriptor, info = _core.files.open_checked_results(source)
-    file = os.fdopen(descriptor, "rb")
+    file = _CheckedFile(io.FileIO(descriptor, "rb"))
     try:
         return _with_config(info, source), file
     except BaseException:
         file.close()
         raise
+
+
+class _CheckedFile(io.BufferedReader):
+    """A checked results file's descriptor as a file object.  Closed quietly when it goes away:
+    open_layer's Dataset reads through it lazily and has no hook to close it (xarray's close()
+    closes the HDF5 file on it, not the file object), so only the garbage collector knows when
+    nothing reads it any more."""
+
+    def __del__(self):
+        self.close()
 
 
 def _with_config(info: dict, source: str) -> dict:

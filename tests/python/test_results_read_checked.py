@@ -182,3 +182,20 @@ def test_a_lazy_sweep_reads_a_task_file_when_its_block_is_computed(tmp_path):
         ds["accuracy"].sel(p=2).compute()
     with pytest.raises(aimcemu.FormatError, match=r"2-p2\.h5"):
         results.open_sweep(folder, lazy=False)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_open_layer_gives_its_file_back_without_a_resource_warning(tmp_path):
+    """The unclosed file's ResourceWarning is raised in a finalizer: pytest reports it as unraisable."""
+    import gc
+    import warnings
+
+    run = corpus_copy("noisy.h5", tmp_path / "run.h5")
+    before = len(os.listdir("/proc/self/fd"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        activations = analysis.open_layer(run, "conv")["activations"]  # the Dataset itself goes at once
+        assert int(activations.sum()) != 0
+        del activations
+        gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before
