@@ -136,10 +136,20 @@ public:
 
     // Starts the program at prog_addr and clocks until STATUS.done; throws after max_cycles.
     NiuStatus run_program(std::uint64_t prog_addr, unsigned max_burst_len, std::uint64_t max_cycles) {
+        start_program(prog_addr, max_burst_len);
+        return wait_done(max_cycles);
+    }
+
+    // Sets the program address and burst limit, then writes CTRL.start; returns at once.
+    void start_program(std::uint64_t prog_addr, unsigned max_burst_len) {
         write_reg(gen::NIU_REG_PROG_ADDR_LO, static_cast<std::uint32_t>(prog_addr));
         write_reg(gen::NIU_REG_PROG_ADDR_HI, static_cast<std::uint32_t>(prog_addr >> 32));
         write_reg(gen::NIU_REG_MAX_BURST, max_burst_len);
         write_reg(gen::NIU_REG_CTRL, 1);
+    }
+
+    // Clocks until STATUS.done, then clears done; throws after max_cycles.
+    NiuStatus wait_done(std::uint64_t max_cycles) {
         const std::uint64_t deadline = cycles_ + max_cycles;
         // Poll STATUS every 64 cycles (a register read costs cycles of its own).
         for (;;) {

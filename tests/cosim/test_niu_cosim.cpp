@@ -386,3 +386,32 @@ TEST(NiuCosimErrors, MisalignedProgramIsRefused) {
     EXPECT_TRUE(sim.memory().errors().empty());
     EXPECT_EQ(sim.memory().read_bursts(), 0u);
 }
+
+// MAX_BURST rewritten while a layer streams.  AW runs ahead of W (W stalls in 70 % of cycles), so
+// a limit read live by both burst generators would put WLAST where no AWLEN says and leave the W
+// generator waiting forever; each transfer keeps the limit it started with (docs/niu_rtl.md).
+TEST(NiuCosimRegisters, MaxBurstWrittenWhileStreamingKeepsBurstsWhole) {
+    pcg32 rng(1, 1);
+    const Case c = single_layer_case(random_codes(rng, 400 * kBeat), "pcm_like", 3600.0);
+    Harness sim(kMemoryBytes, 7, BackPressure{.w_ready = 0.3}, 7);
+    sim.store_words(c.prog_addr, c.program.to_words());
+    sim.store_bytes(c.layers[0].spec.src_addr, c.layers[0].clean);
+    sim.start_program(c.prog_addr, 15);
+    for (int i = 0; i < 1600; ++i) sim.tick();
+    ASSERT_TRUE(sim.status().busy);
+    ASSERT_GT(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, 0u);  // the layer is streaming
+    EXPECT_EQ(sim.write_reg(gen::NIU_REG_MAX_BURST, 0), 0u);
+    NiuStatus s;
+    EXPECT_NO_THROW(s = sim.wait_done(100'000));
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().size() << " violations, first: " << sim.memory().errors().front();
+    ASSERT_TRUE(s.done);
+    EXPECT_EQ(s.error, 0u);
+    const auto& m = sim.memory().bytes();
+    const std::uint64_t dst = c.layers[0].spec.dst_addr;
+    const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(dst), m.begin() + std::ptrdiff_t(dst + c.layers[0].spec.count));
+    EXPECT_EQ(mismatches(written, model_output(c.program.layers[0], c.layers[0].clean)), 0u);
+    // Nothing is left stuck: the same instance runs the program again, in one-beat bursts.
+    const std::uint64_t bursts_before = sim.memory().write_bursts();
+    EXPECT_EQ(sim.run_program(c.prog_addr, 0, 100'000).error, 0u);
+    EXPECT_EQ(sim.memory().write_bursts() - bursts_before, 400u);
+}
