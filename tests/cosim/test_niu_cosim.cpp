@@ -377,6 +377,19 @@ TEST(NiuCosimErrors, WriteErrorResponseIsReported) {
     EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
 }
 
+// An error response on the last write burst, delivered late: STATUS.done must wait for every B
+// response (not only for the last W beat), or the host reads the weights while an error is owed.
+TEST(NiuCosimErrors, LateWriteErrorOnTheLastBurstIsReported) {
+    pcg32 rng(7, 7);
+    Case c = single_layer_case(random_codes(rng, 40 * kBeat + 5), "pcm_like", 3600.0);
+    c.max_burst_len = 3;
+    c.bp.b_valid = 0.02;
+    const std::uint64_t last_beat = c.layers[0].spec.dst_addr + 40 * kBeat;
+    const RunResult r = run_rtl(c, c.program.to_words(), 7, {last_beat, last_beat + 1});
+    EXPECT_EQ(r.status.error, unsigned(gen::NIU_ERR_WRITE_RESP));
+    EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
+}
+
 // A program address that is not 32-byte aligned is refused at start.
 TEST(NiuCosimErrors, MisalignedProgramIsRefused) {
     Harness sim(kMemoryBytes, 1, {}, 1);
