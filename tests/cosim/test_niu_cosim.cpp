@@ -428,3 +428,52 @@ TEST(NiuCosimRegisters, MaxBurstWrittenWhileStreamingKeepsBurstsWhole) {
     EXPECT_EQ(sim.run_program(c.prog_addr, 0, 100'000).error, 0u);
     EXPECT_EQ(sim.memory().write_bursts() - bursts_before, 400u);
 }
+
+// Crafted images that from_words accepts and compile_program never produces: every table field at
+// its maximum.  They drive the datapath into its saturation clamps (programmed conductance, drift
+// exponent, drifted conductance, noisy conductance, back-conversion), which compiled programs never
+// reach; the RTL must still match the model computed from the same image.
+namespace {
+
+constexpr std::uint32_t field_max(int bits) { return (std::uint32_t{1} << bits) - 1; }
+
+std::uint32_t& layer_word(std::vector<std::uint32_t>& image, int offset) { return image[std::size_t(gen::NIU_PROG_HEADER_WORDS + offset)]; }
+
+void expect_rtl_matches_model_on(const std::vector<std::uint32_t>& image, const Case& c, std::uint64_t seed) {
+    const niu::NiuProgram crafted = niu::NiuProgram::from_words(image);
+    const RunResult r = run_rtl(c, image, seed);
+    ASSERT_EQ(r.status.error, 0u);
+    const auto expected = model_output(crafted.layers[0], c.layers[0].clean);
+    EXPECT_EQ(mismatches(r.written[0], expected), 0u);
+    // The image really changes the weights (the corner is reached, not skipped).
+    EXPECT_GT(mismatches(expected, model_output(c.program.layers[0], c.layers[0].clean)), 1000u);
+}
+
+Case corner_case() {
+    pcg32 rng(3, 3);
+    return single_layer_case(random_codes(rng, 150 * kBeat), "pcm_like", 3.15e7);
+}
+
+}  // namespace
+
+TEST(NiuCosimCorners, CodeTableDriftAndBackScaleAtTheirMaxima) {
+    const Case c = corner_case();
+    std::vector<std::uint32_t> image = c.program.to_words();
+    for (int a = 0; a < gen::NIU_CODE_TABLE; ++a) {
+        layer_word(image, gen::NIU_LAYER_CODE_TABLE + 2 * a) = field_max(gen::NIU_G_BITS) | field_max(gen::NIU_SP_BITS) << gen::NIU_TABLE_FIELD_BITS;
+        layer_word(image, gen::NIU_LAYER_CODE_TABLE + 2 * a + 1) = field_max(gen::NIU_NU_BITS) | field_max(gen::NIU_NU_BITS) << gen::NIU_TABLE_FIELD_BITS;
+    }
+    layer_word(image, gen::NIU_LAYER_DRIFT_LT) = field_max(gen::NIU_LT_BITS);
+    layer_word(image, gen::NIU_LAYER_BACK_K) = field_max(gen::NIU_K_BITS);
+    expect_rtl_matches_model_on(image, c, 31);
+}
+
+TEST(NiuCosimCorners, ReadSigmaAtItsMaximumWithoutDrift) {
+    const Case c = corner_case();
+    std::vector<std::uint32_t> image = c.program.to_words();
+    for (int j = 0; j < gen::NIU_RT_SEGMENTS; ++j) layer_word(image, gen::NIU_LAYER_READ_TABLE + j) = field_max(gen::NIU_RT_VALUE_BITS);
+    // Large targets with a small programming sigma, so the read noise pushes g past its maximum.
+    for (int a = 1; a < gen::NIU_CODE_TABLE; ++a) layer_word(image, gen::NIU_LAYER_CODE_TABLE + 2 * a) = 0x7000u | 0x100u << gen::NIU_TABLE_FIELD_BITS;
+    layer_word(image, gen::NIU_LAYER_DRIFT_LT) = 0;
+    expect_rtl_matches_model_on(image, c, 32);
+}
