@@ -26,6 +26,7 @@
 #include <vector>
 
 #include NIU_MODEL_HEADER
+#include "common/errors.hpp"
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "niu_harness.hpp"
@@ -476,4 +477,61 @@ TEST(NiuCosimCorners, ReadSigmaAtItsMaximumWithoutDrift) {
     for (int a = 1; a < gen::NIU_CODE_TABLE; ++a) layer_word(image, gen::NIU_LAYER_CODE_TABLE + 2 * a) = 0x7000u | 0x100u << gen::NIU_TABLE_FIELD_BITS;
     layer_word(image, gen::NIU_LAYER_DRIFT_LT) = 0;
     expect_rtl_matches_model_on(image, c, 32);
+}
+
+// Images that from_words refuses are refused by the RTL too, before any weight is written: the
+// model and the hardware agree on every image, either by computing the same bytes or by both
+// refusing it.
+namespace {
+
+void expect_refused_by_both(const Case& c, const std::vector<std::uint32_t>& image, unsigned error, std::uint64_t seed) {
+    EXPECT_THROW(niu::NiuProgram::from_words(image), FormatError);
+    const RunResult r = run_rtl(c, image, seed);
+    EXPECT_EQ(r.status.error, error);
+    EXPECT_FALSE(r.status.busy);
+    EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
+    EXPECT_EQ(r.guard_damage, 0u);
+    for (const auto& written : r.written)
+        EXPECT_TRUE(std::all_of(written.begin(), written.end(), [](std::int8_t v) { return std::uint8_t(v) == kGuard; }));
+}
+
+}  // namespace
+
+// A read-table segment whose end (RT + RD) leaves RT's 16 bits: the datapath would wrap the
+// interpolated sigma where the model keeps it, so both refuse the image (ERR_BAD_LAYER).
+TEST(NiuCosimErrors, ReadTableSegmentOutsideItsRangeIsRefused) {
+    const Case c = corner_case();
+    const std::uint32_t above = 65000u | 2000u << gen::NIU_TABLE_FIELD_BITS;  // ends at 67000
+    const std::uint32_t below = 0u | 0xFFFFu << gen::NIU_TABLE_FIELD_BITS;   // 0 + (-1)
+    for (const std::uint32_t entry : {above, below}) {
+        SCOPED_TRACE(entry);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        for (int j = 0; j < gen::NIU_RT_SEGMENTS; ++j) layer_word(image, gen::NIU_LAYER_READ_TABLE + j) = entry;
+        layer_word(image, gen::NIU_LAYER_DRIFT_LT) = 0;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_LAYER), 33);
+    }
+}
+
+// A layer that starts inside the 34-bit address space and runs past its end: its later bursts
+// would wrap to address 0, so the layer's end is checked as well as its start (ERR_ADDR_RANGE).
+TEST(NiuCosimErrors, LayerRunningPastTheAddressSpaceIsRefused) {
+    pcg32 rng(5, 5);
+    const Case c = single_layer_case(random_codes(rng, 2 * kBeat), "pcm_like", 3600.0);
+    const std::uint64_t last_beat = (std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS) - kBeat;
+    for (const int field : {gen::NIU_LAYER_SRC_ADDR, gen::NIU_LAYER_DST_ADDR}) {
+        SCOPED_TRACE(field);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        layer_word(image, field) = std::uint32_t(last_beat);
+        layer_word(image, field + 1) = std::uint32_t(last_beat >> 32);
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ADDR_RANGE), 5);
+    }
+}
+
+// NUM_LAYERS beyond what the LAYERS_DONE counter (NIU_LAYER_COUNT_BITS) counts: the program could
+// never end, the NIU would read on past it; the header check refuses it (ERR_BAD_HEADER).
+TEST(NiuCosimErrors, MoreLayersThanLayersDoneCountsIsRefused) {
+    const Case c = random_case(4248, 1);
+    std::vector<std::uint32_t> image = c.program.to_words();
+    image[gen::NIU_PROG_NUM_LAYERS] = 1u << gen::NIU_LAYER_COUNT_BITS;
+    expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_HEADER), 4248);
 }
