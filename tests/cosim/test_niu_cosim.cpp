@@ -535,3 +535,72 @@ TEST(NiuCosimErrors, MoreLayersThanLayersDoneCountsIsRefused) {
     image[gen::NIU_PROG_NUM_LAYERS] = 1u << gen::NIU_LAYER_COUNT_BITS;
     expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_HEADER), 4248);
 }
+
+// The other program checks, each with the error code docs/niu_generated.md gives it.
+TEST(NiuCosimErrors, HeaderVersionAndLayerBlockSizeAreChecked) {
+    const Case c = random_case(4249, 1);
+    for (const int word : {gen::NIU_PROG_VERSION, gen::NIU_PROG_LAYER_WORDS}) {
+        SCOPED_TRACE(word);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        image[std::size_t(word)] += 1;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_HEADER), 4249);
+    }
+}
+
+TEST(NiuCosimErrors, MisalignedLayerAddressesAreRefused) {
+    const Case c = random_case(4250, 1);
+    for (const int field : {gen::NIU_LAYER_SRC_ADDR, gen::NIU_LAYER_DST_ADDR}) {
+        SCOPED_TRACE(field);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        layer_word(image, field) += 4;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ALIGNMENT), 4250);
+    }
+}
+
+TEST(NiuCosimErrors, BackScaleAndDriftWiderThanTheirFieldsAreRefused) {
+    const Case c = random_case(4251, 1);
+    for (const auto& [field, bits] : {std::pair{gen::NIU_LAYER_BACK_K, gen::NIU_K_BITS}, std::pair{gen::NIU_LAYER_DRIFT_LT, gen::NIU_LT_BITS}}) {
+        SCOPED_TRACE(field);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        layer_word(image, field) = 1u << bits;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_LAYER), 4251);
+    }
+}
+
+// A program of no layers: the header is read, nothing else, and the NIU reports success.
+TEST(NiuCosimErrors, ZeroLayerProgramEndsAfterItsHeader) {
+    Harness sim(kMemoryBytes, 8, {}, 8);
+    const std::vector<std::uint32_t> image = niu::NiuProgram{}.to_words();
+    ASSERT_EQ(image.size(), std::size_t(gen::NIU_PROG_HEADER_WORDS));
+    ASSERT_NO_THROW(niu::NiuProgram::from_words(image));
+    sim.store_words(4096, image);
+    const NiuStatus s = sim.run_program(4096, 127, 10'000);
+    EXPECT_EQ(s.error, 0u);
+    EXPECT_FALSE(s.busy);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 0u);
+    EXPECT_EQ(sim.memory().read_bursts(), 1u);
+    EXPECT_EQ(sim.memory().write_bursts(), 0u);
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().front();
+}
+
+// CTRL.start while a program runs is ignored: the program runs once, to the end, unchanged.
+TEST(NiuCosimRegisters, StartWhileBusyIsIgnored) {
+    pcg32 rng(9, 9);
+    const Case c = single_layer_case(random_codes(rng, 100 * kBeat), "pcm_like", 3600.0);
+    Harness sim(kMemoryBytes, 9, {}, 9);
+    sim.store_words(c.prog_addr, c.program.to_words());
+    sim.store_bytes(c.layers[0].spec.src_addr, c.layers[0].clean);
+    sim.start_program(c.prog_addr, 127);
+    for (int i = 0; i < 1200; ++i) sim.tick();
+    ASSERT_TRUE(sim.status().busy);
+    EXPECT_EQ(sim.write_reg(gen::NIU_REG_CTRL, 1), 0u);
+    const NiuStatus s = sim.wait_done(100'000);
+    EXPECT_EQ(s.error, 0u);
+    EXPECT_FALSE(sim.status().busy);  // no second run started behind the first
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 1u);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, 100u);
+    const auto& m = sim.memory().bytes();
+    const std::uint64_t dst = c.layers[0].spec.dst_addr;
+    const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(dst), m.begin() + std::ptrdiff_t(dst + c.layers[0].spec.count));
+    EXPECT_EQ(mismatches(written, model_output(c.program.layers[0], c.layers[0].clean)), 0u);
+}
