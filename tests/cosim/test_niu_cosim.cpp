@@ -586,7 +586,8 @@ TEST(NiuCosimErrors, ZeroLayerProgramEndsAfterItsHeader) {
 // CTRL.start while a program runs is ignored: the program runs once, to the end, unchanged.
 TEST(NiuCosimRegisters, StartWhileBusyIsIgnored) {
     pcg32 rng(9, 9);
-    const Case c = single_layer_case(random_codes(rng, 100 * kBeat), "pcm_like", 3600.0);
+    // Long enough to still stream after 1200 cycles at 32 lanes (the block alone loads in ~900).
+    const Case c = single_layer_case(random_codes(rng, 2000 * kBeat), "pcm_like", 3600.0);
     Harness sim(kMemoryBytes, 9, {}, 9);
     sim.store_words(c.prog_addr, c.program.to_words());
     sim.store_bytes(c.layers[0].spec.src_addr, c.layers[0].clean);
@@ -594,11 +595,11 @@ TEST(NiuCosimRegisters, StartWhileBusyIsIgnored) {
     for (int i = 0; i < 1200; ++i) sim.tick();
     ASSERT_TRUE(sim.status().busy);
     EXPECT_EQ(sim.write_reg(gen::NIU_REG_CTRL, 1), 0u);
-    const NiuStatus s = sim.wait_done(100'000);
+    const NiuStatus s = sim.wait_done(200'000);
     EXPECT_EQ(s.error, 0u);
     EXPECT_FALSE(sim.status().busy);  // no second run started behind the first
     EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 1u);
-    EXPECT_EQ(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, 100u);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, 2000u);
     const auto& m = sim.memory().bytes();
     const std::uint64_t dst = c.layers[0].spec.dst_addr;
     const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(dst), m.begin() + std::ptrdiff_t(dst + c.layers[0].spec.count));
