@@ -311,6 +311,21 @@ TEST(NiuProgramImage, RejectsImagesTheRtlRefuses) {
     expect_refused(bad, "NUM_LAYERS", "at most");
 }
 
+// The compiler refuses a program the RTL would refuse for its length (checked before any layer
+// is compiled, so this costs nothing).
+TEST(NiuProgramImage, CompilerRefusesMoreLayersThanLayersDoneCounts) {
+    auto m = noise::make_noise_model("pcm_like", {});
+    const NiuLayerSpec spec{.layer_id = 1, .count = 32, .absmax = 127, .alpha = 1.0, .src_addr = 0, .dst_addr = 4096};
+    const std::vector<NiuLayerSpec> specs(std::size_t{1} << gen::NIU_LAYER_COUNT_BITS, spec);
+    try {
+        compile_program(*m, specs, {});
+        ADD_FAILURE() << "no error for " << specs.size() << " layers";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("layers"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("at most 65535"), std::string::npos) << e.what();
+    }
+}
+
 TEST(NiuBeatModelLanes, RejectsALaneCountTheRtlCannotHave) {
     const NiuProgram p = compile_one("pcm_like", {}, 64, 127, {});
     for (int lanes : {0, 3, 5, 12, 64}) {
