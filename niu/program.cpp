@@ -44,6 +44,22 @@ void check_options(const noise::PcmFamilyModel& model, const NiuCompileOptions& 
         throw FormatError("<niu compiler>", "out_bits", "must be in 2..8, got " + std::to_string(o.out_bits));
 }
 
+// A region of `count` bytes at `addr`: its start and its end (exclusive) below 2^AXI_ADDR_BITS,
+// the rule the RTL applies too (ERR_ADDR_RANGE).  Start first, so the sum cannot wrap.
+bool region_in_address_space(std::uint64_t addr, std::uint32_t count) {
+    return (addr >> NIU_AXI_ADDR_BITS) == 0 && ((addr + count) >> NIU_AXI_ADDR_BITS) == 0;
+}
+
+// LAYERS_DONE counts in NIU_LAYER_COUNT_BITS, so the RTL refuses longer programs (ERR_BAD_HEADER).
+constexpr std::uint64_t kMaxLayers = (std::uint64_t{1} << NIU_LAYER_COUNT_BITS) - 1;
+constexpr std::int32_t kReadSigmaMax = (1 << NIU_RT_VALUE_BITS) - 1;
+
+void check_layer_count(std::size_t n, const std::string& source, const std::string& field) {
+    if (n > kMaxLayers)
+        throw FormatError(source, field, std::to_string(n) + " layers; the NIU runs at most " + std::to_string(kMaxLayers) +
+                                             " (its LAYERS_DONE counter has " + std::to_string(NIU_LAYER_COUNT_BITS) + " bits)");
+}
+
 void check_layer(const NiuLayerSpec& l, std::size_t index) {
     const std::string where = "layers[" + std::to_string(index) + "]";
     if (l.absmax < 1 || l.absmax > 127) throw FormatError("<niu compiler>", where + ".absmax", "must be in 1..127");
@@ -51,9 +67,8 @@ void check_layer(const NiuLayerSpec& l, std::size_t index) {
         throw FormatError("<niu compiler>", where + ".alpha", "drift compensation must be finite and > 0");
     if (l.src_addr % NIU_AXI_BEAT_BYTES != 0 || l.dst_addr % NIU_AXI_BEAT_BYTES != 0)
         throw FormatError("<niu compiler>", where + ".addr", "weight regions must be 32-byte aligned");
-    if (l.src_addr >> NIU_AXI_ADDR_BITS || (l.src_addr + l.count) >> NIU_AXI_ADDR_BITS || l.dst_addr >> NIU_AXI_ADDR_BITS ||
-        (l.dst_addr + l.count) >> NIU_AXI_ADDR_BITS)
-        throw FormatError("<niu compiler>", where + ".addr", "beyond the NIU's 34-bit address space");
+    if (!region_in_address_space(l.src_addr, l.count) || !region_in_address_space(l.dst_addr, l.count))
+        throw FormatError("<niu compiler>", where + ".addr", "beyond the NIU's " + std::to_string(NIU_AXI_ADDR_BITS) + "-bit address space");
 }
 
 // Per-code tables: index a -> target a/A, device physics at g_T = a/A * g_max.  Sigmas enter
@@ -157,6 +172,12 @@ NiuLayerProgram read_layer(const std::uint32_t* w, const std::string& source, st
     field(std::int32_t(std::min<std::uint32_t>(l.back_k, 1u << 30)), NIU_K_BITS, source, where + ".BACK_K");
     field(std::int32_t(std::min<std::uint32_t>(l.drift_lt, 1u << 30)), NIU_LT_BITS, source, where + ".DRIFT_LT");
     if (l.src_addr % NIU_AXI_BEAT_BYTES || l.dst_addr % NIU_AXI_BEAT_BYTES) throw FormatError(source, where + ".ADDR", "must be 32-byte aligned");
+    // Start and end, as compile_program checks them: the RTL refuses a layer that runs past the
+    // address space (ERR_ADDR_RANGE) rather than let its bursts wrap to address 0.
+    if (!region_in_address_space(l.src_addr, l.count))
+        throw FormatError(source, where + ".SRC_ADDR", "the layer's source runs beyond the NIU's " + std::to_string(NIU_AXI_ADDR_BITS) + "-bit address space");
+    if (!region_in_address_space(l.dst_addr, l.count))
+        throw FormatError(source, where + ".DST_ADDR", "the layer's destination runs beyond the NIU's " + std::to_string(NIU_AXI_ADDR_BITS) + "-bit address space");
     for (int a = 0; a < kCodeTable; ++a) {
         const std::uint32_t w0 = w[NIU_LAYER_CODE_TABLE + 2 * a], w1 = w[NIU_LAYER_CODE_TABLE + 2 * a + 1];
         const std::string entry = where + ".CODE_TABLE[" + std::to_string(a) + "]";
@@ -170,8 +191,15 @@ NiuLayerProgram read_layer(const std::uint32_t* w, const std::string& source, st
         const std::uint32_t v = w[NIU_LAYER_READ_TABLE + j];
         l.rt[std::size_t(j)] = low_half(v);
         l.rd[std::size_t(j)] = high_half_signed(v);
-        if (l.rt[std::size_t(j)] + l.rd[std::size_t(j)] < 0)
+        // The RTL interpolates in RT's unsigned width and refuses a segment that leaves it
+        // (ERR_BAD_LAYER), so the model never sees a read sigma the hardware would wrap.
+        const std::int32_t segment_end = l.rt[std::size_t(j)] + l.rd[std::size_t(j)];
+        if (segment_end < 0)
             throw FormatError(source, where + ".READ_TABLE[" + std::to_string(j) + "]", "segment ends below zero");
+        if (segment_end > kReadSigmaMax)
+            throw FormatError(source, where + ".READ_TABLE[" + std::to_string(j) + "]",
+                              "segment ends at " + std::to_string(segment_end) + ", above the " + std::to_string(NIU_RT_VALUE_BITS) +
+                                  "-bit read sigma's " + std::to_string(kReadSigmaMax));
     }
     for (std::size_t k = 0; k < l.rng.size(); ++k) {
         for (int i = 0; i < 4; ++i) l.rng[k][std::size_t(i)] = w[NIU_LAYER_RNG_STATES + 4 * k + std::size_t(i)];
@@ -208,6 +236,7 @@ NiuProgram compile_program(const noise::NoiseModel& model, const std::vector<Niu
                            const NiuCompileOptions& options) {
     const noise::PcmFamilyModel& pcm = require_pcm_family(model);
     check_options(pcm, options);
+    check_layer_count(layers.size(), "<niu compiler>", "layers");
     NiuProgram program;
     const std::uint32_t lt = drift_lt(pcm, options.t);
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -247,6 +276,7 @@ NiuProgram NiuProgram::from_words(std::span<const std::uint32_t> w, const std::s
     if (w[NIU_PROG_LAYER_WORDS] != std::uint32_t(NIU_LAYER_WORDS))
         throw FormatError(source, "LAYER_WORDS", "built for another NIU configuration (layer block size differs)");
     const std::size_t n = w[NIU_PROG_NUM_LAYERS];
+    check_layer_count(n, source, "NUM_LAYERS");
     if (w.size() != std::size_t(NIU_PROG_HEADER_WORDS) + n * NIU_LAYER_WORDS)
         throw FormatError(source, "NUM_LAYERS", "program size does not match its layer count");
     NiuProgram p;

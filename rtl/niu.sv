@@ -218,8 +218,11 @@ module niu #(
         header_ok_q <= 1'b0;
       if (word_index == IndexBits'(niu_constants_pkg::NIU_PROG_LAYER_WORDS) && word != WordBits'(LayerWords))
         header_ok_q <= 1'b0;
-      if (word_index == IndexBits'(niu_constants_pkg::NIU_PROG_NUM_LAYERS))
+      if (word_index == IndexBits'(niu_constants_pkg::NIU_PROG_NUM_LAYERS)) begin
         num_layers_q <= word;
+        // LAYERS_DONE counts in CountBits bits: it could never reach a larger layer count.
+        if (word >> CountBits != '0) header_ok_q <= 1'b0;
+      end
     end
   end
 
@@ -230,6 +233,7 @@ module niu #(
   logic [Lanes*niu_constants_pkg::NIU_RNG_GENS-1:0]    rng_load;
   logic [niu_constants_pkg::NIU_RNG_STATE_BITS-1:0]    rng_state;
   logic                                                code_we, rt_we;
+  logic                                                read_table_ok;
   logic [niu_constants_pkg::NIU_CODE_INDEX_BITS-1:0]   code_waddr;
   logic [2*(niu_constants_pkg::NIU_G_BITS+niu_constants_pkg::NIU_NU_BITS)-1:0] code_wdata;
   logic [niu_constants_pkg::NIU_RT_ADDR_BITS-1:0]      rt_waddr;
@@ -237,6 +241,7 @@ module niu #(
 
   niu_loader #(.Lanes(Lanes)) u_loader (
     .clk_i, .rst_ni,
+    .clear_i       (phase_start_q),
     .word_valid_i  (word_valid && state_q == StBlock),
     .word_i        (word),
     .word_index_i  (word_index),
@@ -257,7 +262,8 @@ module niu #(
     .code_wdata_o  (code_wdata),
     .rt_we_o       (rt_we),
     .rt_waddr_o    (rt_waddr),
-    .table_wdata_o (table_wdata)
+    .table_wdata_o (table_wdata),
+    .read_table_ok_o (read_table_ok)
   );
 
   // ---------------------------------------------------------------- split -> noise pipeline -> join
@@ -368,10 +374,16 @@ module niu #(
   assign layer_fields_ok = (out_bits >= WordBits'(niu_constants_pkg::NIU_OUT_BITS_MIN))
                         && (out_bits <= WordBits'(niu_constants_pkg::NIU_OUT_BITS_MAX))
                         && (back_k >> niu_constants_pkg::NIU_K_BITS == '0)
-                        && (drift_lt >> niu_constants_pkg::NIU_LT_BITS == '0);
+                        && (drift_lt >> niu_constants_pkg::NIU_LT_BITS == '0)
+                        && read_table_ok;
   assign addresses_ok    = (src_addr[BeatShift-1:0] == '0) && (dst_addr[BeatShift-1:0] == '0);
-  assign addr_range_ok   = (src_addr >> AddrBits == '0) && (dst_addr >> AddrBits == '0)
-                        && (block_addr_q >> AddrBits == '0);
+  // Ends too, not only starts: a burst past the top of the address space would wrap to 0.
+  logic [DWordBits-1:0] src_end, dst_end;  // first byte after the layer's source / destination
+  assign src_end       = src_addr + DWordBits'(count);
+  assign dst_end       = dst_addr + DWordBits'(count);
+  assign addr_range_ok = (src_addr >> AddrBits == '0) && (dst_addr >> AddrBits == '0)
+                      && (src_end >> AddrBits == '0) && (dst_end >> AddrBits == '0)
+                      && (block_addr_q >> AddrBits == '0);
 
   assign busy = (state_q != StIdle);
 

@@ -5,6 +5,10 @@
 // tests can randomize burst boundaries, and so that a system can limit how long one NIU holds an
 // HBM channel.  The write engine runs two of these in step: one for AW, one to place WLAST, so the
 // W channel never waits for an AW handshake (AXI4 A3.3.1 dependency rules).
+//
+// The maximum is sampled with the transfer (start_i) and held until the next one: the AW generator
+// runs ahead of the W generator, so if both read a register that changes mid-transfer, WLAST would
+// no longer fall where AWLEN said and the W generator could never finish (docs/niu_rtl.md).
 module niu_burst_gen (
   input  logic                                                   clk_i,
   input  logic                                                   rst_ni,
@@ -12,7 +16,7 @@ module niu_burst_gen (
   input  logic                                                   start_i,
   input  logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0]        addr_i,
   input  logic [niu_constants_pkg::NIU_XFER_BITS-niu_constants_pkg::NIU_AXI_BEAT_SHIFT:0] beats_i,
-  input  logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]         max_len_i,  // max burst length minus one (AxLEN)
+  input  logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]         max_len_i,  // max burst length minus one (AxLEN), sampled with start_i
   // Burst stream.
   output logic                                                   valid_o,
   input  logic                                                   ready_i,
@@ -32,6 +36,7 @@ module niu_burst_gen (
 
   logic [AddrBits-1:0] addr_d, addr_q;
   logic [BeatCntW-1:0] beats_left_d, beats_left_q;
+  logic [LenBits-1:0]  max_len_d, max_len_q;  // the transfer's burst limit, fixed at start_i
 
   // Beats from the current address to the next 4 KiB boundary: 1..128.
   logic [PageBeatW-1:0] beats_to_page_end;
@@ -41,8 +46,8 @@ module niu_burst_gen (
   logic [PageBeatW-1:0] burst_beats;   // min(cap, beats left): 1..128 while valid
 
   assign beats_to_page_end = PageBeatW'(PageBeats) - PageBeatW'(addr_q[PageBits-1:BeatShift]);
-  assign beats_max = (max_len_i >= LenBits'(PageBeats - 1)) ? PageBeatW'(PageBeats)
-                                                           : PageBeatW'(max_len_i) + 1'b1;
+  assign beats_max = (max_len_q >= LenBits'(PageBeats - 1)) ? PageBeatW'(PageBeats)
+                                                           : PageBeatW'(max_len_q) + 1'b1;
   assign beats_cap = (beats_max < beats_to_page_end) ? beats_max : beats_to_page_end;
   assign burst_beats = (BeatCntW'(beats_cap) < beats_left_q) ? beats_cap : PageBeatW'(beats_left_q);
 
@@ -54,9 +59,11 @@ module niu_burst_gen (
   always_comb begin
     addr_d       = addr_q;
     beats_left_d = beats_left_q;
+    max_len_d    = max_len_q;
     if (start_i) begin
       addr_d       = addr_i;
       beats_left_d = beats_i;
+      max_len_d    = max_len_i;
     end else if (valid_o && ready_i) begin
       addr_d       = addr_q + (AddrBits'(burst_beats) << BeatShift);
       beats_left_d = beats_left_q - BeatCntW'(burst_beats);
@@ -67,9 +74,11 @@ module niu_burst_gen (
     if (!rst_ni) begin
       addr_q       <= '0;
       beats_left_q <= '0;
+      max_len_q    <= '0;
     end else begin
       addr_q       <= addr_d;
       beats_left_q <= beats_left_d;
+      max_len_q    <= max_len_d;
     end
   end
 

@@ -158,12 +158,12 @@ REGISTERS = [  # (name, offset, access, meaning)
 STATUS_BUSY_BIT, STATUS_DONE_BIT, STATUS_ERROR_LSB, STATUS_ERROR_BITS = 0, 1, 8, 4
 ERRORS = [  # (name, code, meaning)
     ("NONE", 0, "the program ran to the end"),
-    ("BAD_HEADER", 1, "magic, version or layer block size differ from this NIU"),
+    ("BAD_HEADER", 1, "magic, version or layer block size differ from this NIU, or more layers than LAYERS_DONE counts"),
     ("ALIGNMENT", 2, "program, source or destination not 32-byte aligned"),
-    ("BAD_LAYER", 3, "OUT_BITS outside 2..8"),
+    ("BAD_LAYER", 3, "a layer field out of range: OUT_BITS (2..8), BACK_K, DRIFT_LT, a read-table segment's end"),
     ("READ_RESP", 4, "an R beat came back with an error response"),
     ("WRITE_RESP", 5, "a B response was an error"),
-    ("ADDR_RANGE", 6, "an address beyond the AXI address width"),
+    ("ADDR_RANGE", 6, "an address, or the end of a layer's source or destination, beyond the AXI address width"),
 ]
 
 

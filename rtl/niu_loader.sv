@@ -10,6 +10,7 @@ module niu_loader #(
 ) (
   input  logic                                                    clk_i,
   input  logic                                                    rst_ni,
+  input  logic                                                    clear_i,  // a block starts
   input  logic                                                    word_valid_i,
   input  logic [niu_constants_pkg::NIU_WORD_BITS-1:0]             word_i,
   input  logic [niu_constants_pkg::NIU_WORD_INDEX_BITS-1:0]       word_index_i,
@@ -32,7 +33,9 @@ module niu_loader #(
   output logic [2*(niu_constants_pkg::NIU_G_BITS+niu_constants_pkg::NIU_NU_BITS)-1:0] code_wdata_o,  // {SN, MU, SP, GT}
   output logic                                                    rt_we_o,
   output logic [niu_constants_pkg::NIU_RT_ADDR_BITS-1:0]          rt_waddr_o,
-  output logic [niu_constants_pkg::NIU_WORD_BITS-1:0]             table_wdata_o
+  output logic [niu_constants_pkg::NIU_WORD_BITS-1:0]             table_wdata_o,
+  // Every read-table segment of this block so far ends inside RT's range (see below).
+  output logic                                                    read_table_ok_o
 );
 
   localparam int WordBits   = niu_constants_pkg::NIU_WORD_BITS;
@@ -44,6 +47,9 @@ module niu_loader #(
   localparam int CodeIndex  = niu_constants_pkg::NIU_CODE_INDEX_BITS;
   localparam int RtAddr     = niu_constants_pkg::NIU_RT_ADDR_BITS;
   localparam int RtSegments = niu_constants_pkg::NIU_RT_SEGMENTS;
+  localparam int RtValue    = niu_constants_pkg::NIU_RT_VALUE_BITS;
+  localparam int RtSlope    = niu_constants_pkg::NIU_RT_SLOPE_BITS;
+  localparam int SegEndBits = ((RtValue > RtSlope) ? RtValue : RtSlope) + 2;  // RT + RD, signed
   localparam int GBits      = niu_constants_pkg::NIU_G_BITS;
   localparam int SpBits     = niu_constants_pkg::NIU_SP_BITS;
   localparam int NuBits     = niu_constants_pkg::NIU_NU_BITS;
@@ -91,6 +97,27 @@ module niu_loader #(
   assign rt_we_o       = word_valid_i && in_read;
   assign rt_waddr_o    = read_offset;
   assign table_wdata_o = word_i;
+
+  // ---- Read-table segments: RT + RD must stay in RT's unsigned range.  The datapath interpolates
+  // in RtValue bits and would wrap a segment that ends above it, where the C++ model does not;
+  // from_words refuses the same images, so RTL and model agree on every image either accepts.
+  logic signed [SegEndBits-1:0] rt_start, rt_slope, rt_segment_end;
+  assign rt_start       = SegEndBits'(word_i[RtValue-1:0]);
+  assign rt_slope       = SegEndBits'($signed(word_i[Field +: RtSlope]));
+  assign rt_segment_end = rt_start + rt_slope;
+  // Unsigned compare: a negative end has its sign bit set and is out of range too.
+  logic rt_segment_bad;
+  assign rt_segment_bad = ($unsigned(rt_segment_end) > SegEndBits'((1 << RtValue) - 1));
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      read_table_ok_o <= 1'b1;
+    end else if (clear_i) begin
+      read_table_ok_o <= 1'b1;
+    end else if (rt_we_o && rt_segment_bad) begin
+      read_table_ok_o <= 1'b0;
+    end
+  end
 
   // ---- Generator states: entry e = (generator, stream), four words s0..s3; the last one loads.
   logic                          in_rng;

@@ -13,8 +13,10 @@
 
 #include <pcg_random.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -62,7 +64,7 @@ private:
         bool error = false;
     };
     struct WBeat {
-        uint8_t data[kBeatBytes];
+        uint8_t data[kBeatBytes] = {};
         uint32_t strb = 0;
         bool last = false;
     };
@@ -73,6 +75,18 @@ private:
         unsigned len = 0;
     };
 
+    template <class Top>
+    static WBeat w_payload(const Top& top) {
+        WBeat beat;
+        for (int i = 0; i < kBeatBytes / 4; ++i)
+            for (int b = 0; b < 4; ++b) beat.data[4 * i + b] = static_cast<uint8_t>(top.axi_w_data_o[i] >> (8 * b));
+        beat.strb = top.axi_w_strb_o;
+        beat.last = top.axi_w_last_o;
+        return beat;
+    }
+    static bool same_payload(const WBeat& a, const WBeat& b) {
+        return a.strb == b.strb && a.last == b.last && std::equal(std::begin(a.data), std::end(a.data), std::begin(b.data));
+    }
     bool chance(double p) { return p >= 1.0 || (static_cast<double>(rng_()) < p * 4294967296.0); }
     void fail(const std::string& what) {
         if (errors_.size() < 20) errors_.push_back(what);
@@ -103,6 +117,7 @@ private:
     unsigned b_pending_ = 0;     // completed write bursts owed a B response
     Held ar_held_, aw_held_;
     bool w_held_ = false;
+    WBeat w_held_beat_;  // the W payload offered while w_held_
     uint64_t read_bursts_ = 0, write_bursts_ = 0;
     std::size_t max_reads_outstanding_ = 0;
 };
@@ -130,6 +145,11 @@ void AxiMemory::sample(const Top& top) {
     if (aw_held_.pending && (!top.axi_aw_valid_o || top.axi_aw_addr_o != aw_held_.addr || top.axi_aw_len_o != aw_held_.len))
         fail("AW payload changed or dropped before AWREADY");
     if (w_held_ && !top.axi_w_valid_o) fail("WVALID dropped before WREADY");
+    const WBeat w_offered = w_payload(top);
+    if (w_held_ && top.axi_w_valid_o && !same_payload(w_offered, w_held_beat_))
+        fail("W payload changed before WREADY: WLAST " + std::to_string(w_held_beat_.last) + " -> " +
+             std::to_string(w_offered.last) + ", WSTRB " + std::to_string(w_held_beat_.strb) + " -> " +
+             std::to_string(w_offered.strb));
 
     const bool ar_fire = top.axi_ar_valid_o && ar_ready_;
     const bool r_fire = r_valid_ && top.axi_r_ready_o;
@@ -140,6 +160,7 @@ void AxiMemory::sample(const Top& top) {
     ar_held_ = {top.axi_ar_valid_o && !ar_ready_, top.axi_ar_addr_o, top.axi_ar_len_o};
     aw_held_ = {top.axi_aw_valid_o && !aw_ready_, top.axi_aw_addr_o, top.axi_aw_len_o};
     w_held_ = top.axi_w_valid_o && !w_ready_;
+    w_held_beat_ = w_offered;
 
     if (ar_fire) {
         check_request("AR", top.axi_ar_addr_o, top.axi_ar_len_o, top.axi_ar_size_o, top.axi_ar_burst_o);
@@ -156,14 +177,7 @@ void AxiMemory::sample(const Top& top) {
         writes_.push_back({top.axi_aw_addr_o, top.axi_aw_len_o + 1u, 0});
         ++write_bursts_;
     }
-    if (w_fire) {
-        WBeat beat;
-        for (int i = 0; i < kBeatBytes / 4; ++i)
-            for (int b = 0; b < 4; ++b) beat.data[4 * i + b] = static_cast<uint8_t>(top.axi_w_data_o[i] >> (8 * b));
-        beat.strb = top.axi_w_strb_o;
-        beat.last = top.axi_w_last_o;
-        w_beats_.push_back(beat);
-    }
+    if (w_fire) w_beats_.push_back(w_offered);
     if (b_fire) {
         --b_pending_;
         b_resps_.pop_front();

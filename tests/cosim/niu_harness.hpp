@@ -36,7 +36,7 @@ class NiuHarness {
 public:
     // x_seed seeds Verilator's random initial values (--x-initial unique) so that no test relies
     // on a register the RTL forgot to reset.  lite_delay: probability that the AXI4-Lite master
-    // holds back VALID or READY in a cycle (0 = an ideal control bus).
+    // delays VALID (before offering it) or holds back READY in a cycle (0 = an ideal control bus).
     NiuHarness(std::size_t memory_bytes, std::uint64_t bus_seed, BackPressure bp, std::uint64_t x_seed,
                double lite_delay = 0.0)
         : context_(std::make_unique<VerilatedContext>()), memory_(memory_bytes, bus_seed, bp),
@@ -77,15 +77,20 @@ public:
         top_->eval();
     }
 
-    // AXI4-Lite write: AW and W offered (each after its own random delay), then B accepted.
+    // AXI4-Lite write: AW and W offered (each after its own random delay), then B accepted.  Once
+    // offered, VALID stays high until READY (AXI A3.2.1: a master may not withdraw it); only
+    // READY of B and R may come and go.
     unsigned write_reg(std::uint32_t addr, std::uint32_t value, std::uint32_t strb = 0xF) {
         bool aw_done = false, w_done = false;
+        bool aw_offered = false, w_offered = false;
         std::uint64_t guard = 0;
         while (!aw_done || !w_done) {
-            top_->s_axil_aw_valid_i = !aw_done && !hold();
+            aw_offered = !aw_done && (aw_offered || !hold());
+            w_offered = !w_done && (w_offered || !hold());
+            top_->s_axil_aw_valid_i = aw_offered;
             top_->s_axil_aw_addr_i = addr;
             top_->s_axil_aw_prot_i = 0;
-            top_->s_axil_w_valid_i = !w_done && !hold();
+            top_->s_axil_w_valid_i = w_offered;
             top_->s_axil_w_data_i = value;
             top_->s_axil_w_strb_i = strb;
             top_->s_axil_b_ready_i = 0;
@@ -104,8 +109,10 @@ public:
     // AXI4-Lite read: AR offered, then R accepted.
     RegAccess read_reg(std::uint32_t addr) {
         std::uint64_t guard = 0;
+        bool ar_offered = false;
         for (bool done = false; !done;) {
-            top_->s_axil_ar_valid_i = !hold();
+            ar_offered = ar_offered || !hold();
+            top_->s_axil_ar_valid_i = ar_offered;
             top_->s_axil_ar_addr_i = addr;
             top_->s_axil_ar_prot_i = 0;
             settle();
@@ -136,10 +143,20 @@ public:
 
     // Starts the program at prog_addr and clocks until STATUS.done; throws after max_cycles.
     NiuStatus run_program(std::uint64_t prog_addr, unsigned max_burst_len, std::uint64_t max_cycles) {
+        start_program(prog_addr, max_burst_len);
+        return wait_done(max_cycles);
+    }
+
+    // Sets the program address and burst limit, then writes CTRL.start; returns at once.
+    void start_program(std::uint64_t prog_addr, unsigned max_burst_len) {
         write_reg(gen::NIU_REG_PROG_ADDR_LO, static_cast<std::uint32_t>(prog_addr));
         write_reg(gen::NIU_REG_PROG_ADDR_HI, static_cast<std::uint32_t>(prog_addr >> 32));
         write_reg(gen::NIU_REG_MAX_BURST, max_burst_len);
         write_reg(gen::NIU_REG_CTRL, 1);
+    }
+
+    // Clocks until STATUS.done, then clears done; throws after max_cycles.
+    NiuStatus wait_done(std::uint64_t max_cycles) {
         const std::uint64_t deadline = cycles_ + max_cycles;
         // Poll STATUS every 64 cycles (a register read costs cycles of its own).
         for (;;) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include NIU_MODEL_HEADER
+#include "common/errors.hpp"
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "niu_harness.hpp"
@@ -377,6 +378,19 @@ TEST(NiuCosimErrors, WriteErrorResponseIsReported) {
     EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
 }
 
+// An error response on the last write burst, delivered late: STATUS.done must wait for every B
+// response (not only for the last W beat), or the host reads the weights while an error is owed.
+TEST(NiuCosimErrors, LateWriteErrorOnTheLastBurstIsReported) {
+    pcg32 rng(7, 7);
+    Case c = single_layer_case(random_codes(rng, 40 * kBeat + 5), "pcm_like", 3600.0);
+    c.max_burst_len = 3;
+    c.bp.b_valid = 0.02;
+    const std::uint64_t last_beat = c.layers[0].spec.dst_addr + 40 * kBeat;
+    const RunResult r = run_rtl(c, c.program.to_words(), 7, {last_beat, last_beat + 1});
+    EXPECT_EQ(r.status.error, unsigned(gen::NIU_ERR_WRITE_RESP));
+    EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
+}
+
 // A program address that is not 32-byte aligned is refused at start.
 TEST(NiuCosimErrors, MisalignedProgramIsRefused) {
     Harness sim(kMemoryBytes, 1, {}, 1);
@@ -385,4 +399,209 @@ TEST(NiuCosimErrors, MisalignedProgramIsRefused) {
     EXPECT_FALSE(s.busy);
     EXPECT_TRUE(sim.memory().errors().empty());
     EXPECT_EQ(sim.memory().read_bursts(), 0u);
+}
+
+// MAX_BURST rewritten while a layer streams.  AW runs ahead of W (W stalls in 70 % of cycles), so
+// a limit read live by both burst generators would put WLAST where no AWLEN says and leave the W
+// generator waiting forever; each transfer keeps the limit it started with (docs/niu_rtl.md).
+TEST(NiuCosimRegisters, MaxBurstWrittenWhileStreamingKeepsBurstsWhole) {
+    pcg32 rng(1, 1);
+    const Case c = single_layer_case(random_codes(rng, 400 * kBeat), "pcm_like", 3600.0);
+    Harness sim(kMemoryBytes, 7, BackPressure{.w_ready = 0.3}, 7);
+    sim.store_words(c.prog_addr, c.program.to_words());
+    sim.store_bytes(c.layers[0].spec.src_addr, c.layers[0].clean);
+    sim.start_program(c.prog_addr, 15);
+    for (int i = 0; i < 1600; ++i) sim.tick();
+    ASSERT_TRUE(sim.status().busy);
+    ASSERT_GT(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, 0u);  // the layer is streaming
+    EXPECT_EQ(sim.write_reg(gen::NIU_REG_MAX_BURST, 0), 0u);
+    NiuStatus s;
+    EXPECT_NO_THROW(s = sim.wait_done(100'000));
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().size() << " violations, first: " << sim.memory().errors().front();
+    ASSERT_TRUE(s.done);
+    EXPECT_EQ(s.error, 0u);
+    const auto& m = sim.memory().bytes();
+    const std::uint64_t dst = c.layers[0].spec.dst_addr;
+    const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(dst), m.begin() + std::ptrdiff_t(dst + c.layers[0].spec.count));
+    EXPECT_EQ(mismatches(written, model_output(c.program.layers[0], c.layers[0].clean)), 0u);
+    // Nothing is left stuck: the same instance runs the program again, in one-beat bursts.
+    const std::uint64_t bursts_before = sim.memory().write_bursts();
+    EXPECT_EQ(sim.run_program(c.prog_addr, 0, 100'000).error, 0u);
+    EXPECT_EQ(sim.memory().write_bursts() - bursts_before, 400u);
+}
+
+// Crafted images that from_words accepts and compile_program never produces: every table field at
+// its maximum.  They drive the datapath into its saturation clamps (programmed conductance, drift
+// exponent, drifted conductance, noisy conductance, back-conversion), which compiled programs never
+// reach; the RTL must still match the model computed from the same image.
+namespace {
+
+constexpr std::uint32_t field_max(int bits) { return (std::uint32_t{1} << bits) - 1; }
+
+std::uint32_t& layer_word(std::vector<std::uint32_t>& image, int offset) { return image[std::size_t(gen::NIU_PROG_HEADER_WORDS + offset)]; }
+
+void expect_rtl_matches_model_on(const std::vector<std::uint32_t>& image, const Case& c, std::uint64_t seed) {
+    const niu::NiuProgram crafted = niu::NiuProgram::from_words(image);
+    const RunResult r = run_rtl(c, image, seed);
+    ASSERT_EQ(r.status.error, 0u);
+    const auto expected = model_output(crafted.layers[0], c.layers[0].clean);
+    EXPECT_EQ(mismatches(r.written[0], expected), 0u);
+    // The image really changes the weights (the corner is reached, not skipped).
+    EXPECT_GT(mismatches(expected, model_output(c.program.layers[0], c.layers[0].clean)), 1000u);
+}
+
+Case corner_case() {
+    pcg32 rng(3, 3);
+    return single_layer_case(random_codes(rng, 150 * kBeat), "pcm_like", 3.15e7);
+}
+
+}  // namespace
+
+TEST(NiuCosimCorners, CodeTableDriftAndBackScaleAtTheirMaxima) {
+    const Case c = corner_case();
+    std::vector<std::uint32_t> image = c.program.to_words();
+    for (int a = 0; a < gen::NIU_CODE_TABLE; ++a) {
+        layer_word(image, gen::NIU_LAYER_CODE_TABLE + 2 * a) = field_max(gen::NIU_G_BITS) | field_max(gen::NIU_SP_BITS) << gen::NIU_TABLE_FIELD_BITS;
+        layer_word(image, gen::NIU_LAYER_CODE_TABLE + 2 * a + 1) = field_max(gen::NIU_NU_BITS) | field_max(gen::NIU_NU_BITS) << gen::NIU_TABLE_FIELD_BITS;
+    }
+    layer_word(image, gen::NIU_LAYER_DRIFT_LT) = field_max(gen::NIU_LT_BITS);
+    layer_word(image, gen::NIU_LAYER_BACK_K) = field_max(gen::NIU_K_BITS);
+    expect_rtl_matches_model_on(image, c, 31);
+}
+
+TEST(NiuCosimCorners, ReadSigmaAtItsMaximumWithoutDrift) {
+    const Case c = corner_case();
+    std::vector<std::uint32_t> image = c.program.to_words();
+    for (int j = 0; j < gen::NIU_RT_SEGMENTS; ++j) layer_word(image, gen::NIU_LAYER_READ_TABLE + j) = field_max(gen::NIU_RT_VALUE_BITS);
+    // Large targets with a small programming sigma, so the read noise pushes g past its maximum.
+    for (int a = 1; a < gen::NIU_CODE_TABLE; ++a) layer_word(image, gen::NIU_LAYER_CODE_TABLE + 2 * a) = 0x7000u | 0x100u << gen::NIU_TABLE_FIELD_BITS;
+    layer_word(image, gen::NIU_LAYER_DRIFT_LT) = 0;
+    expect_rtl_matches_model_on(image, c, 32);
+}
+
+// Images that from_words refuses are refused by the RTL too, before any weight is written: the
+// model and the hardware agree on every image, either by computing the same bytes or by both
+// refusing it.
+namespace {
+
+void expect_refused_by_both(const Case& c, const std::vector<std::uint32_t>& image, unsigned error, std::uint64_t seed) {
+    EXPECT_THROW(niu::NiuProgram::from_words(image), FormatError);
+    const RunResult r = run_rtl(c, image, seed);
+    EXPECT_EQ(r.status.error, error);
+    EXPECT_FALSE(r.status.busy);
+    EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
+    EXPECT_EQ(r.guard_damage, 0u);
+    for (const auto& written : r.written)
+        EXPECT_TRUE(std::all_of(written.begin(), written.end(), [](std::int8_t v) { return std::uint8_t(v) == kGuard; }));
+}
+
+}  // namespace
+
+// A read-table segment whose end (RT + RD) leaves RT's 16 bits: the datapath would wrap the
+// interpolated sigma where the model keeps it, so both refuse the image (ERR_BAD_LAYER).
+TEST(NiuCosimErrors, ReadTableSegmentOutsideItsRangeIsRefused) {
+    const Case c = corner_case();
+    const std::uint32_t above = 65000u | 2000u << gen::NIU_TABLE_FIELD_BITS;  // ends at 67000
+    const std::uint32_t below = 0u | 0xFFFFu << gen::NIU_TABLE_FIELD_BITS;   // 0 + (-1)
+    for (const std::uint32_t entry : {above, below}) {
+        SCOPED_TRACE(entry);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        for (int j = 0; j < gen::NIU_RT_SEGMENTS; ++j) layer_word(image, gen::NIU_LAYER_READ_TABLE + j) = entry;
+        layer_word(image, gen::NIU_LAYER_DRIFT_LT) = 0;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_LAYER), 33);
+    }
+}
+
+// A layer that starts inside the 34-bit address space and runs past its end: its later bursts
+// would wrap to address 0, so the layer's end is checked as well as its start (ERR_ADDR_RANGE).
+TEST(NiuCosimErrors, LayerRunningPastTheAddressSpaceIsRefused) {
+    pcg32 rng(5, 5);
+    const Case c = single_layer_case(random_codes(rng, 2 * kBeat), "pcm_like", 3600.0);
+    const std::uint64_t last_beat = (std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS) - kBeat;
+    for (const int field : {gen::NIU_LAYER_SRC_ADDR, gen::NIU_LAYER_DST_ADDR}) {
+        SCOPED_TRACE(field);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        layer_word(image, field) = std::uint32_t(last_beat);
+        layer_word(image, field + 1) = std::uint32_t(last_beat >> 32);
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ADDR_RANGE), 5);
+    }
+}
+
+// NUM_LAYERS beyond what the LAYERS_DONE counter (NIU_LAYER_COUNT_BITS) counts: the program could
+// never end, the NIU would read on past it; the header check refuses it (ERR_BAD_HEADER).
+TEST(NiuCosimErrors, MoreLayersThanLayersDoneCountsIsRefused) {
+    const Case c = random_case(4248, 1);
+    std::vector<std::uint32_t> image = c.program.to_words();
+    image[gen::NIU_PROG_NUM_LAYERS] = 1u << gen::NIU_LAYER_COUNT_BITS;
+    expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_HEADER), 4248);
+}
+
+// The other program checks, each with the error code docs/niu_generated.md gives it.
+TEST(NiuCosimErrors, HeaderVersionAndLayerBlockSizeAreChecked) {
+    const Case c = random_case(4249, 1);
+    for (const int word : {gen::NIU_PROG_VERSION, gen::NIU_PROG_LAYER_WORDS}) {
+        SCOPED_TRACE(word);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        image[std::size_t(word)] += 1;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_HEADER), 4249);
+    }
+}
+
+TEST(NiuCosimErrors, MisalignedLayerAddressesAreRefused) {
+    const Case c = random_case(4250, 1);
+    for (const int field : {gen::NIU_LAYER_SRC_ADDR, gen::NIU_LAYER_DST_ADDR}) {
+        SCOPED_TRACE(field);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        layer_word(image, field) += 4;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ALIGNMENT), 4250);
+    }
+}
+
+TEST(NiuCosimErrors, BackScaleAndDriftWiderThanTheirFieldsAreRefused) {
+    const Case c = random_case(4251, 1);
+    for (const auto& [field, bits] : {std::pair{gen::NIU_LAYER_BACK_K, gen::NIU_K_BITS}, std::pair{gen::NIU_LAYER_DRIFT_LT, gen::NIU_LT_BITS}}) {
+        SCOPED_TRACE(field);
+        std::vector<std::uint32_t> image = c.program.to_words();
+        layer_word(image, field) = 1u << bits;
+        expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_BAD_LAYER), 4251);
+    }
+}
+
+// A program of no layers: the header is read, nothing else, and the NIU reports success.
+TEST(NiuCosimErrors, ZeroLayerProgramEndsAfterItsHeader) {
+    Harness sim(kMemoryBytes, 8, {}, 8);
+    const std::vector<std::uint32_t> image = niu::NiuProgram{}.to_words();
+    ASSERT_EQ(image.size(), std::size_t(gen::NIU_PROG_HEADER_WORDS));
+    ASSERT_NO_THROW(niu::NiuProgram::from_words(image));
+    sim.store_words(4096, image);
+    const NiuStatus s = sim.run_program(4096, 127, 10'000);
+    EXPECT_EQ(s.error, 0u);
+    EXPECT_FALSE(s.busy);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 0u);
+    EXPECT_EQ(sim.memory().read_bursts(), 1u);
+    EXPECT_EQ(sim.memory().write_bursts(), 0u);
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().front();
+}
+
+// CTRL.start while a program runs is ignored: the program runs once, to the end, unchanged.
+TEST(NiuCosimRegisters, StartWhileBusyIsIgnored) {
+    pcg32 rng(9, 9);
+    // Long enough to still stream after 1200 cycles at 32 lanes (the block alone loads in ~900).
+    const Case c = single_layer_case(random_codes(rng, 2000 * kBeat), "pcm_like", 3600.0);
+    Harness sim(kMemoryBytes, 9, {}, 9);
+    sim.store_words(c.prog_addr, c.program.to_words());
+    sim.store_bytes(c.layers[0].spec.src_addr, c.layers[0].clean);
+    sim.start_program(c.prog_addr, 127);
+    for (int i = 0; i < 1200; ++i) sim.tick();
+    ASSERT_TRUE(sim.status().busy);
+    EXPECT_EQ(sim.write_reg(gen::NIU_REG_CTRL, 1), 0u);
+    const NiuStatus s = sim.wait_done(200'000);
+    EXPECT_EQ(s.error, 0u);
+    EXPECT_FALSE(sim.status().busy);  // no second run started behind the first
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 1u);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, 2000u);
+    const auto& m = sim.memory().bytes();
+    const std::uint64_t dst = c.layers[0].spec.dst_addr;
+    const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(dst), m.begin() + std::ptrdiff_t(dst + c.layers[0].spec.count));
+    EXPECT_EQ(mismatches(written, model_output(c.program.layers[0], c.layers[0].clean)), 0u);
 }

@@ -270,6 +270,62 @@ TEST(NiuCompiler, RejectsBadInput) {
     EXPECT_THROW(apply_layer(p.layers[0], wrong), FormatError);
 }
 
+// Images the RTL refuses (docs/niu_rtl.md, "Program checks") are refused here too, so the model
+// never computes weights for an image the hardware would run differently or not at all.
+TEST(NiuProgramImage, RejectsImagesTheRtlRefuses) {
+    auto m = noise::make_noise_model("pcm_like", {});
+    const NiuLayerSpec spec{.layer_id = 1, .count = 100, .absmax = 127, .alpha = 1.0, .src_addr = 0, .dst_addr = 4096};
+    const auto words = compile_program(*m, {spec}, {.seed = 3, .t = 60.0}).to_words();
+    auto expect_refused = [](const std::vector<std::uint32_t>& image, const std::string& field, const std::string& why) {
+        try {
+            NiuProgram::from_words(image, "prog.bin");
+            ADD_FAILURE() << "no error for " << field;
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("prog.bin"), std::string::npos) << e.what();
+        }
+    };
+    auto layer_word = [](std::vector<std::uint32_t>& image, int offset) -> std::uint32_t& {
+        return image[std::size_t(gen::NIU_PROG_HEADER_WORDS + offset)];
+    };
+    // A read-table segment that interpolates above the 16-bit read sigma (the RTL would wrap it).
+    auto bad = words;
+    layer_word(bad, gen::NIU_LAYER_READ_TABLE + 5) = 65000u | 2000u << 16;
+    expect_refused(bad, "layers[0].READ_TABLE[5]", "above");
+    layer_word(bad, gen::NIU_LAYER_READ_TABLE + 5) = 0xFFFFu;  // ends exactly at the maximum: fine
+    EXPECT_NO_THROW(NiuProgram::from_words(bad));
+    // A layer that starts inside the 34-bit space and ends beyond it (its bursts would wrap to 0).
+    const std::uint64_t last_beat = (std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS) - gen::NIU_AXI_BEAT_BYTES;
+    bad = words;
+    layer_word(bad, gen::NIU_LAYER_SRC_ADDR) = std::uint32_t(last_beat);
+    layer_word(bad, gen::NIU_LAYER_SRC_ADDR + 1) = std::uint32_t(last_beat >> 32);
+    expect_refused(bad, "layers[0].SRC_ADDR", "address space");
+    bad = words;
+    layer_word(bad, gen::NIU_LAYER_DST_ADDR) = std::uint32_t(last_beat);
+    layer_word(bad, gen::NIU_LAYER_DST_ADDR + 1) = std::uint32_t(last_beat >> 32);
+    expect_refused(bad, "layers[0].DST_ADDR", "address space");
+    // More layers than the 16-bit LAYERS_DONE counter can count (refused before the size check).
+    bad = words;
+    bad[gen::NIU_PROG_NUM_LAYERS] = 1u << gen::NIU_LAYER_COUNT_BITS;
+    expect_refused(bad, "NUM_LAYERS", "at most");
+}
+
+// The compiler refuses a program the RTL would refuse for its length (checked before any layer
+// is compiled, so this costs nothing).
+TEST(NiuProgramImage, CompilerRefusesMoreLayersThanLayersDoneCounts) {
+    auto m = noise::make_noise_model("pcm_like", {});
+    const NiuLayerSpec spec{.layer_id = 1, .count = 32, .absmax = 127, .alpha = 1.0, .src_addr = 0, .dst_addr = 4096};
+    const std::vector<NiuLayerSpec> specs(std::size_t{1} << gen::NIU_LAYER_COUNT_BITS, spec);
+    try {
+        compile_program(*m, specs, {});
+        ADD_FAILURE() << "no error for " << specs.size() << " layers";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("layers"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("at most 65535"), std::string::npos) << e.what();
+    }
+}
+
 TEST(NiuBeatModelLanes, RejectsALaneCountTheRtlCannotHave) {
     const NiuProgram p = compile_one("pcm_like", {}, 64, 127, {});
     for (int lanes : {0, 3, 5, 12, 64}) {
