@@ -178,7 +178,7 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     check_shape(weights, shape);
     LayerState s;
     s.programmed_by = name();
-    s.programmed_params = params();
+    s.programmed_converter = converter_->params();
     s.key = key;
     s.shape = std::move(shape);
     s.conversion = check_and_fit(*converter_, weights, num_threads_);
@@ -265,11 +265,14 @@ std::string differences(const NoiseParams& programmed, const NoiseParams& reader
 }  // namespace
 
 void NoiseModel::check_state(const LayerState& state) const {
-    if (state.programmed_by.empty() || (state.programmed_by == name() && state.programmed_params == params())) return;
+    const NoiseParams converter_params = converter_->params();
+    if (state.programmed_by.empty() ||
+        (state.programmed_by == name() && state.programmed_converter == converter_params))
+        return;
     throw FormatError("<memory>", "state",
                       "programmed by noise model '" + state.programmed_by + "', read through '" + name() + "' (" +
-                          differences(state.programmed_params, params()) +
-                          "): a state reads only through a model equal to the one that programmed it");
+                          differences(state.programmed_converter, converter_params) +
+                          "): a state reads only through a model of the same physics and conductance mapping");
 }
 
 std::vector<double> NoiseModel::programmed_weights(const LayerState& state) const {

@@ -51,11 +51,14 @@ struct LayerState {
     // spares the read a pass over g_prog); < 0 when not known.  Code that changes g_prog after
     // programming must set it to -1.
     double max_pair_difference = -1.0;
-    // The model that programmed it (name and resolved parameters): a read or programmed_weights()
-    // through another model (another g_max, another physics) would misread the devices, so
-    // NoiseModel::check_state refuses it.  Empty for a state not made by program(): not checked.
+    // The model that programmed it (its name and its converter's parameters: g_max, g_min, the
+    // converter and its own settings): a read or programmed_weights() through another physics or
+    // another conductance mapping would misread the devices, so NoiseModel::check_state refuses
+    // it.  Parameters used only when reading (read_noise_scale, t_read, t0), or only when
+    // programming (their outcome is in the state), may differ: program once, read with another
+    // read noise is a legitimate study.  Empty for a state not made by program(): not checked.
     std::string programmed_by;
-    NoiseParams programmed_params;
+    NoiseParams programmed_converter;
 
     std::size_t num_weights() const { return weights.size(); }
     std::size_t rows() const { return shape.empty() ? 1 : std::size_t(shape[0]); }

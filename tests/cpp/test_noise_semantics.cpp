@@ -380,6 +380,12 @@ TEST(NoiseErrors, AStateReadsOnlyThroughAModelEqualToTheOneThatProgrammedIt) {
     // An equal model (rebuilt from the parameters) reads it, with the same values.
     const auto again = make_noise_model(pcm->name(), pcm->params());
     EXPECT_EQ(again->read(s, 3600.0, 2), pcm->read(s, 3600.0, 2));
+    // So does one that differs only in what reading uses (read noise, t_read, t0) or in what
+    // programming already stored in the state (prog_noise_scale): program once, read many ways.
+    const auto quiet = make_noise_model("pcm_like", {{"read_noise_scale", 0.0}, {"t_read", 1e-6}, {"t0", 30.0},
+                                                     {"prog_noise_scale", 2.0}});
+    EXPECT_NO_THROW(quiet->read(s, 3600.0, 2));
+    EXPECT_NO_THROW(quiet->programmed_weights(s));
 }
 
 // (t + t0 + t_read) / (2 t_read) and (t + t0) / t0 overflowed to inf for t = 1e308 or t0 =
