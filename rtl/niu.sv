@@ -387,6 +387,13 @@ module niu #(
 
   assign busy = (state_q != StIdle);
 
+  // Whether the layer block at `addr` ends below the top of the address space.  Checked before
+  // the block is read: a block read past the top would wrap to address 0 and run on words from
+  // there (the start is also checked with the layer's fields, but only after the read).
+  function automatic logic block_fits(logic [DWordBits-1:0] addr);
+    return ((addr + (DWordBits'(LayerWords) << WordShift)) >> AddrBits) == '0;
+  endfunction
+
   always_comb begin
     state_d       = state_q;
     phase_start_d = 1'b0;
@@ -420,6 +427,10 @@ module niu #(
             error_d = ErrBits'(niu_constants_pkg::NIU_ERR_BAD_HEADER);
           end
           if (rd_error || !header_ok_q || num_layers_q == '0) begin
+            state_d  = StIdle;
+            done_set = 1'b1;
+          end else if (!block_fits(block_addr_q)) begin
+            error_d  = ErrBits'(niu_constants_pkg::NIU_ERR_ADDR_RANGE);
             state_d  = StIdle;
             done_set = 1'b1;
           end else begin
@@ -459,6 +470,10 @@ module niu #(
             state_d  = StIdle;
             done_set = 1'b1;
           end else if (WordBits'(layers_done_d) == num_layers_q) begin
+            state_d  = StIdle;
+            done_set = 1'b1;
+          end else if (!block_fits(block_addr_d)) begin
+            error_d  = ErrBits'(niu_constants_pkg::NIU_ERR_ADDR_RANGE);
             state_d  = StIdle;
             done_set = 1'b1;
           end else begin

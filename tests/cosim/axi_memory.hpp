@@ -40,6 +40,19 @@ public:
         : mem_(bytes, 0), rng_(seed, 0x5eed), bp_(bp) {}
 
     std::vector<uint8_t>& bytes() { return mem_; }
+    // A second region of `bytes` at [begin, begin + bytes), beside the one from address 0: for
+    // programs at the top of the address space.
+    void add_window(uint64_t begin, std::size_t bytes) {
+        window_begin_ = begin;
+        window_.assign(bytes, 0);
+    }
+    // The byte at `addr` in either region; nullptr outside both.
+    uint8_t* byte_at(uint64_t addr) {
+        if (addr < mem_.size()) return &mem_[addr];
+        if (addr >= window_begin_ && addr - window_begin_ < window_.size()) return &window_[addr - window_begin_];
+        return nullptr;
+    }
+    const uint8_t* byte_at(uint64_t addr) const { return const_cast<AxiMemory*>(this)->byte_at(addr); }
     // Reads and writes touching [begin, end) answer SLVERR (RRESP/BRESP = 2), to test that the
     // master reports bus errors.
     void set_error_region(uint64_t begin, uint64_t end) {
@@ -96,6 +109,8 @@ private:
     void retire_writes();
 
     std::vector<uint8_t> mem_;
+    std::vector<uint8_t> window_;  // add_window's region, at window_begin_
+    uint64_t window_begin_ = 0;
     pcg32 rng_;
     BackPressure bp_;
     std::vector<std::string> errors_;

@@ -172,9 +172,12 @@ public:
 
     // Little-endian byte image helpers.
     void store_words(std::uint64_t addr, std::span<const std::uint32_t> words) {
-        auto& m = memory_.bytes();
         for (std::size_t i = 0; i < words.size(); ++i)
-            for (int b = 0; b < 4; ++b) m.at(addr + 4 * i + b) = static_cast<std::uint8_t>(words[i] >> (8 * b));
+            for (int b = 0; b < 4; ++b) {
+                std::uint8_t* at = memory_.byte_at(addr + 4 * i + b);
+                if (at == nullptr) throw std::out_of_range("store_words: address outside the memory model");
+                *at = static_cast<std::uint8_t>(words[i] >> (8 * b));
+            }
     }
     void store_bytes(std::uint64_t addr, std::span<const std::int8_t> bytes) {
         auto& m = memory_.bytes();

@@ -84,6 +84,7 @@ struct Case {
     BackPressure bp;
     double lite_delay = 0.0;
     std::string description;
+    std::uint64_t top_window_bytes = 0;  // memory also at [2^AXI_ADDR_BITS - this, 2^AXI_ADDR_BITS)
 };
 
 // Every PCM-family model the NIU supports, with its defaults (custom_drift_pcm with a table).
@@ -167,6 +168,8 @@ struct ErrorRegion {
 RunResult run_rtl(const Case& c, const std::vector<std::uint32_t>& image, std::uint64_t seed, ErrorRegion error_region = {}) {
     Harness sim(kMemoryBytes, seed * 31 + 1, c.bp, seed, c.lite_delay);
     sim.memory().set_error_region(error_region.begin, error_region.end);
+    if (c.top_window_bytes)
+        sim.memory().add_window((std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS) - c.top_window_bytes, c.top_window_bytes);
     sim.store_words(c.prog_addr, image);
     for (const Layer& l : c.layers) {
         sim.store_bytes(l.spec.src_addr, l.clean);
@@ -524,6 +527,38 @@ TEST(NiuCosimErrors, LayerRunningPastTheAddressSpaceIsRefused) {
         layer_word(image, field) = std::uint32_t(last_beat);
         layer_word(image, field + 1) = std::uint32_t(last_beat >> 32);
         expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ADDR_RANGE), 5);
+    }
+}
+
+// A program within a layer block of the top of the address space: the block's read would wrap to
+// address 0 and run on the words there (from_words cannot see where a program lies, and accepts
+// it), so the NIU checks each block's end before reading it (ERR_ADDR_RANGE), for the first block
+// (after the header) and for a later one (after a layer ran).  Found by review: error 0 and
+// weights other than the model's before.
+TEST(NiuCosimErrors, ALayerBlockRunningPastTheAddressSpaceIsRefusedBeforeItsRead) {
+    const std::uint64_t top = std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS;
+    const std::uint64_t header_bytes = 4 * std::uint64_t(gen::NIU_PROG_HEADER_WORDS);
+    const std::uint64_t block_bytes = 4 * std::uint64_t(gen::NIU_LAYER_WORDS);
+    Case c;
+    for (std::uint64_t seed = 4260; c.layers.size() < 2; ++seed) c = random_case(seed, 0);
+    const std::vector<std::uint32_t> image = c.program.to_words();
+    EXPECT_NO_THROW(niu::NiuProgram::from_words(image));
+    for (const std::uint64_t blocks_that_fit : {std::uint64_t{0}, std::uint64_t{1}}) {
+        SCOPED_TRACE(blocks_that_fit);
+        // Half of the next block below the top (beat aligned), the rest would be past it.
+        c.prog_addr = top - header_bytes - blocks_that_fit * block_bytes - block_bytes / 2 / kBeat * kBeat;
+        c.top_window_bytes = 8192;
+        const std::size_t words_below_top = std::size_t((top - c.prog_addr) / 4);
+        const std::vector<std::uint32_t> stored(image.begin(), image.begin() + std::ptrdiff_t(words_below_top));
+        const RunResult r = run_rtl(c, stored, 4260 + blocks_that_fit);
+        EXPECT_EQ(r.status.error, unsigned(gen::NIU_ERR_ADDR_RANGE));
+        EXPECT_FALSE(r.status.busy);
+        EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();  // no read went past the top
+        EXPECT_EQ(r.guard_damage, 0u);
+        for (std::size_t i = blocks_that_fit; i < r.written.size(); ++i)  // layers after the refused block: untouched
+            EXPECT_TRUE(std::all_of(r.written[i].begin(), r.written[i].end(),
+                                    [](std::int8_t v) { return std::uint8_t(v) == kGuard; }));
+        if (blocks_that_fit == 1) EXPECT_EQ(r.written[0], model_output(c.program.layers[0], c.layers[0].clean));
     }
 }
 
