@@ -203,12 +203,11 @@ def test_bad_reads_raise_format_error(weights):
         noise.HermesNoiseModel().read(noise.ReRamCMONoiseModel().program(weights), 1.0, 0)
 
 
-def test_a_state_reads_only_through_a_model_equal_to_the_one_that_programmed_it(weights):
+def test_a_state_reads_only_through_a_model_of_the_same_physics_and_conductance_mapping(weights):
     # A pcm_like state at g_max 25 read without a word through g_max 50 or through hermes.
     model = noise.PCMLikeNoiseModel()
     state = model.program(weights, seed=2)
-    for other in (noise.PCMLikeNoiseModel(g_max=50.0), noise.HermesNoiseModel(),
-                  noise.PCMLikeNoiseModel(drift_reference="programmed")):
+    for other in (noise.PCMLikeNoiseModel(g_max=50.0), noise.PCMLikeNoiseModel(g_min=1.0), noise.HermesNoiseModel()):
         for call in (lambda: other.read(state, 1.0, 0), lambda: other.read_conductances(state, 1.0, 0),
                      lambda: other.programmed_weights(state)):
             with pytest.raises(aimcemu.FormatError, match="field 'state'"):
@@ -217,6 +216,13 @@ def test_a_state_reads_only_through_a_model_equal_to_the_one_that_programmed_it(
             noise.GlobalDriftCompensation().baseline(other, state)
     again = noise.noise_model_from_dict(model.to_dict())
     np.testing.assert_array_equal(again.read(state, 3600.0, 1), model.read(state, 3600.0, 1))
+    # Program once, read another way: read-time parameters (and where drift starts) may differ.
+    for reader in (noise.PCMLikeNoiseModel(read_noise_scale=0.0), noise.PCMLikeNoiseModel(t_read=1e-6, t0=30.0),
+                   noise.PCMLikeNoiseModel(drift_reference="programmed")):
+        assert np.isfinite(reader.read(state, 3600.0, 1)).all()
+        noise.GlobalDriftCompensation().baseline(reader, state)
+    quiet = noise.PCMLikeNoiseModel(read_noise_scale=0.0, drift_scale=0.0)
+    np.testing.assert_array_equal(quiet.read(state, 3600.0, 1), quiet.read(state, 3600.0, 7))  # no read noise left
 
 
 def test_a_run_config_refuses_a_long_read_and_an_empty_key_naming_file_and_field():
