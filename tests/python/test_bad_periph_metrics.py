@@ -43,13 +43,17 @@ p = _core.niu.Peripherals(net, settings, seed=1)
 x = np.zeros(net.layers[L].in_shape.h * net.layers[L].in_shape.w * net.layers[L].in_shape.c, np.int8)
 """
 
-# A writer of 4 images with every reference set, and its RoundMetrics (every layer but the output).
-METRICS = PRELUDE + """
+# A network, 4 images, their activations and a results writer for them (no reference set yet).
+WRITER = PRELUDE + """
 net = resnet(10)
 images = np.random.default_rng(0).integers(-128, 128, size=(4, 32, 32, 3), dtype=np.int8)
 acts = _core.run_network(net, images, threads=1)
 path = os.path.join(tempfile.mkdtemp(), "r.h5")
 w = _core.ResultsWriter(path, net, np.zeros(4, dtype=np.int64), [(0, 0, 0.0)], "{}", "none", 1, True)
+"""
+
+# A writer of 4 images with every reference set, and its RoundMetrics (every layer but the output).
+METRICS = WRITER + """
 for l in range(len(net.layers)):
     w.set_reference(l, acts[l])
 m = w.round_metrics()
@@ -169,12 +173,7 @@ other.set_round_metrics(0, other_metrics)
 """,
     # The metrics kept spans into the writer's own reference copies; commit() freed them.  The
     # emulator runs with no AIMC layer, so every round equals the reference exactly.
-    "metrics_after_commit": PRELUDE + """
-net = resnet(10)
-images = np.random.default_rng(0).integers(-128, 128, size=(4, 32, 32, 3), dtype=np.int8)
-acts = _core.run_network(net, images, threads=1)
-path = os.path.join(tempfile.mkdtemp(), "r.h5")
-w = _core.ResultsWriter(path, net, np.zeros(4, dtype=np.int64), [(0, 0, 0.0)], "{}", "none", 1, True)
+    "metrics_after_commit": WRITER + """
 for l in range(len(net.layers)):
     if w.reference_needed(l):
         w.set_reference(l, acts[l])
