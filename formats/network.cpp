@@ -168,7 +168,7 @@ std::vector<LayerShapes> checked_shapes(const Network& net, const std::string& s
     for (std::size_t i = 0; i < net.layers.size(); ++i) {
         const Layer& l = net.layers[i];
         const std::string f = "layers/" + std::to_string(i) + " (" + l.name + ")/";
-        require(!l.name.empty(), src, "layers/" + std::to_string(i) + "/name", "must not be empty");
+        check_layer_name(l.name, src, "layers/" + std::to_string(i) + "/name");
         for (std::size_t j = 0; j < i; ++j)
             require(net.layers[j].name != l.name, src, f + "name", "duplicate layer name");
         check_producer(int(i), l.input, src, f + "input");
@@ -231,24 +231,48 @@ const Network& resolved_in_place_or_copy(const Network& net, std::optional<Netwo
     return *copy;
 }
 
+std::string printable(const std::string& text) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte >= 0x20 && byte != 0x7f) {
+            out += c;
+        } else {
+            out += "\\x";
+            out += hex[byte >> 4];
+            out += hex[byte & 15];
+        }
+    }
+    return out;
+}
+
 void check_storable_text(const std::string& text, const std::string& path, const std::string& field) {
     const auto nul = text.find('\0');
     if (nul != std::string::npos)
         throw FormatError(path, field, "holds a NUL byte at position " + std::to_string(nul) +
-                                           " (HDF5 text ends there: it would be stored as '" + text.substr(0, nul) + "')");
+                                           " (HDF5 text ends there: it would be stored as '" +
+                                           printable(text.substr(0, nul)) + "')");
+}
+
+void check_layer_name(const std::string& name, const std::string& path, const std::string& field) {
+    // '..' is a legal HDF5 link name, but a layer name also ends up in paths and glob patterns
+    // that users type, where it reads as "the parent": refused with the rest.
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos)
+        throw FormatError(path, field,
+                          "'" + printable(name) +
+                              "' cannot name a layer (a group of the model file: not empty, '.' or '..', "
+                              "and without '/' or NUL)");
 }
 
 void check_storable_names(const Network& net, const std::string& path) {
     check_storable_text(net.name, path, "name");
     for (std::size_t i = 0; i < net.class_names.size(); ++i)
         check_storable_text(net.class_names[i], path, "class_names/" + std::to_string(i));
-    for (std::size_t i = 0; i < net.layers.size(); ++i) {
-        const std::string& name = net.layers[i].name;
-        const std::string field = "layers/" + std::to_string(i) + "/name";
-        if (name.empty() || name == "." || name.find('/') != std::string::npos)
-            throw FormatError(path, field, "'" + name + "' cannot name an HDF5 group (empty, '.' or contains '/')");
-        check_storable_text(name, path, field);
-    }
+    for (std::size_t i = 0; i < net.layers.size(); ++i)
+        check_layer_name(net.layers[i].name, path, "layers/" + std::to_string(i) + "/name");
 }
 
 }  // namespace aimcemu

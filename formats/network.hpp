@@ -153,11 +153,18 @@ struct Network {
 const Network& resolved_in_place_or_copy(const Network& net, std::optional<Network>& copy, const std::string& source);
 
 // Throws FormatError(path, field) for a name that a file cannot store as it is: a layer name that
-// cannot name an HDF5 group (empty, "." or holding '/'), or any name (network, layer, class)
-// holding a NUL byte, since HDF5 text ends at the first NUL ('a\0b' would be stored, and read back,
-// as 'a').  Every writer of names (model and results files) calls it first.
+// check_layer_name refuses, or any name (network, class) holding a NUL byte, since HDF5 text ends at
+// the first NUL ('a\0b' would be stored, and read back, as 'a').  Every writer of names (model and
+// results files) calls it first.
 void check_storable_names(const Network& net, const std::string& path);
 // The same for one text field: FormatError(path, field) when `text` holds a NUL byte.
 void check_storable_text(const std::string& text, const std::string& path, const std::string& field);
+// The one rule for layer names (writers and importers call it; Python as _core.check_layer_name):
+// a layer name becomes an HDF5 group of the model and results files, so it must not be empty, '.'
+// or '..', nor hold '/' or NUL.  Throws FormatError(path, field) naming the layer name.
+void check_layer_name(const std::string& name, const std::string& path, const std::string& field);
+// `text` for an error message: control bytes (below 0x20, and DEL) written as \xNN, so a hostile
+// name cannot cut or garble the line; other bytes (UTF-8 included) are kept.
+std::string printable(const std::string& text);
 
 }  // namespace aimcemu

@@ -112,12 +112,9 @@ def printable(text: str) -> str:
 
 
 def check_layer_name(name: str, source: str, field: str) -> None:
-    """A layer name becomes an HDF5 group of the model and results files: refused (FormatError
-    naming the field) when empty, '.' or '..', or holding '/' or NUL (HDF5 ends a name at a NUL,
-    so 'a\\0b' would be stored as 'a')."""
-    if name in ("", ".", "..") or "/" in name or "\0" in name:
-        raise _core.FormatError(f"{source}: field '{printable(field)}': '{printable(name)}' cannot name a layer (a "
-                                "group of the model file: not empty, '.' or '..', and without '/' or NUL)")
+    """Refuses (FormatError naming the field) a name that cannot name a layer: the writers' own rule
+    (_core.check_layer_name), applied at import so that nothing is built from such a name."""
+    _core.check_layer_name(name, source, printable(field))
 
 
 def fold_batchnorm(weight: np.ndarray, bias: np.ndarray | None, bn: BatchNorm) -> tuple[np.ndarray, np.ndarray]:
@@ -678,8 +675,7 @@ class Quantizer:
 
 def build_network(nodes: list[Node], output: Node, ranges: Ranges, name: str, source: str) -> ImportedModel:
     """Maps the nodes (topological order, the input first) and quantizes them."""
-    if "\0" in name:   # an HDF5 attribute of the model file: it would end at the NUL
-        raise _core.FormatError(f"{source}: field 'name': network name '{printable(name)}' holds a NUL")
+    _core.check_storable_text(name, source, "name")   # the writers' rule, before anything is built
     plans, output_layer = GraphMapper(ranges, source).map(nodes, output)
     return Quantizer(plans, ranges, nodes[0], source).build(name, output_layer)
 

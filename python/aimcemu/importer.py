@@ -51,7 +51,7 @@ def convert_torch(module: nn.Module, calibration_data, name: str | None = None, 
     ops = _classify_graph(graph_module)
     nodes, node_of = _neutral_nodes(graph_module, ops)
     name = name or type(module).__name__
-    source = f"<import_torch:{name}>"
+    source = f"<import_torch:{nb.printable(name)}>"   # a NUL would cut the C++ error messages short
     nb.check_parameters(nodes, source)
     stats = _calibrate(graph_module, calibration_data, source)
     ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile)

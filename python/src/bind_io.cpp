@@ -314,6 +314,13 @@ void bind_io(py::module_& m) {
     m.def("load_model", static_cast<Network (*)(const std::string&)>(&load_model), py::arg("path"),
           "Read and validate a model file; raises FormatError naming the file and the field.");
 
+    // The writers' own name rules, for importers that refuse a name before they build anything.
+    m.def("check_layer_name", &check_layer_name, py::arg("name"), py::arg("source"), py::arg("field"),
+          "Raise FormatError(source, field) when `name` cannot name a layer: empty, '.' or '..', or "
+          "holding '/' or NUL (formats/network.hpp).");
+    m.def("check_storable_text", &check_storable_text, py::arg("text"), py::arg("source"), py::arg("field"),
+          "Raise FormatError(source, field) when `text` holds a NUL byte (HDF5 text would end there).");
+
     m.def("save_dataset", &save_dataset_py, py::arg("images"), py::arg("labels"), py::arg("path"),
           py::arg("source") = "", py::arg("description") = "", py::arg("input_frac_bits") = py::none(),
           "Write a data set file: int8 images [N, H, W, C] (already quantized) and integer labels [N].");

@@ -323,10 +323,33 @@ TEST_F(ModelFileTest, UnwritablePathLeavesNoFile) {
 }
 
 TEST_F(ModelFileTest, LayerNamesThatCannotNameAGroupAreRejectedOnSave) {
-    Network net = tiny_network();
-    net.layers[2].name = "a/b";
-    EXPECT_THROW(save_model(net, path("m.h5")), FormatError);
-    EXPECT_TRUE(files().empty());
+    // '..' is a legal HDF5 link name; it is refused because the importers refuse it (one rule).
+    const std::string nul("a\0b", 3);
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {"a/b", "'a/b'"}, {"", "''"}, {".", "'.'"}, {"..", "'..'"}, {nul, "'a\\x00b'"}, {"\x01/", "'\\x01/'"}};
+    for (const auto& [name, shown] : refused) {
+        Network net = tiny_network();
+        net.layers[2].name = name;
+        try {
+            save_model(net, path("m.h5"));
+            ADD_FAILURE() << "saved a layer named " << shown;
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "layers/2/name");
+            EXPECT_NE(std::string(e.what()).find(shown + " cannot name a layer"), std::string::npos) << e.what();
+        }
+        EXPECT_TRUE(files().empty());
+    }
+    for (const std::string name : {"...", ".a", "a..b", "layer1.0.conv1", "\xc3\xa9t\xc3\xa9"}) {  // kept, UTF-8 too
+        Network net = tiny_network();
+        net.layers[2].name = name;
+        save_model(net, path("m.h5"));
+        EXPECT_EQ(load_model(path("m.h5")).layers[2].name, name);
+    }
+}
+
+TEST(Printable, EscapesControlBytesOnly) {
+    EXPECT_EQ(printable(std::string("a\0b\n\x7f\x1f", 6)), "a\\x00b\\x0a\\x7f\\x1f");
+    EXPECT_EQ(printable("caf\xc3\xa9 ~"), "caf\xc3\xa9 ~");
 }
 
 // HDF5 text ends at the first NUL: 'a\0b' was stored, and loaded back, as 'a' (two layers 'a\0b'

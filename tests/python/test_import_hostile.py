@@ -720,7 +720,7 @@ def test_torch_module_names_that_cannot_name_a_layer_are_refused_on_import():
     module.add_module("a/b", torch.nn.Conv2d(1, 2, 3))
     with pytest.raises(aimcemu.FormatError, match="<import_torch:m>: field 'a/b name': 'a/b' cannot name a layer"):
         import_torch(module.eval(), torch.rand(4, 1, 8, 8), name="m")
-    with pytest.raises(aimcemu.FormatError, match="field 'name': network name 'm\\\\x00n' holds a NUL"):
+    with pytest.raises(aimcemu.FormatError, match="<import_torch:m\\\\x00n>: field 'name': holds a NUL byte at position 1"):
         import_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3)).eval(), torch.rand(4, 1, 8, 8), name="m\0n")
 
 
@@ -803,3 +803,33 @@ def test_torch_parameters_without_real_values_are_unsupported_naming_the_module(
     for module, expected in cases:
         with pytest.raises(_netbuild.UnsupportedOperationError, match=re.escape(expected)):
             import_torch(module.eval(), torch.rand(4, 1, 8, 8))
+
+
+NAMES_AT_THE_EDGE = ["", ".", "..", "...", ".a", "a..b", "/", "a/b", "a\0b", "\x01", "été", "block9.0.conv1"]
+
+
+@pytest.mark.parametrize("name", NAMES_AT_THE_EDGE)
+def test_import_and_save_refuse_the_same_layer_names(tmp_path, name):
+    """One rule: a name the importers accept is one save_model stores (and loads back as it was), and
+    a name they refuse is one save_model refuses too.  Before, '..' passed save_model but not import."""
+    from aimcemu import _core
+
+    try:
+        _netbuild.check_layer_name(name, "m.onnx", "node name")
+        import_refused = None
+    except aimcemu.FormatError as e:
+        import_refused = str(e)
+    net = _core.zoo.resnet18(1, 32, 10)
+    net.layers[3].name = name
+    try:
+        _core.save_model(net, str(tmp_path / "m.h5"))
+        save_refused = None
+    except aimcemu.FormatError as e:
+        save_refused = str(e)
+    assert (import_refused is None) == (save_refused is None), (import_refused, save_refused)
+    if save_refused is None:
+        assert _core.load_model(str(tmp_path / "m.h5")).layers[3].name == name
+    else:
+        assert import_refused.startswith("m.onnx: field 'node name': ")
+        assert "field 'layers/3/name'" in save_refused
+        assert import_refused.split(": ", 2)[2] == save_refused.split(": ", 2)[2]   # the same words
