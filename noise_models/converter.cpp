@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "common/errors.hpp"
 #include "noise_models/simd.hpp"
@@ -146,6 +147,13 @@ Conversion SingleDeviceConverter::fit(std::span<const double> weights) const {
     const auto [lo, hi] = std::minmax_element(weights.begin(), weights.end());
     c.w_min = *lo;
     c.w_max = *hi;
+    // Finite weights whose span is not (e.g. +-1e308): scale would be 0 and every conductance
+    // and weight back NaN.  aihwkit gives NaN there too; refused instead.
+    if (!std::isfinite(c.w_max - c.w_min))
+        throw FormatError("<memory>", "weights",
+                          "the weights' range [" + std::to_string(c.w_min) + ", " + std::to_string(c.w_max) +
+                              "] is wider than a double holds; the single_device converter maps it onto [g_min, g_max]");
+    // A constant layer (span 0) maps onto g_min: aihwkit divides by zero there (NaN weights).
     c.scale = (g_max_ - g_min_) / std::max(c.w_max - c.w_min, kMinAbsMax);
     return c;
 }

@@ -181,7 +181,8 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     s.programmed_converter = converter_->params();
     s.key = key;
     s.shape = std::move(shape);
-    s.conversion = check_and_fit(*converter_, weights, num_threads_);
+    const int threads = num_threads();  // once: the same count for the fit and the chunks
+    s.conversion = check_and_fit(*converter_, weights, threads);
     s.devices_per_weight = converter_->devices_per_weight();
     const std::size_t d = std::size_t(s.devices_per_weight);
     // Every array is taken from the buffer pool and written whole, chunk by chunk, below.
@@ -191,7 +192,7 @@ LayerState NoiseModel::program(std::span<const double> weights, std::vector<std:
     s.nu = take_doubles(weights.size() * d);
     s.fault = take_bytes(weights.size() * d);
     std::vector<double> chunk_pair_max(d == 2 ? (weights.size() + kChunkWeights - 1) / kChunkWeights : 0);
-    for_each_chunk(weights.size(), num_threads_, [&](std::size_t begin, std::size_t end) {
+    for_each_chunk(weights.size(), threads, [&](std::size_t begin, std::size_t end) {
         // The chunk's copy and conversion on its own thread; its g_target (256 KiB for a pair)
         // is still in L2 when the blocks below program it.
         std::copy(weights.begin() + begin, weights.begin() + end, s.weights.begin() + begin);

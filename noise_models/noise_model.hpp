@@ -9,6 +9,7 @@
 // at several t drifts the same programmed devices.  Conductances are in uS, t in seconds since
 // programming (aihwkit's t_inference).  Models never share random streams (see rng.hpp).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -143,8 +144,10 @@ public:
     const ConductanceConverter& converter() const { return *converter_; }
     DriftReference drift_reference() const { return drift_reference_; }
     // Worker threads for program/read (0 = hardware concurrency).  Results do not depend on it.
-    void set_num_threads(int n) { num_threads_ = n; }
-    int num_threads() const { return num_threads_; }
+    // Atomic: Python may set it while another thread's program or read runs without the GIL;
+    // each call reads it once.
+    void set_num_threads(int n) { num_threads_.store(n, std::memory_order_relaxed); }
+    int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }
 
     // Per-device physics, implemented by each model.  Draws for purposes not listed in
     // uses_purpose() are zero.
@@ -178,7 +181,7 @@ private:
     NoiseParams params_;
     std::unique_ptr<ConductanceConverter> converter_;
     DriftReference drift_reference_ = DriftReference::Reconverted;
-    int num_threads_ = 0;
+    std::atomic<int> num_threads_{0};
 };
 
 // max |g[2i] - g[2i+1]| over `pairs` pairs (0 for none); exact, so the same in any grouping.

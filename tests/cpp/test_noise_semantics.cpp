@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "noise_models/compensation.hpp"
@@ -178,6 +179,37 @@ TEST(NoiseConverters, RoundTripsAndRanges) {
     dual.to_conductances(0.2, fit, g);  // 0.2 * 4 * 23 uS = 18.4 uS of significance 1 < 23
     EXPECT_NEAR(g[0], 2.0 + 18.4, 1e-12);
     EXPECT_EQ(g[2], 2.0);
+}
+
+// Weights near the largest double: the pair converters scale by max|W| and stay finite; the
+// single-device span max - min overflows (before: scale 0, NaN conductances), so it is refused.
+TEST(NoiseConverters, HugeFiniteWeightsStayFiniteOrAreRefusedNamingWeights) {
+    const double huge = 0.95 * std::numeric_limits<double>::max();
+    const std::vector<double> w = {-huge, 0.0, huge, huge / 3};
+    const SinglePairConverter pair(25.0, 0.0);
+    const NPairConverter dual({1.0, 3.0}, 25.0, 2.0);
+    for (const ConductanceConverter* c : {static_cast<const ConductanceConverter*>(&pair), static_cast<const ConductanceConverter*>(&dual)}) {
+        const Conversion fit = c->fit(w);
+        const std::vector<double> back = c->convert_back(c->convert(w, fit), fit);
+        for (std::size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(back[i] / huge, w[i] / huge, 1e-12) << c->name();
+    }
+    const SingleDeviceConverter single(88.199997, 9.0);
+    try {
+        single.fit(w);
+        ADD_FAILURE() << "fitted a range wider than a double";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(e.field(), "weights");
+    }
+    const std::vector<double> half = {-huge / 2, huge / 2};   // the widest span that fits: kept
+    const Conversion fit = single.fit(half);
+    const std::vector<double> g = single.convert(half, fit);
+    EXPECT_EQ(g[0], 9.0);
+    EXPECT_NEAR(g[1], 88.199997, 1e-12);
+    // A constant layer maps onto g_min and back to itself (aihwkit: a division by zero).
+    const std::vector<double> constant = {0.5, 0.5};
+    const Conversion flat = single.fit(constant);
+    EXPECT_EQ(single.convert(constant, flat), (std::vector<double>{9.0, 9.0}));
+    EXPECT_EQ(single.convert_back(single.convert(constant, flat), flat), constant);
 }
 
 TEST(NoiseClosedForms, MatchAihwkitFactSheetTables) {

@@ -77,6 +77,15 @@ def test_thread_count_does_not_change_results(model):
     model.num_threads = 0
 
 
+@pytest.mark.parametrize("bad", [-1, 2.5, "2", 4097, None])
+def test_num_threads_refuses_what_is_not_a_thread_count(bad):
+    """Before: int(n) took 2.5 as 2 and "2" as 2, and -1 reached the C++ engine."""
+    model = ALL_MODELS[0]
+    with pytest.raises(aimcemu.FormatError, match=rf"<{type(model).__name__}>: field 'num_threads'"):
+        model.num_threads = bad
+    assert model.num_threads == 0
+
+
 def test_a_read_keeps_its_values_while_later_layers_reuse_the_engine_buffers():
     """Reads of large layers come from recycled buffers: a read array must own its memory until
     NumPy frees it, whatever the engine does meanwhile (programs, reads, freed states)."""

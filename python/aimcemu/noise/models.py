@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from .. import _core
+from .. import _core, validate
 from . import parameters
 from .converters import ConductanceConverter, converter_from_dict
 
@@ -122,7 +122,7 @@ class NoiseModel:
 
     @num_threads.setter
     def num_threads(self, n: int) -> None:
-        self._core.num_threads = int(n)
+        self._core.num_threads = validate.threads(n, "num_threads", f"<{type(self).__name__}>")
 
     # program / read
     def program(self, weights: np.ndarray, seed: int = 0, chip: int = 0, layer: int = 0) -> LayerState:
