@@ -249,9 +249,10 @@ def ranges_from_statistics(stats: RangeStatistics, node_of_key: dict, calibratio
                            percentile: float = DEFAULT_PERCENTILE) -> Ranges:
     """Ranges of the nodes from calibration statistics keyed by the front end's own keys."""
     if calibration not in ("max", "percentile"):
-        raise ValueError(f"calibration: expected 'max' or 'percentile', got {calibration!r}")
+        raise _core.FormatError(f"{stats.source}: field 'calibration': expected 'max' or 'percentile', "
+                                f"got {calibration!r}")
     if calibration == "percentile" and not 0.0 < percentile <= 100.0:
-        raise ValueError(f"percentile: expected a value in (0, 100], got {percentile}")
+        raise _core.FormatError(f"{stats.source}: field 'percentile': expected a value in (0, 100], got {percentile}")
     max_abs, shape = {}, {}
     for key, node in node_of_key.items():
         if key in stats.shape:

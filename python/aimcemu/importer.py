@@ -425,13 +425,14 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
     with torch.no_grad():
         for batch in _calibration_batches(calibration_data, source):
             if batch.dim() != 4:
-                raise ValueError(f"calibration_data: expected images [N, C, H, W], got a batch of shape {tuple(batch.shape)}")
+                raise _core.FormatError(f"{source}: field 'calibration_data': expected images [N, C, H, W], got a "
+                                        f"batch of shape {tuple(batch.shape)}")
             # The network takes one image size: every batch must have the first one's.
             first_shape = first_shape or tuple(batch.shape[1:])
             if tuple(batch.shape[1:]) != first_shape:
-                raise ValueError(f"calibration_data: batch {batches} (counting from 0) holds images of shape "
-                                 f"{tuple(batch.shape[1:])}, batch 0 of {first_shape} (C, H, W); the network "
-                                 "takes one image size")
+                raise _core.FormatError(f"{source}: field 'calibration_data': batch {batches} (counting from 0) "
+                                        f"holds images of shape {tuple(batch.shape[1:])}, batch 0 of {first_shape} "
+                                        "(C, H, W); the network takes one image size")
             recorder.batch = batches
             try:
                 recorder.run(batch.to(dtype))
@@ -439,5 +440,5 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
                 raise _core.FormatError(recorder.refusal) from None
             batches += 1
     if batches == 0:
-        raise ValueError("calibration_data is empty")
+        raise _core.FormatError(f"{source}: field 'calibration_data': holds no images")
     return stats

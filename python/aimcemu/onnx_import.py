@@ -723,7 +723,7 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
         batches = [np.zeros((batch_size or 1, *chw), np.float32)]
     else:
         batches = _batches(calibration_data, chw, path)
-        batches = _fixed_size(batches, batch_size) if batch_size else batches
+        batches = _fixed_size(batches, batch_size, path) if batch_size else batches
     count = 0
     for batch in batches:
         try:
@@ -740,7 +740,7 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
             stats.shape[key] = tuple(value.shape[1:])
         count += 1
     if count == 0:
-        raise ValueError("calibration_data is empty")
+        raise _core.FormatError(f"{path}: field 'calibration_data': holds no images")
     return stats
 
 
@@ -780,8 +780,8 @@ def _batches(data, chw, path: str):
         nb.check_calibration_dtype(batch.dtype, path, index)
         batch = batch.astype(np.float32, copy=False)
         if batch.ndim != 4 or tuple(batch.shape[1:]) != tuple(chw):
-            raise ValueError(f"calibration_data: batch {index} (counting from 0): expected images "
-                             f"[N, {', '.join(map(str, chw))}], got {batch.shape}")
+            raise _core.FormatError(f"{path}: field 'calibration_data': batch {index} (counting from 0): expected "
+                                    f"images [N, {', '.join(map(str, chw))}], got {batch.shape}")
         yield batch
 
 
@@ -791,7 +791,7 @@ def _tensor_as_array(tensor) -> np.ndarray:
     return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
 
 
-def _fixed_size(batches, size: int, field: str = "calibration_data"):
+def _fixed_size(batches, size: int, path: str, field: str = "calibration_data"):
     """The images of batches regrouped into batches of exactly size (a model whose file fixes
     the batch dimension takes no other); a remainder is refused (naming field) rather than dropped."""
     pending = []
@@ -805,11 +805,11 @@ def _fixed_size(batches, size: int, field: str = "calibration_data"):
             pending = [images[whole:]] if whole < held else []
     left = sum(len(b) for b in pending)
     if left:
-        raise ValueError(f"{field}: the model fixes its batch size at {size}; {left} image(s) are left "
-                         f"over (pass a multiple of {size})")
+        raise _core.FormatError(f"{path}: field '{field}': the model fixes its batch size at {size}; {left} "
+                                f"image(s) are left over (pass a multiple of {size})")
 
 
-def _run_in_batches(session, names: list[str], images: np.ndarray) -> list[np.ndarray]:
+def _run_in_batches(session, names: list[str], images: np.ndarray, path: str) -> list[np.ndarray]:
     """session's outputs `names` on all images: in one run, or, where the model fixes its batch
     size (torch.onnx.export's default), in runs of exactly that size, concatenated (a remainder
     is refused, as for calibration)."""
@@ -817,7 +817,7 @@ def _run_in_batches(session, names: list[str], images: np.ndarray) -> list[np.nd
     fixed = model_input.shape[0] if model_input.shape and isinstance(model_input.shape[0], int) else None
     if not fixed or fixed <= 0:
         return session.run(names, {model_input.name: images})
-    runs = [session.run(names, {model_input.name: batch}) for batch in _fixed_size([images], fixed, "images_nchw")]
+    runs = [session.run(names, {model_input.name: batch}) for batch in _fixed_size([images], fixed, path, "images_nchw")]
     return [np.concatenate([run[i] for run in runs]) for i in range(len(names))]
 
 
@@ -840,7 +840,8 @@ def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, output
         model.graph.output.append(onnx.ValueInfoProto(name=name))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    values = dict(zip(names, _run_in_batches(session, names, np.asarray(images_nchw, dtype=np.float32))))
+    values = dict(zip(names, _run_in_batches(session, names, np.asarray(images_nchw, dtype=np.float32),
+                                                 os.fspath(path))))
     result = []
     for layer, source, frac, ours in zip(imported.network.layers, imported.sources, imported.frac_bits, outputs):
         h, w, c = tuple(layer.out_shape)

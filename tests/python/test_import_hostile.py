@@ -143,7 +143,7 @@ def test_torch_calibration_batches_of_different_sizes_are_refused():
     from aimcemu.importer import import_torch
 
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
-    with pytest.raises(ValueError, match=r"calibration_data: batch 1 \(counting from 0\) holds images of shape "
+    with pytest.raises(aimcemu.FormatError, match=r"<import_torch:[^>]*>: field 'calibration_data': batch 1 \(counting from 0\) holds images of shape "
                                          r"\(1, 30, 30\), batch 0 of \(1, 8, 8\)"):
         import_torch(model, [torch.rand(4, 1, 8, 8), torch.rand(1, 1, 30, 30)])
 
@@ -264,7 +264,7 @@ def test_fixed_batch_dimension_is_fed_batches_of_that_size(tmp_path):
         fixed = convert_onnx(save(conv_model(batch=batch), tmp_path / f"b{batch}.onnx"), data)
         assert list(fixed.network.layers[0].weights) == list(dynamic.network.layers[0].weights)
         assert (fixed.input_frac_bits, fixed.frac_bits) == (dynamic.input_frac_bits, dynamic.frac_bits)
-    with pytest.raises(ValueError, match=r"calibration_data: the model fixes its batch size at 3; 1 image\(s\) are "
+    with pytest.raises(aimcemu.FormatError, match=r"\.onnx: field 'calibration_data': the model fixes its batch size at 3; 1 image\(s\) are "
                                          r"left over"):
         convert_onnx(save(conv_model(batch=3), tmp_path / "b3.onnx"), data)
 
@@ -742,7 +742,7 @@ def test_layer_cosines_feed_a_fixed_batch_model_batches_of_its_size(tmp_path):
         np.testing.assert_allclose([c for *_, c in cosines], [c for *_, c in expected], rtol=1e-6)
     path = save(conv_model(batch=3), tmp_path / "b3.onnx")
     fixed = convert_onnx(path, images(9))
-    with pytest.raises(ValueError, match=r"images_nchw: the model fixes its batch size at 3; 2 image\(s\) are left over"):
+    with pytest.raises(aimcemu.FormatError, match=r"\.onnx: field 'images_nchw': the model fixes its batch size at 3; 2 image\(s\) are left over"):
         layer_cosines(fixed, path, test, _core.run_network(fixed.network, fixed.quantize_images(test)))
 
 
@@ -833,3 +833,37 @@ def test_import_and_save_refuse_the_same_layer_names(tmp_path, name):
         assert import_refused.startswith("m.onnx: field 'node name': ")
         assert "field 'layers/3/name'" in save_refused
         assert import_refused.split(": ", 2)[2] == save_refused.split(": ", 2)[2]   # the same words
+
+
+ONNX_CALIBRATION_REFUSALS = [
+    ("empty", dict(calibration_data=np.zeros((0, 1, 8, 8), np.float32)), "calibration_data", "holds no images"),
+    ("no batches", dict(calibration_data=[]), "calibration_data", "holds no images"),
+    ("3-D", dict(calibration_data=np.zeros((4, 8, 8), np.float32)), "calibration_data",
+     "batch 0 (counting from 0): expected images [N, 1, 8, 8]"),
+    ("method", dict(calibration_data=images(), calibration="mean"), "calibration", "expected 'max' or 'percentile'"),
+    ("percentile", dict(calibration_data=images(), calibration="percentile", percentile=0.0), "percentile",
+     "expected a value in (0, 100]"),
+]
+
+
+@pytest.mark.parametrize("case, kwargs, field, words", ONNX_CALIBRATION_REFUSALS, ids=[c[0] for c in ONNX_CALIBRATION_REFUSALS])
+def test_onnx_calibration_arguments_are_refused_naming_the_model_and_field(tmp_path, case, kwargs, field, words):
+    """Before: plain ValueErrors ('calibration_data is empty') that named neither the model nor the field."""
+    path = save(conv_model(), tmp_path / "m.onnx")
+    with pytest.raises(aimcemu.FormatError, match=re.escape(f"{path}: field '{field}': {words}")):
+        convert_onnx(path, **kwargs)
+
+
+def test_torch_calibration_arguments_are_refused_naming_the_model_and_field():
+    torch = pytest.importorskip("torch")
+    from aimcemu.importer import import_torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    cases = [(dict(calibration_data=[]), "calibration_data': holds no images"),
+             (dict(calibration_data=torch.rand(4, 8, 8)), "calibration_data': expected images [N, C, H, W]"),
+             (dict(calibration_data=torch.rand(4, 1, 8, 8), calibration="mean"), "calibration': expected 'max'"),
+             (dict(calibration_data=torch.rand(4, 1, 8, 8), calibration="percentile", percentile=101),
+              "percentile': expected a value in (0, 100]")]
+    for kwargs, words in cases:
+        with pytest.raises(aimcemu.FormatError, match=re.escape(f"<import_torch:m>: field '{words}")):
+            import_torch(model, name="m", **kwargs)
