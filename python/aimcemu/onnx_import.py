@@ -333,12 +333,15 @@ class _Graph:
         self.activation_scales: dict[nb.Node, float] = {}
         self.weight_scales: dict[nb.Node, np.ndarray] = {}
         self.dq_scale_of: dict[str, np.ndarray] = {}     # dequantized constant -> its scales
+        self.refused_outputs: set[str] = set()
         problems = []
         for index, node in enumerate(g.node):
             try:
                 self._convert(node, index)
             except _Skip as exc:
-                problems.append((_where(node, index), str(exc)))
+                if not isinstance(exc, _SkipFollowing):
+                    problems.append((_where(node, index), str(exc)))
+                self.refused_outputs.update(node.output)
                 for out in node.output:   # stand-ins, so that later nodes still get checked
                     self.value.setdefault(out, nb.Node(out, out, "identity"))
         if len(g.output) != 1:
@@ -393,6 +396,8 @@ class _Graph:
 
     def _constant(self, name: str, what: str) -> np.ndarray:
         if name not in self.const:
+            if name in self.refused_outputs:
+                raise _SkipFollowing()
             raise _Skip(f"its {what} ('{name}') must be a constant (an initializer)")
         return self.const[name]
 
@@ -696,6 +701,11 @@ def _cast_type(to) -> np.dtype:
 
 class _Skip(Exception):
     """One node cannot be converted (collected, then raised together)."""
+
+
+class _SkipFollowing(_Skip):
+    """A node needs as a constant the output of a node already refused: not reported again (the
+    first refusal says what to fix; this one would only name its consequence)."""
 
 
 def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> nb.RangeStatistics:

@@ -867,3 +867,21 @@ def test_torch_calibration_arguments_are_refused_naming_the_model_and_field():
     for kwargs, words in cases:
         with pytest.raises(aimcemu.FormatError, match=re.escape(f"<import_torch:m>: field '{words}")):
             import_torch(model, name="m", **kwargs)
+
+
+def test_a_refused_constant_fold_is_reported_once_not_again_at_its_consumer(tmp_path):
+    """Before: the blocked DequantizeLinear was reported, and then its Conv too ('its weight
+    ('wdq') must be a constant'), a second problem that was only the first one's consequence."""
+    model = qdq_model(w_scale=np.full((2, 1, 3, 1), 0.01, np.float32), axis=3, opset=21)
+    model.graph.node[2].attribute.append(helper.make_attribute("block_size", 3))
+    with pytest.raises(_netbuild.UnsupportedOperationError) as refused:
+        convert_onnx(save(model, tmp_path / "q.onnx"))
+    message = str(refused.value)
+    assert "node 'dqw' (DequantizeLinear): blocked quantization (attribute block_size=3) is not supported" in message
+    assert "must be a constant" not in message and "(Conv)" not in message, message
+    # A weight that is no constant for another reason (here: the image) is still reported at the Conv.
+    model = qdq_model()
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    conv.input[1] = model.graph.input[0].name
+    with pytest.raises(_netbuild.UnsupportedOperationError, match=r"\(Conv\): its weight \('\w+'\) must be a constant"):
+        convert_onnx(save(model, tmp_path / "q2.onnx"))
