@@ -85,12 +85,14 @@ void refuse_while_read(const Part& part, const char* field) {
 }
 
 // def_readwrite, whose setter refuses while a pass reads the network the object is part of.
-template <class Class, class Value>
-void def_guarded(py::class_<Class>& cls, const char* name, Value Class::*member) {
+// `check(value)` may refuse a value before it is stored (a name no file could hold).
+template <class Class, class Value, class Check = void (*)(const Value&)>
+void def_guarded(py::class_<Class>& cls, const char* name, Value Class::*member, Check check = [](const Value&) {}) {
     const py::cpp_function get([member](const Class& c) -> const Value& { return c.*member; }, py::is_method(cls));
     const py::cpp_function set(
-        [member, name](Class& c, const Value& value) {
+        [member, name, check](Class& c, const Value& value) {
             refuse_while_read(c, name);
+            check(value);
             c.*member = value;
         },
         py::is_method(cls));
@@ -287,7 +289,10 @@ void bind_network(py::module_& m) {
         .def("__repr__", [](const Window& w) { return window_repr(w); });
 
     py::class_<Layer> layer(m, "Layer");
-    def_guarded(layer, "name", &Layer::name);
+    // The files' rule, at once: a name that no model or results file could store is refused here,
+    // not at the next save, far from the line that set it.
+    def_guarded(layer, "name", &Layer::name,
+                [](const std::string& name) { check_layer_name(name, "<Layer>", "name"); });
     def_guarded(layer, "kind", &Layer::kind);
     def_guarded(layer, "input", &Layer::input);
     def_guarded(layer, "window", &Layer::window);
@@ -334,7 +339,8 @@ void bind_network(py::module_& m) {
         return 0;
     }, "Test only: how many passes (run_network, feed_network) are reading `net` now.");
     py::class_<Network> network(m, "Network");
-    def_guarded(network, "name", &Network::name);
+    def_guarded(network, "name", &Network::name,
+                [](const std::string& name) { check_storable_text(name, "<Network>", "name"); });
     def_guarded(network, "input_shape", &Network::input_shape);
     def_guarded(network, "input_frac_bits", &Network::input_frac_bits);
     def_guarded(network, "output_layer", &Network::output_layer);

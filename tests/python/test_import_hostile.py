@@ -809,9 +809,11 @@ NAMES_AT_THE_EDGE = ["", ".", "..", "...", ".a", "a..b", "/", "a/b", "a\0b", "\x
 
 
 @pytest.mark.parametrize("name", NAMES_AT_THE_EDGE)
-def test_import_and_save_refuse_the_same_layer_names(tmp_path, name):
-    """One rule: a name the importers accept is one save_model stores (and loads back as it was), and
-    a name they refuse is one save_model refuses too.  Before, '..' passed save_model but not import."""
+def test_import_and_the_model_file_refuse_the_same_layer_names(tmp_path, name):
+    """One rule: a name the importers accept is one a Layer takes and a model file stores (and loads
+    back as it was); a name they refuse, Layer.name refuses too, with the same words (save_model's
+    own refusal is tested in C++, test_io_model_file).  Before, '..' passed save_model but not
+    import, and Layer.name took any text."""
     from aimcemu import _core
 
     try:
@@ -820,19 +822,29 @@ def test_import_and_save_refuse_the_same_layer_names(tmp_path, name):
     except aimcemu.FormatError as e:
         import_refused = str(e)
     net = _core.zoo.resnet18(1, 32, 10)
-    net.layers[3].name = name
     try:
-        _core.save_model(net, str(tmp_path / "m.h5"))
-        save_refused = None
+        net.layers[3].name = name
+        set_refused = None
     except aimcemu.FormatError as e:
-        save_refused = str(e)
-    assert (import_refused is None) == (save_refused is None), (import_refused, save_refused)
-    if save_refused is None:
+        set_refused = str(e)
+    assert (import_refused is None) == (set_refused is None), (import_refused, set_refused)
+    if set_refused is None:
+        _core.save_model(net, str(tmp_path / "m.h5"))
         assert _core.load_model(str(tmp_path / "m.h5")).layers[3].name == name
     else:
         assert import_refused.startswith("m.onnx: field 'node name': ")
-        assert "field 'layers/3/name'" in save_refused
-        assert import_refused.split(": ", 2)[2] == save_refused.split(": ", 2)[2]   # the same words
+        assert set_refused.startswith("<Layer>: field 'name': ")
+        assert import_refused.split(": ", 2)[2] == set_refused.split(": ", 2)[2]   # the same words
+        assert net.layers[3].name == "layer1.0.conv2"   # unchanged
+
+
+def test_network_name_holding_a_nul_is_refused_when_set():
+    from aimcemu import _core
+
+    net = _core.zoo.resnet18(1, 32, 10)
+    with pytest.raises(aimcemu.FormatError, match=r"<Network>: field 'name': holds a NUL byte at position 1"):
+        net.name = "m\0n"
+    assert net.name == "resnet18"
 
 
 ONNX_CALIBRATION_REFUSALS = [
