@@ -20,32 +20,19 @@
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
 #include "common/errors.hpp"
+#include "random_layers.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;
 
 namespace {
 
-std::vector<std::int8_t> random_codes(pcg32& rng, std::int64_t count) {
-    std::vector<std::int8_t> v(static_cast<std::size_t>(count));
-    for (auto& x : v) x = std::int8_t(int(rng(255u)) - 127);
-    return v;
-}
+using test_data::random_int8;
 
 Layer gemm_layer(const std::string& name, LayerKind kind, int input, int k, int pad, int n, std::int64_t m, pcg32& rng,
                  int out_shift) {
-    Layer l;
-    l.name = name;
-    l.kind = kind;
-    l.input = input;
-    l.window = Window::square(k, 1, pad);
-    l.out_channels = n;
-    l.weights = random_codes(rng, n * m);
-    l.bias = random_codes(rng, n);
-    l.bias_shift = 2;
-    l.out_shift = out_shift;
-    l.relu = kind == LayerKind::Conv;
-    return l;
+    return test_data::random_gemm_layer(name, kind, input, Window::square(k, 1, pad), n, m, rng, 2, out_shift,
+                                         kind == LayerKind::Conv);
 }
 
 // conv 3x3 (layer 0) -> max pool (1) -> conv 3x3 (2) -> conv 1x1 + residual (3) -> linear (4).
@@ -56,12 +43,7 @@ Network hybrid_network() {
     net.name = "hybrid";
     net.input_shape = {6, 6, 3};
     net.layers.push_back(gemm_layer("c0", LayerKind::Conv, kNetworkInput, 3, 1, 5, 3 * 3 * 3, rng, 9));
-    Layer pool;
-    pool.name = "pool";
-    pool.kind = LayerKind::MaxPool;
-    pool.input = 0;
-    pool.window = Window::square(2, 2);
-    net.layers.push_back(pool);  // 3x3x5
+    net.layers.push_back(test_data::max_pool_layer("pool", 0, Window::square(2, 2)));  // 3x3x5
     net.layers.push_back(gemm_layer("c1", LayerKind::Conv, 1, 3, 1, 8, 3 * 3 * 5, rng, 10));
     net.layers.push_back(gemm_layer("c2", LayerKind::Conv, 2, 1, 0, 8, 8, rng, 8));
     net.layers[3].residual_input = 2;
@@ -73,7 +55,7 @@ Network hybrid_network() {
 std::vector<Tensor8> random_images(const Network& net, int count, std::uint64_t seed) {
     pcg32 rng(seed);
     std::vector<Tensor8> images;
-    for (int i = 0; i < count; ++i) images.push_back({net.input_shape, random_codes(rng, net.input_shape.size())});
+    for (int i = 0; i < count; ++i) images.push_back({net.input_shape, random_int8(rng, net.input_shape.size())});
     return images;
 }
 

@@ -10,6 +10,7 @@
 #include "pu_model/inference.hpp"
 #include "pu_model/postproc.hpp"
 #include "formats/zoo.hpp"
+#include "random_layers.hpp"
 
 using namespace aimcemu;
 
@@ -22,25 +23,11 @@ Tensor8 random_image(const Shape3& shape, std::uint64_t seed) {
     return t;
 }
 
-std::vector<std::int8_t> random_weights(pcg32& rng, std::int64_t count, int span) {
-    std::vector<std::int8_t> v(static_cast<std::size_t>(count));
-    for (auto& x : v) x = std::int8_t(int(rng(std::uint32_t(2 * span + 1))) - span);
-    return v;
-}
+using test_data::random_int8;
 
 Layer gemm_layer(const std::string& name, LayerKind kind, int input, int k, int s, int p, int n, std::int64_t m,
                  pcg32& rng, int out_shift) {
-    Layer l;
-    l.name = name;
-    l.kind = kind;
-    l.input = input;
-    l.window = Window::square(k, s, p);
-    l.out_channels = n;
-    l.weights = random_weights(rng, n * m, 127);
-    l.bias = random_weights(rng, n, 127);
-    l.bias_shift = 3;
-    l.out_shift = out_shift;
-    return l;
+    return test_data::random_gemm_layer(name, kind, input, Window::square(k, s, p), n, m, rng, 3, out_shift);
 }
 
 // A small network with every layer kind and both residual-align signs.
@@ -51,12 +38,7 @@ Network small_network() {
     net.input_shape = {9, 11, 5};
     net.layers.push_back(gemm_layer("c0", LayerKind::Conv, -1, 3, 1, 1, 13, 3 * 3 * 5, rng, 9));
     net.layers[0].relu = true;
-    Layer mp;
-    mp.name = "mp";
-    mp.kind = LayerKind::MaxPool;
-    mp.input = 0;
-    mp.window = Window::square(3, 2, 1);
-    net.layers.push_back(mp);                                                      // 5x6x13
+    net.layers.push_back(test_data::max_pool_layer("mp", 0, Window::square(3, 2, 1)));  // 5x6x13
     net.layers.push_back(gemm_layer("c1", LayerKind::Conv, 1, 5, 1, 2, 13, 5 * 5 * 13, rng, 10));
     net.layers[2].residual_input = 1;
     net.layers[2].residual_shift = -2;                                             // round-shift align
@@ -170,12 +152,7 @@ Network nonsquare_network() {
     net.layers.push_back(conv("c1x7", -1, Window{1, 7, 1, 1, 0, 0, 3, 3}, 8, 3, 8));          // 12x15x8
     net.layers.push_back(conv("c7x1", 0, Window{7, 1, 2, 1, 3, 2, 0, 0}, 9, 8, 10));           // 6x15x9
     net.layers.push_back(conv("c3x5", 1, Window{3, 5, 1, 2, 0, 1, 2, 1}, 70, 9, 10));          // 5x7x70
-    Layer mp;
-    mp.name = "mp";
-    mp.kind = LayerKind::MaxPool;
-    mp.input = 2;
-    mp.window = Window{2, 3, 1, 2, 1, 0, 0, 2};                                                 // 5x4x70
-    net.layers.push_back(mp);
+    net.layers.push_back(test_data::max_pool_layer("mp", 2, Window{2, 3, 1, 2, 1, 0, 0, 2}));  // 5x4x70
     Layer ap;
     ap.name = "ap";
     ap.kind = LayerKind::AvgPool;
@@ -466,16 +443,21 @@ TEST(Inference, MicroBatchesThreadsAndKeptLayersNeverChangeAByte) {
     EXPECT_THROW(run_network_batch(net, images, keep), FormatError);
 }
 
+// A copy of `net` with layer 2's weights redrawn from `seed`, and the WeightView that gives the PU
+// those weights for layer 2 and the network's own for every other layer.
+struct LayerTwoRedrawn : WeightView {
+    Network noisy;
+    LayerTwoRedrawn(const Network& net, std::uint64_t seed) : noisy(net) {
+        pcg32 rng(seed);
+        noisy.layers[2].weights = random_int8(rng, std::int64_t(net.layers[2].weights.size()));
+    }
+    const std::int8_t* weights(int i) const override { return i == 2 ? noisy.layers[2].weights.data() : nullptr; }
+};
+
 TEST(Inference, PackedNetworkServesEveryRunAndViewedLayersArePackedPerRun) {
     const Network net = small_network();
-    Network noisy = net;
-    pcg32 rng(78);
-    noisy.layers[2].weights = random_weights(rng, std::int64_t(net.layers[2].weights.size()), 127);
-    struct OneLayer : WeightView {
-        const std::int8_t* replacement;
-        const std::int8_t* weights(int i) const override { return i == 2 ? replacement : nullptr; }
-    } view;
-    view.replacement = noisy.layers[2].weights.data();
+    const LayerTwoRedrawn view(net, 78);
+    const Network& noisy = view.noisy;
     const PackedNetwork packed(net);
     EXPECT_GT(packed.bytes(), net.layers[0].weights.size());
     const Tensor8 image = random_image(net.input_shape, 9);
@@ -492,15 +474,8 @@ TEST(Inference, PackedNetworkServesEveryRunAndViewedLayersArePackedPerRun) {
 
 TEST(Inference, WeightViewReplacesTheWeightsThePuReads) {
     const Network net = small_network();
-    Network noisy = net;
-    pcg32 rng(77);
-    noisy.layers[2].weights = random_weights(rng, std::int64_t(net.layers[2].weights.size()), 127);
-
-    struct OneLayer : WeightView {
-        const std::int8_t* replacement;
-        const std::int8_t* weights(int i) const override { return i == 2 ? replacement : nullptr; }
-    } view;
-    view.replacement = noisy.layers[2].weights.data();
+    const LayerTwoRedrawn view(net, 77);
+    const Network& noisy = view.noisy;
 
     const Tensor8 image = random_image(net.input_shape, 6);
     const auto expect = run_network(noisy, image, GemmBackend::Reference);

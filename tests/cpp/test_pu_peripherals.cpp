@@ -12,32 +12,19 @@
 #include "common/errors.hpp"
 #include "niu/peripherals.hpp"
 #include "pu_model/inference.hpp"
+#include "random_layers.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;
 
 namespace {
 
-std::vector<std::int8_t> random_bytes(pcg32& rng, std::int64_t count, int span) {
-    std::vector<std::int8_t> v(static_cast<std::size_t>(count));
-    for (auto& x : v) x = std::int8_t(int(rng(std::uint32_t(2 * span + 1))) - span);
-    return v;
-}
+using test_data::random_int8;
 
 Layer gemm(const std::string& name, LayerKind kind, int input, int k, int pad, int n, std::int64_t m, pcg32& rng,
            int out_shift) {
-    Layer l;
-    l.name = name;
-    l.kind = kind;
-    l.input = input;
-    l.window = Window::square(k, 1, pad);
-    l.out_channels = n;
-    l.weights = random_bytes(rng, n * m, 127);
-    l.bias = random_bytes(rng, n, 127);
-    l.bias_shift = 2;
-    l.out_shift = out_shift;
-    l.relu = kind == LayerKind::Conv;
-    return l;
+    return test_data::random_gemm_layer(name, kind, input, Window::square(k, 1, pad), n, m, rng, 2, out_shift,
+                                         kind == LayerKind::Conv);
 }
 
 // conv 3x3 (N = 13: a partial chunk of R_g lanes) -> max pool -> conv 1x1 -> linear.
@@ -47,12 +34,7 @@ Network network() {
     net.name = "periph";
     net.input_shape = {7, 6, 3};
     net.layers.push_back(gemm("c0", LayerKind::Conv, -1, 3, 1, 13, 27, rng, 8));
-    Layer mp;
-    mp.name = "mp";
-    mp.kind = LayerKind::MaxPool;
-    mp.input = 0;
-    mp.window = Window::square(2, 2);
-    net.layers.push_back(mp);
+    net.layers.push_back(test_data::max_pool_layer("mp", 0, Window::square(2, 2)));
     net.layers.push_back(gemm("c1", LayerKind::Conv, 1, 1, 0, 16, 13, rng, 7));
     net.layers.push_back(gemm("fc", LayerKind::Linear, 2, 1, 0, 10, 3 * 3 * 16, rng, 10));
     net.resolve();
@@ -62,7 +44,7 @@ Network network() {
 std::vector<Tensor8> images(const Network& net, int count, std::uint64_t seed) {
     pcg32 rng(seed);
     std::vector<Tensor8> out;
-    for (int i = 0; i < count; ++i) out.push_back({net.input_shape, random_bytes(rng, net.input_shape.size(), 128)});
+    for (int i = 0; i < count; ++i) out.push_back({net.input_shape, random_int8(rng, net.input_shape.size(), 128)});
     return out;
 }
 
