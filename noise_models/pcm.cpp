@@ -257,15 +257,13 @@ bool PcmLikeModel::read_fused(const LayerState& state, double t, std::uint64_t r
 }
 
 // --- HERMES ---------------------------------------------------------------------------------
-namespace {
-struct HermesFit {
-    double g_max, t0;
-    std::vector<double> prog_coeff;
-};
-HermesFit hermes_fit(int num_devices) {
+HermesFit HermesModel::fit(int num_devices) {
     if (num_devices == 2) return {20.7, 300.0, {0.16603222, 4.71806468, -8.48101252, 4.68961419}};
     return {10.35, 200.0, {0.15781817, 2.32443916, -2.16310839, 0.68841818}};
 }
+
+namespace {
+HermesFit hermes_fit(int num_devices) { return HermesModel::fit(num_devices); }
 HermesFit hermes_fit(const NoiseParams& p) { return hermes_fit(int(get_number(p, "num_devices"))); }
 }  // namespace
 

@@ -93,8 +93,18 @@ private:
     double prog_coeff_g_max_reference_;  // ... fitted at this g_max
 };
 
+// The HERMES fit aihwkit ships for one device count: the programming-noise cubic in g/g_max
+// (lowest order first), the g_max it was fitted at (also the largest g_max it covers) and t0.
+struct HermesFit {
+    double g_max, t0;
+    std::vector<double> prog_coeff;
+};
+
 class HermesModel final : public PcmFamilyModel {
 public:
+    // The fit for num_devices 1 or 2 (the one source: the parameter table, the model, the aihwkit
+    // interop and its bound on g_max read it here).
+    static HermesFit fit(int num_devices);
     // num_devices 1 or 2 selects the fit; g_max defaults 20.7 (2) or 10.35 (1) uS.
     explicit HermesModel(const NoiseParams& params = {});
     static const ParamTable& table();

@@ -82,11 +82,16 @@ double read_sigma_at(double g_drift, double time_factor) {
     return kCmoReadK * std::log10(g_drift) * time_factor;
 }
 
-std::vector<double> cmo_prog_coeff(double acceptance_range) {
-    if (acceptance_range == 2.0) return {0.0112185391, 0.01129027418};
-    return {0.00081107, 0.00106879};  // 0.2, the only other value the table admits
-}
 }  // namespace
+
+const CmoFit& ReRamCmoModel::fit() {
+    static const CmoFit fit{{{0.2, {0.00081107, 0.00106879}}, {2.0, {0.0112185391, 0.01129027418}}},
+                            kCmoDecayMean,
+                            {kCmoDecayStd[0], kCmoDecayStd[1]},
+                            kCmoReadK,
+                            kCmoReadTime};
+    return fit;
+}
 
 const ParamTable& ReRamCmoModel::table() {
     static const ParamTable table(
@@ -106,7 +111,7 @@ ReRamCmoModel::ReRamCmoModel(const NoiseParams& params)
       prog_noise_scale_(param_value("prog_noise_scale")),
       read_noise_scale_(param_value("read_noise_scale")),
       drift_scale_(param_value("drift_scale")),
-      prog_coeff_(cmo_prog_coeff(acceptance_range_)) {}
+      prog_coeff_(fit().prog_coeff.at(acceptance_range_)) {}
 
 double ReRamCmoModel::prog_sigma(double g) const { return prog_coeff_[0] + prog_coeff_[1] * g; }
 double ReRamCmoModel::relaxation_mean_shift(double t) const { return kCmoDecayMean * std::log(t); }

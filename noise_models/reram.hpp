@@ -7,6 +7,7 @@
 //                      log-time relaxation of mean and spread, log10(g) read noise; one device
 //                      per weight (SingleDeviceConverter, 9..88.2 uS).
 #pragma once
+#include <array>
 #include <map>
 #include <vector>
 
@@ -34,8 +35,19 @@ private:
     double prog_noise_scale_, read_noise_scale_, coeff_g_max_reference_;
 };
 
+// The CMO/HfOx fits aihwkit ships: programming sigma c0 + c1 g per acceptance range (percent),
+// relaxation mean shift decay_mean ln t and sigma decay_std[0] ln t + decay_std[1], read noise
+// read_k log10(g) sqrt(ln((t + read_time) / (2 read_time))).
+struct CmoFit {
+    std::map<double, std::vector<double>> prog_coeff;
+    double decay_mean;
+    std::array<double, 2> decay_std;
+    double read_k, read_time;
+};
+
 class ReRamCmoModel final : public NoiseModel {
 public:
+    static const CmoFit& fit();  // the one source: the model and the aihwkit interop read it
     explicit ReRamCmoModel(const NoiseParams& params = {});
     static const ParamTable& table();
     std::string name() const override { return "reram_cmo"; }

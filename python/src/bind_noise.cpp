@@ -221,6 +221,25 @@ void bind_models(py::module_& m) {
             }
         throw py::value_error("use_noise_simd_isa: unknown '" + key + "' (avx512, avx2 or scalar)");
     }, py::arg("isa"), "Routes the noise math to an implementation; returns the previous one");
+    // The fits aihwkit ships and aimcemu has built in, as the models hold them: the aihwkit interop
+    // checks an aihwkit object against these instead of typing them a second time.
+    m.def("builtin_fits", [] {
+        py::dict hermes;
+        for (int devices : {1, 2}) {
+            const HermesFit f = HermesModel::fit(devices);
+            hermes[py::int_(devices)] = py::dict(py::arg("g_max") = f.g_max, py::arg("t0") = f.t0,
+                                                 py::arg("prog_coeff") = f.prog_coeff);
+        }
+        const CmoFit& cmo = ReRamCmoModel::fit();
+        return py::dict(py::arg("hermes") = hermes,
+                        py::arg("reram_wan2022") = py::dict(py::arg("coefficients") = ReRamWan2022Model::coefficients()),
+                        py::arg("reram_cmo") = py::dict(py::arg("prog_coeff") = cmo.prog_coeff,
+                                                        py::arg("decay_mean") = cmo.decay_mean,
+                                                        py::arg("decay_std") = cmo.decay_std,
+                                                        py::arg("read_k") = cmo.read_k,
+                                                        py::arg("read_time") = cmo.read_time));
+    }, "hermes {devices: {g_max, t0, prog_coeff}}, reram_wan2022 {coefficients: {t: c}}, reram_cmo {...}; "
+       "polynomial coefficients lowest order first");
     m.def("param_table", [](const std::string& name) { return table_rows(noise_model_table(name)); }, py::arg("model"),
           "The declared parameters of a noise model, in constructor order (noise_models/params.hpp)");
 }

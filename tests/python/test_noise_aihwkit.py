@@ -339,3 +339,19 @@ def test_a_slightly_wrong_model_fails(aihwkit):
     theirs0 = aihwkit_samples(ai.PCMLikeNoiseModel(read_noise_scale=0.0), weights, [0.0], seed=5)[0]
     noisy = noise.PCMLikeNoiseModel(prog_noise_scale=1.05, read_noise_scale=0.0)
     assert per_code_mismatches(our_samples(noisy, weights, [0.0], seed=5)[0], theirs0, index)
+
+
+def test_the_built_in_fits_are_aihwkits_defaults(aihwkit):
+    """The fits aimcemu has built in (one source: the C++ models, _core.noise.builtin_fits, which the
+    interop reads) against the defaults of aihwkit's own classes."""
+    ai, _ = aihwkit
+    fits = aimcemu._core.noise.builtin_fits()
+    for devices in (1, 2):
+        theirs = ai.HermesNoiseModel(num_devices=devices)
+        ours = fits["hermes"][devices]
+        assert (ours["prog_coeff"], ours["g_max"], ours["t0"]) == (theirs.prog_coeff, theirs.g_max, theirs.t_0)
+    assert fits["reram_wan2022"]["coefficients"] == ai.ReRamWan2022NoiseModel().coeff_dic
+    cmo, theirs = fits["reram_cmo"], ai.ReRamCMONoiseModel()
+    assert cmo["prog_coeff"] == theirs.coeff_dict
+    assert ([cmo["decay_mean"]], list(cmo["decay_std"])) == (theirs.decay_dict["mean"], theirs.decay_dict["std"])
+    assert (cmo["read_k"], cmo["read_time"]) == (theirs.read_dict["K"], theirs.read_dict["t_read"])

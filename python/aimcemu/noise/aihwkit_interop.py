@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from .. import _core
 from .._optional import require
 from .compensation import DriftCompensation, GlobalDriftCompensation, PerColumnDriftCompensation
 from .converters import (ConductanceConverter, NPairConductanceConverter, SingleDeviceConductanceConverter,
@@ -107,15 +108,22 @@ def _converter_from(obj):
     return conv
 
 
-_PCM_DEFAULT_COEFF = [0.26348, 1.9650, -1.1731]
-_HERMES_DEFAULT_COEFF = {2: ([0.16603222, 4.71806468, -8.48101252, 4.68961419], 20.7),
-                         1: ([0.15781817, 2.32443916, -2.16310839, 0.68841818], 10.35)}
-_WAN_DEFAULT_COEFF = {1.0: [-16.815, 45.393, -43.853, 16.030, 0.348][::-1],
-                      86400.0: [-16.458, 47.095, -50.773, 22.086, 0.701][::-1],
-                      172800.0: [-11.934, 37.062, -43.507, 20.274, 0.782][::-1]}
-_CMO_DEFAULTS = {"coeff_dict": {0.2: [0.00081107, 0.00106879], 2: [0.0112185391, 0.01129027418]},
-                 "decay_dict": {"mean": [-0.08900206], "std": [0.04201137, 0.41183342]},
-                 "read_dict": {"K": 0.0277316483, "t_read": 1e-6}}
+def _builtin_fits() -> dict:
+    """The fits aimcemu's models have built in, in the layout of aihwkit's attributes (its
+    dictionaries and keys; polynomials lowest order first in both): what an aihwkit object must
+    hold to convert exactly.  Read from the C++ models (_core.noise.builtin_fits), not typed here
+    a second time."""
+    fits = _core.noise.builtin_fits()
+    cmo = fits["reram_cmo"]
+    return {
+        "hermes": {devices: (list(f["prog_coeff"]), f["g_max"]) for devices, f in fits["hermes"].items()},
+        "wan_coeff_dic": {t: list(c) for t, c in fits["reram_wan2022"]["coefficients"].items()},
+        "cmo": {"coeff_dict": {r: list(c) for r, c in cmo["prog_coeff"].items()},
+                "decay_dict": {"mean": [cmo["decay_mean"]], "std": list(cmo["decay_std"])},
+                "read_dict": {"K": cmo["read_k"], "t_read": cmo["read_time"]}},
+    }
+
+
 _FIXED = "aimcemu's model has this fit built in"
 
 
@@ -146,7 +154,8 @@ def _hermes_from(r: _Reader, converter, cls_name: str):
 
     _check_g_max(r, converter)
     devices = r.get("num_devices")
-    coeff, reference = _HERMES_DEFAULT_COEFF.get(devices, _HERMES_DEFAULT_COEFF[2])
+    hermes = _builtin_fits()["hermes"]
+    coeff, reference = hermes.get(devices, hermes[2])
     # aihwkit checks only its g_max argument against the fit's range, not a converter's g_max.
     if converter.g_max > reference:
         r.problems.append(("g_max", f"{converter.g_max:g} uS (the converter's) is above {reference:g} uS, where "
@@ -169,7 +178,7 @@ def _state_independent_from(r: _Reader, converter, cls_name: str):
 def _wan_from(r: _Reader, converter, cls_name: str):
 
     _check_g_max(r, converter)
-    r.expect("coeff_dic", _WAN_DEFAULT_COEFF, _FIXED)
+    r.expect("coeff_dic", _builtin_fits()["wan_coeff_dic"], _FIXED)
     r.get("prog_coeff_g_max_reference")   # aihwkit stores 40 there and never uses it
     scale = r.get("noise_scale")
     reference = r.get("coeff_g_max_reference")
@@ -179,7 +188,7 @@ def _wan_from(r: _Reader, converter, cls_name: str):
 
 def _cmo_from(r: _Reader, converter, cls_name: str):
 
-    for attr, default in _CMO_DEFAULTS.items():
+    for attr, default in _builtin_fits()["cmo"].items():
         r.expect(attr, default, _FIXED)
     for attr in ("g_max", "g_min"):
         value = r.get(attr)
@@ -295,7 +304,7 @@ def _model_to(model):
             obj.prog_coeff_g_max_reference = p["prog_coeff_g_max_reference"]
             return obj
     elif name == "hermes":
-        limit = _HERMES_DEFAULT_COEFF[int(p["num_devices"])][1]
+        limit = _builtin_fits()["hermes"][int(p["num_devices"])][1]
         if p["g_max"] > limit:   # aimcemu refuses it too; aihwkit would fail on a bare assert
             problems.append(("g_max", f"{p['g_max']:g} uS: aihwkit's HermesNoiseModel takes at most {limit:g} uS "
                                       f"with {int(p['num_devices'])} device(s)"))
