@@ -13,6 +13,40 @@
 
 namespace aimcemu {
 
+namespace {
+// Bytes of the UTF-8 sequence a lead byte starts (0: not a lead byte).
+std::size_t utf8_sequence_length(unsigned char lead) {
+    if ((lead & 0xE0) == 0xC0) return 2;
+    if ((lead & 0xF0) == 0xE0) return 3;
+    if ((lead & 0xF8) == 0xF0) return 4;
+    return 0;
+}
+}  // namespace
+
+std::string printable(std::string_view text) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size();) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        std::size_t length = byte < 0x80 ? 1 : utf8_sequence_length(byte);
+        std::size_t bad_at = 0;
+        const bool keep = byte < 0x80 ? byte >= 0x20 && byte != 0x7f
+                                      : length > 0 && valid_utf8(text.substr(i, length), bad_at) &&
+                                            i + length <= text.size();
+        if (keep) {
+            out.append(text.substr(i, length));
+        } else {
+            out += "\\x";
+            out += hex[byte >> 4];
+            out += hex[byte & 15];
+            length = 1;
+        }
+        i += length;
+    }
+    return out;
+}
+
 bool valid_utf8(std::string_view text, std::size_t& bad_at) {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const std::size_t n = text.size();
@@ -290,9 +324,7 @@ std::vector<std::string> FieldReader::children(const h5::Location& group, const 
     for (const auto& name : names) {
         std::size_t bad_at = 0;
         if (!valid_utf8(name, bad_at)) {
-            std::string shown;  // the name with the offending bytes written as \xNN
-            for (unsigned char c : name) shown += c < 0x80 && c >= 0x20 ? std::string(1, char(c)) : "\\x" + byte_text(c).substr(2);
-            fail(field + "/" + shown, "the name is not valid UTF-8 (byte " +
+            fail(field + "/" + printable(name), "the name is not valid UTF-8 (byte " +
                                           byte_text(static_cast<unsigned char>(name[bad_at])) + " at position " +
                                           std::to_string(bad_at) + ")");
         }

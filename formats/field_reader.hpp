@@ -27,6 +27,12 @@ namespace aimcemu {
 // `bad_at` is the byte offset of the first invalid sequence.
 bool valid_utf8(std::string_view text, std::size_t& bad_at);
 
+// `text` for an error message: control bytes (below 0x20, and DEL) and bytes that are not part
+// of a valid UTF-8 sequence written as \xNN, so that a hostile name can neither cut, garble nor
+// invalidate the line (Python decodes messages as UTF-8); valid UTF-8 is kept.  The one escaping
+// rule of every message (Python: _core.printable).
+std::string printable(std::string_view text);
+
 // Bytes of physical memory of this machine (the bound for any single array read from a file).
 std::uint64_t physical_memory_bytes();
 

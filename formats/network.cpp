@@ -1,8 +1,10 @@
 #include "formats/network.hpp"
 
+#include <cstdio>
 #include <limits>
 
 #include "common/errors.hpp"
+#include "formats/field_reader.hpp"
 
 namespace aimcemu {
 
@@ -167,7 +169,7 @@ std::vector<LayerShapes> checked_shapes(const Network& net, const std::string& s
     };
     for (std::size_t i = 0; i < net.layers.size(); ++i) {
         const Layer& l = net.layers[i];
-        const std::string f = "layers/" + std::to_string(i) + " (" + l.name + ")/";
+        const std::string f = "layers/" + std::to_string(i) + " (" + printable(l.name) + ")/";
         check_layer_name(l.name, src, "layers/" + std::to_string(i) + "/name");
         for (std::size_t j = 0; j < i; ++j)
             require(net.layers[j].name != l.name, src, f + "name", "duplicate layer name");
@@ -231,29 +233,20 @@ const Network& resolved_in_place_or_copy(const Network& net, std::optional<Netwo
     return *copy;
 }
 
-std::string printable(const std::string& text) {
-    static const char hex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(text.size());
-    for (const char c : text) {
-        const auto byte = static_cast<unsigned char>(c);
-        if (byte >= 0x20 && byte != 0x7f) {
-            out += c;
-        } else {
-            out += "\\x";
-            out += hex[byte >> 4];
-            out += hex[byte & 15];
-        }
-    }
-    return out;
-}
-
 void check_storable_text(const std::string& text, const std::string& path, const std::string& field) {
     const auto nul = text.find('\0');
     if (nul != std::string::npos)
         throw FormatError(path, field, "holds a NUL byte at position " + std::to_string(nul) +
                                            " (HDF5 text ends there: it would be stored as '" +
                                            printable(text.substr(0, nul)) + "')");
+    // Every reader refuses text that is not UTF-8, so no writer may store it.
+    std::size_t bad_at = 0;
+    if (!valid_utf8(text, bad_at)) {
+        char byte[8];
+        std::snprintf(byte, sizeof byte, "0x%02x", unsigned(static_cast<unsigned char>(text[bad_at])));
+        throw FormatError(path, field, "'" + printable(text) + "' is not valid UTF-8 (byte " + byte + " at position " +
+                                           std::to_string(bad_at) + "): files store text as UTF-8");
+    }
 }
 
 void check_layer_name(const std::string& name, const std::string& path, const std::string& field) {
@@ -265,6 +258,7 @@ void check_layer_name(const std::string& name, const std::string& path, const st
                           "'" + printable(name) +
                               "' cannot name a layer (a group of the model file: not empty, '.' or '..', "
                               "and without '/' or NUL)");
+    check_storable_text(name, path, field);  // UTF-8
 }
 
 void check_storable_names(const Network& net, const std::string& path) {

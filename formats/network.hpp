@@ -157,14 +157,12 @@ const Network& resolved_in_place_or_copy(const Network& net, std::optional<Netwo
 // the first NUL ('a\0b' would be stored, and read back, as 'a').  Every writer of names (model and
 // results files) calls it first.
 void check_storable_names(const Network& net, const std::string& path);
-// The same for one text field: FormatError(path, field) when `text` holds a NUL byte.
+// The same for one text field: FormatError(path, field) when `text` holds a NUL byte or is not
+// valid UTF-8 (every reader refuses such text).
 void check_storable_text(const std::string& text, const std::string& path, const std::string& field);
 // The one rule for layer names (writers and importers call it; Python as _core.check_layer_name):
 // a layer name becomes an HDF5 group of the model and results files, so it must not be empty, '.'
-// or '..', nor hold '/' or NUL.  Throws FormatError(path, field) naming the layer name.
+// or '..', nor hold '/' or NUL, and must be valid UTF-8.  Throws FormatError(path, field).
 void check_layer_name(const std::string& name, const std::string& path, const std::string& field);
-// `text` for an error message: control bytes (below 0x20, and DEL) written as \xNN, so a hostile
-// name cannot cut or garble the line; other bytes (UTF-8 included) are kept.
-std::string printable(const std::string& text);
 
 }  // namespace aimcemu

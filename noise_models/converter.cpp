@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "common/errors.hpp"
@@ -149,10 +150,13 @@ Conversion SingleDeviceConverter::fit(std::span<const double> weights) const {
     c.w_max = *hi;
     // Finite weights whose span is not (e.g. +-1e308): scale would be 0 and every conductance
     // and weight back NaN.  aihwkit gives NaN there too; refused instead.
-    if (!std::isfinite(c.w_max - c.w_min))
+    if (!std::isfinite(c.w_max - c.w_min)) {
+        char range[64];
+        std::snprintf(range, sizeof range, "[%.17g, %.17g]", c.w_min, c.w_max);
         throw FormatError("<memory>", "weights",
-                          "the weights' range [" + std::to_string(c.w_min) + ", " + std::to_string(c.w_max) +
-                              "] is wider than a double holds; the single_device converter maps it onto [g_min, g_max]");
+                          std::string("the weights' range ") + range +
+                              " is wider than a double holds; the single_device converter maps it onto [g_min, g_max]");
+    }
     // A constant layer (span 0) maps onto g_min: aihwkit divides by zero there (NaN weights).
     c.scale = (g_max_ - g_min_) / std::max(c.w_max - c.w_min, kMinAbsMax);
     return c;

@@ -174,6 +174,11 @@ void NoiseModel::check_time(double t) const {
         throw FormatError("noise model '" + name() + "'", "t", "time since programming must be finite and >= 0 s");
 }
 
+void NoiseModel::set_num_threads(int n) {
+    if (n < 0) throw FormatError("noise model '" + name() + "'", "num_threads", "must be >= 0 (0 = all cores), got " + std::to_string(n));
+    num_threads_.store(n, std::memory_order_relaxed);
+}
+
 LayerState NoiseModel::program(std::span<const double> weights, std::vector<std::int64_t> shape, const ChipKey& key) const {
     check_shape(weights, shape);
     LayerState s;

@@ -146,7 +146,7 @@ public:
     // Worker threads for program/read (0 = hardware concurrency).  Results do not depend on it.
     // Atomic: Python may set it while another thread's program or read runs without the GIL;
     // each call reads it once.
-    void set_num_threads(int n) { num_threads_.store(n, std::memory_order_relaxed); }
+    void set_num_threads(int n);  // FormatError naming num_threads when n < 0
     int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }
 
     // Per-device physics, implemented by each model.  Draws for purposes not listed in

@@ -229,12 +229,13 @@ bool PcmLikeModel::read_fused(const LayerState& state, double t, std::uint64_t r
     check_time(t);
     const ReadContext context = read_context(t);
     const std::size_t n = state.num_weights();
+    const int threads = num_threads();  // once per read (Python may change it meanwhile)
     // Found while programming (from L1, right after each block); else a pass over g_prog, per chunk
     // on the workers (a maximum is exact in any order).
     double abs_max = state.max_pair_difference;
     if (abs_max < 0.0) {
         std::vector<double> chunk_max((n + kChunkWeights - 1) / kChunkWeights, 0.0);
-        for_each_weight_chunk(n, num_threads(), [&](std::size_t begin, std::size_t end) {
+        for_each_weight_chunk(n, threads, [&](std::size_t begin, std::size_t end) {
             chunk_max[begin / kChunkWeights] = max_pair_difference(state.g_prog.data() + 2 * begin, end - begin);
         });
         abs_max = *std::max_element(chunk_max.begin(), chunk_max.end());
@@ -242,7 +243,7 @@ bool PcmLikeModel::read_fused(const LayerState& state, double t, std::uint64_t r
     const double scale_prog = state.conversion.scale;
     const double scale_read = (pair->g_max() - pair->g_min()) / std::max(abs_max / scale_prog, 1e-7);
     const simd::PcmLikeBlock c = simd_constants(*this, prog_coeff_, prog_coeff_g_max_reference_);
-    for_each_weight_chunk(n, num_threads(), [&](std::size_t begin, std::size_t end) {
+    for_each_weight_chunk(n, threads, [&](std::size_t begin, std::size_t end) {
         DeviceStream stream(state.key, Purpose::Read, round, 2 * begin);
         double z[2 * kFusedBlockWeights];
         for (std::size_t i = begin; i < end; i += kFusedBlockWeights) {

@@ -11,6 +11,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "common/errors.hpp"
+#include "formats/field_reader.hpp"
 #include "formats/model_file.hpp"
 #include "network_guard.hpp"
 
@@ -318,6 +319,9 @@ void bind_io(py::module_& m) {
     m.def("check_layer_name", &check_layer_name, py::arg("name"), py::arg("source"), py::arg("field"),
           "Raise FormatError(source, field) when `name` cannot name a layer: empty, '.' or '..', or "
           "holding '/' or NUL (formats/network.hpp).");
+    m.def("printable", [](const py::bytes& text) { return printable(std::string(text)); }, py::arg("text"),
+          "`text` (UTF-8 bytes) for an error message: control bytes and bytes outside valid UTF-8 as \\xNN "
+          "(formats/field_reader.hpp; the one escaping rule of every message)");
     m.def("check_storable_text", &check_storable_text, py::arg("text"), py::arg("source"), py::arg("field"),
           "Raise FormatError(source, field) when `text` holds a NUL byte (HDF5 text would end there).");
 

@@ -11,6 +11,7 @@
 
 #include "bindings.hpp"
 #include "common/errors.hpp"
+#include "formats/field_reader.hpp"
 #include "formats/network.hpp"
 #include "formats/zoo.hpp"
 #include "network_guard.hpp"
@@ -71,7 +72,7 @@ const Network* network_being_read(const void* object) {
 
 // What a setter of `object` names in its refusal (built only when it refuses).
 std::string field_of(const Network&, const char* field) { return field; }
-std::string field_of(const Layer& l, const char* field) { return "layers/" + l.name + "/" + field; }
+std::string field_of(const Layer& l, const char* field) { return "layers/" + printable(l.name) + "/" + field; }
 std::string field_of(const Window&, const char* field) { return std::string("window/") + field; }
 std::string field_of(const Shape3&, const char* field) { return std::string("shape/") + field; }
 
@@ -80,7 +81,7 @@ template <class Part>
 void refuse_while_read(const Part& part, const char* field) {
     if (networks_being_read().empty()) return;  // the common case: one branch
     if (const Network* net = network_being_read(&part))
-        throw NetworkInUse("network '" + net->name + "': cannot change " + field_of(part, field) +
+        throw NetworkInUse("network '" + printable(net->name) + "': cannot change " + field_of(part, field) +
                            ": a pass (run_network or feed_network) is reading this network; change it after the pass returns");
 }
 
@@ -222,7 +223,7 @@ void bind_square_field(py::class_<Layer>& layer, const char* name, std::array<in
             const int first = l.window.*members[0];
             for (auto member : members) {
                 if (l.window.*member == first) continue;
-                throw FormatError("<memory>", "layers/" + l.name + "/" + name,
+                throw FormatError("<memory>", "layers/" + printable(l.name) + "/" + name,
                                   std::string("differs between axes (") + window_repr(l.window) + "); read the per-axis fields");
             }
             return first;
@@ -310,13 +311,13 @@ void bind_network(py::module_& m) {
     layer.def(py::init<>())
         .def_property("weights", [](const Layer& l) { return to_array(l.weights); },
                       [](Layer& l, const py::array& a) {
-                          auto values = from_array(a, "layers/" + l.name + "/weights");
+                          auto values = from_array(a, "layers/" + printable(l.name) + "/weights");
                           refuse_while_read(l, "weights");
                           l.weights = std::move(values);
                       })
         .def_property("bias", [](const Layer& l) { return to_array(l.bias); },
                       [](Layer& l, const py::array& a) {
-                          auto values = from_array(a, "layers/" + l.name + "/bias");
+                          auto values = from_array(a, "layers/" + printable(l.name) + "/bias");
                           refuse_while_read(l, "bias");
                           l.bias = std::move(values);
                       })
@@ -344,7 +345,10 @@ void bind_network(py::module_& m) {
     def_guarded(network, "input_shape", &Network::input_shape);
     def_guarded(network, "input_frac_bits", &Network::input_frac_bits);
     def_guarded(network, "output_layer", &Network::output_layer);
-    def_guarded(network, "class_names", &Network::class_names);
+    def_guarded(network, "class_names", &Network::class_names, [](const std::vector<std::string>& names) {
+        for (std::size_t i = 0; i < names.size(); ++i)
+            check_storable_text(names[i], "<Network>", "class_names/" + std::to_string(i));
+    });
     network.def(py::init<>())
         .def_property("layers", &layers_of, &set_layers,
                       "The network's layers, in order: a new list, whose items refer to the network's layers\n"

@@ -8,6 +8,7 @@
 
 #include "common/h5.hpp"
 #include "common/errors.hpp"
+#include "formats/field_reader.hpp"
 #include "formats/model_file.hpp"
 #include "formats/untrusted_file.hpp"
 #include "formats/zoo.hpp"
@@ -347,9 +348,33 @@ TEST_F(ModelFileTest, LayerNamesThatCannotNameAGroupAreRejectedOnSave) {
     }
 }
 
-TEST(Printable, EscapesControlBytesOnly) {
+TEST(Printable, EscapesControlBytesAndBytesOutsideValidUtf8) {
     EXPECT_EQ(printable(std::string("a\0b\n\x7f\x1f", 6)), "a\\x00b\\x0a\\x7f\\x1f");
-    EXPECT_EQ(printable("caf\xc3\xa9 ~"), "caf\xc3\xa9 ~");
+    EXPECT_EQ(printable("caf\xc3\xa9 ~ \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 ~ \xe2\x82\xac \xf0\x9f\x98\x80");
+    // a stray continuation byte, a truncated sequence, an overlong form, a surrogate: escaped byte by byte
+    EXPECT_EQ(printable("a\xff" "b"), "a\\xffb");
+    EXPECT_EQ(printable("a\xc3"), "a\\xc3");
+    EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");
+    EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+}
+
+// Every reader refuses text that is not UTF-8, so the writers refuse to store it: save_model never
+// writes a file load_model would reject.
+TEST_F(ModelFileTest, NamesThatAreNotUtf8AreRefusedOnSave) {
+    Network net = tiny_network();
+    net.layers[1].name = "bad\xffname";
+    try {
+        save_model(net, path("m.h5"));
+        ADD_FAILURE() << "saved a layer name that is not UTF-8";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(e.field(), "layers/1/name");
+        EXPECT_NE(std::string(e.what()).find("'bad\\xffname' is not valid UTF-8 (byte 0xff at position 3)"),
+                  std::string::npos) << e.what();
+    }
+    net = tiny_network();
+    net.name = "n\xe9";
+    EXPECT_THROW(save_model(net, path("m.h5")), FormatError);
+    EXPECT_TRUE(files().empty());
 }
 
 // HDF5 text ends at the first NUL: 'a\0b' was stored, and loaded back, as 'a' (two layers 'a\0b'
