@@ -390,8 +390,11 @@ module niu #(
   // Whether the layer block at `addr` ends below the top of the address space.  Checked before
   // the block is read: a block read past the top would wrap to address 0 and run on words from
   // there (the start is also checked with the layer's fields, but only after the read).
+  // (The result is assigned to the function's name: Yosys 0.23 cannot parse `return <expr> == ...`.)
   function automatic logic block_fits(logic [DWordBits-1:0] addr);
-    return ((addr + (DWordBits'(LayerWords) << WordShift)) >> AddrBits) == '0;
+    logic [DWordBits-1:0] block_end;
+    block_end  = addr + (DWordBits'(LayerWords) << WordShift);
+    block_fits = (block_end >> AddrBits) == '0;
   endfunction
 
   always_comb begin
