@@ -63,6 +63,31 @@ public:
     uint64_t read_bursts() const { return read_bursts_; }
     uint64_t write_bursts() const { return write_bursts_; }
     std::size_t max_reads_outstanding() const { return max_reads_outstanding_; }
+    // Whether a read burst is part-way through its R beats (at least one given, not the last).
+    bool read_burst_open() const { return !reads_.empty() && reads_.front().done > 0; }
+    // Whether a write burst is part-way through its W beats (at least one taken, WLAST not yet).
+    bool write_burst_open() const { return w_open_; }
+    // Whether the master offered a W beat in the last cycle that was not taken (WVALID, no WREADY).
+    bool write_beat_waiting() const { return w_held_; }
+
+    // A reset of the bus, both sides at once (AXI A3.1.2: the interface is reset as a whole): the
+    // bursts in flight, W beats not yet written and responses owed are dropped, and the slave
+    // drives every VALID and READY low.  The contents, the burst counters and the violations seen
+    // so far stay.
+    void reset() {
+        reads_.clear();
+        writes_.clear();
+        w_beats_.clear();
+        b_resps_.clear();
+        b_pending_ = 0;
+        ar_held_ = {};
+        aw_held_ = {};
+        w_held_ = false;
+        w_open_ = false;
+        ar_ready_ = aw_ready_ = w_ready_ = false;
+        r_valid_ = r_last_ = b_valid_ = false;
+        r_resp_ = b_resp_ = 0;
+    }
 
     template <class Top>
     void drive(Top& top) const;
@@ -132,6 +157,7 @@ private:
     unsigned b_pending_ = 0;     // completed write bursts owed a B response
     Held ar_held_, aw_held_;
     bool w_held_ = false;
+    bool w_open_ = false;  // W beats of a burst taken, its WLAST not yet
     WBeat w_held_beat_;  // the W payload offered while w_held_
     uint64_t read_bursts_ = 0, write_bursts_ = 0;
     std::size_t max_reads_outstanding_ = 0;
@@ -192,7 +218,10 @@ void AxiMemory::sample(const Top& top) {
         writes_.push_back({top.axi_aw_addr_o, top.axi_aw_len_o + 1u, 0});
         ++write_bursts_;
     }
-    if (w_fire) w_beats_.push_back(w_offered);
+    if (w_fire) {
+        w_beats_.push_back(w_offered);
+        w_open_ = !w_offered.last;
+    }
     if (b_fire) {
         --b_pending_;
         b_resps_.pop_front();
