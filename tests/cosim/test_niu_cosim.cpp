@@ -29,6 +29,7 @@
 #include NIU_MODEL_HEADER
 #include "common/errors.hpp"
 #include "niu/niu_model.hpp"
+#include "niu/niu_timing.hpp"
 #include "niu/program.hpp"
 #include "niu_harness.hpp"
 #include "noise_models/noise_model.hpp"
@@ -782,3 +783,95 @@ INSTANTIATE_TEST_SUITE_P(MidBurst, NiuCosimReset,
                                            ResetCase{ResetPoint::WeightRead, "DuringAWeightReadBurst"},
                                            ResetCase{ResetPoint::WeightWrite, "DuringAWriteBurst"}),
                          reset_case_name);
+
+// Memory latency against the timing model (docs/niu_rtl.md, "Memory latency").  niu_round_time
+// charges NIU_LAYER_WORDS + NIU_PIPE_STAGES cycles per layer beside the streaming, as measured on
+// a zero-latency memory.  A memory whose R data comes `read` cycles later and whose B comes
+// `write` cycles later adds exactly `read` once (the header) and 2 read + write per layer: the
+// controller waits for the block's first beat, the weights' first beat and the last B, one after
+// the other, while the bursts stay pipelined and the streaming rate does not change.  On an ideal
+// bus otherwise, the RTL's cycles from the first AR to the last B must grow by exactly that term,
+// and stay within kModelSlack cycles per layer of the model's plus the term (the model rounds
+// neither a partial last beat up nor counts the controller's few cycles per layer).
+namespace {
+
+struct LatencyCase {
+    unsigned read, write;
+};
+
+std::string latency_case_name(const ::testing::TestParamInfo<LatencyCase>& info) {
+    return "Read" + std::to_string(info.param.read) + "Write" + std::to_string(info.param.write);
+}
+
+constexpr double kModelSlack = 24.0;  // cycles per layer
+
+// Three layers (one not a whole number of beats) on an otherwise ideal bus.
+Case latency_program() {
+    pcg32 rng(17, 17);
+    const std::uint32_t counts[] = {200 * kBeat, 57 * kBeat + 9, 400 * kBeat};
+    Case c;
+    std::vector<niu::NiuLayerSpec> specs;
+    std::uint64_t next = 4096 + 64;
+    for (std::uint32_t count : counts) {
+        Layer& layer = c.layers.emplace_back();
+        layer.clean = random_codes(rng, count);
+        layer.spec.layer_id = std::uint32_t(specs.size());
+        layer.spec.count = count;
+        layer.spec.absmax = niu::clean_absmax(layer.clean, niu::AbsMaxMode::Layer);
+        layer.spec.src_addr = next;
+        layer.spec.dst_addr = next + 16384;
+        next += 32768;
+        specs.push_back(layer.spec);
+    }
+    c.program = niu::compile_program(*noise::make_noise_model("pcm_like", {}), specs, {.seed = 8, .chip = 0, .round = 1, .t = 3600.0});
+    c.prog_addr = next;
+    return c;
+}
+
+// Runs `c` on a memory of the given latency; returns the cycles from the first AR to the last B,
+// after checking the bytes against the model and the bus for violations.
+std::uint64_t cycles_with_latency(const Case& c, unsigned read, unsigned write) {
+    Harness sim(kMemoryBytes, 13, {}, 13);
+    sim.memory().set_latency(read, write);
+    sim.store_words(c.prog_addr, c.program.to_words());
+    for (const Layer& l : c.layers) sim.store_bytes(l.spec.src_addr, l.clean);
+    const NiuStatus s = sim.run_program(c.prog_addr, 127, 2'000'000);
+    EXPECT_EQ(s.error, 0u);
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().front();
+    const auto& m = sim.memory().bytes();
+    for (std::size_t l = 0; l < c.layers.size(); ++l) {
+        const niu::NiuLayerSpec& spec = c.layers[l].spec;
+        const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(spec.dst_addr),
+                                               m.begin() + std::ptrdiff_t(spec.dst_addr + spec.count));
+        EXPECT_EQ(mismatches(written, model_output(c.program.layers[l], c.layers[l].clean)), 0u) << "layer " << l;
+    }
+    return sim.memory().last_b_cycle() - sim.memory().first_ar_cycle() + 1;
+}
+
+}  // namespace
+
+class NiuCosimLatency : public ::testing::TestWithParam<LatencyCase> {};
+
+TEST_P(NiuCosimLatency, CyclesAreTheModelsPlusTheLatencyTerm) {
+    const auto [read, write] = GetParam();
+    const Case c = latency_program();
+    const int layers = int(c.layers.size());
+    const std::uint64_t term = read + std::uint64_t(layers) * (2 * read + write);
+    const std::uint64_t base = cycles_with_latency(c, 0, 0);
+    const std::uint64_t rtl = cycles_with_latency(c, read, write);
+    EXPECT_EQ(rtl - base, term);
+
+    // The model at this build's measured rate; the test memory is no HBM channel, so its limit is lifted.
+    NiuConfig cfg = niu_config_for_lanes(kLanes);
+    cfg.channel_bytes_per_s = 1e15;
+    std::int64_t weights = 0;
+    for (const auto& l : c.layers) weights += l.spec.count;
+    const double model = niu_round_time(cfg, weights, layers).seconds * cfg.clock_hz;
+    std::printf("%d lanes, read latency %u, write latency %u: RTL %llu cycles, model %.0f + latency term %llu (RTL %+.0f)\n",
+                kLanes, read, write, (unsigned long long)rtl, model, (unsigned long long)term, double(rtl) - model - double(term));
+    EXPECT_NEAR(double(rtl), model + double(term), kModelSlack * layers);
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, NiuCosimLatency,
+                         ::testing::Values(LatencyCase{60, 60}, LatencyCase{150, 20}, LatencyCase{10, 200}),
+                         latency_case_name);
