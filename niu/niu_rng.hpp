@@ -32,6 +32,8 @@ inline std::int64_t clamp64(std::int64_t v, std::int64_t lo, std::int64_t hi) { 
 // ---- xoshiro128++ ---------------------------------------------------------------------------
 
 using RngState = std::array<std::uint32_t, 4>;  // s0, s1, s2, s3
+static_assert(gen::NIU_RNG_STATE_WORDS == 4 && gen::NIU_RNG_WORD_BITS == 32 && gen::NIU_RNG_STATE_BITS == 128,
+              "RngState is the generated xoshiro128 state: four 32-bit words");
 
 inline constexpr int kStreams = gen::NIU_BEAT_LANES;   // streams per generator and layer
 inline constexpr int kChipGens = gen::NIU_RNG_CHIP_GENS;
