@@ -119,7 +119,7 @@ std::size_t chip_word(std::uint64_t i, int run) {
            std::size_t(i % NiuChipState::kBlockWeights);
 }
 
-constexpr std::uint16_t kSignBit = 0x8000;
+constexpr std::uint16_t kSignBit = NiuChipState::kSignBit;
 
 // Scalar chip half: beats [first, last), chip generators' states at `first` (advanced in place).
 void chip_beats_scalar(const NiuLayerProgram& layer, const std::int8_t* clean, std::uint16_t* words, std::uint64_t first,

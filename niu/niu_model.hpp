@@ -30,6 +30,12 @@ namespace aimcemu::niu {
 
 inline constexpr int kBeatLanes = gen::NIU_BEAT_LANES;
 
+// The vector kernels keep two 16-bit table fields in one 32-bit lane, low | high << kTableFieldBits,
+// as the program words hold them (GT | SP, MU | SN, RT | RD; the 2^-f ROM's E | D likewise).
+inline constexpr int kTableFieldBits = gen::NIU_TABLE_FIELD_BITS;
+inline constexpr std::uint32_t kTableFieldMask = (1u << kTableFieldBits) - 1;
+static_assert(2 * kTableFieldBits == 32, "two table fields fill a 32-bit vector lane");
+
 // The six standard normals (Q3.12) of one weight: z1/z2/z3 of the g+ and g- devices.
 struct WeightDraws {
     std::int32_t prog_plus, prog_minus, nu_plus, nu_minus, read_plus, read_minus;
@@ -67,8 +73,8 @@ std::vector<std::int8_t> apply_layer(const NiuLayerProgram& layer, std::span<con
 // chip's programmed devices are the same in every round and at every t; computing them once and
 // running only the round half (one generator instead of four, two normals instead of six) gives
 // the same bits as the full model.  Layout: per 16 consecutive weights, four runs of sixteen
-// uint16 -- gp of g+, nu of g+, gp of g-, nu of g- -- and bit 15 of gp+ is the clean code's sign
-// (gp <= G_MAX < 2^15).  The words cover whole beats (32 weights); those past the layer are 0.
+// uint16 -- gp of g+, nu of g+, gp of g-, nu of g- -- and bit NIU_G_BITS (15) of gp+ is the clean code's
+// sign (gp <= G_MAX < 2^NIU_G_BITS).  The words cover whole beats (32 weights); those past the layer are 0.
 // A round streams the words once, start to end: from 2 MiB on they sit on huge pages where the
 // kernel gives them (common/huge_pages.hpp), one TLB entry per 256 K weights instead of 512.
 // The allocator of a chip state's words: 2 MiB pages (HugePageAllocator), and resize() leaves new
@@ -80,6 +86,10 @@ using ChipWordAllocator = DefaultInitAllocator<T, HugePageAllocator>;
 struct NiuChipState {
     static constexpr int kBlockWeights = 16;  // one AVX-512 vector of a field, two AVX2 vectors
     static constexpr int kBlockWords = 4 * kBlockWeights;
+    // gp+ carries the clean code's sign in the bit above its NIU_G_BITS.
+    static constexpr std::uint16_t kSignBit = std::uint16_t(1u << gen::NIU_G_BITS);
+    static constexpr std::uint16_t kMagnitudeMask = std::uint16_t(kSignBit - 1);
+    static_assert(gen::NIU_G_BITS < 16, "gp and the sign share one uint16 word");
     std::uint32_t count = 0;
     // What the chip half depends on besides the clean codes, copied from the layer program it
     // was computed from: the code table and the chip generators' start states.  Programs of one

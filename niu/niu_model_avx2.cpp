@@ -41,10 +41,11 @@ constexpr int kBlock = 64;  // beats per block
 struct Tables {
     std::int32_t gauss_chip[NIU_GAUSS_ENTRIES];
     std::int32_t gauss_read[NIU_GAUSS_ENTRIES];
-    __m256i exp2[NIU_EXP_ENTRIES / 8];             // E[k] | D[k] << 16, eight entries per register
-    std::int32_t code_lo[NIU_CODE_TABLE];          // GT | SP << 16
-    std::int32_t code_hi[NIU_CODE_TABLE];          // MU | SN << 16
-    std::int32_t read[NIU_RT_SEGMENTS];            // RT[j] | RD[j] << 16 (RD signed)
+    // Two fields per entry, low | high << kTableFieldBits (niu_model.hpp).
+    __m256i exp2[NIU_EXP_ENTRIES / 8];             // E[k] | D[k], eight entries per register
+    std::int32_t code_lo[NIU_CODE_TABLE];          // GT | SP
+    std::int32_t code_hi[NIU_CODE_TABLE];          // MU | SN
+    std::int32_t read[NIU_RT_SEGMENTS];            // RT[j] | RD[j] (RD signed)
 };
 
 // --- The operations of niu_simd_body.inc, for eight 32-bit lanes ------------------------------
@@ -89,7 +90,10 @@ inline I exp2_entry(const Tables& t, I x) {
 }
 inline I exp2_fraction(I x) { return _mm256_and_si256(x, _mm256_set1_epi32((1 << NIU_EXP_FRAC_BITS) - 1)); }
 // The entry's high word, sign-extended (RD is signed; the 2^-f slopes are below 2^15), times f.
-inline I slope_times(I entry, I fraction) { return _mm256_mullo_epi32(_mm256_srai_epi32(entry, 16), fraction); }
+inline I slope_times(I entry, I fraction) { return _mm256_mullo_epi32(_mm256_srai_epi32(entry, kTableFieldBits), fraction); }
+
+// IEEE-754 single precision: where the exponent field starts and its bias.
+constexpr int kFloatMantissaBits = 23, kFloatExponentBias = 127;
 
 struct SigmaEntry {
     I entry, fraction;
@@ -97,8 +101,9 @@ struct SigmaEntry {
 // The float exponent of max(gp, 1) is the octave, the mantissa the segment and fraction.
 inline SigmaEntry read_sigma_entry(const Tables& t, I gp) {
     const I gbits = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_max_epi32(gp, _mm256_set1_epi32(1))));
-    const I j = _mm256_sub_epi32(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS), _mm256_set1_epi32(127 << NIU_RT_SEG_BITS));
-    const I fr = _mm256_and_si256(_mm256_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS),
+    const I j = _mm256_sub_epi32(_mm256_srli_epi32(gbits, kFloatMantissaBits - NIU_RT_SEG_BITS),
+                                 _mm256_set1_epi32(kFloatExponentBias << NIU_RT_SEG_BITS));
+    const I fr = _mm256_and_si256(_mm256_srli_epi32(gbits, kFloatMantissaBits - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS),
                                   _mm256_set1_epi32((1 << NIU_RT_FRAC_BITS) - 1));
     return {_mm256_i32gather_epi32(t.read, j, 4), fr};
 }
@@ -109,19 +114,23 @@ inline SigmaEntry read_sigma_entry(const Tables& t, I gp) {
 
 // Gaussian ROM index of UBits-bit uniforms (niu_rng.hpp gauss_index): the float conversion of v
 // (exact below 2^24) holds the leading one's position in its exponent e (v = 0 converts to 0.0f,
-// whose group comes out 0 after the clamp at 0); group = max(e - o + 2, 0) / 3, computed as
-// (x * 11) >> 5 (exact for x <= 30); window = ((v << 5) >> (3g + o)) & 63.
+// whose group comes out 0 after the clamp at 0); group = max(e - o + span - 1, 0) / span, as a
+// multiply and a shift that exact_reciprocal proves exact for every x this width reaches;
+// window = ((v << (wbits - 1)) >> (span g + o)) & (2^wbits - 1).
 template <int UBits>
 inline __m256i gaussian(const std::int32_t* rom, __m256i u) {
     constexpr int vbits = UBits - 1, wbits = NIU_GAUSS_WINDOW_BITS, span = NIU_GAUSS_GROUP_SPAN;
     constexpr int offset = (vbits - 1) % span;
-    static_assert(span == 3, "the division by 3 below assumes three-bit groups");
+    constexpr ExactReciprocal by_span = exact_reciprocal(span, gauss_group_numerator_max(UBits));
+    static_assert(by_span.shift >= 0, "no exact multiply-shift division by the group span for this uniform width");
+    static_assert(vbits <= kFloatMantissaBits + 1, "the float conversion of the magnitude must be exact");
     const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(u, vbits), NIU_GAUSS_GROUP_BITS + wbits);
     const __m256i v = _mm256_and_si256(u, _mm256_set1_epi32((1 << vbits) - 1));
-    const __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(v)), 23), _mm256_set1_epi32(127));
+    const __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(v)), kFloatMantissaBits),
+                                       _mm256_set1_epi32(kFloatExponentBias));
     const __m256i x = _mm256_max_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(span - 1 - offset)), _mm256_setzero_si256());
-    const __m256i group = _mm256_srli_epi32(_mm256_mullo_epi32(x, _mm256_set1_epi32(11)), 5);
-    const __m256i top = _mm256_add_epi32(_mm256_add_epi32(group, _mm256_add_epi32(group, group)), _mm256_set1_epi32(offset));
+    const __m256i group = _mm256_srli_epi32(_mm256_mullo_epi32(x, _mm256_set1_epi32(std::int32_t(by_span.mul))), by_span.shift);
+    const __m256i top = _mm256_add_epi32(_mm256_mullo_epi32(group, _mm256_set1_epi32(span)), _mm256_set1_epi32(offset));
     const __m256i window = _mm256_and_si256(_mm256_srlv_epi32(_mm256_slli_epi32(v, wbits - 1), top), _mm256_set1_epi32((1 << wbits) - 1));
     const __m256i index = _mm256_or_si256(_mm256_or_si256(sign, _mm256_slli_epi32(group, wbits)), window);
     return _mm256_i32gather_epi32(rom, index, 4);
@@ -155,13 +164,15 @@ struct ChipNormals {
 };
 
 inline ChipNormals chip_normals(const Tables& t, const __m256i* u) {
-    constexpr int chip = NIU_GAUSS_CHIP_U_BITS;
-    const __m256i low8 = _mm256_set1_epi32(0xFF);
-    const __m256i packed = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(u[0], low8), 16),
-                                                           _mm256_slli_epi32(_mm256_and_si256(u[1], low8), 8)),
-                                           _mm256_and_si256(u[2], low8));
-    return {gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[0], 8)), gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[1], 8)),
-            gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[2], 8)), gaussian<chip>(t.gauss_chip, packed)};
+    constexpr int chip = NIU_GAUSS_CHIP_U_BITS, low_bits = kChipLowBits;
+    static_assert(kChipGens == 3, "z2- packs the low bits of exactly three chip outputs");
+    const __m256i low = _mm256_set1_epi32(std::int32_t(kChipLowMask));
+    const __m256i packed = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(u[0], low), 2 * low_bits),
+                                                           _mm256_slli_epi32(_mm256_and_si256(u[1], low), low_bits)),
+                                           _mm256_and_si256(u[2], low));
+    return {gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[0], low_bits)),
+            gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[1], low_bits)),
+            gaussian<chip>(t.gauss_chip, _mm256_srli_epi32(u[2], low_bits)), gaussian<chip>(t.gauss_chip, packed)};
 }
 
 // The read normals z3+ and z3- of eight weights from the read generator's outputs (the high
@@ -172,8 +183,8 @@ struct ReadNormals {
 
 inline ReadNormals read_normals(const Tables& t, __m256i u) {
     constexpr int read = NIU_GAUSS_READ_U_BITS;
-    return {gaussian<read>(t.gauss_read, _mm256_srli_epi32(u, 16)),
-            gaussian<read>(t.gauss_read, _mm256_and_si256(u, _mm256_set1_epi32(0xFFFF)))};
+    return {gaussian<read>(t.gauss_read, _mm256_srli_epi32(u, read)),
+            gaussian<read>(t.gauss_read, _mm256_and_si256(u, _mm256_set1_epi32(std::int32_t(kReadLowMask))))};
 }
 
 // The g+ and g- device parameters of eight clean codes c (g+ is on for c >= 0, g- for c < 0).
@@ -187,7 +198,7 @@ inline PairDevices pair_devices(const Tables& t, __m256i c, const Device& off) {
     const __m256i a = _mm256_min_epi32(_mm256_abs_epi32(c), _mm256_set1_epi32(NIU_CODE_TABLE - 1));
     const __m256i lo = _mm256_i32gather_epi32(t.code_lo, a, 4);
     const __m256i hi = _mm256_i32gather_epi32(t.code_hi, a, 4);
-    const Device on{low16(lo), _mm256_srli_epi32(lo, 16), low16(hi), _mm256_srli_epi32(hi, 16)};
+    const Device on{low_field(lo), _mm256_srli_epi32(lo, kTableFieldBits), low_field(hi), _mm256_srli_epi32(hi, kTableFieldBits)};
     return {neg,
             {_mm256_blendv_epi8(on.gt, off.gt, neg), _mm256_blendv_epi8(on.sp, off.sp, neg),
              _mm256_blendv_epi8(on.mu, off.mu, neg), _mm256_blendv_epi8(on.sn, off.sn, neg)},
@@ -212,15 +223,16 @@ void fill_tables(Tables& t, const NiuLayerProgram& layer) {
         t.gauss_read[i] = NIU_GAUSS_READ_ROM[std::size_t(i)];
     }
     alignas(32) std::int32_t exp2[NIU_EXP_ENTRIES];
-    for (int k = 0; k < NIU_EXP_ENTRIES; ++k) exp2[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << 16);
+    for (int k = 0; k < NIU_EXP_ENTRIES; ++k) exp2[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << kTableFieldBits);
     for (int r = 0; r < NIU_EXP_ENTRIES / 8; ++r) t.exp2[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(exp2 + 8 * r));
     for (int a = 0; a < NIU_CODE_TABLE; ++a) {
         const CodeEntry& e = layer.code[std::size_t(a)];
-        t.code_lo[a] = e.gt | (e.sp << 16);
-        t.code_hi[a] = e.mu | (e.sn << 16);
+        t.code_lo[a] = e.gt | (e.sp << kTableFieldBits);
+        t.code_hi[a] = e.mu | (e.sn << kTableFieldBits);
     }
     for (int j = 0; j < NIU_RT_SEGMENTS; ++j)
-        t.read[j] = std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & 0xFFFFu) | (std::uint32_t(layer.rd[std::size_t(j)]) << 16));
+        t.read[j] = std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & kTableFieldMask) |
+                                 (std::uint32_t(layer.rd[std::size_t(j)]) << kTableFieldBits));
 }
 
 Device off_device(const NiuLayerProgram& layer) {
@@ -299,7 +311,7 @@ void chip_beats_avx2(const NiuLayerProgram& layer, const std::int8_t* clean, std
     fill_tables(t, layer);
     const Device off = off_device(layer);
     const std::uint64_t count = layer.count;
-    const __m256i sign_bit = _mm256_set1_epi32(0x8000);
+    const __m256i sign_bit = _mm256_set1_epi32(NiuChipState::kSignBit);
 
     alignas(32) std::uint32_t uni[kChipGens][kBlock][8];
     for (int group = 0; group < kStreams / 8; ++group) {

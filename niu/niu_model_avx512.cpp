@@ -55,6 +55,7 @@ constexpr int kReadOffset = (kReadVBits - 1) % NIU_GAUSS_GROUP_SPAN;        // 2
 constexpr int kReadGroups = (kReadVBits - 1 - kReadOffset + NIU_GAUSS_GROUP_SPAN - 1) / NIU_GAUSS_GROUP_SPAN + 1;  // 5
 static_assert(NIU_GAUSS_WINDOW_BITS == 6, "a window addresses the 64 words of a two-register permute");
 static_assert(NIU_GAUSS_READ_U_BITS == 16, "the read uniforms are the two 16-bit halves of a generator output");
+static_assert(kTableFieldBits == 16, "a table entry is two words for vpmaddwd and the word permutes");
 static_assert(kReadGroups <= (1 << NIU_GAUSS_GROUP_BITS), "every reachable group has ROM entries");
 static_assert(NIU_EXP_ENTRIES == 32, "the 2^-f ROM is one two-register dword permute");
 static_assert(NIU_RT_SEGMENTS <= 128, "the read-sigma table fits four two-register dword permutes");
@@ -149,7 +150,7 @@ inline SigmaEntry read_sigma_entry(const Tables& t, I gp) {
 // three bits sit at the window's top: right by 3g + offset - 5 (left for negative counts).
 inline __m512i read_normals(const Tables& t, __m512i u) {
     const __mmask32 negative = _mm512_movepi16_mask(u);
-    const __m512i v = _mm512_and_si512(u, _mm512_set1_epi16(0x7FFF));
+    const __m512i v = _mm512_and_si512(u, _mm512_set1_epi16(std::int16_t((1 << kReadVBits) - 1)));
     constexpr int shift0 = kReadOffset - (NIU_GAUSS_WINDOW_BITS - 1);
     static_assert(shift0 <= 0, "group 0's window is the magnitude shifted left");
     __m512i z = _mm512_permutex2var_epi16(t.gauss_lo[0], _mm512_slli_epi16(v, -shift0), t.gauss_hi[0]);
@@ -174,11 +175,11 @@ void fill_tables(Tables& t, const NiuLayerProgram& layer) {
         t.gauss_hi[g] = _mm512_load_si512(words + 32);
     }
     alignas(64) std::int32_t dwords[128] = {};
-    for (int k = 0; k < NIU_EXP_ENTRIES; ++k) dwords[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << 16);
+    for (int k = 0; k < NIU_EXP_ENTRIES; ++k) dwords[k] = NIU_EXP_VALUE[std::size_t(k)] | (NIU_EXP_SLOPE[std::size_t(k)] << kTableFieldBits);
     for (int r = 0; r < 2; ++r) t.exp2[r] = _mm512_load_si512(dwords + 16 * r);
     for (int j = 0; j < 128; ++j)
-        dwords[read_table_slot(j)] = j < NIU_RT_SEGMENTS ? std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & 0xFFFFu) |
-                                                                        (std::uint32_t(layer.rd[std::size_t(j)]) << 16))
+        dwords[read_table_slot(j)] = j < NIU_RT_SEGMENTS ? std::int32_t((std::uint32_t(layer.rt[std::size_t(j)]) & kTableFieldMask) |
+                                                                        (std::uint32_t(layer.rd[std::size_t(j)]) << kTableFieldBits))
                                                          : 0;
     for (int r = 0; r < 8; ++r) t.read[r] = _mm512_load_si512(dwords + 16 * r);
 }

@@ -32,6 +32,8 @@ inline std::int64_t clamp64(std::int64_t v, std::int64_t lo, std::int64_t hi) { 
 // ---- xoshiro128++ ---------------------------------------------------------------------------
 
 using RngState = std::array<std::uint32_t, 4>;  // s0, s1, s2, s3
+static_assert(gen::NIU_RNG_STATE_WORDS == 4 && gen::NIU_RNG_WORD_BITS == 32 && gen::NIU_RNG_STATE_BITS == 128,
+              "RngState is the generated xoshiro128 state: four 32-bit words");
 
 inline constexpr int kStreams = gen::NIU_BEAT_LANES;   // streams per generator and layer
 inline constexpr int kChipGens = gen::NIU_RNG_CHIP_GENS;
@@ -86,6 +88,32 @@ inline int gauss_index(std::uint32_t u, int ubits) {
     return int((sign << (gen::NIU_GAUSS_GROUP_BITS + wbits)) | (std::uint32_t(group) << wbits) | window);
 }
 
+// A multiply and a shift that divide every x in 0..max_x by `divisor` exactly: (x * mul) >> shift
+// == x / divisor, with x * mul below 2^31 (a signed 32-bit vector lane).  The vector kernels
+// divide by NIU_GAUSS_GROUP_SPAN this way (SIMD has no integer division); shift = -1 says none
+// was found, which their static_asserts refuse.
+struct ExactReciprocal {
+    std::int64_t mul;
+    int shift;
+};
+constexpr ExactReciprocal exact_reciprocal(int divisor, int max_x) {
+    for (int shift = 0; shift < 31; ++shift) {
+        const std::int64_t mul = ((std::int64_t(1) << shift) + divisor - 1) / divisor;
+        bool exact = true;
+        for (std::int64_t x = 0; x <= max_x && exact; ++x)
+            exact = x * mul < (std::int64_t(1) << 31) && ((x * mul) >> shift) == x / divisor;
+        if (exact) return {mul, shift};
+    }
+    return {0, -1};
+}
+
+// The largest numerator gauss_index divides by the group span for `ubits`-bit uniforms: the
+// leading one of the magnitude sits at most at bit ubits - 2.
+constexpr int gauss_group_numerator_max(int ubits) {
+    const int vbits = ubits - 1, offset = (vbits - 1) % gen::NIU_GAUSS_GROUP_SPAN;
+    return (vbits - 1) - offset + gen::NIU_GAUSS_GROUP_SPAN - 1;
+}
+
 // Normals (Q3.12) of the chip draws (24-bit uniforms) and of the read draws (16-bit uniforms).
 inline std::int32_t gaussian_chip(std::uint32_t u24) {
     return gen::NIU_GAUSS_CHIP_ROM[std::size_t(gauss_index(u24, gen::NIU_GAUSS_CHIP_U_BITS))];
@@ -101,8 +129,22 @@ struct WeightUniforms {
     std::uint32_t prog_plus, prog_minus, nu_plus, nu_minus, read_plus, read_minus;
 };
 
+// The field layout of those uniforms, derived from the generated widths as rtl/niu_lane.sv derives
+// it (its ByteBits): a chip uniform is the top NIU_GAUSS_CHIP_U_BITS of an output, and the low
+// bits left over by the three chip outputs make the fourth chip uniform; a read output is two read
+// uniforms.  The vector kernels use the same names.
+inline constexpr int kChipLowBits = gen::NIU_RNG_WORD_BITS - gen::NIU_GAUSS_CHIP_U_BITS;  // 8
+inline constexpr std::uint32_t kChipLowMask = (1u << kChipLowBits) - 1;
+inline constexpr std::uint32_t kReadLowMask = (1u << gen::NIU_GAUSS_READ_U_BITS) - 1;
+static_assert(kChipGens * kChipLowBits == gen::NIU_GAUSS_CHIP_U_BITS,
+              "z2- is the low bits of the three chip outputs, one chip uniform wide");
+static_assert(2 * gen::NIU_GAUSS_READ_U_BITS == gen::NIU_RNG_WORD_BITS, "a read output is exactly two read uniforms");
+
 inline WeightUniforms split_uniforms(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2, std::uint32_t r0) {
-    return {c0 >> 8, c1 >> 8, c2 >> 8, ((c0 & 0xFFu) << 16) | ((c1 & 0xFFu) << 8) | (c2 & 0xFFu), r0 >> 16, r0 & 0xFFFFu};
+    const std::uint32_t low = ((c0 & kChipLowMask) << (2 * kChipLowBits)) | ((c1 & kChipLowMask) << kChipLowBits) |
+                              (c2 & kChipLowMask);
+    return {c0 >> kChipLowBits, c1 >> kChipLowBits, c2 >> kChipLowBits, low, r0 >> gen::NIU_GAUSS_READ_U_BITS,
+            r0 & kReadLowMask};
 }
 
 }  // namespace aimcemu::niu

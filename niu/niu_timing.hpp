@@ -8,7 +8,9 @@
 //   AXI port:    beat_bytes x clock per direction (AXI reads and writes run in parallel)
 //   HBM channel: channel_bytes_per_s x efficiency / 2 (reads and writes share the channel)
 // and every layer first loads its program block (NIU_LAYER_WORDS words at one word per cycle,
-// then the pipeline fills).  The NIU keeps no per-chip state in HBM: the chip draws are
+// then the pipeline fills).  Memory latency is left out: a memory whose read data comes R
+// cycles and whose write responses come W cycles later than a zero-latency one adds R + layers
+// x (2R + W) cycles (docs/niu_rtl.md, "Memory latency"), microseconds against milliseconds.  The NIU keeps no per-chip state in HBM: the chip draws are
 // regenerated every round (docs/niu_datapath.md section 2), so there is no programming pass.
 #pragma once
 #include <cstdint>

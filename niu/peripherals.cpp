@@ -224,7 +224,7 @@ void Peripherals::apply_output(int layer_index, std::int64_t image, const Tensor
         for (std::int64_t chunk = 0; chunk < n; chunk += kPeriphLanes) {
             if (r.sigma != 0)   // every lane steps once per chunk, used or not (the hardware's rule)
                 for (int k = 0; k < kPeriphLanes; ++k)
-                    z[std::size_t(k)] = gaussian_chip(xoshiro_next(lanes[std::size_t(k)]) >> (32 - gen::NIU_GAUSS_CHIP_U_BITS));
+                    z[std::size_t(k)] = gaussian_chip(xoshiro_next(lanes[std::size_t(k)]) >> kChipLowBits);
             const std::int64_t end = std::min(n, chunk + kPeriphLanes);
             for (std::int64_t o = chunk; o < end; ++o) {
                 const std::int32_t b = bias[std::size_t(o)];

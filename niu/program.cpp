@@ -125,16 +125,22 @@ std::uint32_t back_scale(int absmax, int out_bits, double alpha) {
 
 // ---- word image ----------------------------------------------------------------------------
 
+// A 64-bit address is two program words, low word first (rtl/niu_loader.sv reads them so).
+static_assert(2 * NIU_WORD_BITS == 64, "an address is two program words");
 void put64(std::uint32_t* w, std::uint64_t v) {
     w[0] = std::uint32_t(v);
-    w[1] = std::uint32_t(v >> 32);
+    w[1] = std::uint32_t(v >> NIU_WORD_BITS);
 }
-std::uint64_t get64(const std::uint32_t* w) { return std::uint64_t(w[0]) | (std::uint64_t(w[1]) << 32); }
+std::uint64_t get64(const std::uint32_t* w) { return std::uint64_t(w[0]) | (std::uint64_t(w[1]) << NIU_WORD_BITS); }
 
-std::uint32_t pack(std::int32_t lo, std::int32_t hi) { return (std::uint32_t(lo) & 0xFFFFu) | (std::uint32_t(hi) << 16); }
-std::int32_t low_half(std::uint32_t w) { return std::int32_t(w & 0xFFFFu); }
-std::int32_t high_half(std::uint32_t w) { return std::int32_t(w >> 16); }
-std::int32_t high_half_signed(std::uint32_t w) { return std::int32_t(std::int16_t(std::uint16_t(w >> 16))); }
+// Table words hold two fields of NIU_TABLE_FIELD_BITS, low | high << NIU_TABLE_FIELD_BITS.
+constexpr int kField = NIU_TABLE_FIELD_BITS;
+constexpr std::uint32_t kFieldMask = (1u << kField) - 1;
+static_assert(2 * kField == NIU_WORD_BITS && kField == 16, "a table word is two 16-bit fields (the signed slope is an int16)");
+std::uint32_t pack(std::int32_t lo, std::int32_t hi) { return (std::uint32_t(lo) & kFieldMask) | (std::uint32_t(hi) << kField); }
+std::int32_t low_half(std::uint32_t w) { return std::int32_t(w & kFieldMask); }
+std::int32_t high_half(std::uint32_t w) { return std::int32_t(w >> kField); }
+std::int32_t high_half_signed(std::uint32_t w) { return std::int32_t(std::int16_t(std::uint16_t(w >> kField))); }
 
 void write_layer(const NiuLayerProgram& l, std::uint32_t* w) {
     put64(w + NIU_LAYER_SRC_ADDR, l.src_addr);

@@ -74,13 +74,23 @@ module niu #(
   localparam int IndexBits  = niu_constants_pkg::NIU_WORD_INDEX_BITS;
   localparam int LayerWords = niu_constants_pkg::NIU_LAYER_WORDS;
   localparam int WordsBeat  = niu_constants_pkg::NIU_WORDS_PER_BEAT;
-  localparam int SkipBits   = $clog2(WordsBeat);
+  localparam int BlockBeats = LayerWords / WordsBeat;
   localparam int WordShift  = $clog2(WordBits / niu_constants_pkg::NIU_CODE_BITS);  // bytes per word
   localparam int ErrBits    = niu_constants_pkg::NIU_STATUS_ERROR_BITS;
   localparam int CountBits  = niu_constants_pkg::NIU_LAYER_COUNT_BITS;
   localparam int CntBits    = niu_constants_pkg::NIU_COUNTER_BITS;
   localparam int CodeBits   = niu_constants_pkg::NIU_CODE_BITS;
   localparam int GroupBits  = Lanes * CodeBits;
+
+  // Every layer block starts on a beat: PROG_ADDR is beat-aligned (checked at CTRL.start) and the
+  // header and every block are whole beats, so a block is read as whole beats from its first word.
+  // rtl/niu_gen.py refuses other sizes; this repeats the check where the assumption is made
+  // (Icarus 11 has no elaboration-time $error; Verilator and Yosys make it).
+`ifndef __ICARUS__
+  if (niu_constants_pkg::NIU_PROG_HEADER_WORDS % WordsBeat != 0 || LayerWords % WordsBeat != 0) begin : g_block_align
+    $error("NIU_PROG_HEADER_WORDS and NIU_LAYER_WORDS must be multiples of NIU_WORDS_PER_BEAT");
+  end
+`endif
 
   // ---------------------------------------------------------------- control registers
   logic                 start;
@@ -138,9 +148,6 @@ module niu #(
   logic [BeatCntW-1:0] rd_beats;
   logic                rd_beat_valid, rd_beat_ready, rd_beat_last;
   logic [DataBits-1:0] rd_beat_data;
-  logic [SkipBits-1:0] block_skip;  // words before the block in its first beat
-
-  assign block_skip = block_addr_q[BeatShift-1:WordShift];
 
   always_comb begin
     rd_addr  = '0;
@@ -151,8 +158,8 @@ module niu #(
         rd_beats = BeatCntW'(1);
       end
       StBlock: begin
-        rd_addr  = AddrBits'({block_addr_q[DWordBits-1:BeatShift], BeatShift'(0)});
-        rd_beats = (BeatCntW'(block_skip) + BeatCntW'(LayerWords + WordsBeat - 1)) / BeatCntW'(WordsBeat);
+        rd_addr  = AddrBits'(block_addr_q);
+        rd_beats = BeatCntW'(BlockBeats);
       end
       default: begin  // StStream (and unused otherwise)
         rd_addr  = AddrBits'(src_addr);
@@ -196,7 +203,6 @@ module niu #(
   niu_word_unpack u_unpack (
     .clk_i, .rst_ni,
     .start_i      (phase_start_q && !streaming),
-    .skip_i       ((state_q == StBlock) ? block_skip : '0),
     .beat_valid_i (rd_beat_valid && !streaming),
     .beat_ready_o (unpack_ready),
     .beat_data_i  (rd_beat_data),
@@ -390,8 +396,11 @@ module niu #(
   // Whether the layer block at `addr` ends below the top of the address space.  Checked before
   // the block is read: a block read past the top would wrap to address 0 and run on words from
   // there (the start is also checked with the layer's fields, but only after the read).
+  // (The result is assigned to the function's name: Yosys 0.23 cannot parse `return <expr> == ...`.)
   function automatic logic block_fits(logic [DWordBits-1:0] addr);
-    return ((addr + (DWordBits'(LayerWords) << WordShift)) >> AddrBits) == '0;
+    logic [DWordBits-1:0] block_end;
+    block_end  = addr + (DWordBits'(LayerWords) << WordShift);
+    block_fits = (block_end >> AddrBits) == '0;
   endfunction
 
   always_comb begin

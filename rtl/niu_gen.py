@@ -266,6 +266,17 @@ def exp2_table() -> tuple[list[int], list[int]]:
     return e[:segs], [e[k] - e[k + 1] for k in range(segs)]
 
 
+def check_block_alignment() -> None:
+    """The header and every layer block are whole AXI beats.  The program base is beat-aligned
+    (the NIU checks it at CTRL.start), so every block then starts on a beat and rtl/niu.sv reads
+    it as whole beats from its first word (niu_word_unpack.sv has no word skip)."""
+    words_per_beat = AXI_DATA_BITS // WORD_BITS
+    layer_words = sum(words for _name, words, _comment in layer_fields())
+    for name, words in (("PROG_HEADER_WORDS", PROG_HEADER_WORDS), ("LAYER_WORDS", layer_words)):
+        if AXI_DATA_BITS % WORD_BITS or words % words_per_beat:
+            raise SystemExit(f"niu_gen: {name} = {words} is not a whole number of {AXI_DATA_BITS}-bit beats")
+
+
 def check_int32_headroom() -> None:
     """Every product plus its rounding constant fits a signed 32-bit lane (the AVX2 model)."""
     z_max = 1 << (Z_BITS - 1)
@@ -628,6 +639,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--docs", help="also write the generated reference (docs/niu_generated.md)")
     args = parser.parse_args(argv)
     check_int32_headroom()
+    check_block_alignment()
     os.makedirs(args.out_dir, exist_ok=True)
     consts = constants()
     gauss = (gauss_table(GAUSS_CHIP_U_BITS), gauss_table(GAUSS_READ_U_BITS))

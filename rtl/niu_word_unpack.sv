@@ -1,12 +1,12 @@
 // Turns the 256-bit beats of a program read into a stream of 32-bit words, one per cycle.
 //
-// Program blocks may start at any word address: the read covers the enclosing beats and the
-// first skip_i words are dropped.  Each delivered word carries its index within the block.
+// Program blocks (the header and every layer block) start on a beat: the program is beat-aligned
+// and the header and blocks are whole beats (rtl/niu_gen.py and niu.sv check it), so every beat
+// delivers all its words.  Each delivered word carries its index within the block.
 module niu_word_unpack (
   input  logic                                                           clk_i,
   input  logic                                                           rst_ni,
   input  logic                                                           start_i,
-  input  logic [$clog2(niu_constants_pkg::NIU_WORDS_PER_BEAT)-1:0]       skip_i,  // words to drop first
   // Beats in.
   input  logic                                                           beat_valid_i,
   output logic                                                           beat_ready_o,
@@ -25,7 +25,6 @@ module niu_word_unpack (
   logic [niu_constants_pkg::NIU_AXI_DATA_BITS-1:0] beat_q;
   logic [LeftBits-1:0]  words_left_q;   // words of beat_q still to deliver (0 = empty)
   logic [SlotBits-1:0]  slot_q;         // next word of beat_q to deliver
-  logic [SlotBits-1:0]  skip_q;         // skip still owed by the first beat
   logic [niu_constants_pkg::NIU_WORD_INDEX_BITS-1:0] index_q;
 
   logic take_beat;
@@ -39,19 +38,16 @@ module niu_word_unpack (
     if (!rst_ni) begin
       words_left_q <= '0;
       slot_q       <= '0;
-      skip_q       <= '0;
       index_q      <= '0;
     end else if (start_i) begin
       words_left_q <= '0;
       slot_q       <= '0;
-      skip_q       <= skip_i;
       index_q      <= '0;
     end else begin
       if (word_valid_o) index_q <= index_q + 1'b1;
       if (take_beat) begin
-        words_left_q <= LeftBits'(WordsBeat) - {1'b0, skip_q};
-        slot_q       <= skip_q;
-        skip_q       <= '0;
+        words_left_q <= LeftBits'(WordsBeat);
+        slot_q       <= '0;
       end else if (word_valid_o) begin
         words_left_q <= words_left_q - 1'b1;
         slot_q       <= slot_q + 1'b1;

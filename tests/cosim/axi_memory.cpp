@@ -46,7 +46,7 @@ void AxiMemory::retire_writes() {
         }
         w_beats_.pop_front();
         if (++burst.done == burst.beats) {
-            b_resps_.push_back(in_error_region(burst.addr, burst.beats) ? 2u : 0u);
+            b_resps_.push_back({in_error_region(burst.addr, burst.beats) ? 2u : 0u, now_ + 1 + write_latency_});
             writes_.pop_front();
             ++b_pending_;
         }

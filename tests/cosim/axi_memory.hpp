@@ -59,10 +59,48 @@ public:
         error_begin_ = begin;
         error_end_ = end;
     }
+    // Latency in cycles beyond the zero-latency memory, which may answer in the cycle after a
+    // handshake: a read burst's first R beat comes no earlier than read_cycles + 1 cycles after
+    // its AR handshake, a write burst's B no earlier than write_response_cycles + 1 after its last
+    // W beat (0 and 0, the default: as soon as the back-pressure allows).  Bursts stay pipelined:
+    // any number may be outstanding, each waits only for its own latency.
+    void set_latency(unsigned read_cycles, unsigned write_response_cycles) {
+        read_latency_ = read_cycles;
+        write_latency_ = write_response_cycles;
+    }
+    // Cycles sampled so far, and the cycles of the first AR and the last B handshake.
+    uint64_t now() const { return now_; }
+    uint64_t first_ar_cycle() const { return first_ar_cycle_; }
+    uint64_t last_b_cycle() const { return last_b_cycle_; }
     const std::vector<std::string>& errors() const { return errors_; }
     uint64_t read_bursts() const { return read_bursts_; }
     uint64_t write_bursts() const { return write_bursts_; }
     std::size_t max_reads_outstanding() const { return max_reads_outstanding_; }
+    // Whether a read burst is part-way through its R beats (at least one given, not the last).
+    bool read_burst_open() const { return !reads_.empty() && reads_.front().done > 0; }
+    // Whether a write burst is part-way through its W beats (at least one taken, WLAST not yet).
+    bool write_burst_open() const { return w_open_; }
+    // Whether the master offered a W beat in the last cycle that was not taken (WVALID, no WREADY).
+    bool write_beat_waiting() const { return w_held_; }
+
+    // A reset of the bus, both sides at once (AXI A3.1.2: the interface is reset as a whole): the
+    // bursts in flight, W beats not yet written and responses owed are dropped, and the slave
+    // drives every VALID and READY low.  The contents, the burst counters and the violations seen
+    // so far stay.
+    void reset() {
+        reads_.clear();
+        writes_.clear();
+        w_beats_.clear();
+        b_resps_.clear();
+        b_pending_ = 0;
+        ar_held_ = {};
+        aw_held_ = {};
+        w_held_ = false;
+        w_open_ = false;
+        ar_ready_ = aw_ready_ = w_ready_ = false;
+        r_valid_ = r_last_ = b_valid_ = false;
+        r_resp_ = b_resp_ = 0;
+    }
 
     template <class Top>
     void drive(Top& top) const;
@@ -75,6 +113,11 @@ private:
         unsigned beats = 0;
         unsigned done = 0;
         bool error = false;
+        uint64_t ready_at = 0;  // a read burst's first R beat may come from this cycle on
+    };
+    struct Response {
+        unsigned resp = 0;
+        uint64_t ready_at = 0;  // BVALID may rise from this cycle on
     };
     struct WBeat {
         uint8_t data[kBeatBytes] = {};
@@ -121,7 +164,10 @@ private:
     uint32_t r_data_[kBeatBytes / 4] = {};
     unsigned r_resp_ = 0, b_resp_ = 0;
     uint64_t error_begin_ = 0, error_end_ = 0;
-    std::deque<unsigned> b_resps_;  // responses of completed write bursts, oldest first
+    std::deque<Response> b_resps_;  // responses of completed write bursts, oldest first
+    unsigned read_latency_ = 0, write_latency_ = 0;
+    uint64_t now_ = 0;  // cycles sampled
+    uint64_t first_ar_cycle_ = 0, last_b_cycle_ = 0;
     bool in_error_region(uint64_t addr, unsigned beats) const {
         return addr < error_end_ && addr + uint64_t{beats} * kBeatBytes > error_begin_;
     }
@@ -132,6 +178,7 @@ private:
     unsigned b_pending_ = 0;     // completed write bursts owed a B response
     Held ar_held_, aw_held_;
     bool w_held_ = false;
+    bool w_open_ = false;  // W beats of a burst taken, its WLAST not yet
     WBeat w_held_beat_;  // the W payload offered while w_held_
     uint64_t read_bursts_ = 0, write_bursts_ = 0;
     std::size_t max_reads_outstanding_ = 0;
@@ -179,7 +226,8 @@ void AxiMemory::sample(const Top& top) {
 
     if (ar_fire) {
         check_request("AR", top.axi_ar_addr_o, top.axi_ar_len_o, top.axi_ar_size_o, top.axi_ar_burst_o);
-        reads_.push_back({top.axi_ar_addr_o, top.axi_ar_len_o + 1u, 0});
+        if (read_bursts_ == 0) first_ar_cycle_ = now_;
+        reads_.push_back({top.axi_ar_addr_o, top.axi_ar_len_o + 1u, 0, false, now_ + 1 + read_latency_});
         ++read_bursts_;
         if (reads_.size() > max_reads_outstanding_) max_reads_outstanding_ = reads_.size();
     }
@@ -192,10 +240,14 @@ void AxiMemory::sample(const Top& top) {
         writes_.push_back({top.axi_aw_addr_o, top.axi_aw_len_o + 1u, 0});
         ++write_bursts_;
     }
-    if (w_fire) w_beats_.push_back(w_offered);
+    if (w_fire) {
+        w_beats_.push_back(w_offered);
+        w_open_ = !w_offered.last;
+    }
     if (b_fire) {
         --b_pending_;
         b_resps_.pop_front();
+        last_b_cycle_ = now_;
     }
     retire_writes();
 
@@ -204,7 +256,7 @@ void AxiMemory::sample(const Top& top) {
     aw_ready_ = chance(bp_.aw_ready);
     w_ready_ = chance(bp_.w_ready);
     if (!r_valid_ || r_fire) {  // RVALID, once high, holds until RREADY
-        r_valid_ = !reads_.empty() && chance(bp_.r_valid);
+        r_valid_ = !reads_.empty() && reads_.front().ready_at <= now_ + 1 && chance(bp_.r_valid);
         if (r_valid_) {
             const Burst& head = reads_.front();
             read_beat(head.addr + uint64_t{head.done} * kBeatBytes, r_data_);
@@ -213,9 +265,10 @@ void AxiMemory::sample(const Top& top) {
         }
     }
     if (!b_valid_ || b_fire) {
-        b_valid_ = b_pending_ > 0 && chance(bp_.b_valid);
-        if (b_valid_) b_resp_ = b_resps_.front();
+        b_valid_ = b_pending_ > 0 && b_resps_.front().ready_at <= now_ + 1 && chance(bp_.b_valid);
+        if (b_valid_) b_resp_ = b_resps_.front().resp;
     }
+    ++now_;
 }
 
 }  // namespace aimcemu::cosim

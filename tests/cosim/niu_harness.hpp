@@ -31,6 +31,12 @@ struct RegAccess {
     unsigned resp = 0;
 };
 
+// The flip-flops' values before the first reset.  Random (Verilator's --x-initial unique, seeded
+// by x_seed) shows a register the RTL forgot to reset at once; Zero is what an FPGA's
+// configuration gives every flip-flop (INIT = 0), where a register missing from the reset passes
+// power-up and misbehaves only after a later reset in the middle of a run.
+enum class InitialValues { Random, Zero };
+
 template <class Top>
 class NiuHarness {
 public:
@@ -38,10 +44,10 @@ public:
     // on a register the RTL forgot to reset.  lite_delay: probability that the AXI4-Lite master
     // delays VALID (before offering it) or holds back READY in a cycle (0 = an ideal control bus).
     NiuHarness(std::size_t memory_bytes, std::uint64_t bus_seed, BackPressure bp, std::uint64_t x_seed,
-               double lite_delay = 0.0)
+               double lite_delay = 0.0, InitialValues initial = InitialValues::Random)
         : context_(std::make_unique<VerilatedContext>()), memory_(memory_bytes, bus_seed, bp),
           rng_(bus_seed, 0x11fe), lite_delay_(lite_delay) {
-        context_->randReset(2);
+        context_->randReset(initial == InitialValues::Zero ? 0 : 2);
         context_->randSeed(static_cast<int>(x_seed & 0x7fffffff));
         top_ = std::make_unique<Top>(context_.get());
         idle_lite();
@@ -66,6 +72,28 @@ public:
         top_->clk_i = 1;
         top_->eval();
         ++cycles_;
+    }
+
+    // Asserts rst_ni for `cycles` clocks in the middle of whatever runs, as a system reset does:
+    // the AXI memory's side of the bus is reset with it (AxiMemory::reset; its contents stay) and
+    // the AXI4-Lite master goes idle.  Returns the cycles in reset in which the NIU drove a VALID
+    // of its own high: ARVALID, AWVALID, WVALID (AXI A3.1.2 wants them low throughout reset) or
+    // the AXI4-Lite slave's BVALID, RVALID.
+    unsigned reset(int cycles) {
+        idle_lite();
+        memory_.reset();
+        top_->rst_ni = 0;
+        unsigned valid_in_reset = 0;
+        for (int i = 0; i < cycles; ++i) {
+            settle();
+            valid_in_reset += top_->axi_ar_valid_o || top_->axi_aw_valid_o || top_->axi_w_valid_o ||
+                              top_->s_axil_b_valid_o || top_->s_axil_r_valid_o;
+            top_->clk_i = 1;
+            top_->eval();
+            ++cycles_;
+        }
+        top_->rst_ni = 1;
+        return valid_in_reset;
     }
 
     // One clock cycle with the slave outputs idle and unobserved (reset).

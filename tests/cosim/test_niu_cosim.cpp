@@ -12,7 +12,8 @@
 // Negative tests, with unconditional assertions: a wrong table entry and a wrong generator state
 // in the image the RTL loads each change >= 1000 weights, exactly the ones the model says they
 // change; bad headers, bad layer fields, misaligned programs and bus errors end with their error
-// codes.
+// codes.  Reset asserted in the middle of a read or a write burst leaves an instance that runs the
+// next program exactly.
 #include <gtest/gtest.h>
 
 #include <pcg_random.hpp>
@@ -28,6 +29,7 @@
 #include NIU_MODEL_HEADER
 #include "common/errors.hpp"
 #include "niu/niu_model.hpp"
+#include "niu/niu_timing.hpp"
 #include "niu/program.hpp"
 #include "niu_harness.hpp"
 #include "noise_models/noise_model.hpp"
@@ -640,3 +642,236 @@ TEST(NiuCosimRegisters, StartWhileBusyIsIgnored) {
     const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(dst), m.begin() + std::ptrdiff_t(dst + c.layers[0].spec.count));
     EXPECT_EQ(mismatches(written, model_output(c.program.layers[0], c.layers[0].clean)), 0u);
 }
+
+// Reset asserted in the middle of a burst, then a fresh program on the same instance.  The bus is
+// reset as a whole (the AXI memory drops what was in flight, AxiMemory::reset), as a system reset
+// resets both sides of an interface.  The flip-flops start at zero, as an FPGA configures them:
+// a register missing from the reset then passes power-up and only this reset shows it (its
+// mid-run value survives).  The NIU must hold ARVALID, AWVALID and WVALID low throughout
+// reset (AXI A3.1.2), start nothing until CTRL.start, come out idle with no error and no layers
+// done, and then run another program (other round and seed, other MAX_BURST) exactly as the model
+// computes it, every destination byte rewritten (the aborted run's bytes are overwritten with the
+// guard first) and no protocol violation on the bus.
+namespace {
+
+enum class ResetPoint { BlockRead, WeightRead, WeightWrite };
+
+struct ResetCase {
+    ResetPoint point;
+    const char* name;
+};
+
+std::string reset_case_name(const ::testing::TestParamInfo<ResetCase>& info) { return info.param.name; }
+
+// Whether the bus is where the reset should land.  Header and block reads come before any write
+// burst, the weights' reads overlap their writes; a write burst is caught with a W beat waiting
+// for WREADY, so that the output buffer holds data when reset comes.
+bool at_reset_point(const AxiMemory& m, ResetPoint point) {
+    switch (point) {
+        case ResetPoint::BlockRead: return m.write_bursts() == 0 && m.read_bursts() >= 3 && m.read_burst_open();
+        case ResetPoint::WeightRead: return m.write_bursts() >= 1 && m.read_burst_open();
+        case ResetPoint::WeightWrite: return m.write_bursts() >= 2 && m.write_burst_open() && m.write_beat_waiting();
+    }
+    return false;
+}
+
+// Two layers (the second not a whole number of beats) compiled twice: program A (round 3) is the
+// one interrupted, program B (another seed and round) the one run after the reset.
+struct TwoPrograms {
+    Case a;
+    niu::NiuProgram b;
+    std::uint64_t b_addr = 0;
+};
+
+TwoPrograms reset_programs() {
+    pcg32 rng(21, 21);
+    TwoPrograms p;
+    const std::uint32_t counts[] = {300 * kBeat, 173 * kBeat + 5};
+    std::uint64_t next = 8192 + 96;  // not page-aligned: bursts also stop at 4 KiB boundaries
+    std::vector<niu::NiuLayerSpec> specs;
+    for (int l = 0; l < 2; ++l) {
+        Layer layer;
+        layer.clean = random_codes(rng, counts[l]);
+        layer.spec.layer_id = std::uint32_t(l + 4);
+        layer.spec.count = counts[l];
+        layer.spec.absmax = niu::clean_absmax(layer.clean, niu::AbsMaxMode::Layer);
+        layer.spec.src_addr = next;
+        layer.spec.dst_addr = next + 16384;
+        next += 32768 + 160;
+        specs.push_back(layer.spec);
+        p.a.layers.push_back(std::move(layer));
+    }
+    const auto noise = noise::make_noise_model("pcm_like", {});
+    p.a.program = niu::compile_program(*noise, specs, {.seed = 5, .chip = 1, .round = 3, .t = 3600.0});
+    p.b = niu::compile_program(*noise, specs, {.seed = 6, .chip = 1, .round = 4, .t = 86400.0});
+    p.a.prog_addr = next + 4096 + 64;
+    p.b_addr = p.a.prog_addr + 4 * p.a.program.to_words().size() + 4096 + 32;
+    p.a.max_burst_len = 15;
+    p.a.bp = {.ar_ready = 0.6, .r_valid = 0.7, .aw_ready = 0.6, .w_ready = 0.5, .b_valid = 0.6};
+    return p;
+}
+
+void fill_guard(Harness& sim, const Layer& l) {
+    auto& m = sim.memory().bytes();
+    std::fill(m.begin() + std::ptrdiff_t(l.spec.dst_addr - kGuardBytes),
+              m.begin() + std::ptrdiff_t(l.spec.dst_addr + l.spec.count + kGuardBytes), kGuard);
+}
+
+}  // namespace
+
+class NiuCosimReset : public ::testing::TestWithParam<ResetCase> {};
+
+TEST_P(NiuCosimReset, ResetMidBurstThenAFreshProgramMatchesTheModel) {
+    const TwoPrograms p = reset_programs();
+    const Case& a = p.a;
+    Harness sim(kMemoryBytes, 41, a.bp, 41, 0.0, InitialValues::Zero);
+    sim.store_words(a.prog_addr, a.program.to_words());
+    sim.store_words(p.b_addr, p.b.to_words());
+    for (const auto& l : a.layers) {
+        sim.store_bytes(l.spec.src_addr, l.clean);
+        fill_guard(sim, l);
+    }
+
+    sim.start_program(a.prog_addr, a.max_burst_len);
+    std::uint64_t waited = 0;
+    while (!at_reset_point(sim.memory(), GetParam().point)) {
+        sim.tick();
+        ASSERT_LT(++waited, 200'000u) << "the bus never reached the reset point";
+    }
+    EXPECT_EQ(sim.reset(5), 0u) << "a VALID was high during reset";
+
+    // Out of reset: idle, nothing on the bus until the next CTRL.start.
+    const std::uint64_t reads = sim.memory().read_bursts(), writes = sim.memory().write_bursts();
+    for (int i = 0; i < 200; ++i) sim.tick();
+    const NiuStatus idle = sim.status();
+    EXPECT_FALSE(idle.busy);
+    EXPECT_FALSE(idle.done);
+    EXPECT_EQ(idle.error, 0u);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 0u);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_MAX_BURST).data, unsigned(gen::NIU_MAX_BURST_DEFAULT));
+    EXPECT_EQ(sim.memory().read_bursts(), reads);
+    EXPECT_EQ(sim.memory().write_bursts(), writes);
+
+    // The fresh program, every destination byte to be written again.
+    for (const auto& l : a.layers) fill_guard(sim, l);
+    const NiuStatus s = sim.run_program(p.b_addr, 7, 400'000);
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.error, 0u);
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 2u);
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().size() << " violations, first: " << sim.memory().errors().front();
+    const auto& m = sim.memory().bytes();
+    std::uint64_t beats = 0;
+    for (std::size_t l = 0; l < a.layers.size(); ++l) {
+        const niu::NiuLayerSpec& spec = a.layers[l].spec;
+        const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(spec.dst_addr),
+                                               m.begin() + std::ptrdiff_t(spec.dst_addr + spec.count));
+        const auto expected = model_output(p.b.layers[l], a.layers[l].clean);
+        EXPECT_EQ(mismatches(written, expected), 0u) << "layer " << l;
+        // Program B's bytes, not A's: the fresh run used its own tables and streams.
+        EXPECT_GT(mismatches(expected, model_output(a.program.layers[l], a.layers[l].clean)), 1000u) << "layer " << l;
+        std::size_t damaged = 0;
+        for (std::uint64_t x = spec.dst_addr - kGuardBytes; x < spec.dst_addr; ++x) damaged += m[x] != kGuard;
+        for (std::uint64_t x = spec.dst_addr + spec.count; x < spec.dst_addr + spec.count + kGuardBytes; ++x) damaged += m[x] != kGuard;
+        EXPECT_EQ(damaged, 0u) << "layer " << l;
+        beats += (spec.count + kBeat - 1) / kBeat;
+    }
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, beats);
+}
+
+INSTANTIATE_TEST_SUITE_P(MidBurst, NiuCosimReset,
+                         ::testing::Values(ResetCase{ResetPoint::BlockRead, "DuringALayerBlockRead"},
+                                           ResetCase{ResetPoint::WeightRead, "DuringAWeightReadBurst"},
+                                           ResetCase{ResetPoint::WeightWrite, "DuringAWriteBurst"}),
+                         reset_case_name);
+
+// Memory latency against the timing model (docs/niu_rtl.md, "Memory latency").  niu_round_time
+// charges NIU_LAYER_WORDS + NIU_PIPE_STAGES cycles per layer beside the streaming, as measured on
+// a zero-latency memory.  A memory whose R data comes `read` cycles later and whose B comes
+// `write` cycles later adds exactly `read` once (the header) and 2 read + write per layer: the
+// controller waits for the block's first beat, the weights' first beat and the last B, one after
+// the other, while the bursts stay pipelined and the streaming rate does not change.  On an ideal
+// bus otherwise, the RTL's cycles from the first AR to the last B must grow by exactly that term,
+// and stay within kModelSlack cycles per layer of the model's plus the term (the model rounds
+// neither a partial last beat up nor counts the controller's few cycles per layer).
+namespace {
+
+struct LatencyCase {
+    unsigned read, write;
+};
+
+std::string latency_case_name(const ::testing::TestParamInfo<LatencyCase>& info) {
+    return "Read" + std::to_string(info.param.read) + "Write" + std::to_string(info.param.write);
+}
+
+constexpr double kModelSlack = 24.0;  // cycles per layer
+
+// Three layers (one not a whole number of beats) on an otherwise ideal bus.
+Case latency_program() {
+    pcg32 rng(17, 17);
+    const std::uint32_t counts[] = {200 * kBeat, 57 * kBeat + 9, 400 * kBeat};
+    Case c;
+    std::vector<niu::NiuLayerSpec> specs;
+    std::uint64_t next = 4096 + 64;
+    for (std::uint32_t count : counts) {
+        Layer& layer = c.layers.emplace_back();
+        layer.clean = random_codes(rng, count);
+        layer.spec.layer_id = std::uint32_t(specs.size());
+        layer.spec.count = count;
+        layer.spec.absmax = niu::clean_absmax(layer.clean, niu::AbsMaxMode::Layer);
+        layer.spec.src_addr = next;
+        layer.spec.dst_addr = next + 16384;
+        next += 32768;
+        specs.push_back(layer.spec);
+    }
+    c.program = niu::compile_program(*noise::make_noise_model("pcm_like", {}), specs, {.seed = 8, .chip = 0, .round = 1, .t = 3600.0});
+    c.prog_addr = next;
+    return c;
+}
+
+// Runs `c` on a memory of the given latency; returns the cycles from the first AR to the last B,
+// after checking the bytes against the model and the bus for violations.
+std::uint64_t cycles_with_latency(const Case& c, unsigned read, unsigned write) {
+    Harness sim(kMemoryBytes, 13, {}, 13);
+    sim.memory().set_latency(read, write);
+    sim.store_words(c.prog_addr, c.program.to_words());
+    for (const Layer& l : c.layers) sim.store_bytes(l.spec.src_addr, l.clean);
+    const NiuStatus s = sim.run_program(c.prog_addr, 127, 2'000'000);
+    EXPECT_EQ(s.error, 0u);
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().front();
+    const auto& m = sim.memory().bytes();
+    for (std::size_t l = 0; l < c.layers.size(); ++l) {
+        const niu::NiuLayerSpec& spec = c.layers[l].spec;
+        const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(spec.dst_addr),
+                                               m.begin() + std::ptrdiff_t(spec.dst_addr + spec.count));
+        EXPECT_EQ(mismatches(written, model_output(c.program.layers[l], c.layers[l].clean)), 0u) << "layer " << l;
+    }
+    return sim.memory().last_b_cycle() - sim.memory().first_ar_cycle() + 1;
+}
+
+}  // namespace
+
+class NiuCosimLatency : public ::testing::TestWithParam<LatencyCase> {};
+
+TEST_P(NiuCosimLatency, CyclesAreTheModelsPlusTheLatencyTerm) {
+    const auto [read, write] = GetParam();
+    const Case c = latency_program();
+    const int layers = int(c.layers.size());
+    const std::uint64_t term = read + std::uint64_t(layers) * (2 * read + write);
+    const std::uint64_t base = cycles_with_latency(c, 0, 0);
+    const std::uint64_t rtl = cycles_with_latency(c, read, write);
+    EXPECT_EQ(rtl - base, term);
+
+    // The model at this build's measured rate; the test memory is no HBM channel, so its limit is lifted.
+    NiuConfig cfg = niu_config_for_lanes(kLanes);
+    cfg.channel_bytes_per_s = 1e15;
+    std::int64_t weights = 0;
+    for (const auto& l : c.layers) weights += l.spec.count;
+    const double model = niu_round_time(cfg, weights, layers).seconds * cfg.clock_hz;
+    std::printf("%d lanes, read latency %u, write latency %u: RTL %llu cycles, model %.0f + latency term %llu (RTL %+.0f)\n",
+                kLanes, read, write, (unsigned long long)rtl, model, (unsigned long long)term, double(rtl) - model - double(term));
+    EXPECT_NEAR(double(rtl), model + double(term), kModelSlack * layers);
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, NiuCosimLatency,
+                         ::testing::Values(LatencyCase{60, 60}, LatencyCase{150, 20}, LatencyCase{10, 200}),
+                         latency_case_name);

@@ -87,6 +87,28 @@ TEST(NiuXoshiro, UniformsOfAWeightUseEveryOutputBitOnce) {
     EXPECT_EQ(u.read_minus, 0xBBCCu);
 }
 
+// The vector kernels divide by the group span with a multiply and a shift (no SIMD division):
+// exact_reciprocal must give one that is exact for every numerator up to its bound, with the
+// product inside a signed 32-bit lane, and the bound must cover every group numerator of both
+// uniform widths (the leading one of a magnitude sits at most at bit ubits - 2).
+TEST(NiuGaussian, ExactReciprocalDividesEveryNumeratorUpToItsBound) {
+    for (int divisor = 1; divisor <= 9; ++divisor)
+        for (int max_x : {7, 14, 23, 30, 255, 4095}) {
+            const ExactReciprocal r = exact_reciprocal(divisor, max_x);
+            ASSERT_GE(r.shift, 0) << divisor << " " << max_x;
+            for (std::int64_t x = 0; x <= max_x; ++x) {
+                ASSERT_LT(x * r.mul, std::int64_t(1) << 31);
+                ASSERT_EQ((x * r.mul) >> r.shift, x / divisor) << divisor << " " << x;
+            }
+        }
+    for (const int ubits : {gen::NIU_GAUSS_CHIP_U_BITS, gen::NIU_GAUSS_READ_U_BITS}) {
+        const int span = gen::NIU_GAUSS_GROUP_SPAN, offset = (ubits - 2) % span;
+        const int top_numerator = (ubits - 2) - offset + span - 1;  // v = 2^(ubits-1) - 1
+        EXPECT_EQ(gauss_group_numerator_max(ubits), top_numerator);
+        EXPECT_EQ(top_numerator / span, gauss_index((1u << (ubits - 1)) - 1, ubits) >> gen::NIU_GAUSS_WINDOW_BITS);
+    }
+}
+
 // ---- Gaussian -------------------------------------------------------------------------------
 
 namespace {
