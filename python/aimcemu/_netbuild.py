@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import _core
+from . import _core, validate
 from . import quantize as q
 
 NETWORK_INPUT = _core.NETWORK_INPUT   # "the producer is the image" (formats/network.hpp)
@@ -106,9 +106,9 @@ class Node:
 
 
 def printable(text: str) -> str:
-    """text for a message: control characters and NUL escaped (\\x00), so a hostile name cannot
-    cut or garble the line."""
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    """text for a message, by the one escaping rule of every message (_core.printable): control
+    bytes and bytes outside valid UTF-8 as \\xNN, so a hostile name cannot cut or garble the line."""
+    return _core.printable(text.encode("utf-8", "surrogateescape"))
 
 
 def check_layer_name(name: str, source: str, field: str) -> None:
@@ -245,14 +245,29 @@ class Ranges:
         return value
 
 
+def check_calibration_method(calibration, percentile, source: str, has_data: bool) -> float:
+    """Refuses (FormatError naming the field) a calibration method other than 'max' or
+    'percentile', a percentile that is no number in (0, 100], and either one changed from its
+    default without calibration data (it would have no effect).  Called before anything is loaded
+    or calibrated; returns the percentile as a float."""
+    if not isinstance(calibration, str) or calibration not in ("max", "percentile"):
+        raise _core.FormatError(f"{source}: field 'calibration': expected 'max' or 'percentile', got {calibration!r}")
+    value = validate.number(percentile, "percentile", source)
+    if not 0.0 < value <= 100.0:
+        raise _core.FormatError(f"{source}: field 'percentile': expected a value in (0, 100], got {percentile!r}")
+    if not has_data:
+        for field_name, given, default in (("calibration", calibration, "max"),
+                                           ("percentile", value, DEFAULT_PERCENTILE)):
+            if given != default:
+                raise _core.FormatError(f"{source}: field '{field_name}': {given!r} has no effect without "
+                                        "calibration_data (a QDQ model takes its scales from the file)")
+    return value
+
+
 def ranges_from_statistics(stats: RangeStatistics, node_of_key: dict, calibration: str = "max",
                            percentile: float = DEFAULT_PERCENTILE) -> Ranges:
     """Ranges of the nodes from calibration statistics keyed by the front end's own keys."""
-    if calibration not in ("max", "percentile"):
-        raise _core.FormatError(f"{stats.source}: field 'calibration': expected 'max' or 'percentile', "
-                                f"got {calibration!r}")
-    if calibration == "percentile" and not 0.0 < percentile <= 100.0:
-        raise _core.FormatError(f"{stats.source}: field 'percentile': expected a value in (0, 100], got {percentile}")
+    percentile = check_calibration_method(calibration, percentile, stats.source, True)
     max_abs, shape = {}, {}
     for key, node in node_of_key.items():
         if key in stats.shape:

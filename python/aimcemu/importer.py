@@ -47,11 +47,12 @@ def convert_torch(module: nn.Module, calibration_data, name: str | None = None, 
     if any(m.training for m in module.modules()):
         raise ValueError("import_torch needs the module in eval mode (BatchNorm statistics and dropout are "
                          "frozen only then): call module.eval() first")
+    name = name or type(module).__name__
+    source = f"<import_torch:{nb.printable(name)}>"   # a NUL would cut the C++ error messages short
+    percentile = nb.check_calibration_method(calibration, percentile, source, True)
     graph_module = _trace(module)
     ops = _classify_graph(graph_module)
     nodes, node_of = _neutral_nodes(graph_module, ops)
-    name = name or type(module).__name__
-    source = f"<import_torch:{nb.printable(name)}>"   # a NUL would cut the C++ error messages short
     nb.check_parameters(nodes, source)
     stats = _calibrate(graph_module, calibration_data, source)
     ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile)

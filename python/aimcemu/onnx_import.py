@@ -80,12 +80,14 @@ def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None
                  percentile: float = DEFAULT_PERCENTILE) -> ImportedModel:
     """import_onnx, also returning every tensor's frac bits and, for QDQ models, the scale moves."""
     path = os.fspath(path)
+    percentile = nb.check_calibration_method(calibration, percentile, path, calibration_data is not None)
     model = _load(path)
     graph = _Graph(model, path)
     nb.check_parameters(graph.nodes, path)
     chw = graph.input_chw(input_shape)
     if calibration_data is None and not graph.qdq_ranges:
-        raise ValueError(f"{path}: a float model (no QuantizeLinear) needs calibration_data to choose its scales")
+        raise _core.FormatError(f"{path}: field 'calibration_data': a float model (no QuantizeLinear) needs "
+                                "calibration_data to choose its scales")
     stats = _run_onnxruntime(model, path, graph, chw, calibration_data)
     node_of = {n.name: n for n in graph.nodes}
     ranges = nb.ranges_from_statistics(stats, node_of, calibration, percentile) if calibration_data is not None \
@@ -333,7 +335,9 @@ class _Graph:
         self.activation_scales: dict[nb.Node, float] = {}
         self.weight_scales: dict[nb.Node, np.ndarray] = {}
         self.dq_scale_of: dict[str, np.ndarray] = {}     # dequantized constant -> its scales
-        self.refused_outputs: set[str] = set()
+        # Outputs that would have been constants but for a refused node (a refused fold, or a fold
+        # of such an output): a node needing one as a constant is not reported a second time.
+        self.refused_constants: set[str] = set()
         problems = []
         for index, node in enumerate(g.node):
             try:
@@ -341,7 +345,8 @@ class _Graph:
             except _Skip as exc:
                 if not isinstance(exc, _SkipFollowing):
                     problems.append((_where(node, index), str(exc)))
-                self.refused_outputs.update(node.output)
+                if self._only_constants(node.input):
+                    self.refused_constants.update(node.output)
                 for out in node.output:   # stand-ins, so that later nodes still get checked
                     self.value.setdefault(out, nb.Node(out, out, "identity"))
         if len(g.output) != 1:
@@ -394,9 +399,13 @@ class _Graph:
             raise _Skip(f"input '{name}' is neither a tensor computed from the image nor a constant")
         return self.value[name]
 
+    def _only_constants(self, inputs) -> bool:
+        """Whether every given input is a constant, or would be one but for a refused node."""
+        return all(i in self.const or i in self.refused_constants or i == "" for i in inputs)
+
     def _constant(self, name: str, what: str) -> np.ndarray:
         if name not in self.const:
-            if name in self.refused_outputs:
+            if name in self.refused_constants:
                 raise _SkipFollowing()
             raise _Skip(f"its {what} ('{name}') must be a constant (an initializer)")
         return self.const[name]
@@ -419,9 +428,11 @@ class _Graph:
                 raise _Skip("only a Constant with a dense 'value' tensor is supported")
             self.const[node.output[0]] = _tensor_array(value, _where(node, index), self.path)
             return
-        if ins and all(i in self.const or i == "" for i in ins) and op in ("QuantizeLinear", "DequantizeLinear",
-                                                                           "Identity", "Transpose", "Cast"):
-            self._fold_constant(node, index)
+        if ins and op in _FOLDED_OPS and self._only_constants(ins):
+            if any(i in self.refused_constants for i in ins):
+                self.refused_constants.update(node.output)   # a fold of a refused constant: nothing to add
+            else:
+                self._fold_constant(node, index)
             return
         if self._computes_a_shape(op, ins):
             self.shape_values.update(node.output)
@@ -704,8 +715,13 @@ class _Skip(Exception):
 
 
 class _SkipFollowing(_Skip):
-    """A node needs as a constant the output of a node already refused: not reported again (the
-    first refusal says what to fix; this one would only name its consequence)."""
+    """A node needs as a constant what a refused node would have made a constant: not reported
+    again (the first refusal says what to fix; this one would only name its consequence)."""
+
+
+# Ops on constants the importer evaluates at import (weights stored as floats and quantized in the
+# graph, transposed or cast weights).
+_FOLDED_OPS = ("QuantizeLinear", "DequantizeLinear", "Identity", "Transpose", "Cast")
 
 
 def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> nb.RangeStatistics:

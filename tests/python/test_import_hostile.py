@@ -897,3 +897,109 @@ def test_a_refused_constant_fold_is_reported_once_not_again_at_its_consumer(tmp_
     conv.input[1] = model.graph.input[0].name
     with pytest.raises(_netbuild.UnsupportedOperationError, match=r"\(Conv\): its weight \('\w+'\) must be a constant"):
         convert_onnx(save(model, tmp_path / "q2.onnx"))
+
+
+def float_weight_qdq_model(block_size=None):
+    """A float weight quantized in the graph (as QAT exports it): W -> QuantizeLinear -> DequantizeLinear -> Conv."""
+    as_tensor = lambda a, n: numpy_helper.from_array(np.asarray(a), n)  # noqa: E731
+    w_scale = np.full((2, 1, 3, 1), 0.01, np.float32) if block_size else np.full((2,), 0.01, np.float32)
+    inits = [as_tensor(np.float32(0.01), "xs"), as_tensor(np.uint8(128), "xz"), as_tensor(WEIGHT, "Wf"),
+             as_tensor(w_scale, "ws"), as_tensor(np.zeros(w_scale.shape, np.int8), "wz")]
+    extra = {"block_size": block_size, "axis": 3} if block_size else {"axis": 0}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dqx"),
+             helper.make_node("QuantizeLinear", ["Wf", "ws", "wz"], ["Wq"], name="qw", **extra),
+             helper.make_node("DequantizeLinear", ["Wq", "ws", "wz"], ["W"], name="dqw", **extra),
+             helper.make_node("Conv", ["xd", "W"], ["z"], name="conv")]
+    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", "c", "h", "w"])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_a_refused_quantization_of_a_float_weight_is_reported_once(tmp_path):
+    """Review (rev_lead11): with the weight stored as floats, the refused QuantizeLinear was reported
+    and then the Conv too ('its weight ('W') must be a constant')."""
+    assert convert_onnx(save(float_weight_qdq_model(), tmp_path / "ok.onnx"), images()).network.layers
+    with pytest.raises(_netbuild.UnsupportedOperationError) as refused:
+        convert_onnx(save(float_weight_qdq_model(block_size=3), tmp_path / "q.onnx"), images())
+    message = str(refused.value)
+    assert "node 'qw' (QuantizeLinear): blocked quantization (attribute block_size=3) is not supported" in message
+    assert "must be a constant" not in message and "(Conv)" not in message, message
+
+
+def test_a_refused_computation_used_as_a_weight_is_still_reported_at_its_consumer(tmp_path):
+    """Review (rev_lead11): a refused node that computes from the image (a grouped Conv) is no
+    would-be constant; the Conv taking its output as weight has its own problem, reported too."""
+    inits = [numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "W")]
+    nodes = [helper.make_node("Conv", ["x", "W"], ["a"], name="grouped", group=2),
+             helper.make_node("Conv", ["x", "a"], ["z"], name="second")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", "c", "h", "w"])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(_netbuild.UnsupportedOperationError) as refused:
+        convert_onnx(save(model, tmp_path / "g.onnx"), np.zeros((2, 2, 8, 8), np.float32))
+    message = str(refused.value)
+    assert "node 'grouped' (Conv): grouped convolution (group=2) is not supported" in message
+    assert "node 'second' (Conv): its weight ('a') must be a constant" in message
+
+
+@pytest.mark.parametrize("kwargs, field, words", [
+    (dict(calibration="mean"), "calibration", "expected 'max' or 'percentile', got 'mean'"),
+    (dict(calibration=None), "calibration", "expected 'max' or 'percentile', got None"),
+    (dict(calibration="percentile", percentile="99.9"), "percentile", "expected a number, got '99.9'"),
+    (dict(calibration="percentile", percentile=None), "percentile", "expected a number"),
+    (dict(calibration="percentile", percentile=-5), "percentile", "expected a value in (0, 100], got -5"),
+])
+def test_calibration_arguments_are_checked_before_anything_is_read(tmp_path, kwargs, field, words):
+    """Review (rev_lead11): refused only after the whole calibration pass, or as a bare TypeError."""
+    missing = tmp_path / "missing.onnx"     # checked first: the missing file is not the error
+    with pytest.raises(aimcemu.FormatError, match=re.escape(f"{missing}: field '{field}': {words}")):
+        convert_onnx(missing, images(), **kwargs)
+
+
+def test_calibration_arguments_without_calibration_data_are_refused(tmp_path):
+    """Review (rev_lead11): a QDQ model imported without calibration_data ignored them silently."""
+    path = save(qdq_model(), tmp_path / "q.onnx")
+    for kwargs, field in ((dict(calibration="percentile"), "calibration"), (dict(percentile=99.0), "percentile")):
+        with pytest.raises(aimcemu.FormatError, match=re.escape(f"{path}: field '{field}': ") + ".*has no effect "
+                           "without calibration_data"):
+            convert_onnx(path, **kwargs)
+    assert convert_onnx(path, images(), calibration="percentile", percentile=99.0).network.layers   # with data: taken
+    float_model = save(conv_model(), tmp_path / "f.onnx")
+    with pytest.raises(aimcemu.FormatError, match=re.escape(f"{float_model}: field 'calibration_data': a float model")):
+        convert_onnx(float_model)
+
+
+def test_names_that_are_not_utf8_are_refused_when_set():
+    """Review (rev_lead11): b'bad\\xffname' was taken, saved, then refused by load_model."""
+    from aimcemu import _core
+
+    net = _core.zoo.resnet18(1, 32, 10)
+    with pytest.raises(aimcemu.FormatError, match=re.escape("<Layer>: field 'name': 'bad\\xffname' is not valid "
+                                                            "UTF-8 (byte 0xff at position 3)")):
+        net.layers[3].name = b"bad\xffname"
+    with pytest.raises(aimcemu.FormatError, match=re.escape("<Network>: field 'name': 'n\\xe9' is not valid UTF-8")):
+        net.name = b"n\xe9"
+    with pytest.raises(aimcemu.FormatError, match=re.escape("<Network>: field 'class_names/1': holds a NUL")):
+        net.class_names = ["a", "b\0"]
+    assert (net.layers[3].name, net.name, list(net.class_names)) == ("layer1.0.conv2", "resnet18", [])
+
+
+def test_control_bytes_in_names_are_escaped_by_one_rule_in_every_message(tmp_path):
+    """Review (rev_lead11): resolve's duplicate-name field printed ESC/CR raw, and the importer's and
+    the core's escaping differed ('caf\\xe9\\x01/x' beside 'café\\x01/x' in one message)."""
+    from aimcemu import _core
+
+    net = _core.zoo.resnet18(1, 32, 10)
+    evil = "evil\x1b[2K\rFAKE"
+    net.layers[3].name = evil
+    net.layers[4].name = evil
+    with pytest.raises(aimcemu.FormatError) as refused:
+        _core.save_model(net, str(tmp_path / "m.h5"))
+    assert "layers/4 (evil\\x1b[2K\\x0dFAKE)/name': duplicate layer name" in str(refused.value)
+    assert not any(c in str(refused.value) for c in "\x1b\r")
+    name = "café\x01/x"
+    with pytest.raises(aimcemu.FormatError) as refused:
+        _netbuild.check_layer_name(name, "m.onnx", f"node '{name}' (Conv) name")
+    assert str(refused.value).startswith("m.onnx: field 'node 'café\\x01/x' (Conv) name': 'café\\x01/x' cannot name"), \
+        str(refused.value)
