@@ -36,6 +36,12 @@ FORMAT_VERSION = 1
 # Task files read per call of the core's reader when a sweep folder is opened: what it returns of
 # each (labels included) is held only for a batch at a time.
 TASK_FILES_PER_READ = 128
+# Task files per checking process when a lazy sweep's blocks are computed.  Computing any block of
+# a group reads the whole group, and the group's dense arrays (about 3 x layers x rounds float64
+# per file) stay in memory until every block taken from them is computed: 32 files keep that to a
+# few MiB per group at 640 rounds and 7 layers, and the process start (~15 ms) small beside the
+# reads of 32 files.
+TASK_FILES_PER_LAZY_READ = 32
 
 
 def xarray_module():
@@ -310,19 +316,48 @@ def round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int
     return slots
 
 
-def _sweep_layers(folder: Path, tasks: list[dict], existing: set[str]) -> list[str]:
-    """Layer names in network order; the union over models when the model is a grid axis (each
-    model's first task file, checked and read)."""
-    names: list[str] = []
-    seen_models = set()
+def _first_files_of_models(folder: Path, tasks: list[dict], existing: set[str]) -> dict[str, dict]:
+    """Each model's first task file (a grid over models has several), checked and read at once, by
+    file name: the sweep's layer list comes from them, and their blocks from the same read."""
+    firsts: dict = {}
     for task in tasks:
         model = task["run"].get("model")
-        if model in seen_models or task["file"] not in existing:
-            continue
-        seen_models.add(model)
-        info = check_results_file(folder / task["file"])
+        if model not in firsts and task["file"] in existing:
+            firsts[model] = task["file"]
+    files = list(dict.fromkeys(firsts.values()))
+    outcomes = _read_each_checked([os.fspath(folder / f) for f in files])
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome  # the first broken file in task order, as one check at a time raised it
+    return dict(zip(files, outcomes))
+
+
+def _sweep_layers(first_files: dict[str, dict]) -> list[str]:
+    """Layer names in network order; the union over models when the model is a grid axis."""
+    names: list[str] = []
+    for info in first_files.values():
         names += [l["name"] for l in layers_of(info) if l["name"] not in names]
     return names
+
+
+def _read_each_checked(paths: list[str]) -> list:
+    """What check_results_file gives for each path, or the exception it raises, in order.  The
+    files go through one checking process (_core.read_results_files) when they all pass; when one
+    fails, each is read again on its own, so that every file gets the error (its name and field)
+    that its own check gives, and a sound file beside a broken one still reads."""
+    try:
+        infos = _core.read_results_files(paths)
+    except Exception:
+        return [_outcome(check_results_file, path) for path in paths]
+    return [_outcome(_with_config, info, path) for info, path in zip(infos, paths)]
+
+
+def _outcome(function, *args):
+    """function(*args), or the exception it raised (kept to be raised where that file is used)."""
+    try:
+        return function(*args)
+    except Exception as exc:
+        return exc
 
 
 def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
@@ -330,21 +365,25 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
     file (the others are NaN, so a running sweep can be looked at); ``activations_stored``
     (<grid axes>..., layer) which task files hold a layer's activations.  Every task file is
-    checked (the checking process) and read through the descriptor that was checked.  lazy: dask
-    arrays with one block per task file, each file checked and read when its block is computed
-    (default: lazy when the sweep has more than 64 tasks); otherwise every file now, a batch of
-    files per checking process."""
+    checked (the checking process) and read through the descriptor that was checked, once: each
+    model's first file at the open (for the layer list and its own block).  lazy: dask arrays with
+    one block per task file, the files read in groups of TASK_FILES_PER_LAZY_READ consecutive
+    files, one checking process per group, when a block of the group is computed; a broken file
+    fails its own block only, with the error of its own check (default: lazy when the sweep has more
+    than 64 tasks); otherwise every file now, a batch of TASK_FILES_PER_READ files per checking
+    process."""
     xr = xarray_module()
     folder = Path(folder)
     index = read_index(folder)
     tasks = index["tasks"]
     existing = {t["file"] for t in tasks if (folder / t["file"]).is_file()}
-    layout = _SweepLayout(index, _sweep_layers(folder, tasks, existing))
+    first_files = _first_files_of_models(folder, tasks, existing)
+    layout = _SweepLayout(index, _sweep_layers(first_files))
     lazy = len(tasks) > 64 if lazy is None else lazy
     axes = index["axes"]
     grid_shape = tuple(len(v) for v in axes.values())
     grid_dims = tuple(axes)
-    columns = (_lazy_columns if lazy else _read_columns)(folder, tasks, existing, layout)
+    columns = (_lazy_columns if lazy else _read_columns)(folder, tasks, existing, layout, first_files)
     comp_dims = ("drift_compensation",) if layout.compensations else ()
     data = {}
     for name, shape in layout.shapes.items():
@@ -367,17 +406,20 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     return ds
 
 
-def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout) -> dict:
+def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout,
+                  already_read: dict[str, dict]) -> dict:
     """Every task's arrays, read now: the files a batch at a time (_core.read_results_files: one
     checking process per batch, each file read through the descriptor that was checked, so a file
     renamed over a task file meanwhile is never read); what the reader returns of a file is dropped
-    once its arrays are made."""
+    once its arrays are made.  The files in `already_read` (each model's first) are not read again."""
     files = [f for f in dict.fromkeys(t["file"] for t in tasks) if f in existing]
     arrays = {}
     for start in range(0, len(files), TASK_FILES_PER_READ):
         batch = files[start:start + TASK_FILES_PER_READ]
-        for name, info in zip(batch, _core.read_results_files([os.fspath(folder / f) for f in batch])):
-            arrays[name] = layout.arrays(info)
+        unread = [f for f in batch if f not in already_read]
+        infos = dict(zip(unread, _core.read_results_files([os.fspath(folder / f) for f in unread])))
+        for name in batch:
+            arrays[name] = layout.arrays(already_read[name] if name in already_read else infos.pop(name))
     missing = layout.missing()
     columns: dict[str, list] = {name: [] for name in layout.shapes}
     for task in tasks:
@@ -387,28 +429,46 @@ def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _
     return columns
 
 
-def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout) -> dict:
-    """Every task's arrays as dask blocks: a task file is checked and read when its block is
-    computed (one checking process per file then)."""
+def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout,
+                  already_read: dict[str, dict]) -> dict:
+    """Every task's arrays as dask blocks, one per task file.  The files are read in groups of
+    TASK_FILES_PER_LAZY_READ consecutive files (in task order), a group when one of its blocks is
+    computed: one checking process per group (_task_group_arrays).  The files in `already_read`
+    (each model's first, read at the open) are not read again."""
     dask = require("dask", "open_sweep(lazy=True)")
     da = require("dask.array", "open_sweep(lazy=True)")
 
+    unread = [f for f in dict.fromkeys(t["file"] for t in tasks) if f in existing and f not in already_read]
+    blocks = {}
+    for start in range(0, len(unread), TASK_FILES_PER_LAZY_READ):
+        group = unread[start:start + TASK_FILES_PER_LAZY_READ]
+        read = dask.delayed(_task_group_arrays, pure=True)([os.fspath(folder / f) for f in group], layout)
+        for position, name in enumerate(group):
+            blocks[name] = dask.delayed(_one_task_arrays, pure=True)(read, position)
+    for name, info in already_read.items():
+        blocks[name] = dask.delayed(_one_task_arrays, pure=True)([_outcome(layout.arrays, info)], 0)
     missing = layout.missing()
     columns: dict[str, list] = {name: [] for name in layout.shapes}
     for task in tasks:
-        if task["file"] not in existing:
-            for name in layout.shapes:
-                columns[name].append(missing[name])
-            continue
-        path = os.fspath(folder / task["file"])
-        arrays = dask.delayed(_checked_task_arrays, pure=True)(path, layout)
+        arrays = blocks.get(task["file"])
         for name, shape in layout.shapes.items():
-            columns[name].append(da.from_delayed(arrays[name], shape, dtype=layout.dtype(name)))
+            columns[name].append(missing[name] if arrays is None else
+                                 da.from_delayed(arrays[name], shape, dtype=layout.dtype(name)))
     return columns
 
 
-def _checked_task_arrays(path: str, layout: _SweepLayout) -> dict:
-    return layout.arrays(check_results_file(path))
+def _task_group_arrays(paths: list[str], layout: _SweepLayout) -> list:
+    """A group of task files checked and read (_read_each_checked): each file's arrays, or the
+    exception its check or its layout raised (raised by its own block only)."""
+    return [outcome if isinstance(outcome, BaseException) else _outcome(layout.arrays, outcome)
+            for outcome in _read_each_checked(paths)]
+
+
+def _one_task_arrays(group: list, position: int) -> dict:
+    outcome = group[position]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def _stack(blocks: list, lazy: bool):
