@@ -419,7 +419,10 @@ def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _
         unread = [f for f in batch if f not in already_read]
         infos = dict(zip(unread, _core.read_results_files([os.fspath(folder / f) for f in unread])))
         for name in batch:
-            arrays[name] = layout.arrays(already_read[name] if name in already_read else infos.pop(name))
+            # the config parsed as every other reader of a results file parses it (a file whose
+            # config is not JSON is refused, naming it, as open_run and a lazy read refuse it)
+            info = already_read.get(name) or _with_config(infos.pop(name), os.fspath(folder / name))
+            arrays[name] = layout.arrays(info)
     missing = layout.missing()
     columns: dict[str, list] = {name: [] for name in layout.shapes}
     for task in tasks:

@@ -308,3 +308,14 @@ def test_a_broken_file_in_a_lazy_group_is_named_by_its_own_block(tmp_path, reade
     assert all(len(paths) == 1 for name, paths in reader_calls[1:])  # after the group's one call: one by one
     assert reader_calls[0] == ("read_results_files", [os.fspath(folder / f"tasks/{p}-p{p}.h5") for p in range(1, len(files))])
 
+
+def test_an_eager_sweep_refuses_a_task_file_whose_config_is_not_json(tmp_path):
+    """The lazy read and open_run refuse such a file (field 'config'); the eager read took it."""
+    noisy = os.path.join(CORPUS, "noisy.h5")
+    not_json = corpus_copy("noisy.h5", tmp_path / "not_json.h5")
+    with h5py.File(not_json, "r+") as f:
+        f.attrs["config"] = "{not json"
+    folder = make_sweep_folder(tmp_path / "sweep", [noisy, not_json])
+    for lazy in (True, False):
+        with pytest.raises(aimcemu.FormatError, match=r"tasks/1-p1\.h5: field 'config': not valid JSON"):
+            results.open_sweep(folder, lazy=lazy).load()
