@@ -17,6 +17,8 @@ import io
 import json
 import math
 import os
+import uuid
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -383,11 +385,11 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     axes = index["axes"]
     grid_shape = tuple(len(v) for v in axes.values())
     grid_dims = tuple(axes)
-    columns = (_lazy_columns if lazy else _read_columns)(folder, tasks, existing, layout, first_files)
+    by_task = (_lazy_columns if lazy else _read_columns)(folder, tasks, existing, layout, first_files)
     comp_dims = ("drift_compensation",) if layout.compensations else ()
     data = {}
     for name, shape in layout.shapes.items():
-        stacked = _stack(columns[name], lazy).reshape(grid_shape + shape)
+        stacked = by_task[name].reshape(grid_shape + shape)
         if name == "activations_stored":
             dims = grid_dims + ("layer",)
         else:
@@ -407,11 +409,12 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
 
 
 def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout,
-                  already_read: dict[str, dict]) -> dict:
-    """Every task's arrays, read now: the files a batch at a time (_core.read_results_files: one
-    checking process per batch, each file read through the descriptor that was checked, so a file
-    renamed over a task file meanwhile is never read); what the reader returns of a file is dropped
-    once its arrays are made.  The files in `already_read` (each model's first) are not read again."""
+                  already_read: dict[str, dict]) -> dict[str, np.ndarray]:
+    """Every task's arrays, read now, stacked [task, ...]: the files a batch at a time
+    (_core.read_results_files: one checking process per batch, each file read through the
+    descriptor that was checked, so a file renamed over a task file meanwhile is never read); what
+    the reader returns of a file is dropped once its arrays are made.  The files in `already_read`
+    (each model's first) are not read again."""
     files = [f for f in dict.fromkeys(t["file"] for t in tasks) if f in existing]
     arrays = {}
     for start in range(0, len(files), TASK_FILES_PER_READ):
@@ -424,59 +427,63 @@ def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _
             info = already_read.get(name) or _with_config(infos.pop(name), os.fspath(folder / name))
             arrays[name] = layout.arrays(info)
     missing = layout.missing()
-    columns: dict[str, list] = {name: [] for name in layout.shapes}
-    for task in tasks:
-        task_arrays = arrays.get(task["file"], missing)
-        for name in layout.shapes:
-            columns[name].append(task_arrays[name])
-    return columns
+    return {name: np.stack([arrays.get(task["file"], missing)[name] for task in tasks]) for name in layout.shapes}
 
 
 def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout,
                   already_read: dict[str, dict]) -> dict:
-    """Every task's arrays as dask blocks, one per task file.  The files are read in groups of
-    TASK_FILES_PER_LAZY_READ consecutive files (in task order), a group when one of its blocks is
-    computed: one checking process per group (_task_group_arrays).  The files in `already_read`
-    (each model's first, read at the open) are not read again."""
-    dask = require("dask", "open_sweep(lazy=True)")
+    """Every task's arrays as one dask array per variable, [task, ...], one block per task.  The
+    files are read in groups of TASK_FILES_PER_LAZY_READ consecutive files (in task order), a group
+    when one of its blocks is computed: one checking process per group (_task_group_arrays).  The
+    files in `already_read` (each model's first, read at the open) are not read again.
+
+    The arrays are built on one hand-written graph whose read tasks all of them share: stacking a
+    dask array per task file (da.from_delayed, da.stack) made dask's graph optimisation of a
+    reduction over 3,000 task files take longer than reading the files."""
     da = require("dask.array", "open_sweep(lazy=True)")
 
+    token = uuid.uuid4().hex  # each open its own keys: its reads are of the files as they are now
+    read_tasks: dict = {}
+    source: dict[str, tuple] = {}  # task file -> (key of the task that reads it, position in its result)
     unread = [f for f in dict.fromkeys(t["file"] for t in tasks) if f in existing and f not in already_read]
-    blocks = {}
-    for start in range(0, len(unread), TASK_FILES_PER_LAZY_READ):
+    for number, start in enumerate(range(0, len(unread), TASK_FILES_PER_LAZY_READ)):
         group = unread[start:start + TASK_FILES_PER_LAZY_READ]
-        read = dask.delayed(_task_group_arrays, pure=True)([os.fspath(folder / f) for f in group], layout)
-        for position, name in enumerate(group):
-            blocks[name] = dask.delayed(_one_task_arrays, pure=True)(read, position)
-    for name, info in already_read.items():
-        blocks[name] = dask.delayed(_one_task_arrays, pure=True)([_outcome(layout.arrays, info)], 0)
+        key = (f"aimcemu-sweep-read-{token}", number)
+        read_tasks[key] = (_task_group_arrays, [os.fspath(folder / f) for f in group], layout)
+        source.update({name: (key, position) for position, name in enumerate(group)})
+    for number, (name, info) in enumerate(already_read.items()):
+        key = (f"aimcemu-sweep-first-{token}", number)
+        read_tasks[key] = (partial(_already_read, [_outcome(layout.arrays, info)]),)
+        source[name] = (key, 0)
     missing = layout.missing()
-    columns: dict[str, list] = {name: [] for name in layout.shapes}
-    for task in tasks:
-        arrays = blocks.get(task["file"])
-        for name, shape in layout.shapes.items():
-            columns[name].append(missing[name] if arrays is None else
-                                 da.from_delayed(arrays[name], shape, dtype=layout.dtype(name)))
-    return columns
+    arrays = {}
+    for variable, shape in layout.shapes.items():
+        name = f"aimcemu-sweep-{variable}-{token}"
+        graph = dict(read_tasks)
+        for i, task in enumerate(tasks):
+            block = (name, i) + (0,) * len(shape)
+            read = source.get(task["file"])
+            graph[block] = missing[variable][None] if read is None else (_block_of, read[0], read[1], variable)
+        chunks = ((1,) * len(tasks),) + tuple((n,) for n in shape)
+        arrays[variable] = da.Array(graph, name, chunks=chunks, dtype=layout.dtype(variable))
+    return arrays
 
 
 def _task_group_arrays(paths: list[str], layout: _SweepLayout) -> list:
     """A group of task files checked and read (_read_each_checked): each file's arrays, or the
-    exception its check or its layout raised (raised by its own block only)."""
+    exception its check or its layout raised (raised by its own blocks only)."""
     return [outcome if isinstance(outcome, BaseException) else _outcome(layout.arrays, outcome)
             for outcome in _read_each_checked(paths)]
 
 
-def _one_task_arrays(group: list, position: int) -> dict:
-    outcome = group[position]
+def _already_read(outcomes: list) -> list:
+    return outcomes
+
+
+def _block_of(outcomes: list, position: int, variable: str) -> np.ndarray:
+    """One task's block of one variable ([1, ...]) from its group's read; a file that failed raises
+    its own error here."""
+    outcome = outcomes[position]
     if isinstance(outcome, BaseException):
         raise outcome
-    return outcome
-
-
-def _stack(blocks: list, lazy: bool):
-    if lazy:
-        da = require("dask.array", "lazy arrays")
-
-        return da.stack([da.asarray(b) for b in blocks])
-    return np.stack(blocks)
+    return outcome[variable][None]
