@@ -109,7 +109,8 @@ def make_sweep_folder(folder, files, models=None):
     for i, source in enumerate(files):
         name = f"tasks/{i}-p{i}.h5"
         shutil.copyfile(source, folder / name)
-        tasks.append({"id": f"p{i}", "file": name, "point": {"p": i}, "run": {} if models is None else {"model": models[i]}})
+        run = {} if models is None else {"model": models[i]}
+        tasks.append({"id": f"p{i}", "file": name, "point": {"p": i}, "run": run})
     index = {"format": results.FORMAT, "format_version": results.FORMAT_VERSION, "config": config,
              "axes": {"p": list(range(len(files)))}, "tasks": tasks}
     (folder / results.INDEX_FILE).write_text(json.dumps(index))
@@ -306,7 +307,8 @@ def test_a_broken_file_in_a_lazy_group_is_named_by_its_own_block(tmp_path, reade
     with pytest.raises(aimcemu.FormatError, match=r"tasks/\d+-p\d+\.h5: field '"):
         ds.load()
     assert all(len(paths) == 1 for name, paths in reader_calls[1:])  # after the group's one call: one by one
-    assert reader_calls[0] == ("read_results_files", [os.fspath(folder / f"tasks/{p}-p{p}.h5") for p in range(1, len(files))])
+    group = [os.fspath(folder / f"tasks/{p}-p{p}.h5") for p in range(1, len(files))]
+    assert reader_calls[0] == ("read_results_files", group)
 
 
 def test_an_eager_sweep_refuses_a_task_file_whose_config_is_not_json(tmp_path):
