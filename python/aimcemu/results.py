@@ -17,6 +17,8 @@ import io
 import json
 import math
 import os
+import uuid
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -36,6 +38,12 @@ FORMAT_VERSION = 1
 # Task files read per call of the core's reader when a sweep folder is opened: what it returns of
 # each (labels included) is held only for a batch at a time.
 TASK_FILES_PER_READ = 128
+# Task files per checking process when a lazy sweep's blocks are computed.  Computing any block of
+# a group reads the whole group, and the group's dense arrays (about 3 x layers x rounds float64
+# per file) stay in memory until every block taken from them is computed: 32 files keep that to a
+# few MiB per group at 640 rounds and 7 layers, and the process start (~15 ms) small beside the
+# reads of 32 files.
+TASK_FILES_PER_LAZY_READ = 32
 
 
 def xarray_module():
@@ -310,19 +318,48 @@ def round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int
     return slots
 
 
-def _sweep_layers(folder: Path, tasks: list[dict], existing: set[str]) -> list[str]:
-    """Layer names in network order; the union over models when the model is a grid axis (each
-    model's first task file, checked and read)."""
-    names: list[str] = []
-    seen_models = set()
+def _first_files_of_models(folder: Path, tasks: list[dict], existing: set[str]) -> dict[str, dict]:
+    """Each model's first task file (a grid over models has several), checked and read at once, by
+    file name: the sweep's layer list comes from them, and their blocks from the same read."""
+    firsts: dict = {}
     for task in tasks:
         model = task["run"].get("model")
-        if model in seen_models or task["file"] not in existing:
-            continue
-        seen_models.add(model)
-        info = check_results_file(folder / task["file"])
+        if model not in firsts and task["file"] in existing:
+            firsts[model] = task["file"]
+    files = list(dict.fromkeys(firsts.values()))
+    outcomes = _read_each_checked([os.fspath(folder / f) for f in files])
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome  # the first broken file in task order, as one check at a time raised it
+    return dict(zip(files, outcomes))
+
+
+def _sweep_layers(first_files: dict[str, dict]) -> list[str]:
+    """Layer names in network order; the union over models when the model is a grid axis."""
+    names: list[str] = []
+    for info in first_files.values():
         names += [l["name"] for l in layers_of(info) if l["name"] not in names]
     return names
+
+
+def _read_each_checked(paths: list[str]) -> list:
+    """What check_results_file gives for each path, or the exception it raises, in order.  The
+    files go through one checking process (_core.read_results_files) when they all pass; when one
+    fails, each is read again on its own, so that every file gets the error (its name and field)
+    that its own check gives, and a sound file beside a broken one still reads."""
+    try:
+        infos = _core.read_results_files(paths)
+    except Exception:
+        return [_outcome(check_results_file, path) for path in paths]
+    return [_outcome(_with_config, info, path) for info, path in zip(infos, paths)]
+
+
+def _outcome(function, *args):
+    """function(*args), or the exception it raised (kept to be raised where that file is used)."""
+    try:
+        return function(*args)
+    except Exception as exc:
+        return exc
 
 
 def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
@@ -330,25 +367,29 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
     file (the others are NaN, so a running sweep can be looked at); ``activations_stored``
     (<grid axes>..., layer) which task files hold a layer's activations.  Every task file is
-    checked (the checking process) and read through the descriptor that was checked.  lazy: dask
-    arrays with one block per task file, each file checked and read when its block is computed
-    (default: lazy when the sweep has more than 64 tasks); otherwise every file now, a batch of
-    files per checking process."""
+    checked (the checking process) and read through the descriptor that was checked, once: each
+    model's first file at the open (for the layer list and its own block).  lazy: dask arrays with
+    one block per task file, the files read in groups of TASK_FILES_PER_LAZY_READ consecutive
+    files, one checking process per group, when a block of the group is computed; a broken file
+    fails its own block only, with the error of its own check (default: lazy when the sweep has more
+    than 64 tasks); otherwise every file now, a batch of TASK_FILES_PER_READ files per checking
+    process."""
     xr = xarray_module()
     folder = Path(folder)
     index = read_index(folder)
     tasks = index["tasks"]
     existing = {t["file"] for t in tasks if (folder / t["file"]).is_file()}
-    layout = _SweepLayout(index, _sweep_layers(folder, tasks, existing))
+    first_files = _first_files_of_models(folder, tasks, existing)
+    layout = _SweepLayout(index, _sweep_layers(first_files))
     lazy = len(tasks) > 64 if lazy is None else lazy
     axes = index["axes"]
     grid_shape = tuple(len(v) for v in axes.values())
     grid_dims = tuple(axes)
-    columns = (_lazy_columns if lazy else _read_columns)(folder, tasks, existing, layout)
+    by_task = (_lazy_columns if lazy else _read_columns)(folder, tasks, existing, layout, first_files)
     comp_dims = ("drift_compensation",) if layout.compensations else ()
     data = {}
     for name, shape in layout.shapes.items():
-        stacked = _stack(columns[name], lazy).reshape(grid_shape + shape)
+        stacked = by_task[name].reshape(grid_shape + shape)
         if name == "activations_stored":
             dims = grid_dims + ("layer",)
         else:
@@ -367,53 +408,82 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     return ds
 
 
-def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout) -> dict:
-    """Every task's arrays, read now: the files a batch at a time (_core.read_results_files: one
-    checking process per batch, each file read through the descriptor that was checked, so a file
-    renamed over a task file meanwhile is never read); what the reader returns of a file is dropped
-    once its arrays are made."""
+def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout,
+                  already_read: dict[str, dict]) -> dict[str, np.ndarray]:
+    """Every task's arrays, read now, stacked [task, ...]: the files a batch at a time
+    (_core.read_results_files: one checking process per batch, each file read through the
+    descriptor that was checked, so a file renamed over a task file meanwhile is never read); what
+    the reader returns of a file is dropped once its arrays are made.  The files in `already_read`
+    (each model's first) are not read again."""
     files = [f for f in dict.fromkeys(t["file"] for t in tasks) if f in existing]
     arrays = {}
     for start in range(0, len(files), TASK_FILES_PER_READ):
         batch = files[start:start + TASK_FILES_PER_READ]
-        for name, info in zip(batch, _core.read_results_files([os.fspath(folder / f) for f in batch])):
+        unread = [f for f in batch if f not in already_read]
+        infos = dict(zip(unread, _core.read_results_files([os.fspath(folder / f) for f in unread])))
+        for name in batch:
+            # the config parsed as every other reader of a results file parses it (a file whose
+            # config is not JSON is refused, naming it, as open_run and a lazy read refuse it)
+            info = already_read.get(name) or _with_config(infos.pop(name), os.fspath(folder / name))
             arrays[name] = layout.arrays(info)
     missing = layout.missing()
-    columns: dict[str, list] = {name: [] for name in layout.shapes}
-    for task in tasks:
-        task_arrays = arrays.get(task["file"], missing)
-        for name in layout.shapes:
-            columns[name].append(task_arrays[name])
-    return columns
+    return {name: np.stack([arrays.get(task["file"], missing)[name] for task in tasks]) for name in layout.shapes}
 
 
-def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout) -> dict:
-    """Every task's arrays as dask blocks: a task file is checked and read when its block is
-    computed (one checking process per file then)."""
-    dask = require("dask", "open_sweep(lazy=True)")
+def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout,
+                  already_read: dict[str, dict]) -> dict:
+    """Every task's arrays as one dask array per variable, [task, ...], one block per task.  The
+    files are read in groups of TASK_FILES_PER_LAZY_READ consecutive files (in task order), a group
+    when one of its blocks is computed: one checking process per group (_task_group_arrays).  The
+    files in `already_read` (each model's first, read at the open) are not read again.
+
+    The arrays are built on one hand-written graph whose read tasks all of them share: stacking a
+    dask array per task file (da.from_delayed, da.stack) made dask's graph optimisation of a
+    reduction over 3,000 task files take longer than reading the files."""
     da = require("dask.array", "open_sweep(lazy=True)")
 
+    token = uuid.uuid4().hex  # each open its own keys: its reads are of the files as they are now
+    read_tasks: dict = {}
+    source: dict[str, tuple] = {}  # task file -> (key of the task that reads it, position in its result)
+    unread = [f for f in dict.fromkeys(t["file"] for t in tasks) if f in existing and f not in already_read]
+    for number, start in enumerate(range(0, len(unread), TASK_FILES_PER_LAZY_READ)):
+        group = unread[start:start + TASK_FILES_PER_LAZY_READ]
+        key = (f"aimcemu-sweep-read-{token}", number)
+        read_tasks[key] = (_task_group_arrays, [os.fspath(folder / f) for f in group], layout)
+        source.update({name: (key, position) for position, name in enumerate(group)})
+    for number, (name, info) in enumerate(already_read.items()):
+        key = (f"aimcemu-sweep-first-{token}", number)
+        read_tasks[key] = (partial(_already_read, [_outcome(layout.arrays, info)]),)
+        source[name] = (key, 0)
     missing = layout.missing()
-    columns: dict[str, list] = {name: [] for name in layout.shapes}
-    for task in tasks:
-        if task["file"] not in existing:
-            for name in layout.shapes:
-                columns[name].append(missing[name])
-            continue
-        path = os.fspath(folder / task["file"])
-        arrays = dask.delayed(_checked_task_arrays, pure=True)(path, layout)
-        for name, shape in layout.shapes.items():
-            columns[name].append(da.from_delayed(arrays[name], shape, dtype=layout.dtype(name)))
-    return columns
+    arrays = {}
+    for variable, shape in layout.shapes.items():
+        name = f"aimcemu-sweep-{variable}-{token}"
+        graph = dict(read_tasks)
+        for i, task in enumerate(tasks):
+            block = (name, i) + (0,) * len(shape)
+            read = source.get(task["file"])
+            graph[block] = missing[variable][None] if read is None else (_block_of, read[0], read[1], variable)
+        chunks = ((1,) * len(tasks),) + tuple((n,) for n in shape)
+        arrays[variable] = da.Array(graph, name, chunks=chunks, dtype=layout.dtype(variable))
+    return arrays
 
 
-def _checked_task_arrays(path: str, layout: _SweepLayout) -> dict:
-    return layout.arrays(check_results_file(path))
+def _task_group_arrays(paths: list[str], layout: _SweepLayout) -> list:
+    """A group of task files checked and read (_read_each_checked): each file's arrays, or the
+    exception its check or its layout raised (raised by its own blocks only)."""
+    return [outcome if isinstance(outcome, BaseException) else _outcome(layout.arrays, outcome)
+            for outcome in _read_each_checked(paths)]
 
 
-def _stack(blocks: list, lazy: bool):
-    if lazy:
-        da = require("dask.array", "lazy arrays")
+def _already_read(outcomes: list) -> list:
+    return outcomes
 
-        return da.stack([da.asarray(b) for b in blocks])
-    return np.stack(blocks)
+
+def _block_of(outcomes: list, position: int, variable: str) -> np.ndarray:
+    """One task's block of one variable ([1, ...]) from its group's read; a file that failed raises
+    its own error here."""
+    outcome = outcomes[position]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome[variable][None]
