@@ -643,18 +643,21 @@ TEST(NiuCosimRegisters, StartWhileBusyIsIgnored) {
     EXPECT_EQ(mismatches(written, model_output(c.program.layers[0], c.layers[0].clean)), 0u);
 }
 
-// Reset asserted in the middle of a burst, then a fresh program on the same instance.  The bus is
-// reset as a whole (the AXI memory drops what was in flight, AxiMemory::reset), as a system reset
-// resets both sides of an interface.  The flip-flops start at zero, as an FPGA configures them:
-// a register missing from the reset then passes power-up and only this reset shows it (its
-// mid-run value survives).  The NIU must hold ARVALID, AWVALID and WVALID low throughout
-// reset (AXI A3.1.2), start nothing until CTRL.start, come out idle with no error and no layers
-// done, and then run another program (other round and seed, other MAX_BURST) exactly as the model
-// computes it, every destination byte rewritten (the aborted run's bytes are overwritten with the
-// guard first) and no protocol violation on the bus.
+// Reset asserted in the middle of a burst, or after a program ended, then a fresh program on the
+// same instance.  The bus is reset as a whole (the AXI memory drops what was in flight,
+// AxiMemory::reset), as a system reset resets both sides of an interface.  The flip-flops start at
+// zero, as an FPGA configures them: a register missing from the reset then passes power-up and only
+// this reset shows it (its mid-run value survives).  So every register the host reads must hold
+// something other than its reset value when reset comes: LAYERS_DONE (a reset in the second
+// layer), STATUS.done (after a finished program), the error code (after a failed one).  The NIU
+// must hold ARVALID, AWVALID and WVALID low throughout reset (AXI A3.1.2), start nothing until
+// CTRL.start, come out idle with no error and no layers done, and then run another program (other
+// round and seed, other MAX_BURST) exactly as the model computes it, every destination byte
+// rewritten (the aborted run's bytes are overwritten with the guard first) and no protocol
+// violation on the bus.
 namespace {
 
-enum class ResetPoint { BlockRead, WeightRead, WeightWrite };
+enum class ResetPoint { BlockRead, WeightRead, WeightWrite, SecondLayerWrite, AfterDone, AfterError };
 
 struct ResetCase {
     ResetPoint point;
@@ -663,16 +666,20 @@ struct ResetCase {
 
 std::string reset_case_name(const ::testing::TestParamInfo<ResetCase>& info) { return info.param.name; }
 
-// Whether the bus is where the reset should land.  Header and block reads come before any write
-// burst, the weights' reads overlap their writes; a write burst is caught with a W beat waiting
-// for WREADY, so that the output buffer holds data when reset comes.
-bool at_reset_point(const AxiMemory& m, ResetPoint point) {
+// Whether the bus is in the middle of the burst the reset should land in.  Header and block reads
+// come before any write burst, the weights' reads overlap their writes; a write burst is caught
+// with a W beat waiting for WREADY, so that the output buffer holds data when reset comes.  Layer
+// 0 (300 beats in bursts of at most 16, split at 4 KiB) takes about 22 write bursts, so the 26th
+// is in layer 1 (the test checks LAYERS_DONE before it resets).
+bool in_reset_burst(const AxiMemory& m, ResetPoint point) {
     switch (point) {
         case ResetPoint::BlockRead: return m.write_bursts() == 0 && m.read_bursts() >= 3 && m.read_burst_open();
         case ResetPoint::WeightRead: return m.write_bursts() >= 1 && m.read_burst_open();
         case ResetPoint::WeightWrite: return m.write_bursts() >= 2 && m.write_burst_open() && m.write_beat_waiting();
+        case ResetPoint::SecondLayerWrite:
+            return m.write_bursts() >= 26 && m.write_burst_open() && m.write_beat_waiting();
+        default: return false;
     }
-    return false;
 }
 
 // Two layers (the second not a whole number of beats) compiled twice: program A (round 3) is the
@@ -717,11 +724,58 @@ void fill_guard(Harness& sim, const Layer& l) {
               m.begin() + std::ptrdiff_t(l.spec.dst_addr + l.spec.count + kGuardBytes), kGuard);
 }
 
+void clock_into_burst(Harness& sim, ResetPoint point) {
+    std::uint64_t waited = 0;
+    while (!in_reset_burst(sim.memory(), point)) {
+        sim.tick();
+        ASSERT_LT(++waited, 400'000u) << "the bus never reached the reset point";
+    }
+}
+
+// Runs program A up to the reset point: into a burst, or to its end (done, or failed by an error
+// response to layer 1's first write).  Fails the test unless the registers the host reads then hold
+// other values than after reset.
+// Starts program A and clocks until STATUS.done, which it leaves set (Harness::wait_done clears it).
+NiuStatus run_leaving_done_set(Harness& sim, const Case& a) {
+    sim.start_program(a.prog_addr, a.max_burst_len);
+    NiuStatus s = sim.status();
+    for (std::uint64_t waited = 0; !s.done && waited < 400'000; waited += 64, s = sim.status())
+        for (int i = 0; i < 64; ++i) sim.tick();
+    return s;
+}
+
+void run_to_reset_point(Harness& sim, const TwoPrograms& p, ResetPoint point) {
+    const Case& a = p.a;
+    if (point == ResetPoint::AfterDone) {
+        const NiuStatus s = run_leaving_done_set(sim, a);
+        ASSERT_TRUE(s.done);
+        ASSERT_EQ(s.error, 0u);
+        ASSERT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 2u);
+        return;
+    }
+    if (point == ResetPoint::AfterError) {
+        const std::uint64_t dst = a.layers[1].spec.dst_addr;
+        sim.memory().set_error_region(dst, dst + 1);
+        const NiuStatus s = run_leaving_done_set(sim, a);
+        sim.memory().set_error_region(0, 0);
+        ASSERT_TRUE(s.done);
+        ASSERT_EQ(s.error, unsigned(gen::NIU_ERR_WRITE_RESP));
+        ASSERT_GT(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 0u);  // the failed layer is counted too
+        return;
+    }
+    sim.start_program(a.prog_addr, a.max_burst_len);
+    clock_into_burst(sim, point);
+    if (point == ResetPoint::SecondLayerWrite) {
+        ASSERT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 1u);  // the register read takes cycles:
+        clock_into_burst(sim, point);                                  // land in a burst again
+    }
+}
+
 }  // namespace
 
 class NiuCosimReset : public ::testing::TestWithParam<ResetCase> {};
 
-TEST_P(NiuCosimReset, ResetMidBurstThenAFreshProgramMatchesTheModel) {
+TEST_P(NiuCosimReset, ResetThenAFreshProgramMatchesTheModel) {
     const TwoPrograms p = reset_programs();
     const Case& a = p.a;
     Harness sim(kMemoryBytes, 41, a.bp, 41, 0.0, InitialValues::Zero);
@@ -731,13 +785,8 @@ TEST_P(NiuCosimReset, ResetMidBurstThenAFreshProgramMatchesTheModel) {
         sim.store_bytes(l.spec.src_addr, l.clean);
         fill_guard(sim, l);
     }
-
-    sim.start_program(a.prog_addr, a.max_burst_len);
-    std::uint64_t waited = 0;
-    while (!at_reset_point(sim.memory(), GetParam().point)) {
-        sim.tick();
-        ASSERT_LT(++waited, 200'000u) << "the bus never reached the reset point";
-    }
+    run_to_reset_point(sim, p, GetParam().point);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(sim.reset(5), 0u) << "a VALID was high during reset";
 
     // Out of reset: idle, nothing on the bus until the next CTRL.start.
@@ -778,10 +827,13 @@ TEST_P(NiuCosimReset, ResetMidBurstThenAFreshProgramMatchesTheModel) {
     EXPECT_EQ(sim.read_reg(gen::NIU_REG_STREAM_BEATS).data, beats);
 }
 
-INSTANTIATE_TEST_SUITE_P(MidBurst, NiuCosimReset,
+INSTANTIATE_TEST_SUITE_P(MidBurstAndAfterTheEnd, NiuCosimReset,
                          ::testing::Values(ResetCase{ResetPoint::BlockRead, "DuringALayerBlockRead"},
                                            ResetCase{ResetPoint::WeightRead, "DuringAWeightReadBurst"},
-                                           ResetCase{ResetPoint::WeightWrite, "DuringAWriteBurst"}),
+                                           ResetCase{ResetPoint::WeightWrite, "DuringAWriteBurst"},
+                                           ResetCase{ResetPoint::SecondLayerWrite, "DuringASecondLayerWriteBurst"},
+                                           ResetCase{ResetPoint::AfterDone, "AfterAFinishedProgram"},
+                                           ResetCase{ResetPoint::AfterError, "AfterAFailedProgram"}),
                          reset_case_name);
 
 // Memory latency against the timing model (docs/niu_rtl.md, "Memory latency").  niu_round_time
@@ -790,9 +842,10 @@ INSTANTIATE_TEST_SUITE_P(MidBurst, NiuCosimReset,
 // `write` cycles later adds exactly `read` once (the header) and 2 read + write per layer: the
 // controller waits for the block's first beat, the weights' first beat and the last B, one after
 // the other, while the bursts stay pipelined and the streaming rate does not change.  On an ideal
-// bus otherwise, the RTL's cycles from the first AR to the last B must grow by exactly that term,
-// and stay within kModelSlack cycles per layer of the model's plus the term (the model rounds
-// neither a partial last beat up nor counts the controller's few cycles per layer).
+// bus otherwise, the RTL's cycles from the first AR to the last B must grow by exactly that term.
+// Against the model plus the term the RTL keeps a remainder the model leaves out (the controller's
+// few cycles per layer, a partial last beat streamed as a whole one), the same for every latency:
+// pinned per built lane count, so that a changed cycle count in the RTL or in the model shows.
 namespace {
 
 struct LatencyCase {
@@ -803,7 +856,16 @@ std::string latency_case_name(const ::testing::TestParamInfo<LatencyCase>& info)
     return "Read" + std::to_string(info.param.read) + "Write" + std::to_string(info.param.write);
 }
 
-constexpr double kModelSlack = 24.0;  // cycles per layer
+// RTL minus (model + latency term) for latency_program(), measured per built lane count.
+double expected_remainder(int lanes) {
+    switch (lanes) {
+        case 1: return 69.0;
+        case 4: return 43.0;
+        case 8: return 40.0;
+        case 32: return 38.0;
+        default: return -1.0;  // not measured: add the lane count here
+    }
+}
 
 // Three layers (one not a whole number of beats) on an otherwise ideal bus.
 Case latency_program() {
@@ -869,7 +931,8 @@ TEST_P(NiuCosimLatency, CyclesAreTheModelsPlusTheLatencyTerm) {
     const double model = niu_round_time(cfg, weights, layers).seconds * cfg.clock_hz;
     std::printf("%d lanes, read latency %u, write latency %u: RTL %llu cycles, model %.0f + latency term %llu (RTL %+.0f)\n",
                 kLanes, read, write, (unsigned long long)rtl, model, (unsigned long long)term, double(rtl) - model - double(term));
-    EXPECT_NEAR(double(rtl), model + double(term), kModelSlack * layers);
+    ASSERT_GE(expected_remainder(kLanes), 0.0) << "no remainder measured for " << kLanes << " lanes";
+    EXPECT_NEAR(double(rtl) - model - double(term), expected_remainder(kLanes), 1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, NiuCosimLatency,
