@@ -392,8 +392,9 @@ void check_lanes(int lanes, const std::string& source, const std::string& field)
         if (l == lanes) return;
     std::string list;
     for (int l : NIU_LANES_SUPPORTED) list += (list.empty() ? "" : ", ") + std::to_string(l);
-    throw FormatError(source, field, "the NIU has 1 to 32 lanes that divide a 32-weight beat (" + list + "), got " +
-                                         std::to_string(lanes));
+    const std::string beat = std::to_string(NIU_BEAT_LANES);
+    throw FormatError(source, field, "the NIU has 1 to " + beat + " lanes that divide a " + beat + "-weight beat (" + list +
+                                         "), got " + std::to_string(lanes));
 }
 
 NiuBeatModel::NiuBeatModel(const NiuLayerProgram& layer, int lanes) : layer_(layer), lanes_(lanes) {

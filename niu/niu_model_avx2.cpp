@@ -14,6 +14,7 @@
 // eight streams at a time and walks the beats in blocks: first every generator of the group fills
 // a block of outputs (its state stays in four registers), then the block's weights go through the
 // datapath.  Every product fits a signed 32-bit lane (rtl/niu_gen.py checks the headroom).
+#include <limits>
 #include <immintrin.h>
 
 #include <cstdint>
@@ -92,8 +93,9 @@ inline I exp2_fraction(I x) { return _mm256_and_si256(x, _mm256_set1_epi32((1 <<
 // The entry's high word, sign-extended (RD is signed; the 2^-f slopes are below 2^15), times f.
 inline I slope_times(I entry, I fraction) { return _mm256_mullo_epi32(_mm256_srai_epi32(entry, kTableFieldBits), fraction); }
 
-// IEEE-754 single precision: where the exponent field starts and its bias.
-constexpr int kFloatMantissaBits = 23, kFloatExponentBias = 127;
+// IEEE-754 single precision: where the exponent field starts (23) and its bias (127).
+constexpr int kFloatMantissaBits = std::numeric_limits<float>::digits - 1;
+constexpr int kFloatExponentBias = std::numeric_limits<float>::max_exponent - 1;
 
 struct SigmaEntry {
     I entry, fraction;

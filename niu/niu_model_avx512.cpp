@@ -17,6 +17,7 @@
 //
 // Like niu_model_avx2.cpp: compiled for the ISA through a target pragma, entered only after
 // detail::cpu_has_avx512bw() said yes, no standard-library templates inside the pragma.
+#include <limits>
 #include <immintrin.h>
 
 #include <cstdint>
@@ -118,6 +119,10 @@ inline I exp2_fraction(I x) {
     return _mm512_and_si512(_mm512_slli_epi32(x, 16), _mm512_set1_epi32(((1 << NIU_EXP_FRAC_BITS) - 1) << 16));
 }
 
+// IEEE-754 single precision: where the exponent field starts (23) and its bias (127).
+constexpr int kFloatMantissaBits = std::numeric_limits<float>::digits - 1;
+constexpr int kFloatExponentBias = std::numeric_limits<float>::max_exponent - 1;
+
 struct SigmaEntry {
     I entry, fraction;
 };
@@ -127,9 +132,9 @@ struct SigmaEntry {
 // whatever the sigma, as in read_device where max(gp, 1) picks the first segment.
 inline SigmaEntry read_sigma_entry(const Tables& t, I gp) {
     const I gbits = _mm512_castps_si512(_mm512_cvtepi32_ps(gp));
-    const I j = _mm512_srli_epi32(gbits, 23 - NIU_RT_SEG_BITS);
+    const I j = _mm512_srli_epi32(gbits, kFloatMantissaBits - NIU_RT_SEG_BITS);
     // The interpolation fraction (the mantissa bits below the segment), placed in the high word.
-    constexpr int fr_up = 16 - (23 - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS);
+    constexpr int fr_up = 16 - (kFloatMantissaBits - NIU_RT_SEG_BITS - NIU_RT_FRAC_BITS);
     static_assert(fr_up >= 0 && NIU_RT_FRAC_BITS < 15, "the fraction moves up into a positive word");
     const I fr_high = _mm512_and_si512(_mm512_slli_epi32(gbits, fr_up), _mm512_set1_epi32(((1 << NIU_RT_FRAC_BITS) - 1) << 16));
     const __mmask16 bit5 = _mm512_test_epi32_mask(j, _mm512_set1_epi32(32));
@@ -165,7 +170,7 @@ inline __m512i read_normals(const Tables& t, __m512i u) {
 
 // Where segment j of the read-sigma table sits: at its float-biased index 127 * 8 + j, modulo
 // the table's 128 slots (the permutes read bits 0-4 of the index, the masked moves bits 5 and 6).
-constexpr int read_table_slot(int j) { return ((127 << NIU_RT_SEG_BITS) + j) % 128; }
+constexpr int read_table_slot(int j) { return ((kFloatExponentBias << NIU_RT_SEG_BITS) + j) % 128; }
 
 void fill_tables(Tables& t, const NiuLayerProgram& layer) {
     alignas(64) std::int16_t words[64];

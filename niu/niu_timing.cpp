@@ -48,8 +48,9 @@ NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights, int laye
     r.seconds = double(weights) / t.weights_per_s + r.program_seconds;
     // Whole beats move on the bus: a partial last beat still costs a full one.
     const std::int64_t beats = (weights + cfg.beat_bytes - 1) / cfg.beat_bytes;
-    r.bytes_read = beats * cfg.beat_bytes + std::int64_t(layers) * niu::gen::NIU_LAYER_WORDS * 4 +
-                   (layers > 0 ? niu::gen::NIU_PROG_HEADER_WORDS * 4 : 0);
+    constexpr std::int64_t word_bytes = niu::gen::NIU_WORD_BITS / 8;
+    r.bytes_read = beats * cfg.beat_bytes + std::int64_t(layers) * niu::gen::NIU_LAYER_WORDS * word_bytes +
+                   (layers > 0 ? niu::gen::NIU_PROG_HEADER_WORDS * word_bytes : 0);
     r.bytes_written = beats * cfg.beat_bytes;
     return r;
 }

@@ -17,14 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "niu_constants.hpp"
 #include "perf_model/system.hpp"
 
 namespace aimcemu {
 
 struct NiuConfig {
-    double lanes_per_cycle = 32;         // weights that leave the noise pipeline per clock
-    double clock_hz = 300e6;             // AXI / system clock
-    int beat_bytes = 32;                 // 256-bit AXI beat = 32 INT8 lanes
+    double lanes_per_cycle = niu::gen::NIU_BEAT_LANES;  // weights that leave the noise pipeline per clock
+    double clock_hz = 300e6;                             // AXI / system clock
+    int beat_bytes = niu::gen::NIU_AXI_BEAT_BYTES;       // 256-bit AXI beat = 32 INT8 lanes
     // One HBM pseudo-channel of the U50 and its sustained fraction for long bursts: the same
     // constants as the PUs' channels (perf_model/pu_config.hpp).
     double channel_bytes_per_s = kU50HbmPeakBytesPerS / kU50HbmPseudoChannels;

@@ -94,7 +94,8 @@ RngState periph_stream_state(std::uint64_t seed, std::uint64_t chip, std::uint64
     const std::uint64_t key = fold_stream_key(seed, chip, layer, std::uint64_t(gen::NIU_PURPOSE_PERIPH), round);
     const std::uint64_t a = splitmix64(splitmix64(key ^ image) ^ std::uint64_t(lane));
     const std::uint64_t b = splitmix64(a);
-    RngState s{std::uint32_t(a), std::uint32_t(a >> 32), std::uint32_t(b), std::uint32_t(b >> 32)};
+    constexpr int word = gen::NIU_RNG_WORD_BITS;  // two state words from each 64-bit draw
+    RngState s{std::uint32_t(a), std::uint32_t(a >> word), std::uint32_t(b), std::uint32_t(b >> word)};
     if ((s[0] | s[1] | s[2] | s[3]) == 0) s[0] = 1;   // the all-zero state is a fixed point
     return s;
 }

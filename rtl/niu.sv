@@ -75,6 +75,7 @@ module niu #(
   localparam int LayerWords = niu_constants_pkg::NIU_LAYER_WORDS;
   localparam int WordsBeat  = niu_constants_pkg::NIU_WORDS_PER_BEAT;
   localparam int BlockBeats = LayerWords / WordsBeat;
+  localparam int HeaderBeats = niu_constants_pkg::NIU_PROG_HEADER_WORDS / WordsBeat;
   localparam int WordShift  = $clog2(WordBits / niu_constants_pkg::NIU_CODE_BITS);  // bytes per word
   localparam int ErrBits    = niu_constants_pkg::NIU_STATUS_ERROR_BITS;
   localparam int CountBits  = niu_constants_pkg::NIU_LAYER_COUNT_BITS;
@@ -89,6 +90,10 @@ module niu #(
 `ifndef __ICARUS__
   if (niu_constants_pkg::NIU_PROG_HEADER_WORDS % WordsBeat != 0 || LayerWords % WordsBeat != 0) begin : g_block_align
     $error("NIU_PROG_HEADER_WORDS and NIU_LAYER_WORDS must be multiples of NIU_WORDS_PER_BEAT");
+  end
+  // StHeader reads the header as one beat and takes its fields from that beat.
+  if (HeaderBeats != 1) begin : g_header_beat
+    $error("NIU_PROG_HEADER_WORDS must be one beat (NIU_WORDS_PER_BEAT words)");
   end
 `endif
 
@@ -155,7 +160,7 @@ module niu #(
     unique case (state_q)
       StHeader: begin
         rd_addr  = AddrBits'(prog_addr);
-        rd_beats = BeatCntW'(1);
+        rd_beats = BeatCntW'(HeaderBeats);
       end
       StBlock: begin
         rd_addr  = AddrBits'(block_addr_q);

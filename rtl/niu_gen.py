@@ -275,6 +275,10 @@ def check_block_alignment() -> None:
     for name, words in (("PROG_HEADER_WORDS", PROG_HEADER_WORDS), ("LAYER_WORDS", layer_words)):
         if AXI_DATA_BITS % WORD_BITS or words % words_per_beat:
             raise SystemExit(f"niu_gen: {name} = {words} is not a whole number of {AXI_DATA_BITS}-bit beats")
+    # rtl/niu.sv reads the header as one beat and takes its fields from it.
+    if PROG_HEADER_WORDS != words_per_beat:
+        raise SystemExit(f"niu_gen: PROG_HEADER_WORDS = {PROG_HEADER_WORDS} must be one {AXI_DATA_BITS}-bit beat "
+                         f"({words_per_beat} words): the NIU reads the header as one")
 
 
 def check_int32_headroom() -> None:
