@@ -264,8 +264,7 @@ HermesFit HermesModel::fit(int num_devices) {
 }
 
 namespace {
-HermesFit hermes_fit(int num_devices) { return HermesModel::fit(num_devices); }
-HermesFit hermes_fit(const NoiseParams& p) { return hermes_fit(int(get_number(p, "num_devices"))); }
+HermesFit hermes_fit(const NoiseParams& p) { return HermesModel::fit(int(get_number(p, "num_devices"))); }
 }  // namespace
 
 const ParamTable& HermesModel::table() {
@@ -285,18 +284,18 @@ const ParamTable& HermesModel::table() {
 HermesModel::HermesModel(const NoiseParams& params)
     : PcmFamilyModel(table().resolve(params), table().source()),
       num_devices_(int(param_value("num_devices"))),
-      g_max_reference_(hermes_fit(num_devices_).g_max) {
+      fit_(fit(num_devices_)) {
     // The fits were measured up to the chip's g_max; beyond it they extrapolate a device nobody
     // measured (aihwkit asserts the same bound).
-    if (g_max() > g_max_reference_)
+    if (g_max() > fit_.g_max)
         throw FormatError(table().source(), "g_max",
-                          "must be <= " + format_value(g_max_reference_) + " uS with num_devices " +
+                          "must be <= " + format_value(fit_.g_max) + " uS with num_devices " +
                               std::to_string(num_devices_) + " (the HERMES fits were characterized up to it), got " +
                               format_value(g_max()));
 }
 
 double HermesModel::prog_sigma(double g) const {
-    return polynomial(hermes_fit(num_devices_).prog_coeff, g / g_max()) * (g_max() / g_max_reference_);
+    return polynomial(fit_.prog_coeff, g / g_max()) * (g_max() / fit_.g_max);
 }
 
 double HermesModel::nu_mean(double g) const {

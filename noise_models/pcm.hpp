@@ -117,7 +117,7 @@ public:
 
 private:
     int num_devices_;
-    double g_max_reference_;
+    HermesFit fit_;  // fit(num_devices_), kept: prog_sigma runs per device
 };
 
 class StateIndependentModel final : public PcmFamilyModel {
