@@ -32,8 +32,8 @@ std::string printable(std::string_view text) {
         std::size_t length = byte < 0x80 ? 1 : utf8_sequence_length(byte);
         std::size_t bad_at = 0;
         const bool keep = byte < 0x80 ? byte >= 0x20 && byte != 0x7f
-                                      : length > 0 && valid_utf8(text.substr(i, length), bad_at) &&
-                                            i + length <= text.size();
+                                      : length > 0 && i + length <= text.size() &&
+                                            valid_utf8(text.substr(i, length), bad_at);
         if (keep) {
             out.append(text.substr(i, length));
         } else {
@@ -105,12 +105,12 @@ bool is_integer(const h5::TypeInfo& t) { return t.type_class == H5T_INTEGER; }
 bool is_float(const h5::TypeInfo& t) { return t.type_class == H5T_FLOAT; }
 bool is_number(const h5::TypeInfo& t) { return is_integer(t) || is_float(t); }
 
-namespace {
-
 std::string byte_text(unsigned char b) {
     const char* hex = "0123456789abcdef";
     return std::string("0x") + hex[b >> 4] + hex[b & 15];
 }
+
+namespace {
 
 std::string gib_text(long double bytes) {
     const long double gib = bytes / (1024.0L * 1024.0L * 1024.0L);

@@ -33,6 +33,9 @@ bool valid_utf8(std::string_view text, std::size_t& bad_at);
 // rule of every message (Python: _core.printable).
 std::string printable(std::string_view text);
 
+// "0xff": one byte for a message.
+std::string byte_text(unsigned char b);
+
 // Bytes of physical memory of this machine (the bound for any single array read from a file).
 std::uint64_t physical_memory_bytes();
 

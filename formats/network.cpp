@@ -1,6 +1,5 @@
 #include "formats/network.hpp"
 
-#include <cstdio>
 #include <limits>
 
 #include "common/errors.hpp"
@@ -241,12 +240,10 @@ void check_storable_text(const std::string& text, const std::string& path, const
                                            printable(text.substr(0, nul)) + "')");
     // Every reader refuses text that is not UTF-8, so no writer may store it.
     std::size_t bad_at = 0;
-    if (!valid_utf8(text, bad_at)) {
-        char byte[8];
-        std::snprintf(byte, sizeof byte, "0x%02x", unsigned(static_cast<unsigned char>(text[bad_at])));
-        throw FormatError(path, field, "'" + printable(text) + "' is not valid UTF-8 (byte " + byte + " at position " +
+    if (!valid_utf8(text, bad_at))
+        throw FormatError(path, field, "'" + printable(text) + "' is not valid UTF-8 (byte " +
+                                           byte_text(static_cast<unsigned char>(text[bad_at])) + " at position " +
                                            std::to_string(bad_at) + "): files store text as UTF-8");
-    }
 }
 
 void check_layer_name(const std::string& name, const std::string& path, const std::string& field) {
