@@ -476,7 +476,9 @@ module niu #(
       end
       StStream: begin
         if (stream_done) begin
-          layers_done_d = layers_done_q + 1'b1;
+          // LAYERS_DONE counts the layers whose weights are in place: a layer whose stream saw an
+          // error response (an R beat or a B) is not one, so it is not counted.
+          if (!rd_error && !wr_error) layers_done_d = layers_done_q + 1'b1;
           block_addr_d  = block_addr_q + (DWordBits'(LayerWords) << WordShift);
           if (rd_error || wr_error) begin
             error_d  = rd_error ? ErrBits'(niu_constants_pkg::NIU_ERR_READ_RESP)

@@ -149,7 +149,7 @@ REGISTERS = [  # (name, offset, access, meaning)
     ("PROG_ADDR_LO", 0x08, "RW", "program image base, bits 31:0 (32-byte aligned)"),
     ("PROG_ADDR_HI", 0x0C, "RW", "program image base, bits 63:32"),
     ("MAX_BURST", 0x10, "RW", "AXI AxLEN limit 0..255 (bursts also stop at 4 KiB)"),
-    ("LAYERS_DONE", 0x14, "R", "layers completed by the current or last program"),
+    ("LAYERS_DONE", 0x14, "R", "layers of the current or last program streamed and written without an error response (a failed layer is not counted)"),
     ("STREAM_CYCLES", 0x18, "R", "cycles spent streaming weights (all layers)"),
     ("STREAM_BEATS", 0x1C, "R", "beats that entered the noise pipeline (all layers)"),
     ("CONFIG", 0x20, "R", "bits 7:0 lanes the RTL was built for, bits 15:8 beat lanes, bits 31:16 program version"),

@@ -760,7 +760,9 @@ void run_to_reset_point(Harness& sim, const TwoPrograms& p, ResetPoint point) {
         sim.memory().set_error_region(0, 0);
         ASSERT_TRUE(s.done);
         ASSERT_EQ(s.error, unsigned(gen::NIU_ERR_WRITE_RESP));
-        ASSERT_GT(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 0u);  // the failed layer is counted too
+        // Layer 0 finished cleanly and counts; layer 1, whose write failed, does not (nor does reset
+        // leave the 1 standing: the test reads 0 after it).
+        ASSERT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, 1u);
         return;
     }
     sim.start_program(a.prog_addr, a.max_burst_len);
@@ -835,6 +837,79 @@ INSTANTIATE_TEST_SUITE_P(MidBurstAndAfterTheEnd, NiuCosimReset,
                                            ResetCase{ResetPoint::AfterDone, "AfterAFinishedProgram"},
                                            ResetCase{ResetPoint::AfterError, "AfterAFailedProgram"}),
                          reset_case_name);
+
+// LAYERS_DONE after a bus error: a driver reads it as the number of layers whose weights are now
+// in the PU region correctly, so it counts a layer only once its stream has ended with no error
+// response, read or write (docs/niu_generated.md).  Program A of the reset tests (two layers,
+// stalls on every channel) with an SLVERR on the first read or write burst of one layer's weights,
+// or on its layer block: LAYERS_DONE is the number of layers before it, STATUS has the error code,
+// and those layers hold exactly the model's bytes.
+namespace {
+
+enum class ErrorAt { WeightRead, WeightWrite, BlockRead };
+
+struct LayersDoneCase {
+    ErrorAt at;
+    int layer;
+    const char* name;
+};
+
+std::string layers_done_case_name(const ::testing::TestParamInfo<LayersDoneCase>& info) { return info.param.name; }
+
+// The bytes an SLVERR region covers: the first byte of the layer's source, destination or block.
+ErrorRegion error_region_for(const TwoPrograms& p, const LayersDoneCase& e) {
+    const niu::NiuLayerSpec& spec = p.a.layers[std::size_t(e.layer)].spec;
+    std::uint64_t at = 0;
+    switch (e.at) {
+        case ErrorAt::WeightRead: at = spec.src_addr; break;
+        case ErrorAt::WeightWrite: at = spec.dst_addr; break;
+        case ErrorAt::BlockRead:
+            at = p.a.prog_addr + 4 * (gen::NIU_PROG_HEADER_WORDS + std::uint64_t(e.layer) * gen::NIU_LAYER_WORDS);
+            break;
+    }
+    return {at, at + 1};
+}
+
+}  // namespace
+
+class NiuCosimLayersDone : public ::testing::TestWithParam<LayersDoneCase> {};
+
+TEST_P(NiuCosimLayersDone, CountsOnlyLayersFinishedWithoutAnErrorResponse) {
+    const LayersDoneCase e = GetParam();
+    const TwoPrograms p = reset_programs();
+    const Case& a = p.a;
+    Harness sim(kMemoryBytes, 43, a.bp, 43);
+    sim.store_words(a.prog_addr, a.program.to_words());
+    for (const auto& l : a.layers) {
+        sim.store_bytes(l.spec.src_addr, l.clean);
+        fill_guard(sim, l);
+    }
+    const ErrorRegion region = error_region_for(p, e);
+    sim.memory().set_error_region(region.begin, region.end);
+    const NiuStatus s = sim.run_program(a.prog_addr, a.max_burst_len, 400'000);
+    EXPECT_TRUE(s.done);
+    EXPECT_FALSE(s.busy);
+    EXPECT_EQ(s.error, unsigned(e.at == ErrorAt::WeightWrite ? gen::NIU_ERR_WRITE_RESP : gen::NIU_ERR_READ_RESP));
+    EXPECT_EQ(sim.read_reg(gen::NIU_REG_LAYERS_DONE).data, unsigned(e.layer));
+    EXPECT_TRUE(sim.memory().errors().empty()) << sim.memory().errors().front();
+    // The layers counted are in place, byte for byte.
+    const auto& m = sim.memory().bytes();
+    for (int l = 0; l < e.layer; ++l) {
+        const niu::NiuLayerSpec& spec = a.layers[std::size_t(l)].spec;
+        const std::vector<std::int8_t> written(m.begin() + std::ptrdiff_t(spec.dst_addr),
+                                               m.begin() + std::ptrdiff_t(spec.dst_addr + spec.count));
+        EXPECT_EQ(mismatches(written, model_output(a.program.layers[std::size_t(l)], a.layers[std::size_t(l)].clean)), 0u)
+            << "layer " << l;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(ErrorResponses, NiuCosimLayersDone,
+                         ::testing::Values(LayersDoneCase{ErrorAt::WeightRead, 0, "ReadErrorInLayer0"},
+                                           LayersDoneCase{ErrorAt::WeightRead, 1, "ReadErrorInLayer1"},
+                                           LayersDoneCase{ErrorAt::WeightWrite, 0, "WriteErrorInLayer0"},
+                                           LayersDoneCase{ErrorAt::WeightWrite, 1, "WriteErrorInLayer1"},
+                                           LayersDoneCase{ErrorAt::BlockRead, 1, "BlockReadErrorInLayer1"}),
+                         layers_done_case_name);
 
 // Memory latency against the timing model (docs/niu_rtl.md, "Memory latency").  niu_round_time
 // charges NIU_LAYER_WORDS + NIU_PIPE_STAGES cycles per layer beside the streaming, as measured on
