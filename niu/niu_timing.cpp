@@ -20,6 +20,11 @@ void NiuConfig::validate(const std::string& source) const {
     if (!(channel_bytes_per_s > 0)) throw FormatError(source, "niu.channel_bytes_per_s", "must be positive");
     if (!(channel_efficiency > 0 && channel_efficiency <= 1))
         throw FormatError(source, "niu.channel_efficiency", "must be in (0, 1]");
+    // !(x >= 0) also refuses NaN; the bound refuses infinity.
+    if (!(read_latency_cycles >= 0 && read_latency_cycles < 1e12))
+        throw FormatError(source, "niu.read_latency_cycles", "must be a finite number of cycles >= 0");
+    if (!(write_latency_cycles >= 0 && write_latency_cycles < 1e12))
+        throw FormatError(source, "niu.write_latency_cycles", "must be a finite number of cycles >= 0");
 }
 
 NiuThroughput niu_throughput(const NiuConfig& cfg) {
@@ -34,25 +39,74 @@ NiuThroughput niu_throughput(const NiuConfig& cfg) {
     return t;
 }
 
-NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights, int layers) {
+namespace {
+
+// The RTL controller's cycles beside the streaming (rtl/niu.sv; docs/niu_rtl.md, "Memory latency
+// and the timing model"), on a memory that answers in the cycle after each handshake:
+// the header: its AR, its beat into the word unpacker, one cycle per word, the check after the last word;
+constexpr double kHeaderCycles = niu::gen::NIU_PROG_HEADER_WORDS + 3;
+// a layer block: the phase's start, its AR, its first beat into the unpacker, one cycle per word,
+// the check after the last word, the field check (StCheck);
+constexpr double kBlockCycles = niu::gen::NIU_LAYER_WORDS + 5;
+// a layer's stream beside its groups: the phase's start, its AR, the first beat into the splitter,
+// the pipeline, the join's beat register, the skid buffer (W), the last B, the done check;
+constexpr double kStreamCycles = niu::gen::NIU_PIPE_STAGES + 7;
+// the last stream's done check follows the last B, where the NIU's bus time ends.
+constexpr double kAfterLastB = 1;
+
+void check_counts(std::int64_t weights, std::int64_t layers) {
     if (weights < 0) throw FormatError("<niu>", "weights", "must be >= 0");
     if (layers < 0) throw FormatError("<niu>", "layers", "must be >= 0");
+}
+
+std::int64_t whole_beat_bytes(const NiuConfig& cfg, std::int64_t weights) {
+    return (weights + cfg.beat_bytes - 1) / cfg.beat_bytes * cfg.beat_bytes;
+}
+
+// `streamed` weights pass the datapath, `bus_bytes` move each way on the bus (whole beats); the
+// program costs its controller cycles and the memory latency: R for the header, 2R + W per layer
+// (the block's first beat, the weights' first beat and the last B, each waited for in turn; every
+// other burst is pipelined behind them).
+NiuRoundTime round_time(const NiuConfig& cfg, std::int64_t weights, double streamed, std::int64_t bus_bytes,
+                        std::int64_t layers) {
     const NiuThroughput t = niu_throughput(cfg);
     NiuRoundTime r;
     r.weights = weights;
     r.weights_per_s = t.weights_per_s;
     r.bound = t.bound;
-    // A layer's program block: one word per cycle through the loader, then the pipeline fills.
-    const double block_cycles = double(niu::gen::NIU_LAYER_WORDS + niu::gen::NIU_PIPE_STAGES);
-    r.program_seconds = double(layers) * block_cycles / cfg.clock_hz;
-    r.seconds = double(weights) / t.weights_per_s + r.program_seconds;
-    // Whole beats move on the bus: a partial last beat still costs a full one.
-    const std::int64_t beats = (weights + cfg.beat_bytes - 1) / cfg.beat_bytes;
+    double program_cycles = 0;
+    if (layers > 0) {
+        const double n = double(layers);
+        program_cycles = kHeaderCycles + n * (kBlockCycles + kStreamCycles) - kAfterLastB +
+                         cfg.read_latency_cycles + n * (2 * cfg.read_latency_cycles + cfg.write_latency_cycles);
+    }
+    r.program_seconds = program_cycles / cfg.clock_hz;
+    r.seconds = streamed / t.weights_per_s + r.program_seconds;
+    r.cycles = streamed / (t.weights_per_s / cfg.clock_hz) + program_cycles;  // exact for whole rates
     constexpr std::int64_t word_bytes = niu::gen::NIU_WORD_BITS / 8;
-    r.bytes_read = beats * cfg.beat_bytes + std::int64_t(layers) * niu::gen::NIU_LAYER_WORDS * word_bytes +
+    r.bytes_read = bus_bytes + layers * niu::gen::NIU_LAYER_WORDS * word_bytes +
                    (layers > 0 ? niu::gen::NIU_PROG_HEADER_WORDS * word_bytes : 0);
-    r.bytes_written = beats * cfg.beat_bytes;
+    r.bytes_written = bus_bytes;
     return r;
+}
+
+}  // namespace
+
+NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights, int layers) {
+    check_counts(weights, layers);
+    // Whole beats move on the bus: a partial last beat still costs a full one.
+    return round_time(cfg, weights, double(weights), whole_beat_bytes(cfg, weights), layers);
+}
+
+NiuRoundTime niu_program_time(const NiuConfig& cfg, const std::vector<std::int64_t>& layer_weights) {
+    cfg.validate();
+    std::int64_t weights = 0, bus_bytes = 0;
+    for (const std::int64_t w : layer_weights) {
+        check_counts(w, 0);
+        weights += w;
+        bus_bytes += whole_beat_bytes(cfg, w);  // each layer streams whole beats through the datapath
+    }
+    return round_time(cfg, weights, double(bus_bytes), bus_bytes, std::int64_t(layer_weights.size()));
 }
 
 std::vector<NiuSynthesis> niu_syntheses() {

@@ -7,11 +7,15 @@
 //   datapath:    weights per cycle x clock      (an L-lane NIU: the co-simulation's measured rate)
 //   AXI port:    beat_bytes x clock per direction (AXI reads and writes run in parallel)
 //   HBM channel: channel_bytes_per_s x efficiency / 2 (reads and writes share the channel)
-// and every layer first loads its program block (NIU_LAYER_WORDS words at one word per cycle,
-// then the pipeline fills).  Memory latency is left out: a memory whose read data comes R
-// cycles and whose write responses come W cycles later than a zero-latency one adds R + layers
-// x (2R + W) cycles (docs/niu_rtl.md, "Memory latency"), microseconds against milliseconds.  The NIU keeps no per-chip state in HBM: the chip draws are
-// regenerated every round (docs/niu_datapath.md section 2), so there is no programming pass.
+// Beside the streaming, a program costs the RTL's controller cycles: the header, and per layer its
+// program block (NIU_LAYER_WORDS words at one word per cycle) and its stream's pipeline fill and
+// hand-offs, each a constant read off rtl/niu.sv's state machine; and the memory's latency: a
+// memory whose read data comes R cycles and whose write responses come W cycles later than a
+// zero-latency one adds R + layers x (2R + W) cycles (docs/niu_rtl.md, "Memory latency and the
+// timing model").  On an ideal bus with the datapath's rate (lanes_per_cycle = the RTL's Lanes)
+// niu_program_time is the RTL's bus time to the cycle (NiuCosimLatency checks it).  The NIU
+// keeps no per-chip state in HBM: the chip draws are regenerated every round
+// (docs/niu_datapath.md section 2), so there is no programming pass.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,13 +34,21 @@ struct NiuConfig {
     // constants as the PUs' channels (perf_model/pu_config.hpp).
     double channel_bytes_per_s = kU50HbmPeakBytesPerS / kU50HbmPseudoChannels;
     double channel_efficiency = kShuhaiHbmEfficiency;
+    // Memory latency in cycles beyond a memory that answers in the cycle after the handshake: R
+    // delays a read burst's first beat after its AR, W a write burst's B after its last W beat.
+    // 0 and 0 (the default) model a zero-latency memory.
+    double read_latency_cycles = 0;
+    double write_latency_cycles = 0;
     void validate(const std::string& source = "<memory>") const;
 };
 
 struct NiuRoundTime {
     std::int64_t weights = 0;
     double seconds = 0;
-    double program_seconds = 0;          // loading the layers' program blocks (part of seconds)
+    double cycles = 0;                   // seconds x clock_hz
+    // Everything beside streaming the weights (part of seconds): the header, the layers' program
+    // blocks, each layer's pipeline fill and hand-offs, and the memory latency.
+    double program_seconds = 0;
     std::int64_t bytes_read = 0;         // weights and program blocks
     std::int64_t bytes_written = 0;
     double weights_per_s = 0;
@@ -46,8 +58,13 @@ struct NiuRoundTime {
 // The NIU's sustained rate, as the system model consumes it.
 NiuThroughput niu_throughput(const NiuConfig& cfg);
 // Time and traffic to re-noise `weights` weights of `layers` layers once (one round of one
-// PU's AIMC layers); layers = 0 leaves out the program blocks.
+// PU's AIMC layers); layers = 0 leaves out the program (header, blocks, fills, latency).
 NiuRoundTime niu_round_time(const NiuConfig& cfg, std::int64_t weights, int layers = 0);
+// The same for a program whose layers hold these weight counts, each streamed as whole beats (a
+// partial last beat costs a full one): the NIU's bus time from its first read request to its last
+// write response (the few cycles from CTRL.start to the first AR and from the last B to
+// STATUS.done are not part of it).  No layers: no program, no time.
+NiuRoundTime niu_program_time(const NiuConfig& cfg, const std::vector<std::int64_t>& layer_weights);
 
 // ---- cost ------------------------------------------------------------------------------------
 

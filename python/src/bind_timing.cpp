@@ -216,10 +216,14 @@ void bind_system(py::module_& m) {
         .def_readwrite("clock_hz", &NiuConfig::clock_hz)
         .def_readwrite("beat_bytes", &NiuConfig::beat_bytes)
         .def_readwrite("channel_bytes_per_s", &NiuConfig::channel_bytes_per_s)
-        .def_readwrite("channel_efficiency", &NiuConfig::channel_efficiency);
+        .def_readwrite("channel_efficiency", &NiuConfig::channel_efficiency)
+        .def_readwrite("read_latency_cycles", &NiuConfig::read_latency_cycles)
+        .def_readwrite("write_latency_cycles", &NiuConfig::write_latency_cycles)
+        .def("validate", &NiuConfig::validate, py::arg("source") = "<memory>");
     py::class_<NiuRoundTime>(m, "NiuRoundTime")
         .def_readonly("weights", &NiuRoundTime::weights)
         .def_readonly("seconds", &NiuRoundTime::seconds)
+        .def_readonly("cycles", &NiuRoundTime::cycles)
         .def_readonly("program_seconds", &NiuRoundTime::program_seconds)
         .def_readonly("bytes_read", &NiuRoundTime::bytes_read)
         .def_readonly("bytes_written", &NiuRoundTime::bytes_written)
@@ -227,6 +231,7 @@ void bind_system(py::module_& m) {
         .def_readonly("bound", &NiuRoundTime::bound);
     m.def("niu_throughput", &niu_throughput, py::arg("config"));
     m.def("niu_round_time", &niu_round_time, py::arg("config"), py::arg("weights"), py::arg("layers") = 0);
+    m.def("niu_program_time", &niu_program_time, py::arg("config"), py::arg("layer_weights"));
 
     py::class_<SystemConfig>(m, "SystemConfig")
         .def(py::init<>())

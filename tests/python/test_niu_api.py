@@ -197,3 +197,25 @@ def test_kept_chip_state_of_another_chip_is_a_format_error():
         other.apply_kept(0, state)
     with pytest.raises(aimcemu.FormatError, match="shape"):
         other.chip_state(0, w.reshape(25, 8))
+
+
+def test_timing_memory_latency_is_charged_per_layer_and_validated_by_field():
+    """The NIU timing model's memory latency (docs/niu_rtl.md, "Memory latency and the timing
+    model"): 0 by default, R once for the header and 2R + W per layer; a bad value is a
+    FormatError naming the field."""
+    timing = aimcemu._core.timing
+    cfg = timing.NiuConfig()
+    cfg.lanes_per_cycle = 4
+    assert cfg.read_latency_cycles == 0 and cfg.write_latency_cycles == 0
+    ideal = timing.niu_program_time(cfg, [6400, 1833, 12800])
+    cfg.read_latency_cycles, cfg.write_latency_cycles = 150, 20
+    slow = timing.niu_program_time(cfg, [6400, 1833, 12800])
+    assert slow.cycles - ideal.cycles == 150 + 3 * (2 * 150 + 20)
+    for field in ("read_latency_cycles", "write_latency_cycles"):
+        for bad in (-1.0, float("nan"), float("inf")):
+            cfg = timing.NiuConfig()
+            setattr(cfg, field, bad)
+            with pytest.raises(aimcemu.FormatError, match=f"perf.yaml.*niu.{field}"):
+                cfg.validate("perf.yaml")
+            with pytest.raises(aimcemu.FormatError, match=f"niu.{field}"):
+                timing.niu_round_time(cfg, 1000, 1)
