@@ -30,7 +30,7 @@ import sys
 BEAT_LANES = 32            # INT8 weights per 256-bit AXI beat; also the number of RNG streams
 CODE_BITS = 8              # clean and noisy weight codes
 LANES_SUPPORTED = (1, 2, 4, 8, 16, 32)   # physical lanes: divisors of BEAT_LANES
-LANES_BUILT = (1, 4, 8, 32)              # lane counts co-simulated in ctest and synthesized
+LANES_BUILT = (1, 2, 4, 8, 16, 32)       # lane counts linted and co-simulated in ctest (synthesized: rtl/synth/)
 LANES_FULL_RATE = 32                     # >= 24 weights/cycle: one HBM channel's read-modify-write
 
 # ---- random numbers (section 4) -----------------------------------------------------------------
@@ -601,7 +601,8 @@ def docs_text(consts, moments, synth) -> str:
     out += ["", f"Words per layer block: {offset}.", "",
             "## Lanes", "",
             f"Supported lane counts: {', '.join(map(str, LANES_SUPPORTED))} (divisors of the {BEAT_LANES} lanes of a beat); "
-            f"co-simulated and synthesized: {', '.join(map(str, LANES_BUILT))}; full rate: {LANES_FULL_RATE}.", "",
+            f"linted and co-simulated: {', '.join(map(str, LANES_BUILT))}; synthesized (rtl/synth/): "
+            f"{', '.join(str(r['lanes']) for r in synth)}; full rate: {LANES_FULL_RATE}.", "",
             "## Gaussian ROMs", "",
             f"{1 << GAUSS_INDEX_BITS} entries each, Q3.12.  Exact moments over all uniforms (normal: variance 1, "
             "fourth moment 3):", "",
