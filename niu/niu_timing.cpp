@@ -27,18 +27,6 @@ void NiuConfig::validate(const std::string& source) const {
         throw FormatError(source, "niu.write_latency_cycles", "must be a finite number of cycles >= 0");
 }
 
-NiuThroughput niu_throughput(const NiuConfig& cfg) {
-    cfg.validate();
-    const double datapath = cfg.lanes_per_cycle * cfg.clock_hz;
-    const double port = double(cfg.beat_bytes) * cfg.clock_hz;  // bytes per direction = weights/s
-    const double channel = cfg.channel_bytes_per_s * cfg.channel_efficiency / 2.0;
-    NiuThroughput t;
-    t.channel_bytes_per_weight = 2.0;
-    t.weights_per_s = std::min({datapath, port, channel});
-    t.bound = t.weights_per_s == datapath ? "datapath" : (t.weights_per_s == channel ? "hbm-channel" : "axi-port");
-    return t;
-}
-
 namespace {
 
 // The RTL controller's cycles beside the streaming (rtl/niu.sv; docs/niu_rtl.md, "Memory latency
@@ -54,6 +42,35 @@ constexpr double kStreamCycles = niu::gen::NIU_PIPE_STAGES + 7;
 // the last stream's done check follows the last B, where the NIU's bus time ends.
 constexpr double kAfterLastB = 1;
 
+// A program's cycles beside streaming its weights, per layer: the block, the stream's fill and
+// hand-offs, and the latency it waits for in turn (the block's first beat, the weights' first beat,
+// the last B): 2R + W.  Every other burst is pipelined behind them.
+double layer_cycles(const NiuConfig& cfg) {
+    return kBlockCycles + kStreamCycles + 2 * cfg.read_latency_cycles + cfg.write_latency_cycles;
+}
+
+// ... and once per program: the header and its first beat's latency R, less the done check after
+// the last B (the NIU's bus time ends at that B).
+double program_cycles_once(const NiuConfig& cfg) { return kHeaderCycles - kAfterLastB + cfg.read_latency_cycles; }
+
+}  // namespace
+
+NiuThroughput niu_throughput(const NiuConfig& cfg) {
+    cfg.validate();
+    const double datapath = cfg.lanes_per_cycle * cfg.clock_hz;
+    const double port = double(cfg.beat_bytes) * cfg.clock_hz;  // bytes per direction = weights/s
+    const double channel = cfg.channel_bytes_per_s * cfg.channel_efficiency / 2.0;
+    NiuThroughput t;
+    t.layer_seconds = layer_cycles(cfg) / cfg.clock_hz;
+    t.program_seconds = program_cycles_once(cfg) / cfg.clock_hz;
+    t.channel_bytes_per_weight = 2.0;
+    t.weights_per_s = std::min({datapath, port, channel});
+    t.bound = t.weights_per_s == datapath ? "datapath" : (t.weights_per_s == channel ? "hbm-channel" : "axi-port");
+    return t;
+}
+
+namespace {
+
 void check_counts(std::int64_t weights, std::int64_t layers) {
     if (weights < 0) throw FormatError("<niu>", "weights", "must be >= 0");
     if (layers < 0) throw FormatError("<niu>", "layers", "must be >= 0");
@@ -64,9 +81,7 @@ std::int64_t whole_beat_bytes(const NiuConfig& cfg, std::int64_t weights) {
 }
 
 // `streamed` weights pass the datapath, `bus_bytes` move each way on the bus (whole beats); the
-// program costs its controller cycles and the memory latency: R for the header, 2R + W per layer
-// (the block's first beat, the weights' first beat and the last B, each waited for in turn; every
-// other burst is pipelined behind them).
+// program costs its controller cycles and the memory latency (program_cycles_once, layer_cycles).
 NiuRoundTime round_time(const NiuConfig& cfg, std::int64_t weights, double streamed, std::int64_t bus_bytes,
                         std::int64_t layers) {
     const NiuThroughput t = niu_throughput(cfg);
@@ -74,12 +89,7 @@ NiuRoundTime round_time(const NiuConfig& cfg, std::int64_t weights, double strea
     r.weights = weights;
     r.weights_per_s = t.weights_per_s;
     r.bound = t.bound;
-    double program_cycles = 0;
-    if (layers > 0) {
-        const double n = double(layers);
-        program_cycles = kHeaderCycles + n * (kBlockCycles + kStreamCycles) - kAfterLastB +
-                         cfg.read_latency_cycles + n * (2 * cfg.read_latency_cycles + cfg.write_latency_cycles);
-    }
+    const double program_cycles = layers > 0 ? program_cycles_once(cfg) + double(layers) * layer_cycles(cfg) : 0.0;
     r.program_seconds = program_cycles / cfg.clock_hz;
     r.seconds = streamed / t.weights_per_s + r.program_seconds;
     r.cycles = streamed / (t.weights_per_s / cfg.clock_hz) + program_cycles;  // exact for whole rates

@@ -79,6 +79,18 @@ std::int64_t aimc_weight_count(const Network& net, const std::vector<bool>& aimc
     return n;
 }
 
+// The AIMC layers among `layers`: each is one layer block of an NIU program.
+int aimc_layer_count(const Network& net, const std::vector<bool>& aimc, const std::vector<int>& layers) {
+    int n = 0;
+    for (int i : layers) n += is_aimc(aimc, i) && net.layers[std::size_t(i)].is_gemm();
+    return n;
+}
+
+// Seconds one NIU takes to re-noise one copy of `weights` weights in `layers` layers.
+double niu_copy_seconds(const NiuThroughput& niu, std::int64_t weights, int layers) {
+    return double(weights) / niu.weights_per_s + (layers > 0 ? niu.program_seconds : 0.0) + double(layers) * niu.layer_seconds;
+}
+
 std::vector<int> all_layers(const Network& net) {
     std::vector<int> v(net.layers.size());
     std::iota(v.begin(), v.end(), 0);
@@ -234,7 +246,9 @@ SystemReport frame_parallel(const Network& net, const SystemConfig& cfg, const s
         rep.latency_s = std::max(rep.latency_s, it->second.latency_s);
     }
     rep.aimc_weights = aimc_weight_count(net, aimc, all_layers(net));
+    rep.aimc_layers = aimc_layer_count(net, aimc, all_layers(net));
     rep.bottleneck = "PU compute and weight loads";
+    const double copy_s = niu_copy_seconds(cfg.niu, rep.aimc_weights, rep.aimc_layers);
     // NIUs: balance the PUs' re-noising demand over the NIUs (largest demand first).
     for (int slot : slots.niu_slots) rep.nius.push_back(NiuReport{slot, {}, 0, 0, 0});
     if (!rep.nius.empty() && rep.aimc_weights > 0) {
@@ -253,15 +267,16 @@ SystemReport frame_parallel(const Network& net, const SystemConfig& cfg, const s
             p.niu = rep.nius[g].slot;
             rep.nius[g].pus.push_back(p.slot);
             rep.nius[g].weights_per_s_needed += p.fps * double(rep.aimc_weights);
+            rep.nius[g].utilization += p.fps * copy_s;
         }
         for (NiuReport& n : rep.nius) {
-            n.utilization = n.weights_per_s_needed / cfg.niu.weights_per_s;
+            const double throttle = std::max(n.utilization, 1.0);
             if (n.utilization > 1.0) {  // the NIU cannot keep up: its PUs wait for their weights
                 rep.bottleneck = "NIU";
                 for (PuReport& p : rep.pus)
                     if (p.niu == n.slot) p.fps /= n.utilization;
             }
-            n.channel_use = std::min(n.utilization, 1.0) * cfg.niu.weights_per_s * cfg.niu.channel_bytes_per_weight / bw;
+            n.channel_use = n.weights_per_s_needed / throttle * cfg.niu.channel_bytes_per_weight / bw;
         }
     }
     for (PuReport& p : rep.pus) {
@@ -394,23 +409,25 @@ SystemReport layer_pipelined(const Network& net, const SystemConfig& cfg, const 
     }
     // NIUs: one copy of the AIMC weights per frame, split over the NIUs by stage.
     rep.aimc_weights = aimc_weight_count(net, aimc, all_layers(net));
+    rep.aimc_layers = aimc_layer_count(net, aimc, all_layers(net));
     for (int slot : slots.niu_slots) rep.nius.push_back(NiuReport{slot, {}, 0, 0, 0});
     if (!rep.nius.empty() && rep.aimc_weights > 0) {
-        std::vector<double> niu_weights(rep.nius.size(), 0.0);
+        std::vector<double> niu_weights(rep.nius.size(), 0.0), niu_seconds(rep.nius.size(), 0.0);
         for (std::size_t k = 0; k < rep.pus.size(); ++k) {
-            const double w = double(aimc_weight_count(net, aimc, rep.pus[k].layers));
+            const std::int64_t w = aimc_weight_count(net, aimc, rep.pus[k].layers);
             if (w == 0) continue;
             std::size_t g = 0;
             if (cfg.niu_sharing == NiuSharing::PerPu) g = k;
             else
-                for (std::size_t n = 1; n < niu_weights.size(); ++n)
-                    if (niu_weights[n] < niu_weights[g]) g = n;
-            niu_weights[g] += w;
+                for (std::size_t n = 1; n < niu_seconds.size(); ++n)
+                    if (niu_seconds[n] < niu_seconds[g]) g = n;
+            niu_weights[g] += double(w);
+            niu_seconds[g] += niu_copy_seconds(cfg.niu, w, aimc_layer_count(net, aimc, rep.pus[k].layers));
             rep.nius[g].pus.push_back(rep.pus[k].slot);
             rep.pus[k].niu = rep.nius[g].slot;
         }
         for (std::size_t g = 0; g < rep.nius.size(); ++g) {
-            const double t = niu_weights[g] / cfg.niu.weights_per_s;
+            const double t = niu_seconds[g];
             if (t > period) {
                 period = t;
                 rep.bottleneck = "NIU";
@@ -418,7 +435,7 @@ SystemReport layer_pipelined(const Network& net, const SystemConfig& cfg, const 
         }
         for (std::size_t g = 0; g < rep.nius.size(); ++g) {
             rep.nius[g].weights_per_s_needed = niu_weights[g] / period;
-            rep.nius[g].utilization = rep.nius[g].weights_per_s_needed / cfg.niu.weights_per_s;
+            rep.nius[g].utilization = niu_seconds[g] / period;
             rep.nius[g].channel_use = rep.nius[g].weights_per_s_needed * cfg.niu.channel_bytes_per_weight / bw;
         }
     }

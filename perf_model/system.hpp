@@ -30,10 +30,15 @@ const char* to_string(NiuSharing s);
 MultiPuMode multi_pu_mode_from_string(const std::string& s, const std::string& source = "<memory>");
 NiuSharing niu_sharing_from_string(const std::string& s, const std::string& source = "<memory>");
 
-// What one NIU sustains (from niu/niu_timing.hpp): weights re-noised per second, and the HBM bytes
-// it moves per weight on its channel (read clean + write noisy).
+// What one NIU sustains (from niu/niu_timing.hpp): weights re-noised per second, the time a
+// program costs besides its weights (once, and per layer: the program block, the pipeline's fill
+// and hand-offs, the memory latency), and the HBM bytes it moves per weight on its channel (read
+// clean + write noisy).  Re-noising W weights of L >= 1 layers takes
+// W / weights_per_s + program_seconds + L x layer_seconds (niu_round_time).
 struct NiuThroughput {
     double weights_per_s = 0;
+    double program_seconds = 0;
+    double layer_seconds = 0;
     double channel_bytes_per_weight = 2;
     std::string bound;  // what limits it ("datapath" or "hbm-channel")
 };
@@ -92,7 +97,9 @@ struct NiuReport {
     int slot = 0;
     std::vector<int> pus;           // PU slots it serves (pipelined: stages)
     double weights_per_s_needed = 0;
-    double utilization = 0;         // needed / sustained (>1 means it throttles its PUs)
+    // Busy time per second at the PUs' unthrottled demand: weights / weights_per_s plus each
+    // layer's layer_seconds, per copy it re-noises (>1 means it throttles its PUs).
+    double utilization = 0;
     double channel_use = 0;
 };
 
@@ -105,6 +112,7 @@ struct SystemReport {
     double macs_per_frame = 0;
     std::string bottleneck;         // what sets the FPS
     std::int64_t aimc_weights = 0;  // weights re-noised per copy per round
+    int aimc_layers = 0;            // layers re-noised per copy per round
     double max_channel_use = 0;     // busiest HBM channel
     int channels_used = 0;
     std::vector<PuReport> pus;

@@ -208,6 +208,8 @@ void bind_system(py::module_& m) {
     py::class_<NiuThroughput>(m, "NiuThroughput")
         .def(py::init<>())
         .def_readwrite("weights_per_s", &NiuThroughput::weights_per_s)
+        .def_readwrite("program_seconds", &NiuThroughput::program_seconds)
+        .def_readwrite("layer_seconds", &NiuThroughput::layer_seconds)
         .def_readwrite("channel_bytes_per_weight", &NiuThroughput::channel_bytes_per_weight)
         .def_readwrite("bound", &NiuThroughput::bound);
     py::class_<NiuConfig>(m, "NiuConfig")
@@ -291,6 +293,7 @@ void bind_system(py::module_& m) {
         .def_readonly("macs_per_frame", &SystemReport::macs_per_frame)
         .def_readonly("bottleneck", &SystemReport::bottleneck)
         .def_readonly("aimc_weights", &SystemReport::aimc_weights)
+        .def_readonly("aimc_layers", &SystemReport::aimc_layers)
         .def_readonly("max_channel_use", &SystemReport::max_channel_use)
         .def_readonly("channels_used", &SystemReport::channels_used)
         .def_readonly("pus", &SystemReport::pus)
