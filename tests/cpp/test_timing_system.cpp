@@ -65,8 +65,8 @@ TEST(TimingSystem, NiuThroughputIsTheSmallestBound) {
 // One shared NIU for nine PUs: it must re-noise every PU's copy of the AIMC weights each round,
 // so the system delivers one frame per NIU round: the NIU model's time for ResNet-50's 25.5 M
 // weights in its 53 convolutions and one FC (each layer also loads its program block and fills
-// the pipeline: the per-layer term is 0.8 % of the round at the default rate, 3 % at 32 lanes, so
-// a system model charging the weights alone fails the 1e-9 bound).
+// the pipeline: the per-layer term is 2.9 % of the round at the default, channel-bound rate, 1.5 %
+// at 8 lanes, so a system model charging the weights alone fails the 1e-9 bound).
 TEST(TimingSystem, SharedNiuThrottlesAllAimcResNet50) {
     for (int lanes : {0, 8, 32}) {  // 0: the default NIU (channel-bound)
         SCOPED_TRACE(lanes);
