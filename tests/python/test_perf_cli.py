@@ -50,7 +50,7 @@ def test_shared_niu_sets_the_rate_when_everything_is_aimc():
     assert s["aimc_weights"] == net.total_weights()
     assert s["bottleneck"] == "NIU"
     # One frame per NIU round: the NIU model's time for the weights and the 54 layers' program
-    # blocks (2.9 % of the round: a rate over the weights alone would give 178.6 FPS, not 173.5).
+    # blocks (2.9 % of the round: a rate over the weights alone would give 178.6 FPS, not 173.4).
     round_s = aimcemu._core.timing.niu_round_time(niu_config(r.options), net.total_weights(), 54).seconds
     assert s["fps"] == pytest.approx(1.0 / round_s, rel=1e-9)
 
