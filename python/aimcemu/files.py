@@ -125,7 +125,7 @@ class FolderLock:
 
         self.path = Path(folder) / self.NAME
         self._fd = -1
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = self._open_lock_file(folder)
         deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
             try:
@@ -145,6 +145,23 @@ class FolderLock:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
                                         "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
+
+    def _open_lock_file(self, folder) -> int:
+        """The lock file, created if absent.  Never through a link and never anything but a regular
+        file: the holder truncates and writes it, so a link planted there would have its target
+        overwritten (a model, a results file), and a FIFO or device would block or take the bytes."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise fail(os.fspath(folder), self.NAME, "is a symbolic link; the lock file is written, so it is "
+                                                         "never followed: remove the link") from None
+            raise fail(os.fspath(folder), self.NAME, f"cannot open the lock file: {exc.strerror}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise fail(os.fspath(folder), self.NAME, "exists and is not a regular file (a FIFO, device or socket); "
+                                                     "the lock file is written, so it must be one: remove it")
+        return fd
 
     def _holder(self) -> str:
         try:

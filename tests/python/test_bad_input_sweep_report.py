@@ -88,6 +88,30 @@ def test_a_second_sweep_on_a_locked_folder_is_refused(folder, capsys):
         assert time.monotonic() - start >= 1.0
 
 
+@pytest.mark.parametrize("plant", ["symlink", "fifo", "folder"])
+def test_a_lock_file_that_is_not_a_regular_file_is_refused_untouched(folder, capsys, plant):
+    """The lock file is truncated and written by its holder: a link planted in its place must not
+    have its target overwritten (a model destroyed), and a FIFO or folder is refused, not waited on."""
+    config = sweep_config(folder)
+    sweep = folder / "sweep"
+    sweep.mkdir()
+    lock = sweep / files.FolderLock.NAME
+    precious = folder / "model.h5"
+    before = precious.read_bytes()
+    if plant == "symlink":
+        lock.symlink_to(precious)
+        message = "is a symbolic link"
+    elif plant == "fifo":
+        os.mkfifo(lock)
+        message = "is not a regular file"
+    else:
+        lock.mkdir()
+        message = "cannot open the lock file"
+    assert_refused(["sweep", "--config", config], folder, capsys, "field '.aimcemu.lock'", message)
+    assert precious.read_bytes() == before
+    assert not (sweep / "index.json").exists()
+
+
 def test_overlapping_axes_combine_in_a_documented_order():
     """`noise` and `noise.<param>` as axes: the parameter applies on top of each whole noise
     config, whichever comes first, so no two labels share a task."""
