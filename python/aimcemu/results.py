@@ -354,14 +354,18 @@ def _sweep_layers(first_files: dict[str, dict]) -> list[str]:
 
 def _read_each_checked(paths: list[str]) -> list:
     """What check_results_file gives for each path, or the exception it raises, in order.  The
-    files go through one checking process (_core.read_results_files) when they all pass; when one
-    fails, each is read again on its own, so that every file gets the error (its name and field)
-    that its own check gives, and a sound file beside a broken one still reads."""
+    files go through the checking process together, each on its own account
+    (_core.read_results_files with per_file): a file that fails gets the error (its name and field)
+    that its own check gives, a sound file beside it still reads, and no file is read twice (a file
+    that hangs the checking process costs its time limit once).  Only when that call fails as a
+    whole (no checking process could be started, no descriptor left) is each file read on its own,
+    for each to be named in its error."""
     try:
-        infos = _core.read_results_files(paths)
+        outcomes = _core.read_results_files(paths, per_file=True)
     except Exception:
         return [_outcome(check_results_file, path) for path in paths]
-    return [_outcome(_with_config, info, path) for info, path in zip(infos, paths)]
+    return [outcome if isinstance(outcome, BaseException) else _outcome(_with_config, outcome, path)
+            for outcome, path in zip(outcomes, paths)]
 
 
 def _outcome(function, *args):
