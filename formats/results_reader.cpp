@@ -123,6 +123,16 @@ std::vector<ResultsFileInfo> read_results_files(const std::vector<std::string>& 
     return infos;
 }
 
+std::vector<std::variant<ResultsFileInfo, FormatError>> read_each_results_file(const std::vector<std::string>& paths) {
+    std::vector<std::variant<ResultsFileInfo, FormatError>> outcomes;
+    outcomes.reserve(paths.size());
+    for_each_checked_file(
+        FileKind::Results, paths,
+        [&](const OpenedFile& file, bool) { outcomes.emplace_back(read_results_in_process(file.path, file.fd())); },
+        [&](const FormatError& error) { outcomes.emplace_back(error); });
+    return outcomes;
+}
+
 ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
     const FieldReader r(path, file_fd);
     const h5::File file = r.open();

@@ -10,8 +10,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "formats/network.hpp"
 #include "formats/results.hpp"
 
@@ -44,6 +46,10 @@ ResultsFileInfo read_results(const std::string& path);
 // process per batch, check_in_helper), then read through the same descriptors, in order; throws the
 // FormatError of the first file that fails.
 std::vector<ResultsFileInfo> read_results_files(const std::vector<std::string>& paths);
+// The same, each file on its own account (for_each_checked_file with `failed`): each file's info,
+// or the FormatError that read_results(path) alone gives for it, in order; a file that fails does
+// not stop the others, and no file is read twice by a checking process.
+std::vector<std::variant<ResultsFileInfo, FormatError>> read_each_results_file(const std::vector<std::string>& paths);
 // Without the checking process; with `file_fd` (an OpenedFile's), the file open on it, named `path`.
 ResultsFileInfo read_results_in_process(const std::string& path, int file_fd = -1);
 

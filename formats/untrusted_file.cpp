@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cerrno>
 #include <chrono>
@@ -39,8 +40,12 @@ std::string& helper_path() {
     return path;
 }
 
+// set_check_time_limit_for_tests's limit (0: none).
+std::atomic<int> time_limit_for_tests_ms{0};
+
 // The helper may take as long as a slow disk needs to read the files, plus start-up.
 int time_limit_ms(const std::vector<std::string>& paths) {
+    if (const int for_tests = time_limit_for_tests_ms.load()) return for_tests;
     double bytes = 0.0;
     for (const auto& path : paths) {
         struct stat st {};
@@ -186,31 +191,37 @@ Output read_reports(int channel, const std::vector<std::string>& paths, std::siz
 }
 
 // Each file's report, in order.  With every report whole and the helper `finished` well, they are
-// returned as they are; else a crash (wait `status`) or the time limit is blamed on the file the
-// helper had not finished, and the files after it were not read.
+// returned as they are.  A helper that finished well after reporting a file it refused stopped there
+// (check_file.cpp: a refused file may leave libhdf5's state damaged); else a crash (wait `status`) or
+// the time limit is blamed on the file the helper had not finished.  Either way the files after the
+// one it stopped at were not read, and say so.
 std::vector<FileReport> reports_of(const Output& out, const std::vector<std::string>& paths, bool finished, int status) {
-    std::vector<FileReport> errors;
+    std::vector<FileReport> reports;
     for (const std::string& report : whole_reports(out.text)) {
-        if (errors.size() == paths.size()) break;
-        errors.push_back(report_of(report, paths[errors.size()]));
+        if (reports.size() == paths.size()) break;
+        reports.push_back(report_of(report, paths[reports.size()]));
     }
-    if (errors.size() == paths.size() && finished) return errors;
-    const std::size_t stopped = std::min(errors.size(), paths.size() - 1);
-    const std::string& culprit = paths[stopped];
-    const std::string how = WIFSIGNALED(status) ? std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                                      ::strsignal(WTERMSIG(status)) + ")"
-                                                : "exit status " + std::to_string(WEXITSTATUS(status));
-    errors.resize(stopped);
-    errors.push_back({out.timed_out ? FormatError(culprit, "file", "reading it did not finish within the time limit (a "
-                                                                   "corrupt file can make the HDF5 library loop); the file is not used")
-                                    : FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the "
-                                                                   "checking process (" + how + "); the file is not used"),
-                      {}});
-    while (errors.size() < paths.size())
-        errors.push_back({FormatError(paths[errors.size()], "file",
-                                      "not checked: the checking process stopped at an earlier file (" + culprit + ")"),
-                          {}});
-    return errors;
+    if (reports.size() == paths.size() && finished) return reports;
+    const bool stopped_at_refusal = finished && !reports.empty() && reports.back().error;
+    if (!stopped_at_refusal) {
+        const std::size_t stopped = std::min(reports.size(), paths.size() - 1);
+        const std::string& culprit = paths[stopped];
+        const std::string how = WIFSIGNALED(status) ? std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                                          ::strsignal(WTERMSIG(status)) + ")"
+                                                    : "exit status " + std::to_string(WEXITSTATUS(status));
+        reports.resize(stopped);
+        reports.push_back({out.timed_out ? FormatError(culprit, "file", "reading it did not finish within the time limit (a "
+                                                                        "corrupt file can make the HDF5 library loop); the file is not used")
+                                         : FormatError(culprit, "file", "corrupt: reading it crashed the HDF5 library in the "
+                                                                        "checking process (" + how + "); the file is not used"),
+                           {}});
+    }
+    const std::string& culprit = paths[reports.size() - 1];
+    while (reports.size() < paths.size())
+        reports.push_back({FormatError(paths[reports.size()], "file",
+                                       "not checked: the checking process stopped at an earlier file (" + culprit + ")"),
+                           {}});
+    return reports;
 }
 
 // Runs a fresh helper on one batch and waits for it to end; returns each file's report, in order
@@ -232,6 +243,28 @@ std::vector<FileReport> run_batch(const std::string& helper, const std::string& 
     return reports_of(out, paths, WIFEXITED(status) && WEXITSTATUS(status) == 0, status);
 }
 
+// Each file's report, every file read by a checking process once: a fresh process per batch, and
+// after a file that failed (the process stopped at it, died on it or hung on it: reports_of) a fresh
+// one for the files after it, which the first did not read.  So each report is what the file's own
+// check gives, and a file that hangs a process costs the time limit once.
+std::vector<FileReport> check_each(const std::string& helper, FileKind kind, const std::vector<OpenedFile>& files) {
+    std::vector<FileReport> reports;
+    reports.reserve(files.size());
+    while (reports.size() < files.size()) {
+        std::vector<std::string> paths;
+        std::vector<int> fds;
+        for (std::size_t i = reports.size(); i < std::min(files.size(), reports.size() + kHelperBatchFiles); ++i) {
+            paths.push_back(files[i].path);
+            fds.push_back(files[i].fd());
+        }
+        std::vector<FileReport> batch = run_batch(helper, to_string(kind), paths, -1, fds);
+        const auto failed = std::find_if(batch.begin(), batch.end(), [](const FileReport& r) { return r.error.has_value(); });
+        const auto through = failed == batch.end() ? failed : std::next(failed);  // the rest were not read
+        reports.insert(reports.end(), std::make_move_iterator(batch.begin()), std::make_move_iterator(through));
+    }
+    return reports;
+}
+
 }  // namespace
 
 const char* to_string(FileKind kind) {
@@ -241,6 +274,10 @@ const char* to_string(FileKind kind) {
         case FileKind::Results: return "results";
     }
     return "?";
+}
+
+void set_check_time_limit_for_tests(int milliseconds) {
+    time_limit_for_tests_ms.store(std::max(milliseconds, 0));
 }
 
 void set_file_check_helper(const std::string& executable) {
@@ -332,8 +369,10 @@ std::size_t files_per_batch() {
 }  // namespace
 
 void for_each_checked_file(FileKind kind, const std::vector<std::string>& paths,
-                           const std::function<void(const OpenedFile& file, bool checked)>& read) {
-    const bool helper = !file_check_helper().empty();
+                           const std::function<void(const OpenedFile& file, bool checked)>& read,
+                           const std::function<void(const FormatError& error)>& failed) {
+    const std::string helper_executable = file_check_helper();
+    const bool helper = !helper_executable.empty();
     for (std::size_t next = 0; next < paths.size();) {
         const std::size_t most = files_per_batch();
         std::vector<OpenedFile> batch;
@@ -350,11 +389,31 @@ void for_each_checked_file(FileKind kind, const std::vector<std::string>& paths,
                 break;
             }
         }
-        if (helper) check_in_helper(kind, batch);  // an earlier file's error comes first
-        if (unopened) throw *unopened;
-        for (const auto& file : batch) {
-            if (helper) between_reads(file.path);
-            read(file, helper);
+        if (!failed) {
+            if (helper) check_in_helper(kind, batch);  // an earlier file's error comes first
+            if (unopened) throw *unopened;
+        }
+        std::vector<FileReport> reports = helper && failed ? check_each(helper_executable, kind, batch)
+                                                           : std::vector<FileReport>(batch.size());
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            if (reports[i].error) {
+                failed(*reports[i].error);
+                continue;
+            }
+            if (helper) between_reads(batch[i].path);
+            if (!failed) {
+                read(batch[i], helper);
+                continue;
+            }
+            try {
+                read(batch[i], helper);
+            } catch (const FormatError& e) {  // no checking process, or the file changed under it
+                failed(e);
+            }
+        }
+        if (unopened) {  // only with `failed`: without, thrown above
+            failed(*unopened);
+            ++next;
         }
     }
 }
@@ -540,7 +599,8 @@ std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::v
     const int status = wait_for(w.process.pid);
     w.process.pid = -1;
     retire(w);
-    served.reports = reports_of(out, paths, false, status);
+    // a helper that ended well stopped at a file it refused (check_file.cpp), else it died or hung
+    served.reports = reports_of(out, paths, WIFEXITED(status) && WEXITSTATUS(status) == 0, status);
     return served;
 }
 

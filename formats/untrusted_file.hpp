@@ -54,6 +54,10 @@ const char* to_string(FileKind kind);
 // The helper executable used by check_in_helper ("" = none, read in-process only).
 void set_file_check_helper(const std::string& executable);
 std::string file_check_helper();
+// Test only: the checking process's time limit, in milliseconds, instead of the one sized by the
+// files it reads (0: that one again), so that a test can make a helper "hang" in seconds.  No user
+// input reaches it; the product never sets it.
+void set_check_time_limit_for_tests(int milliseconds);
 
 
 // An open file descriptor, closed when the object goes away (-1: none).
@@ -98,8 +102,17 @@ inline constexpr std::size_t kHelperBatchFiles = 128;
 // process read it (false: none is configured).  A batch's files are closed before the next batch
 // opens.  Throws the FormatError of the first file that fails, in order (one that cannot be opened
 // after the files before it were checked); running out of descriptors only makes batches smaller.
+// With `failed`, each file on its own account: a file that cannot be opened, fails its check or
+// whose `read` throws a FormatError goes to `failed` with that error (the one its own check,
+// check_in_helper of that file alone, gives), in its place in the order, and the files after it are
+// still checked and read.  A checking process stops at the first file that fails (the files after it
+// are not read there: a corrupt file may leave libhdf5's state damaged) and the rest go to a fresh
+// one, so every file is read by a checking process once: a file that hangs one costs the time
+// limit once.  Only what fails every file (no descriptor left, a helper that cannot be started) is
+// thrown.
 void for_each_checked_file(FileKind kind, const std::vector<std::string>& paths,
-                           const std::function<void(const OpenedFile& file, bool checked)>& read);
+                           const std::function<void(const OpenedFile& file, bool checked)>& read,
+                           const std::function<void(const FormatError& error)>& failed = {});
 // for_each_checked_file without reading: for a caller that reads the files later by path (h5py), and
 // may then read a file renamed over the path since.
 bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);

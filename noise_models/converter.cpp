@@ -190,11 +190,11 @@ ParamSpec converter_row(const std::string& fallback) {
         .doc("how weights map to conductances (a converter object, or its name with its fields given flat)");
 }
 
-ParamSpec g_max_row(double fallback) {
+ParamRow g_max_row(double fallback) {
     return number("g_max").fallback(fallback).positive().unit("uS").doc("largest programmable conductance");
 }
 
-ParamSpec g_max_row(std::function<ParamValue(const NoiseParams&)> derive, std::string text) {
+ParamRow g_max_row(std::function<ParamValue(const NoiseParams&)> derive, std::string text) {
     return number("g_max").derive(std::move(derive), std::move(text)).positive().unit("uS")
         .doc("largest programmable conductance");
 }

@@ -98,8 +98,8 @@ public:
 // default g_max, 25 uS, is kDefaultGMax.
 inline constexpr double kDefaultGMax = 25.0;
 ParamSpec converter_row(const std::string& fallback);
-ParamSpec g_max_row(double fallback);
-ParamSpec g_max_row(std::function<ParamValue(const NoiseParams&)> derive, std::string text);
+ParamRow g_max_row(double fallback);
+ParamRow g_max_row(std::function<ParamValue(const NoiseParams&)> derive, std::string text);
 ParamSpec g_min_row(double fallback);
 ParamSpec pair_factors_row();  // only with converter "n_pair"
 

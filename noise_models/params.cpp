@@ -37,10 +37,22 @@ bool has_type(ParamType type, const ParamValue& v) {
     return false;
 }
 
-bool within(const ParamSpec& spec, double x) {
+double bound_value(const ParamBound& bound, const NoiseParams& resolved) {
+    return bound.derive ? bound.derive(resolved) : bound.value;
+}
+
+bool derived(const std::optional<ParamBound>& bound) { return bound && bound->derive; }
+
+bool within(const ParamSpec& spec, double x, const NoiseParams& resolved) {
     if (!std::isfinite(x)) return false;
-    if (spec.min && (spec.min->inclusive ? x < spec.min->value : x <= spec.min->value)) return false;
-    if (spec.max && (spec.max->inclusive ? x > spec.max->value : x >= spec.max->value)) return false;
+    if (spec.min) {
+        const double low = bound_value(*spec.min, resolved);
+        if (spec.min->inclusive ? x < low : x <= low) return false;
+    }
+    if (spec.max) {
+        const double high = bound_value(*spec.max, resolved);
+        if (spec.max->inclusive ? x > high : x >= high) return false;
+    }
     return true;
 }
 
@@ -84,6 +96,10 @@ ParamRow& ParamRow::at_most(double value) {
     spec_.max = ParamBound{value, true};
     return *this;
 }
+ParamRow& ParamRow::at_most(std::function<double(const NoiseParams&)> rule, std::string text) {
+    spec_.max = ParamBound{0.0, true, std::move(rule), std::move(text)};
+    return *this;
+}
 ParamRow& ParamRow::one_of(std::vector<ParamValue> values) {
     spec_.choices = std::move(values);
     return *this;
@@ -116,14 +132,18 @@ const ParamSpec* ParamTable::find(const std::string& name) const {
     return nullptr;
 }
 
-void ParamTable::check(const ParamSpec& spec, const ParamValue& value) const {
+void ParamTable::check(const ParamSpec& spec, const ParamValue& value, const NoiseParams& resolved) const {
     if (!has_type(spec.type, value))
         throw FormatError(source_, spec.name, std::string("expected ") + expected_name(spec.type) + ", got " + type_name(value));
     if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), value) == spec.choices.end())
         throw FormatError(source_, spec.name, "must be " + describe_range(spec) + ", got " + format_value(value));
-    const std::string range = describe_range(spec);
+    // a derived bound by its value here, and in words (where it comes from)
+    std::string range = describe_range(spec, &resolved);
+    for (const auto* bound : {&spec.min, &spec.max})
+        if (derived(*bound)) range += std::string(" (") + (bound == &spec.min ? ">" : "<") +
+                                      ((*bound)->inclusive ? "= " : " ") + (*bound)->text + ")";
     if (const auto* x = std::get_if<double>(&value)) {
-        if (!within(spec, *x)) throw FormatError(source_, spec.name, "must be finite" + (range.empty() ? "" : " and " + range));
+        if (!within(spec, *x, resolved)) throw FormatError(source_, spec.name, "must be finite" + (range.empty() ? "" : " and " + range));
         if (spec.type == ParamType::Whole && *x != std::floor(*x))
             throw FormatError(source_, spec.name, "must be a whole number");
     }
@@ -131,7 +151,7 @@ void ParamTable::check(const ParamSpec& spec, const ParamValue& value) const {
         if (xs->size() < spec.min_items)
             throw FormatError(source_, spec.name, "needs at least " + std::to_string(spec.min_items) + " value(s)");
         for (double x : *xs)
-            if (!within(spec, x))
+            if (!within(spec, x, resolved))
                 throw FormatError(source_, spec.name, "every value must be finite" + (range.empty() ? "" : " and " + range));
     }
 }
@@ -145,7 +165,7 @@ NoiseParams ParamTable::resolve(const NoiseParams& given) const {
             continue;
         }
         if (it != given.end()) {
-            check(spec, it->second);
+            check(spec, it->second, resolved);
             resolved[spec.name] = it->second;
         } else if (spec.derive) {
             resolved[spec.name] = spec.derive(resolved, given);
@@ -176,18 +196,23 @@ std::string format_value(const ParamValue& value) {
     return out + "]";
 }
 
-std::string describe_range(const ParamSpec& spec) {
+std::string describe_range(const ParamSpec& spec, const NoiseParams* resolved) {
     if (!spec.choices.empty()) {
         std::string out = "one of ";
         for (std::size_t i = 0; i < spec.choices.size(); ++i) out += (i ? ", " : "") + format_value(spec.choices[i]);
         return out;
     }
-    if (spec.min && spec.max)
-        return std::string(spec.min->inclusive ? "[" : "(") + format_number(spec.min->value) + ", " +
-               format_number(spec.max->value) + (spec.max->inclusive ? "]" : ")");
-    if (spec.min) return std::string(spec.min->inclusive ? ">= " : "> ") + format_number(spec.min->value);
-    if (spec.max) return std::string(spec.max->inclusive ? "<= " : "< ") + format_number(spec.max->value);
-    return "";
+    // A bound in words: its number, or a derived one's text (its value when `resolved` is given).
+    const auto words = [&](const ParamBound& bound) {
+        return bound.derive ? (resolved ? format_number(bound.derive(*resolved)) : bound.text) : format_number(bound.value);
+    };
+    const bool in_words = !resolved && (derived(spec.min) || derived(spec.max));
+    if (spec.min && spec.max && !in_words)
+        return std::string(spec.min->inclusive ? "[" : "(") + words(*spec.min) + ", " + words(*spec.max) +
+               (spec.max->inclusive ? "]" : ")");
+    const std::string low = spec.min ? std::string(spec.min->inclusive ? ">= " : "> ") + words(*spec.min) : "";
+    const std::string high = spec.max ? std::string(spec.max->inclusive ? "<= " : "< ") + words(*spec.max) : "";
+    return low + (spec.min && spec.max ? " and " : "") + high;
 }
 
 }  // namespace aimcemu::noise

@@ -7,8 +7,9 @@
 //   - writes it back (the model keeps the resolved map: params()),
 //   - gives Python its constructors and their docstrings (aimcemu._core.noise.param_table), and
 //   - gives docs/noise_models.md its parameter tables (checked by tests/python/test_noise_params.py).
-// Relations between parameters (g_min < g_max, a drift table covering the converter's range,
-// probabilities summing to <= 1) are checked by the model that uses them.
+// A bound may depend on parameters earlier in the table (hermes' g_max: at most its fit's);
+// relations that are no bound of one parameter (g_min < g_max, a drift table covering the
+// converter's range, probabilities summing to <= 1) are checked by the model that uses them.
 //
 // Values are a number, a list of numbers or a string; whole numbers (ParamType::Whole) are
 // numbers that must be integral (Python shows them as int).
@@ -27,10 +28,14 @@ using NoiseParams = std::map<std::string, ParamValue>;
 
 enum class ParamType { Number, Whole, Numbers, Text };
 
-// A lower or upper limit on a number (or on every element of a list of numbers).
+// A lower or upper limit on a number (or on every element of a list of numbers).  With `derive`,
+// the limit is computed from the parameters resolved before this one (as ParamSpec::derive does a
+// default), and `text` says in words what it is, for docs, docstrings and errors.
 struct ParamBound {
     double value = 0.0;
     bool inclusive = true;
+    std::function<double(const NoiseParams& resolved)> derive;
+    std::string text;
 };
 
 struct ParamSpec {
@@ -66,6 +71,8 @@ public:
     ParamRow& at_least(double value);
     ParamRow& above(double value);
     ParamRow& at_most(double value);
+    // At most a value computed from the parameters before this one; `text` says which ("20.7 (num_devices 1: 10.35)").
+    ParamRow& at_most(std::function<double(const NoiseParams&)> rule, std::string text);
     ParamRow& non_negative() { return at_least(0.0); }
     ParamRow& positive() { return above(0.0); }
     ParamRow& probability() { return at_least(0.0).at_most(1.0); }
@@ -101,7 +108,7 @@ public:
     const ParamSpec* find(const std::string& name) const;
 
 private:
-    void check(const ParamSpec& spec, const ParamValue& value) const;
+    void check(const ParamSpec& spec, const ParamValue& value, const NoiseParams& resolved) const;
 
     std::string source_;
     std::vector<ParamSpec> specs_;
@@ -114,7 +121,9 @@ std::string get_text(const NoiseParams& params, const std::string& name);
 
 // A value as the docs print it: 25, 2.5e-07, [0.26348, 1.965, -1.1731], 'reconverted'.
 std::string format_value(const ParamValue& value);
-// The valid range of a spec in words ("> 0", "[0, 1]", "one of 1, 2"), empty if any value goes.
-std::string describe_range(const ParamSpec& spec);
+// The valid range of a spec in words ("> 0", "[0, 1]", "one of 1, 2"), empty if any value goes.  A
+// derived bound is given by its text ("> 0 and <= 20.7 (num_devices 1: 10.35)"), or, with `resolved`
+// (the parameters before the spec), by its value for them ("(0, 10.35]").
+std::string describe_range(const ParamSpec& spec, const NoiseParams* resolved = nullptr);
 
 }  // namespace aimcemu::noise

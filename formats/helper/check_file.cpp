@@ -4,7 +4,8 @@
 // caller opened it, and reads the same file afterwards); PATH only names it in the reports.
 // aimcemu-check-file serve: the same for requests read from stdin (below), one after another, so
 // that one process serves a sweep's model loads (the checking process kept between loads).
-// A file that crashes the HDF5 library crashes this process, not the caller's.
+// A file that crashes the HDF5 library crashes this process, not the caller's; the first file that
+// fails ends the request (check_all), the files after it are not read.
 // KIND model-weights (one model file, then optionally one data set file): the model's every GEMM
 // layer's weights, in the order of the layers read, are read straight into the memory file on
 // descriptor 3 (check_model_in_helper, read_model_weights_into) before "ok\nweights N" (N bytes
@@ -55,15 +56,19 @@ bool valid_request(const std::string& kind, std::size_t paths) {
 }
 
 // Reads each file of one request and reports it, one record per file, in order; `fds` (empty: open
-// the paths) holds each file's descriptor.
-void check_all(const std::string& kind, const std::vector<std::string>& paths, const std::vector<int>& fds) {
+// the paths) holds each file's descriptor.  Stops at the first file that fails, and returns false
+// then: a corrupt file may leave the HDF5 library's state damaged, so what this process would say of
+// the files after it is not their own check's verdict (the caller checks them in a fresh process).
+bool check_all(const std::string& kind, const std::vector<std::string>& paths, const std::vector<int>& fds) {
     for (std::size_t i = 0; i < paths.size(); ++i) {
         const bool dataset_beside_model = kind == "model-weights" && i == 1;
-        const std::string report =
-            aimcemu::helper_report_record(check(dataset_beside_model ? "dataset" : kind, paths[i], fds.empty() ? -1 : fds[i]));
-        std::fwrite(report.data(), 1, report.size(), stdout);
+        const std::string report = check(dataset_beside_model ? "dataset" : kind, paths[i], fds.empty() ? -1 : fds[i]);
+        const std::string record = aimcemu::helper_report_record(report);
+        std::fwrite(record.data(), 1, record.size(), stdout);
         std::fflush(stdout);  // what is reported stays reported if a later file crashes this process
+        if (report != "ok" && report.rfind("ok\n", 0) != 0) return false;
     }
+    return true;
 }
 
 // The requests on stdin (a socket), with the descriptors sent beside their bytes (SCM_RIGHTS), in
@@ -117,7 +122,8 @@ private:
 
 // serve: requests on stdin, each KIND \0 PATH \0 ... \0 and an empty string (\0) to end it, sent with
 // one descriptor per PATH (the file the caller opened: PATH only names it), answered as the command
-// line's; until the end of the input (the caller ended or retired this process).
+// line's; until the end of the input (the caller ended or retired this process), or a file that
+// failed (check_all: the caller retires a process that refused a file anyway).
 int serve() {
     RequestChannel channel;
     std::vector<std::string> fields;
@@ -132,8 +138,9 @@ int serve() {
             std::vector<int> fds;
             if (fields.empty() || !valid_request(fields[0], fields.size() - 1) || !channel.take(fields.size() - 1, fds))
                 return 2;
-            check_all(fields[0], {fields.begin() + 1, fields.end()}, fds);
+            const bool all_read = check_all(fields[0], {fields.begin() + 1, fields.end()}, fds);
             for (const int fd : fds) ::close(fd);
+            if (!all_read) return 0;
             fields.clear();
         }
     }
@@ -154,6 +161,6 @@ int main(int argc, char** argv) {
     }
     std::vector<int> fds;
     for (std::size_t i = 0; from_fds && i + 1 < args.size(); ++i) fds.push_back(aimcemu::kHelperFirstFileFd + int(i));
-    check_all(args[0], {args.begin() + 1, args.end()}, fds);
+    check_all(args[0], {args.begin() + 1, args.end()}, fds);  // stopped at a file that failed: not an error of this process
     return 0;
 }

@@ -84,6 +84,13 @@ def check_results_file(path, check: bool = True) -> dict:
     return _with_config(_core.read_results(os.fspath(path), check), os.fspath(path))
 
 
+def _check_results_files(paths: Sequence[str]) -> list[dict]:
+    """check_results_file for many files at once: one checking process per batch of files, each
+    file read through the descriptor that process read (_core.read_results_files); the first file
+    that fails raises, naming the file and the field."""
+    return [_with_config(info, path) for info, path in zip(_core.read_results_files(paths), paths)]
+
+
 def open_checked(path) -> tuple[dict, io.BufferedReader]:
     """check_results_file(path), and a file object of the very file that was checked and read
     (h5py.File and xarray's h5netcdf engine take it), for reading the activations: a file renamed
@@ -109,6 +116,8 @@ class _CheckedFile(io.BufferedReader):
 
 
 def _with_config(info: dict, source: str) -> dict:
+    """`info` (what the core's reader read of `source`) with its config parsed, as "config_dict":
+    the one rule every reader of a results file applies, as the core's check does not parse it."""
     try:
         info["config_dict"] = json.loads(info["config"])
     except ValueError as exc:
@@ -181,14 +190,15 @@ def checked_layer_names(info: dict, layers, source: str, stored_only: bool = Fal
 def read_task_summary(path, check: bool = True) -> dict:
     """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
     results file (small).  The file is validated as a whole (_core.read_results), so a broken
-    task file is named in the error; check=False when it already passed the checking process."""
-    return task_summary_of(_core.read_results(os.fspath(path), check))
+    task file is named in the error (a config that is not JSON too, as check_results_file refuses
+    it); check=False when it already passed the checking process."""
+    return task_summary_of(check_results_file(path, check))
 
 
 def read_task_summaries(paths) -> list[dict]:
-    """read_task_summary for many task files: one checking process per batch of files, each file
-    read through the descriptor that process read (_core.read_results_files)."""
-    return [task_summary_of(info) for info in _core.read_results_files([os.fspath(p) for p in paths])]
+    """read_task_summary for many task files (a sweep's finished tasks when it resumes), checked as
+    _check_results_files checks them: one checking process per batch of files."""
+    return [task_summary_of(info) for info in _check_results_files([os.fspath(p) for p in paths])]
 
 
 def task_summary_of(info: dict) -> dict:
@@ -344,14 +354,18 @@ def _sweep_layers(first_files: dict[str, dict]) -> list[str]:
 
 def _read_each_checked(paths: list[str]) -> list:
     """What check_results_file gives for each path, or the exception it raises, in order.  The
-    files go through one checking process (_core.read_results_files) when they all pass; when one
-    fails, each is read again on its own, so that every file gets the error (its name and field)
-    that its own check gives, and a sound file beside a broken one still reads."""
+    files go through the checking process together, each on its own account
+    (_core.read_results_files with per_file): a file that fails gets the error (its name and field)
+    that its own check gives, a sound file beside it still reads, and no file is read twice (a file
+    that hangs the checking process costs its time limit once).  Only when that call fails as a
+    whole (no checking process could be started, no descriptor left) is each file read on its own,
+    for each to be named in its error."""
     try:
-        infos = _core.read_results_files(paths)
+        outcomes = _core.read_results_files(paths, per_file=True)
     except Exception:
         return [_outcome(check_results_file, path) for path in paths]
-    return [_outcome(_with_config, info, path) for info, path in zip(infos, paths)]
+    return [outcome if isinstance(outcome, BaseException) else _outcome(_with_config, outcome, path)
+            for outcome, path in zip(outcomes, paths)]
 
 
 def _outcome(function, *args):
@@ -420,11 +434,11 @@ def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _
     for start in range(0, len(files), TASK_FILES_PER_READ):
         batch = files[start:start + TASK_FILES_PER_READ]
         unread = [f for f in batch if f not in already_read]
-        infos = dict(zip(unread, _core.read_results_files([os.fspath(folder / f) for f in unread])))
+        # the configs parsed as every reader of a results file parses them (a file whose config is
+        # not JSON is refused, naming it, as open_run, a lazy read and a resume refuse it)
+        infos = dict(zip(unread, _check_results_files([os.fspath(folder / f) for f in unread])))
         for name in batch:
-            # the config parsed as every other reader of a results file parses it (a file whose
-            # config is not JSON is refused, naming it, as open_run and a lazy read refuse it)
-            info = already_read.get(name) or _with_config(infos.pop(name), os.fspath(folder / name))
+            info = already_read.get(name) or infos.pop(name)
             arrays[name] = layout.arrays(info)
     missing = layout.missing()
     return {name: np.stack([arrays.get(task["file"], missing)[name] for task in tasks]) for name in layout.shapes}

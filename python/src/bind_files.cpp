@@ -8,10 +8,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <system_error>
 #include <memory>
+#include <system_error>
+#include <variant>
 
 #include "bindings.hpp"
 #include "common/temp_files.hpp"
@@ -94,20 +96,37 @@ void bind_files(py::module_& m) {
           "Raises FormatError naming the file and the field for anything that is not a complete results\n"
           "file of this version.  check=False skips the checking process (for files check_results_files\n"
           "has just passed).");
-    m.def("read_results_files", [](const std::vector<std::string>& paths) {
+    const py::handle module = m;  // the extension module lives as long as the interpreter
+    m.def("read_results_files", [module](const std::vector<std::string>& paths, bool per_file) {
+              py::list out;
+              if (per_file) {
+                  std::vector<std::variant<ResultsFileInfo, FormatError>> outcomes;
+                  {
+                      py::gil_scoped_release release;
+                      outcomes = read_each_results_file(paths);
+                  }
+                  for (const auto& outcome : outcomes) {
+                      if (const auto* info = std::get_if<ResultsFileInfo>(&outcome)) out.append(results_to_python(*info));
+                      else out.append(module.attr("FormatError")(std::get<FormatError>(outcome).what()));
+                  }
+                  return out;
+              }
               std::vector<ResultsFileInfo> infos;
               {
                   py::gil_scoped_release release;
                   infos = read_results_files(paths);
               }
-              py::list out;
               for (const auto& info : infos) out.append(results_to_python(info));
               return out;
           },
-          py::arg("paths"),
+          py::arg("paths"), py::arg("per_file") = false,
           "read_results for many files: each opened once, checked in batches (one checking process per\n"
           "128 files) and read through the same descriptor, so a file renamed over its path meanwhile is\n"
-          "never read; a list of dicts, in order.  Raises the FormatError of the first file that fails.");
+          "never read; a list of dicts, in order.  Raises the FormatError of the first file that fails.\n"
+          "per_file=True: a file that fails is no failure of the others: its entry is its FormatError (the\n"
+          "one read_results(path) raises), the files after it are still read, and no file is read twice by\n"
+          "a checking process (one that hangs it costs the time limit once).  Raises only what fails every\n"
+          "file (no checking process can be started, no descriptor left).");
     m.def("check_results_files", [](const std::vector<std::string>& paths) {
               py::gil_scoped_release release;
               check_in_helper(FileKind::Results, paths);
@@ -153,6 +172,12 @@ void bind_files(py::module_& m) {
               "(descriptor, dict).  For reading the activations afterwards (h5py on /proc/self/fd/N or on\n"
               "a file object of it): the very file checked, whatever the path names by then.  The\n"
               "descriptor is close-on-exec and the caller's to close.");
+    files.def("set_check_time_limit_for_tests", [](py::object seconds) {
+                  set_check_time_limit_for_tests(seconds.is_none() ? 0 : std::max(1, int(seconds.cast<double>() * 1000.0)));
+              },
+              py::arg("seconds"),
+              "Test only: the checking process's time limit in seconds (None: the one sized by the files again),\n"
+              "so that a test can make a checking process that hangs run past it in seconds.");
     files.def("check_helper", [] { return file_check_helper(); },
               "The helper that reads user files first, in its own process ('' = none: read in-process).");
     files.def("set_check_helper", &set_file_check_helper, py::arg("executable"),

@@ -11,6 +11,7 @@
 #include <utime.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <iterator>
 #include <set>
 #include <thread>
+#include <variant>
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
@@ -1024,6 +1026,90 @@ TEST_F(HostileFiles, ReadingResultsFilesInBatchesReportsTheFirstFailureInOrder) 
     EXPECT_EQ(bad_first.rfind(bad + ": field 'accuracy'", 0), 0u) << bad_first;
     EXPECT_EQ(missing_first, path("missing.h5") + ": field 'file': no such file");
     EXPECT_EQ(fifo.rfind(path("fifo.h5") + ": field 'file': is not a regular file", 0), 0u) << fifo;
+}
+
+// Each file of a batch on its own account (read_each_results_file): a broken file, a missing one and
+// a FIFO each get, in its place, the error that reading it alone gives, and the sound files after them
+// are read all the same.
+TEST_F(HostileFiles, ReadingEachResultsFileGivesEveryFileItsOwnOutcome) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string good = (corpus / "fuzz_results_file" / "noisy.h5").string();
+    const std::string bad = (corpus / "fuzz_results_file" / "bad-accuracy_short.h5").string();
+    ASSERT_EQ(::mkfifo(path("fifo.h5").c_str(), 0600), 0);
+    const std::vector<std::string> paths{good, bad, good, path("missing.h5"), path("fifo.h5"), good};
+    set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
+    const auto outcomes = read_each_results_file(paths);
+    std::vector<std::string> alone;
+    for (const auto& p : paths) alone.push_back(p == good ? "" : format_error_of([&] { read_results(p); }));
+    set_file_check_helper("");
+    const std::string expected_config = read_results_in_process(good).config_json;
+    ASSERT_EQ(outcomes.size(), paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        if (paths[i] == good) {
+            ASSERT_TRUE(std::holds_alternative<ResultsFileInfo>(outcomes[i])) << i;
+            EXPECT_EQ(std::get<ResultsFileInfo>(outcomes[i]).config_json, expected_config) << i;
+        } else {
+            ASSERT_TRUE(std::holds_alternative<FormatError>(outcomes[i])) << i;
+            EXPECT_EQ(std::get<FormatError>(outcomes[i]).what(), alone[i]) << i;
+            EXPECT_EQ(alone[i].rfind(paths[i] + ": field '", 0), 0u) << alone[i];
+        }
+    }
+}
+
+// The checking process stops at the first file that fails: what a process whose libhdf5 may have
+// been left damaged says of the files after it is not their own check's verdict.
+TEST(CheckingProcess, StopsAtTheFirstFileThatFails) {
+    const fs::path corpus = fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_results_file";
+    const std::string good = (corpus / "noisy.h5").string(), bad = (corpus / "bad-accuracy_short.h5").string();
+    const std::string command = std::string(AIMCEMU_CHECK_FILE_HELPER) + " results '" + good + "' '" + bad + "' '" + good + "'";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    for (char buffer[4096]; const std::size_t n = std::fread(buffer, 1, sizeof(buffer), pipe);) out.append(buffer, n);
+    EXPECT_EQ(::pclose(pipe), 0);  // stopping there is no failure of the process
+    const std::string refused = format_error_of([&] { read_results_in_process(bad); });
+    const std::string prefix = bad + ": field 'accuracy': ";
+    ASSERT_EQ(refused.rfind(prefix, 0), 0u) << refused;
+    const std::string report = "format-error\n" + bad + std::string(1, '\0') + "accuracy" + std::string(1, '\0') +
+                               refused.substr(prefix.size());
+    EXPECT_EQ(out, helper_report_record("ok") + helper_report_record(report));
+}
+
+// A file that hangs the checking process (a fake one here, under a time limit of one second) costs
+// the limit once: the process is killed there, the files after it go to a fresh one, and no file is
+// asked for twice; the hung file's error names it, the others read.
+TEST_F(HostileFiles, AFileThatHangsTheCheckingProcessCostsItsTimeLimitOnce) {
+    const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
+    const std::string log = path("requests.log"), fake = path("hanging-helper.sh");
+    touch(fake, "#!/bin/sh\necho \"$@\" >> '" + log + "'\n"
+                "for p in \"$@\"; do case \"$p\" in --fds|results) ;; *hang.h5) exec sleep 60 ;; *) " +
+                    print_report("ok").substr(0, print_report("ok").size() - 1) + " ;; esac; done\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    std::vector<std::string> paths;
+    for (const char* name : {"a.h5", "hang.h5", "b.h5", "c.h5"}) {
+        paths.push_back(path(name));
+        fs::copy_file(corpus / "fuzz_results_file" / "noisy.h5", paths.back());
+    }
+    set_file_check_helper(fake);
+    set_check_time_limit_for_tests(1000);
+    const auto start = std::chrono::steady_clock::now();
+    const auto outcomes = read_each_results_file(paths);
+    const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    set_check_time_limit_for_tests(0);
+    set_file_check_helper("");
+    std::ifstream requests(log);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(requests, line);) lines.push_back(line);
+    const std::string after_hang = paths[2] + " " + paths[3];
+    EXPECT_EQ(lines, (std::vector<std::string>{"--fds results " + paths[0] + " " + paths[1] + " " + after_hang,
+                                               "--fds results " + after_hang}));
+    ASSERT_EQ(outcomes.size(), paths.size());
+    ASSERT_TRUE(std::holds_alternative<FormatError>(outcomes[1]));
+    EXPECT_EQ(std::string(std::get<FormatError>(outcomes[1]).what()),
+              paths[1] + ": field 'file': reading it did not finish within the time limit (a corrupt file can make the "
+                         "HDF5 library loop); the file is not used");
+    for (const std::size_t i : {0u, 2u, 3u}) EXPECT_TRUE(std::holds_alternative<ResultsFileInfo>(outcomes[i])) << i;
+    EXPECT_LT(seconds, 2.0);  // the limit once (1 s), not twice
 }
 
 // The checking process's reports hold the path in messages: a path holding the bytes of any

@@ -12,13 +12,14 @@ import shutil
 import time
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import yaml
 
 import aimcemu
 from aimcemu import files, sweeps
-from hostile import assert_refused, cli_run, temporaries, tiny_files
+from hostile import Snapshot, assert_refused, cli_run, temporaries, tiny_files
 
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
 
@@ -185,6 +186,21 @@ def test_report_names_the_broken_task_of_a_sweep(folder, capsys):
     assert_refused(["report", sweep_folder], folder, capsys, f"{task}: field 'file'")
     (sweep_folder / "index.json").write_text("[1, 2")
     assert_refused(["report", sweep_folder], folder, capsys, "index.json: field '<json>'")
+
+
+def test_resume_refuses_a_task_file_whose_config_is_not_json(folder, capsys):
+    """Resuming reads the finished task files (results.read_task_summaries); a config that is not
+    JSON is refused there as open_run and open_sweep refuse it (field 'config'), where resume took
+    the task as done and wrote it into the index."""
+    sweep_folder = small_sweep(folder)
+    task = sorted((sweep_folder / "tasks").iterdir())[1]
+    with h5py.File(task, "r+") as f:
+        f.attrs["config"] = "{not json"
+    snapshot = Snapshot(folder)
+    code, err = cli_run(["sweep", "--config", folder / "sweep.yaml"], capsys)
+    assert code == 2 and f"{task}: field 'config': not valid JSON" in err and "Traceback" not in err, err
+    # the folder's lock file is all that appears (every sweep leaves it); the index is not rewritten
+    assert snapshot.changes() == [f"appeared: {sweep_folder / files.FolderLock.NAME}"]
 
 
 def test_report_output_folder_with_a_trailing_slash(folder, capsys, results):

@@ -89,14 +89,16 @@ def test_positional_arguments_that_would_bind_to_another_field_than_in_aihwkit_a
 
 
 def _violations(row: dict) -> list:
-    """Values the row's declared range or type rejects."""
+    """Values the row's declared range or type rejects (a bound given in words, one derived from
+    other parameters, is tested by its own test)."""
     bad = []
+    lower = row["range"].split(" and ")[0]  # "> 0 and <= <a derived bound>"
     if row["type"] in ("number", "whole"):
         bad += ["text", math.inf]
-        if row["range"].startswith(">= "):
-            bad.append(float(row["range"][3:]) - 0.5)
-        if row["range"].startswith("> "):
-            bad.append(float(row["range"][2:]))
+        if lower.startswith(">= "):
+            bad.append(float(lower[3:]) - 0.5)
+        if lower.startswith("> "):
+            bad.append(float(lower[2:]))
         if row["range"].startswith("[") and row["range"].endswith("]"):
             low, high = (float(v) for v in row["range"][1:-1].split(","))
             bad += [low - 0.5, high + 0.5]
@@ -139,6 +141,21 @@ def test_derived_defaults_follow_the_parameters_they_depend_on():
     assert noise.ReRamWan2022NoiseModel(g_max=30.0).params["coeff_g_max_reference"] == 30.0
     assert noise.SingleDeviceConductanceConverter().to_dict() == {"converter": "single_device", "g_max": 88.199997,
                                                                   "g_min": 9.0}
+
+
+def test_a_bound_that_follows_earlier_parameters_is_declared_in_the_table():
+    """hermes' g_max is at most its fit's (20.7 uS; with one device 10.35): a bound that depends on
+    num_devices, which the model alone checked, so that neither docs/noise_models.md nor the
+    docstring showed it.  The table declares it now (a derived bound), and enforces it, naming
+    the field and the bound that applies."""
+    row = next(r for r in parameters.table("hermes") if r["name"] == "g_max")
+    assert row["range"] == "> 0 and <= the fit's range end, 20.7 (num_devices 1: 10.35)"
+    assert f"g_max [uS]: largest programmable conductance (default 20.7 (num_devices 1: 10.35); {row['range']})" \
+        in noise.HermesNoiseModel.__doc__
+    for devices, limit in ((2, 20.7), (1, 10.35)):
+        assert noise.HermesNoiseModel(num_devices=devices, g_max=limit).params["g_max"] == limit
+        with pytest.raises(aimcemu.FormatError, match=rf"field 'g_max': must be finite and \(0, {limit}\] \(<= the fit's"):
+            noise.HermesNoiseModel(num_devices=devices, g_max=math.nextafter(limit, 100.0))
 
 
 def test_the_document_holds_the_generated_parameter_tables():

@@ -11,6 +11,8 @@ import json
 import math
 import os
 import shutil
+import sys
+import time
 
 import h5py
 import numpy as np
@@ -276,10 +278,11 @@ BROKEN = {"bad-accuracy_above_one.h5": "accuracy", "bad-activations_shape.h5": "
 
 
 def test_a_broken_file_in_a_lazy_group_is_named_by_its_own_block(tmp_path, reader_calls):
-    """A group with broken files fails its one checking process; its files are then read one by
-    one, so each broken file's block raises the error of its own check (file and field, the very
-    message), and the sound files of the group still compute.  A config that is not JSON passes
-    the core's check and is refused by the reader's own (field 'config')."""
+    """A group with broken files goes through the checking process in one call, each file on its
+    own account: each broken file's block raises the error of its own check (file and field, the very
+    message), and the sound files of the group still compute; no file is read again one by one (a
+    failed group used to be read again file by file).  A config that is not JSON passes the core's
+    check and is refused by the reader's own (field 'config')."""
     noisy = os.path.join(CORPUS, "noisy.h5")
     not_json = corpus_copy("noisy.h5", tmp_path / "not_json.h5")
     with h5py.File(not_json, "r+") as f:
@@ -306,9 +309,8 @@ def test_a_broken_file_in_a_lazy_group_is_named_by_its_own_block(tmp_path, reade
     reader_calls.clear()
     with pytest.raises(aimcemu.FormatError, match=r"tasks/\d+-p\d+\.h5: field '"):
         ds.load()
-    assert all(len(paths) == 1 for name, paths in reader_calls[1:])  # after the group's one call: one by one
     group = [os.fspath(folder / f"tasks/{p}-p{p}.h5") for p in range(1, len(files))]
-    assert reader_calls[0] == ("read_results_files", group)
+    assert reader_calls == [("read_results_files", group)]  # the group's one call, and no file read again
 
 
 def test_an_eager_sweep_refuses_a_task_file_whose_config_is_not_json(tmp_path):
@@ -338,3 +340,91 @@ def test_a_lazy_sweep_variable_is_one_graph_of_a_task_per_file(tmp_path):
         graph = dict(ds[name].data.__dask_graph__())
         assert len(graph) == count + reads
         assert ds[name].data.chunks[0] == (1,) * count
+
+
+# Stands in for aimcemu-check-file: logs each request's file names, hands the files before the one
+# named HANG to the real checking process (on the same descriptors, 4 + i), and then, unless the real
+# one stopped at a file that failed, sleeps on HANG as a checking process that libhdf5 loops in does.
+HANGING_HELPER = """#!{python}
+import os, subprocess, sys, time
+args = sys.argv[1:]
+paths = args[2:]
+with open({log!r}, "a") as log:
+    log.write(" ".join(os.path.basename(p) for p in paths) + "\\n")
+names = [os.path.basename(p) for p in paths]
+if {hang!r} not in names:
+    os.execv({real!r}, [{real!r}, *args])
+hang = names.index({hang!r})
+before = b""
+if hang:
+    before = subprocess.run([{real!r}, "--fds", args[1], *paths[:hang]], pass_fds=range(4, 4 + hang),
+                            stdout=subprocess.PIPE).stdout
+    os.write(1, before)
+records, at = 0, 0
+while at < len(before):
+    colon = before.index(b":", at)
+    at, records = colon + 1 + int(before[at:colon]) + 1, records + 1
+if records == hang:
+    time.sleep(3600)
+"""
+
+HANG_LIMIT_S = 3.0
+
+
+@pytest.fixture
+def hanging_helper(tmp_path):
+    """arm(name): the checking process hangs on the file named `name` (HANGING_HELPER) and runs
+    past a time limit of HANG_LIMIT_S (_core.files.set_check_time_limit_for_tests); returns the
+    log of requests, one line of file names per checking process started."""
+    from aimcemu import _core
+
+    real = _core.files.check_helper()
+    log = tmp_path / "requests.log"
+
+    def arm(name):
+        fake = tmp_path / "hanging-check-file"
+        fake.write_text(HANGING_HELPER.format(python=sys.executable, log=os.fspath(log), hang=name, real=real))
+        fake.chmod(0o755)
+        log.write_text("")
+        _core.files.set_check_helper(os.fspath(fake))
+        _core.files.set_check_time_limit_for_tests(HANG_LIMIT_S)
+        return log
+
+    yield arm
+    _core.files.set_check_helper(real)
+    _core.files.set_check_time_limit_for_tests(None)
+
+
+def test_a_file_that_hangs_the_checking_process_costs_its_time_limit_once(tmp_path, hanging_helper):
+    """A lazy group whose checking process hangs on one file and refuses another: the process is
+    killed at the hanging file, a fresh one reads the files after it and stops at the broken one,
+    a third reads the rest: each file is asked for once (the group used to be read again file by
+    file, the hanging file hanging its checking process a second time), each failing file gets the
+    error of its own check, and the sound files read."""
+    noisy = os.path.join(CORPUS, "noisy.h5")
+    broken = os.path.join(CORPUS, "bad-accuracy_above_one.h5")
+    sources = [noisy] * 3 + [noisy] + [noisy] * 2 + [broken] + [noisy] * 2
+    folder = make_sweep_folder(tmp_path / "sweep", sources)
+    paths = [os.fspath(folder / f"tasks/{p}-p{p}.h5") for p in range(len(sources))]
+    names = [os.path.basename(p) for p in paths]
+    own_error = {}
+    with pytest.raises(aimcemu.FormatError) as refused:
+        results.check_results_file(paths[6])
+    own_error[6] = str(refused.value)
+    log = hanging_helper(names[3])
+    start = time.perf_counter()
+    outcomes = results._read_each_checked(paths)
+    seconds = time.perf_counter() - start
+    assert log.read_text().splitlines() == [" ".join(names), " ".join(names[4:]), " ".join(names[7:])]
+    own_error[3] = (f"{paths[3]}: field 'file': reading it did not finish within the time limit (a corrupt file "
+                    "can make the HDF5 library loop); the file is not used")
+    expected = results.check_results_file(noisy)
+    for p, outcome in enumerate(outcomes):
+        if p in own_error:
+            assert isinstance(outcome, aimcemu.FormatError) and str(outcome) == own_error[p]
+        else:
+            np.testing.assert_array_equal(outcome["accuracy"], expected["accuracy"])
+    assert HANG_LIMIT_S <= seconds < 2 * HANG_LIMIT_S  # the time limit once, not twice
+    with pytest.raises(aimcemu.FormatError) as alone:  # the hanging file's own check says the same
+        results.check_results_file(paths[3])
+    assert str(alone.value) == own_error[3]
