@@ -125,6 +125,9 @@ void bind_periph(py::module_& root) {
     }, py::arg("seed"), py::arg("chip"), py::arg("layer"), py::arg("round"), py::arg("image"), py::arg("lane"),
        py::arg("count"), "The Q3.12 normals of one lane of the output-noise streams, in step order");
     m.attr("PERIPH_LANES") = kPeriphLanes;
+    // The most steps each converter takes (Python refuses more before the int conversion).
+    m.attr("PERIPH_MAX_INP_STEPS") = kMaxInpSteps;
+    m.attr("PERIPH_MAX_OUT_STEPS") = kMaxOutSteps;
 }
 
 }  // namespace

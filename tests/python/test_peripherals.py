@@ -198,6 +198,10 @@ def test_ideal_settings_give_the_digital_path_bit_for_bit(core, rng):
     ({"out_res": 1 / 64}, "out_res"),              # an ADC needs a bound
     ({"inp_res": 1 / 300}, "inp_res"),             # more DAC steps than INT8 codes
     ({"out_res": 0.3, "out_bound": 1}, "out_res"),  # not a whole number of steps
+    ({"out_res": float("inf"), "out_bound": 1}, "out_res"),   # infinitely many steps (was an OverflowError)
+    ({"inp_res": 1e30}, "inp_res"),                # beyond a C int (was a cast error)
+    ({"out_res": 1e-30, "out_bound": 1}, "out_res"),
+    ({"inp_res": 5e-324}, "inp_res"),              # 1 / res overflows to infinity
     ({"noise_management": "max"}, "noise_management"),
     ({"bound_management": "iterative"}, "bound_management"),
     ({"out_nois": 0.1}, "out_nois"),
