@@ -93,7 +93,7 @@ struct LayerTiming {
     double out_cycles_per_column = 0;
     double residual_cycles_per_column = 0;
     double hbm_cycles_per_column = 0;    // activation channel: input + output beats at its sustained rate
-    std::int64_t wrb_cycles = 0;         // ceil(R_SA / R_g)
+    std::int64_t wrb_cycles = 0;         // ceil(R_SA / R_g): a full tile's reads per wave (the stage: the tile's valid rows)
     std::int64_t fill_cycles = 0;        // fill and drain: first column, HBM latencies, SA and post-processing depth
     double stream_cycles = 0;            // sum over tiles and columns of the slowest stage
     double adm_bound_cycles = 0;         // stream_cycles - sa_cycles: waves a data-movement stage made longer
