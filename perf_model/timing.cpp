@@ -64,8 +64,9 @@ namespace {
 // runs the layer's GEMM instead, tile-major as the layer model orders it.  A single tile's count
 // grows by the same number of cycles per 64-wave window (the WRB's) from 128 columns on, so a
 // longer tile is the count at the measured column count in the same phase of the window plus
-// whole windows (tested equal to the full run).  A layer of several tiles and more than kMeasuredWaves waves (none in the
-// zoo) is taken tile by tile, each from an empty pipeline: an approximation (docs/timing.md).
+// whole windows (tested equal to the full run).  A layer of several tiles and more than
+// kMeasuredWaves waves (none in the zoo) is taken tile by tile, each from an empty pipeline: an
+// approximation (docs/timing.md).
 constexpr std::int64_t kMeasuredColumns = 256;
 constexpr std::int64_t kMeasuredWaves = 8192;
 
