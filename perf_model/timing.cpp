@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "common/errors.hpp"
 #include "perf_model/uram.hpp"
+#include "pu_model/sa_cycle.hpp"
 #include "pu_model/sa_pipeline.hpp"
 
 namespace aimcemu {
@@ -35,10 +39,16 @@ std::int64_t sa_pipeline_cycles(const PuConfig& pu, std::int64_t n, std::int64_t
     const std::int64_t blocks = pu.r_sa / pu.r_g;
     const std::int64_t rows_last = n - (sections - 1) * pu.r_sa;
     const int top = int(ceil_div(rows_last, pu.r_g) - 1);
-    // The last wave starts (W-1) wave intervals in; its top chunk reaches its FIFO head, climbs the
-    // aggregator chain to the top slot, is written to the WRB and read the cycle after.
-    const std::int64_t last_chunk_ready = sa_pipeline::chunk_ready_cycle(g, pu.c_sa, pu.r_g, top);
-    return (waves - 1) * std::max(g, blocks) + last_chunk_ready + (blocks - 1 - top) + sa_pipeline::kWrbWriteAndRead + 1;
+    // The SA issues a wave every G cycles at best; the last wave's top chunk then reaches its FIFO
+    // head, climbs the aggregator chain to the top slot, is written to the WRB and read the cycle after.
+    const std::int64_t sa_bound = (waves - 1) * g + sa_pipeline::chunk_ready_cycle(g, pu.c_sa, pu.r_g, top) +
+                                  (blocks - 1 - top) + sa_pipeline::kWrbWriteAndRead + 1;
+    // The read side reads one chunk per cycle (only the valid row-blocks: rows past N make no
+    // chunk), the first no sooner than wave 0's bottom chunk can arrive.
+    const std::int64_t chunks = p * ((sections - 1) * blocks + top + 1);
+    const std::int64_t read_bound =
+        sa_pipeline::chunk_ready_cycle(g, pu.c_sa, pu.r_g, 0) + (blocks - 1) + sa_pipeline::kWrbWriteAndRead + chunks;
+    return std::max(sa_bound, read_bound);
 }
 
 bool sa_pipeline_exact(const PuConfig& pu, std::int64_t n, std::int64_t m) {
@@ -46,6 +56,87 @@ bool sa_pipeline_exact(const PuConfig& pu, std::int64_t n, std::int64_t m) {
 }
 
 namespace {
+
+// Where the WRB condition fails (R_g * G < R_SA) the array outruns the read side, and how many
+// waves per cycle get through then depends on the FIFO credits and the aggregator chain's
+// arbitration (lower row-blocks take the empty slots first), also across a tile boundary, which
+// no closed form here captures: the cycle-level model (sa_cycle.hpp, default FIFO and WRB depths)
+// runs the layer's GEMM instead, tile-major as the layer model orders it.  A single tile's count
+// grows by the same number of cycles per 64-wave window (the WRB's) from 128 columns on, so a
+// longer tile is the count at the measured column count in the same phase of the window plus
+// whole windows (tested equal to the full run).  A layer of several tiles and more than
+// kMeasuredWaves waves (none in the zoo) is taken tile by tile, each from an empty pipeline: an
+// approximation (docs/timing.md).
+constexpr std::int64_t kMeasuredColumns = 256;
+constexpr std::int64_t kMeasuredWaves = 8192;
+
+// For a tile-major run of the all-ones GEMM (n, groups x C_SA, columns) (the timing depends on
+// the shape only): the cycle each tile's first wave starts, then the run's whole count.
+std::vector<std::int64_t> cycle_level_marks(const PuConfig& pu, std::int64_t n, std::int64_t groups,
+                                            std::int64_t columns) {
+    using Key = std::tuple<int, int, int, std::int64_t, std::int64_t, std::int64_t>;
+    static std::mutex mutex;
+    static std::map<Key, std::vector<std::int64_t>> cache;
+    const Key key{pu.r_sa, pu.c_sa, pu.r_g, n, groups, columns};
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (const auto it = cache.find(key); it != cache.end()) return it->second;
+    }
+    SaConfig sa;
+    sa.rows = pu.r_sa;
+    sa.cols = pu.c_sa;
+    sa.rg = pu.r_g;
+    sa.tile_major = true;
+    const std::int64_t m = groups * pu.c_sa;
+    std::vector<std::int8_t> w(std::size_t(n * m), 1), x(std::size_t(columns * m), 1), bias(std::size_t(n), 0);
+    std::vector<std::int32_t> acc(std::size_t(n * columns));
+    const SaCycleStats stats = sa_cycle_gemm(w.data(), x.data(), m, bias.data(), 0, n, m, columns, sa, acc.data());
+    std::vector<std::int64_t> marks = stats.section_start_cycles;
+    marks.push_back(stats.cycles);
+    std::lock_guard<std::mutex> lock(mutex);
+    cache.emplace(key, marks);
+    return marks;
+}
+
+// One tile of `rows` rows run alone: first input to last read.  Past kMeasuredColumns, the count
+// of the measured column count in the same phase of the 64-wave window plus whole windows.
+double cycle_level_tile_cycles(const PuConfig& pu, std::int64_t rows, std::int64_t groups, std::int64_t columns) {
+    if (columns <= kMeasuredColumns) return double(cycle_level_marks(pu, rows, groups, columns).back());
+    const std::int64_t window = SaConfig{}.wrb_waves;
+    const std::int64_t same_phase = kMeasuredColumns - window + 1 + (columns - kMeasuredColumns - 1) % window;
+    const std::int64_t per_window = cycle_level_marks(pu, rows, groups, kMeasuredColumns).back() -
+                                    cycle_level_marks(pu, rows, groups, kMeasuredColumns - window).back();
+    return double(cycle_level_marks(pu, rows, groups, same_phase).back() + (columns - same_phase) / window * per_window);
+}
+
+// The SA's drain after a wave of `rows` rows (the fill charges it once, for the layer's last wave).
+double sa_drain_cycles(const PuConfig& pu, std::int64_t rows, std::int64_t groups) {
+    return double(sa_pipeline_cycles(pu, rows, groups * pu.c_sa, 1) - groups);
+}
+
+// Per tile of a layer (weights n x M, G = groups, `columns` waves per tile): the SA and WRB read
+// side's cycles per wave.  With the WRB condition the SA's G (the read side needs ceil(rows/R_g)
+// <= R_SA/R_g <= G); without it, the cycle-level count: tile t's share runs from its first wave's
+// start to the next tile's (the last tile's to the last read, less the layer's drain, which the
+// fill charges), so no share is below the SA's G per wave.
+std::vector<double> sa_wrb_wave_cycles(const PuConfig& pu, std::int64_t n, std::int64_t groups, std::int64_t columns) {
+    const std::int64_t tiles = ceil_div(n, pu.r_sa);
+    if (pu.r_g * groups >= pu.r_sa) return std::vector<double>(static_cast<std::size_t>(tiles), double(groups));
+    const auto rows = [&](std::int64_t tile) { return std::min<std::int64_t>(pu.r_sa, n - tile * pu.r_sa); };
+    std::vector<double> shares;
+    if (tiles == 1) {
+        shares.push_back(cycle_level_tile_cycles(pu, n, groups, columns) - sa_drain_cycles(pu, n, groups));
+    } else if (tiles * columns <= kMeasuredWaves) {
+        const std::vector<std::int64_t> marks = cycle_level_marks(pu, n, groups, columns);
+        for (std::int64_t t = 0; t < tiles; ++t) shares.push_back(double(marks[std::size_t(t + 1)] - marks[std::size_t(t)]));
+        shares.back() -= sa_drain_cycles(pu, rows(tiles - 1), groups);
+    } else {  // each tile from an empty pipeline, drained before the next starts
+        for (std::int64_t t = 0; t < tiles; ++t)
+            shares.push_back(cycle_level_tile_cycles(pu, rows(t), groups, columns) - sa_drain_cycles(pu, rows(t), groups));
+    }
+    for (double& share : shares) share /= double(columns);
+    return shares;
+}
 
 // How a layer's input columns reach the ping-pong buffer.
 enum class InputMode { Linear, Strided, Im2col };
@@ -228,9 +319,12 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     std::array<double, kStages> stage_time{};
     std::vector<Transfer> in;
     double in_sum = 0, out_sum = 0, res_sum = 0, hbm_sum = 0, in_bytes = 0;
+    const std::vector<double> sa_wrb_per_wave =
+        roofline ? std::vector<double>() : sa_wrb_wave_cycles(pu, g.n, t.wave_cycles, g.columns);
     for (std::int64_t tile = 0; tile < g.tiles; ++tile) {
         if (tile == 0 || g.channel_offset_step != 0) in = input_transfers(net, l, g, pu, tile);
         const int rows = int(std::min<std::int64_t>(pu.r_sa, g.n - tile * pu.r_sa));
+        const double sa_wrb = roofline ? 0.0 : sa_wrb_per_wave[std::size_t(tile)];
         double tile_cycles = 0, tile_side = 0;
         for (std::int64_t col = 0; col < g.columns; ++col) {
             // The tile's output (and residual) segment sits at pixel `col`; block-diagonal avg pool has one pixel.
@@ -241,7 +335,7 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
             const Transfer res = row_segment(pu, g.n, g.tiles, rows, tile, col, pu.axi_bytes);
             std::array<double, kStages> c{};
             c[kSa] = double(t.wave_cycles);
-            c[kWrb] = double(t.wrb_cycles);
+            c[kWrb] = sa_wrb;
             c[kIn] = column_in.axi_cycles * f;
             c[kOut] = out.axi_cycles * f;
             c[kResidual] = residual ? res.axi_cycles * f : 0.0;
@@ -291,8 +385,10 @@ LayerTiming time_gemm(const Network& net, int index, const PuConfig& pu, const T
     // (with the analog peripherals' pipeline where the layer has them).
     if (!roofline) {
         const double first_load = in.empty() ? 0.0 : in.front().axi_cycles * f;
-        const std::int64_t sa_drain =
-            sa_pipeline_cycles(pu, std::min<std::int64_t>(g.n, pu.r_sa), g.m_eff, 1) - t.wave_cycles;
+        // Tiles run in order, so the layer's last wave is its last tile's (fewer rows when N is not a
+        // multiple of R_SA: its top chunk finishes sooner).
+        const std::int64_t rows_last = g.n - (g.tiles - 1) * pu.r_sa;
+        const std::int64_t sa_drain = sa_pipeline_cycles(pu, rows_last, g.m_eff, 1) - t.wave_cycles;
         t.fill_cycles = std::int64_t(std::ceil(first_load + 2.0 * pu.hbm_latency_s * pu.fast_hz)) + sa_drain +
                         pu.postproc_pipeline + (t.peripherals ? opt.periph_latency : 0);
     }

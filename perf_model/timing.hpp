@@ -5,10 +5,15 @@
 // One column of one tile is a "wave" of ceil(M/C_SA) fast cycles.  The wave's time is the
 // slowest of the stages that work on it in parallel (ping-pong buffered, so loads overlap compute):
 //   SA        ceil(M_eff / C_SA)                         fast cycles
-//   WRB       ceil(R_SA / R_g)   (the read side drains R_SA bytes at R_g bytes/cycle)
-//   ADM in    IM2COL commands: per in-image kernel pixel, its aligned 32-byte beats + overhead;
-//             linear transfers (k=1, p=0, s in {1,2}; FC; host IM2COL) stream at 32 B/AXI cycle
-//   ADM out   the tile's R_SA output bytes of the pixel: aligned beats (+ overhead if strided)
+//   WRB       ceil(rows / R_g)   (the read side drains the tile's valid row-blocks, R_g bytes/cycle);
+//             where R_g * G < R_SA the SA and WRB together take the cycle-level model's count
+//             (sa_cycle.hpp) for the tile, less its drain, spread over its waves
+//   ADM in    IM2COL commands: per kernel row (Cin a multiple of the alignment) or per in-image
+//             kernel pixel, its aligned 32-byte words + overhead; linear transfers (k=1, p=0, s=1;
+//             FC; host IM2COL) and the k=1 s=2 stride pattern stream at 16 B per AXI cycle (the
+//             I/O ADM's stream side), no overhead
+//   ADM out   the tile's output bytes of the pixel at 16 B per AXI cycle: one linear stream for a
+//             single-tile layer, else one command per segment (aligned words + overhead)
 //   residual  the tile's R_SA residual bytes on the weights/residual port (same cost rule)
 //   HBM       the activation channel: the input and output beats at the channel's sustained rate
 // plus a per-layer fill (first column load, HBM latency, SA and post-processing depth).
@@ -88,7 +93,7 @@ struct LayerTiming {
     double out_cycles_per_column = 0;
     double residual_cycles_per_column = 0;
     double hbm_cycles_per_column = 0;    // activation channel: input + output beats at its sustained rate
-    std::int64_t wrb_cycles = 0;         // ceil(R_SA / R_g)
+    std::int64_t wrb_cycles = 0;         // ceil(R_SA / R_g): a full tile's reads per wave (the stage: the tile's valid rows)
     std::int64_t fill_cycles = 0;        // fill and drain: first column, HBM latencies, SA and post-processing depth
     double stream_cycles = 0;            // sum over tiles and columns of the slowest stage
     double adm_bound_cycles = 0;         // stream_cycles - sa_cycles: waves a data-movement stage made longer
@@ -123,12 +128,18 @@ LayerTiming time_layer(const Network& net, int layer, const PuConfig& pu, const 
 
 // Cycles of the SA -> aggregator -> WRB pipeline for one GEMM (waves in column order), from the
 // first input cycle to the last WRB read, as the cycle-level model (sa_cycle.hpp) counts them:
-//   (W - 1) * max(G, R_SA/R_g) + G + C_SA + (b + 1) * R_g - 1 + (R_SA/R_g - 1 - b) + 3
-// with W = P * ceil(N/R_SA) waves, G = ceil(M/C_SA), and b the top valid row-block of the last
-// wave: the last chunk leaves the SA's last column after G + C_SA + (b+1) R_g - 1 cycles, climbs
-// R_SA/R_g - 1 - b aggregator slots, and needs one cycle each for the scale/merge stage, the WRB
-// write and the WRB read.  Exact when R_g * G >= R_SA (the paper's WRB condition) and N <= R_SA
-// or N is a multiple of R_SA (a short last row-block can finish before the wave ahead of it).
+//   max( (W - 1) * G + ready(b) + (R_SA/R_g - 1 - b) + 2 + 1,      the SA issues a wave per G cycles
+//        ready(0) + (R_SA/R_g - 1) + 2 + chunks )                  the WRB reads a chunk per cycle
+// with W = P * ceil(N/R_SA) waves, G = ceil(M/C_SA), b the top valid row-block of the last wave,
+// chunks = the valid row-blocks of all waves (rows past N make none), and ready(b) =
+// (G - 1) + (C_SA - 1) + (b + 1) * R_g - 1 + 4 + 1 the cycle row-block b's chunk is at its FIFO's
+// head (systolic delay; the buffer read and the three DSP registers; scale/merge: sa_pipeline.hpp);
+// then it climbs R_SA/R_g - 1 - b aggregator slots, is written to the WRB and read (2), and the
+// count is inclusive (1).  Exact when R_g * G >= R_SA (the paper's WRB condition) and N <= R_SA
+// or N is a multiple of R_SA (a short last row-block can finish before the wave ahead of it); a
+// lower bound everywhere (tests/cpp/test_timing_sa_crosscheck.cpp): where the WRB condition fails,
+// FIFO credits and the aggregator chain's arbitration make the cycle-level model slower than
+// either term, and the layer model runs the cycle-level model itself (timing.cpp).
 std::int64_t sa_pipeline_cycles(const PuConfig& pu, std::int64_t n, std::int64_t m, std::int64_t p);
 bool sa_pipeline_exact(const PuConfig& pu, std::int64_t n, std::int64_t m);
 

@@ -339,7 +339,10 @@ public:
     }
 
     SaCycleStats run(std::int32_t* acc) {
-        acc_ = acc;
+        // The output counter writes in read order; tile-major reads section by section, so its
+        // stream lands in a staging copy that is laid out as P x N afterwards.
+        if (cfg_.tile_major) staging_.assign(std::size_t(pb_.n * pb_.p), 0);
+        acc_ = cfg_.tile_major ? staging_.data() : acc;
         stats_.waves = waves_;
         stats_.cycles_per_wave = pb_.groups;
         stats_.compute_cycles = waves_ * pb_.groups;
@@ -356,17 +359,31 @@ public:
             array_.clock(now, seq_);
             if (!read) check_not_starved(now, blocked);
         }
+        if (cfg_.tile_major) scatter_sections(acc);
         return stats_;
     }
 
 private:
+    void scatter_sections(std::int32_t* acc) const {
+        std::size_t k = 0;
+        for (std::int64_t section = 0; section < pb_.sections; ++section)
+            for (std::int64_t pixel = 0; pixel < pb_.p; ++pixel)
+                for (std::int64_t row = 0; row < valid_rows(section); ++row)
+                    acc[std::size_t(pixel * pb_.n + section * cfg_.rows + row)] = staging_[k++];
+    }
+
     std::int64_t valid_rows(std::int64_t section) const { return std::min<std::int64_t>(cfg_.rows, pb_.n - section * cfg_.rows); }
     int blocks_in_section(std::int64_t section) const { return int((valid_rows(section) + cfg_.rg - 1) / cfg_.rg); }
     std::int64_t order(std::int64_t wave, int block) const { return wave * blocks_ + block; }
 
+    // Wave q's section (row-block of the weights) and pixel: pixel-major (all sections of a column,
+    // then the next column) or tile-major (all columns of a section, then the next section).
+    std::int64_t section_of(std::int64_t wave) const { return cfg_.tile_major ? wave / pb_.p : wave % pb_.sections; }
+    std::int64_t pixel_of(std::int64_t wave) const { return cfg_.tile_major ? wave % pb_.p : wave / pb_.sections; }
+
     std::string chunk_name(std::int64_t wave, int block) const {
-        return "wave " + std::to_string(wave) + " (pixel " + std::to_string(wave / pb_.sections) + ", section " +
-               std::to_string(wave % pb_.sections) + ") row-block " + std::to_string(block);
+        return "wave " + std::to_string(wave) + " (pixel " + std::to_string(pixel_of(wave)) + ", section " +
+               std::to_string(section_of(wave)) + ") row-block " + std::to_string(block);
     }
 
     // Generous: a sound datapath needs at most max(G, chunks per wave / 0.75) per wave plus a fill.
@@ -375,7 +392,7 @@ private:
                kPeDepth + 4 * std::int64_t(blocks_) + 64;
     }
 
-    // The sequencer starts wave q = pixel * sections + section when the previous wave's G groups
+    // The sequencer starts wave q (pixel_of, section_of) when the previous wave's G groups
     // have been read, the WRB has space reserved for it and every FIFO it feeds has a credit; it
     // then reads one group per cycle.  Returns true if a wave was due but could not start.
     bool sequencer(std::int64_t now) {
@@ -387,9 +404,9 @@ private:
         }
         if (current_wave_ >= 0 && now < wave_start_ + pb_.groups) {
             const std::int64_t group = now - wave_start_;
-            const std::int64_t section = current_wave_ % pb_.sections;
+            const std::int64_t section = section_of(current_wave_);
             g.token = token::make(current_wave_, group == 0, group == pb_.groups - 1);
-            g.pixel = current_wave_ / pb_.sections;
+            g.pixel = pixel_of(current_wave_);
             g.group = group;
             g.uram_entry = section * pb_.groups + group;
             last_group_cycle_ = now;
@@ -404,7 +421,7 @@ private:
             ++stats_.wrb_full_cycles;
             return false;
         }
-        const int blocks = blocks_in_section(next_wave_ % pb_.sections);
+        const int blocks = blocks_in_section(section_of(next_wave_));
         for (int b = 0; b < blocks; ++b)
             if (credits_[std::size_t(b)] == 0) {
                 ++stats_.sa_stall_cycles;
@@ -414,8 +431,9 @@ private:
     }
 
     void start_wave(std::int64_t now) {
-        const int blocks = blocks_in_section(next_wave_ % pb_.sections);
+        const int blocks = blocks_in_section(section_of(next_wave_));
         for (int b = 0; b < blocks; ++b) --credits_[std::size_t(b)];
+        if (cfg_.tile_major && next_wave_ % pb_.p == 0) stats_.section_start_cycles.push_back(now);
         current_wave_ = next_wave_++;
         wave_start_ = now;
     }
@@ -432,7 +450,7 @@ private:
     }
 
     void form_chunk(std::int64_t now, int block, std::int64_t wave) {
-        if (block >= blocks_in_section(wave % pb_.sections)) return;  // rows past N: no chunk
+        if (block >= blocks_in_section(section_of(wave))) return;  // rows past N: no chunk
         Chunk chunk{wave, tag_block(wave, block), now + kScaleMergeStages, std::vector<std::int32_t>(std::size_t(cfg_.rg))};
         for (int r = 0; r < cfg_.rg; ++r) {
             const std::int64_t cycle = now - (cfg_.rg - 1 - r);
@@ -489,7 +507,7 @@ private:
     // the output at the next position (only the lanes that are real rows).
     bool read_side(std::int64_t now) {
         if (!wrb_.read(read_wave_, read_block_, read_values_.data())) return false;
-        const std::int64_t section = read_wave_ % pb_.sections;
+        const std::int64_t section = section_of(read_wave_);
         const std::int64_t lanes = std::min<std::int64_t>(cfg_.rg, valid_rows(section) - std::int64_t(read_block_) * cfg_.rg);
         std::copy_n(read_values_.begin(), lanes, acc_ + output_position_);
         output_position_ += lanes;
@@ -542,6 +560,7 @@ private:
     std::int64_t newest_written_ = -1;
     std::int64_t total_chunks_ = 0, chunks_read_ = 0, output_position_ = 0, limit_ = 0;
     std::int32_t* acc_ = nullptr;
+    std::vector<std::int32_t> staging_;
     SaCycleStats stats_;
 };
 

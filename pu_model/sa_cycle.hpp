@@ -18,6 +18,7 @@
 // reference for perf_model/timing.hpp and the third bit-exact GEMM path.  docs/arithmetic.md.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace aimcemu {
 
@@ -49,6 +50,10 @@ struct SaConfig {
                             // read-bound regime: more waves in flight collide in the chain)
     int wrb_waves = 64;     // WRB capacity in waves (64 x 64 B = one BRAM36); the SA starts a
                             // wave only when the WRB has space reserved for it
+    // Wave order: false, pixel-major (every section of a column, then the next column: the order
+    // the paper's Sec. II-B describes); true, tile-major (every column of a section, then the next
+    // section: the order perf_model/timing.hpp times, one weight tile at a time).
+    bool tile_major = false;
     std::int64_t cycle_limit = 0;  // 0: derived from the shape (never reached by a sound datapath)
     SaFaultSpec fault;      // SaFault::None for the real datapath
     void validate() const;  // throws FormatError naming the bad field
@@ -66,6 +71,9 @@ struct SaCycleStats {
     std::int64_t first_output_cycle = 0; // cycle of the first WRB read
     std::int64_t max_wrb_chunks = 0;     // peak WRB occupancy in chunks
     std::int64_t cycle_limit = 0;        // the guard this run had
+    // Tile-major runs: per section, the cycle its first wave started (the first 0); empty for
+    // pixel-major runs.
+    std::vector<std::int64_t> section_start_cycles;
 };
 
 // acc (P x N int32) = W (N x M) * X + (bias << bias_shift), with X given as P rows of M int8

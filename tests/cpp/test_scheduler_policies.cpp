@@ -88,6 +88,69 @@ TEST(Scheduler, HandComputedExample) {
     EXPECT_NEAR(stall_lower_bound(p), 0.0, 1e-12);
 }
 
+// The HBM latency, a residual stream sharing the port and the port headroom, worked by hand.
+// A(e=3, l=6, residual 1.5 of port time), B(e=10, l=2), ample URAM, load latency 1, headroom 1.05.
+// While A runs its residual takes half the port, so loads get min(1, 1.05 x 0.5) = 0.525 of it.
+// Baseline, steady state: A's load for the next round (released when B starts) queues behind
+// nothing and ends long before B does; B's load is released when A starts, finds the port idle,
+// waits 1 for its first data and then gets (3 - 1) x 0.525 = 1.05 of its 2 done while A runs, the
+// remaining 0.95 at the full rate after A: B stalls 0.95, the round is 3 + 10 + 0.95 = 13.95.
+// No latency: 3 x 0.525 = 1.575 done, stall 0.425; headroom 1: (3 - 1) x 0.5 = 1, stall 1; no
+// residual: (3 - 1) x 1 = 2, stall 0.
+TEST(Scheduler, HandComputedLatencyAndPortSharing) {
+    ScheduleProblem p;
+    p.capacity = 100;
+    p.tiles = {tile(3, 6, 1), tile(10, 2, 1)};
+    p.tiles[0].side_port_s = 1.5;
+    p.load_latency_s = 1;
+    p.port_headroom = 1.05;
+    const ScheduleResult base = schedule(p, SchedulePolicy::Baseline);
+    EXPECT_NEAR(base.period_s, 13.95, 1e-12);
+    EXPECT_NEAR(base.tiles[1].stall, 0.95, 1e-12);
+    EXPECT_NEAR(base.tiles[0].stall, 0.0, 1e-12);
+    expect_valid(p, base);
+    ScheduleProblem no_latency = p;
+    no_latency.load_latency_s = 0;
+    EXPECT_NEAR(schedule(no_latency, SchedulePolicy::Baseline).period_s, 13.425, 1e-12);
+    ScheduleProblem no_headroom = p;
+    no_headroom.port_headroom = 1;
+    EXPECT_NEAR(schedule(no_headroom, SchedulePolicy::Baseline).period_s, 14.0, 1e-12);
+    ScheduleProblem no_residual = p;
+    no_residual.tiles[0].side_port_s = 0;
+    EXPECT_NEAR(schedule(no_residual, SchedulePolicy::Baseline).period_s, 13.0, 1e-12);
+    // Adaptive: B's load moves into the previous B's window (B alone can conceal it: 10 >= 2),
+    // queued behind A's load (1 + 6), both done 9 into B's 10: no stall.
+    const ScheduleResult adapt = schedule(p, SchedulePolicy::Adaptive);
+    EXPECT_NEAR(adapt.period_s, 13.0, 1e-12);
+    EXPECT_EQ(adapt.tiles[1].lead, 2);
+    // A's load finds the port idle and waits 1 for its first data; B's, queued right behind it,
+    // has its latency hidden.
+    EXPECT_NEAR(adapt.tiles[0].load_end - adapt.tiles[0].load_start, 1.0 + 6.0, 1e-12);
+    EXPECT_NEAR(adapt.tiles[1].load_start, adapt.tiles[0].load_end, 1e-12);
+    EXPECT_NEAR(adapt.tiles[1].load_end - adapt.tiles[1].load_start, 2.0, 1e-12);
+    expect_valid(p, adapt);
+}
+
+// Where the adaptive phase finds no window (no single prior tile can conceal the load, e_k < l_j)
+// it keeps the baseline, while in-order prefetch spreads the load over several tiles.
+// A(e=2, l=1), B(e=2, l=1), C(e=2, l=5), no latency.  Baseline and adaptive: C's load starts when
+// B starts and A's load (1) is done, ends 5 later, 3 after B ends: round 2 + 2 + 2 + 3 = 9.  In-order
+// prefetch: 7 of loads per 6 of execution, the port never idles: round 7 (the lower bound).
+TEST(Scheduler, InOrderPrefetchDiffersFromAdaptiveWhereNoWindowConceals) {
+    ScheduleProblem p;
+    p.capacity = 100;
+    p.tiles = {tile(2, 1, 1), tile(2, 1, 1), tile(2, 5, 1)};
+    const ScheduleResult base = schedule(p, SchedulePolicy::Baseline);
+    const ScheduleResult adapt = schedule(p, SchedulePolicy::Adaptive);
+    const ScheduleResult pre = schedule(p, SchedulePolicy::InOrderPrefetch);
+    EXPECT_NEAR(base.period_s, 9.0, 1e-12);
+    EXPECT_NEAR(adapt.period_s, 9.0, 1e-12);
+    EXPECT_EQ(adapt.relocations_tried, 0);
+    EXPECT_NEAR(pre.period_s, 7.0, 1e-12);
+    EXPECT_NEAR(stall_lower_bound(p), 1.0, 1e-12);
+    for (const ScheduleResult* r : {&base, &adapt, &pre}) expect_valid(p, *r);
+}
+
 // When a tile cannot share the URAM with its predecessor, its whole load is a stall.
 TEST(Scheduler, MemoryBoundTileStallsItsWholeLoad) {
     ScheduleProblem p;

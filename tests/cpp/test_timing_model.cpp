@@ -2,6 +2,7 @@
 // paper's figures are checked in test_timing_paper.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <tuple>
@@ -10,6 +11,7 @@
 #include "perf_model/system.hpp"
 #include "perf_model/timing.hpp"
 #include "perf_model/uram.hpp"
+#include "pu_model/sa_cycle.hpp"
 #include "formats/zoo.hpp"
 
 using namespace aimcemu;
@@ -194,13 +196,23 @@ TEST(TimingModel, IoStreamSideAndResidualPort) {
 }
 
 // The WRB drains R_SA bytes per wave at R_g bytes/cycle: with ceil(M/C_SA) < R_SA/R_g the layer
-// is WRB-bound (the paper's condition R_g >= R_SA / ceil(M/C_SA) fails).
+// is WRB-bound (the paper's condition R_g >= R_SA / ceil(M/C_SA) fails).  The stream is then the
+// cycle-level model's count for the tile (the independent value: sa_cycle_gemm on the same shape)
+// less the SA's drain, which the fill charges: 723 - 77 = 646 cycles, more than the 64 x 8 reads
+// alone (the FIFO credits and the aggregator chain's arbitration cost waves), which it was before.
 TEST(TimingModel, WrbConditionBindsForShortWaves) {
     const Network net = one_conv(8, 32, 64, 1, 1, 0);  // M = 32: G = 4 cycles < 64/8 = 8
-    const LayerTiming t = time_layer(net, 0, pu2x());
+    const PuConfig pu = pu2x();
+    const LayerTiming t = time_layer(net, 0, pu);
     EXPECT_FALSE(t.wrb_condition);
     EXPECT_EQ(t.bound, "WRB");
-    EXPECT_DOUBLE_EQ(t.stream_cycles, 64.0 * 8);
+    SaConfig sa;
+    std::vector<std::int8_t> w(64 * 32, 1), x(64 * 32, 1), b(64, 0);
+    std::vector<std::int32_t> acc(64 * 64);
+    const std::int64_t whole = sa_cycle_gemm(w.data(), x.data(), 32, b.data(), 0, 64, 32, 64, sa, acc.data()).cycles;
+    const std::int64_t one_wave = sa_cycle_gemm(w.data(), x.data(), 32, b.data(), 0, 64, 32, 1, sa, acc.data()).cycles;
+    EXPECT_DOUBLE_EQ(t.stream_cycles, double(whole - (one_wave - 4)));
+    EXPECT_GT(t.stream_cycles, 64.0 * 8);
     const Network ok = one_conv(8, 64, 64, 1, 1, 0);     // M = 64: G = 8
     EXPECT_TRUE(time_layer(ok, 0, pu2x()).wrb_condition);
 }
@@ -286,4 +298,128 @@ TEST(Uram, ResNetsDoNotFitStatically) {
     EXPECT_FALSE(r.all_fit());
     EXPECT_LE(r.static_entries, r.capacity_entries);
     EXPECT_GT(r.total_entries, 10 * r.capacity_entries);  // ~25.5 MB of weights vs 2 MiB
+}
+
+namespace {
+
+// The cycle-level model's count for an all-ones GEMM on the default array (R_SA 64, R_g 8) with
+// `cols` columns: the independent value for fill and drain checks.
+std::int64_t cycle_level(int cols, std::int64_t n, std::int64_t m, std::int64_t p) {
+    SaConfig sa;
+    sa.cols = cols;
+    std::vector<std::int8_t> w(std::size_t(n * m), 1), x(std::size_t(p * m), 1), b(std::size_t(n), 0);
+    std::vector<std::int32_t> acc(std::size_t(p * n));
+    return sa_cycle_gemm(w.data(), x.data(), m, b.data(), 0, n, m, p, sa, acc.data()).cycles;
+}
+
+double hbm_sustained_bytes_per_s() { return 316e9 / 32 * (425.0 / 460.8); }  // DS965 peak x Shuhai's efficiency
+
+}  // namespace
+
+// Fill and drain, exactly: ResNet-50 layer1.0.conv1 on the PU2x (N = 64, M = 64, one tile) fills in
+// ceil(first column + two HBM latencies) + the SA's drain + the post-processing depth
+// = ceil(64 B / 16 B per AXI cycle x 2 + 2 x 107 ns x 600 MHz) + (85 - 8) + 16 = 230 cycles, 85
+// being the cycle-level model's count for one wave of (64, 64) (its drain after the wave's 8
+// cycles).  The figures are the paper's and the data sheets', the drain the cycle-level model's.
+TEST(TimingModel, FillAndDrainAreExact) {
+    const Network net = zoo::resnet50();
+    const PuConfig pu = pu2x();
+    const LayerTiming t = time_layer(net, net.find_layer("layer1.0.conv1"), pu);
+    const double first_column = 64.0 / 16 * 2;
+    const double latencies = 2 * 107e-9 * 600e6;
+    const std::int64_t drain = cycle_level(8, 64, 64, 1) - 8;
+    EXPECT_EQ(drain, 85 - 8);
+    EXPECT_EQ(t.fill_cycles, std::int64_t(std::ceil(first_column + latencies)) + drain + 16);
+    EXPECT_EQ(t.fill_cycles, 230);
+    EXPECT_DOUBLE_EQ(t.cycles, t.stream_cycles + 230);
+}
+
+// The fill is charged once per layer, on its first tile: every later tile executes its waves
+// alone.  ResNet-50 layer3.0.conv3 on the PU1x (N = 1024: 16 tiles, M = 256: G = 64, P = 196,
+// SA-bound) has tiles of exactly P x G cycles, the first P x G + fill, and the tiles add up to
+// the layer.
+TEST(TimingModel, FillIsChargedOncePerLayer) {
+    const Network net = zoo::resnet50();
+    const PuConfig pu = pu1x();
+    const int layer = net.find_layer("layer3.0.conv3");
+    const NetworkTiming nt = time_network(net, pu);
+    const LayerTiming& t = nt.layers[std::size_t(layer)];
+    ASSERT_EQ(t.bound, "SA");
+    const double waves_cycles = 196.0 * (256 / 4);
+    EXPECT_EQ(t.fill_cycles, std::int64_t(std::ceil(256.0 / 16 * 2 + 2 * 107e-9 * 600e6)) +
+                                 (cycle_level(4, 64, 256, 1) - 64) + 16);
+    int tiles = 0;
+    double sum = 0;
+    for (const TileTiming& tt : nt.tiles) {
+        if (tt.layer != layer) continue;
+        const double expected = waves_cycles + (tt.tile == 0 ? double(t.fill_cycles) : 0.0);
+        EXPECT_NEAR(tt.exec_s * pu.fast_hz, expected, 1e-6) << "tile " << tt.tile;
+        sum += tt.exec_s * pu.fast_hz;
+        ++tiles;
+    }
+    EXPECT_EQ(tiles, 1024 / 64);
+    EXPECT_NEAR(sum, t.cycles, 1e-6);
+}
+
+// A wave takes ceil(M / C_SA) cycles: an FC of M = 100 on the PU2x takes 13 (12.5 rounded up).
+TEST(TimingModel, WaveCyclesRoundUp) {
+    Network net;
+    net.name = "fc100";
+    net.input_shape = {1, 1, 100};
+    Layer l;
+    l.name = "fc";
+    l.kind = LayerKind::Linear;
+    l.out_channels = 70;
+    l.weights.assign(70 * 100, 1);
+    l.bias.assign(70, 0);
+    net.layers.push_back(l);
+    net.resolve();
+    const LayerTiming t = time_layer(net, 0, pu2x());
+    EXPECT_EQ(t.wave_cycles, 13);
+    EXPECT_EQ(t.tiles, 2);
+    EXPECT_EQ(t.sa_cycles, 13 * t.tiles * t.p);
+}
+
+// A layer whose N is not a multiple of R_SA: ResNet-50's FC (N = 1000, M = 2048) has ceil(1000/64)
+// = 16 tiles, the last one the 1000 - 15 x 64 = 40 remaining rows, which load their weights and
+// one bias byte each (not a whole 64-row tile).
+TEST(TimingModel, ShortLastTileLoadsItsRowsOnly) {
+    const Network net = zoo::resnet50();
+    const int fc = net.find_layer("fc");
+    const NetworkTiming nt = time_network(net, pu2x());
+    std::vector<TileTiming> tiles;
+    for (const TileTiming& tt : nt.tiles)
+        if (tt.layer == fc) tiles.push_back(tt);
+    ASSERT_EQ(tiles.size(), std::size_t((1000 + 63) / 64));
+    const int rows = 1000 - 64 * (int(tiles.size()) - 1);
+    EXPECT_EQ(tiles.back().rows, rows);
+    EXPECT_EQ(tiles.back().load_bytes, std::int64_t(rows) * 2048 + rows);
+    EXPECT_EQ(tiles.front().rows, 64);
+    EXPECT_EQ(tiles.front().load_bytes, 64 * 2048 + 64);
+    EXPECT_EQ(nt.layers[std::size_t(fc)].weight_bytes, 1000 * 2048 + 1000);
+}
+
+// Bound flags and stage costs against values worked from the paper and the data sheets:
+// layer1.0.conv1 on the PU2x (64 bytes in and 64 out per 8-cycle wave) is HBM-bound, 128 bytes
+// at the channel's sustained rate; its single-tile output streams linearly (64 B / 16 B per AXI
+// cycle, no command overhead); layer2.0.conv1 (1x1, stride 2, 256 channels) reads ceil(256/32)
+// whole words per column, 16 AXI cycles = 32 fast cycles, as long as its wave (256/8): a tie,
+// which goes to the SA.
+TEST(TimingModel, BoundFlagsAndStageCosts) {
+    const Network net = zoo::resnet50();
+    const PuConfig pu = pu2x();
+    const LayerTiming c1 = time_layer(net, net.find_layer("layer1.0.conv1"), pu);
+    EXPECT_EQ(c1.bound, "HBM");
+    EXPECT_NEAR(c1.hbm_cycles_per_column, 128 * 600e6 / hbm_sustained_bytes_per_s(), 1e-9);
+    EXPECT_NEAR(c1.stream_cycles, double(c1.columns) * 128 * 600e6 / hbm_sustained_bytes_per_s(), 1e-6);
+    EXPECT_DOUBLE_EQ(c1.out_cycles_per_column, 64.0 / 16 * 2);
+    const LayerTiming s2 = time_layer(net, net.find_layer("layer2.0.conv1"), pu);
+    EXPECT_DOUBLE_EQ(s2.in_cycles_per_column, 32.0);
+    EXPECT_EQ(s2.wave_cycles, 32);
+    EXPECT_EQ(s2.bound, "SA");
+    // Only layer1.0.conv1 is HBM-bound (docs/timing.md, section 6).
+    const NetworkTiming nt = time_network(net, pu);
+    int hbm = 0;
+    for (const LayerTiming& t : nt.layers) hbm += t.bound == "HBM";
+    EXPECT_EQ(hbm, 1);
 }
