@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "common/errors.hpp"
 #include "noise_models/pcm.hpp"
@@ -12,13 +14,20 @@ namespace {
 
 using namespace gen;
 
+// A number for a message: %g (std::to_string would print 1e300 with 300 digits).
+std::string shown(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6g", value);
+    return text;
+}
+
 // Rounds a non-negative physical quantity to a fixed-point table entry that must fit `bits`.
 std::int32_t to_fixed(double value, int frac_bits, int bits, const std::string& field) {
     const double scaled = std::nearbyint(value * std::ldexp(1.0, frac_bits));
     if (!std::isfinite(scaled) || scaled < 0.0 || scaled >= std::ldexp(1.0, bits))
         throw FormatError("<niu compiler>", field,
-                          "value " + std::to_string(value) + " does not fit the NIU's " + std::to_string(bits) +
-                              "-bit field (see docs/niu_datapath.md)");
+                          "value " + shown(value) + " does not fit the NIU's " + std::to_string(bits) + "-bit field " +
+                              "(below " + shown(std::ldexp(1.0, bits - frac_bits)) + "; see docs/niu_datapath.md)");
     return std::int32_t(scaled);
 }
 
@@ -53,6 +62,8 @@ bool region_in_address_space(std::uint64_t addr, std::uint32_t count) {
 // LAYERS_DONE counts in NIU_LAYER_COUNT_BITS, so the RTL refuses longer programs (ERR_BAD_HEADER).
 constexpr std::uint64_t kMaxLayers = (std::uint64_t{1} << NIU_LAYER_COUNT_BITS) - 1;
 constexpr std::int32_t kReadSigmaMax = (1 << NIU_RT_VALUE_BITS) - 1;
+// The largest abs-max A of INT8 codes (|c| of -128 maps to full scale like 127).
+constexpr int kMaxAbsmax = std::numeric_limits<std::int8_t>::max();
 
 void check_layer_count(std::size_t n, const std::string& source, const std::string& field) {
     if (n > kMaxLayers)
@@ -62,7 +73,8 @@ void check_layer_count(std::size_t n, const std::string& source, const std::stri
 
 void check_layer(const NiuLayerSpec& l, std::size_t index) {
     const std::string where = "layers[" + std::to_string(index) + "]";
-    if (l.absmax < 1 || l.absmax > 127) throw FormatError("<niu compiler>", where + ".absmax", "must be in 1..127");
+    if (l.absmax < 1 || l.absmax > kMaxAbsmax)
+        throw FormatError("<niu compiler>", where + ".absmax", "must be in 1.." + std::to_string(kMaxAbsmax));
     if (!std::isfinite(l.alpha) || l.alpha <= 0.0)
         throw FormatError("<niu compiler>", where + ".alpha", "drift compensation must be finite and > 0");
     if (l.src_addr % NIU_AXI_BEAT_BYTES != 0 || l.dst_addr % NIU_AXI_BEAT_BYTES != 0)
@@ -218,6 +230,15 @@ NiuLayerProgram read_layer(const std::uint32_t* w, const std::string& source, st
 }  // namespace
 
 void check_model(const noise::NoiseModel& model) { require_pcm_family(model); }
+
+void check_runs_at(const noise::NoiseModel& model, double t) {
+    const noise::PcmFamilyModel& pcm = require_pcm_family(model);
+    check_options(pcm, {0, 0, 0, t, NIU_OUT_BITS_MAX});
+    NiuLayerProgram tables;
+    tables.drift_lt = drift_lt(pcm, t);
+    fill_code_table(pcm, kMaxAbsmax, tables);  // every code its own target: the finest table
+    fill_read_table(pcm, t, tables);
+}
 
 int clean_absmax(std::span<const std::int8_t> clean, AbsMaxMode mode) {
     if (mode == AbsMaxMode::Fixed127) return 127;

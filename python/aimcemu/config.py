@@ -50,7 +50,8 @@ import numpy as np
 
 from . import _core, modelfile, validate
 from . import peripherals as _peripherals
-from .mapping import Mapping, Placement, resolve_noise_model
+from . import niu
+from .mapping import DEFAULT_NOISE, Mapping, Placement, resolve_noise_model
 from .noise import NoiseModel
 from .yamlfile import load_yaml
 
@@ -89,6 +90,29 @@ def format_time(seconds: float) -> str:
         if seconds >= scale and float(seconds / scale).is_integer():
             return f"{seconds / scale:g}{unit}"
     return f"{seconds:g}s" if seconds else "0"
+
+
+def _check_niu_runs_at_every_t(noise, mapping: Mapping, times, sources: dict) -> None:
+    """Every noise model of the run (the default, pcm_like when none is given, and each mapping
+    rule's) compiled for the NIU at every t, before any work: a t beyond the drift field's range or
+    a noise parameter whose table overflows its field would otherwise fail the run at its first
+    round at that t, or a sweep at its first task there.  The error names the option (t, or the
+    noise config's field) and the NIU's field."""
+    default = (noise if noise is not None else resolve_noise_model(DEFAULT_NOISE),
+               sources["noise"], "noise")
+    models = [default] + [(model, mapping.source, field) for model, field in mapping.noise_models()]
+    checked: set[int] = set()  # rules that give the same noise config share one model
+    for model, source, field in models:
+        if id(model) in checked:
+            continue
+        checked.add(id(model))
+        for t in dict.fromkeys(times):
+            try:
+                niu.check_runs_at(model, t)
+            except _core.FormatError as exc:
+                inner = str(exc).removeprefix("<niu compiler>: ")
+                where = (sources["t"], "t") if inner.startswith("field 't") else (source, field)
+                raise _fail(*where, f"the NIU cannot run {model.model} at t = {t:g} s: {inner}") from None
 
 
 def parse_times(value: Any, source: str = "<arguments>", field: str = "t") -> list[float]:
@@ -270,6 +294,7 @@ class RunConfig:
             _refuse_ignored_options(options, sources)
         else:
             validate.noisy_rounds(chips, len(options["t"]), rounds, len(names), sources["chips"])
+            _check_niu_runs_at_every_t(noise, mapping, options["t"], sources)
         layers = layer_selection(options["layers"], sources["layers"])
         return cls(model=model, data=data, output=None if options["output"] is None else os.fspath(options["output"]),
                    mapping=mapping, noise=noise, peripherals=periph, t=tuple(options["t"]), chips=chips, rounds=rounds, seed=seed,

@@ -190,6 +190,10 @@ class Mapping:
             return cls.from_dict(mapping, source=f"{source}: mapping")
         raise _fail(source, "mapping", f"expected None, 'all', a Mapping, a dict or a YAML file, got {mapping!r}")
 
+    def noise_models(self) -> list[tuple[NoiseModel, str]]:
+        """The noise models its rules name, each with its field (`layers.<pattern>.noise`)."""
+        return [(rule.model, f"layers.{rule.pattern}.noise") for rule in self._rules if rule.model is not None]
+
     def to_dict(self) -> dict:
         layers = {}
         for rule in self._rules:

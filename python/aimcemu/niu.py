@@ -29,7 +29,7 @@ from .noise import NoiseModel, noise_model_from_dict
 
 _niu = _core.niu
 
-__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "max_alpha",
+__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "check_runs_at", "max_alpha",
            "kept_memory_bytes", "release_kept_memory"]
 
 
@@ -59,6 +59,14 @@ def check_model(noise: Any) -> NoiseModel:
     model = _noise_model(noise)
     _niu.check_model(model.core_model)
     return model
+
+
+def check_runs_at(model: NoiseModel, t: float) -> None:
+    """FormatError unless the NIU compiler can make a program of `model` at `t` seconds: its
+    tables (programming, drift, read noise) at t must fit the datapath's fixed-point fields (a
+    t beyond the drift field's range, a noise scale of 1e300 do not).  The tables do not depend
+    on the weights beyond their abs-max: they are checked at the finest (every code its own target)."""
+    _niu.check_runs_at(model.core_model, float(t))
 
 
 def max_alpha(absmax: int, out_bits: int = 8) -> float:

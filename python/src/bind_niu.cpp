@@ -119,6 +119,8 @@ void bind_niu(py::module_& root) {
         }, py::arg("index"))
         .def("__eq__", [](const NiuProgram& a, const NiuProgram& b) { return a == b; });
 
+    m.def("check_runs_at", &check_runs_at, py::arg("model"), py::arg("t"),
+          "FormatError unless the NIU compiler can make a program of `model` at `t` seconds (its tables fit)");
     m.def("compile_program", [](const noise::NoiseModel& model, const py::list& layers, std::uint64_t seed,
                                 std::uint64_t chip, std::uint64_t round, double t, int out_bits) {
         std::vector<NiuLayerSpec> specs;

@@ -67,6 +67,16 @@ def test_bad_sweep_options(folder, capsys, changes, message):
     assert_refused(["sweep", "--config", config], folder, capsys, message)
 
 
+def test_a_grid_point_the_niu_cannot_run_is_refused_by_the_plan(folder, capsys):
+    """A grid value whose NIU table overflows its field (or a t beyond the drift field) is refused
+    by `sweep --check` and before any task runs, naming the value's field."""
+    config = sweep_config(folder, grid={"noise.prog_noise_scale": [1.0, 1.0e300]})
+    for argv in (["sweep", "--config", config, "--check"], ["sweep", "--config", config]):
+        assert_refused(argv, folder, capsys, "field 'grid.noise'", "the NIU cannot run pcm_like", "field 'SP'")
+    config = sweep_config(folder, t=[0.0, 1.0e15])
+    assert_refused(["sweep", "--config", config, "--check"], folder, capsys, "field 't'", "log2(t/t0) beyond 32")
+
+
 @pytest.mark.parametrize("workers", ["0", "-1", "100000"])
 def test_worker_counts_are_checked(folder, capsys, workers):
     config = sweep_config(folder)

@@ -88,6 +88,27 @@ def test_a_model_the_niu_cannot_run_is_refused_while_resolving(digits):
         RunConfig.resolve({"model": str(model), "data": str(data), "noise": "reram_cmo"})
 
 
+@pytest.mark.parametrize("options, source, field, niu_field", [
+    ({"t": "0,1e15"}, "study.yaml", "t", "field 't (log2(t/t0) beyond 32)'"),      # ~3e7 years
+    ({"noise": {"model": "pcm_like", "prog_noise_scale": 1e300}}, "study.yaml", "noise", "field 'SP'"),
+    ({"noise": {"model": "pcm_like", "drift_scale": 1e300}}, "study.yaml", "noise", "field 'MU'"),
+    ({"mapping": {"default": "aimc", "layers": {"head": {"noise": {"model": "pcm_like", "read_noise_scale": 1e300}}}},
+      "t": [0.0, 3600.0]}, "study.yaml: mapping", "layers.head.noise", "field 'RT'"),
+], ids=["t", "prog_noise_scale", "drift_scale", "rule_read_noise"])
+def test_what_the_niu_cannot_hold_is_refused_while_resolving(digits, options, source, field, niu_field):
+    """Every noise model of a run, at every t, goes through the NIU compiler's table checks before
+    any work (a sweep's plan resolves each grid point, so `sweep --check` refuses it too): before,
+    the run failed at its first round there, naming '<niu compiler>' and not the option."""
+    model, data, _, _, _ = digits
+    config = {"model": str(model), "data": str(data), "mapping": "all", **options}
+    with pytest.raises(aimcemu.FormatError) as refused:
+        RunConfig.resolve(config, source="study.yaml")
+    message = str(refused.value)
+    assert message.startswith(f"{source}: field '{field}': the NIU cannot run pcm_like at t = "), message
+    assert niu_field in message and "does not fit the NIU's" in message
+    assert len(message) < 300  # the value is shown with %g, not 300 digits
+
+
 def test_a_run_builds_each_distinct_noise_model_once_and_compiles_only_the_programs_it_uses(digits, tmp_path, calls):
     model, data, _, _, _ = digits
     mapping = {"default": "aimc", "layers": {"head": {"noise": {"model": "hermes"}},
