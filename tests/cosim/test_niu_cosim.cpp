@@ -43,7 +43,8 @@ using Top = NIU_MODEL;
 using Harness = NiuHarness<Top>;
 constexpr int kLanes = NIU_LANES;
 constexpr std::size_t kMemoryBytes = std::size_t{4} << 20;
-constexpr std::uint64_t kBeat = 32;
+constexpr std::uint64_t kBeat = gen::NIU_AXI_BEAT_BYTES;
+constexpr std::uint64_t kWordBytes = gen::NIU_WORD_BITS / 8;
 
 std::uint64_t uniform(pcg32& rng, std::uint64_t n) { return rng() % n; }  // n << 2^32: bias is irrelevant here
 
@@ -712,7 +713,7 @@ TwoPrograms reset_programs() {
     p.a.program = niu::compile_program(*noise, specs, {.seed = 5, .chip = 1, .round = 3, .t = 3600.0});
     p.b = niu::compile_program(*noise, specs, {.seed = 6, .chip = 1, .round = 4, .t = 86400.0});
     p.a.prog_addr = next + 4096 + 64;
-    p.b_addr = p.a.prog_addr + 4 * p.a.program.to_words().size() + 4096 + 32;
+    p.b_addr = p.a.prog_addr + kWordBytes * p.a.program.to_words().size() + 4096 + kBeat;
     p.a.max_burst_len = 15;
     p.a.bp = {.ar_ready = 0.6, .r_valid = 0.7, .aw_ready = 0.6, .w_ready = 0.5, .b_valid = 0.6};
     return p;
@@ -864,7 +865,7 @@ ErrorRegion error_region_for(const TwoPrograms& p, const LayersDoneCase& e) {
         case ErrorAt::WeightRead: at = spec.src_addr; break;
         case ErrorAt::WeightWrite: at = spec.dst_addr; break;
         case ErrorAt::BlockRead:
-            at = p.a.prog_addr + 4 * (gen::NIU_PROG_HEADER_WORDS + std::uint64_t(e.layer) * gen::NIU_LAYER_WORDS);
+            at = p.a.prog_addr + kWordBytes * (gen::NIU_PROG_HEADER_WORDS + std::uint64_t(e.layer) * gen::NIU_LAYER_WORDS);
             break;
     }
     return {at, at + 1};
