@@ -1,5 +1,6 @@
 #include "formats/network.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "common/errors.hpp"
@@ -249,12 +250,16 @@ void check_storable_text(const std::string& text, const std::string& path, const
 void check_layer_name(const std::string& name, const std::string& path, const std::string& field) {
     // '..' is a legal HDF5 link name, but a layer name also ends up in paths and glob patterns
     // that users type, where it reads as "the parent": refused with the rest.
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-        name.find('\0') != std::string::npos)
+    // Control characters (C0 and DEL) too: a name is printed in tables (aimcemu perf, models,
+    // reports), where ESC or CR from a hostile file would drive the terminal.
+    const bool control = std::any_of(name.begin(), name.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || control)
         throw FormatError(path, field,
                           "'" + printable(name) +
                               "' cannot name a layer (a group of the model file: not empty, '.' or '..', "
-                              "and without '/' or NUL)");
+                              "and without '/' or control characters such as NUL, tab or ESC)");
     check_storable_text(name, path, field);  // UTF-8
 }
 

@@ -162,7 +162,8 @@ void check_storable_names(const Network& net, const std::string& path);
 void check_storable_text(const std::string& text, const std::string& path, const std::string& field);
 // The one rule for layer names (writers and importers call it; Python as _core.check_layer_name):
 // a layer name becomes an HDF5 group of the model and results files, so it must not be empty, '.'
-// or '..', nor hold '/' or NUL, and must be valid UTF-8.  Throws FormatError(path, field).
+// or '..', nor hold '/', and must be valid UTF-8; it is printed in tables, so it holds no control
+// character (C0 or DEL: NUL, tab, CR, ESC, ...).  Throws FormatError(path, field).
 void check_layer_name(const std::string& name, const std::string& path, const std::string& field);
 
 }  // namespace aimcemu

@@ -318,7 +318,7 @@ void bind_io(py::module_& m) {
     // The writers' own name rules, for importers that refuse a name before they build anything.
     m.def("check_layer_name", &check_layer_name, py::arg("name"), py::arg("source"), py::arg("field"),
           "Raise FormatError(source, field) when `name` cannot name a layer: empty, '.' or '..', or "
-          "holding '/' or NUL (formats/network.hpp).");
+          "holding '/' or a control character (formats/network.hpp).");
     m.def("printable", [](const py::bytes& text) { return printable(std::string(text)); }, py::arg("text"),
           "`text` (UTF-8 bytes) for an error message: control bytes and bytes outside valid UTF-8 as \\xNN "
           "(formats/field_reader.hpp; the one escaping rule of every message)");

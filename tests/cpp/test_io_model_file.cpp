@@ -327,7 +327,9 @@ TEST_F(ModelFileTest, LayerNamesThatCannotNameAGroupAreRejectedOnSave) {
     // '..' is a legal HDF5 link name; it is refused because the importers refuse it (one rule).
     const std::string nul("a\0b", 3);
     const std::vector<std::pair<std::string, std::string>> refused = {
-        {"a/b", "'a/b'"}, {"", "''"}, {".", "'.'"}, {"..", "'..'"}, {nul, "'a\\x00b'"}, {"\x01/", "'\\x01/'"}};
+        {"a/b", "'a/b'"}, {"", "''"}, {".", "'.'"}, {"..", "'..'"}, {nul, "'a\\x00b'"}, {"\x01/", "'\\x01/'"},
+        // control characters: a name is printed in tables, where ESC or CR would drive the terminal
+        {"a\tb", "'a\\x09b'"}, {"\x1b[2Kfake", "'\\x1b[2Kfake'"}, {"cr\r", "'cr\\x0d'"}, {"del\x7f", "'del\\x7f'"}};
     for (const auto& [name, shown] : refused) {
         Network net = tiny_network();
         net.layers[2].name = name;
@@ -340,7 +342,7 @@ TEST_F(ModelFileTest, LayerNamesThatCannotNameAGroupAreRejectedOnSave) {
         }
         EXPECT_TRUE(files().empty());
     }
-    for (const std::string name : {"...", ".a", "a..b", "layer1.0.conv1", "\xc3\xa9t\xc3\xa9"}) {  // kept, UTF-8 too
+    for (const std::string name : {"...", ".a", "a..b", "layer1.0.conv1", "\xc3\xa9t\xc3\xa9", "a b"}) {  // kept, UTF-8 too
         Network net = tiny_network();
         net.layers[2].name = name;
         save_model(net, path("m.h5"));

@@ -1002,13 +1002,15 @@ def test_control_bytes_in_names_are_escaped_by_one_rule_in_every_message(tmp_pat
     from aimcemu import _core
 
     net = _core.zoo.resnet18(1, 32, 10)
-    evil = "evil\x1b[2K\rFAKE"
-    net.layers[3].name = evil
-    net.layers[4].name = evil
+    evil = "evil\x1b[2K\rFAKE"  # a layer name may not hold one (session 12): the setter refuses it
+    with pytest.raises(aimcemu.FormatError) as refused:
+        net.layers[3].name = evil
+    assert "'evil\\x1b[2K\\x0dFAKE' cannot name a layer" in str(refused.value)
+    assert not any(c in str(refused.value) for c in "\x1b\r")
+    net.layers[3].name = net.layers[4].name = "dup"  # a duplicate: resolve's message quotes the name
     with pytest.raises(aimcemu.FormatError) as refused:
         _core.save_model(net, str(tmp_path / "m.h5"))
-    assert "layers/4 (evil\\x1b[2K\\x0dFAKE)/name': duplicate layer name" in str(refused.value)
-    assert not any(c in str(refused.value) for c in "\x1b\r")
+    assert "layers/4 (dup)/name': duplicate layer name" in str(refused.value)
     name = "café\x01/x"
     with pytest.raises(aimcemu.FormatError) as refused:
         _netbuild.check_layer_name(name, "m.onnx", f"node '{name}' (Conv) name")
