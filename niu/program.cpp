@@ -236,7 +236,9 @@ void check_runs_at(const noise::NoiseModel& model, double t) {
     check_options(pcm, {0, 0, 0, t, NIU_OUT_BITS_MAX});
     NiuLayerProgram tables;
     tables.drift_lt = drift_lt(pcm, t);
-    fill_code_table(pcm, kMaxAbsmax, tables);  // every code its own target: the finest table
+    // Each abs-max A gives its own targets k/A (127 is prime: no A's set holds another's), so a
+    // table entry may overflow at one A and not at another; 127 tables of 128 entries are cheap.
+    for (int absmax = 1; absmax <= kMaxAbsmax; ++absmax) fill_code_table(pcm, absmax, tables);
     fill_read_table(pcm, t, tables);
 }
 

@@ -88,11 +88,11 @@ struct NiuCompileOptions {
 // differential pair with g_min = 0 (compile_program's first check).
 void check_model(const noise::NoiseModel& model);
 
-// Throws FormatError unless compile_program can make a program of `model` at `t` seconds: its
-// checks of the model and t, and its tables at t (programming, drift and read noise) built for a
-// layer whose every code is its own target, each entry within its fixed-point field.  The tables do
-// not depend on the weights beyond the abs-max, so a run checks its models at its t values once,
-// before any work, instead of failing at its first round at a t the drift field cannot hold.
+// Throws FormatError unless compile_program can make a program of `model` at `t` seconds for any
+// layer: its checks of the model and t, and its tables at t (programming, drift and read noise)
+// for every abs-max 1..127, each entry within its fixed-point field.  The tables depend on the
+// weights only through the abs-max, so a run checks its models at its t values once, before any
+// work, instead of failing at its first round at a t the drift field cannot hold.
 void check_runs_at(const noise::NoiseModel& model, double t);
 
 // Throws FormatError for a model outside the PCM family, a converter other than a single pair

@@ -466,8 +466,15 @@ SystemReport evaluate_system(const Network& net, const SystemConfig& cfg, const 
     const bool any_aimc = std::any_of(aimc.begin(), aimc.end(), [](bool b) { return b; });
     if (any_aimc && slots.niu_slots.empty())
         throw FormatError(source, "niu_count", "AIMC layers need at least one NIU to re-noise their weights");
-    if (any_aimc && !(cfg.niu.weights_per_s > 0))
-        throw FormatError(source, "niu", "NIU throughput must be positive");
+    if (any_aimc && !(cfg.niu.weights_per_s > 0 && std::isfinite(cfg.niu.weights_per_s)))
+        throw FormatError(source, "niu.weights_per_s", "NIU throughput must be positive and finite");
+    const auto check_cost = [&](double value, const char* field) {  // !(>= 0) also refuses NaN
+        if (any_aimc && !(value >= 0 && std::isfinite(value)))
+            throw FormatError(source, std::string("niu.") + field, "must be finite and >= 0, got " + std::to_string(value));
+    };
+    check_cost(cfg.niu.program_seconds, "program_seconds");
+    check_cost(cfg.niu.layer_seconds, "layer_seconds");
+    check_cost(cfg.niu.channel_bytes_per_weight, "channel_bytes_per_weight");
     SystemReport rep = cfg.mode == MultiPuMode::FrameParallel ? frame_parallel(net, cfg, aimc, slots)
                                                               : layer_pipelined(net, cfg, aimc, slots);
     if (rep.channels_used > cfg.hbm.channels)

@@ -157,10 +157,15 @@ class FolderLock:
                 raise fail(os.fspath(folder), self.NAME, "is a symbolic link; the lock file is written, so it is "
                                                          "never followed: remove the link") from None
             raise fail(os.fspath(folder), self.NAME, f"cannot open the lock file: {exc.strerror}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise fail(os.fspath(folder), self.NAME, "exists and is not a regular file (a FIFO, device or socket); "
                                                      "the lock file is written, so it must be one: remove it")
+        if st.st_nlink != 1:  # a hard link: another name of another file (a model), or a copied folder's lock
+            os.close(fd)
+            raise fail(os.fspath(folder), self.NAME, f"has {st.st_nlink} names (a hard link); the lock file is "
+                                                     "written, so it must be its own file: remove it")
         return fd
 
     def _holder(self) -> str:

@@ -64,8 +64,8 @@ def check_model(noise: Any) -> NoiseModel:
 def check_runs_at(model: NoiseModel, t: float) -> None:
     """FormatError unless the NIU compiler can make a program of `model` at `t` seconds: its
     tables (programming, drift, read noise) at t must fit the datapath's fixed-point fields (a
-    t beyond the drift field's range, a noise scale of 1e300 do not).  The tables do not depend
-    on the weights beyond their abs-max: they are checked at the finest (every code its own target)."""
+    t beyond the drift field's range, a noise scale of 1e300 do not).  The tables depend on the
+    weights only through their abs-max: they are checked for every abs-max 1..127."""
     _niu.check_runs_at(model.core_model, float(t))
 
 

@@ -122,7 +122,7 @@ def steps_of(res: float | None, source: str, field: str) -> int:
                                    "(aihwkit reads <= 0 as ideal, we refuse it as a likely mistake)")
     steps = res if res > 1 else 1.0 / res
     most = _core.niu.PERIPH_MAX_INP_STEPS if field.endswith("inp_res") else _core.niu.PERIPH_MAX_OUT_STEPS
-    if not steps <= most:  # also infinity (1/res of a subnormal res, or res itself)
+    if not steps < most + 0.5:  # also infinity (1/res of a subnormal res, or res itself); rounded below
         raise _fail(source, field, f"expected at most {most} steps (1/{most} or {most}), got {res!r} ({steps:g} steps)")
     whole = round(steps)
     if whole < 1 or abs(steps - whole) > 1e-6 * steps:

@@ -199,6 +199,30 @@ TEST(TimingSystem, LayerPipelinedCoversEveryLayerOnce) {
     EXPECT_GT(r.fps, 0.0);
 }
 
+// The NIU's costs come in from outside (niu_throughput, or Python): a NaN or negative one would
+// make the NIU look free (NaN utilisation compares false against 1) or negative (review rev_s12).
+TEST(TimingSystem, NiuCostsMustBeFiniteAndNonNegative) {
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    for (const auto& [field, value] : std::vector<std::pair<std::string, double>>{
+             {"layer_seconds", nan}, {"layer_seconds", -1.0}, {"program_seconds", inf},
+             {"channel_bytes_per_weight", nan}, {"weights_per_s", inf}}) {
+        SCOPED_TRACE(field);
+        SystemConfig cfg = u50_system();
+        cfg.niu_count = 1;
+        cfg.niu = niu_throughput(NiuConfig{});
+        if (field == "layer_seconds") cfg.niu.layer_seconds = value;
+        if (field == "program_seconds") cfg.niu.program_seconds = value;
+        if (field == "channel_bytes_per_weight") cfg.niu.channel_bytes_per_weight = value;
+        if (field == "weights_per_s") cfg.niu.weights_per_s = value;
+        try {
+            evaluate_system(r50(), cfg, all_aimc(r50()));
+            ADD_FAILURE() << "accepted " << value;
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "niu." + field);
+        }
+    }
+}
+
 TEST(TimingSystem, PuMixesAndErrors) {
     EXPECT_EQ(parse_pu_mix("5xPU2x+5xPU1x").size(), 10u);
     EXPECT_EQ(parse_pu_mix("2xpu1x")[1].c_sa, 4);

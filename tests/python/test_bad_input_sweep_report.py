@@ -99,7 +99,7 @@ def test_a_second_sweep_on_a_locked_folder_is_refused(folder, capsys):
         assert time.monotonic() - start >= 1.0
 
 
-@pytest.mark.parametrize("plant", ["symlink", "fifo", "folder"])
+@pytest.mark.parametrize("plant", ["symlink", "hardlink", "fifo", "folder"])
 def test_a_lock_file_that_is_not_a_regular_file_is_refused_untouched(folder, capsys, plant):
     """The lock file is truncated and written by its holder: a link planted in its place must not
     have its target overwritten (a model destroyed), and a FIFO or folder is refused, not waited on."""
@@ -112,6 +112,9 @@ def test_a_lock_file_that_is_not_a_regular_file_is_refused_untouched(folder, cap
     if plant == "symlink":
         lock.symlink_to(precious)
         message = "is a symbolic link"
+    elif plant == "hardlink":  # review rev_s12: O_NOFOLLOW does not see a hard link
+        os.link(precious, lock)
+        message = "has 2 names (a hard link)"
     elif plant == "fifo":
         os.mkfifo(lock)
         message = "is not a regular file"

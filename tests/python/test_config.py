@@ -109,6 +109,20 @@ def test_what_the_niu_cannot_hold_is_refused_while_resolving(digits, options, so
     assert len(message) < 300  # the value is shown with %g, not 300 digits
 
 
+def test_the_niu_check_covers_every_abs_max():
+    """Review rev_s12: the targets k/A of a layer of abs-max A are not a subset of those of 127, so a
+    table can overflow at A = 2 (x = 1/2, where this polynomial peaks) and fit at 127; the run would
+    pass the check and fail at a layer whose abs-max is 2."""
+    noise = {"model": "pcm_like", "prog_coeff": [0.0, 4.0, -4.0], "prog_noise_scale": 50.00125}
+    model = aimcemu.noise.noise_model_from_dict(noise)
+    layer = {"layer_id": 0, "count": 1}
+    _core.niu.compile_program(model.core_model, [{**layer, "absmax": 127}])    # fits at 127
+    with pytest.raises(aimcemu.FormatError, match="field 'SP'"):
+        _core.niu.compile_program(model.core_model, [{**layer, "absmax": 2}])  # not at 2
+    with pytest.raises(aimcemu.FormatError, match="field 'noise': the NIU cannot run pcm_like at t = 0 s: field 'SP'"):
+        RunConfig.resolve({"mapping": "all", "noise": noise}, source="study.yaml")
+
+
 def test_a_run_builds_each_distinct_noise_model_once_and_compiles_only_the_programs_it_uses(digits, tmp_path, calls):
     model, data, _, _, _ = digits
     mapping = {"default": "aimc", "layers": {"head": {"noise": {"model": "hermes"}},

@@ -215,6 +215,18 @@ def test_bad_settings_name_the_layer_and_the_field(settings, field, tmp_path):
         aimcemu.config.RunConfig.resolve({"peripherals": settings})
 
 
+def test_a_resolution_that_rounds_to_the_step_limit_is_taken():
+    """Review rev_s12: the limit was compared before rounding, so 1/254 in float32 (what a
+    float32 config or aihwkit holds) and 254.0000001 were refused as "more than 254 steps"."""
+    import numpy as np
+
+    most = aimcemu._core.niu.PERIPH_MAX_INP_STEPS
+    for res in (float(np.float32(1 / most)), most + 1e-7, float(most)):
+        assert periph.steps_of(res, "<test>", "inp_res") == most
+    with pytest.raises(aimcemu.FormatError, match="expected at most"):
+        periph.steps_of(most + 1.0, "<test>", "inp_res")
+
+
 def test_presets_and_cli_strings():
     assert periph.resolve("aihwkit") == periph.AIHWKIT_DEFAULT
     pcm = periph.resolve("pcm,out_noise=0.02,out_res=1/64")
