@@ -44,6 +44,23 @@ Network one_conv(int h, int cin, int cout, int k, int s, int p) {
     return net;
 }
 
+// A one-layer network: an FC of `in` -> `out` features, every weight `weight`, bias 0.
+Network one_fc(const std::string& name, int in, int out, std::int8_t weight) {
+    Network net;
+    net.name = name;
+    net.input_shape = {1, 1, in};
+    Layer l;
+    l.name = "fc";
+    l.kind = LayerKind::Linear;
+    l.out_channels = out;
+    l.weights.assign(std::size_t(out) * std::size_t(in), weight);
+    l.bias.assign(std::size_t(out), 0);
+    l.out_shift = 1;
+    net.layers.push_back(l);
+    net.resolve();
+    return net;
+}
+
 }  // namespace
 
 TEST(TimingModel, AlignedBeatsCountWholeAlignedWords) {
@@ -231,18 +248,7 @@ TEST(TimingModel, ResidualFetchCountsOnTheWeightsPort) {
 }
 
 TEST(TimingModel, RejectsATileLargerThanTheUram) {
-    Network net;
-    net.name = "wide_fc";
-    net.input_shape = {1, 1, 40000};
-    Layer l;
-    l.name = "fc";
-    l.kind = LayerKind::Linear;
-    l.out_channels = 2;
-    l.weights.assign(2 * 40000, 0);
-    l.bias.assign(2, 0);
-    l.out_shift = 1;
-    net.layers.push_back(l);
-    net.resolve();
+    const Network net = one_fc("wide_fc", 40000, 2, 0);
     EXPECT_THROW(time_network(net, pu2x()), FormatError);
     PuConfig bad = pu2x();
     bad.c_sa = 5;
@@ -363,17 +369,7 @@ TEST(TimingModel, FillIsChargedOncePerLayer) {
 
 // A wave takes ceil(M / C_SA) cycles: an FC of M = 100 on the PU2x takes 13 (12.5 rounded up).
 TEST(TimingModel, WaveCyclesRoundUp) {
-    Network net;
-    net.name = "fc100";
-    net.input_shape = {1, 1, 100};
-    Layer l;
-    l.name = "fc";
-    l.kind = LayerKind::Linear;
-    l.out_channels = 70;
-    l.weights.assign(70 * 100, 1);
-    l.bias.assign(70, 0);
-    net.layers.push_back(l);
-    net.resolve();
+    const Network net = one_fc("fc100", 100, 70, 1);
     const LayerTiming t = time_layer(net, 0, pu2x());
     EXPECT_EQ(t.wave_cycles, 13);
     EXPECT_EQ(t.tiles, 2);
