@@ -230,8 +230,9 @@ def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
     no layer or an unknown device is an error naming the option or grid axis, before any work."""
     try:
         noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<sweep>", "noise")
-    except _core.FormatError as exc:
-        raise _error("grid.noise" if labels else "noise", str(exc)) from None
+    except _core.FormatError as exc:  # named as the grid names it, once
+        what = re.sub(r"^<sweep>: field 'noise': ", "", str(exc))
+        raise _error("grid.noise" if labels else "noise", what) from None
     # As the task's aimcemu.run call takes them (so the results file records the same sources).
     try:
         config = RunConfig.resolve(explicit={**args, "noise": noise})
@@ -438,10 +439,29 @@ def _finished_count(p: SweepPlan) -> int:
 
 def _check_existing_index(p: SweepPlan) -> None:
     """A folder that already has an index must hold this sweep (a readable index, same tasks)."""
-    if (p.folder / INDEX_FILE).is_file():
-        if [t["id"] for t in read_index(p.folder)["tasks"]] != [t.id for t in p.tasks]:
+    path = p.folder / INDEX_FILE
+    if path.exists() and not path.is_file():
+        raise _core.FormatError(f"{path}: field 'file': not a regular file (a folder, FIFO or device); "
+                                "the sweep's index is never written over one: remove it")
+    if path.is_file():
+        try:
+            index = read_index(p.folder)
+        except _core.FormatError:
+            raise
+        except ValueError as exc:  # what json itself refuses, e.g. an integer of more than 4300 digits
+            raise _core.FormatError(f"{path}: field 'file': not valid JSON ({exc})") from None
+        if [t["id"] for t in index["tasks"]] != [t.id for t in p.tasks]:
             raise _error("output", f"{p.folder} holds a different sweep (its tasks differ); "
                                    "use a new folder or remove it")
+
+
+def _folder_lock(folder: Path, wait_s: float) -> files.FolderLock:
+    """The folder's lock; a lock file that cannot be locked (a FIFO, a folder) is an error naming it."""
+    try:
+        return files.FolderLock(folder, "sweep", wait_s)
+    except OSError as exc:
+        raise _core.FormatError(f"{folder / files.FolderLock.NAME}: field 'file': cannot lock it "
+                                f"({exc.strerror or exc}); it should be a regular file: remove it") from None
 
 
 def _index(p: SweepPlan, summaries: dict) -> dict:
@@ -503,7 +523,7 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
     with _stop_signals_interrupt():
         try:
             p.folder.mkdir(parents=True, exist_ok=True)
-            with files.FolderLock(p.folder, "sweep", wait_s):
+            with _folder_lock(p.folder, wait_s):
                 summaries.update(_prepare_folder(p))
                 skipped = len(summaries)
                 _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
