@@ -46,9 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     from ._netbuild import UnsupportedOperationError
+    from .executors import WorkerDiedError
     from .files import FolderBusyError
-
-    from .sweeps import WorkerDiedError
 
     if argv is None and args.command in KEEPS_FREED_MEMORY:
         from .process_memory import keep_freed_memory

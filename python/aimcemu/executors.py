@@ -18,6 +18,12 @@ from . import _core
 from ._optional import require
 
 
+class WorkerDiedError(RuntimeError):
+    """A worker process of the local pool died while tasks were running (killed by the
+    out-of-memory killer or kill -9, or crashed); the message names its task.  The finished
+    tasks are in the index and a rerun runs the rest (raised by aimcemu.sweeps)."""
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:

@@ -47,7 +47,7 @@ from typing import Any, Mapping
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import WORKER_STOPPED_AFTER_TASK, make_executor, running_task, task_threads
+from .executors import WORKER_STOPPED_AFTER_TASK, WorkerDiedError, make_executor, running_task, task_threads
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)
@@ -353,12 +353,6 @@ class SweepResult:
         from .results import open_sweep
 
         return open_sweep(self.folder, **kwargs)
-
-
-class WorkerDiedError(RuntimeError):
-    """A worker process of the local pool died while tasks were running (killed by the
-    out-of-memory killer or kill -9, or crashed); the message names its task.  The finished
-    tasks are in the index and a rerun runs the rest."""
 
 
 class _Interrupted(Exception):
