@@ -45,6 +45,20 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    previous_sigterm = _sigterm_interrupts() if argv is None and args.command in STOPS_ON_SIGTERM else None
+    try:
+        return _run_command(args, argv)
+    except KeyboardInterrupt:
+        # Ctrl-C (or SIGTERM, below) where the command has no handling of its own, its imports
+        # included: its output files are written atomically, so it leaves none behind.
+        print(f"aimcemu {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _run_command(args: argparse.Namespace, argv: list[str] | None) -> int:
     from ._netbuild import UnsupportedOperationError
     from .executors import WorkerDiedError
     from .files import FolderBusyError
@@ -53,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
         from .process_memory import keep_freed_memory
 
         keep_freed_memory()
-    previous_sigterm = _sigterm_interrupts() if argv is None and args.command in STOPS_ON_SIGTERM else None
     try:
         return int(args._main(args) or 0)
     # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep
@@ -64,14 +77,6 @@ def main(argv: list[str] | None = None) -> int:
             WorkerDiedError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        # Ctrl-C (or SIGTERM, below) where the command has no handling of its own: its output
-        # files are written atomically, so an interrupted command leaves none behind.
-        print(f"aimcemu {args.command}: interrupted", file=sys.stderr)
-        return INTERRUPTED
-    finally:
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
 
 
 INTERRUPTED = 130

@@ -355,8 +355,9 @@ class SweepResult:
         return open_sweep(self.folder, **kwargs)
 
 
-class _Interrupted(Exception):
-    pass
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM in the coordinator.  A BaseException, like KeyboardInterrupt, so that no
+    `except Exception` on the way (tqdm's monitor thread start is one) swallows it."""
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
