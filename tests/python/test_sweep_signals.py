@@ -180,3 +180,25 @@ def test_an_interruption_after_every_task_finished_says_so():
     assert "rerun" not in interrupted_message(result)
     early = SweepResult(folder="out", total=10, ran=0, skipped=0, interrupted=True, summaries={}, done=4)
     assert interrupted_message(early).startswith("interrupted: 4 of 10 tasks done (0 in this call)")
+
+
+def test_a_signal_is_not_swallowed_by_a_library_catching_exception(tmp_path, monkeypatch):
+    # tqdm starts its monitor thread inside `try: ... except Exception: warn(...)`: a SIGINT that
+    # landed there was swallowed (the interruption was an Exception) and the sweep ran on.
+    import tqdm
+
+    import aimcemu
+
+    class SwallowingBar(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except Exception:
+                pass
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(tqdm, "tqdm", SwallowingBar)
+    result = aimcemu.sweep({"output": str(tmp_path / "s"), "noise": {"model": "pcm_like"}, "mapping": "all",
+                            "t": [1.0], "grid": {"noise.prog_noise_scale": [0.5, 1.0]}}, workers=1, progress=False)
+    assert result.interrupted and result.ran == 0
+    assert not list((tmp_path / "s" / "tasks").glob("*.h5"))
