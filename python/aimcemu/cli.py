@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 
 from . import commands
@@ -44,7 +45,22 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    previous_sigterm = _sigterm_interrupts() if argv is None and args.command in STOPS_ON_SIGTERM else None
+    try:
+        return _run_command(args, argv)
+    except KeyboardInterrupt:
+        # Ctrl-C (or SIGTERM, below) where the command has no handling of its own, its imports
+        # included: its output files are written atomically, so it leaves none behind.
+        print(f"aimcemu {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _run_command(args: argparse.Namespace, argv: list[str] | None) -> int:
     from ._netbuild import UnsupportedOperationError
+    from .executors import WorkerDiedError
     from .files import FolderBusyError
 
     if argv is None and args.command in KEEPS_FREED_MEMORY:
@@ -54,12 +70,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep
-    # holds, an optional extra that is not installed or a model the format cannot express: the
-    # message that names the file and field (or the extra, or the ops), not a traceback.
-    # Anything else is a bug and keeps its traceback.
-    except (ValueError, OSError, KeyError, FolderBusyError, MissingExtraError, UnsupportedOperationError) as exc:
+    # holds, an optional extra that is not installed, a model the format cannot express or a
+    # sweep worker that died: the message that names the file and field (or the extra, the ops,
+    # the task), not a traceback.  Anything else is a bug and keeps its traceback.
+    except (ValueError, OSError, KeyError, FolderBusyError, MissingExtraError, UnsupportedOperationError,
+            WorkerDiedError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+INTERRUPTED = 130
+# Commands that, run as the `aimcemu` command, take SIGTERM as they take Ctrl-C (a sweep's own
+# handling covers its run; this covers its planning, and `run`): "interrupted", status 130, no
+# temporary file left, instead of dying where it stands.
+STOPS_ON_SIGTERM = ("run", "sweep")
+
+
+def _sigterm_interrupts():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,20 @@ aimcemu.sweeps decides what to run; this module only decides where.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import os
 import signal
+import threading
 from typing import Any, Callable, Mapping
 
 from . import _core
 from ._optional import require
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process of the local pool died while tasks were running (killed by the
+    out-of-memory killer or kill -9, or crashed); the message names its task.  The finished
+    tasks are in the index and a rerun runs the rest (raised by aimcemu.sweeps)."""
 
 
 def cores() -> int:
@@ -24,17 +32,64 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def init_worker(threads: int, parent: int) -> None:
+# SIGINT and SIGTERM: the coordinator handles both (it stops handing out tasks and waits for the
+# running ones), so a signal to the whole process group (a terminal's Ctrl-C; timeout, systemd,
+# docker stop, scancel send SIGTERM) must not kill a worker in the middle of a task.  A worker
+# ignores SIGINT; on SIGTERM it finishes its running task (the file is then complete) and exits,
+# or exits at once when idle.  Its exit status then says so, for the coordinator's message.
+WORKER_STOPPED_AFTER_TASK = 128 + int(signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_busy = False                  # a task is running in this worker
+_stop_requested = False        # SIGTERM came while it ran
+_task_starts = None            # shared array: task number -> PID of the worker that started it (local pool)
+
+
+def _on_terminate(signum, frame) -> None:
+    global _stop_requested
+    if _busy:
+        _stop_requested = True
+    else:
+        os._exit(WORKER_STOPPED_AFTER_TASK)
+
+
+class running_task:
+    """`with running_task(number):` around a task in a worker: records which worker started the
+    task (local pool) and defers a SIGTERM to the task's end, where the worker exits without
+    taking another (its result is its file, which the coordinator reads)."""
+
+    def __init__(self, number: int | None):
+        self.number = number
+
+    def __enter__(self) -> None:
+        global _busy
+        _busy = True
+        if _task_starts is not None and self.number is not None:
+            _task_starts[self.number] = os.getpid()
+
+    def __exit__(self, *exc) -> None:
+        global _busy
+        _busy = False
+        if _stop_requested:
+            os._exit(WORKER_STOPPED_AFTER_TASK)
+
+
+def init_worker(threads: int, parent: int, task_starts=None) -> None:
     """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
-    Ctrl-C is left to the coordinating process, which stops the pool cleanly, and the worker
-    dies with the coordinator however it dies (kill -9 included), so no orphan keeps writing.
+    SIGINT and SIGTERM are left to the coordinating process (above), and the worker dies with the
+    coordinator however it dies (kill -9 included), so no orphan keeps writing.  The worker
+    starts with both signals blocked (the coordinator blocks them while it spawns workers), so
+    a signal that comes while it is still importing waits for these handlers: no traceback.
     The worker is aimcemu's own process, so it also keeps freed memory for its next task
     (process_memory.keep_freed_memory: glibc's malloc thresholds, and the kept model and data set)."""
+    global _task_starts
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_terminate)
+    _task_starts = task_starts
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     from . import process_memory
 
     process_memory.keep_freed_memory()
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)
 
 
@@ -97,18 +152,75 @@ class FuturesExecutor:
         if self.owned:  # waits for running tasks, drops pending ones
             self.pool.shutdown(wait=True, cancel_futures=True)
 
+    def worker_processes(self) -> list:
+        return []
 
-def local_pool(workers: int | None, task_count: int, threads: int) -> FuturesExecutor:
+    def tasks_started_by(self, pid: int) -> list[int]:
+        del pid
+        return []
+
+
+class LocalPool(FuturesExecutor):
+    """A pool of spawned aimcemu worker processes (init_worker): it spawns them with SIGINT and
+    SIGTERM blocked, so they inherit the block and a signal cannot reach them before their
+    handlers exist, and it can tell which task a dead worker had started."""
+
+    def __init__(self, workers: int, threads: int, task_count: int):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.task_starts = context.RawArray("q", max(1, task_count))  # lock-free: one writer per entry
+        pool = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker,
+                                      initargs=(threads, os.getpid(), self.task_starts))
+        super().__init__(pool, threads, owned=True)
+        self._processes: list = []
+
+    def submit(self, fn: Callable, key: str, *args: Any):
+        with _stop_signals_held():  # workers are spawned on demand, here
+            future = super().submit(fn, key, *args)
+            self._processes = list((self.pool._processes or {}).values())  # private: the only handle on them
+        return future
+
+    def worker_processes(self) -> list:
+        """The worker processes (multiprocessing.Process: pid, exitcode once ended)."""
+        return list(self._processes)
+
+    def tasks_started_by(self, pid: int) -> list[int]:
+        """The numbers of the tasks that worker `pid` started."""
+        return [number for number, starter in enumerate(self.task_starts) if starter == pid]
+
+
+@contextlib.contextmanager
+def _stop_signals_held():
+    """SIGINT and SIGTERM wait until the block ends, then reach the caller's handlers: a worker
+    spawned meanwhile inherits the blocked mask (so it starts with them blocked), and the
+    coordinator is never interrupted between starting a worker and sending it its start-up data
+    (which would leave the worker to die with an EOFError traceback).  The mask alone does not
+    hold a signal back: another thread of the process may take it and Python would still run
+    the handler in the main thread, so the handlers are held too (main thread only)."""
+    held: list[int] = []
+    in_main = threading.current_thread() is threading.main_thread()
+    previous_handlers = {}
+    if in_main:
+        previous_handlers = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in STOP_SIGNALS}
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(held):
+            signal.raise_signal(sig)
+
+
+def local_pool(workers: int | None, task_count: int, threads: int) -> LocalPool:
     """A pool of spawned processes (no forked C++ thread pools); each task gets cores / workers
     C++ threads unless `threads` says otherwise."""
-    import multiprocessing
-
     available = cores()
     workers = max(1, min(workers or available, task_count or 1))
     threads = threads if threads > 0 else max(1, available // workers)
-    pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=init_worker, initargs=(threads, os.getpid()))
-    return FuturesExecutor(pool, threads, owned=True)
+    return LocalPool(workers, threads, task_count)
 
 
 class DaskClient:
@@ -148,6 +260,13 @@ class DaskClient:
     def close(self) -> None:
         if self.own:
             self.client.close()
+
+    def worker_processes(self) -> list:
+        return []
+
+    def tasks_started_by(self, pid: int) -> list[int]:
+        del pid
+        return []
 
 
 def make_executor(executor, workers: int | None, task_count: int, threads: int):

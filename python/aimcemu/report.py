@@ -72,8 +72,18 @@ class _Source:
         if "done" not in self.ds:  # a single run over several drift compensations: all points ran
             return [{d: v.item() for d, v in zip(self.grid_dims, combo)}
                     for combo in itertools.product(*(self.ds[d].values for d in self.grid_dims))]
-        stacked = self.ds["done"].stack(point=self.grid_dims)
-        return [{d: p[d].item() for d in self.grid_dims} for p in stacked if bool(p)]
+        # `done` is per task; a task covers every drift compensation, so that axis (a grid dim
+        # of the rounds) is not one of `done`'s: each done task is a point per compensation.
+        task_dims = [d for d in self.grid_dims if d in self.ds["done"].dims]
+        within_task = [d for d in self.grid_dims if d not in task_dims]
+        if task_dims:
+            done = [{d: p[d].item() for d in task_dims}
+                    for p in self.ds["done"].stack(point=task_dims) if bool(p)]
+        else:
+            done = [{}] if bool(self.ds["done"]) else []
+        inner = [dict(zip(within_task, combo))
+                 for combo in itertools.product(*(self.ds[d].values.tolist() for d in within_task))]
+        return [{d: {**task, **rest}[d] for d in self.grid_dims} for task in done for rest in inner]
 
     def files_with_activations(self) -> list[tuple[Path, list[str]]]:
         """(file, its layers with stored activations in network order) of every file that has

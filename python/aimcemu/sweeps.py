@@ -30,6 +30,7 @@ Config format and examples: docs/sweeps.md.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import itertools
@@ -46,7 +47,7 @@ from typing import Any, Mapping
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import make_executor, task_threads
+from .executors import WORKER_STOPPED_AFTER_TASK, WorkerDiedError, make_executor, running_task, task_threads
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)
@@ -60,6 +61,18 @@ PLAIN_AXES = ("model", "data", "mapping", "noise", "peripherals", "drift_compens
 
 def _error(field_name: str, what: str) -> _core.FormatError:
     return _core.FormatError(f"<sweep>: field '{field_name}': {what}")
+
+
+@contextlib.contextmanager
+def errors_named_after(config_path):
+    """Errors of a sweep config read from a file name that file instead of '<sweep>'."""
+    try:
+        yield
+    except _core.FormatError as exc:
+        message = str(exc)
+        if config_path is None or not message.startswith("<sweep>: "):
+            raise
+        raise _core.FormatError(f"{os.fspath(config_path)}: {message[len('<sweep>: '):]}") from None
 
 
 # --- the plan: config -> validated tasks ----------------------------------------------------------
@@ -158,6 +171,8 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
             raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>, "
                                          "peripherals.<setting>)")
         axes[name] = _axis_values(name, values)
+        if name == "drift_compensation":
+            _check_single_compensations(axes[name])
     count = math.prod(len(pairs) for pairs in axes.values())
     if count > validate.MAX_TASKS:
         raise _error("grid", f"{' x '.join(str(len(p)) for p in axes.values())} = {count} grid points; at most "
@@ -168,6 +183,17 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
         values = {name: value for name, (_, value) in zip(axes, combo)}
         points.append((labels, values))
     return {name: [label for label, _ in pairs] for name, pairs in axes.items()}, points
+
+
+def _check_single_compensations(pairs: list) -> None:
+    """A drift_compensation axis value is one compensation: a list would give its tasks different
+    numbers of compensations, which no dataset of the sweep can hold (both on every task is the
+    top-level list)."""
+    for _, value in pairs:
+        if not isinstance(value, str):
+            raise _error("grid.drift_compensation",
+                         f"each value is one compensation (none or global), got {value!r}; to run several "
+                         "on every task, list them in the top-level drift_compensation instead")
 
 
 def _point_run_args(cfg: dict, values: dict) -> dict:
@@ -190,7 +216,10 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
             args[name] = copy.deepcopy(value)
     for key in ("model", "data"):
         if args[key] is not None:
-            args[key] = os.path.abspath(os.fspath(args[key]))
+            field_name = f"grid.{key}" if key in values else key
+            if not isinstance(args[key], (str, os.PathLike)):  # before os.fspath, which would raise TypeError
+                raise _error(field_name, f"expected a file path, got {args[key]!r}")
+            args[key] = os.path.abspath(validate.text(os.fspath(args[key]), field_name, "<sweep>"))
     args["t"] = [float(v) for v in args["t"]]
     return args
 
@@ -201,8 +230,9 @@ def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
     no layer or an unknown device is an error naming the option or grid axis, before any work."""
     try:
         noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<sweep>", "noise")
-    except _core.FormatError as exc:
-        raise _error("grid.noise" if labels else "noise", str(exc)) from None
+    except _core.FormatError as exc:  # named as the grid names it, once
+        what = re.sub(r"^<sweep>: field 'noise': ", "", str(exc))
+        raise _error("grid.noise" if labels else "noise", what) from None
     # As the task's aimcemu.run call takes them (so the results file records the same sources).
     try:
         config = RunConfig.resolve(explicit={**args, "noise": noise})
@@ -263,7 +293,7 @@ def plan(config: Mapping, output=None) -> SweepPlan:
 
 
 # --- executing one task (runs in a worker process) -----------------------------------------------
-def execute_task(task: dict, folder: str, threads, config: RunConfig | None = None) -> dict:
+def execute_task(task: dict, folder: str, threads, config: RunConfig | None = None, number: int | None = None) -> dict:
     """Run one task and return its small summary.  Idempotent: a task whose file exists is not
     run again (its summary is read from the file).  `config` is the task's run configuration as
     plan() resolved it (then nothing is checked again); without it `task["run"]` is resolved here.
@@ -271,7 +301,13 @@ def execute_task(task: dict, folder: str, threads, config: RunConfig | None = No
     The noise-free reference is reused across the tasks a worker process runs
     (aimcemu.reference.process_cache(): one entry, kept between tasks): a sweep's tasks share the
     model and data set, so a worker computes it once, not once per task.  The summary's
-    worker_references_computed is how many that worker process has computed so far."""
+    worker_references_computed is how many that worker process has computed so far.  `number`
+    (the task's place in the submission) lets a local pool tell which task a dead worker ran."""
+    with running_task(number):  # a local pool worker asked to stop (SIGTERM) finishes this first
+        return _execute_task(task, folder, threads, config)
+
+
+def _execute_task(task: dict, folder: str, threads, config: RunConfig | None) -> dict:
     from . import runner
     from .reference import process_cache
 
@@ -301,10 +337,16 @@ class SweepResult:
     skipped: int                  # tasks already done before this call
     interrupted: bool
     summaries: dict               # task id -> summary
+    done: int | None = None       # finished task files (their summaries may be unread when a signal
+                                  # stopped the call before the pool started); default len(summaries)
+
+    def __post_init__(self) -> None:
+        if self.done is None:
+            self.done = len(self.summaries)
 
     @property
     def complete(self) -> bool:
-        return len(self.summaries) == self.total
+        return self.done == self.total
 
     def open(self, **kwargs):
         """The sweep as an xarray Dataset (aimcemu.results.open_sweep)."""
@@ -313,12 +355,43 @@ class SweepResult:
         return open_sweep(self.folder, **kwargs)
 
 
-class _Interrupted(Exception):
-    pass
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM in the coordinator.  A BaseException, like KeyboardInterrupt, so that no
+    `except Exception` on the way (tqdm's monitor thread start is one) swallows it."""
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _raise_interrupt(signum, frame):
     raise _Interrupted(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt():
+    """SIGINT and SIGTERM raise _Interrupted in the coordinator from the moment the sweep touches
+    its folder until it returns, so a signal at any point (resume reading, the first index write,
+    the pool's start) ends in "interrupted", never in a traceback or a silent death.  Only the
+    main thread can install handlers; elsewhere the caller's handling stays."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _raise_interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:  # None: a handler installed outside Python, which we cannot restore
+                signal.signal(sig, handler)
+
+
+def _ignore_stop_signals() -> None:
+    """During a wind-down a second signal is ignored: the running tasks finish and the files stay whole."""
+    if _in_main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _write_json_atomic(path: Path, data) -> None:
@@ -337,19 +410,53 @@ def _prepare_folder(p: SweepPlan) -> dict:
     files.remove_stale_temporaries(folder)
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
-    finished = [task for task in p.tasks if (folder / task.file).is_file()]
+    finished = [task for task in p.tasks if _is_finished(folder, task)]
     summaries = read_task_summaries([folder / task.file for task in finished])  # one checking process
     for task, summary in zip(finished, summaries):
         done[task.id] = {**summary, "id": task.id, "file": task.file, "ran": False}
     return done
 
 
+def _is_finished(folder: Path, task: Task) -> bool:
+    """A task is done when its file is a regular file of its own.  A symbolic link is not taken
+    (it could lead to another task's file, whose numbers would show under this grid point): it
+    is removed, and the task runs again."""
+    path = folder / task.file
+    if path.is_symlink():
+        path.unlink()
+        return False
+    return path.is_file()
+
+
+def _finished_count(p: SweepPlan) -> int:
+    return sum((p.folder / task.file).is_file() and not (p.folder / task.file).is_symlink() for task in p.tasks)
+
+
 def _check_existing_index(p: SweepPlan) -> None:
     """A folder that already has an index must hold this sweep (a readable index, same tasks)."""
-    if (p.folder / INDEX_FILE).is_file():
-        if [t["id"] for t in read_index(p.folder)["tasks"]] != [t.id for t in p.tasks]:
+    path = p.folder / INDEX_FILE
+    if path.exists() and not path.is_file():
+        raise _core.FormatError(f"{path}: field 'file': not a regular file (a folder, FIFO or device); "
+                                "the sweep's index is never written over one: remove it")
+    if path.is_file():
+        try:
+            index = read_index(p.folder)
+        except _core.FormatError:
+            raise
+        except ValueError as exc:  # what json itself refuses, e.g. an integer of more than 4300 digits
+            raise _core.FormatError(f"{path}: field 'file': not valid JSON ({exc})") from None
+        if [t["id"] for t in index["tasks"]] != [t.id for t in p.tasks]:
             raise _error("output", f"{p.folder} holds a different sweep (its tasks differ); "
                                    "use a new folder or remove it")
+
+
+def _folder_lock(folder: Path, wait_s: float) -> files.FolderLock:
+    """The folder's lock; a lock file that cannot be locked (a FIFO, a folder) is an error naming it."""
+    try:
+        return files.FolderLock(folder, "sweep", wait_s)
+    except OSError as exc:
+        raise _core.FormatError(f"{folder / files.FolderLock.NAME}: field 'file': cannot lock it "
+                                f"({exc.strerror or exc}); it should be a regular file: remove it") from None
 
 
 def _index(p: SweepPlan, summaries: dict) -> dict:
@@ -364,7 +471,7 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
           progress: bool = True, wait_s: float = 0.0) -> SweepResult:
     """Run (or resume) a sweep; returns a SweepResult.
 
-    config:   a dict of sweep options (docs/sweeps.md) or a YAML file path
+    config:   a dict of sweep options (docs/sweeps.md) or a YAML file path (errors then name it)
     output:   the sweep folder (overrides config["output"])
     executor: None/"local" (process pool), "tcp://host:port" or a distributed.Client, or any
               concurrent.futures.Executor
@@ -373,31 +480,61 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
               generic Executor
     progress: show a progress bar (tqdm, on stderr)
     wait_s:   one folder runs one sweep at a time (a lock, aimcemu.files.FolderLock): how long
-              to wait for another sweep in the same folder to finish (0: refuse at once)
+              to wait for another sweep in the same folder to finish (0: refuse at once; a
+              finite number of seconds >= 0)
 
     Kill-safe: the pool's workers die with this process however it dies, every task file is
     written once (atomically, never replaced), and the index never lists a task whose file is
-    not complete; a rerun picks up every finished file and runs the rest.
+    not complete; a rerun picks up every finished file and runs the rest.  SIGINT or SIGTERM
+    (in the main thread) stops it cleanly and returns interrupted; a worker that dies raises
+    WorkerDiedError after the other running tasks have finished.
     """
-    if isinstance(config, (str, os.PathLike)):
-        config = load_config(config)
-    if workers is not None:
-        workers = validate.workers(workers, "workers")
-    threads = validate.threads(threads, "threads")
-    p = plan(config, output)
-    if p.folder.exists() and not p.folder.is_dir():
-        raise _error("output", f"{p.folder} exists and is not a folder")
-    _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
-    p.folder.mkdir(parents=True, exist_ok=True)
-    with files.FolderLock(p.folder, "sweep", wait_s):
-        summaries = _prepare_folder(p)
-        skipped = len(summaries)
-        _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-        todo = [t for t in p.tasks if t.id not in summaries]
-        interrupted, ran = False, 0
-        if todo:
-            interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
-        files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
+    config_path = config if isinstance(config, (str, os.PathLike)) else None
+    with errors_named_after(config_path):
+        if config_path is not None:
+            config = load_config(config_path)
+        if workers is not None:
+            workers = validate.workers(workers, "workers")
+        threads = validate.threads(threads, "threads")
+        wait_s = validate_wait(wait_s, "wait_s")
+        p = plan(config, output)
+        if p.folder.exists() and not p.folder.is_dir():
+            raise _error("output", f"{p.folder} exists and is not a folder")
+        _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
+    return _run_sweep(p, executor, workers, threads, progress, wait_s)
+
+
+def validate_wait(value, field_name: str) -> float:
+    """A wait time: a finite number of seconds >= 0 (NaN would wait forever, a negative one is a mistake)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise _core.FormatError(f"<arguments>: field '{field_name}': expected a finite number of seconds >= 0, "
+                                f"got {value!r}")
+    return float(value)
+
+
+def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> SweepResult:
+    summaries: dict = {}
+    skipped = 0
+    with _stop_signals_interrupt():
+        try:
+            p.folder.mkdir(parents=True, exist_ok=True)
+            with _folder_lock(p.folder, wait_s):
+                summaries.update(_prepare_folder(p))
+                skipped = len(summaries)
+                _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+                todo = [t for t in p.tasks if t.id not in summaries]
+                interrupted, ran = False, 0
+                if todo:
+                    interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
+                _ignore_stop_signals()  # the tasks are over: what is left is quick and leaves the folder tidy
+                files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
+        except (_Interrupted, KeyboardInterrupt):
+            # Before the pool started (its own wind-down returns interrupted): nothing ran, the
+            # folder holds whole files only (the next call removes a temporary of an index
+            # write cut short); say how many tasks are done from the files.
+            _ignore_stop_signals()
+            return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=0, skipped=skipped,
+                               interrupted=True, summaries=summaries, done=_finished_count(p))
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
 
@@ -405,61 +542,90 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress):
     """Submit every task, record each completion in the index; on SIGINT/SIGTERM cancel what has
     not started, let running tasks finish (their files are complete), and return interrupted."""
+    from concurrent.futures.process import BrokenProcessPool
+
     from tqdm import tqdm
 
-    pool = make_executor(executor, workers, len(todo), threads)
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    in_main = _in_main_thread()
-    if in_main:
-        for sig in previous:
-            signal.signal(sig, _raise_interrupt)
+    pool, futures, ran = None, [], 0
     bar = tqdm(total=len(p.tasks), initial=len(summaries), unit="task", desc="sweep",
                disable=not progress, file=sys.stderr, dynamic_ncols=True)
-    futures, ran, interrupted = [], 0, False
     try:
         try:
+            pool = make_executor(executor, workers, len(todo), threads)
             folder = pool.worker_folder(p.folder)
-            futures = [pool.submit(execute_task, f"aimcemu-sweep-{task.id}", task.to_dict(), folder, pool.threads,
-                                   task.config) for task in todo]
+            for number, task in enumerate(todo):  # one by one: a signal leaves `futures` complete
+                futures.append(pool.submit(execute_task, f"aimcemu-sweep-{task.id}", task.to_dict(), folder,
+                                           pool.threads, task.config, number))
             for fut in pool.as_completed(futures):
                 summary = fut.result()
                 summaries[summary["id"]] = summary
                 ran += summary["ran"]
                 _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
                 bar.update(1)
+            pool.close()  # in the try: a signal while the pool shuts down is an interruption like any other
         except (_Interrupted, KeyboardInterrupt):
-            interrupted = True
-            if in_main:  # a second signal during the wind-down is ignored: the files stay whole
-                for sig in previous:
-                    signal.signal(sig, signal.SIG_IGN)
+            _ignore_stop_signals()
             ran += _wind_down(p, todo, summaries, pool, futures)
+            return True, ran
+        except BrokenProcessPool:
+            # A worker died (SIGKILL from the OOM killer, a crash): the pool fails every task
+            # it had not finished and stops the other workers, which finish their running
+            # task first (executors.init_worker).  Keep what finished, then say whose worker died.
+            _ignore_stop_signals()
+            processes = pool.worker_processes()
+            ran += _wind_down(p, todo, summaries, pool, futures)
+            raise WorkerDiedError(_worker_death_message(p, todo, summaries, pool, processes)) from None
         except BaseException:
             # A task failed (a full disk, a bad file found late): stop the others the same way,
             # record what finished, then report the error (that one, even if the index cannot be
             # written either: the next run rebuilds it from the files).
+            _ignore_stop_signals()
             try:
                 _wind_down(p, todo, summaries, pool, futures)
             except Exception:
                 pass
             raise
-        else:
-            pool.close()
     finally:
         bar.close()
-        if in_main:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    return interrupted, ran
+    return False, ran
+
+
+def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool, processes) -> str:
+    """Which worker died, how, and which task it was running (what the pool recorded)."""
+    dead = [proc for proc in processes if proc.exitcode not in (None, 0, WORKER_STOPPED_AFTER_TASK)]
+    lost = [todo[number] for proc in dead for number in pool.tasks_started_by(proc.pid)
+            if todo[number].id not in summaries]
+    causes = []
+    for proc in dead:
+        if proc.exitcode < 0:
+            name = _signal_name(-proc.exitcode)
+            likely = " (e.g. by the out-of-memory killer, or kill -9)" if proc.exitcode == -signal.SIGKILL else ""
+            causes.append(f"PID {proc.pid} was killed by {name}{likely}")
+        else:
+            causes.append(f"PID {proc.pid} exited with status {proc.exitcode}")
+    how = "; ".join(causes) or "a worker process ended abruptly"
+    which = (f" while running task {', '.join(f'{t.file} (grid point {t.point})' for t in lost)}" if lost else "")
+    return (f"{p.folder}: a sweep worker process died: {how}{which}. The {len(summaries)} of {len(p.tasks)} "
+            "tasks that finished are kept; rerun the same command to run the rest (with fewer --workers "
+            "if memory ran out)")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> int:
     """Cancels the tasks not started, waits for the running ones (their files are complete or
     absent), adds every finished file to the index; returns how many it added."""
-    pool.cancel([f for f in futures if not f.done()])
-    pool.close()
+    if pool is not None:
+        pool.cancel([f for f in futures if not f.done()])
+        pool.close()
     added = 0
     for task in todo:
-        if task.id not in summaries and (p.folder / task.file).is_file():
+        if task.id not in summaries and _is_finished(p.folder, task):
             summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
                                   "ran": True}
             added += 1

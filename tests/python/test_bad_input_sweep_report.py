@@ -270,3 +270,32 @@ def test_a_task_file_is_written_once(folder):
     assert first["ran"]
     assert not again["ran"] and (path.stat().st_ino, path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert temporaries(plan.folder) == []
+
+
+def _one_point_sweep(tmp_path):
+    return {"output": str(tmp_path / "sw"), "noise": {"model": "pcm_like"}, "mapping": "all", "t": [0.0],
+            "grid": {"noise.prog_noise_scale": [1.0]}}
+
+
+def test_an_index_or_lock_that_is_not_a_regular_file_is_named(tmp_path):
+    # Were bare "[Errno 21] Is a directory", "[Errno 22] Invalid argument" and "Exceeds the limit
+    # (4300 digits)" with no file named.
+    folder = tmp_path / "sw"
+    (folder / "index.json").mkdir(parents=True)
+    with pytest.raises(aimcemu.FormatError, match=r"sw/index\.json: field 'file': not a regular file"):
+        sweeps.sweep(_one_point_sweep(tmp_path), progress=False)
+    (folder / "index.json").rmdir()
+    (folder / "index.json").write_text('{"format": "aimcemu-sweep", "version": 1' + "0" * 5000 + "}")
+    with pytest.raises(aimcemu.FormatError, match=r"sw/index\.json: field 'file': not valid JSON"):
+        sweeps.sweep(_one_point_sweep(tmp_path), progress=False)
+    (folder / "index.json").unlink()
+    os.mkfifo(folder / ".aimcemu.lock")
+    with pytest.raises(aimcemu.FormatError, match=r"sw/\.aimcemu\.lock: field 'file': cannot lock it"):
+        sweeps.sweep(_one_point_sweep(tmp_path), progress=False)
+
+
+def test_a_bad_noise_parameter_on_the_grid_is_named_once(tmp_path):
+    config = {**_one_point_sweep(tmp_path), "grid": {"noise.prog_noise_scale": ["x"]}}
+    with pytest.raises(aimcemu.FormatError) as info:
+        sweeps.plan(config)
+    assert str(info.value).count("<sweep>") == 1 and "field 'grid.noise': noise model 'pcm_like'" in str(info.value)

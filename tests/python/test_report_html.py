@@ -149,3 +149,23 @@ def test_a_run_over_both_drift_compensations_reports_each_as_a_point(tmp_path, s
     cells = page.cells
     found = {(cells[i], cells[i + 2]) for i in range(len(cells) - 2) if cells[i] in ("none", "global")}
     assert expected <= found
+
+
+def test_a_sweep_over_both_drift_compensations_reports_every_point(tmp_path, small_data):
+    # `done` is per task, and a task covers both compensations: the report used to stack it over
+    # the drift_compensation dimension too and failed with KeyError 'drift_compensation'.
+    folder = tmp_path / "dc"
+    aimcemu.sweep({"output": str(folder), "data": small_data, "noise": {"model": "pcm_like"}, "mapping": "all",
+                   "drift_compensation": ["none", "global"], "t": [1.0, 3600.0], "chips": 2, "layers": "none",
+                   "grid": {"noise.prog_noise_scale": [0.5, 1.0]}}, workers=1, progress=False)
+    assert cli.main(["report", str(folder)]) == 0
+    page = parse(folder / "report.html")
+    assert_self_contained(page)
+    acc = analysis.accuracy_vs_t(analysis.open_sweep(folder, lazy=False))
+    cells = page.cells
+    for scale in (0.5, 1.0):
+        for compensation in ("none", "global"):
+            mean = float(acc["mean"].sel({"noise.prog_noise_scale": scale, "drift_compensation": compensation,
+                                          "t": 3600.0}))
+            row = [str(scale), compensation, "3600", f"{mean:.4f}"]
+            assert any(cells[i:i + 4] == row for i in range(len(cells))), (row, cells)

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import h5py
 import numpy as np
@@ -149,3 +153,22 @@ def test_run_without_arguments_uses_the_embedded_model(tmp_path, monkeypatch, ca
         # The shipped digits model is documented at 99.78 % INT8 test accuracy; a broken file or
         # inference would land near chance (10 %).
         assert f["reference_accuracy"][()] > 0.95
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_run_stopped_by_a_signal_says_interrupted_and_leaves_nothing(tmp_path, signum):
+    # Ctrl-C printed a KeyboardInterrupt traceback (status -2); SIGTERM killed the run where it
+    # stood and left its temporary file.  Both now: "interrupted", status 130, no file.
+    out = tmp_path / "out"
+    out.mkdir()
+    run = subprocess.Popen([sys.executable, "-m", "aimcemu", "run", "--mapping", "all", "--noise", "pcm_like",
+                            "--chips", "64", "--t", "0,1h,1d", "--output", str(out / "r.h5")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # past the imports, inside the noisy rounds (about 10 s in all)
+    assert run.poll() is None, run.communicate()
+    run.send_signal(signum)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "aimcemu run: interrupted"
+    assert "Traceback" not in err
+    assert os.listdir(out) == []

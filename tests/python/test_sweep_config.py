@@ -98,3 +98,49 @@ def test_the_function_and_the_module_are_both_callable(tmp_path):
 
     with pytest.raises(FormatError, match="empty grid axis"):
         aimcemu.sweep(config(tmp_path, grid={"noise.prog_noise_scale": []}))
+
+
+NOT_PATHS = [({"model": 5}, "model"), ({"data": 5}, "data"), ({"model": ["a"]}, "model"),
+             ({"grid": {"model": [5]}}, "grid.model"), ({"grid": {"data": [{"a": 1}]}}, "grid.data"),
+             ({"grid": {"model": [True]}}, "grid.model")]
+
+
+@pytest.mark.parametrize("changes, field", NOT_PATHS, ids=[str(c) for c, _ in NOT_PATHS])
+def test_a_model_or_data_that_is_not_a_path_names_the_config_file_and_field(tmp_path, capsys, changes, field):
+    # Was a TypeError traceback from os.fspath, even with --check.
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config(tmp_path, **changes)))
+    for extra in (["--check"], ["--no-progress"]):
+        assert cli.main(["sweep", "--config", str(path), *extra]) == 2
+        assert f"{path}: field '{field}': expected a file path" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_errors_of_a_config_file_name_the_file(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config(tmp_path, chips=0)))
+    with pytest.raises(FormatError, match=f"^{path}: field 'chips'"):
+        sweep_module.sweep(path, progress=False)
+
+
+def test_a_drift_compensation_axis_of_lists_is_refused_at_planning(tmp_path, capsys):
+    # Was accepted and run; then summary, open_sweep and report failed ("more than 1 rounds").
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config(tmp_path, grid={"drift_compensation": [["none"], ["none", "global"]]})))
+    assert cli.main(["sweep", "--config", str(path), "--check"]) == 2
+    assert f"{path}: field 'grid.drift_compensation': each value is one compensation" in capsys.readouterr().err
+    with pytest.raises(FormatError, match="grid.drift_compensation"):
+        sweep_module.plan(config(tmp_path, grid={"drift_compensation": {"one": ["none"], "both": ["none", "global"]}}))
+    assert len(sweep_module.plan(config(tmp_path, grid={"drift_compensation": ["none", "global"]})).tasks) == 2
+
+
+@pytest.mark.parametrize("wait", ["nan", "inf", "-5"])
+def test_a_wait_that_is_not_a_finite_time_is_refused(tmp_path, capsys, wait):
+    # --wait nan waited forever on a busy folder; -5 was taken silently.
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config(tmp_path)))
+    assert cli.main(["sweep", "--config", str(path), "--wait", wait]) == 2
+    assert "field '--wait': expected a finite number of seconds >= 0" in capsys.readouterr().err
+    with pytest.raises(FormatError, match="field 'wait_s'"):
+        sweep_module.sweep(config(tmp_path), wait_s=float(wait), progress=False)
+    assert not (tmp_path / "sweep").exists()

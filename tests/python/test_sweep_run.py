@@ -160,3 +160,22 @@ def test_drift_compensation_as_grid_axis_or_as_a_list_gives_the_same_accuracies(
     assert acc["mean"].dims == ("drift_compensation", "t")
     index = json.loads((tmp_path / "list" / "index.json").read_text())
     assert index["tasks"][0]["summary"]["drift_compensation"] == ["none"] * 2 * 2 + ["global"] * 2 * 2
+
+
+def test_resume_does_not_take_a_symlink_to_another_tasks_file(tmp_path, small_data):
+    # A task file that was a symbolic link to another task's file was taken as that task's
+    # result: one grid point silently showed another's numbers.  It now runs again.
+    config = small_sweep(tmp_path / "s", small_data, layers="none")
+    first = aimcemu.sweep(config, workers=1, progress=False)
+    tasks = sweep_module.plan(config).tasks
+    linked, target = (tmp_path / "s" / t.file for t in tasks)
+    genuine = file_arrays(linked)
+    linked.unlink()
+    linked.symlink_to(target.name)
+    again = aimcemu.sweep(config, workers=1, progress=False)
+    assert again.complete and (again.ran, again.skipped) == (1, 1)
+    assert linked.is_file() and not linked.is_symlink()
+    assert again.summaries[tasks[0].id]["accuracy"] == first.summaries[tasks[0].id]["accuracy"]
+    rerun = file_arrays(linked)
+    for name in genuine:
+        np.testing.assert_array_equal(rerun[name], genuine[name], err_msg=name)

@@ -1,8 +1,10 @@
 """``aimcemu sweep``: run or resume a noise sweep described in YAML (docs/sweeps.md).
 
 Locally on a process pool by default, or on a Dask cluster with --scheduler.  Ctrl-C (SIGINT) or
-SIGTERM stops it cleanly: tasks already running finish, nothing else starts, and the same command
-later runs only what is left.  Exit status 130 when interrupted."""
+SIGTERM, to the command or to its whole process group, stops it cleanly at any moment: tasks
+already running finish, nothing else starts, and the same command later runs only what is left.
+Exit status 130 when interrupted; 2 when a task failed or a worker process died (killed, e.g. by
+the out-of-memory killer), after the running tasks have finished."""
 from __future__ import annotations
 
 import argparse
@@ -21,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="local pool size (default: all cores, at most one per task)")
     parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="if another sweep is running in the same folder, wait up to this long for it "
-                             "(default: refuse at once)")
+                             "(a finite number >= 0; default: refuse at once)")
     parser.add_argument("--check", action="store_true", help="validate the config and list the tasks, run nothing")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -35,23 +37,32 @@ def main(args: argparse.Namespace) -> int:
 
     if args.workers is not None:
         workers(args.workers, "--workers")
+    wait_s = sweep_module.validate_wait(args.wait, "--wait")
     config = sweep_module.load_config(args.config)
-    if args.check:
-        plan = sweep_module.plan(config, args.output)
-        print(f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
-              + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none"))
-        return 0
-    result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
-                                progress=not args.no_progress, wait_s=args.wait)
-    done = len(result.summaries)
+    with sweep_module.errors_named_after(args.config):
+        if args.check:
+            plan = sweep_module.plan(config, args.output)
+            print(f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
+                  + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none"))
+            return 0
+        result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
+                                    progress=not args.no_progress, wait_s=wait_s)
     if result.interrupted:
-        print(f"interrupted: {done} of {result.total} tasks done ({result.ran} in this call); "
-              f"rerun the same command to finish", file=sys.stderr)
+        print(interrupted_message(result), file=sys.stderr)
         return INTERRUPTED
     print(f"sweep complete: {result.total} tasks ({result.ran} run now, {result.skipped} already done) "
           f"in {result.folder}")
     print(format_accuracy(result.folder))
     return 0
+
+
+def interrupted_message(result) -> str:
+    """What an interrupted sweep leaves, as it is: all tasks may have finished before the signal."""
+    if result.complete:
+        return (f"interrupted after every task had finished: all {result.total} tasks are done in "
+                f"{result.folder} ({result.ran} in this call); `aimcemu report {result.folder}` shows them")
+    return (f"interrupted: {result.done} of {result.total} tasks done ({result.ran} in this call); "
+            "rerun the same command to finish")
 
 
 def format_accuracy(folder) -> str:
