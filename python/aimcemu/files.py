@@ -125,7 +125,7 @@ class FolderLock:
 
         self.path = Path(folder) / self.NAME
         self._fd = -1
-        self._fd = self._open_lock_file(folder)
+        self._fd = self._open_lock_file()
         deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
             try:
@@ -146,7 +146,7 @@ class FolderLock:
         os.pwrite(self._fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
                                         "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
 
-    def _open_lock_file(self, folder) -> int:
+    def _open_lock_file(self) -> int:
         """The lock file, created if absent.  Never through a link and never anything but a regular
         file: the holder truncates and writes it, so a link planted there would have its target
         overwritten (a model, a results file), and a FIFO or device would block or take the bytes."""
@@ -154,17 +154,17 @@ class FolderLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise fail(os.fspath(folder), self.NAME, "is a symbolic link; the lock file is written, so it is "
+                raise fail(os.fspath(self.path), "file", "is a symbolic link; the lock file is written, so it is "
                                                          "never followed: remove the link") from None
-            raise fail(os.fspath(folder), self.NAME, f"cannot open the lock file: {exc.strerror}") from None
+            raise fail(os.fspath(self.path), "file", f"cannot open the lock file: {exc.strerror}") from None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            raise fail(os.fspath(folder), self.NAME, "exists and is not a regular file (a FIFO, device or socket); "
+            raise fail(os.fspath(self.path), "file", "exists and is not a regular file (a FIFO, device or socket); "
                                                      "the lock file is written, so it must be one: remove it")
         if st.st_nlink != 1:  # a hard link: another name of another file (a model), or a copied folder's lock
             os.close(fd)
-            raise fail(os.fspath(folder), self.NAME, f"has {st.st_nlink} names (a hard link); the lock file is "
+            raise fail(os.fspath(self.path), "file", f"has {st.st_nlink} names (a hard link); the lock file is "
                                                      "written, so it must be its own file: remove it")
         return fd
 

@@ -121,7 +121,7 @@ def test_a_lock_file_that_is_not_a_regular_file_is_refused_untouched(folder, cap
     else:
         lock.mkdir()
         message = "cannot open the lock file"
-    assert_refused(["sweep", "--config", config], folder, capsys, "field '.aimcemu.lock'", message)
+    assert_refused(["sweep", "--config", config], folder, capsys, "sweep/.aimcemu.lock: field 'file'", message)
     assert precious.read_bytes() == before
     assert not (sweep / "index.json").exists()
 
@@ -290,7 +290,7 @@ def test_an_index_or_lock_that_is_not_a_regular_file_is_named(tmp_path):
         sweeps.sweep(_one_point_sweep(tmp_path), progress=False)
     (folder / "index.json").unlink()
     os.mkfifo(folder / ".aimcemu.lock")
-    with pytest.raises(aimcemu.FormatError, match=r"sw/\.aimcemu\.lock: field 'file': cannot lock it"):
+    with pytest.raises(aimcemu.FormatError, match=r"sw/\.aimcemu\.lock: field 'file': exists and is not a regular file"):
         sweeps.sweep(_one_point_sweep(tmp_path), progress=False)
 
 
