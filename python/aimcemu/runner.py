@@ -199,9 +199,17 @@ def _reference_cache(reuse_reference: bool | ReferenceCache) -> ReferenceCache |
 
 
 def stored_layer_names(cfg: RunConfig, net_layers) -> set[str]:
-    """The layers whose activations the results file stores (the run's `layers` selection)."""
+    """The layers whose activations the results file stores (the run's `layers` selection); a name
+    the network does not have is an error naming where the selection came from (the config file)."""
     selection = cfg.layers
-    return {l.name for l in net_layers} if selection == "all" else set() if selection == "none" else set(selection)
+    names = {l.name for l in net_layers}
+    if selection in ("all", "none"):
+        return names if selection == "all" else set()
+    for name in selection:
+        if name not in names:
+            raise validate.fail(cfg.sources.get("layers", "<arguments>"), "layers",
+                                f"no layer named '{_core.printable(name.encode())}' in the model {cfg.model}")
+    return set(selection)
 
 
 def activation_bytes_held(net_layers, output_index: int, stored: set[str], placements, noisy_rounds: int) -> int:

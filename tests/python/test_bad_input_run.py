@@ -83,6 +83,17 @@ def test_layer_selections_that_name_nothing_are_refused(files, capsys):
         refused([model, "-o", folder / "out.h5", "--layers", value], folder, capsys, "layers")
 
 
+def test_an_unknown_layer_in_a_config_file_names_the_file(files, capsys):
+    """Review rev_kill: the results writer's refusal said '<config>' whatever the selection came from."""
+    folder, model, _ = files
+    config = folder / "study.yaml"
+    config.write_text("layers: [nope]\n")
+    refused([model, "-o", folder / "out.h5", "--config", config], folder, capsys,
+            f"{config}: field 'layers': no layer named 'nope' in the model")
+    refused([model, "-o", folder / "out.h5", "--layers", "nope"], folder, capsys,
+            "<arguments>: field 'layers': no layer named 'nope'")
+
+
 def test_invalid_utf8_in_an_argument_names_the_option(files, capsys):
     folder, model, _ = files
     bad = os.fsdecode(b"conv\xff")  # how Python hands over argv bytes that are not UTF-8
