@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common/errors.hpp"
+#include "formats/field_reader.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/postproc.hpp"
 
@@ -20,6 +21,15 @@ const char* to_string(GemmBackend backend) {
         case GemmBackend::CycleSA: return "cycle_sa";
     }
     return "?";
+}
+
+GemmBackend gemm_backend_from_string(const std::string& name, const std::string& source, const std::string& field) {
+    std::string known;
+    for (GemmBackend b : {GemmBackend::Fast, GemmBackend::Reference, GemmBackend::CycleSA}) {
+        if (name == to_string(b)) return b;
+        known += (known.empty() ? "" : ", ") + std::string(to_string(b));
+    }
+    throw FormatError(source, field, "unknown backend '" + printable(name) + "' (expected " + known + ")");
 }
 
 namespace {

@@ -35,6 +35,10 @@ struct Tensor8 {
 
 enum class GemmBackend { Fast, Reference, CycleSA };
 const char* to_string(GemmBackend backend);
+// The backend a name gives ("fast", "reference", "cycle_sa"); FormatError(source, field) naming the
+// known ones otherwise.
+GemmBackend gemm_backend_from_string(const std::string& name, const std::string& source = "<memory>",
+                                     const std::string& field = "backend");
 
 // The weights the PU actually reads.  By default a layer's own; the NIU supplies noisy ones.
 // weights(i) returns layer i's N*M int8 weights in the network's layout, or nullptr to use the

@@ -278,6 +278,8 @@ class RunConfig:
         if not isinstance(options["backend"], str):
             raise _fail(sources["backend"], "backend", "must be a name (the PU model checks which)")
         validate.text(options["backend"], "backend", sources["backend"])
+        if hasattr(_core, "check_backend"):  # a core without the PU model runs no pass at all
+            _core.check_backend(options["backend"], sources["backend"], "backend")
         threads, chips, rounds, seed = check("threads", validate.threads), check("chips", validate.chips), \
             check("rounds", validate.rounds), check("seed", validate.seed)
         names = parse_compensations(options["drift_compensation"], sources["drift_compensation"])

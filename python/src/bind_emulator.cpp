@@ -23,12 +23,7 @@ namespace {
 
 using bindings::Int8Array;
 
-GemmBackend backend_from(const std::string& name) {
-    if (name == "fast") return GemmBackend::Fast;
-    if (name == "reference") return GemmBackend::Reference;
-    if (name == "cycle_sa") return GemmBackend::CycleSA;
-    throw FormatError("<memory>", "backend", "unknown backend '" + name + "' (expected fast, reference or cycle_sa)");
-}
+GemmBackend backend_from(const std::string& name) { return gemm_backend_from_string(name); }
 
 // int8 images [N, H, W, C] of the network's input shape, one Tensor8 each.
 std::vector<Tensor8> images_from(const Network& net, const py::object& obj) {

@@ -31,12 +31,7 @@ Int8Array int8_arg(const py::handle& obj, int ndim, const std::string& name) {
     return bindings::require_int8(obj, "<memory>", name, ndim);
 }
 
-GemmBackend backend_from(const std::string& name) {
-    if (name == "fast") return GemmBackend::Fast;
-    if (name == "reference") return GemmBackend::Reference;
-    if (name == "cycle_sa") return GemmBackend::CycleSA;
-    throw FormatError("<memory>", "backend", "unknown backend '" + name + "' (expected fast, reference or cycle_sa)");
-}
+GemmBackend backend_from(const std::string& name) { return gemm_backend_from_string(name); }
 
 FastKernel kernel_from(const std::string& name) { return fast_kernel_from_string(name, "kernel"); }
 
@@ -269,6 +264,10 @@ py::dict stats_dict(const SaCycleStats& s) {
 }
 
 void bind_pu(py::module_& m) {
+    m.def("check_backend", [](const std::string& name, const std::string& source, const std::string& field) {
+        gemm_backend_from_string(name, source, field);
+    }, py::arg("name"), py::arg("source") = "<memory>", py::arg("field") = "backend",
+          "FormatError(source, field) unless `name` is a PU backend (fast, reference, cycle_sa)");
     m.def("run_network", &run_network_py, py::arg("net"), py::arg("images"), py::arg("backend") = "fast",
           py::arg("threads") = 0, py::arg("weights") = py::none(), py::arg("keep") = py::none(), py::arg("batch") = 0,
           py::arg("peripherals") = py::none(), py::arg("first_image") = 0, py::arg("into") = py::none(),

@@ -94,6 +94,15 @@ def test_an_unknown_layer_in_a_config_file_names_the_file(files, capsys):
             "<arguments>: field 'layers': no layer named 'nope'")
 
 
+def test_an_unknown_backend_in_a_config_file_names_the_file(files, capsys):
+    """Review rev_kill: the binding's refusal said '<memory>' for a backend from a YAML file."""
+    folder, model, _ = files
+    config = folder / "study.yaml"
+    config.write_text("backend: turbo\n")
+    refused([model, "-o", folder / "out.h5", "--config", config], folder, capsys,
+            f"{config}: field 'backend': unknown backend 'turbo' (expected fast, reference, cycle_sa)")
+
+
 def test_invalid_utf8_in_an_argument_names_the_option(files, capsys):
     folder, model, _ = files
     bad = os.fsdecode(b"conv\xff")  # how Python hands over argv bytes that are not UTF-8
