@@ -83,24 +83,19 @@ def test_layer_selections_that_name_nothing_are_refused(files, capsys):
         refused([model, "-o", folder / "out.h5", "--layers", value], folder, capsys, "layers")
 
 
-def test_an_unknown_layer_in_a_config_file_names_the_file(files, capsys):
-    """Review rev_kill: the results writer's refusal said '<config>' whatever the selection came from."""
+@pytest.mark.parametrize("option, expected", [
+    ("layers: [nope]", "field 'layers': no layer named 'nope' in the model"),
+    ("backend: turbo", "field 'backend': unknown backend 'turbo' (expected fast, reference, cycle_sa)"),
+], ids=["layers", "backend"])
+def test_an_option_the_model_or_the_pu_refuses_names_the_config_file(files, capsys, option, expected):
+    """Review rev_kill: the results writer's refusal of a layer said '<config>' and the binding's of a
+    backend '<memory>', whatever the option came from."""
     folder, model, _ = files
     config = folder / "study.yaml"
-    config.write_text("layers: [nope]\n")
-    refused([model, "-o", folder / "out.h5", "--config", config], folder, capsys,
-            f"{config}: field 'layers': no layer named 'nope' in the model")
-    refused([model, "-o", folder / "out.h5", "--layers", "nope"], folder, capsys,
-            "<arguments>: field 'layers': no layer named 'nope'")
-
-
-def test_an_unknown_backend_in_a_config_file_names_the_file(files, capsys):
-    """Review rev_kill: the binding's refusal said '<memory>' for a backend from a YAML file."""
-    folder, model, _ = files
-    config = folder / "study.yaml"
-    config.write_text("backend: turbo\n")
-    refused([model, "-o", folder / "out.h5", "--config", config], folder, capsys,
-            f"{config}: field 'backend': unknown backend 'turbo' (expected fast, reference, cycle_sa)")
+    config.write_text(option + "\n")
+    refused([model, "-o", folder / "out.h5", "--config", config], folder, capsys, f"{config}: {expected}")
+    key, value = option.split(": ")
+    refused([model, "-o", folder / "out.h5", f"--{key}", value.strip("[]")], folder, capsys, f"<arguments>: {expected}")
 
 
 def test_invalid_utf8_in_an_argument_names_the_option(files, capsys):
