@@ -134,7 +134,7 @@ class FolderLock:
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     self.release()
-                    raise
+                    raise fail(os.fspath(self.path), "file", f"cannot lock it: {exc.strerror}") from None
                 if time.monotonic() >= deadline:
                     holder = self._holder()
                     self.release()

@@ -450,15 +450,6 @@ def _check_existing_index(p: SweepPlan) -> None:
                                    "use a new folder or remove it")
 
 
-def _folder_lock(folder: Path, wait_s: float) -> files.FolderLock:
-    """The folder's lock; a lock file that cannot be locked (a FIFO, a folder) is an error naming it."""
-    try:
-        return files.FolderLock(folder, "sweep", wait_s)
-    except OSError as exc:
-        raise _core.FormatError(f"{folder / files.FolderLock.NAME}: field 'file': cannot lock it "
-                                f"({exc.strerror or exc}); it should be a regular file: remove it") from None
-
-
 def _index(p: SweepPlan, summaries: dict) -> dict:
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
             "tasks": [{**t.to_dict(), "done": t.id in summaries,
@@ -518,7 +509,7 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
     with _stop_signals_interrupt():
         try:
             p.folder.mkdir(parents=True, exist_ok=True)
-            with _folder_lock(p.folder, wait_s):
+            with files.FolderLock(p.folder, "sweep", wait_s):
                 summaries.update(_prepare_folder(p))
                 skipped = len(summaries)
                 _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
