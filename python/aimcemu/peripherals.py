@@ -111,8 +111,14 @@ def _number(value: Any, source: str, field: str) -> float:
     return float(value)
 
 
-def steps_of(res: float | None, source: str, field: str) -> int:
-    """aihwkit's resolution (1/steps, or steps when > 1) as a whole number of steps; 0 = ideal."""
+# The most steps each converter takes (the core's limits), by its resolution's key.
+def _max_steps(key: str) -> int:
+    return {"inp_res": _core.niu.PERIPH_MAX_INP_STEPS, "out_res": _core.niu.PERIPH_MAX_OUT_STEPS}[key]
+
+
+def steps_of(res: float | None, source: str, field: str, most: int) -> int:
+    """aihwkit's resolution (1/steps, or steps when > 1) as a whole number of steps, at most `most`;
+    0 = ideal."""
     if res is None:
         return 0
     if math.isnan(res):
@@ -121,7 +127,6 @@ def steps_of(res: float | None, source: str, field: str) -> int:
         raise _fail(source, field, f"zero or negative levels ({res!r}); leave it null for an ideal converter "
                                    "(aihwkit reads <= 0 as ideal, we refuse it as a likely mistake)")
     steps = res if res > 1 else 1.0 / res
-    most = _core.niu.PERIPH_MAX_INP_STEPS if field.endswith("inp_res") else _core.niu.PERIPH_MAX_OUT_STEPS
     if not steps < most + 0.5:  # also infinity (1/res of a subnormal res, or res itself); rounded below
         raise _fail(source, field, f"expected at most {most} steps (1/{most} or {most}), got {res!r} ({steps:g} steps)")
     whole = round(steps)
@@ -133,10 +138,10 @@ def steps_of(res: float | None, source: str, field: str) -> int:
 
 def core_settings(config: dict, source: str = "<config>", field: str = "peripherals") -> dict:
     """The settings dict aimcemu._core.niu.Peripherals takes, from a resolved config."""
-    return {"inp_steps": steps_of(config["inp_res"], source, f"{field}.inp_res"),
+    return {"inp_steps": steps_of(config["inp_res"], source, f"{field}.inp_res", _max_steps("inp_res")),
             "inp_bound": config["inp_bound"], "out_noise": config["out_noise"],
             "out_bound": math.inf if config["out_bound"] is None else config["out_bound"],
-            "out_steps": steps_of(config["out_res"], source, f"{field}.out_res"),
+            "out_steps": steps_of(config["out_res"], source, f"{field}.out_res", _max_steps("out_res")),
             "noise_management": config["noise_management"]}
 
 
@@ -147,7 +152,7 @@ def describe(config: dict | None) -> str:
     parts = []
     for key in ("inp_res", "out_res"):
         if config[key] is not None:
-            parts.append(f"{key.split('_')[0]} {steps_of(config[key], '', key)} steps")
+            parts.append(f"{key.split('_')[0]} {steps_of(config[key], '', key, _max_steps(key))} steps")
     if config["out_noise"]:
         parts.append(f"out_noise {config['out_noise']:g}")
     if config["out_bound"] is not None:

@@ -222,9 +222,9 @@ def test_a_resolution_that_rounds_to_the_step_limit_is_taken():
 
     most = aimcemu._core.niu.PERIPH_MAX_INP_STEPS
     for res in (float(np.float32(1 / most)), most + 1e-7, float(most)):
-        assert periph.steps_of(res, "<test>", "inp_res") == most
+        assert periph.steps_of(res, "<test>", "inp_res", most) == most
     with pytest.raises(aimcemu.FormatError, match="expected at most"):
-        periph.steps_of(most + 1.0, "<test>", "inp_res")
+        periph.steps_of(most + 1.0, "<test>", "inp_res", most)
 
 
 def test_presets_and_cli_strings():
