@@ -100,18 +100,18 @@ def _check_niu_runs_at_every_t(noise, mapping: Mapping, times, sources: dict) ->
     noise config's field) and the NIU's field."""
     default = (noise if noise is not None else resolve_noise_model(DEFAULT_NOISE),
                sources["noise"], "noise")
-    models = [default] + [(model, mapping.source, field) for model, field in mapping.noise_models()]
+    models = [default] + [(model, mapping.source, rule_field) for model, rule_field in mapping.noise_models()]
     checked: set[int] = set()  # rules that give the same noise config share one model
-    for model, source, field in models:
+    for model, source, noise_field in models:
         if id(model) in checked:
             continue
         checked.add(id(model))
-        for t in dict.fromkeys(times):
+        # At t = 0 first: what fails there is the noise config's; what fails only later, the t's.
+        for t, where in [(0.0, (source, noise_field))] + [(t, (sources["t"], "t")) for t in dict.fromkeys(times) if t != 0.0]:
             try:
                 niu.check_runs_at(model, t)
             except _core.FormatError as exc:
                 inner = str(exc).removeprefix("<niu compiler>: ")
-                where = (sources["t"], "t") if inner.startswith("field 't") else (source, field)
                 raise _fail(*where, f"the NIU cannot run {model.model} at t = {t:g} s: {inner}") from None
 
 
