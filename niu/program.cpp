@@ -231,15 +231,25 @@ NiuLayerProgram read_layer(const std::uint32_t* w, const std::string& source, st
 
 void check_model(const noise::NoiseModel& model) { require_pcm_family(model); }
 
-void check_runs_at(const noise::NoiseModel& model, double t) {
+void check_code_tables(const noise::NoiseModel& model) {
+    const noise::PcmFamilyModel& pcm = require_pcm_family(model);
+    NiuLayerProgram tables;
+    // Each abs-max A gives its own targets k/A (127 is prime: no A's set holds another's), so a
+    // table entry may overflow at one A and not at another; 127 tables of 128 entries are cheap.
+    for (int absmax = 1; absmax <= kMaxAbsmax; ++absmax) fill_code_table(pcm, absmax, tables);
+}
+
+void check_tables_at(const noise::NoiseModel& model, double t) {
     const noise::PcmFamilyModel& pcm = require_pcm_family(model);
     check_options(pcm, {0, 0, 0, t, NIU_OUT_BITS_MAX});
     NiuLayerProgram tables;
     tables.drift_lt = drift_lt(pcm, t);
-    // Each abs-max A gives its own targets k/A (127 is prime: no A's set holds another's), so a
-    // table entry may overflow at one A and not at another; 127 tables of 128 entries are cheap.
-    for (int absmax = 1; absmax <= kMaxAbsmax; ++absmax) fill_code_table(pcm, absmax, tables);
     fill_read_table(pcm, t, tables);
+}
+
+void check_runs_at(const noise::NoiseModel& model, double t) {
+    check_code_tables(model);
+    check_tables_at(model, t);
 }
 
 int clean_absmax(std::span<const std::int8_t> clean, AbsMaxMode mode) {

@@ -93,7 +93,14 @@ void check_model(const noise::NoiseModel& model);
 // for every abs-max 1..127, each entry within its fixed-point field.  The tables depend on the
 // weights only through the abs-max, so a run checks its models at its t values once, before any
 // work, instead of failing at its first round at a t the drift field cannot hold.
+// check_runs_at(model, t) is check_code_tables(model) and check_tables_at(model, t): a caller with
+// several t values checks the code tables (127 of them, the bulk of the work) once.
 void check_runs_at(const noise::NoiseModel& model, double t);
+// The part that does not depend on t: the per-code tables (programming noise and drift exponent)
+// for every abs-max 1..127.
+void check_code_tables(const noise::NoiseModel& model);
+// The part that does: t itself, the drift field log2((t + t0)/t0) and the read-noise table at t.
+void check_tables_at(const noise::NoiseModel& model, double t);
 
 // Throws FormatError for a model outside the PCM family, a converter other than a single pair
 // with g_min = 0, negative or non-finite t, bad alpha, absmax or out_bits.

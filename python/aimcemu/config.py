@@ -106,10 +106,13 @@ def _check_niu_runs_at_every_t(noise, mapping: Mapping, times, sources: dict) ->
         if id(model) in checked:
             continue
         checked.add(id(model))
-        # At t = 0 first: what fails there is the noise config's; what fails only later, the t's.
-        for t, where in [(0.0, (source, noise_field))] + [(t, (sources["t"], "t")) for t in dict.fromkeys(times) if t != 0.0]:
+        # The code tables (t-independent, the bulk of the work) once, then what depends on t at
+        # t = 0 first: what fails there is the noise config's; what fails only later, the t's.
+        checks = [(0.0, (source, noise_field), niu.check_runs_at)]
+        checks += [(t, (sources["t"], "t"), niu.check_tables_at) for t in dict.fromkeys(times) if t != 0.0]
+        for t, where, check in checks:
             try:
-                niu.check_runs_at(model, t)
+                check(model, t)
             except _core.FormatError as exc:
                 inner = str(exc).removeprefix("<niu compiler>: ")
                 raise _fail(*where, f"the NIU cannot run {model.model} at t = {t:g} s: {inner}") from None

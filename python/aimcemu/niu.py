@@ -29,7 +29,7 @@ from .noise import NoiseModel, noise_model_from_dict
 
 _niu = _core.niu
 
-__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "check_runs_at", "max_alpha",
+__all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "check_runs_at", "check_code_tables", "check_tables_at", "max_alpha",
            "kept_memory_bytes", "release_kept_memory"]
 
 
@@ -67,6 +67,18 @@ def check_runs_at(model: NoiseModel, t: float) -> None:
     t beyond the drift field's range, a noise scale of 1e300 do not).  The tables depend on the
     weights only through their abs-max: they are checked for every abs-max 1..127."""
     _niu.check_runs_at(model.core_model, float(t))
+
+
+def check_code_tables(model: NoiseModel) -> None:
+    """check_runs_at's part that does not depend on t: the per-code tables (programming noise,
+    drift exponent) for every abs-max 1..127.  A caller with several t values runs it once and
+    check_tables_at at each t."""
+    _niu.check_code_tables(model.core_model)
+
+
+def check_tables_at(model: NoiseModel, t: float) -> None:
+    """check_runs_at's part that depends on t: t itself, the drift field and the read-noise table."""
+    _niu.check_tables_at(model.core_model, float(t))
 
 
 def max_alpha(absmax: int, out_bits: int = 8) -> float:

@@ -121,6 +121,10 @@ void bind_niu(py::module_& root) {
 
     m.def("check_runs_at", &check_runs_at, py::arg("model"), py::arg("t"),
           "FormatError unless the NIU compiler can make a program of `model` at `t` seconds (its tables fit)");
+    m.def("check_code_tables", &check_code_tables, py::arg("model"),
+          "FormatError unless every per-code table of `model` (abs-max 1..127) fits the NIU's fields (t-independent)");
+    m.def("check_tables_at", &check_tables_at, py::arg("model"), py::arg("t"),
+          "FormatError unless t and the tables that depend on it (drift field, read-noise table) fit the NIU's fields");
     m.def("compile_program", [](const noise::NoiseModel& model, const py::list& layers, std::uint64_t seed,
                                 std::uint64_t chip, std::uint64_t round, double t, int out_bits) {
         std::vector<NiuLayerSpec> specs;

@@ -6,6 +6,7 @@ configuration the plan resolved without checking it again."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import re
 
 import pytest
 
@@ -121,6 +122,53 @@ def test_the_niu_check_covers_every_abs_max():
         _core.niu.compile_program(model.core_model, [{**layer, "absmax": 2}])  # not at 2
     with pytest.raises(aimcemu.FormatError, match="field 'noise': the NIU cannot run pcm_like at t = 0 s: field 'SP'"):
         RunConfig.resolve({"mapping": "all", "noise": noise}, source="study.yaml")
+
+
+def test_the_niu_check_splits_into_the_code_tables_and_what_depends_on_t():
+    """check_runs_at(model, t) is check_code_tables(model) and check_tables_at(model, t): the code
+    tables do not depend on t, t and the read table do; each half refuses only its own failures."""
+    pcm = lambda **fields: aimcemu.noise.noise_model_from_dict({"model": "pcm_like", **fields})  # noqa: E731
+    cases = [  # model, t, the field the NIU names, whether the t-independent half fails
+        (pcm(prog_noise_scale=1e300), 0.0, "'SP'", True),
+        (pcm(drift_scale=1e300), 0.0, "'MU'", True),
+        (pcm(read_noise_scale=1e300), 0.0, "'RT'", False),
+        (pcm(), 1e15, "'t (log2(t/t0) beyond 32)'", False),
+        (pcm(), -1.0, "'t'", False),
+    ]
+    for model, t, niu_field, in_code_tables in cases:
+        with pytest.raises(aimcemu.FormatError, match=f"field {re.escape(niu_field)}"):
+            aimcemu.niu.check_runs_at(model, t)
+        half, other = ((aimcemu.niu.check_code_tables, (model,)), (aimcemu.niu.check_tables_at, (model, t)))
+        failing, passing = (half, other) if in_code_tables else (other, half)
+        with pytest.raises(aimcemu.FormatError, match=f"field {re.escape(niu_field)}"):
+            failing[0](*failing[1])
+        passing[0](*passing[1])
+    aimcemu.niu.check_runs_at(pcm(), 3.15e7)
+
+
+def test_resolving_builds_the_niu_code_tables_once_per_noise_model_not_once_per_t(monkeypatch):
+    """The 127 code tables are the bulk of the NIU check (about 1.6 ms a model): at 1,000 grid points
+    of a sweep plan, building them again at every t cost seconds."""
+    counts = {"code_tables": 0, "at_t": []}
+    runs_at, tables_at = _core.niu.check_runs_at, _core.niu.check_tables_at
+
+    def counting_runs_at(model, t):
+        counts["code_tables"] += 1
+        counts["at_t"].append(t)
+        return runs_at(model, t)
+
+    def counting_tables_at(model, t):
+        counts["at_t"].append(t)
+        return tables_at(model, t)
+
+    monkeypatch.setattr(_core.niu, "check_runs_at", counting_runs_at)
+    monkeypatch.setattr(_core.niu, "check_tables_at", counting_tables_at)
+    monkeypatch.setattr(_core.niu, "check_code_tables", lambda model: pytest.fail("counted in check_runs_at"))
+    times = [0.0, 1.0, 60.0, 3600.0, 86400.0, 3.15e7]
+    mapping = {"default": "aimc", "layers": {"head": {"noise": {"model": "hermes"}}}}
+    RunConfig.resolve({"mapping": mapping, "noise": "pcm_like", "t": times})
+    assert counts["code_tables"] == 2                                  # pcm_like and hermes
+    assert sorted(counts["at_t"]) == sorted(times * 2)                 # each model at each t, once
 
 
 def test_a_run_builds_each_distinct_noise_model_once_and_compiles_only_the_programs_it_uses(digits, tmp_path, calls):
