@@ -63,6 +63,12 @@ std::string format_number(double x) {
     return s.str();
 }
 
+// A value for an error message, cut short: a config value can be huge.
+std::string shortened(std::string text, std::size_t limit = 80) {
+    if (text.size() > limit) text = text.substr(0, limit) + "...";
+    return text;
+}
+
 }  // namespace
 
 // --- ParamRow -------------------------------------------------------------------------------
@@ -134,7 +140,8 @@ const ParamSpec* ParamTable::find(const std::string& name) const {
 
 void ParamTable::check(const ParamSpec& spec, const ParamValue& value, const NoiseParams& resolved) const {
     if (!has_type(spec.type, value))
-        throw FormatError(source_, spec.name, std::string("expected ") + expected_name(spec.type) + ", got " + type_name(value));
+        throw FormatError(source_, spec.name, std::string("expected ") + expected_name(spec.type) + ", got " + type_name(value) + " " +
+                                                  shortened(format_value(value)));
     if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), value) == spec.choices.end())
         throw FormatError(source_, spec.name, "must be " + describe_range(spec) + ", got " + format_value(value));
     // a derived bound by its value here, and in words (where it comes from)

@@ -10,11 +10,14 @@ only (no Python objects), and bounded so that no document can exhaust memory or 
                bomb is refused before it is built), and no alias cycles
     keys       no key given twice in one mapping (the last one would silently win)
 
+Numbers in exponent form without a dot or exponent sign (5e-1, 1.0e5) are floats, as in YAML 1.2.
+
 Every violation, a syntax error and bytes that are not UTF-8 raise aimcemu.FormatError naming
 the file (or the command-line option) and the field '<yaml>' (or the key), with the line.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .validate import decode, fail, input_file, text
@@ -103,8 +106,16 @@ def _bounded_loader():
                 seen[key] = key_node.start_mark.line
             return super().construct_mapping(node, deep)
 
+    # YAML 1.1, which PyYAML implements, reads a number in exponent form without a dot (5e-1, 1E3)
+    # or without a sign in its exponent (1.0e5) as a string; YAML 1.2 and every other language a
+    # researcher writes them in read a float.  A string there would be refused as a noise scale
+    # or taken as a layer name, so such scalars resolve to floats here.
+    BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
     _LOADER = BoundedLoader
     return _LOADER
+
+
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 
 
 def _check_expanded_size(root, source: str) -> None:

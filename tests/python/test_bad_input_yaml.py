@@ -120,3 +120,26 @@ def test_the_loader_keeps_what_is_valid():
     parse_yaml("x: " + "[" * 63 + "]" * 63, "<test>")
     with pytest.raises(FormatError, match="nested deeper than 64"):
         parse_yaml("x: " + "[" * 64 + "]" * 64, "<test>")
+
+
+def test_numbers_in_exponent_form_are_numbers_as_in_yaml_1_2():
+    """PyYAML reads YAML 1.1, where 5e-1 (no dot) and 1.0e5 (no exponent sign) are strings; a noise
+    scale written so was refused as 'a string'.  They load as floats; what is not a number stays text."""
+    value = parse_yaml("a: [5e-1, 1E3, 1.0e5, -2e+5, 1_0e1, 0.5, 1.0e-5, 10, '5e-1', 5e, e5, 1e3x, 0x10]", "<test>")
+    assert value["a"] == [0.5, 1000.0, 1e5, -2e5, 100.0, 0.5, 1e-5, 10, "5e-1", "5e", "e5", "1e3x", 16]
+    assert [type(v) for v in value["a"][:7]] == [float] * 7
+    import yaml
+    assert yaml.safe_load("a: 5e-1") == {"a": "5e-1"}  # PyYAML's own loader is left as it is
+
+
+def test_a_noise_value_of_the_wrong_type_is_shown_in_the_error(folder, capsys):
+    config = folder / "typed.yaml"
+    config.write_text("mapping: all\nnoise:\n  model: pcm_like\n  prog_noise_scale: 5e-1\n")
+    from aimcemu.config import RunConfig
+    assert RunConfig.resolve(config).noise.to_dict()["prog_noise_scale"] == 0.5
+    config.write_text("mapping: all\nnoise:\n  model: pcm_like\n  prog_noise_scale: half\n")
+    refused(["run", "--config", config], folder, capsys,
+            "typed.yaml: field 'noise': noise model 'pcm_like': field 'prog_noise_scale': expected a number, got a string 'half'")
+    long_text = "x" * 500
+    config.write_text(f"mapping: all\nnoise:\n  model: pcm_like\n  prog_noise_scale: {long_text}\n")
+    refused(["run", "--config", config], folder, capsys, "got a string '" + "x" * 79 + "...")
