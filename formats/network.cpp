@@ -247,15 +247,26 @@ void check_storable_text(const std::string& text, const std::string& path, const
                                            std::to_string(bad_at) + "): files store text as UTF-8");
 }
 
+namespace {
+// C0 controls and DEL: printed in a table, ESC or CR from a hostile file would drive the terminal.
+bool holds_control_character(const std::string& text) {
+    return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+}  // namespace
+
+void check_display_name(const std::string& text, const std::string& path, const std::string& field) {
+    check_storable_text(text, path, field);  // first: a NUL or a byte outside UTF-8 is named as such
+    if (holds_control_character(text))
+        throw FormatError(path, field, "'" + printable(text) + "' holds a control character (such as tab, CR or ESC): "
+                                       "names are printed in tables");
+}
+
 void check_layer_name(const std::string& name, const std::string& path, const std::string& field) {
     // '..' is a legal HDF5 link name, but a layer name also ends up in paths and glob patterns
     // that users type, where it reads as "the parent": refused with the rest.
     // Control characters (C0 and DEL) too: a name is printed in tables (aimcemu perf, models,
     // reports), where ESC or CR from a hostile file would drive the terminal.
-    const bool control = std::any_of(name.begin(), name.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-    });
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || control)
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || holds_control_character(name))
         throw FormatError(path, field,
                           "'" + printable(name) +
                               "' cannot name a layer (a group of the model file: not empty, '.' or '..', "
@@ -264,11 +275,14 @@ void check_layer_name(const std::string& name, const std::string& path, const st
 }
 
 void check_storable_names(const Network& net, const std::string& path) {
-    check_storable_text(net.name, path, "name");
-    for (std::size_t i = 0; i < net.class_names.size(); ++i)
-        check_storable_text(net.class_names[i], path, "class_names/" + std::to_string(i));
+    check_display_names(net.name, net.class_names, path);
     for (std::size_t i = 0; i < net.layers.size(); ++i)
         check_layer_name(net.layers[i].name, path, "layers/" + std::to_string(i) + "/name");
+}
+
+void check_display_names(const std::string& network_name, const std::vector<std::string>& class_names, const std::string& path) {
+    check_display_name(network_name, path, "name");
+    for (std::size_t i = 0; i < class_names.size(); ++i) check_display_name(class_names[i], path, "class_names/" + std::to_string(i));
 }
 
 }  // namespace aimcemu

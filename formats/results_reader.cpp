@@ -8,6 +8,7 @@
 #include "common/h5.hpp"
 #include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
+#include "formats/network.hpp"
 #include "formats/untrusted_file.hpp"
 
 namespace aimcemu {
@@ -142,6 +143,12 @@ ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
     info.config_json = r.text(file, "config", "config");
     info.class_names = r.texts(file, "class_names", "class_names");
     info.layer_names = r.texts(file, "layer_names", "layer_names");
+    // Names are printed (aimcemu report): a hostile file's ESC must not reach the terminal.
+    check_display_name(info.model, path, "model");
+    for (std::size_t i = 0; i < info.class_names.size(); ++i)
+        check_display_name(info.class_names[i], path, "class_names/" + std::to_string(i));
+    for (std::size_t i = 0; i < info.layer_names.size(); ++i)
+        check_layer_name(info.layer_names[i], path, "layer_names/" + std::to_string(i));
 
     info.rounds = read_round_coordinates(r, file, "", -1);
     const auto rounds = std::int64_t(info.rounds.size());

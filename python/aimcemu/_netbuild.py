@@ -691,7 +691,7 @@ class Quantizer:
 
 def build_network(nodes: list[Node], output: Node, ranges: Ranges, name: str, source: str) -> ImportedModel:
     """Maps the nodes (topological order, the input first) and quantizes them."""
-    _core.check_storable_text(name, source, "name")   # the writers' rule, before anything is built
+    _core.check_display_name(name, source, "name")   # the writers' rule, before anything is built
     plans, output_layer = GraphMapper(ranges, source).map(nodes, output)
     return Quantizer(plans, ranges, nodes[0], source).build(name, output_layer)
 

@@ -324,6 +324,9 @@ void bind_io(py::module_& m) {
           "(formats/field_reader.hpp; the one escaping rule of every message)");
     m.def("check_storable_text", &check_storable_text, py::arg("text"), py::arg("source"), py::arg("field"),
           "Raise FormatError(source, field) when `text` holds a NUL byte (HDF5 text would end there).");
+    m.def("check_display_name", &check_display_name, py::arg("text"), py::arg("source"), py::arg("field"),
+          "Raise FormatError(source, field) unless `text` can name a network or class: storable, UTF-8, and "
+          "free of control characters (it is printed in tables).");
 
     m.def("save_dataset", &save_dataset_py, py::arg("images"), py::arg("labels"), py::arg("path"),
           py::arg("source") = "", py::arg("description") = "", py::arg("input_frac_bits") = py::none(),

@@ -341,13 +341,13 @@ void bind_network(py::module_& m) {
     }, "Test only: how many passes (run_network, feed_network) are reading `net` now.");
     py::class_<Network> network(m, "Network");
     def_guarded(network, "name", &Network::name,
-                [](const std::string& name) { check_storable_text(name, "<Network>", "name"); });
+                [](const std::string& name) { check_display_name(name, "<Network>", "name"); });
     def_guarded(network, "input_shape", &Network::input_shape);
     def_guarded(network, "input_frac_bits", &Network::input_frac_bits);
     def_guarded(network, "output_layer", &Network::output_layer);
     def_guarded(network, "class_names", &Network::class_names, [](const std::vector<std::string>& names) {
         for (std::size_t i = 0; i < names.size(); ++i)
-            check_storable_text(names[i], "<Network>", "class_names/" + std::to_string(i));
+            check_display_name(names[i], "<Network>", "class_names/" + std::to_string(i));
     });
     network.def(py::init<>())
         .def_property("layers", &layers_of, &set_layers,

@@ -411,6 +411,36 @@ TEST_F(ModelFileTest, NamesHoldingANulByteAreRefusedNamingTheField) {
     expect_refused([&] { save_dataset(d, path("d.h5")); }, "source");
 }
 
+// A network or class name is printed in tables (aimcemu models, report): ESC or CR from a file
+// would drive the terminal, so no writer stores one (layer names had the rule already).
+TEST_F(ModelFileTest, NetworkAndClassNamesWithControlCharactersAreRefusedOnSave) {
+    for (const std::string bad : {"evil\x1b[2K", "cr\r", "tab\t", "del\x7f"}) {
+        Network net = tiny_network();
+        net.name = bad;
+        try {
+            save_model(net, path("m.h5"));
+            ADD_FAILURE() << "saved a network named " << printable(bad);
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "name");
+            EXPECT_NE(std::string(e.what()).find("'" + printable(bad) + "' holds a control character"), std::string::npos) << e.what();
+        }
+        net = tiny_network();
+        net.class_names.assign(std::size_t(net.layers.back().out_shape.size()), "c");
+        net.class_names[2] = bad;
+        try {
+            save_model(net, path("m.h5"));
+            ADD_FAILURE() << "saved a class named " << printable(bad);
+        } catch (const FormatError& e) {
+            EXPECT_EQ(e.field(), "class_names/2");
+        }
+        EXPECT_TRUE(files().empty());
+    }
+    Network net = tiny_network();
+    net.name = "r\xc3\xa9seau 18 (v1.5) ~";  // printable UTF-8 is kept
+    save_model(net, path("m.h5"));
+    EXPECT_EQ(load_model(path("m.h5")).name, net.name);
+}
+
 // Each case edits a valid file in place, then expects a FormatError for the named field.
 struct Corruption {
     std::string name, field, fragment;

@@ -1016,3 +1016,37 @@ def test_control_bytes_in_names_are_escaped_by_one_rule_in_every_message(tmp_pat
         _netbuild.check_layer_name(name, "m.onnx", f"node '{name}' (Conv) name")
     assert str(refused.value).startswith("m.onnx: field 'node 'café\\x01/x' (Conv) name': 'café\\x01/x' cannot name"), \
         str(refused.value)
+
+
+def test_files_whose_names_hold_control_characters_are_refused_when_read(tmp_path):
+    """A network, class or layer name from a hostile file is printed (aimcemu models, report): the
+    readers refuse ESC/CR as the writers do, naming the file and the field."""
+    import h5py
+
+    from aimcemu import _core, analysis, modelfile
+
+    model_path = tmp_path / "m.h5"
+    modelfile.save_model(_core.zoo.resnet18(1, 32, 10), model_path)
+    with h5py.File(model_path, "a") as f:
+        f.attrs["name"] = "evil\x1b[2K\rFAKE"
+    with pytest.raises(aimcemu.FormatError) as refused:
+        modelfile.load_model(model_path)
+    assert str(refused.value).startswith(f"{model_path}: field 'name': 'evil\\x1b[2K\\x0dFAKE' holds a control character")
+
+    results = tmp_path / "r.h5"
+    aimcemu.run(output=results, threads=1)
+    for attribute, index, field in [("model", None, "model"), ("class_names", 3, "class_names/3"),
+                                    ("layer_names", 1, "layer_names/1")]:
+        bad = tmp_path / f"bad_{attribute}.h5"
+        bad.write_bytes(results.read_bytes())
+        with h5py.File(bad, "a") as f:
+            if index is None:
+                f.attrs[attribute] = "x\x1b]0;title\x07"
+            else:
+                names = [str(n) for n in f.attrs[attribute]]
+                names[index] = "x\x1b]0;title\x07"
+                f.attrs[attribute] = names
+        with pytest.raises(aimcemu.FormatError) as refused:
+            analysis.open_run(bad)
+        assert str(refused.value).startswith(f"{bad}: field '{field}': 'x\\x1b]0;title\\x07'"), str(refused.value)
+        assert "\x1b" not in str(refused.value)
