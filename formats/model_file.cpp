@@ -277,7 +277,9 @@ Network read_model(const FieldReader& r, WeightsSource& weights) {
     Network net;
     net.name = r.text(file, "name", "name");
     const auto shape = r.integers(file, "input_shape", "input_shape", 3);
-    for (auto v : shape) r.require(v > 0 && v <= (1 << 20), "input_shape", "every dimension must be in 1..2^20");
+    for (auto v : shape)
+        r.require(v >= kDimensionRange.min && v <= kDimensionRange.max, "input_shape",
+                  "every dimension must be in 1.." + std::to_string(kDimensionRange.max) + " (got " + std::to_string(v) + ")");
     net.input_shape = {int(shape[0]), int(shape[1]), int(shape[2])};
     net.input_frac_bits = int(r.integer(file, "input_frac_bits", "input_frac_bits", -31, 31));
     net.output_layer = int(r.integer(file, "output_layer", "output_layer", -1, kIntMax));

@@ -509,6 +509,9 @@ INSTANTIATE_TEST_SUITE_P(
                    [](const h5::File& f) { f.remove_attribute("name"); }},
         Corruption{"ShortInputShape", "input_shape", "3 integers",
                    [](const h5::File& f) { f.remove_attribute("input_shape"); f.write_attribute_array<std::int32_t>("input_shape", {4, 4}); }},
+        // The reader names the one limit resolve applies (it said 1..2^20 and let 65536..2^20 through to resolve).
+        Corruption{"InputShapeBeyondTheDimensionLimit", "input_shape", "every dimension must be in 1..65535 (got 65536)",
+                   [](const h5::File& f) { f.remove_attribute("input_shape"); f.write_attribute_array<std::int32_t>("input_shape", {4, 65536, 2}); }},
         Corruption{"MissingLayers", "layers", "missing",
                    [](const h5::File& f) { f.remove_link("layers"); }},
         Corruption{"MissingLayerAttribute", "layers/conv/out_shift", "missing",
