@@ -259,11 +259,13 @@ class RunConfig:
 
     @classmethod
     def resolve(cls, config: MappingABC | str | os.PathLike | None = None,
-                explicit: MappingABC[str, Any] | None = None, source: str | None = None) -> "RunConfig":
+                explicit: MappingABC[str, Any] | None = None, source: str | None = None,
+                explicit_sources: MappingABC[str, str] | None = None) -> "RunConfig":
         """Defaults, then `config` (a dict, or a YAML file), then the `explicit` options that
         differ from their defaults (aimcemu.run's arguments).  `source` names a dict config in
-        errors (default "<config>")."""
-        options, sources = _merge(config, dict(explicit or {}), source)
+        errors (default "<config>"); `explicit_sources` names explicit options (the command's
+        flags, e.g. {"noise": "--noise"}; default "<arguments>")."""
+        options, sources = _merge(config, dict(explicit or {}), source, dict(explicit_sources or {}))
         for key in ("model", "data", "output"):
             if options[key] is not None:
                 if not isinstance(options[key], (str, os.PathLike)):
@@ -298,6 +300,7 @@ class RunConfig:
         if mapping is None:
             _refuse_ignored_options(options, sources)
         else:
+            validate.noisy_rounds(1, len(options["t"]), 1, 1, sources["t"])  # too many times: t's source
             validate.noisy_rounds(chips, len(options["t"]), rounds, len(names), sources["chips"])
             _check_niu_runs_at_every_t(noise, mapping, options["t"], sources)
         layers = layer_selection(options["layers"], sources["layers"])
@@ -400,7 +403,7 @@ def _refuse_ignored_options(options: dict, sources: dict) -> None:
                                            f"{key} out")
 
 
-def _merge(config, explicit: dict, source: str | None) -> tuple[dict, dict]:
+def _merge(config, explicit: dict, source: str | None, explicit_sources: dict) -> tuple[dict, dict]:
     """(options, where each came from): defaults, then the config, then explicit options."""
     options = dict(RUN_DEFAULTS)
     sources = {key: "<arguments>" for key in RUN_DEFAULTS}
@@ -420,5 +423,5 @@ def _merge(config, explicit: dict, source: str | None) -> tuple[dict, dict]:
         raise TypeError(f"unknown run option {unknown[0]!r}")
     for key, value in explicit.items():
         if not _same(value, RUN_DEFAULTS[key]):
-            options[key], sources[key] = value, "<arguments>"
+            options[key], sources[key] = value, explicit_sources.get(key, "<arguments>")
     return options, sources

@@ -48,15 +48,19 @@ def _fail(source: str, field: str, what: str) -> _core.FormatError:
     return _core.FormatError(f"{source}: field '{field}': {what}")
 
 
-def parse_cli(text: str, source: str = "--peripherals") -> dict:
-    """'pcm' / 'aihwkit,out_noise=0.02' / 'out_noise=0.1,out_bound=8' -> a config dict."""
+def parse_cli(text: str, source: str = "--peripherals", field: str = "") -> dict:
+    """'pcm' / 'aihwkit,out_noise=0.02' / 'out_noise=0.1,out_bound=8' -> a config dict.  Errors
+    name `source` and the setting, under `field` when given (as resolve names it)."""
+    def name(key: str) -> str:
+        return f"{field}.{key}" if field else key
+
     config: dict[str, Any] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         if "=" not in part:
             if "preset" in config:
-                raise _fail(source, "preset", f"two presets given ({config['preset']!r}, {part!r})")
+                raise _fail(source, name("preset"), f"two presets given ({config['preset']!r}, {part!r})")
             config["preset"] = part
             continue
         key, value = (s.strip() for s in part.split("=", 1))
@@ -65,7 +69,7 @@ def parse_cli(text: str, source: str = "--peripherals") -> dict:
         elif key in ("noise_management", "bound_management"):
             config[key] = value
         else:
-            config[key] = parse_number(value, source, key)
+            config[key] = parse_number(value, source, name(key))
     return config
 
 
@@ -86,7 +90,7 @@ def resolve(config: Any, source: str = "<config>", field: str = "peripherals") -
     if config is None:
         return None
     if isinstance(config, str):
-        config = parse_cli(config, source)
+        config = parse_cli(config, source, field)
     if not isinstance(config, MappingABC):
         raise _fail(source, field, f"expected a preset name ({', '.join(PRESETS)}) or a dict, got {config!r}")
     config = dict(config)
