@@ -233,18 +233,22 @@ def _point_run_args(cfg: dict, values: dict, keys: dict) -> dict:
 
 def _task_config(args: dict, keys: dict, networks: dict) -> RunConfig:
     """One task's run arguments resolved and checked exactly as aimcemu.run resolves them, and
-    against the model's layers as the run will use them (mapping patterns and devices, the
-    `layers` to store): a bad noise config, a pattern that matches no layer, an unknown device or
-    layer name is an error naming the option or the grid point's value, before any work."""
+    against the model as the run will use it (the data set's images and labels, mapping patterns
+    and devices, the `layers` to store): a bad noise config, a data set of another network, a
+    pattern that matches no layer, an unknown device or layer name is an error naming the option,
+    the grid point's value or the file, before any work."""
     from .runner import stored_layer_names
 
     try:
         noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<arguments>", "noise")
         # As the task's aimcemu.run call takes them (so the results file records the same sources).
         config = RunConfig.resolve(explicit={**args, "noise": noise})
-        if config.model not in networks:  # each model file is loaded once per plan
-            networks[config.model] = modelfile.load_model(config.model)
-        net = networks[config.model]
+        inputs = (config.model, config.data)
+        if inputs not in networks:  # each model and data set pair is read and checked once per plan
+            net, check = modelfile.load_model_and_check_dataset(*inputs)
+            modelfile.load_dataset(config.data, net, check)  # images that fit the network, labels its outputs
+            networks[inputs] = net
+        net = networks[inputs]
         config.placements(net)
         stored_layer_names(config, net.layers)
     except (_core.FormatError, FileNotFoundError) as exc:

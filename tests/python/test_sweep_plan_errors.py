@@ -74,3 +74,19 @@ def test_a_top_level_mapping_error_names_the_file_once(tmp_path, capsys):
     err = refused(capsys, ["sweep", "-c", str(path), "--check"])
     assert f"{path}: field 'mapping.layers.haed': matches no layer" in err
     assert "<arguments>" not in err
+
+
+def test_a_data_set_that_does_not_fit_the_model_is_refused_while_planning(tmp_path, capsys):
+    # Was: --check listed the task, and the run wrote the folder before its worker read the data set.
+    from hostile import tiny_files
+
+    _, other_networks_data = tiny_files(tmp_path / "tiny")   # 6x6 images; the embedded model takes 8x8
+    garbage = tmp_path / "garbage.h5"
+    garbage.write_bytes(b"not HDF5\n")
+    for data, message in ((other_networks_data, "field 'images': image shape"),
+                          (garbage, "field 'file': not a readable HDF5 file")):
+        path = write_config(tmp_path, data=str(data))
+        for extra in (["--check"], ["--no-progress"]):
+            err = refused(capsys, ["sweep", "-c", str(path), *extra])
+            assert f"{data}: {message}" in err
+            assert not (tmp_path / "tsw").exists()
