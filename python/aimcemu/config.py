@@ -198,10 +198,11 @@ def layer_selection(layers: Any, source: str = "<arguments>") -> str | list[str]
     return names
 
 
-def load_yaml_config(path, what: str = "options") -> dict:
+def load_yaml_config(path, what: str = "options", source: str = "<arguments>") -> dict:
     """A YAML config file that must hold a mapping; FormatError naming the file otherwise (read
-    with the limits of aimcemu.yamlfile)."""
-    config = load_yaml(path, "config")
+    with the limits of aimcemu.yamlfile).  `source` names where the path came from when the file
+    cannot be read (the command's flag, e.g. --config)."""
+    config = load_yaml(path, "config", source)
     source = os.fspath(path)
     if not isinstance(config, dict):
         raise _fail(source, "<root>", f"expected a mapping of {what}")
@@ -409,7 +410,7 @@ def _merge(config, explicit: dict, source: str | None, explicit_sources: dict) -
     sources = {key: "<arguments>" for key in RUN_DEFAULTS}
     if isinstance(config, (str, os.PathLike)):
         config_source = os.fspath(config)
-        config = load_yaml_config(config)
+        config = load_yaml_config(config, source=explicit_sources.get("config", "<arguments>"))
     else:
         config_source = source or "<config>"
     if config:

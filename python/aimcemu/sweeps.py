@@ -99,9 +99,10 @@ class SweepPlan:
     tasks: list[Task] = field(default_factory=list)
 
 
-def load_config(path) -> dict:
-    """A sweep config from a YAML file (a mapping of the options in DEFAULTS)."""
-    return load_yaml_config(path, "sweep options")
+def load_config(path, source: str = "<arguments>") -> dict:
+    """A sweep config from a YAML file (a mapping of the options in DEFAULTS); `source` names
+    where the path came from when the file cannot be read (the CLI: --config)."""
+    return load_yaml_config(path, "sweep options", source)
 
 
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:

@@ -64,3 +64,11 @@ def test_too_many_times_name_where_the_times_came_from(study, capsys):
     config.write_text("mapping: all\nt: [" + ", ".join(str(k) for k in range(5000)) + "]\n")
     err = error_of(capsys, [model, "-o", folder / "out.h5", "--config", config, "--chips", "2"])
     assert f"{config}: field 't': 5000 times; at most" in err
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_missing_config_file_names_the_config_flag(tmp_path, capsys, command):
+    missing = tmp_path / "nope.yaml"
+    assert cli.main([command, "--config", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"aimcemu {command}: error: --config: field 'config': YAML file not found: {missing}" in err

@@ -94,11 +94,11 @@ def format_summary(summary) -> str:
     return "\n".join(lines)
 
 
-# The flag of each run option, which errors name when the value came from the command line
-# (the model is the positional argument: '<arguments>').
+# The flag of each run option (and of the config file), which errors name when the value came
+# from the command line (the model is the positional argument: '<arguments>').
 FLAGS = {key: "--" + key.replace("_", "-") for key in
          ("data", "output", "mapping", "noise", "peripherals", "t", "chips", "rounds", "seed", "drift_compensation",
-          "backend", "threads", "layers")}
+          "backend", "threads", "layers", "config")}
 
 
 def main(args: argparse.Namespace) -> int:

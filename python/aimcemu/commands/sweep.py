@@ -38,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     if args.workers is not None:
         workers(args.workers, "--workers")
     wait_s = sweep_module.validate_wait(args.wait, "--wait")
-    config = sweep_module.load_config(args.config)
+    config = sweep_module.load_config(args.config, "--config")
     with sweep_module.errors_named_after(args.config):
         if args.check:
             plan = sweep_module.plan(config, args.output)
