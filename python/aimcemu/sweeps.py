@@ -218,7 +218,9 @@ def _point_run_args(cfg: dict, values: dict, keys: dict) -> dict:
             args["noise"] = {**args["noise"], name[len("noise."):]: value}
         elif name.startswith("peripherals."):
             base = args["peripherals"]
-            base = {} if base is None else (peripherals.parse_cli(base) if isinstance(base, str) else dict(base))
+            if isinstance(base, str):  # "pcm,out_noise=0.02": the sweep config's, not a --peripherals flag's
+                base = peripherals.parse_cli(base, "<sweep>", "peripherals")
+            base = {} if base is None else dict(base)
             args["peripherals"] = {**base, name[len("peripherals."):]: value}
         else:
             args[name] = copy.deepcopy(value)

@@ -90,3 +90,11 @@ def test_a_data_set_that_does_not_fit_the_model_is_refused_while_planning(tmp_pa
             err = refused(capsys, ["sweep", "-c", str(path), *extra])
             assert f"{data}: {message}" in err
             assert not (tmp_path / "tsw").exists()
+
+
+def test_a_bad_peripherals_string_under_a_setting_axis_names_the_file(tmp_path, capsys):
+    # Was "--peripherals: field 'out_noise'": the sweep's string was parsed as if it were the run flag.
+    path = write_config(tmp_path, peripherals="pcm,out_noise=lots", grid={"peripherals.out_res": ["1/16"]})
+    err = refused(capsys, ["sweep", "-c", str(path), "--check"])
+    assert f"{path}: field 'peripherals.out_noise': expected a number, got 'lots'" in err
+    assert "--peripherals" not in err
