@@ -52,8 +52,8 @@ class PerfOptions:
     niu_channel_efficiency: float | None = None   # None: the HBM's sustained share (Shuhai)
     timing_model: str = "full"              # or "roofline": SA cycles only (no fill, data movement, stalls)
     # Layers whose results pass the analog tile peripherals (docs/peripherals.md): None, "aimc"
-    # (the AIMC layers; an error when there are none), "all" or layer names.  The block takes R_g results per cycle (no stall)
-    # and adds its pipeline depth to each such layer's fill.
+    # (the AIMC layers; an error when there are none), "all" or layer names.  The block takes R_g
+    # results per cycle (no stall) and adds its pipeline depth to each such layer's fill.
     peripherals: str | list[str] | None = None
     extra: dict = field(default_factory=dict)
 
@@ -208,7 +208,9 @@ class PerfResult:
         r = self.report
         tops = r.peak_ops / 1e12
         out = {
-            "model": self.net.name, "pus": self.pu_mix(), "pus_requested": self.options.pus, "mode": self.options.mode,
+            # the PUs the system runs (NIUs may have taken slots), and the mix asked for
+            "model": self.net.name, "pus": self.pu_mix(), "pus_requested": self.options.pus,
+            "mode": self.options.mode,
             "first_layer": self.options.first_layer, "scheduler": self.options.scheduler,
             "aimc_layers": sum(self.aimc), "niu": len(r.nius), "niu_sharing": self.options.niu_sharing,
             "fps": r.fps, "latency_ms": r.latency_s * 1e3, "efficiency": r.efficiency, "peak_tops": tops,
