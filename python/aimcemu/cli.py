@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     previous_sigterm = _sigterm_interrupts() if argv is None and args.command in STOPS_ON_SIGTERM else None
     try:
         return _run_command(args, argv)
+    except BrokenPipeError:
+        if not _stdout_is_closed():
+            raise
+        return _quiet_on_closed_stdout()
     except KeyboardInterrupt:
         # Ctrl-C (or SIGTERM, below) where the command has no handling of its own, its imports
         # included: its output files are written atomically, so it leaves none behind.
@@ -69,6 +73,11 @@ def _run_command(args: argparse.Namespace, argv: list[str] | None) -> int:
         keep_freed_memory()
     try:
         return int(args._main(args) or 0)
+    except BrokenPipeError:
+        if _stdout_is_closed():
+            raise  # main() ends quietly: a reader of the output (head) has gone
+        print(f"aimcemu {args.command}: error: {sys.exc_info()[1]}", file=sys.stderr)  # another pipe's
+        return 2
     # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep
     # holds, an optional extra that is not installed, a model the format cannot express or a
     # sweep worker that died: the message that names the file and field (or the extra, the ops,
@@ -80,6 +89,34 @@ def _run_command(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 
 INTERRUPTED = 130
+# What a shell reports for a program that SIGPIPE ended (`seq 100000 | head -1` under pipefail).
+CLOSED_STDOUT = 128 + signal.SIGPIPE
+
+
+def _stdout_is_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end):
+    a BrokenPipeError from elsewhere (a Dask connection) is an error like any other."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll, or stdout is no file
+        return False
+
+
+def _quiet_on_closed_stdout() -> int:
+    """`aimcemu models | head`: the reader took what it wanted and left.  End without a message,
+    with stdout pointed at /dev/null so that Python's own flush at exit does not complain either."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return CLOSED_STDOUT
+
+
 # Commands that, run as the `aimcemu` command, take SIGTERM as they take Ctrl-C (a sweep's own
 # handling covers its run; this covers its planning, and `run`): "interrupted", status 130, no
 # temporary file left, instead of dying where it stands.

@@ -198,10 +198,11 @@ def layer_selection(layers: Any, source: str = "<arguments>") -> str | list[str]
     return names
 
 
-def load_yaml_config(path, what: str = "options") -> dict:
+def load_yaml_config(path, what: str = "options", source: str = "<arguments>") -> dict:
     """A YAML config file that must hold a mapping; FormatError naming the file otherwise (read
-    with the limits of aimcemu.yamlfile)."""
-    config = load_yaml(path, "config")
+    with the limits of aimcemu.yamlfile).  `source` names where the path came from when the file
+    cannot be read (the command's flag, e.g. --config)."""
+    config = load_yaml(path, "config", source)
     source = os.fspath(path)
     if not isinstance(config, dict):
         raise _fail(source, "<root>", f"expected a mapping of {what}")
@@ -259,11 +260,13 @@ class RunConfig:
 
     @classmethod
     def resolve(cls, config: MappingABC | str | os.PathLike | None = None,
-                explicit: MappingABC[str, Any] | None = None, source: str | None = None) -> "RunConfig":
+                explicit: MappingABC[str, Any] | None = None, source: str | None = None,
+                explicit_sources: MappingABC[str, str] | None = None) -> "RunConfig":
         """Defaults, then `config` (a dict, or a YAML file), then the `explicit` options that
         differ from their defaults (aimcemu.run's arguments).  `source` names a dict config in
-        errors (default "<config>")."""
-        options, sources = _merge(config, dict(explicit or {}), source)
+        errors (default "<config>"); `explicit_sources` names explicit options (the command's
+        flags, e.g. {"noise": "--noise"}; default "<arguments>")."""
+        options, sources = _merge(config, dict(explicit or {}), source, dict(explicit_sources or {}))
         for key in ("model", "data", "output"):
             if options[key] is not None:
                 if not isinstance(options[key], (str, os.PathLike)):
@@ -298,6 +301,7 @@ class RunConfig:
         if mapping is None:
             _refuse_ignored_options(options, sources)
         else:
+            validate.noisy_rounds(1, len(options["t"]), 1, 1, sources["t"])  # too many times: t's source
             validate.noisy_rounds(chips, len(options["t"]), rounds, len(names), sources["chips"])
             _check_niu_runs_at_every_t(noise, mapping, options["t"], sources)
         layers = layer_selection(options["layers"], sources["layers"])
@@ -400,13 +404,13 @@ def _refuse_ignored_options(options: dict, sources: dict) -> None:
                                            f"{key} out")
 
 
-def _merge(config, explicit: dict, source: str | None) -> tuple[dict, dict]:
+def _merge(config, explicit: dict, source: str | None, explicit_sources: dict) -> tuple[dict, dict]:
     """(options, where each came from): defaults, then the config, then explicit options."""
     options = dict(RUN_DEFAULTS)
     sources = {key: "<arguments>" for key in RUN_DEFAULTS}
     if isinstance(config, (str, os.PathLike)):
         config_source = os.fspath(config)
-        config = load_yaml_config(config)
+        config = load_yaml_config(config, source=explicit_sources.get("config", "<arguments>"))
     else:
         config_source = source or "<config>"
     if config:
@@ -420,5 +424,5 @@ def _merge(config, explicit: dict, source: str | None) -> tuple[dict, dict]:
         raise TypeError(f"unknown run option {unknown[0]!r}")
     for key, value in explicit.items():
         if not _same(value, RUN_DEFAULTS[key]):
-            options[key], sources[key] = value, "<arguments>"
+            options[key], sources[key] = value, explicit_sources.get(key, "<arguments>")
     return options, sources

@@ -52,8 +52,8 @@ class PerfOptions:
     niu_channel_efficiency: float | None = None   # None: the HBM's sustained share (Shuhai)
     timing_model: str = "full"              # or "roofline": SA cycles only (no fill, data movement, stalls)
     # Layers whose results pass the analog tile peripherals (docs/peripherals.md): None, "aimc"
-    # (the AIMC layers), "all" or layer names.  The block takes R_g results per cycle (no stall)
-    # and adds its pipeline depth to each such layer's fill.
+    # (the AIMC layers; an error when there are none), "all" or layer names.  The block takes R_g
+    # results per cycle (no stall) and adds its pipeline depth to each such layer's fill.
     peripherals: str | list[str] | None = None
     extra: dict = field(default_factory=dict)
 
@@ -191,6 +191,15 @@ class PerfResult:
             }
         return out
 
+    def pu_mix(self) -> str:
+        """The PUs the system runs, as --pus writes them ("5xPU2x+3xPU1x"): the requested mix less
+        the slots NIUs took (the C++ system model chooses which)."""
+        counts: dict[str, int] = {}
+        for p in self.report.pus:
+            name = self.config.pus[p.slot].name
+            counts[name] = counts.get(name, 0) + 1
+        return "+".join(f"{count}x{name}" for name, count in counts.items())
+
     def _macs_per_cycle(self, pu_name: str) -> float:
         pu = next(p for p in self.config.pus if p.name == pu_name.split("@")[0])
         return pu.r_sa * pu.c_sa
@@ -199,7 +208,9 @@ class PerfResult:
         r = self.report
         tops = r.peak_ops / 1e12
         out = {
-            "model": self.net.name, "pus": self.options.pus, "mode": self.options.mode,
+            # the PUs the system runs (NIUs may have taken slots), and the mix asked for
+            "model": self.net.name, "pus": self.pu_mix(), "pus_requested": self.options.pus,
+            "mode": self.options.mode,
             "first_layer": self.options.first_layer, "scheduler": self.options.scheduler,
             "aimc_layers": sum(self.aimc), "niu": len(r.nius), "niu_sharing": self.options.niu_sharing,
             "fps": r.fps, "latency_ms": r.latency_s * 1e3, "efficiency": r.efficiency, "peak_tops": tops,
@@ -218,8 +229,9 @@ class PerfResult:
             out["pu_stall_ms"][key] = p.stall_s * 1e3
             out["pu_baseline_stall_ms"][key] = p.baseline_stall_s * 1e3
         paper = PAPER.get(self.net.name, {})
-        if (self.options.pus == U50_PUS and self.options.mode == "frame-parallel" and not any(self.aimc)
-                and self.options.timing_model == "full"):
+        # The paper's figures are for its ten PUs: not for a system whose NIUs took PU slots.
+        if (self.options.pus == U50_PUS and not r.nius and self.options.mode == "frame-parallel"
+                and not any(self.aimc) and self.options.timing_model == "full"):
             key = "fps" if self.options.first_layer == "host" else "fps_fpga_im2col"
             if key in paper:
                 out["paper_fps"] = paper[key]
@@ -247,7 +259,7 @@ class PerfResult:
         lines.extend(self._gap_lines(s))
         if s["niu"]:
             lines.append(f"NIUs: {s['niu']} ({s['niu_sharing']}) in place of PUs, {len(self.report.pus)} PUs "
-                         f"left, {s['aimc_layers']} AIMC layers, "
+                         f"left ({s['pus']} of {s['pus_requested']}), {s['aimc_layers']} AIMC layers, "
                          f"{s['aimc_weights']} weights per copy, bottleneck: {s['bottleneck']}; utilisation "
                          + ", ".join(f"{n.utilization:.2f}" for n in self.report.nius))
         lines.append(f"HBM: {s['hbm_channels']} channels, busiest at {100 * s['max_hbm_channel_use']:.1f}%")
@@ -429,6 +441,11 @@ def perf(model="resnet50", *, mapping=None, **options) -> PerfResult:
     opts = PerfOptions(model=model if isinstance(model, str) else getattr(model, "name", "network"), **options)
     net = resolve_network(model)
     aimc = aimc_mask(net, opts.aimc_layers)
+    if opts.peripherals == "aimc" and not any(aimc):
+        # Would time nothing extra without a word.  Not "all AIMC" as peripherals alone imply in a
+        # run: AIMC layers need NIUs here, which only the caller can size.
+        raise _core.FormatError("<perf>: field 'peripherals': 'aimc' selects the AIMC layers, and no layer is on "
+                                "AIMC: give them (aimc_layers or mapping, with niu), or name the layers ('all')")
     cfg = build_system(opts, peripheral_mask(net, opts.peripherals, aimc))
     report = _t.evaluate_system(net, cfg, aimc)
     runs = {}
@@ -457,7 +474,7 @@ def niu_config(opts: PerfOptions):
 def niu_fit(result: PerfResult) -> dict:
     """PUs left in the slots, the NIUs, and the shell against the XCU50 (LUT, DSP, BRAM36, URAM)."""
     counts = {"PU2x": 0, "PU1x": 0}
-    for p in result.report.pus:
+    for p in result.report.pus:  # the PUs of PerfResult.pu_mix
         name = result.config.pus[p.slot].name
         counts[name] = counts.get(name, 0) + 1
     return _core.niu.fit_on_xcu50(counts["PU2x"], counts["PU1x"], len(result.report.nius),

@@ -7,9 +7,10 @@ lists every difference)::
      "noise_management": "abs_max", "bound_management": "none"}
 
     inp_res, out_res   DAC / ADC resolution over [-bound, bound]: 1/steps (<= 1) or a number of
-                       steps (> 1), as in aihwkit; None = an ideal converter.  The steps must be
-                       a whole number: at most 254 for the DAC (its codes travel through the
-                       PU's INT8 GEMM), 2^20 for the ADC, which needs a finite out_bound.
+                       steps (> 1), as in aihwkit, also as the text "1/64" (YAML reads 1/64 as
+                       text); None = an ideal converter.  The steps must be a whole number: at
+                       most 254 for the DAC (its codes travel through the PU's INT8 GEMM), 2^20
+                       for the ADC, which needs a finite out_bound.
     inp_bound          DAC range in units of the input's full scale (> 0)
     out_noise          std of the additive Gaussian output noise, in units of a full-scale
                        output (s_w * s_x accumulator units: largest |w| times the input's full
@@ -47,15 +48,19 @@ def _fail(source: str, field: str, what: str) -> _core.FormatError:
     return _core.FormatError(f"{source}: field '{field}': {what}")
 
 
-def parse_cli(text: str, source: str = "--peripherals") -> dict:
-    """'pcm' / 'aihwkit,out_noise=0.02' / 'out_noise=0.1,out_bound=8' -> a config dict."""
+def parse_cli(text: str, source: str = "--peripherals", field: str = "") -> dict:
+    """'pcm' / 'aihwkit,out_noise=0.02' / 'out_noise=0.1,out_bound=8' -> a config dict.  Errors
+    name `source` and the setting, under `field` when given (as resolve names it)."""
+    def name(key: str) -> str:
+        return f"{field}.{key}" if field else key
+
     config: dict[str, Any] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         if "=" not in part:
             if "preset" in config:
-                raise _fail(source, "preset", f"two presets given ({config['preset']!r}, {part!r})")
+                raise _fail(source, name("preset"), f"two presets given ({config['preset']!r}, {part!r})")
             config["preset"] = part
             continue
         key, value = (s.strip() for s in part.split("=", 1))
@@ -64,12 +69,18 @@ def parse_cli(text: str, source: str = "--peripherals") -> dict:
         elif key in ("noise_management", "bound_management"):
             config[key] = value
         else:
-            try:
-                num, _, den = value.partition("/")   # "1/126" as aihwkit writes resolutions
-                config[key] = float(num) / float(den) if den else float(num)
-            except (ValueError, ZeroDivisionError):
-                raise _fail(source, key, f"expected a number, got {value!r}") from None
+            config[key] = parse_number(value, source, name(key))
     return config
+
+
+def parse_number(text: str, source: str, field: str) -> float:
+    """A number written as text: "0.5", or a fraction "1/126" as aihwkit writes resolutions (the
+    CLI form, and a resolution in YAML, where 1/64 is a string)."""
+    try:
+        num, slash, den = text.partition("/")
+        return float(num) / float(den) if slash else float(num)  # "1/" is no number, not 1
+    except (ValueError, ZeroDivisionError):
+        raise _fail(source, field, f"expected a number, got {text!r}") from None
 
 
 def resolve(config: Any, source: str = "<config>", field: str = "peripherals") -> dict | None:
@@ -79,7 +90,7 @@ def resolve(config: Any, source: str = "<config>", field: str = "peripherals") -
     if config is None:
         return None
     if isinstance(config, str):
-        config = parse_cli(config, source)
+        config = parse_cli(config, source, field)
     if not isinstance(config, MappingABC):
         raise _fail(source, field, f"expected a preset name ({', '.join(PRESETS)}) or a dict, got {config!r}")
     config = dict(config)
@@ -92,8 +103,12 @@ def resolve(config: Any, source: str = "<config>", field: str = "peripherals") -
     out = {**PRESETS[preset or "ideal"], **config}
     for key in ("inp_bound", "out_noise"):
         out[key] = _number(out[key], source, f"{field}.{key}")
-    for key in ("inp_res", "out_res", "out_bound"):
-        out[key] = None if out[key] is None else _number(out[key], source, f"{field}.{key}")
+    for key in ("inp_res", "out_res"):  # "1/64" too: YAML reads a fraction as a string
+        value = out[key]
+        if isinstance(value, str):
+            value = parse_number(value, source, f"{field}.{key}")
+        out[key] = None if value is None else _number(value, source, f"{field}.{key}")
+    out["out_bound"] = None if out["out_bound"] is None else _number(out["out_bound"], source, f"{field}.out_bound")
     if out["noise_management"] not in NOISE_MANAGEMENTS:
         raise _fail(source, f"{field}.noise_management",
                     f"expected one of {', '.join(NOISE_MANAGEMENTS)}, got {out['noise_management']!r}")

@@ -65,14 +65,16 @@ def _error(field_name: str, what: str) -> _core.FormatError:
 
 @contextlib.contextmanager
 def errors_named_after(config_path):
-    """Errors of a sweep config read from a file name that file instead of '<sweep>'."""
+    """Errors of a sweep config read from a file name that file instead of '<sweep>' (a bad
+    value, or a file it names that does not exist)."""
     try:
         yield
-    except _core.FormatError as exc:
+    except (_core.FormatError, FileNotFoundError) as exc:
         message = str(exc)
         if config_path is None or not message.startswith("<sweep>: "):
             raise
-        raise _core.FormatError(f"{os.fspath(config_path)}: {message[len('<sweep>: '):]}") from None
+        renamed = f"{os.fspath(config_path)}: {message[len('<sweep>: '):]}"
+        raise (_core.FormatError(renamed) if isinstance(exc, _core.FormatError) else type(exc)(renamed)) from None
 
 
 # --- the plan: config -> validated tasks ----------------------------------------------------------
@@ -97,9 +99,10 @@ class SweepPlan:
     tasks: list[Task] = field(default_factory=list)
 
 
-def load_config(path) -> dict:
-    """A sweep config from a YAML file (a mapping of the options in DEFAULTS)."""
-    return load_yaml_config(path, "sweep options")
+def load_config(path, source: str = "<arguments>") -> dict:
+    """A sweep config from a YAML file (a mapping of the options in DEFAULTS); `source` names
+    where the path came from when the file cannot be read (the CLI: --config)."""
+    return load_yaml_config(path, "sweep options", source)
 
 
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
@@ -156,11 +159,12 @@ def _check_top_level(config: Mapping) -> dict:
     return cfg
 
 
-def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
-    """The axes (name -> labels) and every point as (labels, values) in row-major order.  The
-    number of points is checked against validate.MAX_TASKS from the axis lengths, before the
-    grid is expanded."""
-    axes = {}
+def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict, dict]]]:
+    """The axes (name -> labels) and every point as (labels, values, keys) in row-major order;
+    a point's key on an axis is how errors name its value: the label of an axis given as a
+    mapping, else the value's index in the list.  The number of points is checked against
+    validate.MAX_TASKS from the axis lengths, before the grid is expanded."""
+    axes, keys = {}, {}
     for name, values in cfg["grid"].items():
         if not isinstance(name, str):
             raise _error(f"grid.{name!r}", "axis names are strings")
@@ -171,6 +175,7 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
             raise _error(f"grid.{name}", f"unknown grid axis (known: {', '.join(PLAIN_AXES)}, noise.<parameter>, "
                                          "peripherals.<setting>)")
         axes[name] = _axis_values(name, values)
+        keys[name] = [label for label, _ in axes[name]] if isinstance(values, Mapping) else range(len(axes[name]))
         if name == "drift_compensation":
             _check_single_compensations(axes[name])
     count = math.prod(len(pairs) for pairs in axes.values())
@@ -178,10 +183,12 @@ def _grid_points(cfg: dict) -> tuple[dict, list[tuple[dict, dict]]]:
         raise _error("grid", f"{' x '.join(str(len(p)) for p in axes.values())} = {count} grid points; at most "
                              f"{validate.MAX_TASKS} tasks per sweep")
     points = []
-    for combo in itertools.product(*axes.values()) if axes else [()]:
-        labels = {name: label for name, (label, _) in zip(axes, combo)}
-        values = {name: value for name, (_, value) in zip(axes, combo)}
-        points.append((labels, values))
+    positions = itertools.product(*(range(len(pairs)) for pairs in axes.values())) if axes else [()]
+    for combo in positions:
+        labels = {name: axes[name][k][0] for name, k in zip(axes, combo)}
+        values = {name: axes[name][k][1] for name, k in zip(axes, combo)}
+        point_keys = {name: keys[name][k] for name, k in zip(axes, combo)}
+        points.append((labels, values, point_keys))
     return {name: [label for label, _ in pairs] for name, pairs in axes.items()}, points
 
 
@@ -196,8 +203,9 @@ def _check_single_compensations(pairs: list) -> None:
                          "on every task, list them in the top-level drift_compensation instead")
 
 
-def _point_run_args(cfg: dict, values: dict) -> dict:
-    """aimcemu.run arguments of one grid point (the top-level options with the point's values)."""
+def _point_run_args(cfg: dict, values: dict, keys: dict) -> dict:
+    """aimcemu.run arguments of one grid point (the top-level options with the point's values;
+    `keys` names the point's values in errors, see _grid_field)."""
     args = {key: copy.deepcopy(cfg[key]) for key in
             ("model", "data", "mapping", "noise", "peripherals", "t", "chips", "rounds", "seed",
              "drift_compensation", "backend", "layers")}
@@ -210,13 +218,15 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
             args["noise"] = {**args["noise"], name[len("noise."):]: value}
         elif name.startswith("peripherals."):
             base = args["peripherals"]
-            base = {} if base is None else (peripherals.parse_cli(base) if isinstance(base, str) else dict(base))
+            if isinstance(base, str):  # "pcm,out_noise=0.02": the sweep config's, not a --peripherals flag's
+                base = peripherals.parse_cli(base, "<sweep>", "peripherals")
+            base = {} if base is None else dict(base)
             args["peripherals"] = {**base, name[len("peripherals."):]: value}
         else:
             args[name] = copy.deepcopy(value)
     for key in ("model", "data"):
         if args[key] is not None:
-            field_name = f"grid.{key}" if key in values else key
+            field_name = _grid_field(key, keys)
             if not isinstance(args[key], (str, os.PathLike)):  # before os.fspath, which would raise TypeError
                 raise _error(field_name, f"expected a file path, got {args[key]!r}")
             args[key] = os.path.abspath(validate.text(os.fspath(args[key]), field_name, "<sweep>"))
@@ -224,38 +234,72 @@ def _point_run_args(cfg: dict, values: dict) -> dict:
     return args
 
 
-def _task_config(args: dict, labels: dict, networks: dict) -> RunConfig:
-    """One task's run arguments resolved and checked exactly as aimcemu.run resolves them, with
-    the mapping resolved against the model's layers: a bad noise config, a pattern that matches
-    no layer or an unknown device is an error naming the option or grid axis, before any work."""
+def _task_config(args: dict, keys: dict, networks: dict) -> RunConfig:
+    """One task's run arguments resolved and checked exactly as aimcemu.run resolves them, and
+    against the model as the run will use it (the data set's images and labels, mapping patterns
+    and devices, the `layers` to store): a bad noise config, a data set of another network, a
+    pattern that matches no layer, an unknown device or layer name is an error naming the option,
+    the grid point's value or the file, before any work."""
+    from .runner import stored_layer_names
+
     try:
-        noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<sweep>", "noise")
-    except _core.FormatError as exc:  # named as the grid names it, once
-        what = re.sub(r"^<sweep>: field 'noise': ", "", str(exc))
-        raise _error("grid.noise" if labels else "noise", what) from None
-    # As the task's aimcemu.run call takes them (so the results file records the same sources).
-    try:
+        noise = None if args["noise"] is None else resolve_noise_model(args["noise"], "<arguments>", "noise")
+        # As the task's aimcemu.run call takes them (so the results file records the same sources).
         config = RunConfig.resolve(explicit={**args, "noise": noise})
-    except _core.FormatError as exc:
-        raise _in_sweep_terms(exc, labels) from None
-    if config.model not in networks:  # each model file is loaded once per plan
-        networks[config.model] = modelfile.load_model(config.model)
-    try:
-        config.placements(networks[config.model])
-    except _core.FormatError as exc:
-        raise _error("grid.mapping" if "mapping" in labels else "mapping", str(exc)) from None
+        inputs = (config.model, config.data)
+        if inputs not in networks:  # each model and data set pair is read and checked once per plan
+            net, check = modelfile.load_model_and_check_dataset(*inputs)
+            modelfile.load_dataset(config.data, net, check)  # images that fit the network, labels its outputs
+            networks[inputs] = net
+        net = networks[inputs]
+        config.placements(net)
+        stored_layer_names(config, net.layers)
+    except (_core.FormatError, FileNotFoundError) as exc:
+        raise _in_sweep_terms(exc, keys) from None
     return config
 
 
-def _in_sweep_terms(exc: _core.FormatError, labels: dict) -> _core.FormatError:
-    """An error of a task's run options, which are all '<arguments>' to RunConfig, named as the
-    sweep config names them: '<sweep>', and 'grid.<axis>' when a grid axis gave the value."""
-    match = re.fullmatch(r"<arguments>: field '([^']*)': (.*)", str(exc), re.S)
+# A task's run options are all '<arguments>' to RunConfig; a mapping dict's own fields are
+# '<arguments>: mapping' (aimcemu.mapping), and the core names a noise parameter inside its message.
+_RUN_OPTION_ERROR = re.compile(r"<arguments>: (?:(mapping): )?field '([^']*)': (.*)", re.S)
+_NOISE_PARAMETER = re.compile(r"noise model '[^']*': field '([^']*)': ")
+
+
+def _in_sweep_terms(exc: Exception, keys: dict) -> Exception:
+    """An error of a task's run options named as the sweep config names them, with one source:
+    '<sweep>' (the config file, once errors_named_after renames it), and the grid point's value
+    ('grid.mapping[late].layers.haed') when a grid axis gave the option."""
+    match = _RUN_OPTION_ERROR.fullmatch(str(exc))
     if match is None:
         return exc
-    option, what = match.groups()
-    from_grid = any(axis == option or axis.startswith(option + ".") for axis in labels)
-    return _error(f"grid.{option}" if from_grid else option, what)
+    mapping, field_name, what = match.groups()
+    if mapping:
+        field_name = "mapping" if field_name == "<root>" else f"mapping.{field_name}"
+    elif field_name == "noise" and (parameter := _NOISE_PARAMETER.match(what)) \
+            and f"noise.{parameter.group(1)}" in keys:
+        field_name = f"noise.{parameter.group(1)}"  # the parameter's own axis gave the bad value
+    field_name = _grid_field(field_name, keys)
+    # A whole option that parameter axes changed (the noise config the NIU cannot run): the one
+    # axis that changed it, or the grid point when several did.
+    parameter_axes = [f"{axis}[{key}]" for axis, key in keys.items() if axis.startswith(field_name + ".")]
+    if len(parameter_axes) == 1:
+        field_name = f"grid.{parameter_axes[0]}"
+    elif parameter_axes:
+        what += f" (grid point {', '.join(parameter_axes)})"
+    renamed = f"<sweep>: field '{field_name}': {what}"
+    return _core.FormatError(renamed) if isinstance(exc, _core.FormatError) else type(exc)(renamed)
+
+
+def _grid_field(field_name: str, keys: dict) -> str:
+    """A run option's field ('mapping.layers.haed', 'peripherals.out_res', 'model') as the sweep
+    config names it: under the grid axis that gave it, with the point's key
+    ('grid.mapping[late].layers.haed', 'grid.model[0]'), else as the top-level option.  The
+    longest axis wins: 'peripherals.out_res' over 'peripherals', whose value it overrides."""
+    axes = [axis for axis in keys if field_name == axis or field_name.startswith(axis + ".")]
+    if not axes:
+        return field_name
+    axis = max(axes, key=len)
+    return f"grid.{axis}[{keys[axis]}]{field_name[len(axis):]}"
 
 
 def task_id(run_args: dict) -> str:
@@ -272,14 +316,14 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     networks: dict = {}
     tasks = []
     digital_points = 0
-    for number, (labels, values) in enumerate(points):
-        args = _point_run_args(cfg, values)
+    for number, (labels, values, keys) in enumerate(points):
+        args = _point_run_args(cfg, values, keys)
         if args["mapping"] is None and args["noise"] is None:
             # A digital point runs only the noise-free reference: the options of noisy rounds
             # do not apply to it (and aimcemu.run refuses them), whatever the other points use.
             args.update(copy.deepcopy(NOISY_ONLY))
             digital_points += 1
-        run_config = _task_config(args, labels, networks)
+        run_config = _task_config(args, keys, networks)
         ident = task_id(args)
         tasks.append(Task(id=ident, point=labels, run=args, file=f"{TASK_FOLDER}/{number:05d}-{ident}.h5",
                           config=run_config))

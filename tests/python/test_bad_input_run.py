@@ -53,7 +53,8 @@ COUNTS = [
 @pytest.mark.parametrize("argv, message", COUNTS, ids=[" ".join(a)[:40] for a, _ in COUNTS])
 def test_counts_seeds_and_times_are_bounded(files, capsys, argv, message):
     folder, model, _ = files
-    refused([model, "-o", folder / "out.h5", *argv], folder, capsys, message, "<arguments>")
+    flag = "--" + message.split("'")[1]   # the option came from the command line: errors name its flag
+    refused([model, "-o", folder / "out.h5", *argv], folder, capsys, f"{flag}: {message}")
 
 
 def test_the_largest_seed_is_a_valid_run(files, capsys):
@@ -95,7 +96,7 @@ def test_an_option_the_model_or_the_pu_refuses_names_the_config_file(files, caps
     config.write_text(option + "\n")
     refused([model, "-o", folder / "out.h5", "--config", config], folder, capsys, f"{config}: {expected}")
     key, value = option.split(": ")
-    refused([model, "-o", folder / "out.h5", f"--{key}", value.strip("[]")], folder, capsys, f"<arguments>: {expected}")
+    refused([model, "-o", folder / "out.h5", f"--{key}", value.strip("[]")], folder, capsys, f"--{key}: {expected}")
 
 
 def test_invalid_utf8_in_an_argument_names_the_option(files, capsys):

@@ -60,7 +60,7 @@ def test_a_grid_of_1e8_points_is_refused_from_its_axis_lengths(folder, capsys, c
     ({"t": [0.0, float("nan")]}, "field 't'"),
     ({"t": [[1.0]]}, "field 't': expected a number of seconds, got [1.0]"),
     ({"noise": None, "mapping": None}, "field 't': every task of this sweep is digital"),
-    ({"grid": {"mapping": {"a": [1]}}}, "field 'grid.mapping'"),
+    ({"grid": {"mapping": {"a": [1]}}}, "field 'grid.mapping[a]'"),
 ], ids=["chips", "seed", "t_nan", "t_nested", "digital", "mapping_list"])
 def test_bad_sweep_options(folder, capsys, changes, message):
     config = sweep_config(folder, **changes)
@@ -72,7 +72,8 @@ def test_a_grid_point_the_niu_cannot_run_is_refused_by_the_plan(folder, capsys):
     by `sweep --check` and before any task runs, naming the value's field."""
     config = sweep_config(folder, grid={"noise.prog_noise_scale": [1.0, 1.0e300]})
     for argv in (["sweep", "--config", config, "--check"], ["sweep", "--config", config]):
-        assert_refused(argv, folder, capsys, "field 'grid.noise'", "the NIU cannot run pcm_like", "field 'SP'")
+        assert_refused(argv, folder, capsys, "field 'grid.noise.prog_noise_scale[1]'", "the NIU cannot run pcm_like",
+                       "field 'SP'")
     config = sweep_config(folder, t=[0.0, 1.0e15])
     assert_refused(["sweep", "--config", config, "--check"], folder, capsys, "field 't'", "log2(t/t0) beyond 32")
 
@@ -298,4 +299,4 @@ def test_a_bad_noise_parameter_on_the_grid_is_named_once(tmp_path):
     config = {**_one_point_sweep(tmp_path), "grid": {"noise.prog_noise_scale": ["x"]}}
     with pytest.raises(aimcemu.FormatError) as info:
         sweeps.plan(config)
-    assert str(info.value).count("<sweep>") == 1 and "field 'grid.noise': noise model 'pcm_like'" in str(info.value)
+    assert str(info.value).count("<sweep>") == 1 and "field 'grid.noise.prog_noise_scale[0]': noise model 'pcm_like'" in str(info.value)

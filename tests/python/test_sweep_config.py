@@ -101,8 +101,8 @@ def test_the_function_and_the_module_are_both_callable(tmp_path):
 
 
 NOT_PATHS = [({"model": 5}, "model"), ({"data": 5}, "data"), ({"model": ["a"]}, "model"),
-             ({"grid": {"model": [5]}}, "grid.model"), ({"grid": {"data": [{"a": 1}]}}, "grid.data"),
-             ({"grid": {"model": [True]}}, "grid.model")]
+             ({"grid": {"model": [5]}}, "grid.model[0]"), ({"grid": {"data": [{"a": 1}]}}, "grid.data[0]"),
+             ({"grid": {"model": [True]}}, "grid.model[0]")]
 
 
 @pytest.mark.parametrize("changes, field", NOT_PATHS, ids=[str(c) for c, _ in NOT_PATHS])

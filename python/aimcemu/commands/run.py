@@ -54,7 +54,7 @@ def parse_noise(text: str | None):
         return None
     from .. import FormatError, validate
 
-    text = validate.text(text, "--noise")
+    text = validate.text(text, "noise", "--noise")
     if "{" not in text and ":" not in text:
         return {"model": text.strip()}
     from ..yamlfile import parse_yaml
@@ -94,15 +94,25 @@ def format_summary(summary) -> str:
     return "\n".join(lines)
 
 
+# The flag of each run option (and of the config file), which errors name when the value came
+# from the command line (the model is the positional argument: '<arguments>').
+FLAGS = {key: "--" + key.replace("_", "-") for key in
+         ("data", "output", "mapping", "noise", "peripherals", "t", "chips", "rounds", "seed", "drift_compensation",
+          "backend", "threads", "layers", "config")}
+
+
 def main(args: argparse.Namespace) -> int:
-    from ..runner import run
+    from ..config import RunConfig
+    from ..runner import execute
 
     explicit = {"model": args.model, "data": args.data, "output": args.output, "mapping": args.mapping,
-                "noise": parse_noise(args.noise), "peripherals": args.peripherals, "t": args.t, "chips": args.chips, "rounds": args.rounds,
-                "seed": args.seed, "drift_compensation": args.drift_compensation, "backend": args.backend,
-                "threads": args.threads, "layers": args.layers}
+                "noise": parse_noise(args.noise), "peripherals": args.peripherals, "t": args.t, "chips": args.chips,
+                "rounds": args.rounds, "seed": args.seed, "drift_compensation": args.drift_compensation,
+                "backend": args.backend, "threads": args.threads, "layers": args.layers}
     # Options not given on the command line keep the config file's value (or the default).
     given = {key: value for key, value in explicit.items() if value is not None}
-    summary = run(**given, config=args.config, progress=True)
+    # As aimcemu.run(**given, config=...) resolves and runs them, with errors naming the flags.
+    config = RunConfig.resolve(args.config, given, explicit_sources=FLAGS)
+    summary = execute(config, progress=True)
     print(format_summary(summary))
     return 0

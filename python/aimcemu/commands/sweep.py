@@ -38,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     if args.workers is not None:
         workers(args.workers, "--workers")
     wait_s = sweep_module.validate_wait(args.wait, "--wait")
-    config = sweep_module.load_config(args.config)
+    config = sweep_module.load_config(args.config, "--config")
     with sweep_module.errors_named_after(args.config):
         if args.check:
             plan = sweep_module.plan(config, args.output)
@@ -66,7 +66,18 @@ def interrupted_message(result) -> str:
 
 
 def format_accuracy(folder) -> str:
-    """Accuracy vs t per grid point: mean and 95 % CI over chips."""
+    """Accuracy vs t per grid point: mean and 95 % CI over chips.  Without the analysis extra
+    (xarray, scipy: the core install runs sweeps too) the mean, std and chip count from the
+    index, and a line saying what gives the intervals."""
+    from .._optional import MissingExtraError
+
+    try:
+        return _format_accuracy_with_intervals(folder)
+    except MissingExtraError as exc:
+        return (f"{_format_accuracy_from_index(folder)}\n(95 % intervals and `aimcemu report`: {exc})")
+
+
+def _format_accuracy_with_intervals(folder) -> str:
     from ..analysis import accuracy_vs_t, format_table, open_sweep
 
     ds = open_sweep(folder, lazy=False)
@@ -81,3 +92,31 @@ def format_accuracy(folder) -> str:
                          "ci95": f"[{float(acc['ci_low'].sel(sel)):.4f}, {float(acc['ci_high'].sel(sel)):.4f}]",
                          "chips": int(acc["n"].sel(sel))})
     return format_table(rows, [*grid_dims, "t", "mean", "ci95", "chips"])
+
+
+def _format_accuracy_from_index(folder) -> str:
+    """The same rows as with the analysis extra, from the task summaries in index.json with NumPy
+    alone: each chip's accuracy averaged over its rounds, then mean and std (ddof=1) over chips."""
+    import numpy as np
+
+    from ..analysis import format_table
+    from ..results import read_index
+
+    index = read_index(folder)
+    axes = list(index["axes"])
+    tasks = [task for task in index["tasks"] if task.get("summary")]
+    several = len({c for task in tasks for c in task["summary"]["drift_compensation"]}) > 1
+    columns = [*axes, *(["drift_compensation"] if several else []), "t", "mean", "std", "chips"]
+    rows = []
+    for task in tasks:
+        summary = task["summary"]
+        per_chip: dict = {}
+        for acc, chip, t, name in zip(summary["accuracy"], summary["chip"], summary["t"],
+                                      summary["drift_compensation"]):
+            per_chip.setdefault((name, t), {}).setdefault(chip, []).append(acc)
+        for (name, t), chips in per_chip.items():
+            means = np.array([np.mean(rounds) for rounds in chips.values()])
+            rows.append({**task["point"], **({"drift_compensation": name} if several else {}), "t": float(t),
+                         "mean": float(means.mean()), "std": float(means.std(ddof=1)) if len(means) > 1 else 0.0,
+                         "chips": len(means)})
+    return format_table(rows, columns)
