@@ -59,7 +59,9 @@ def locate_inputs(model=None, data=None, sources: dict | None = None) -> tuple[s
         default_data = model_path.parent / DATASET_FILE
     if data is None:
         if not default_data.is_file():
-            raise FileNotFoundError(f"no data set given and none beside the model ({default_data})")
+            # No data option was given: named after where the model came from, which implied it.
+            raise FileNotFoundError(f"{sources.get('model', '<arguments>')}: field 'data': no data set given and "
+                                    f"none beside the model ({default_data})")
         data = default_data
     data = validate.input_file(data, "data", sources.get("data", "<arguments>"), "data set file")
     return os.fspath(model_path), os.fspath(data)

@@ -98,3 +98,23 @@ def test_a_bad_peripherals_string_under_a_setting_axis_names_the_file(tmp_path, 
     err = refused(capsys, ["sweep", "-c", str(path), "--check"])
     assert f"{path}: field 'peripherals.out_noise': expected a number, got 'lots'" in err
     assert "--peripherals" not in err
+
+
+def test_a_model_without_a_data_set_beside_it_names_the_config_file(tmp_path, capsys):
+    """A model file alone in its folder (no test_set.h5, no data option): the FileNotFoundError
+    named neither the config file nor the field ('no data set given and none beside the model')."""
+    import shutil
+
+    from aimcemu import modelfile
+
+    alone = tmp_path / "alone" / "model.h5"
+    alone.parent.mkdir()
+    shutil.copy(modelfile.embedded_paths()[0], alone)
+    path = write_config(tmp_path, grid={"model": [str(alone)]})
+    err = refused(capsys, ["sweep", "-c", str(path), "--check"])
+    assert f"{path}: field 'data': no data set given and none beside the model ({alone.parent / 'test_set.h5'})" in err
+    run_config = tmp_path / "run.yaml"
+    run_config.write_text(f"model: {alone}\n")
+    assert cli.main(["run", "--config", str(run_config)]) == 2
+    assert f"{run_config}: field 'data': no data set given and none beside the model" in capsys.readouterr().err
+    assert not (tmp_path / "tsw").exists()
