@@ -143,3 +143,17 @@ def test_a_noise_value_of_the_wrong_type_is_shown_in_the_error(folder, capsys):
     long_text = "x" * 500
     config.write_text(f"mapping: all\nnoise:\n  model: pcm_like\n  prog_noise_scale: {long_text}\n")
     refused(["run", "--config", config], folder, capsys, "got a string '" + "x" * 79 + "...")
+
+
+def test_a_noise_snippet_without_a_space_after_the_colon_says_so(folder, capsys):
+    """'{model:pcm_like}' is one YAML key 'model:pcm_like' without a value: the message said only that
+    'model' was missing."""
+    refused(["run", "--noise", "{model:pcm_like,prog_noise_scale:2}"], folder, capsys,
+            "--noise: field 'noise': noise config: field 'model': missing",
+            "YAML needs a space after ':' ({model: pcm_like}, not {model:pcm_like})")
+    refused(["run", "--noise", "{model: pcm_like,prog_noise_scale:2}"], folder, capsys,
+            "field 'prog_noise_scale:2': no value", "YAML needs a space after ':'")
+    from aimcemu import cli
+    assert cli.main(["run", "--noise", "{model: pcm_like, prog_noise_scale: }"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'prog_noise_scale': no value" in err and "space after" not in err  # a value really left out: no hint

@@ -257,10 +257,19 @@ def noise_model_names() -> list[str]:
     return list(_noise.noise_model_names())
 
 
+def _missing_space_hint(config: Any) -> str:
+    """'{model:pcm_like}' is YAML for the key 'model:pcm_like' with no value (a YAML mapping needs a
+    space after the colon); what a key written so looks like, pointed out."""
+    if isinstance(config, Mapping) and any(isinstance(k, str) and ":" in k and v is None for k, v in config.items()):
+        return "; YAML needs a space after ':' ({model: pcm_like}, not {model:pcm_like})"
+    return ""
+
+
 def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
     """Builds a model from {"model": name, **params}; unknown names or params raise FormatError."""
     if not isinstance(config, Mapping) or "model" not in config:
-        raise _core.FormatError("noise config: field 'model': missing (a dict with a 'model' name is expected)")
+        raise _core.FormatError("noise config: field 'model': missing (a dict with a 'model' name is expected)"
+                                + _missing_space_hint(config))
     name = config["model"]
     for key, value in config.items():
         if not isinstance(key, str):
@@ -269,7 +278,7 @@ def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
         # in a config it is more likely a value that was lost, so it is refused.
         if value is None:
             raise _core.FormatError(f"noise config: field {key!r}: no value (an empty YAML key or ~); "
-                                    "leave the key out for its default")
+                                    "leave the key out for its default" + _missing_space_hint(config))
     cls = NoiseModel._registry.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _core.FormatError(f"noise config: field 'model': unknown noise model {name!r} "
