@@ -105,10 +105,11 @@ class Node:
     bn: BatchNorm | None = None
 
 
-def printable(text: str) -> str:
+def printable(text: str | bytes) -> str:
     """text for a message, by the one escaping rule of every message (_core.printable): control
-    bytes and bytes outside valid UTF-8 as \\xNN, so a hostile name cannot cut or garble the line."""
-    return _core.printable(text.encode("utf-8", "surrogateescape"))
+    bytes and bytes outside valid UTF-8 as \\xNN, so a hostile name cannot cut or garble the line.
+    Bytes are taken as they are: protobuf hands a string field that is not valid UTF-8 over as bytes."""
+    return _core.printable(text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape"))
 
 
 def check_layer_name(name: str, source: str, field: str) -> None:

@@ -112,12 +112,32 @@ def _load(path: str):
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # protobuf's DecodeError, ...
         raise _invalid_model(path, exc) from exc
+    _check_nodes(model.graph, path)
     _ExternalData(path).read_into(model)
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx's ValidationError, ...
         raise _invalid_model(path, exc) from exc
     return model
+
+
+def _check_nodes(graph, path: str, prefix: str = "") -> None:
+    """Refuses (FormatError naming the file and the node) what every later message would trip on:
+    a node's name, type, domain or tensor names that are not valid UTF-8 (protobuf hands them over
+    as bytes), and a node without outputs (an unnamed node is named by its first output)."""
+    for index, node in enumerate(graph.node):
+        label = f"{prefix}node #{index}"
+        for what, text in (("op type", node.op_type), ("domain", node.domain), ("name", node.name),
+                           *(("input", name) for name in node.input), *(("output", name) for name in node.output)):
+            if isinstance(text, bytes):
+                raise _core.FormatError(f"{path}: field '{label} {what}': '{nb.printable(text)}' is not valid UTF-8")
+        if not node.output:
+            named = f", name '{nb.printable(node.name)}'" if node.name else ""
+            raise _core.FormatError(f"{path}: field '{label} ({nb.printable(node.op_type)}{named})': the node has "
+                                    "no outputs")
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                _check_nodes(sub, path, f"{prefix}{label} attribute '{nb.printable(attr.name)}': ")
 
 
 def _invalid_model(path: str, exc: Exception):
