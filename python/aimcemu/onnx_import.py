@@ -19,6 +19,7 @@ offending node; an unreadable file or input without a known size raises aimcemu.
 """
 from __future__ import annotations
 
+import collections
 import math
 import os
 import stat
@@ -355,9 +356,15 @@ class _Graph:
         self.activation_scales: dict[nb.Node, float] = {}
         self.weight_scales: dict[nb.Node, np.ndarray] = {}
         self.dq_scale_of: dict[str, np.ndarray] = {}     # dequantized constant -> its scales
+        # A QuantizeLinear's output on data -> (its scales, zero point, the node as messages name it),
+        # which the DequantizeLinear reading it must repeat.
+        self.quantized_by: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
         # Outputs that would have been constants but for a refused node (a refused fold, or a fold
         # of such an output): a node needing one as a constant is not reported a second time.
         self.refused_constants: set[str] = set()
+        # How often each tensor is read: by a node's input, or as a graph output.
+        self.readers = collections.Counter([name for node in g.node for name in node.input if name] +
+                                           [out.name for out in g.output])
         problems = []
         for index, node in enumerate(g.node):
             try:
@@ -538,17 +545,40 @@ class _Graph:
             raise _Skip("per-channel quantization of an activation is not supported (the format has one scale per tensor)")
         self._check_qdq(node, index, np.zeros(()), scale, zp, a.get("axis", 1))
         lo, hi = _qdq_range(scale, zp, zp.dtype)
-        if lo >= 0.0 and source.tag not in ("relu", "input"):
+        implied_clamp = lo >= 0.0 and source.tag not in ("relu", "input")
+        _refuse_clamps_the_datapath_lacks(lo, hi, zp, implied_clamp)
+        if implied_clamp:
             # Saturation at 0 is a ReLU (onnxruntime drops Relu nodes this way); make it explicit.
             source = self._add(node, index, "relu", [source])
             source.where = f"{_layer_name(node, index)}.implied_relu"   # uint8 saturation at 0 is the ReLU
         self.qdq_ranges[source] = max(abs(lo), abs(hi))
         self.activation_scales[source] = float(np.max(scale))
         self.value[node.output[0]] = source
+        self.quantized_by[node.output[0]] = (np.asarray(scale, np.float64).ravel(), zp, _where(node, index))
 
     def _op_DequantizeLinear(self, node, index, ins, a):
+        """DequantizeLinear(QuantizeLinear(x)) with the same scale and zero point is x rounded to the
+        file's grid: an alias of x carrying its range.  Any other pair rescales or shifts x, which
+        the importer would silently drop, so it is refused."""
         _refuse_blocked(a)
-        self.value[node.output[0]] = self._data(ins[0])
+        source = self._data(ins[0])
+        if ins[0] not in self.quantized_by:
+            if source.tag == "identity" and source.name == source.where == ins[0]:
+                raise _SkipFollowing()       # the stand-in of a refused node, reported there
+            raise _Skip(f"its input '{nb.printable(ins[0])}' is not the output of a QuantizeLinear (only "
+                        "QuantizeLinear -> DequantizeLinear pairs on data are supported)")
+        q_scale, q_zero_point, q_where = self.quantized_by[ins[0]]
+        scale = np.asarray(self._constant(ins[1], "scale"), np.float64).ravel()
+        zero_point = self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else None
+        zero_point = np.zeros((), q_zero_point.dtype) if zero_point is None else np.asarray(zero_point)
+        if not np.array_equal(scale, q_scale):
+            raise _Skip(f"its scale {_numbers(scale)} differs from the scale {_numbers(q_scale)} of "
+                        f"{q_where}, which quantized its input (the pair would rescale the tensor)")
+        if zero_point.dtype != q_zero_point.dtype or not np.array_equal(zero_point.ravel(), q_zero_point.ravel()):
+            raise _Skip(f"its zero point {_numbers(zero_point)} ({zero_point.dtype}) differs from the zero point "
+                        f"{_numbers(q_zero_point)} ({q_zero_point.dtype}) of {q_where}, "
+                        "which quantized its input (the pair would shift the tensor)")
+        self.value[node.output[0]] = source
 
     # -- layers
 
@@ -636,12 +666,21 @@ class _Graph:
         x = self._data(data[0]) if data else self._data(ins[0])
         const_name = ins[1] if ins[0] == data[0] else ins[0]
         bias = self._weight(const_name, "addend").reshape(-1)
-        # x + b after a bias-less MatMul (how some exporters write Linear): the layer's bias.
-        if x.tag == "linear" and x.bias is None and bias.size == x.weight.shape[0]:
+        # x + b after a bias-less MatMul (how some exporters write Linear): the layer's bias, when
+        # this Add is the MatMul output's only reader (another reader needs it without the bias).
+        if x.tag == "linear" and x.bias is None and bias.size == x.weight.shape[0] and self._read_once(x):
             x.bias = bias
             self.value[node.output[0]] = x
             return
-        raise _Skip("adding a constant is supported only as the bias of a preceding MatMul")
+        raise _Skip("adding a constant is supported only as the bias of a preceding MatMul whose output only this "
+                    "Add reads")
+
+    def _read_once(self, made: nb.Node) -> bool:
+        """Whether the ONNX graph reads made's value exactly once.  Its names are the producing
+        node's output and the QuantizeLinear/DequantizeLinear outputs that alias it; each alias
+        but the first is made by one reader of another alias, the rest are readers of the value."""
+        aliases = [name for name, value in self.value.items() if value is made]
+        return sum(self.readers[name] for name in aliases) - (len(aliases) - 1) == 1
 
     def _op_MaxPool(self, node, index, ins, a):
         if len(node.output) > 1 and node.output[1]:
@@ -690,6 +729,40 @@ class _Graph:
             moves.append(ScaleMove(node.where, "weight", (float(scales.min()), float(scales.max())), pow2,
                                    (float(bits.min()), float(bits.max()))))
         return moves
+
+
+# The upper bound of a QuantizeLinear's range that marks a ReLU6 (Clip 0..6) which onnxruntime's
+# quantizer removed: it calibrates the Clip's input to the Clip's output range, 0..6.
+_RELU6_TOP = 6.0
+
+
+def _refuse_clamps_the_datapath_lacks(lo: float, hi: float, zero_point: np.ndarray, implied_clamp: bool) -> None:
+    """Refuses a QuantizeLinear whose saturation is part of what the model computes and which the
+    PU cannot compute: the PU has a ReLU (a clamp at 0 from below) and int8 saturation at
+    127 * 2^-f, a power of two that never lands on an arbitrary top (docs/arithmetic.md).
+    - hi <= 0 (uint8 with zero point 255, int8 with 127): every positive value becomes 0.
+    - an implied clamp to 0..6: onnxruntime's quantize_static removes a ReLU6 (Clip 0..6) this way,
+      and importing it as a ReLU would let values reach 7.94 instead of 6.
+    An implied clamp to any other 0..hi is a removed Relu or a removed Clip(0, hi), which the file
+    cannot tell apart; it imports as a ReLU (docs/import.md says how to keep Clips in the file)."""
+    z = zero_point.ravel()[0].item()
+    if hi <= 0.0:
+        raise _Skip(f"its range {lo:.6g}..{hi:.6g} ({zero_point.dtype} with zero point {z}) clamps every positive "
+                    "value to 0, which the datapath cannot compute (its only clamp at 0 is a ReLU, which keeps the "
+                    "positive values)")
+    if implied_clamp and math.isclose(hi, _RELU6_TOP, rel_tol=1e-6):
+        saturates_at = 127 * 2.0 ** -q.frac_bits_for_range(hi)
+        raise _Skip(f"its range 0..{hi:.6g} ({zero_point.dtype} with zero point {z}) clamps at 6: a ReLU6 "
+                    "(Clip 0..6) that onnxruntime's quantizer removed; the datapath has ReLU only and its "
+                    f"power-of-two scale cannot saturate at 6 (it would at {saturates_at:g}), so it would be "
+                    "imported as a plain ReLU")
+
+
+def _numbers(values: np.ndarray, shown: int = 4) -> str:
+    """Up to `shown` values of an array for a message, as the file holds them (float32 as float32)."""
+    flat = np.asarray(values).ravel()
+    text = ", ".join(f"{v:.7g}" if flat.dtype.kind == "f" else str(v) for v in flat[:shown].tolist())
+    return f"[{text}{', ...' if flat.size > shown else ''}]"
 
 
 def _refuse_blocked(a: dict) -> None:
