@@ -161,6 +161,24 @@ def check_calibration_dtype(dtype, source: str, batch: int | None = None) -> Non
         refuse_calibration_type(dtype.name, source, batch)
 
 
+def check_calibration_rank(shape, source: str) -> None:
+    """Refuses (FormatError naming calibration_data) a 0-d array or tensor, which holds no images to
+    split into batches (other ranks are refused per batch, naming the image shape expected)."""
+    if len(shape) == 0:
+        raise _core.FormatError(f"{source}: field 'calibration_data': expected images [N, C, H, W], got an array "
+                                f"of shape {tuple(shape)}")
+
+
+def calibration_iterable(data, source: str):
+    """An iterator over the calibration batches; anything that is neither an array of images nor
+    iterable (a float, None) is refused naming calibration_data."""
+    try:
+        return iter(data)
+    except TypeError:
+        raise _core.FormatError(f"{source}: field 'calibration_data': a {type(data).__name__} is neither images "
+                                "[N, C, H, W] nor an iterable of such batches") from None
+
+
 def refuse_calibration_type(type_name: str, source: str, batch: int | None = None):
     where = "" if batch is None else f" batch {batch} (counting from 0)"
     raise _core.FormatError(f"{source}: field 'calibration_data':{where} holds {type_name} values; expected real "

@@ -885,10 +885,14 @@ def _batches(data, chw, path: str):
     refused naming calibration_data (a complex image would lose its imaginary part)."""
     if hasattr(data, "detach"):
         data = _tensor_as_array(data)
+    if isinstance(data, np.generic):          # a NumPy scalar: no images, and not iterable
+        data = np.asarray(data)
     if isinstance(data, np.ndarray):
         nb.check_calibration_dtype(data.dtype, path)
+        nb.check_calibration_rank(data.shape, path)
         images = data
         data = (images[i:i + CALIBRATION_BATCH] for i in range(0, len(images), CALIBRATION_BATCH))
+    data = nb.calibration_iterable(data, path)
     for index, batch in enumerate(data):
         batch = batch[0] if isinstance(batch, (tuple, list)) else batch
         try:
