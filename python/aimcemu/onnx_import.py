@@ -819,48 +819,158 @@ _FOLDED_OPS = ("QuantizeLinear", "DequantizeLinear", "Identity", "Transpose", "C
 
 def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> nb.RangeStatistics:
     """Runs the float graph with every node's value as an output: ranges over the calibration
-    data, or (without it) the shapes from one zero image (one batch where the file fixes it)."""
+    data, or (without it) the shapes from one zero image.  Every value of a run is kept, so a run
+    holds at most MAX_RUN_BYTES of them: calibration batches are cut to fit, and a network whose
+    values for one image (or for the batch its file fixes) exceed it is refused."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     existing = {o.name for o in probe.graph.output}
     for node in graph.nodes[1:]:
         if node.name not in existing:
             probe.graph.output.append(onnx.ValueInfoProto(name=node.name))
-    session = _session(probe, path)
-    names = [o.name for o in session.get_outputs()]
-    value_names = set(names)
-    stats = nb.RangeStatistics(path)
     input_name = graph.input.name
-    where = {n.name: f"{n.where} (output '{n.name}')" for n in graph.nodes[1:]}
-    where[input_name] = "calibration_data"
-    # Graph order, so that a NaN or Inf is reported at the node that first produces it.
-    order = [input_name, *[n.name for n in graph.nodes[1:] if n.name in value_names]]
-    listed = set(order)
-    order += [name for name in names if name not in listed]
+    per_image = _bytes_per_image(model, input_name, chw)
+    if per_image > MAX_RUN_BYTES:
+        raise _too_large(path, graph, f"one image of shape (C, H, W) = {tuple(chw)}", per_image)
     batch_size = graph.fixed_batch()
     if calibration_data is None:
-        batches = [np.zeros((batch_size or 1, *chw), np.float32)]
-    else:
-        batches = _batches(calibration_data, chw, path)
-        batches = _fixed_size(batches, batch_size, path) if batch_size else batches
+        return _shape_pass(probe, path, graph, batch_size, per_image)
+    if batch_size and batch_size * per_image > MAX_RUN_BYTES:
+        raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
+    session = _session(probe, path)
+    names = [o.name for o in session.get_outputs()]
+    stats = nb.RangeStatistics(path)
+    order = _graph_order(graph, names)
+    where = {n.name: f"{n.where} (output '{n.name}')" for n in graph.nodes[1:]}
+    where[input_name] = "calibration_data"
+    batches = _batches(calibration_data, chw, path)
+    batches = _fixed_size(batches, batch_size, path) if batch_size else _cut(batches, MAX_RUN_BYTES // per_image)
     count = 0
     for batch in batches:
         try:
             outputs = session.run(names, {input_name: batch})
         except Exception as exc:  # onnxruntime's own error types
-            what = f"'calibration_data': onnxruntime failed on batch {count} (counting from 0)" \
-                if calibration_data is not None else "'model': onnxruntime failed on a zero image"
-            raise _core.FormatError(f"{path}: field {what}: {_first_line(exc)}") from exc
+            raise _core.FormatError(f"{path}: field 'calibration_data': onnxruntime failed on batch {count} "
+                                    f"(counting from 0): {_first_line(exc)}") from exc
         value_of = dict(zip(names, outputs))
         for key in order:
             value = batch if key == input_name else value_of[key]
-            if calibration_data is not None:
-                stats.update(key, value, where.get(key, key))
+            stats.update(key, value, where.get(key, key))
             stats.shape[key] = tuple(value.shape[1:])
         count += 1
     if count == 0:
         raise _core.FormatError(f"{path}: field 'calibration_data': holds no images")
     return stats
+
+
+def _graph_order(graph: _Graph, names: list[str]) -> list[str]:
+    """The input and the session's outputs in graph order, so that a NaN or Inf is reported at the
+    node that first produces it."""
+    value_names = set(names)
+    order = [graph.input.name, *[n.name for n in graph.nodes[1:] if n.name in value_names]]
+    listed = set(order)
+    return order + [name for name in names if name not in listed]
+
+
+def _shape_pass(probe, path: str, graph: _Graph, batch_size: int | None, per_image: int) -> nb.RangeStatistics:
+    """Every value's per-image shape, from onnxruntime on one zero image.  A file that fixes its
+    batch at B > 1 is tried at batch 1 first (B zero images would cost B times the memory); only
+    if the graph itself needs B (a constant Reshape target holding B) is it run at B, within
+    MAX_RUN_BYTES."""
+    one = onnx.ModelProto()
+    one.CopyFrom(probe)
+    one.graph.input[_input_position(one.graph, graph.input.name)].type.tensor_type.shape.dim[0].dim_value = 1
+    for output in one.graph.output:    # declared output batch sizes would disagree with batch 1
+        output.ClearField("type")
+    try:
+        return _shapes(_session(one, path), path, graph, 1)
+    except _core.FormatError:
+        if not batch_size or batch_size == 1:
+            raise
+    if batch_size * per_image > MAX_RUN_BYTES:
+        raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
+    return _shapes(_session(probe, path), path, graph, batch_size)
+
+
+def _input_position(onnx_graph, name: str) -> int:
+    return next(i for i, value in enumerate(onnx_graph.input) if value.name == name)
+
+
+def _shapes(session, path: str, graph: _Graph, batch_size: int) -> nb.RangeStatistics:
+    names = [o.name for o in session.get_outputs()]
+    image = np.zeros((batch_size, *_input_chw_of(session)), np.float32)
+    try:
+        outputs = session.run(names, {graph.input.name: image})
+    except Exception as exc:  # onnxruntime's own error types
+        raise _core.FormatError(f"{path}: field 'model': onnxruntime failed on a zero image: "
+                                f"{_first_line(exc)}") from exc
+    stats = nb.RangeStatistics(path)
+    stats.shape[graph.input.name] = tuple(image.shape[1:])
+    for name, value in zip(names, outputs):
+        stats.shape[name] = tuple(value.shape[1:])
+    return stats
+
+
+def _input_chw_of(session) -> tuple[int, ...]:
+    return tuple(session.get_inputs()[0].shape[1:])
+
+
+def _cut(batches, size: int):
+    """batches, each cut into runs of at most size images."""
+    for batch in batches:
+        yield from (batch[i:i + size] for i in range(0, len(batch), size))
+
+
+# Bytes of values one onnxruntime run of the importer may hold: every value of the graph is an
+# output there (for its range or shape), so without a bound a file of a few hundred bytes
+# declaring a large image or batch could make onnxruntime allocate any amount of memory.
+MAX_RUN_BYTES = 2 ** 30
+
+
+def _too_large(path: str, graph: _Graph, what: str, needed: int):
+    return _core.FormatError(f"{path}: field 'input '{nb.printable(graph.input.name)}'': {what} needs {needed} bytes "
+                             "of values (every tensor of the graph, kept to measure it), above the importer's limit of "
+                             f"{MAX_RUN_BYTES} bytes per run (onnx_import.MAX_RUN_BYTES)")
+
+
+_ITEMSIZE_OF_TYPE = {onnx.TensorProto.UINT8: 1, onnx.TensorProto.INT8: 1, onnx.TensorProto.BOOL: 1,
+                     onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.BFLOAT16: 2, onnx.TensorProto.INT16: 2,
+                     onnx.TensorProto.UINT16: 2, onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.INT64: 8,
+                     onnx.TensorProto.UINT64: 8}
+
+
+def _bytes_per_image(model, input_name: str, chw) -> int:
+    """Bytes of the input and of every value ONNX shape inference sizes, at batch 1.  Inference
+    runs on a copy without the initializers' data (their dims are what it needs; small ones, such
+    as a Reshape's target shape, are kept) so that its cost does not grow with the weights."""
+    shapes = onnx.ModelProto()
+    shapes.ir_version = model.ir_version
+    shapes.opset_import.extend(model.opset_import)
+    shapes.graph.node.extend(model.graph.node)
+    shapes.graph.input.extend(model.graph.input)
+    shapes.graph.output.extend(model.graph.output)
+    for init in model.graph.initializer:
+        kept = shapes.graph.initializer.add()
+        if math.prod(init.dims) <= 64:
+            kept.CopyFrom(init)
+        else:
+            kept.name, kept.data_type = init.name, init.data_type
+            kept.dims.extend(init.dims)
+    dims = shapes.graph.input[_input_position(shapes.graph, input_name)].type.tensor_type.shape.dim
+    for dim, value in zip(dims, (1, *chw)):
+        dim.Clear()
+        dim.dim_value = value
+    total = 4 * math.prod(chw)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(shapes, strict_mode=False)
+    except Exception:   # onnx's inference errors: onnxruntime will name what is wrong
+        return total
+    for value in [*inferred.graph.value_info, *inferred.graph.output]:
+        tensor = value.type.tensor_type
+        sizes = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
+        if tensor.HasField("shape") and all(v > 0 for v in sizes):
+            total += math.prod(sizes) * _ITEMSIZE_OF_TYPE.get(tensor.elem_type, 4)
+    return total
 
 
 def _session(model, path: str):
