@@ -356,6 +356,7 @@ class _Graph:
         self.activation_scales: dict[nb.Node, float] = {}
         self.weight_scales: dict[nb.Node, np.ndarray] = {}
         self.dq_scale_of: dict[str, np.ndarray] = {}     # dequantized constant -> its scales
+        self.int32_dequantized: set[str] = set()          # constants dequantized from int32 (biases only)
         # A QuantizeLinear's output on data -> (its scales, zero point, the node as messages name it),
         # which the DequantizeLinear reading it must repeat.
         self.quantized_by: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
@@ -492,6 +493,8 @@ class _Graph:
             self._check_qdq(node, index, x, self.const[node.input[1]], zp, a.get("axis", 1), dequantize=True)
             value = _dequantize(x, self.const[node.input[1]], zp, a.get("axis", 1))
             self.dq_scale_of[node.output[0]] = np.atleast_1d(self.const[node.input[1]]).astype(np.float64)
+            if x.dtype == np.int32:
+                self.int32_dequantized.add(node.output[0])
         elif op == "Transpose":
             value = np.transpose(x, a.get("perm"))
         elif op == "Cast":
@@ -527,6 +530,11 @@ class _Graph:
                                     f"scale's {list(scale.shape)}")
 
     def _weight(self, name: str, what: str) -> np.ndarray:
+        if name in self.int32_dequantized and what not in ("bias", "addend"):
+            # int32 is a bias's type in QDQ files (accumulator scale); a weight in it would lose bits
+            # in int8 unnoticed, as a 16-bit one would (refused in _check_qdq).
+            raise _Skip(f"its {what} ('{nb.printable(name)}') is dequantized from int32, which is supported only "
+                        "for a bias (weights: int8 or uint8)")
         return np.asarray(self._constant(name, what), dtype=np.float64)
 
     def _note_weight_scale(self, made: nb.Node, weight_name: str) -> None:
@@ -705,9 +713,17 @@ class _Graph:
         self._add(node, index, "flatten", [self._data(ins[0])])   # the mapper accepts [N, features] only
 
     def _op_Dropout(self, node, index, ins, a):
-        self._add(node, index, "identity", [self._data(ins[0])])
+        """Identity in inference mode, the default; training_mode true (a constant) drops values at
+        random, and one computed from data cannot be known: both refused."""
+        if len(ins) > 2 and ins[2]:
+            if ins[2] not in self.const:
+                raise _Skip(f"its training_mode ('{nb.printable(ins[2])}') must be a constant (false)")
+            if np.any(self.const[ins[2]]):
+                raise _Skip("training_mode=true (drops values at random) is not supported (only inference mode)")
+        self._op_Identity(node, index, ins, a)
 
-    _op_Identity = _op_Dropout
+    def _op_Identity(self, node, index, ins, a):
+        self._add(node, index, "identity", [self._data(ins[0])])
 
     # -- report
 
