@@ -850,7 +850,7 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
         raise _too_large(path, graph, f"one image of shape (C, H, W) = {tuple(chw)}", per_image)
     batch_size = graph.fixed_batch()
     if calibration_data is None:
-        return _shape_pass(probe, path, graph, batch_size, per_image)
+        return _shape_pass(probe, path, graph, chw, batch_size, per_image)
     if batch_size and batch_size * per_image > MAX_RUN_BYTES:
         raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
     session = _session(probe, path)
@@ -888,7 +888,7 @@ def _graph_order(graph: _Graph, names: list[str]) -> list[str]:
     return order + [name for name in names if name not in listed]
 
 
-def _shape_pass(probe, path: str, graph: _Graph, batch_size: int | None, per_image: int) -> nb.RangeStatistics:
+def _shape_pass(probe, path: str, graph: _Graph, chw, batch_size: int | None, per_image: int) -> nb.RangeStatistics:
     """Every value's per-image shape, from onnxruntime on one zero image.  A file that fixes its
     batch at B > 1 is tried at batch 1 first (B zero images would cost B times the memory); only
     if the graph itself needs B (a constant Reshape target holding B) is it run at B, within
@@ -899,22 +899,23 @@ def _shape_pass(probe, path: str, graph: _Graph, batch_size: int | None, per_ima
     for output in one.graph.output:    # declared output batch sizes would disagree with batch 1
         output.ClearField("type")
     try:
-        return _shapes(_session(one, path), path, graph, 1)
+        return _shapes(_session(one, path), path, graph, (1, *chw))
     except _core.FormatError:
         if not batch_size or batch_size == 1:
             raise
     if batch_size * per_image > MAX_RUN_BYTES:
         raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
-    return _shapes(_session(probe, path), path, graph, batch_size)
+    return _shapes(_session(probe, path), path, graph, (batch_size, *chw))
 
 
 def _input_position(onnx_graph, name: str) -> int:
     return next(i for i, value in enumerate(onnx_graph.input) if value.name == name)
 
 
-def _shapes(session, path: str, graph: _Graph, batch_size: int) -> nb.RangeStatistics:
+def _shapes(session, path: str, graph: _Graph, nchw: tuple[int, ...]) -> nb.RangeStatistics:
+    """Every value's shape (without the batch) on zero images of shape nchw."""
     names = [o.name for o in session.get_outputs()]
-    image = np.zeros((batch_size, *_input_chw_of(session)), np.float32)
+    image = np.zeros(nchw, np.float32)
     try:
         outputs = session.run(names, {graph.input.name: image})
     except Exception as exc:  # onnxruntime's own error types
@@ -925,10 +926,6 @@ def _shapes(session, path: str, graph: _Graph, batch_size: int) -> nb.RangeStati
     for name, value in zip(names, outputs):
         stats.shape[name] = tuple(value.shape[1:])
     return stats
-
-
-def _input_chw_of(session) -> tuple[int, ...]:
-    return tuple(session.get_inputs()[0].shape[1:])
 
 
 def _cut(batches, size: int):

@@ -349,3 +349,14 @@ def test_calibration_batches_are_cut_to_the_limit(conv_relu, monkeypatch):
     assert runs == [3, 3, 3, 3, 3, 1]
     assert cut.frac_bits == whole.frac_bits and cut.input_frac_bits == whole.input_frac_bits
     np.testing.assert_array_equal(cut.network.layers[0].weights, whole.network.layers[0].weights)
+
+
+def test_a_dynamic_image_size_shape_pass_takes_input_shape(tmp_path):
+    """The one-image shape pass of a QDQ file with dynamic H and W runs on input_shape."""
+    path = qdq_pool(tmp_path / "dyn.onnx", "N", 4)
+    model = onnx.load(str(path))
+    for dim in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+        dim.dim_param = "hw"
+    onnx.save(model, str(path))
+    imported = convert_onnx(path, input_shape=(1, 5, 7))
+    assert tuple(imported.network.layers[0].out_shape) == (5, 7, 1)
