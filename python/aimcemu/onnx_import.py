@@ -775,7 +775,7 @@ def _refuse_clamps_the_datapath_lacks(lo: float, hi: float, zero_point: np.ndarr
 
 
 def _numbers(values: np.ndarray, shown: int = 4) -> str:
-    """Up to `shown` values of an array for a message, as the file holds them (float32 as float32)."""
+    """Up to `shown` values of an array for a message (floats to 7 significant digits)."""
     flat = np.asarray(values).ravel()
     text = ", ".join(f"{v:.7g}" if flat.dtype.kind == "f" else str(v) for v in flat[:shown].tolist())
     return f"[{text}{', ...' if flat.size > shown else ''}]"
@@ -942,7 +942,7 @@ MAX_RUN_BYTES = 2 ** 30
 
 def _too_large(path: str, graph: _Graph, what: str, needed: int):
     return _core.FormatError(f"{path}: field 'input '{nb.printable(graph.input.name)}'': {what} needs {needed} bytes "
-                             "of values (every tensor of the graph, kept to measure it), above the importer's limit of "
+                             "of values (every tensor the graph computes from them, all kept to measure them), above the importer's limit of "
                              f"{MAX_RUN_BYTES} bytes per run (onnx_import.MAX_RUN_BYTES)")
 
 
@@ -953,37 +953,48 @@ _ITEMSIZE_OF_TYPE = {onnx.TensorProto.UINT8: 1, onnx.TensorProto.INT8: 1, onnx.T
 
 
 def _bytes_per_image(model, input_name: str, chw) -> int:
-    """Bytes of the input and of every value ONNX shape inference sizes, at batch 1.  Inference
-    runs on a copy without the initializers' data (their dims are what it needs; small ones, such
-    as a Reshape's target shape, are kept) so that its cost does not grow with the weights."""
+    """Bytes of every value of the graph that grows with the batch, per image: ONNX shape inference
+    at batch 2 less at batch 1, so that weights (and what is computed from them alone) count
+    once, not per image.  Intermediates onnxruntime frees after use count too: its arena keeps
+    their memory.  Inference runs on a copy without the initializers' data (their dims are what it
+    needs; small ones, such as a Reshape's target shape, are kept) so its cost does not grow with
+    the weights; a value it cannot size is not counted."""
     shapes = onnx.ModelProto()
     shapes.ir_version = model.ir_version
     shapes.opset_import.extend(model.opset_import)
     shapes.graph.node.extend(model.graph.node)
     shapes.graph.input.extend(model.graph.input)
-    shapes.graph.output.extend(model.graph.output)
+    for output in model.graph.output:   # a declared output shape would hide the inferred one
+        shapes.graph.output.add().name = output.name
     for init in model.graph.initializer:
-        kept = shapes.graph.initializer.add()
+        dims_only = shapes.graph.initializer.add()
         if math.prod(init.dims) <= 64:
-            kept.CopyFrom(init)
+            dims_only.CopyFrom(init)
         else:
-            kept.name, kept.data_type = init.name, init.data_type
-            kept.dims.extend(init.dims)
+            dims_only.name, dims_only.data_type = init.name, init.data_type
+            dims_only.dims.extend(init.dims)
+    one, two = (_value_bytes(shapes, input_name, (batch, *chw)) for batch in (1, 2))
+    return 4 * math.prod(chw) + max(two - one, 0)
+
+
+def _value_bytes(shapes, input_name: str, nchw: tuple[int, ...]) -> int:
+    """Bytes of the values ONNX shape inference sizes with the input at nchw (0 if it fails:
+    onnxruntime then names what is wrong)."""
     dims = shapes.graph.input[_input_position(shapes.graph, input_name)].type.tensor_type.shape.dim
-    for dim, value in zip(dims, (1, *chw)):
+    for dim, value in zip(dims, nchw):
         dim.Clear()
         dim.dim_value = value
-    total = 4 * math.prod(chw)
     try:
         inferred = onnx.shape_inference.infer_shapes(shapes, strict_mode=False)
-    except Exception:   # onnx's inference errors: onnxruntime will name what is wrong
-        return total
+    except Exception:   # onnx's inference errors
+        return 0
+    bytes_of = {}     # by name: an output may be listed twice
     for value in [*inferred.graph.value_info, *inferred.graph.output]:
         tensor = value.type.tensor_type
         sizes = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
         if tensor.HasField("shape") and all(v > 0 for v in sizes):
-            total += math.prod(sizes) * _ITEMSIZE_OF_TYPE.get(tensor.elem_type, 4)
-    return total
+            bytes_of[value.name] = math.prod(sizes) * _ITEMSIZE_OF_TYPE.get(tensor.elem_type, 4)
+    return sum(bytes_of.values())
 
 
 def _session(model, path: str):
