@@ -256,11 +256,12 @@ class Ranges:
     max_abs: dict
     shape: dict
     missing_range: Callable[[Node], str] = lambda node: "no calibrated range"
+    source: str = "the model"         # names the model in the error of a missing range
 
     def of(self, node: Node) -> float:
         value = self.max_abs.get(node)
         if value is None:
-            raise UnsupportedOperationError([(node.where, self.missing_range(node))])
+            raise UnsupportedOperationError([(node.where, self.missing_range(node))], self.source)
         return value
 
 

@@ -97,6 +97,7 @@ def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None
         ranges.max_abs[node] = max_abs            # the file's own scales win over calibration
     ranges.missing_range = lambda node: (f"tensor '{node.name}' has no QuantizeLinear; pass calibration_data "
                                          "to calibrate it")
+    ranges.source = path
     name = name or graph.name
     imported = nb.build_network(graph.nodes, graph.output, ranges, name, path)
     imported.scale_moves = graph.scale_moves(imported)

@@ -360,3 +360,16 @@ def test_a_dynamic_image_size_shape_pass_takes_input_shape(tmp_path):
     onnx.save(model, str(path))
     imported = convert_onnx(path, input_shape=(1, 5, 7))
     assert tuple(imported.network.layers[0].out_shape) == (5, 7, 1)
+
+
+def test_a_tensor_without_a_range_is_refused_naming_the_file(tmp_path):
+    """A QDQ file that leaves the Gemm's output unquantized, imported without calibration data."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+             helper.make_node("Flatten", ["d"], ["f"], name="fl"),
+             helper.make_node("Gemm", ["f", "w"], ["y"], name="fc", transB=1)]
+    inits = {"s": np.array(0.05, np.float32), "z": np.array(0, np.int8), "w": np.full((3, 18), 0.01, np.float32)}
+    path = save_graph(tmp_path / "norange.onnx", nodes, inits, in_shape=("N", 2, 3, 3), out_rank=2)
+    with pytest.raises(UnsupportedOperationError, match=re.escape(f"cannot import {path}, 1 unsupported operation(s):\n"
+                                                                   "  fc: tensor 'y' has no QuantizeLinear")):
+        convert_onnx(path)
