@@ -105,10 +105,11 @@ class Node:
     bn: BatchNorm | None = None
 
 
-def printable(text: str) -> str:
+def printable(text: str | bytes) -> str:
     """text for a message, by the one escaping rule of every message (_core.printable): control
-    bytes and bytes outside valid UTF-8 as \\xNN, so a hostile name cannot cut or garble the line."""
-    return _core.printable(text.encode("utf-8", "surrogateescape"))
+    bytes and bytes outside valid UTF-8 as \\xNN, so a hostile name cannot cut or garble the line.
+    Bytes are taken as they are: protobuf hands a string field that is not valid UTF-8 over as bytes."""
+    return _core.printable(text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape"))
 
 
 def check_layer_name(name: str, source: str, field: str) -> None:
@@ -158,6 +159,24 @@ def check_calibration_dtype(dtype, source: str, batch: int | None = None) -> Non
     dtype = np.dtype(dtype)
     if dtype.kind not in CALIBRATION_KINDS:
         refuse_calibration_type(dtype.name, source, batch)
+
+
+def check_calibration_rank(shape, source: str) -> None:
+    """Refuses (FormatError naming calibration_data) a 0-d array or tensor, which holds no images to
+    split into batches (other ranks are refused per batch, naming the image shape expected)."""
+    if len(shape) == 0:
+        raise _core.FormatError(f"{source}: field 'calibration_data': expected images [N, C, H, W], got an array "
+                                f"of shape {tuple(shape)}")
+
+
+def calibration_iterable(data, source: str):
+    """An iterator over the calibration batches; anything that is neither an array of images nor
+    iterable (a float, None) is refused naming calibration_data."""
+    try:
+        return iter(data)
+    except TypeError:
+        raise _core.FormatError(f"{source}: field 'calibration_data': a {type(data).__name__} is neither images "
+                                "[N, C, H, W] nor an iterable of such batches") from None
 
 
 def refuse_calibration_type(type_name: str, source: str, batch: int | None = None):
@@ -237,11 +256,12 @@ class Ranges:
     max_abs: dict
     shape: dict
     missing_range: Callable[[Node], str] = lambda node: "no calibrated range"
+    source: str = "the model"         # names the model in the error of a missing range
 
     def of(self, node: Node) -> float:
         value = self.max_abs.get(node)
         if value is None:
-            raise UnsupportedOperationError([(node.where, self.missing_range(node))])
+            raise UnsupportedOperationError([(node.where, self.missing_range(node))], self.source)
         return value
 
 

@@ -385,15 +385,18 @@ def _first_line(exc: Exception) -> str:
 
 def _calibration_batches(data, source: str) -> Iterable[torch.Tensor]:
     """The calibration images as tensors of real numbers, batch by batch."""
+    if isinstance(data, np.generic):          # a NumPy scalar: no images, and not iterable
+        data = np.asarray(data)
     if isinstance(data, np.ndarray):
         nb.check_calibration_dtype(data.dtype, source)
         data = torch.from_numpy(data)
     if isinstance(data, torch.Tensor):
         _check_tensor_type(data, source)
+        nb.check_calibration_rank(tuple(data.shape), source)
         for start in range(0, data.shape[0], CALIBRATION_BATCH):
             yield data[start:start + CALIBRATION_BATCH]
         return
-    for index, item in enumerate(data):
+    for index, item in enumerate(nb.calibration_iterable(data, source)):
         yield _batch_tensor(item[0] if isinstance(item, (tuple, list)) else item, index, source)
 
 

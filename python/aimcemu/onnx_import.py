@@ -19,6 +19,7 @@ offending node; an unreadable file or input without a known size raises aimcemu.
 """
 from __future__ import annotations
 
+import collections
 import math
 import os
 import stat
@@ -96,6 +97,7 @@ def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None
         ranges.max_abs[node] = max_abs            # the file's own scales win over calibration
     ranges.missing_range = lambda node: (f"tensor '{node.name}' has no QuantizeLinear; pass calibration_data "
                                          "to calibrate it")
+    ranges.source = path
     name = name or graph.name
     imported = nb.build_network(graph.nodes, graph.output, ranges, name, path)
     imported.scale_moves = graph.scale_moves(imported)
@@ -112,12 +114,32 @@ def _load(path: str):
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # protobuf's DecodeError, ...
         raise _invalid_model(path, exc) from exc
+    _check_nodes(model.graph, path)
     _ExternalData(path).read_into(model)
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx's ValidationError, ...
         raise _invalid_model(path, exc) from exc
     return model
+
+
+def _check_nodes(graph, path: str, prefix: str = "") -> None:
+    """Refuses (FormatError naming the file and the node) what every later message would trip on:
+    a node's name, type, domain or tensor names that are not valid UTF-8 (protobuf hands them over
+    as bytes), and a node without outputs (an unnamed node is named by its first output)."""
+    for index, node in enumerate(graph.node):
+        label = f"{prefix}node #{index}"
+        for what, text in (("op type", node.op_type), ("domain", node.domain), ("name", node.name),
+                           *(("input", name) for name in node.input), *(("output", name) for name in node.output)):
+            if isinstance(text, bytes):
+                raise _core.FormatError(f"{path}: field '{label} {what}': '{nb.printable(text)}' is not valid UTF-8")
+        if not node.output:
+            named = f", name '{nb.printable(node.name)}'" if node.name else ""
+            raise _core.FormatError(f"{path}: field '{label} ({nb.printable(node.op_type)}{named})': the node has "
+                                    "no outputs")
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                _check_nodes(sub, path, f"{prefix}{label} attribute '{nb.printable(attr.name)}': ")
 
 
 def _invalid_model(path: str, exc: Exception):
@@ -335,9 +357,16 @@ class _Graph:
         self.activation_scales: dict[nb.Node, float] = {}
         self.weight_scales: dict[nb.Node, np.ndarray] = {}
         self.dq_scale_of: dict[str, np.ndarray] = {}     # dequantized constant -> its scales
+        self.int32_dequantized: set[str] = set()          # constants dequantized from int32 (biases only)
+        # A QuantizeLinear's output on data -> (its scales, zero point, the node as messages name it),
+        # which the DequantizeLinear reading it must repeat.
+        self.quantized_by: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
         # Outputs that would have been constants but for a refused node (a refused fold, or a fold
         # of such an output): a node needing one as a constant is not reported a second time.
         self.refused_constants: set[str] = set()
+        # How often each tensor is read: by a node's input, or as a graph output.
+        self.readers = collections.Counter([name for node in g.node for name in node.input if name] +
+                                           [out.name for out in g.output])
         problems = []
         for index, node in enumerate(g.node):
             try:
@@ -465,6 +494,8 @@ class _Graph:
             self._check_qdq(node, index, x, self.const[node.input[1]], zp, a.get("axis", 1), dequantize=True)
             value = _dequantize(x, self.const[node.input[1]], zp, a.get("axis", 1))
             self.dq_scale_of[node.output[0]] = np.atleast_1d(self.const[node.input[1]]).astype(np.float64)
+            if x.dtype == np.int32:
+                self.int32_dequantized.add(node.output[0])
         elif op == "Transpose":
             value = np.transpose(x, a.get("perm"))
         elif op == "Cast":
@@ -500,6 +531,11 @@ class _Graph:
                                     f"scale's {list(scale.shape)}")
 
     def _weight(self, name: str, what: str) -> np.ndarray:
+        if name in self.int32_dequantized and what not in ("bias", "addend"):
+            # int32 is a bias's type in QDQ files (accumulator scale); a weight in it would lose bits
+            # in int8 unnoticed, as a 16-bit one would (refused in _check_qdq).
+            raise _Skip(f"its {what} ('{nb.printable(name)}') is dequantized from int32, which is supported only "
+                        "for a bias (weights: int8 or uint8)")
         return np.asarray(self._constant(name, what), dtype=np.float64)
 
     def _note_weight_scale(self, made: nb.Node, weight_name: str) -> None:
@@ -518,17 +554,40 @@ class _Graph:
             raise _Skip("per-channel quantization of an activation is not supported (the format has one scale per tensor)")
         self._check_qdq(node, index, np.zeros(()), scale, zp, a.get("axis", 1))
         lo, hi = _qdq_range(scale, zp, zp.dtype)
-        if lo >= 0.0 and source.tag not in ("relu", "input"):
+        implied_clamp = lo >= 0.0 and source.tag not in ("relu", "input")
+        _refuse_clamps_the_datapath_lacks(lo, hi, zp, implied_clamp)
+        if implied_clamp:
             # Saturation at 0 is a ReLU (onnxruntime drops Relu nodes this way); make it explicit.
             source = self._add(node, index, "relu", [source])
             source.where = f"{_layer_name(node, index)}.implied_relu"   # uint8 saturation at 0 is the ReLU
         self.qdq_ranges[source] = max(abs(lo), abs(hi))
         self.activation_scales[source] = float(np.max(scale))
         self.value[node.output[0]] = source
+        self.quantized_by[node.output[0]] = (np.asarray(scale, np.float64).ravel(), zp, _where(node, index))
 
     def _op_DequantizeLinear(self, node, index, ins, a):
+        """DequantizeLinear(QuantizeLinear(x)) with the same scale and zero point is x rounded to the
+        file's grid: an alias of x carrying its range.  Any other pair rescales or shifts x, which
+        the importer would silently drop, so it is refused."""
         _refuse_blocked(a)
-        self.value[node.output[0]] = self._data(ins[0])
+        source = self._data(ins[0])
+        if ins[0] not in self.quantized_by:
+            if source.tag == "identity" and source.name == source.where == ins[0]:
+                raise _SkipFollowing()       # the stand-in of a refused node, reported there
+            raise _Skip(f"its input '{nb.printable(ins[0])}' is not the output of a QuantizeLinear (only "
+                        "QuantizeLinear -> DequantizeLinear pairs on data are supported)")
+        q_scale, q_zero_point, q_where = self.quantized_by[ins[0]]
+        scale = np.asarray(self._constant(ins[1], "scale"), np.float64).ravel()
+        zero_point = self._constant(ins[2], "zero point") if len(ins) > 2 and ins[2] else None
+        zero_point = np.zeros((), q_zero_point.dtype) if zero_point is None else np.asarray(zero_point)
+        if not np.array_equal(scale, q_scale):
+            raise _Skip(f"its scale {_numbers(scale)} differs from the scale {_numbers(q_scale)} of "
+                        f"{q_where}, which quantized its input (the pair would rescale the tensor)")
+        if zero_point.dtype != q_zero_point.dtype or not np.array_equal(zero_point.ravel(), q_zero_point.ravel()):
+            raise _Skip(f"its zero point {_numbers(zero_point)} ({zero_point.dtype}) differs from the zero point "
+                        f"{_numbers(q_zero_point)} ({q_zero_point.dtype}) of {q_where}, "
+                        "which quantized its input (the pair would shift the tensor)")
+        self.value[node.output[0]] = source
 
     # -- layers
 
@@ -616,12 +675,21 @@ class _Graph:
         x = self._data(data[0]) if data else self._data(ins[0])
         const_name = ins[1] if ins[0] == data[0] else ins[0]
         bias = self._weight(const_name, "addend").reshape(-1)
-        # x + b after a bias-less MatMul (how some exporters write Linear): the layer's bias.
-        if x.tag == "linear" and x.bias is None and bias.size == x.weight.shape[0]:
+        # x + b after a bias-less MatMul (how some exporters write Linear): the layer's bias, when
+        # this Add is the MatMul output's only reader (another reader needs it without the bias).
+        if x.tag == "linear" and x.bias is None and bias.size == x.weight.shape[0] and self._read_once(x):
             x.bias = bias
             self.value[node.output[0]] = x
             return
-        raise _Skip("adding a constant is supported only as the bias of a preceding MatMul")
+        raise _Skip("adding a constant is supported only as the bias of a preceding MatMul whose output only this "
+                    "Add reads")
+
+    def _read_once(self, made: nb.Node) -> bool:
+        """Whether the ONNX graph reads made's value exactly once.  Its names are the producing
+        node's output and the QuantizeLinear/DequantizeLinear outputs that alias it; each alias
+        but the first is made by one reader of another alias, the rest are readers of the value."""
+        aliases = [name for name, value in self.value.items() if value is made]
+        return sum(self.readers[name] for name in aliases) - (len(aliases) - 1) == 1
 
     def _op_MaxPool(self, node, index, ins, a):
         if len(node.output) > 1 and node.output[1]:
@@ -646,9 +714,17 @@ class _Graph:
         self._add(node, index, "flatten", [self._data(ins[0])])   # the mapper accepts [N, features] only
 
     def _op_Dropout(self, node, index, ins, a):
-        self._add(node, index, "identity", [self._data(ins[0])])
+        """Identity in inference mode, the default; training_mode true (a constant) drops values at
+        random, and one computed from data cannot be known: both refused."""
+        if len(ins) > 2 and ins[2]:
+            if ins[2] not in self.const:
+                raise _Skip(f"its training_mode ('{nb.printable(ins[2])}') must be a constant (false)")
+            if np.any(self.const[ins[2]]):
+                raise _Skip("training_mode=true (drops values at random) is not supported (only inference mode)")
+        self._op_Identity(node, index, ins, a)
 
-    _op_Identity = _op_Dropout
+    def _op_Identity(self, node, index, ins, a):
+        self._add(node, index, "identity", [self._data(ins[0])])
 
     # -- report
 
@@ -670,6 +746,40 @@ class _Graph:
             moves.append(ScaleMove(node.where, "weight", (float(scales.min()), float(scales.max())), pow2,
                                    (float(bits.min()), float(bits.max()))))
         return moves
+
+
+# The upper bound of a QuantizeLinear's range that marks a ReLU6 (Clip 0..6) which onnxruntime's
+# quantizer removed: it calibrates the Clip's input to the Clip's output range, 0..6.
+_RELU6_TOP = 6.0
+
+
+def _refuse_clamps_the_datapath_lacks(lo: float, hi: float, zero_point: np.ndarray, implied_clamp: bool) -> None:
+    """Refuses a QuantizeLinear whose saturation is part of what the model computes and which the
+    PU cannot compute: the PU has a ReLU (a clamp at 0 from below) and int8 saturation at
+    127 * 2^-f, a power of two that never lands on an arbitrary top (docs/arithmetic.md).
+    - hi <= 0 (uint8 with zero point 255, int8 with 127): every positive value becomes 0.
+    - an implied clamp to 0..6: onnxruntime's quantize_static removes a ReLU6 (Clip 0..6) this way,
+      and importing it as a ReLU would let values reach 7.94 instead of 6.
+    An implied clamp to any other 0..hi is a removed Relu or a removed Clip(0, hi), which the file
+    cannot tell apart; it imports as a ReLU (docs/import.md says how to keep Clips in the file)."""
+    z = zero_point.ravel()[0].item()
+    if hi <= 0.0:
+        raise _Skip(f"its range {lo:.6g}..{hi:.6g} ({zero_point.dtype} with zero point {z}) clamps every positive "
+                    "value to 0, which the datapath cannot compute (its only clamp at 0 is a ReLU, which keeps the "
+                    "positive values)")
+    if implied_clamp and math.isclose(hi, _RELU6_TOP, rel_tol=1e-6):
+        saturates_at = 127 * 2.0 ** -q.frac_bits_for_range(hi)
+        raise _Skip(f"its range 0..{hi:.6g} ({zero_point.dtype} with zero point {z}) clamps at 6: a ReLU6 "
+                    "(Clip 0..6) that onnxruntime's quantizer removed; the datapath has ReLU only and its "
+                    f"power-of-two scale cannot saturate at 6 (it would at {saturates_at:g}), so it would be "
+                    "imported as a plain ReLU")
+
+
+def _numbers(values: np.ndarray, shown: int = 4) -> str:
+    """Up to `shown` values of an array for a message (floats to 7 significant digits)."""
+    flat = np.asarray(values).ravel()
+    text = ", ".join(f"{v:.7g}" if flat.dtype.kind == "f" else str(v) for v in flat[:shown].tolist())
+    return f"[{text}{', ...' if flat.size > shown else ''}]"
 
 
 def _refuse_blocked(a: dict) -> None:
@@ -726,48 +836,166 @@ _FOLDED_OPS = ("QuantizeLinear", "DequantizeLinear", "Identity", "Transpose", "C
 
 def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> nb.RangeStatistics:
     """Runs the float graph with every node's value as an output: ranges over the calibration
-    data, or (without it) the shapes from one zero image (one batch where the file fixes it)."""
+    data, or (without it) the shapes from one zero image.  Every value of a run is kept, so a run
+    holds at most MAX_RUN_BYTES of them: calibration batches are cut to fit, and a network whose
+    values for one image (or for the batch its file fixes) exceed it is refused."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     existing = {o.name for o in probe.graph.output}
     for node in graph.nodes[1:]:
         if node.name not in existing:
             probe.graph.output.append(onnx.ValueInfoProto(name=node.name))
-    session = _session(probe, path)
-    names = [o.name for o in session.get_outputs()]
-    value_names = set(names)
-    stats = nb.RangeStatistics(path)
     input_name = graph.input.name
-    where = {n.name: f"{n.where} (output '{n.name}')" for n in graph.nodes[1:]}
-    where[input_name] = "calibration_data"
-    # Graph order, so that a NaN or Inf is reported at the node that first produces it.
-    order = [input_name, *[n.name for n in graph.nodes[1:] if n.name in value_names]]
-    listed = set(order)
-    order += [name for name in names if name not in listed]
+    per_image = _bytes_per_image(model, input_name, chw)
+    if per_image > MAX_RUN_BYTES:
+        raise _too_large(path, graph, f"one image of shape (C, H, W) = {tuple(chw)}", per_image)
     batch_size = graph.fixed_batch()
     if calibration_data is None:
-        batches = [np.zeros((batch_size or 1, *chw), np.float32)]
-    else:
-        batches = _batches(calibration_data, chw, path)
-        batches = _fixed_size(batches, batch_size, path) if batch_size else batches
+        return _shape_pass(probe, path, graph, chw, batch_size, per_image)
+    if batch_size and batch_size * per_image > MAX_RUN_BYTES:
+        raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
+    session = _session(probe, path)
+    names = [o.name for o in session.get_outputs()]
+    stats = nb.RangeStatistics(path)
+    order = _graph_order(graph, names)
+    where = {n.name: f"{n.where} (output '{n.name}')" for n in graph.nodes[1:]}
+    where[input_name] = "calibration_data"
+    batches = _batches(calibration_data, chw, path)
+    batches = _fixed_size(batches, batch_size, path) if batch_size else _cut(batches, MAX_RUN_BYTES // per_image)
     count = 0
     for batch in batches:
         try:
             outputs = session.run(names, {input_name: batch})
         except Exception as exc:  # onnxruntime's own error types
-            what = f"'calibration_data': onnxruntime failed on batch {count} (counting from 0)" \
-                if calibration_data is not None else "'model': onnxruntime failed on a zero image"
-            raise _core.FormatError(f"{path}: field {what}: {_first_line(exc)}") from exc
+            raise _core.FormatError(f"{path}: field 'calibration_data': onnxruntime failed on batch {count} "
+                                    f"(counting from 0): {_first_line(exc)}") from exc
         value_of = dict(zip(names, outputs))
         for key in order:
             value = batch if key == input_name else value_of[key]
-            if calibration_data is not None:
-                stats.update(key, value, where.get(key, key))
+            stats.update(key, value, where.get(key, key))
             stats.shape[key] = tuple(value.shape[1:])
         count += 1
     if count == 0:
         raise _core.FormatError(f"{path}: field 'calibration_data': holds no images")
     return stats
+
+
+def _graph_order(graph: _Graph, names: list[str]) -> list[str]:
+    """The input and the session's outputs in graph order, so that a NaN or Inf is reported at the
+    node that first produces it."""
+    value_names = set(names)
+    order = [graph.input.name, *[n.name for n in graph.nodes[1:] if n.name in value_names]]
+    listed = set(order)
+    return order + [name for name in names if name not in listed]
+
+
+def _shape_pass(probe, path: str, graph: _Graph, chw, batch_size: int | None, per_image: int) -> nb.RangeStatistics:
+    """Every value's per-image shape, from onnxruntime on one zero image.  A file that fixes its
+    batch at B > 1 is tried at batch 1 first (B zero images would cost B times the memory); only
+    if the graph itself needs B (a constant Reshape target holding B) is it run at B, within
+    MAX_RUN_BYTES."""
+    one = onnx.ModelProto()
+    one.CopyFrom(probe)
+    one.graph.input[_input_position(one.graph, graph.input.name)].type.tensor_type.shape.dim[0].dim_value = 1
+    for output in one.graph.output:    # declared output batch sizes would disagree with batch 1
+        output.ClearField("type")
+    try:
+        return _shapes(_session(one, path), path, graph, (1, *chw))
+    except _core.FormatError:
+        if not batch_size or batch_size == 1:
+            raise
+    if batch_size * per_image > MAX_RUN_BYTES:
+        raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
+    return _shapes(_session(probe, path), path, graph, (batch_size, *chw))
+
+
+def _input_position(onnx_graph, name: str) -> int:
+    return next(i for i, value in enumerate(onnx_graph.input) if value.name == name)
+
+
+def _shapes(session, path: str, graph: _Graph, nchw: tuple[int, ...]) -> nb.RangeStatistics:
+    """Every value's shape (without the batch) on zero images of shape nchw."""
+    names = [o.name for o in session.get_outputs()]
+    image = np.zeros(nchw, np.float32)
+    try:
+        outputs = session.run(names, {graph.input.name: image})
+    except Exception as exc:  # onnxruntime's own error types
+        raise _core.FormatError(f"{path}: field 'model': onnxruntime failed on a zero image: "
+                                f"{_first_line(exc)}") from exc
+    stats = nb.RangeStatistics(path)
+    stats.shape[graph.input.name] = tuple(image.shape[1:])
+    for name, value in zip(names, outputs):
+        stats.shape[name] = tuple(value.shape[1:])
+    return stats
+
+
+def _cut(batches, size: int):
+    """batches, each cut into runs of at most size images."""
+    for batch in batches:
+        yield from (batch[i:i + size] for i in range(0, len(batch), size))
+
+
+# Bytes of values one onnxruntime run of the importer may hold: every value of the graph is an
+# output there (for its range or shape), so without a bound a file of a few hundred bytes
+# declaring a large image or batch could make onnxruntime allocate any amount of memory.
+MAX_RUN_BYTES = 2 ** 30
+
+
+def _too_large(path: str, graph: _Graph, what: str, needed: int):
+    return _core.FormatError(f"{path}: field 'input '{nb.printable(graph.input.name)}'': {what} needs {needed} bytes "
+                             "of values (every tensor the graph computes from them, all kept to measure them), above the importer's limit of "
+                             f"{MAX_RUN_BYTES} bytes per run (onnx_import.MAX_RUN_BYTES)")
+
+
+_ITEMSIZE_OF_TYPE = {onnx.TensorProto.UINT8: 1, onnx.TensorProto.INT8: 1, onnx.TensorProto.BOOL: 1,
+                     onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.BFLOAT16: 2, onnx.TensorProto.INT16: 2,
+                     onnx.TensorProto.UINT16: 2, onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.INT64: 8,
+                     onnx.TensorProto.UINT64: 8}
+
+
+def _bytes_per_image(model, input_name: str, chw) -> int:
+    """Bytes of every value of the graph that grows with the batch, per image: ONNX shape inference
+    at batch 2 less at batch 1, so that weights (and what is computed from them alone) count
+    once, not per image.  Intermediates onnxruntime frees after use count too: its arena keeps
+    their memory.  Inference runs on a copy without the initializers' data (their dims are what it
+    needs; small ones, such as a Reshape's target shape, are kept) so its cost does not grow with
+    the weights; a value it cannot size is not counted."""
+    shapes = onnx.ModelProto()
+    shapes.ir_version = model.ir_version
+    shapes.opset_import.extend(model.opset_import)
+    shapes.graph.node.extend(model.graph.node)
+    shapes.graph.input.extend(model.graph.input)
+    for output in model.graph.output:   # a declared output shape would hide the inferred one
+        shapes.graph.output.add().name = output.name
+    for init in model.graph.initializer:
+        dims_only = shapes.graph.initializer.add()
+        if math.prod(init.dims) <= 64:
+            dims_only.CopyFrom(init)
+        else:
+            dims_only.name, dims_only.data_type = init.name, init.data_type
+            dims_only.dims.extend(init.dims)
+    one, two = (_value_bytes(shapes, input_name, (batch, *chw)) for batch in (1, 2))
+    return 4 * math.prod(chw) + max(two - one, 0)
+
+
+def _value_bytes(shapes, input_name: str, nchw: tuple[int, ...]) -> int:
+    """Bytes of the values ONNX shape inference sizes with the input at nchw (0 if it fails:
+    onnxruntime then names what is wrong)."""
+    dims = shapes.graph.input[_input_position(shapes.graph, input_name)].type.tensor_type.shape.dim
+    for dim, value in zip(dims, nchw):
+        dim.Clear()
+        dim.dim_value = value
+    try:
+        inferred = onnx.shape_inference.infer_shapes(shapes, strict_mode=False)
+    except Exception:   # onnx's inference errors
+        return 0
+    bytes_of = {}     # by name: an output may be listed twice
+    for value in [*inferred.graph.value_info, *inferred.graph.output]:
+        tensor = value.type.tensor_type
+        sizes = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
+        if tensor.HasField("shape") and all(v > 0 for v in sizes):
+            bytes_of[value.name] = math.prod(sizes) * _ITEMSIZE_OF_TYPE.get(tensor.elem_type, 4)
+    return sum(bytes_of.values())
 
 
 def _session(model, path: str):
@@ -792,10 +1020,14 @@ def _batches(data, chw, path: str):
     refused naming calibration_data (a complex image would lose its imaginary part)."""
     if hasattr(data, "detach"):
         data = _tensor_as_array(data)
+    if isinstance(data, np.generic):          # a NumPy scalar: no images, and not iterable
+        data = np.asarray(data)
     if isinstance(data, np.ndarray):
         nb.check_calibration_dtype(data.dtype, path)
+        nb.check_calibration_rank(data.shape, path)
         images = data
         data = (images[i:i + CALIBRATION_BATCH] for i in range(0, len(images), CALIBRATION_BATCH))
+    data = nb.calibration_iterable(data, path)
     for index, batch in enumerate(data):
         batch = batch[0] if isinstance(batch, (tuple, list)) else batch
         try:

@@ -180,7 +180,9 @@ def test_qdq_import_follows_onnxruntime(small, per_channel):
     outputs = _core.run_network(net, imported.quantize_images(test), backend="fast")
     cosines = layer_cosines(imported, qdq, test, outputs)
     print("\n" + "\n".join(f"  {layer:<24} {tensor:<50} cos {c:.4f}" for layer, tensor, c in cosines))
-    assert min(c for _, _, c in cosines) > 0.95
+    # 0.9999 here; applying the largest per-channel scale to every channel (a per-tensor misreading)
+    # gives 0.947, ranges that ignore the zero point 0.914, dropping the implied ReLUs 0.05.
+    assert min(c for _, _, c in cosines) > 0.999, cosines
     moves = {m.tensor: m for m in imported.scale_moves}
     assert {m.kind for m in moves.values()} == {"activation", "weight"}
     for move in moves.values():
@@ -323,7 +325,7 @@ def test_digits_qdq_accuracy_within_a_point_of_onnxruntime(digits_onnx, per_chan
     print("\n".join(f"  {layer:<24} cos {c:.4f}" for layer, _, c in cosines))
     print("\n".join(f"  {move}" for move in imported.scale_moves))
     assert abs(ours - theirs) <= 0.01
-    assert min(c for _, _, c in cosines) > 0.95
+    assert min(c for _, _, c in cosines) > 0.995, cosines     # 0.9987 (head.Conv, per channel) measured
 
 
 def shortcut(cin: int, cout: int, stride: int) -> nn.Module | None:

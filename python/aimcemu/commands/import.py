@@ -44,6 +44,14 @@ def _calibration_images(path: str | None):
         images = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:   # numpy's errors for a bad header, an object array, ...
         raise ValueError(f"--calibration: {path}: not a .npy array of float images ({exc})") from None
+    if not isinstance(images, np.ndarray):           # np.load opens an .npz archive as an NpzFile
+        if hasattr(images, "close"):
+            images.close()
+        raise ValueError(f"--calibration: {path}: an .npz archive; expected a .npy array of float images "
+                         "[N, C, H, W] (np.save)")
+    if images.ndim != 4:
+        raise ValueError(f"--calibration: {path}: holds an array of shape {images.shape}; expected float images "
+                         "[N, C, H, W]")
     if images.dtype.kind not in CALIBRATION_KINDS:   # complex would lose its imaginary part; bool is no image
         raise ValueError(f"--calibration: {path}: holds {images.dtype.name} values; expected real numbers "
                          "(float or integer images [N, C, H, W])")
