@@ -1,8 +1,11 @@
 // Reading and validating a results file: see results_reader.hpp.
 #include "formats/results_reader.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <span>
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
@@ -75,13 +78,15 @@ void require_fraction(const FieldReader& r, const std::vector<double>& values, c
 // a group whose rounds differ would give open_layer other coordinates than open_run.
 void require_same_rounds(const FieldReader& r, const std::vector<RoundInfo>& group, const std::vector<RoundInfo>& root,
                          const std::string& prefix) {
+    // Messages are built only on failure: these loops run for every round of every layer.
+    const auto differs = [&](const std::string& name, std::size_t i) {
+        r.fail(prefix + name, name + " at round " + std::to_string(i) + " differs from the root's");
+    };
     for (std::size_t i = 0; i < root.size(); ++i) {
-        const std::string at = " at round " + std::to_string(i) + " differs from the root's";
-        r.require(group[i].chip == root[i].chip, prefix + "chip", "chip" + at);
-        r.require(group[i].t == root[i].t, prefix + "t", "t" + at);
-        r.require(group[i].niu_round == root[i].niu_round, prefix + "niu_round", "niu_round" + at);
-        r.require(group[i].drift_compensation == root[i].drift_compensation, prefix + "drift_compensation",
-                  "drift_compensation" + at);
+        if (group[i].chip != root[i].chip) differs("chip", i);
+        if (group[i].t != root[i].t) differs("t", i);
+        if (group[i].niu_round != root[i].niu_round) differs("niu_round", i);
+        if (group[i].drift_compensation != root[i].drift_compensation) differs("drift_compensation", i);
     }
 }
 
@@ -89,24 +94,30 @@ void require_same_rounds(const FieldReader& r, const std::vector<RoundInfo>& gro
 // computed as the writer computes it (results.cpp accuracy_of), so the comparison is exact.
 // Predictions are uncompressed int64 [rounds, images]: reading them costs far less than the
 // layer metadata (not the logits, which are larger and compressed).
-void require_accuracy_of_predictions(const FieldReader& r, const std::vector<std::int64_t>& predictions,
+void require_accuracy_of_predictions(const FieldReader& r, std::span<const std::int64_t> predictions,
                                      const std::vector<std::int64_t>& labels, std::int64_t classes,
                                      const std::vector<double>& accuracy, const std::string& predictions_field,
                                      const std::string& accuracy_field, bool per_round) {
     const std::size_t images = labels.size();
     for (std::size_t round = 0; round < accuracy.size(); ++round) {
+        const std::int64_t* row = predictions.data() + round * images;
+        // Branch-free so that it vectorises (it runs for every prediction); the first bad index is
+        // looked for only when there is one, and the messages are built only on failure.
         std::size_t correct = 0;
+        bool outside = false;
         for (std::size_t i = 0; i < images; ++i) {
-            const std::int64_t p = predictions[round * images + i];
-            r.require(p >= 0 && p < classes, predictions_field,
-                      "class index " + std::to_string(p) + " outside 0.." + std::to_string(classes - 1));
-            correct += p == labels[i];
+            outside |= std::uint64_t(row[i]) >= std::uint64_t(classes);
+            correct += row[i] == labels[i];
         }
-        const double expected = double(correct) / double(images);
-        r.require(accuracy[round] == expected, accuracy_field,
-                  (per_round ? "round " + std::to_string(round) + ": " : std::string()) + "stored " +
-                      std::to_string(accuracy[round]) + ", but " + predictions_field + " match " +
-                      std::to_string(correct) + " of " + std::to_string(images) + " labels (they disagree)");
+        if (outside) {
+            const std::int64_t p = *std::find_if(row, row + images, [&](std::int64_t v) { return v < 0 || v >= classes; });
+            r.fail(predictions_field, "class index " + std::to_string(p) + " outside 0.." + std::to_string(classes - 1));
+        }
+        if (accuracy[round] != double(correct) / double(images))
+            r.fail(accuracy_field, (per_round ? "round " + std::to_string(round) + ": " : std::string()) + "stored " +
+                                       std::to_string(accuracy[round]) + ", but " + predictions_field + " match " +
+                                       std::to_string(correct) + " of " + std::to_string(images) +
+                                       " labels (they disagree)");
     }
 }
 
@@ -134,8 +145,14 @@ ResultsLayerInfo read_layer(const FieldReader& r, const h5::Location& layers, co
     l.cosine = vector_of<double>(r, g, "cosine", f + "cosine", is_float, "floats", rounds);
     l.mismatch_rate = vector_of<double>(r, g, "mismatch_rate", f + "mismatch_rate", is_float, "floats", rounds);
     // +-inf are SNR's edge cases (docs/hdf5_layout.md); NaN is no value any round gives.
-    for (double v : l.snr_db) r.require(!std::isnan(v), f + "snr_db", "NaN (SNR is a number or +-inf)");
-    for (double v : l.cosine) r.require(v >= -1.0 && v <= 1.0, f + "cosine", "values must be in -1..1");
+    // Per value, so the field's name and the message are built only on failure.
+    for (double v : l.snr_db)
+        if (std::isnan(v)) r.fail(f + "snr_db", "NaN (SNR is a number or +-inf)");
+    // A few ulps of slack: the writer's sum / sqrt(product) can round past 1 for a round exactly
+    // proportional to the reference.
+    constexpr double kCosineBound = 1.0 + 4 * std::numeric_limits<double>::epsilon();
+    for (double v : l.cosine)
+        if (!(v >= -kCosineBound && v <= kCosineBound)) r.fail(f + "cosine", "values must be in -1..1");
     require_fraction(r, l.mismatch_rate, f + "mismatch_rate");
     if (l.activations_stored) {
         const h5::Dims ref{hsize_t(images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
@@ -203,8 +220,8 @@ ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
               std::to_string(info.class_names.size()) + " names for " + std::to_string(info.classes) + " classes");
     info.labels = vector_of<std::int64_t>(r, file, "labels", "labels", is_integer, "integers", images);
     for (auto label : info.labels)
-        r.require(label >= 0 && label < info.classes, "labels",
-                  "label " + std::to_string(label) + " outside 0.." + std::to_string(info.classes - 1));
+        if (label < 0 || label >= info.classes)
+            r.fail("labels", "label " + std::to_string(label) + " outside 0.." + std::to_string(info.classes - 1));
 
     const h5::Dataset predictions = r.dataset(file, "predictions", "predictions", is_integer, "integers");
     const h5::Dims prediction_dims{hsize_t(rounds), hsize_t(images)};
@@ -213,8 +230,13 @@ ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
     require_shape(r, file, "logits", "logits", is_int8, "int8", {hsize_t(rounds), hsize_t(images), hsize_t(info.classes)});
     info.accuracy = vector_of<double>(r, file, "accuracy", "accuracy", is_float, "floats", rounds);
     require_fraction(r, info.accuracy, "accuracy");
-    require_accuracy_of_predictions(r, r.read<std::int64_t>(predictions, "predictions"), info.labels, info.classes,
-                                    info.accuracy, "predictions", "accuracy", true);
+    std::unique_ptr<std::int64_t[]> prediction_values;  // not zero-filled first, as a vector would be
+    r.read_into<std::int64_t>(predictions, "predictions", [&](std::uint64_t count) {
+        prediction_values.reset(new std::int64_t[count]);
+        return prediction_values.get();
+    });
+    require_accuracy_of_predictions(r, {prediction_values.get(), std::size_t(rounds * images)}, info.labels,
+                                    info.classes, info.accuracy, "predictions", "accuracy", true);
     const auto reference_predictions = vector_of<std::int64_t>(r, file, "reference_predictions", "reference_predictions",
                                                                is_integer, "integers", images);
     require_shape(r, file, "reference_logits", "reference_logits", is_int8, "int8", {hsize_t(images), hsize_t(info.classes)});
