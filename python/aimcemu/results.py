@@ -202,6 +202,9 @@ def open_layer(path, layer: str, chunks: dict | None = None) -> "xarray.Dataset"
             field = f"{group_path}/{name}"
             blocks = tuple(n if sizes.get(dim, -1) in (-1, None) else sizes[dim]
                            for dim, n in zip(variable.dims, variable.shape))
+            if group[name].dtype != variable.dtype:  # decoded by xarray (CF attributes): its own reads
+                ds[name] = variable.chunk(dict(zip(variable.dims, blocks)))
+                continue
             data = da.from_array(_NamedReads(group[name], source, field), chunks=blocks, name=False)
             ds[name] = variable.copy(data=data)
         return ds
