@@ -223,7 +223,7 @@ def checked_layer_names(info: dict, layers, source: str, stored_only: bool = Fal
     chosen = [layers] if isinstance(layers, str) else list(layers)
     missing = [name for name in chosen if name not in by_name]
     if missing:
-        raise KeyError(f"{missing[0]!r} is not a layer of this results file (layers: {', '.join(by_name)})")
+        raise KeyError(f"{missing[0]!r} is not a layer of {source} (layers: {', '.join(by_name)})")
     unstored = [name for name in chosen if stored_only and not by_name[name]["activations_stored"]]
     if unstored:
         raise ValueError(f"{source}: layer '{unstored[0]}' has no stored activations (run with layers='all' or name it)")

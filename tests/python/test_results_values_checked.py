@@ -198,3 +198,14 @@ def test_open_layer_reads_the_sound_parts_of_a_damaged_file(damaged):
     assert ds["activations"].chunks[0] == (1,) * 8
     assert ds["activations"].dims == ("round", "image", "y", "x", "channel")
     assert ds["activations"].dtype == np.int8
+
+
+@pytest.mark.parametrize("view", ["error_stats", "activation_histograms", "open_layer"])
+def test_a_layer_that_is_not_in_the_file_is_named_with_the_file(view, tmp_path):
+    """The KeyError said "this results file", which in a loop over files names none."""
+    path = noisy_copy(tmp_path / "run.h5")
+    read = {"error_stats": lambda: analysis.error_stats(path, ["nope"]),
+            "activation_histograms": lambda: analysis.activation_histograms(path, ["nope"]),
+            "open_layer": lambda: analysis.open_layer(path, "nope")}[view]
+    with pytest.raises(KeyError, match=rf"'nope' is not a layer of {path} \(layers: conv, pool, mix, avg, fc\)"):
+        read()
