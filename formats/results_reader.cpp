@@ -1,8 +1,11 @@
 // Reading and validating a results file: see results_reader.hpp.
 #include "formats/results_reader.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <span>
 
 #include "common/errors.hpp"
 #include "common/h5.hpp"
@@ -14,8 +17,6 @@
 namespace aimcemu {
 
 namespace {
-
-constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 // A 1-D dataset of `type` with exactly `n` entries (n < 0: any length), read whole.
 template <class T>
@@ -73,8 +74,56 @@ void require_fraction(const FieldReader& r, const std::vector<double>& values, c
     for (double v : values) r.require(v >= 0.0 && v <= 1.0, field, "values must be in 0..1");
 }
 
+// A layer group repeats the root's round coordinates (so xarray sees them on the group alone);
+// a group whose rounds differ would give open_layer other coordinates than open_run.
+void require_same_rounds(const FieldReader& r, const std::vector<RoundInfo>& group, const std::vector<RoundInfo>& root,
+                         const std::string& prefix) {
+    // Messages are built only on failure: these loops run for every round of every layer.
+    const auto differs = [&](const std::string& name, std::size_t i) {
+        r.fail(prefix + name, name + " at round " + std::to_string(i) + " differs from the root's");
+    };
+    for (std::size_t i = 0; i < root.size(); ++i) {
+        if (group[i].chip != root[i].chip) differs("chip", i);
+        if (group[i].t != root[i].t) differs("t", i);
+        if (group[i].niu_round != root[i].niu_round) differs("niu_round", i);
+        if (group[i].drift_compensation != root[i].drift_compensation) differs("drift_compensation", i);
+    }
+}
+
+// Predictions are class indices, and each accuracy is the share of them equal to the labels,
+// computed as the writer computes it (results.cpp accuracy_of), so the comparison is exact.
+// Predictions are uncompressed int64 [rounds, images]: reading them costs far less than the
+// layer metadata (not the logits, which are larger and compressed).
+void require_accuracy_of_predictions(const FieldReader& r, std::span<const std::int64_t> predictions,
+                                     const std::vector<std::int64_t>& labels, std::int64_t classes,
+                                     const std::vector<double>& accuracy, const std::string& predictions_field,
+                                     const std::string& accuracy_field, bool per_round) {
+    const std::size_t images = labels.size();
+    for (std::size_t round = 0; round < accuracy.size(); ++round) {
+        const std::int64_t* row = predictions.data() + round * images;
+        // Branch-free so that it vectorises (it runs for every prediction); the first bad index is
+        // looked for only when there is one, and the messages are built only on failure.
+        std::size_t correct = 0;
+        bool outside = false;
+        for (std::size_t i = 0; i < images; ++i) {
+            outside |= std::uint64_t(row[i]) >= std::uint64_t(classes);
+            correct += row[i] == labels[i];
+        }
+        if (outside) {
+            const std::int64_t p = *std::find_if(row, row + images, [&](std::int64_t v) { return v < 0 || v >= classes; });
+            r.fail(predictions_field, "class index " + std::to_string(p) + " outside 0.." + std::to_string(classes - 1));
+        }
+        if (accuracy[round] != double(correct) / double(images))
+            r.fail(accuracy_field, (per_round ? "round " + std::to_string(round) + ": " : std::string()) + "stored " +
+                                       std::to_string(accuracy[round]) + ", but " + predictions_field + " match " +
+                                       std::to_string(correct) + " of " + std::to_string(images) +
+                                       " labels (they disagree)");
+    }
+}
+
 ResultsLayerInfo read_layer(const FieldReader& r, const h5::Location& layers, const std::string& name, int index,
-                            std::int64_t rounds, std::int64_t images) {
+                            const std::vector<RoundInfo>& root_rounds, std::int64_t images) {
+    const auto rounds = std::int64_t(root_rounds.size());
     const std::string f = "layers/" + name + "/";
     const h5::Location g = r.group(layers, name, "layers/" + name);
     ResultsLayerInfo l;
@@ -91,10 +140,19 @@ ResultsLayerInfo read_layer(const FieldReader& r, const h5::Location& layers, co
     l.out_shape = shape_attribute(r, g, "out_shape", f + "out_shape");
     l.out_shift = int(r.integer(g, "out_shift", f + "out_shift", 0, 31));
     l.activations_stored = r.flag(g, "activations_stored", f + "activations_stored");
-    read_round_coordinates(r, g, f, rounds);
+    require_same_rounds(r, read_round_coordinates(r, g, f, rounds), root_rounds, f);
     l.snr_db = vector_of<double>(r, g, "snr_db", f + "snr_db", is_float, "floats", rounds);
     l.cosine = vector_of<double>(r, g, "cosine", f + "cosine", is_float, "floats", rounds);
     l.mismatch_rate = vector_of<double>(r, g, "mismatch_rate", f + "mismatch_rate", is_float, "floats", rounds);
+    // +-inf are SNR's edge cases (docs/hdf5_layout.md); NaN is no value any round gives.
+    // Per value, so the field's name and the message are built only on failure.
+    for (double v : l.snr_db)
+        if (std::isnan(v)) r.fail(f + "snr_db", "NaN (SNR is a number or +-inf)");
+    // A few ulps of slack: the writer's sum / sqrt(product) can round past 1 for a round exactly
+    // proportional to the reference.
+    constexpr double kCosineBound = 1.0 + 4 * std::numeric_limits<double>::epsilon();
+    for (double v : l.cosine)
+        if (!(v >= -kCosineBound && v <= kCosineBound)) r.fail(f + "cosine", "values must be in -1..1");
     require_fraction(r, l.mismatch_rate, f + "mismatch_rate");
     if (l.activations_stored) {
         const h5::Dims ref{hsize_t(images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
@@ -161,24 +219,39 @@ ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
     r.require(info.class_names.empty() || std::int64_t(info.class_names.size()) == info.classes, "class_names",
               std::to_string(info.class_names.size()) + " names for " + std::to_string(info.classes) + " classes");
     info.labels = vector_of<std::int64_t>(r, file, "labels", "labels", is_integer, "integers", images);
-    for (auto label : info.labels) r.require(label >= 0 && label < kInt64Max, "labels", "negative label");
+    for (auto label : info.labels)
+        if (label < 0 || label >= info.classes)
+            r.fail("labels", "label " + std::to_string(label) + " outside 0.." + std::to_string(info.classes - 1));
 
-    require_shape(r, file, "predictions", "predictions", is_integer, "integers", {hsize_t(rounds), hsize_t(images)});
+    const h5::Dataset predictions = r.dataset(file, "predictions", "predictions", is_integer, "integers");
+    const h5::Dims prediction_dims{hsize_t(rounds), hsize_t(images)};
+    r.require(r.dims(predictions, "predictions") == prediction_dims, "predictions",
+              "expected shape " + dims_text(prediction_dims) + ", found " + dims_text(r.dims(predictions, "predictions")));
     require_shape(r, file, "logits", "logits", is_int8, "int8", {hsize_t(rounds), hsize_t(images), hsize_t(info.classes)});
     info.accuracy = vector_of<double>(r, file, "accuracy", "accuracy", is_float, "floats", rounds);
     require_fraction(r, info.accuracy, "accuracy");
-    require_shape(r, file, "reference_predictions", "reference_predictions", is_integer, "integers", {hsize_t(images)});
+    std::unique_ptr<std::int64_t[]> prediction_values;  // not zero-filled first, as a vector would be
+    r.read_into<std::int64_t>(predictions, "predictions", [&](std::uint64_t count) {
+        prediction_values.reset(new std::int64_t[count]);
+        return prediction_values.get();
+    });
+    require_accuracy_of_predictions(r, {prediction_values.get(), std::size_t(rounds * images)}, info.labels,
+                                    info.classes, info.accuracy, "predictions", "accuracy", true);
+    const auto reference_predictions = vector_of<std::int64_t>(r, file, "reference_predictions", "reference_predictions",
+                                                               is_integer, "integers", images);
     require_shape(r, file, "reference_logits", "reference_logits", is_int8, "int8", {hsize_t(images), hsize_t(info.classes)});
     const h5::Dataset ref_acc = r.dataset(file, "reference_accuracy", "reference_accuracy", is_float, "a float");
     r.require(r.dims(ref_acc, "reference_accuracy").empty(), "reference_accuracy", "expected a scalar");
     info.reference_accuracy = r.read<double>(ref_acc, "reference_accuracy").at(0);
     require_fraction(r, {info.reference_accuracy}, "reference_accuracy");
+    require_accuracy_of_predictions(r, reference_predictions, info.labels, info.classes, {info.reference_accuracy},
+                                    "reference_predictions", "reference_accuracy", false);
 
     const h5::Location layers = r.group(file, "layers", "layers");
     const auto names = r.children(layers, "layers");
     r.require(names == info.layer_names, "layers", "its groups differ from the root's layer_names");
     for (std::size_t i = 0; i < names.size(); ++i)
-        info.layers.push_back(read_layer(r, layers, names[i], int(i), rounds, images));
+        info.layers.push_back(read_layer(r, layers, names[i], int(i), info.rounds, images));
     r.require(!info.layers.empty(), "layers", "a results file holds at least one layer");
     return info;
 }

@@ -24,12 +24,12 @@ import numpy as np
 from . import modelfile
 from ._optional import require
 from .results import (METRICS, checked_layer_names, coordinates_of, open_checked, open_layer, open_run, open_sweep,
-                      round_coordinates, round_coords, round_slots, xarray_module)
+                      read_errors_named, round_coordinates, round_coords, round_slots, xarray_module)
 from .sweeps import sweep
 
 __all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_stats", "activation_histograms",
            "accuracy_vs_t", "run_as_grid", "snr_over_t", "layer_sensitivity", "rank_layers", "format_table",
-           "student_t_quantile", "METRICS"]
+           "student_t_quantile", "interval_over_chips", "METRICS"]
 
 # --- one run ------------------------------------------------------------------------------------
 def error_stats(path, layers=None) -> "xarray.Dataset":
@@ -47,9 +47,9 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
         std = np.full((len(names), rounds), np.nan)
         for i, name in enumerate(names):
             group = f["layers"][name]
-            ref = group["reference"][()].astype(np.int64)
+            ref = _read(group, "reference", (), path).astype(np.int64)
             for r in range(rounds):
-                err = group["activations"][r].astype(np.int64) - ref
+                err = _read(group, "activations", r, path).astype(np.int64) - ref
                 n = err.size
                 total, squares = int(err.sum()), int((err * err).sum())
                 mean[i, r] = total / n if n else np.nan
@@ -69,16 +69,41 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
     info, file = open_checked(path)
     with file, h5py.File(file, "r") as f:
         names = checked_layer_names(info, layers, os.fspath(path), stored_only=True)
-        chosen = range(len(info["chip"])) if rounds is None else list(rounds)
+        chosen = _checked_rounds(rounds, len(info["chip"]), os.fspath(path))
         ref_counts = np.zeros((len(names), 256), np.int64)
         noisy_counts = np.zeros((len(names), 256), np.int64)
         for i, name in enumerate(names):
             group = f["layers"][name]
-            ref_counts[i] = np.bincount(group["reference"][()].ravel().astype(np.int64) + 128, minlength=256)
+            ref_counts[i] = np.bincount(_read(group, "reference", (), path).ravel().astype(np.int64) + 128,
+                                        minlength=256)
             for r in chosen:
-                noisy_counts[i] += np.bincount(group["activations"][r].ravel().astype(np.int64) + 128, minlength=256)
+                noisy_counts[i] += np.bincount(_read(group, "activations", r, path).ravel().astype(np.int64) + 128,
+                                               minlength=256)
     return xr.Dataset({"reference": (("layer", "value"), ref_counts), "noisy": (("layer", "value"), noisy_counts)},
                       coords={"layer": names, "value": np.arange(-128, 128)}, attrs={"rounds": len(chosen)})
+
+
+def _read(group, dataset: str, where, path) -> np.ndarray:
+    """group[dataset][where] read with h5py; a damaged chunk (the check reads no activations)
+    becomes a FormatError naming the file and the dataset instead of h5py's bare OSError."""
+    with read_errors_named(os.fspath(path), f"{group.name.lstrip('/')}/{dataset}"):
+        return group[dataset][where]
+
+
+def _checked_rounds(rounds, count: int, source: str) -> list[int]:
+    """activation_histograms' rounds: None (every round) or distinct round positions 0..count-1;
+    a negative one is refused rather than counted from the end, a repeated one rather than
+    counted twice."""
+    if rounds is None:
+        return list(range(count))
+    chosen = [rounds] if isinstance(rounds, (int, np.integer)) else list(rounds)
+    for r in chosen:
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < count:
+            raise ValueError(f"activation_histograms: round {r!r} is not a round of {source} (rounds 0..{count - 1})"
+                             if count else f"activation_histograms: {source} has no noisy rounds (a digital run)")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"activation_histograms: rounds {chosen} name a round twice")
+    return [int(r) for r in chosen]
 
 
 # --- studies ------------------------------------------------------------------------------------
@@ -88,23 +113,60 @@ def student_t_quantile(probability: float, dof: int) -> float:
     return float(stats.t.ppf(probability, dof))
 
 
+def _student_t_quantiles(probability: float, dofs: np.ndarray) -> np.ndarray:
+    """student_t_quantile for an array of degrees of freedom (any shape, empty included)."""
+    stats = require("scipy.stats", "confidence intervals")
+
+    return np.asarray(stats.t.ppf(probability, np.asarray(dofs, dtype=np.float64)), dtype=np.float64)
+
+
+def _check_confidence(confidence) -> None:
+    """A confidence level is a probability: 95 (a percentage by mistake) would give NaN bounds."""
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) \
+            or not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"confidence must be a probability in (0, 1), e.g. 0.95; got {confidence!r}")
+
+
+def interval_over_chips(per_chip: np.ndarray, confidence: float = 0.95) -> dict:
+    """mean, std, n, ci_low and ci_high of per-chip accuracies (NaN left out) with
+    accuracy_vs_t's convention: sample std (ddof=1), Student-t interval clipped to [0, 1], std
+    and interval NaN for one chip."""
+    _check_confidence(confidence)
+    values = np.asarray(per_chip, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    n = int(values.size)
+    mean = float(values.mean()) if n else math.nan
+    if n < 2:
+        return {"mean": mean, "std": math.nan, "n": n, "ci_low": math.nan, "ci_high": math.nan}
+    std = float(values.std(ddof=1))
+    half = student_t_quantile((1 + confidence) / 2, n - 1) * std / math.sqrt(n)
+    return {"mean": mean, "std": std, "n": n, "ci_low": min(max(mean - half, 0.0), 1.0),
+            "ci_high": min(max(mean + half, 0.0), 1.0)}
+
+
 def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
     """Accuracy per t with a confidence interval over chips: each chip's accuracy is first
     averaged over its repeated rounds; then mean, sample std (ddof=1), n and the Student-t
-    interval mean +- t_{(1+c)/2, n-1} * std / sqrt(n) over chips (NaN chips, e.g. of unfinished
-    tasks, are left out).  Works on open_run and open_sweep Datasets."""
+    interval mean +- t_{(1+c)/2, n-1} * std / sqrt(n) over chips, clipped to [0, 1] (an accuracy
+    is a proportion).  NaN chips (e.g. of unfinished tasks) are left out; with one chip std and
+    the interval are NaN (no spread between chips to estimate).  Works on open_run and open_sweep
+    Datasets; a run without noisy rounds (digital) or a confidence outside (0, 1) is a ValueError."""
     xr = xarray_module()
+    _check_confidence(confidence)
+    source = ds.attrs.get("path") or ds.attrs.get("folder") or "this run"
     if "rep" not in ds.dims:  # a single run: regroup rounds by (chip, t)
         ds = run_as_grid(ds)
+    if ds.sizes["rep"] == 0:
+        raise ValueError(f"accuracy_vs_t: {source} has no noisy rounds (a digital run): no accuracy over t")
     per_chip = ds["accuracy"].mean("rep")
     n = per_chip.notnull().sum("chip")
     mean = per_chip.mean("chip")
-    std = per_chip.std("chip", ddof=1)
-    dof = np.maximum(np.asarray(n) - 1, 1)
-    quantile = xr.DataArray(np.vectorize(lambda d: student_t_quantile((1 + confidence) / 2, int(d)))(dof),
+    std = per_chip.std("chip", ddof=1).where(n > 1)
+    quantile = xr.DataArray(_student_t_quantiles((1 + confidence) / 2, np.maximum(np.asarray(n) - 1, 1)),
                             dims=n.dims, coords=n.coords)
     half = quantile * std / np.sqrt(n)
-    out = xr.Dataset({"mean": mean, "std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half})
+    out = xr.Dataset({"mean": mean, "std": std, "n": n,
+                      "ci_low": (mean - half).clip(0.0, 1.0), "ci_high": (mean + half).clip(0.0, 1.0)})
     out.attrs["confidence"] = confidence
     if "reference_accuracy" in ds:
         out["reference_accuracy"] = ds["reference_accuracy"]
@@ -144,12 +206,21 @@ def run_as_grid(run) -> "xarray.Dataset":
 
 
 def snr_over_t(ds) -> "xarray.DataArray":
-    """Per-layer SNR (dB) per t, averaged over chips and repetitions (infinite values, i.e.
-    rounds equal to the reference, are left out of the mean)."""
+    """Per-layer SNR (dB) per t: the mean in dB over chips and repetitions of the finite rounds.
+    The edge cases of a round's SNR (docs/hdf5_layout.md) decide when there is no such mean:
+    -inf (the reference all zero, the output not: the layer's signal lost) makes the result -inf
+    whatever the other rounds give; +inf (a round equal to the reference) is left out of the
+    mean, and only when every round is exact is the result +inf.  NaN: no round (a grid point
+    whose task has not run)."""
+    xr = xarray_module()
     if "rep" not in ds.dims:
         ds = run_as_grid(ds)
-    snr = ds["snr_db"].where(np.isfinite(ds["snr_db"]))
-    return snr.mean(("chip", "rep"))
+    snr = ds["snr_db"]
+    over = ("chip", "rep")
+    finite_mean = snr.where(np.isfinite(snr)).mean(over)
+    lost = (snr == -np.inf).any(over)
+    exact = (snr == np.inf).any(over)
+    return xr.where(lost, -np.inf, xr.where(finite_mean.notnull(), finite_mean, xr.where(exact, np.inf, np.nan)))
 
 
 def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips: int = 8, rounds: int = 1,
@@ -184,12 +255,10 @@ def layer_sensitivity(model=None, data=None, *, noise=None, t=(86400.0,), chips:
     output_layer = ds["layer"].values[-1]
     snr = snr_over_t(ds)
     for name in chosen:
-        per_chip = ds["accuracy"].sel(mapping=name).mean(("t", "rep"))
-        n = int(per_chip.notnull().sum())
-        mean, std = float(per_chip.mean()), float(per_chip.std(ddof=1)) if n > 1 else 0.0
-        half = student_t_quantile(0.975, max(n - 1, 1)) * std / math.sqrt(max(n, 1))
+        interval = interval_over_chips(ds["accuracy"].sel(mapping=name).mean(("t", "rep")).values)
+        mean = interval["mean"]
         reference = float(ds["reference_accuracy"].sel(mapping=name))
-        rows.append({"layer": name, "accuracy": mean, "ci_low": mean - half, "ci_high": mean + half,
+        rows.append({"layer": name, "accuracy": mean, "ci_low": interval["ci_low"], "ci_high": interval["ci_high"],
                      "accuracy_drop": reference - mean, "reference_accuracy": reference,
                      "own_snr_db": float(snr.sel(mapping=name, layer=name).mean()),
                      "output_snr_db": float(snr.sel(mapping=name, layer=output_layer).mean())})

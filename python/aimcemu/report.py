@@ -143,13 +143,20 @@ def snr_heatmap_figure(src: _Source, point: dict):
     ax.set_xticks(range(values.shape[1]), [f"{t:g}" for t in snr["t"].values], fontsize=8)
     ax.set_xlabel("t (s)")
     for (i, j), v in np.ndenumerate(values):
-        # NaN: every round equalled the reference (a digital layer fed by digital layers)
-        ax.text(j, i, f"{v:.1f}" if np.isfinite(v) else "exact", ha="center", va="center", fontsize=7,
-                color="w" if np.isfinite(v) else "0.4")
+        ax.text(j, i, snr_cell_text(v), ha="center", va="center", fontsize=7, color="w" if np.isfinite(v) else "0.4")
     fig.colorbar(image, ax=ax, label="SNR (dB)")
     ax.set_title(f"per-layer SNR over t: {_point_name(point)}")
     fig.tight_layout()
     return fig
+
+
+def snr_cell_text(value: float) -> str:
+    """A heatmap cell (analysis.snr_over_t's conventions): the mean in dB; +inf "exact" (every
+    round equalled the reference, e.g. a digital layer fed by digital layers); -inf "lost" (some
+    round's reference was all zero and its output not); NaN "n/a" (no round ran)."""
+    if np.isfinite(value):
+        return f"{value:.1f}"
+    return "n/a" if np.isnan(value) else ("exact" if value > 0 else "lost")
 
 
 def histogram_figure(path: Path, layers: Sequence[str]):
@@ -231,15 +238,32 @@ def build_figures(results, layers: Sequence[str] | None = None, max_heatmaps: in
         for point in src.points()[:max_heatmaps]:
             figures[f"SNR heatmap: {_point_name(point)}"] = _png(snr_heatmap_figure(src, point))
     stored = src.files_with_activations()
+    if layers:
+        _check_histogram_layers(src, list(layers), stored)
     if stored:
         path, available = stored[0]
         chosen = list(layers) if layers else available[:3]
-        missing = [n for n in chosen if n not in available]
-        if missing:
-            raise ValueError(f"report: layer '{missing[0]}' has no stored activations in {path} "
-                             f"(stored: {', '.join(available)})")
         figures["Activation histograms"] = _png(histogram_figure(path, chosen))
     return src, figures
+
+
+def _check_histogram_layers(src: _Source, layers: list[str], stored: list[tuple[Path, list[str]]]) -> None:
+    """Layers asked for histograms (--layers) must be layers of the results, and the histograms
+    need a file with their noisy activations stored: each failure its own message, rather than
+    asked-for histograms left out without a word."""
+    known = [str(n) for n in src.ds["layer"].values]
+    unknown = [n for n in layers if n not in known]
+    if unknown:
+        raise ValueError(f"report: '{unknown[0]}' is not a layer of {src.path} (layers: {', '.join(known)})")
+    if not stored:
+        why = "has no noisy rounds (a digital run)" if not src.ds.sizes["rep"] else \
+            "stores no activations (run with layers='all' or name the layers)"
+        raise ValueError(f"report: histograms of {', '.join(layers)} asked for, but {src.path} {why}")
+    path, available = stored[0]
+    missing = [n for n in layers if n not in available]
+    if missing:
+        raise ValueError(f"report: layer '{missing[0]}' has no stored activations in {path} "
+                         f"(stored: {', '.join(available)})")
 
 
 def _check_results_path(results) -> Path:
@@ -304,8 +328,9 @@ def _accuracy_rows(src: _Source) -> list[dict]:
     for point in src.points():
         sel = acc.sel(point) if point else acc
         for i, t in enumerate(acc["t"].values):
+            low, high = float(sel["ci_low"][i]), float(sel["ci_high"][i])
             rows.append({**point, "t (s)": f"{t:g}", "mean": f"{float(sel['mean'][i]):.4f}",
-                         "95 % CI": f"[{float(sel['ci_low'][i]):.4f}, {float(sel['ci_high'][i]):.4f}]",
+                         "95 % CI": f"[{low:.4f}, {high:.4f}]" if np.isfinite(low) else "n/a (one chip)",
                          "chips": int(sel["n"][i])})
     return rows
 

@@ -13,6 +13,7 @@ the activations are read with h5py or xarray through a file object of the checke
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -155,16 +156,58 @@ def open_run(path) -> "xarray.Dataset":
     return ds
 
 
+@contextlib.contextmanager
+def read_errors_named(source: str, field: str):
+    """HDF5's read errors (OSError: a damaged compressed chunk, which the check does not read)
+    as a FormatError naming the file and the dataset."""
+    try:
+        yield
+    except OSError as exc:
+        raise validate.fail(source, field, f"cannot be read ({exc})") from None
+
+
+class _NamedReads:
+    """An h5py dataset for dask.array.from_array whose read errors name the file and the dataset
+    (read_errors_named): open_layer's blocks are read when computed, long after the open."""
+
+    def __init__(self, dataset, source: str, field: str):
+        self.dataset, self.source, self.field = dataset, source, field
+        self.shape, self.dtype, self.ndim = dataset.shape, dataset.dtype, dataset.ndim
+
+    def __getitem__(self, key):
+        with read_errors_named(self.source, self.field):
+            return self.dataset[key]
+
+
 def open_layer(path, layer: str, chunks: dict | None = None) -> "xarray.Dataset":
     """One layer group (reference[image, y, x, channel], activations[round, ...], metrics) as a
-    lazy dask-backed Dataset, one chunk per round (the file's own chunking), read from the file
-    that was checked (open_checked); the file stays open while the Dataset refers to it."""
+    lazy dask-backed Dataset, one chunk per round (chunks: {dim: size}, -1 or absent for whole),
+    read from the file that was checked (open_checked); the file stays open while the Dataset
+    refers to it.  A block that cannot be read (a damaged chunk) raises a FormatError naming the
+    file and the dataset when it is computed."""
+    import h5py
+
     xr = xarray_module()
+    da = require("dask.array", "open_layer")
+    source = os.fspath(path)
     info, file = open_checked(path)
     try:
-        checked_layer_names(info, layer, os.fspath(path))
-        return xr.open_dataset(file, group=f"layers/{layer}", engine="h5netcdf",
-                               chunks={"round": 1} if chunks is None else chunks)
+        checked_layer_names(info, layer, source)
+        group_path = f"layers/{layer}"
+        with read_errors_named(source, group_path):
+            ds = xr.open_dataset(file, group=group_path, engine="h5netcdf", chunks=None)
+            group = h5py.File(file, "r")[group_path]
+        sizes = {"round": 1} if chunks is None else dict(chunks)
+        for name, variable in ds.data_vars.items():
+            field = f"{group_path}/{name}"
+            blocks = tuple(n if sizes.get(dim, -1) in (-1, None) else sizes[dim]
+                           for dim, n in zip(variable.dims, variable.shape))
+            if group[name].dtype != variable.dtype:  # decoded by xarray (CF attributes): its own reads
+                ds[name] = variable.chunk(dict(zip(variable.dims, blocks)))
+                continue
+            data = da.from_array(_NamedReads(group[name], source, field), chunks=blocks, name=False)
+            ds[name] = variable.copy(data=data)
+        return ds
     except BaseException:
         file.close()
         raise
@@ -180,7 +223,7 @@ def checked_layer_names(info: dict, layers, source: str, stored_only: bool = Fal
     chosen = [layers] if isinstance(layers, str) else list(layers)
     missing = [name for name in chosen if name not in by_name]
     if missing:
-        raise KeyError(f"{missing[0]!r} is not a layer of this results file (layers: {', '.join(by_name)})")
+        raise KeyError(f"{missing[0]!r} is not a layer of {source} (layers: {', '.join(by_name)})")
     unstored = [name for name in chosen if stored_only and not by_name[name]["activations_stored"]]
     if unstored:
         raise ValueError(f"{source}: layer '{unstored[0]}' has no stored activations (run with layers='all' or name it)")
@@ -284,14 +327,17 @@ class _SweepLayout:
         return {name: np.zeros(shape, bool) if name == "activations_stored" else np.full(shape, np.nan)
                 for name, shape in self.shapes.items()}
 
-    def arrays(self, info: dict) -> dict:
-        """One task file (what _core.read_results read of it) as dense arrays (NaN where the file
-        has no such layer or round; a layer the sweep's list lacks is left out)."""
+    def arrays(self, info: dict, source: str) -> dict:
+        """One task file (what _core.read_results read of `source`) as dense arrays (NaN where the
+        file has no such layer or round; a layer the sweep's list lacks is left out).  A round
+        outside the sweep's grid (a chip beyond its chips, a t not among its times, an unknown
+        drift compensation, too many rounds at one chip and t) is a FormatError naming the file
+        and the field: the core's check knows nothing of the sweep."""
         out = self.missing()
         out["reference_accuracy"] = np.array(float(info["reference_accuracy"]))
         coords = coordinates_of(info)
         slots = round_slots(coords["chip"], coords["t"], self.times, self.reps, coords["drift_compensation"],
-                            self.compensations)
+                            self.compensations, chip_count=self.chips, source=source)
         at = tuple(np.array(slots, dtype=np.intp).reshape(len(slots), len(self.shapes["accuracy"])).T)
         out["accuracy"][at] = info["accuracy"]
         position = {name: i for i, name in enumerate(self.layers)}
@@ -307,23 +353,35 @@ class _SweepLayout:
 
 def round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int,
                  round_compensation: Sequence[str] | None = None,
-                 compensations: Sequence[str] | None = None) -> list[tuple[int, ...]]:
+                 compensations: Sequence[str] | None = None, *, chip_count: int | None = None,
+                 source: str = "<rounds>") -> list[tuple[int, ...]]:
     """(chip, t index, repetition) of every round in file order; with `compensations`,
-    (compensation index, chip, t index, repetition)."""
+    (compensation index, chip, t index, repetition).  Every round must fit: chip below
+    `chip_count` (when given), t among `times`, its compensation among `compensations` (when
+    given), at most `reps` rounds per slot; else FormatError naming `source` and the field."""
     seen: dict[tuple, int] = {}
     slots = []
     t_index = {float(t): i for i, t in enumerate(times)}
     position = {name: i for i, name in enumerate(compensations or ())}
     if round_compensation is None:
         round_compensation = [None] * len(chips)
-    for chip, t, name in zip(chips.tolist(), ts.tolist(), round_compensation):
-        ti = t_index[float(t)]
-        key = ((position[name],) if compensations else ()) + (int(chip), ti)
+    for r, (chip, t, name) in enumerate(zip(chips.tolist(), ts.tolist(), round_compensation)):
+        if chip_count is not None and not 0 <= chip < chip_count:
+            raise validate.fail(source, "chip", f"round {r}: chip {chip} outside 0..{chip_count - 1} "
+                                                f"(the sweep runs {chip_count} chips)")
+        if float(t) not in t_index:
+            raise validate.fail(source, "t", f"round {r}: t = {t:g} s is not among the sweep's times "
+                                             f"({', '.join(f'{x:g}' for x in times)})")
+        if compensations and name not in position:
+            raise validate.fail(source, "drift_compensation", f"round {r}: {name!r} is not among the sweep's "
+                                                              f"drift compensations ({', '.join(compensations)})")
+        key = ((position[name],) if compensations else ()) + (int(chip), t_index[float(t)])
         k = seen.get(key, 0)
         seen[key] = k + 1
         if k >= reps:
             where = f" under drift compensation {name}" if compensations else ""
-            raise ValueError(f"more than {reps} rounds for chip {chip} at t={t}{where}")
+            raise validate.fail(source, "round", f"round {r}: more than {reps} rounds for chip {chip} "
+                                                 f"at t = {t:g} s{where}")
         slots.append(key + (k,))
     return slots
 
@@ -439,7 +497,7 @@ def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _
         infos = dict(zip(unread, _check_results_files([os.fspath(folder / f) for f in unread])))
         for name in batch:
             info = already_read.get(name) or infos.pop(name)
-            arrays[name] = layout.arrays(info)
+            arrays[name] = layout.arrays(info, os.fspath(folder / name))
     missing = layout.missing()
     return {name: np.stack([arrays.get(task["file"], missing)[name] for task in tasks]) for name in layout.shapes}
 
@@ -467,7 +525,7 @@ def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _
         source.update({name: (key, position) for position, name in enumerate(group)})
     for number, (name, info) in enumerate(already_read.items()):
         key = (f"aimcemu-sweep-first-{token}", number)
-        read_tasks[key] = (partial(_already_read, [_outcome(layout.arrays, info)]),)
+        read_tasks[key] = (partial(_already_read, [_outcome(layout.arrays, info, os.fspath(folder / name))]),)
         source[name] = (key, 0)
     missing = layout.missing()
     arrays = {}
@@ -486,8 +544,8 @@ def _lazy_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _
 def _task_group_arrays(paths: list[str], layout: _SweepLayout) -> list:
     """A group of task files checked and read (_read_each_checked): each file's arrays, or the
     exception its check or its layout raised (raised by its own blocks only)."""
-    return [outcome if isinstance(outcome, BaseException) else _outcome(layout.arrays, outcome)
-            for outcome in _read_each_checked(paths)]
+    return [outcome if isinstance(outcome, BaseException) else _outcome(layout.arrays, outcome, path)
+            for outcome, path in zip(_read_each_checked(paths), paths)]
 
 
 def _already_read(outcomes: list) -> list:

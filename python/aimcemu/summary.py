@@ -57,8 +57,9 @@ class RunSummary:
 
     def accuracy_vs_t(self) -> list[dict]:
         """One row per (drift compensation, t), compensation-major: accuracy averaged over the
-        rounds of each chip, then mean, std (sample std over chips, ddof=1; 0 for one chip), min
-        and max over chips."""
+        rounds of each chip, then mean, std (sample std over chips, ddof=1; NaN for one chip, as
+        aimcemu.analysis.accuracy_vs_t gives: one chip has no spread to estimate), min and max
+        over chips."""
         rows = []
         acc = np.asarray(self.round_accuracy, dtype=np.float64)
         chips = np.asarray(self.round_chip)
@@ -70,7 +71,7 @@ class RunSummary:
                 per_chip = np.array([acc[here & (chips == c)].mean() for c in sorted(set(chips[here]))])
                 rows.append({"drift_compensation": name, "t": float(t), "chips": int(per_chip.size),
                              "mean": float(per_chip.mean()),
-                             "std": float(per_chip.std(ddof=1)) if per_chip.size > 1 else 0.0,
+                             "std": float(per_chip.std(ddof=1)) if per_chip.size > 1 else float("nan"),
                              "min": float(per_chip.min()), "max": float(per_chip.max())})
         return rows
 
@@ -82,7 +83,8 @@ class RunSummary:
                  f"{'compensation':<12}  {'t':>6}  {'t [s]':>12}  {'chips':>5}  {'mean':>7}  {'std':>7}  "
                  f"{'min':>7}  {'max':>7}"]
         for row in self.accuracy_vs_t():
+            std = f"{row['std']:>7.4f}" if row["chips"] > 1 else f"{'n/a':>7}"  # one chip: no spread
             lines.append(f"{row['drift_compensation']:<12}  {format_time(row['t']):>6}  {row['t']:>12.6g}  "
-                         f"{row['chips']:>5}  {row['mean']:>7.4f}  {row['std']:>7.4f}  {row['min']:>7.4f}  "
+                         f"{row['chips']:>5}  {row['mean']:>7.4f}  {std}  {row['min']:>7.4f}  "
                          f"{row['max']:>7.4f}")
         return "\n".join(lines)
