@@ -64,3 +64,23 @@ def test_a_sweep_finishes_with_exit_0_and_a_table_without_the_analysis_packages(
     full = sweep_command.format_accuracy(tmp_path / "sw")
     assert "ci95" in full
     assert table_means(full) == pytest.approx(core_means, abs=5e-5)
+
+
+def test_one_chip_has_no_spread_in_either_table(tmp_path, small_data, capsys, monkeypatch):
+    """With one chip the interval table printed [nan, nan] and the core table std 0.0; the run summary
+    and the report print 'n/a' (analysis.interval_over_chips: no spread between chips)."""
+    config = {"output": str(tmp_path / "sw"), "data": small_data, "noise": {"model": "pcm_like"}, "t": [0.0],
+              "chips": 1, "seed": 3, "grid": {"noise.prog_noise_scale": [1.0]}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with monkeypatch.context() as patch:
+        without_analysis_packages(patch)
+        assert cli.main(["sweep", "-c", str(path), "--workers", "1", "--no-progress"]) == 0
+        core = capsys.readouterr().out
+    lines = core.splitlines()
+    header = next(i for i, line in enumerate(lines) if re.search(r"\bmean\b", line))
+    assert lines[header + 1].split()[-2:] == ["n/a", "1"], core
+    pytest.importorskip("xarray")
+    pytest.importorskip("scipy")
+    full = sweep_command.format_accuracy(tmp_path / "sw")
+    assert "nan" not in full.lower() and full.splitlines()[1].split()[-2:] == ["n/a", "1"], full

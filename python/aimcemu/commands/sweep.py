@@ -88,9 +88,11 @@ def _format_accuracy_with_intervals(folder) -> str:
         labels = {d: point[d].item() for d in grid_dims}
         for t in acc["t"].values:
             sel = {**labels, "t": t}
-            rows.append({**labels, "t": float(t), "mean": float(acc["mean"].sel(sel)),
-                         "ci95": f"[{float(acc['ci_low'].sel(sel)):.4f}, {float(acc['ci_high'].sel(sel)):.4f}]",
-                         "chips": int(acc["n"].sel(sel))})
+            chips = int(acc["n"].sel(sel))
+            # One chip has no spread between chips: "n/a", as the run summary and the report print it.
+            interval = (f"[{float(acc['ci_low'].sel(sel)):.4f}, {float(acc['ci_high'].sel(sel)):.4f}]"
+                        if chips > 1 else "n/a")
+            rows.append({**labels, "t": float(t), "mean": float(acc["mean"].sel(sel)), "ci95": interval, "chips": chips})
     return format_table(rows, [*grid_dims, "t", "mean", "ci95", "chips"])
 
 
@@ -117,6 +119,6 @@ def _format_accuracy_from_index(folder) -> str:
         for (name, t), chips in per_chip.items():
             means = np.array([np.mean(rounds) for rounds in chips.values()])
             rows.append({**task["point"], **({"drift_compensation": name} if several else {}), "t": float(t),
-                         "mean": float(means.mean()), "std": float(means.std(ddof=1)) if len(means) > 1 else 0.0,
+                         "mean": float(means.mean()), "std": float(means.std(ddof=1)) if len(means) > 1 else "n/a",
                          "chips": len(means)})
     return format_table(rows, columns)
