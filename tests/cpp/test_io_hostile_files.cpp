@@ -334,7 +334,7 @@ const BadFile kBadFiles[] = {
     {"fuzz_model_file", "bad-external_storage.h5", "field 'layers/conv/weights': its data lives in external files"},
     {"fuzz_model_file", "bad-format_foreign.h5", "field 'format': expected 'aimcemu-model'"},
     {"fuzz_model_file", "bad-format_version_99.h5", "field 'format_version'"},
-    {"fuzz_model_file", "bad-input_shape_huge.h5", "field 'input_shape': must be in 1..65535"},
+    {"fuzz_model_file", "bad-input_shape_huge.h5", "field 'input_shape': every dimension must be in 1..65535 (got 1048576)"},
     {"fuzz_model_file", "bad-kernel_h_int64_huge.h5", "field 'layers/conv/kernel_h': value 1099511627776 outside"},
     {"fuzz_model_file", "bad-kernel_w_uint64_top.h5", "field 'layers/conv/kernel_w': value"},
     {"fuzz_model_file", "bad-kind_unknown.h5", "field 'layers/conv/kind': unknown layer kind 'lstm'"},
