@@ -41,9 +41,15 @@ std::vector<Tensor8> images_from(const Network& net, const py::object& obj) {
 }
 
 // The programs' layers in order: one program per noise model, together one layer per AIMC layer.
+// pybind11 passes None in the list as a null pointer: refused by name, not dereferenced.
 NiuProgram concatenated(const std::vector<const NiuProgram*>& programs) {
     NiuProgram all;
-    for (const NiuProgram* p : programs) all.layers.insert(all.layers.end(), p->layers.begin(), p->layers.end());
+    for (std::size_t k = 0; k < programs.size(); ++k) {
+        const NiuProgram* p = programs[k];
+        if (p == nullptr)
+            throw FormatError("<memory>", "programs[" + std::to_string(k) + "]", "expected an aimcemu._core.niu.NiuProgram, got None");
+        all.layers.insert(all.layers.end(), p->layers.begin(), p->layers.end());
+    }
     return all;
 }
 
