@@ -270,6 +270,7 @@ const HbmRegion& Emulator::gemm_weight_region(int index) const {
 }
 
 std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
+    check_threads(threads, "threads");
     if (program.layers.size() != aimc_layers_.size())
         throw FormatError(kSource, "program", "has " + std::to_string(program.layers.size()) + " layers, the system " +
                                                   std::to_string(aimc_layers_.size()) + " AIMC layers");
@@ -319,7 +320,12 @@ std::uint64_t Emulator::write_round(const NiuProgram& program, int threads) {
 
 RoundOutputs Emulator::run_published(const std::vector<Tensor8>& images, const RunOptions& options,
                                      std::uint64_t expected_round) {
-    auto lease = fence_.acquire();
+    check_threads(options.threads, "threads");
+    // Not acquire(), which waits for the first publish: with no write_round under way in another
+    // thread the caller would wait forever, with the GIL released and Ctrl-C unheard.
+    auto leased = fence_.try_acquire();
+    if (!leased) throw FormatError(kSource, "round", "no round published yet: call write_round (or run_round) first");
+    auto& lease = *leased;
     if (expected_round != 0 && lease.round() != expected_round)
         throw FormatError(kSource, "round", "the PU leased round " + std::to_string(lease.round()) + ", expected " +
                                                 std::to_string(expected_round));

@@ -143,12 +143,29 @@ Shape3 checked_gemm_out_shape(const Layer& l, const Shape3& in, const std::strin
                 std::to_string(l.weights.size()));
     require(std::int64_t(l.bias.size()) == l.out_channels, src, f + "bias",
             "expected " + std::to_string(l.out_channels) + " values, got " + std::to_string(l.bias.size()));
-    require(kBiasShiftRange.contains(l.bias_shift), src, f + "bias_shift", "must be in " + range_text(kBiasShiftRange));
+    require(kBiasShiftRange.contains(l.bias_shift), src, f + "bias_shift",
+            "must be in " + range_text(kBiasShiftRange) + " (got " + std::to_string(l.bias_shift) + ")");
     // The accumulator must be exact in int32: |sum w*x| <= M*128*128, |bias| <= 128 << bias_shift.
+    // The bias term alone reaches 2^31 at bias_shift 24, whatever the weights: named as such.
+    require((std::int64_t(128) << l.bias_shift) < (std::int64_t(1) << 31), src, f + "bias_shift",
+            std::to_string(l.bias_shift) + " can overflow the int32 accumulator by itself (128 << bias_shift must "
+            "stay below 2^31)");
     const std::int64_t worst = m * 128 * 128 + (std::int64_t(128) << l.bias_shift);
     require(worst < (std::int64_t(1) << 31), src, f + "weights",
-            "M=" + std::to_string(m) + " can overflow the int32 accumulator");
+            "M=" + std::to_string(m) + " with bias_shift=" + std::to_string(l.bias_shift) +
+                " can overflow the int32 accumulator");
     return out;
+}
+
+// An avg_pool's accumulator, avg_mult * (sum of kernel_h * kernel_w int8 values), must be exact in
+// int32 as the PU's (pu_model/postproc.cpp checks the same at run time, too late to name the layer).
+void check_avg_pool_sum(const Layer& l, const std::string& src, const std::string& f) {
+    require(kAvgMultRange.contains(l.avg_mult), src, f + "avg_mult", "must be in " + range_text(kAvgMultRange));
+    const std::int64_t worst = std::int64_t(l.avg_mult) * 128 * l.window.taps();
+    require(worst < (std::int64_t(1) << 31), src, f + "avg_mult",
+            "avg_mult=" + std::to_string(l.avg_mult) + " over a " + std::to_string(l.window.kernel_h) + "x" +
+                std::to_string(l.window.kernel_w) + " window can overflow the int32 accumulator "
+                "(avg_mult * 128 * kernel_h * kernel_w must stay below 2^31)");
 }
 
 struct LayerShapes {
@@ -194,8 +211,7 @@ std::vector<LayerShapes> checked_shapes(const Network& net, const std::string& s
             case LayerKind::AvgPool:
                 out = {l.window.out_h(in.h), l.window.out_w(in.w), in.c};
                 require(l.weights.empty() && l.bias.empty(), src, f + "weights", "pool layers carry no weights");
-                if (l.kind == LayerKind::AvgPool)
-                    require(kAvgMultRange.contains(l.avg_mult), src, f + "avg_mult", "must be in " + range_text(kAvgMultRange));
+                if (l.kind == LayerKind::AvgPool) check_avg_pool_sum(l, src, f);
                 break;
         }
         require(out.size() <= kMaxActivationsPerImage, src, f + "out_channels",
@@ -224,6 +240,33 @@ bool Network::is_resolved(const std::string& src) const {
     for (std::size_t i = 0; i < layers.size(); ++i)
         if (!(layers[i].in_shape == shapes[i].in) || !(layers[i].out_shape == shapes[i].out)) return false;
     return true;
+}
+
+namespace {
+std::string shape_text(const Shape3& s) {
+    return std::to_string(s.h) + "x" + std::to_string(s.w) + "x" + std::to_string(s.c);
+}
+}  // namespace
+
+void Network::require_resolved(const std::string& src) const {
+    const std::vector<LayerShapes> shapes = checked_shapes(*this, src);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const Layer& l = layers[i];
+        if (l.in_shape == shapes[i].in && l.out_shape == shapes[i].out) continue;
+        // The first stale layer: its input's shape moved (input_shape, its input, or a layer before
+        // it), or one of its own fields (window, out_channels) did.
+        const std::string f = "layers/" + std::to_string(i) + " (" + printable(l.name) + ")";
+        if (l.in_shape == Shape3{} && l.out_shape == Shape3{})
+            throw FormatError(src, f, "has no shape: the network was never resolved (call resolve() first)");
+        const bool input_moved = !(l.in_shape == shapes[i].in);
+        const std::string field = !input_moved ? f
+                                  : l.input == kNetworkInput && shapes[i].in == input_shape ? std::string("input_shape")
+                                                                                            : f + "/input";
+        throw FormatError(src, field,
+                          "changed since Network.resolve(): resolved for input " + shape_text(l.in_shape) + " -> output " +
+                              shape_text(l.out_shape) + ", now input " + shape_text(shapes[i].in) + " -> output " +
+                              shape_text(shapes[i].out) + " (call resolve() after editing a network)");
+    }
 }
 
 const Network& resolved_in_place_or_copy(const Network& net, std::optional<Network>& copy, const std::string& source) {

@@ -137,6 +137,11 @@ struct Network {
     // what resolve fills in.  Lets a reader that only needs a resolved network (the emulator)
     // take the caller's network as it is instead of resolving a 25 MB copy of it.
     bool is_resolved(const std::string& source = "<memory>") const;
+    // Every check resolve makes, and that resolve() has been called since the last change: a
+    // FormatError naming `source` and the field otherwise (a layer whose in or out shape differs
+    // from what resolve would fill in now, so that a pass would read its buffers with stale
+    // sizes).  What every entry point that runs a network its caller can edit calls first.
+    void require_resolved(const std::string& source = "<memory>") const;
     int output_index() const { return output_layer < 0 ? int(layers.size()) - 1 : output_layer; }
     const Shape3& shape_of(int producer) const;
     int find_layer(const std::string& layer_name) const;  // -1 if absent

@@ -12,6 +12,7 @@
 
 #include "common/errors.hpp"
 #include "common/worker_pool.hpp"
+#include "formats/network.hpp"
 #include "pu_model/postproc.hpp"
 
 #ifdef AIMCEMU_HAVE_DNNL
@@ -27,10 +28,17 @@ std::int64_t max_abs_acc(std::int64_t m, int bias_shift) { return m * 128 * 128 
 
 void check_gemm_fits_int32(std::int64_t m, int bias_shift, const std::string& field) {
     if (m <= 0) throw FormatError("<memory>", field, "GEMM depth M must be positive");
-    if (bias_shift < 0 || bias_shift > 24) throw FormatError("<memory>", field, "bias_shift must be in 0..24");
+    if (!kBiasShiftRange.contains(bias_shift))
+        throw FormatError("<memory>", field, "bias_shift must be in " + std::to_string(kBiasShiftRange.min) + ".." +
+                                                 std::to_string(kBiasShiftRange.max) + " (got " +
+                                                 std::to_string(bias_shift) + ")");
+    if ((std::int64_t(128) << bias_shift) >= (std::int64_t(1) << 31))
+        throw FormatError("<memory>", field, "bias_shift=" + std::to_string(bias_shift) +
+                                                 " can overflow the int32 accumulator by itself (128 << bias_shift)");
     const std::int64_t worst = max_abs_acc(m, bias_shift);
     if (worst >= (std::int64_t(1) << 31))
-        throw FormatError("<memory>", field, "M=" + std::to_string(m) + " can overflow the int32 accumulator");
+        throw FormatError("<memory>", field, "M=" + std::to_string(m) + " with bias_shift=" + std::to_string(bias_shift) +
+                                                 " can overflow the int32 accumulator");
 }
 
 void gemm_reference(const std::int8_t* w, const std::int8_t* xt, std::int64_t ldx, const std::int8_t* bias,
@@ -465,10 +473,16 @@ void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* b
     gemm_fast(packed, x.data(), p, acc, threads);
 }
 
+void check_threads(int threads, const std::string& field) {
+    if (threads < 0 || threads > kMaxThreads)
+        throw FormatError("<memory>", field, "must be in 0.." + std::to_string(kMaxThreads) + " (0 = all cores), got " +
+                                                 std::to_string(threads));
+}
+
 int resolve_threads(int threads) {
-    if (threads > 0) return threads;
+    if (threads > 0) return std::min(threads, kMaxThreads);
     const unsigned hw = std::thread::hardware_concurrency();
-    return hw == 0 ? 1 : int(hw);
+    return hw == 0 ? 1 : int(std::min<unsigned>(hw, kMaxThreads));
 }
 
 void parallel_for(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fn) {

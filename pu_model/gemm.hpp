@@ -125,7 +125,13 @@ void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* b
                std::int64_t m, std::int64_t p, std::int32_t* acc, int threads = 1,
                FastKernel kernel = FastKernel::Auto);
 
-// Threads actually used for a request (0 = hardware concurrency, at least 1).
+// The most threads any call takes, as aimcemu.run's --threads (python/aimcemu/validate.py): more
+// would only start idle OS threads, and keeps (count + threads - 1) far from INT_MAX.
+inline constexpr int kMaxThreads = 4096;
+// FormatError("<memory>", field) unless 0 <= threads <= kMaxThreads (0 = all cores).  Every entry
+// point that takes a thread count from a caller checks it once, before any work.
+void check_threads(int threads, const std::string& field = "threads");
+// Threads actually used for a request (0 = hardware concurrency, at least 1, at most kMaxThreads).
 int resolve_threads(int threads);
 // Runs fn(i) for i in [0, count) on up to `threads` threads (items taken from a shared counter).
 // Results are deterministic as long as fn(i) writes only item i's outputs.  Rethrows the first

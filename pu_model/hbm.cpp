@@ -246,6 +246,13 @@ WeightRoundFence::ReadLease WeightRoundFence::acquire() {
     return ReadLease(this, published_, front_);
 }
 
+std::optional<WeightRoundFence::ReadLease> WeightRoundFence::try_acquire() {
+    std::lock_guard lock(mutex_);
+    if (published_ == 0) return std::nullopt;
+    ++leases_[front_];
+    return ReadLease(this, published_, front_);
+}
+
 std::uint64_t WeightRoundFence::published_round() const {
     std::lock_guard lock(mutex_);
     return published_;

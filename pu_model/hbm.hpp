@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -157,6 +158,9 @@ public:
     // next begin_write() gets the same back buffer and round id again.
     void abandon(const WriteTicket& ticket);
     ReadLease acquire();
+    // The lease acquire() gives when a round has been published; none (without waiting) before the
+    // first publish, for a reader that no writer will ever wake (the emulator's run_published).
+    std::optional<ReadLease> try_acquire();
     std::uint64_t published_round() const;
     const std::vector<int>& aimc_layers() const { return aimc_layers_; }
 

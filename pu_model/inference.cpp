@@ -308,6 +308,8 @@ void check_options(const Network& net, const RunOptions& opt) {
         throw FormatError("<memory>", "keep", "expected one flag per layer (" + std::to_string(net.layers.size()) +
                                                   "), got " + std::to_string(opt.keep.size()));
     if (opt.batch < 0) throw FormatError("<memory>", "batch", "must be >= 0 (0 = automatic)");
+    check_threads(opt.threads, "threads");
+    if (opt.first_image < 0) throw FormatError("<memory>", "first_image", "must be >= 0 (the first image's index)");
     // Once per pass, not per layer or image: the peripherals' tables must be this network's.
     if (opt.peripherals) opt.peripherals->check_network(net);
 }

@@ -31,11 +31,17 @@ constexpr const char* kSource = "<sa_cycle>";
 }  // namespace
 
 void SaConfig::validate() const {
-    if (rows < 1) throw FormatError(kSource, "rows", "must be >= 1");
-    if (cols < 1) throw FormatError(kSource, "cols", "must be >= 1");
+    // Upper bounds keep the model's own tables (the URAM image holds rows x groups x (cols + 1)
+    // words a section) to what a caller's GEMM needs: rows = 2^30 was a bad_alloc.
+    const auto require_in = [](int value, int max, const char* field) {
+        if (value < 1 || value > max)
+            throw FormatError(kSource, field, "must be in 1.." + std::to_string(max) + " (got " + std::to_string(value) + ")");
+    };
+    require_in(rows, kSaMaxRows, "rows");
+    require_in(cols, kSaMaxCols, "cols");
     if (rg < 1 || rows % rg != 0) throw FormatError(kSource, "rg", "must be >= 1 and divide rows");
-    if (fifo_depth < 1) throw FormatError(kSource, "fifo_depth", "must be >= 1");
-    if (wrb_waves < 1) throw FormatError(kSource, "wrb_waves", "must be >= 1");
+    require_in(fifo_depth, kSaMaxDepth, "fifo_depth");
+    require_in(wrb_waves, kSaMaxDepth, "wrb_waves");
     if (cycle_limit < 0) throw FormatError(kSource, "cycle_limit", "must be >= 0 (0: derived from the shape)");
     const int blocks = rows / rg;
     switch (fault.kind) {
@@ -386,10 +392,15 @@ private:
                std::to_string(section_of(wave)) + ") row-block " + std::to_string(block);
     }
 
-    // Generous: a sound datapath needs at most max(G, chunks per wave / 0.75) per wave plus a fill.
+    // An upper bound for every config validate() accepts.  A streaming datapath needs about
+    // max(G, chunks per wave / 0.75) cycles a wave, but a shallow one (fifo_depth = 1, or
+    // wrb_waves = 1) overlaps nothing: a wave then waits for the one before it to travel the whole
+    // way -- G groups in, the input skew (C) and the array (R) and the PE pipeline, one slot a
+    // row-block up the aggregator chain, into the WRB and out.  So each wave is bounded by that
+    // whole trip, with margin (2x the chain and 16 cycles of WRB and merge latency), and a fill.
     std::int64_t default_cycle_limit() const {
-        return waves_ * (pb_.groups + 2 * std::int64_t(blocks_) + 2) + pb_.groups + cfg_.cols + cfg_.rows +
-               kPeDepth + 4 * std::int64_t(blocks_) + 64;
+        const std::int64_t trip = pb_.groups + cfg_.cols + cfg_.rows + kPeDepth + 2 * std::int64_t(blocks_) + 16;
+        return waves_ * trip + trip + 4 * std::int64_t(blocks_) + 64;
     }
 
     // The sequencer starts wave q (pixel_of, section_of) when the previous wave's G groups

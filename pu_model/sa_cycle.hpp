@@ -38,6 +38,10 @@ struct SaFaultSpec {
     int block = 0;
 };
 
+// The largest SaConfig validate() accepts: 16x the paper's 64 x 8 array, and FIFO / WRB depths
+// far beyond what any array streams through (deeper ones change no cycle).
+inline constexpr int kSaMaxRows = 1024, kSaMaxCols = 1024, kSaMaxDepth = 1 << 16;
+
 struct SaConfig {
     int rows = 64;          // R_SA: PE rows (output channels) per wave
     int cols = 8;           // C_SA: depth positions per cycle (PU2x 8, PU1x 4)
@@ -54,7 +58,7 @@ struct SaConfig {
     // the paper's Sec. II-B describes); true, tile-major (every column of a section, then the next
     // section: the order perf_model/timing.hpp times, one weight tile at a time).
     bool tile_major = false;
-    std::int64_t cycle_limit = 0;  // 0: derived from the shape (never reached by a sound datapath)
+    std::int64_t cycle_limit = 0;  // 0: derived from the shape and depths (an upper bound of a sound datapath)
     SaFaultSpec fault;      // SaFault::None for the real datapath
     void validate() const;  // throws FormatError naming the bad field
 };

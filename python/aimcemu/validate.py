@@ -28,7 +28,8 @@ YAML file              <= 1 MiB, UTF-8,         configs are a few KB; bounded pa
 =====================  =======================  ==================================================
 
 Memory: a run also checks, before it starts, that its activations and per-round results fit
-in this machine's memory (``check_run_memory``; what the process keeps between runs is freed
+in the memory this machine can give it now: physical memory, and no more than MemAvailable plus
+the process's own resident memory (``check_run_memory``; what the process keeps between runs is freed
 when the run needs the room: aimcemu.process_memory); the C++ loaders check every array in a model
 or data set file against the file's own size and the machine's memory before reading it.
 """
@@ -158,16 +159,43 @@ def check_run_memory(images: int, activation_bytes_per_image: int, output_classe
     counts the activations the run holds at once, per image (``activation_bytes_per_image``: see
     ``runner.activation_bytes_held``); per noisy round the predictions and logits of every image
     are kept besides."""
-    memory = physical_memory()
+    memory, where = run_memory_limit()
     activations = images * activation_bytes_per_image
     if activations > memory:
         raise fail(data_source, "images", f"{images} images need {_gib(activations)} of activations "
-                                          f"(the reference and the rounds in flight); this machine has {_gib(memory)}")
+                                          f"(the reference and the rounds in flight); {where} {_gib(memory)}")
     per_round = noisy * images * (output_classes + 8 + 1)
     if activations + per_round > memory:
         raise fail(rounds_source, "chips", f"{noisy} noisy rounds x {images} images need {_gib(per_round)} for "
-                                           f"predictions and logits; this machine has {_gib(memory)}")
+                                           f"predictions and logits; {where} {_gib(memory)}")
     return activations + per_round
+
+
+def run_memory_limit() -> tuple[int, str]:
+    """(bytes, what they are) a run's arrays may take: physical memory, and, where /proc/meminfo
+    says, no more than the kernel can give now (MemAvailable) plus what this process already
+    holds (its resident set, which includes what it keeps between runs and frees for the run).
+    Physical memory alone let a run of 2^20 chips on a busy machine start and grow for minutes
+    until it swapped or was killed; memory other processes hold now is not the run's to take.
+    Memory freed by others after the check is not counted: on a busy machine a run may be refused
+    that would have fit later (run it again, or with fewer images or rounds)."""
+    physical = physical_memory()
+    available = available_memory()
+    if available is None:
+        return physical, "this machine has"
+    obtainable = available + resident_memory()
+    if obtainable >= physical:
+        return physical, "this machine has"
+    return obtainable, "this machine can give it now (MemAvailable and this process' own)"
+
+
+def resident_memory() -> int:
+    """Bytes of this process's resident set (/proc/self/statm), 0 where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0
 
 
 def _gib(n: float) -> str:

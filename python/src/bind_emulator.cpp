@@ -41,9 +41,15 @@ std::vector<Tensor8> images_from(const Network& net, const py::object& obj) {
 }
 
 // The programs' layers in order: one program per noise model, together one layer per AIMC layer.
+// pybind11 passes None in the list as a null pointer: refused by name, not dereferenced.
 NiuProgram concatenated(const std::vector<const NiuProgram*>& programs) {
     NiuProgram all;
-    for (const NiuProgram* p : programs) all.layers.insert(all.layers.end(), p->layers.begin(), p->layers.end());
+    for (std::size_t k = 0; k < programs.size(); ++k) {
+        const NiuProgram* p = programs[k];
+        if (p == nullptr)
+            throw FormatError("<memory>", "programs[" + std::to_string(k) + "]", "expected an aimcemu._core.niu.NiuProgram, got None");
+        all.layers.insert(all.layers.end(), p->layers.begin(), p->layers.end());
+    }
     return all;
 }
 
@@ -114,7 +120,8 @@ void bind_emulator(py::module_& root) {
             py::gil_scoped_release release;
             return e.write_round(program, threads);
         }, py::arg("programs"), py::arg("threads") = 0,
-           "The NIU writes every AIMC layer into the back buffers and publishes them; returns the round id")
+           "The NIU writes every AIMC layer into the back buffers and publishes them; returns the round id.\n"
+           "programs: NiuProgram objects (None is a FormatError naming programs[k]); threads: 0..4096, 0 = all cores")
         .def("run_published", [](Emulator& e, const py::object& images, const std::string& backend, int threads,
                                  std::uint64_t expected_round, const Peripherals* peripherals, std::int64_t first_image,
                                  const RoundMetrics* metrics) {
@@ -135,7 +142,9 @@ void bind_emulator(py::module_& root) {
             return round_result(e.network(), std::move(result), options.keep);
         }, py::arg("images"), py::arg("backend") = "fast", py::arg("threads") = 0, py::arg("expected_round") = 0,
            py::arg("peripherals") = nullptr, py::arg("first_image") = 0, py::arg("metrics") = nullptr,
-           "The PU runs the latest published round: (round id, per-layer int8 activations [N, H, W, C]).\n"
+           "The PU runs the latest published round: (round id, per-layer int8 activations [N, H, W, C]);\n"
+           "a FormatError before the first write_round (nothing would ever be published to wait for).\n"
+           "threads: 0..4096, 0 = all cores.\n"
            "peripherals: an aimcemu._core.niu.Peripherals for the AIMC layers (noise keyed by first_image + i).\n"
            "expected_round != 0: FormatError unless that is the round leased.\n"
            "metrics: a RoundMetrics (ResultsWriter.round_metrics()) that takes the metrics of the layers the\n"

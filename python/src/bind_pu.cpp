@@ -1,6 +1,8 @@
 // Bindings for the PU functional model: whole-network inference, the GEMM paths, IM2COL and the
 // cycle-level systolic-array model.  Arrays must have exactly the documented dtype and rank; any
 // other input is an aimcemu.FormatError naming the argument.  Compute runs without the GIL.
+#include <limits>
+#include <utility>
 #include <optional>
 
 #include <pybind11/numpy.h>
@@ -35,12 +37,31 @@ GemmBackend backend_from(const std::string& name) { return gemm_backend_from_str
 
 FastKernel kernel_from(const std::string& name) { return fast_kernel_from_string(name, "kernel"); }
 
-// A layer index given by Python (an int or anything with __index__).  What __index__ raises
-// reaches the caller as it is (py::cast would replace it with "Unable to cast").
-int layer_index_arg(const py::handle& key) {
+// A layer index given by Python (an int or anything with __index__) for argument `field`.  What
+// __index__ raises reaches the caller as it is (py::cast would replace it with "Unable to cast");
+// a bool (True is 1 to Python, never meant as layer 1) or an index beyond int is a FormatError
+// naming the argument.
+int layer_index_arg(const py::handle& key, const std::string& field) {
+    if (PyBool_Check(key.ptr()))
+        throw FormatError("<memory>", field, "expected a layer index or name, got a bool (" + std::string(py::str(key)) + ")");
     const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(key.ptr()));
     if (!index) throw py::error_already_set();
-    return index.cast<int>();
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (overflow != 0 || value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max())
+        throw FormatError("<memory>", field, "no layer index " + std::string(py::str(index)));
+    return int(value);
+}
+
+// An optional argument that must be a bound C++ object: `obj` as T*, nullptr for None, else a
+// FormatError naming the argument (py::cast's "Unable to cast" names none).
+template <class T>
+const T* optional_object_arg(const py::object& obj, const std::string& field, const char* expected) {
+    if (obj.is_none()) return nullptr;
+    if (!py::isinstance<T>(obj))
+        throw FormatError("<memory>", field, std::string("expected ") + expected + " or None, got " +
+                                                 std::string(py::str(py::type::of(obj).attr("__name__"))));
+    return obj.cast<const T*>();
 }
 
 // {layer_index: int8 array} supplied by the caller (e.g. noisy weights from the NIU model).
@@ -48,7 +69,7 @@ class DictWeights : public WeightView {
 public:
     DictWeights(const Network& net, const py::dict& weights) : table_(net.layers.size(), nullptr) {
         for (const auto& [key, value] : weights) {
-            const int index = layer_index_arg(key);
+            const int index = layer_index_arg(key, "weights");
             const std::string field = "weights[" + std::to_string(index) + "]";
             if (index < 0 || index >= int(net.layers.size()))
                 throw FormatError("<memory>", field, "no such layer index");
@@ -73,6 +94,13 @@ private:
 // keep: None (every layer) or layer indices / names; the others come back as None.
 std::vector<bool> keep_flags(const Network& net, const py::object& keep) {
     if (keep.is_none()) return {};
+    // A string is iterable, letter by letter: keep='stem' would ask for layers 's', 't', ...
+    if (py::isinstance<py::str>(keep) || py::isinstance<py::bytes>(keep))
+        throw FormatError("<memory>", "keep", "expected a list of layer indices or names, got the string " +
+                                                  std::string(py::repr(keep)) + " (keep=[name] keeps one layer)");
+    if (!py::isinstance<py::iterable>(keep))
+        throw FormatError("<memory>", "keep", "expected None or a list of layer indices or names, got " +
+                                                  std::string(py::str(py::type::of(keep).attr("__name__"))));
     std::vector<bool> flags(net.layers.size(), false);
     for (const auto& item : keep.cast<py::iterable>()) {
         int index = -1;
@@ -82,7 +110,7 @@ std::vector<bool> keep_flags(const Network& net, const py::object& keep) {
                 if (net.layers[i].name == name) index = int(i);
             if (index < 0) throw FormatError("<memory>", "keep", "no layer named '" + name + "'");
         } else {
-            const int given = layer_index_arg(item);
+            const int given = layer_index_arg(item, "keep");
             index = given < 0 ? given + int(net.layers.size()) : given;  // -1 = the last layer
             if (index < 0 || index >= int(net.layers.size()))
                 throw FormatError("<memory>", "keep", "no layer index " + std::to_string(given));
@@ -108,6 +136,9 @@ private:
 // `into` (a ReferenceActivations for this network and these images, not yet sealed), or none.
 std::shared_ptr<ReferenceActivations> reference_arg(const py::object& into, const Network& net, std::int64_t images) {
     if (into.is_none()) return nullptr;
+    if (!py::isinstance<ReferenceActivations>(into))
+        throw FormatError("<memory>", "into", "expected an aimcemu._core.ReferenceActivations or None, got " +
+                                                  std::string(py::str(py::type::of(into).attr("__name__"))));
     auto reference = into.cast<std::shared_ptr<ReferenceActivations>>();
     if (reference->sealed()) throw FormatError("<memory>", "into", "this reference is already filled (sealed)");
     if (reference->layer_count() != net.layers.size() || std::int64_t(reference->images()) != images)
@@ -151,6 +182,12 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     // key's __index__, the keep iterable) or release the GIL, lowered when the call returns: until
     // then no Python code can change or free what the pass reads of `net`.
     const bindings::NetworkReadGuard reading(net);
+    // Once a call, under the guard (nothing can change `net` from here until the pass returns): a
+    // network edited since resolve() (net.layers[k].out_channels = ..., net.input_shape = ...)
+    // would be run on its stale shapes, reading and writing past its buffers.
+    net.require_resolved("<memory>");
+    check_threads(threads, "threads");
+    if (first_image < 0) throw FormatError("<memory>", "first_image", "must be >= 0 (the first image's index)");
     const Int8Array images = int8_arg(images_obj, 4, "images");
     const Shape3 in{int(images.shape(1)), int(images.shape(2)), int(images.shape(3))};
     if (!(in == net.input_shape))
@@ -169,7 +206,7 @@ py::list run_network_py(const Network& net, const py::object& images_obj, const 
     options.weights = view.get();
     options.keep = keep_flags(net, keep);
     options.batch = batch;
-    options.peripherals = peripherals.is_none() ? nullptr : peripherals.cast<const niu::Peripherals*>();
+    options.peripherals = optional_object_arg<niu::Peripherals>(peripherals, "peripherals", "an aimcemu._core.niu.Peripherals");
     options.first_image = first_image;
     const std::int64_t count = images.shape(0), image_size = in.size();
     const std::shared_ptr<ReferenceActivations> reference = reference_arg(into, net, count);
@@ -271,7 +308,8 @@ void bind_pu(py::module_& m) {
     m.def("run_network", &run_network_py, py::arg("net"), py::arg("images"), py::arg("backend") = "fast",
           py::arg("threads") = 0, py::arg("weights") = py::none(), py::arg("keep") = py::none(), py::arg("batch") = 0,
           py::arg("peripherals") = py::none(), py::arg("first_image") = 0, py::arg("into") = py::none(),
-          "Bit-exact INT8 inference of a resolved Network on int8 images [N, H, W, C] (HWC).\n"
+          "Bit-exact INT8 inference of a resolved Network on int8 images [N, H, W, C] (HWC); a network\n"
+          "edited since its last resolve() is a FormatError naming the field (call resolve() again).\n"
           "Returns one int8 array [N, H, W, C] per layer.  backend: 'fast', 'reference' or 'cycle_sa'.\n"
           "weights: optional {layer_index: int8 array} replacing the weights the PU reads (e.g. noisy\n"
           "ones).  keep: None (every layer) or the layer indices/names to return (-1 = the last); the\n"
@@ -279,12 +317,13 @@ void bind_pu(py::module_& m) {
           "GEMM (0 = automatic).  peripherals: an aimcemu._core.niu.Peripherals applied to its AIMC\n"
           "layers, their noise keyed by first_image + the image's position.  into: a ReferenceActivations\n"
           "made for this network and these images: every layer it holds is copied into it during the\n"
-          "pass (then sealed), whatever keep says.  threads: 0 = all cores; results never depend on\n"
-          "threads or batch.");
+          "pass (then sealed), whatever keep says.  threads: 0..4096, 0 = all cores; results never\n"
+          "depend on threads or batch.");
 
     m.def("gemm",
           [](const py::object& w, const py::object& x, const py::object& bias, int bias_shift, const std::string& backend,
              const std::string& kernel, int threads) {
+              check_threads(threads, "threads");
               const GemmArgs a = gemm_args(w, x, bias, bias_shift);
               const GemmBackend b = backend_from(backend);
               const FastKernel k = kernel_from(kernel);
@@ -304,12 +343,25 @@ void bind_pu(py::module_& m) {
           py::arg("w"), py::arg("x"), py::arg("bias"), py::arg("bias_shift"), py::arg("backend") = "fast",
           py::arg("kernel") = "auto", py::arg("threads") = 1,
           "acc[N, P] = w[N, M] @ x[M, P] + (bias[N] << bias_shift), exact int32.\n"
-          "kernel (fast backend): 'auto' or one of fast_kernels().");
+          "kernel (fast backend): 'auto' or one of fast_kernels().  threads: 0..4096, 0 = all cores.");
 
     const auto im2col_window = [](const py::object& x_obj, const Window& window) {
         const Int8Array x = int8_arg(x_obj, 3, "x");
+        for (const auto& [value, field] : {std::pair{window.kernel_h, "kernel_h"}, {window.kernel_w, "kernel_w"},
+                                           {window.stride_h, "stride_h"}, {window.stride_w, "stride_w"}})
+            if (!kDimensionRange.contains(value))
+                throw FormatError("<memory>", field, "must be in 1.." + std::to_string(kDimensionRange.max) + " (got " +
+                                                         std::to_string(value) + ")");
+        for (int axis = 0; axis < 3; ++axis)
+            if (x.shape(axis) > kDimensionRange.max)
+                throw FormatError("<memory>", "x", "each dimension must be at most " + std::to_string(kDimensionRange.max));
         const WindowGeometry g{{int(x.shape(0)), int(x.shape(1)), int(x.shape(2))}, window};
         g.validate("im2col");
+        // The operand is P x M bytes: a kernel of 65535 with its padding made 4e9 x 4e9 (NumPy's
+        // "array is too big"); one image's operand is held to what a layer's activations may be.
+        if (g.m() > kMaxActivationsPerImage / g.p())
+            throw FormatError("<memory>", "kernel", "the operand would be " + std::to_string(g.p()) + " x " +
+                                                        std::to_string(g.m()) + " values, over 2^31 - 1");
         Int8Array out({py::ssize_t(g.p()), py::ssize_t(g.m())});
         {
             py::gil_scoped_release release;
@@ -329,9 +381,11 @@ void bind_pu(py::module_& m) {
 
     m.def("sa_cycle_gemm",
           [](const py::object& w, const py::object& x, const py::object& bias, int bias_shift, int rows, int cols, int rg,
-             int fifo_depth, int wrb_waves) {
+             int fifo_depth, int wrb_waves, std::int64_t cycle_limit) {
+              SaConfig cfg{rows, cols, rg, fifo_depth, wrb_waves};
+              cfg.cycle_limit = cycle_limit;
+              cfg.validate();  // before the operands are copied: a bad config is named, not a bad_alloc
               const GemmArgs a = gemm_args(w, x, bias, bias_shift);
-              const SaConfig cfg{rows, cols, rg, fifo_depth, wrb_waves};
               std::vector<std::int32_t> acc(std::size_t(a.n * a.p));
               SaCycleStats stats;
               {
@@ -343,8 +397,11 @@ void bind_pu(py::module_& m) {
           },
           py::arg("w"), py::arg("x"), py::arg("bias"), py::arg("bias_shift"), py::arg("rows") = 64, py::arg("cols") = 8,
           py::arg("rg") = 8, py::arg("fifo_depth") = SaConfig{}.fifo_depth, py::arg("wrb_waves") = SaConfig{}.wrb_waves,
+          py::arg("cycle_limit") = 0,
           "The GEMM on the cycle-level systolic-array model: returns (acc int32 [N, P], stats dict with\n"
-          "cycles, waves, cycles_per_wave, chunks, compute_cycles, stall and WRB figures).");
+          "cycles, waves, cycles_per_wave, chunks, compute_cycles, stall and WRB figures).\n"
+          "cycle_limit: the guard against a stuck datapath (0: an upper bound derived from the shape\n"
+          "and the FIFO / WRB depths; stats['cycle_limit'] is the one used).");
 
     m.def("fast_kernels", [] {
         std::vector<std::string> names;

@@ -42,6 +42,21 @@ Network tiny_network() {
 
 }  // namespace
 
+// try_acquire gives no lease before the first publish (the emulator's run_published refuses then,
+// where acquire() would wait for a writer that may never come), and the latest round after.
+TEST(WeightRoundFence, TryAcquireGivesNoLeaseBeforeTheFirstPublish) {
+    const Network net = tiny_network();
+    const HbmLayout layout = HbmLayout::for_network(net, {1});
+    WeightRoundFence fence(layout, {1});
+    EXPECT_FALSE(fence.try_acquire().has_value());
+    auto ticket = fence.begin_write();
+    EXPECT_FALSE(fence.try_acquire().has_value());  // a write under way publishes nothing yet
+    fence.publish(ticket);
+    const auto lease = fence.try_acquire();
+    ASSERT_TRUE(lease.has_value());
+    EXPECT_EQ(lease->round(), 1u);
+}
+
 TEST(HbmLayout, NetworkRegionsAreAlignedSizedAndDisjoint) {
     const Network net = tiny_network();
     const HbmLayout layout = HbmLayout::for_network(net, {1});

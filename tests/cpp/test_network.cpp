@@ -127,6 +127,61 @@ TEST(Network, IsResolvedChecksInPlaceWithResolvesErrors) {
     }
 }
 
+// require_resolved: resolve's errors for an invalid network, and for a valid one whose shapes are
+// stale (edited after resolve) an error naming the first stale layer -- or input_shape when that
+// is what moved -- instead of a pass run on the stale shapes.
+TEST(Network, RequireResolvedNamesWhatChangedSinceResolve) {
+    Network resolved;  // conv 3x3 (pad 1) -> max_pool 2x2 / 2: valid for any even input size
+    resolved.input_shape = {8, 8, 1};
+    Layer conv;
+    conv.name = "conv";
+    conv.window = Window::square(3, 1, 1);
+    conv.out_channels = 4;
+    conv.weights.assign(4 * 9, 1);
+    conv.bias.assign(4, 0);
+    Layer pool;
+    pool.name = "pool";
+    pool.kind = LayerKind::MaxPool;
+    pool.input = 0;
+    pool.window = Window::square(2, 2);
+    pool.weights.clear();
+    resolved.layers = {conv, pool};
+    resolved.resolve();
+    EXPECT_NO_THROW(resolved.require_resolved("model.h5"));
+    const auto error_of = [](const Network& n) -> std::string {
+        try {
+            n.require_resolved("model.h5");
+        } catch (const FormatError& e) {
+            return std::string(e.field()) + "|" + e.what();
+        }
+        return "";
+    };
+    Network moved_input = resolved;
+    moved_input.input_shape = {6, 6, 1};
+    std::string what = error_of(moved_input);
+    EXPECT_EQ(what.rfind("input_shape|", 0), 0u) << what;
+    EXPECT_NE(what.find("changed since Network.resolve()"), std::string::npos) << what;
+
+    Network unfilled = resolved;
+    for (Layer& l : unfilled.layers) l.in_shape = l.out_shape = Shape3{};
+    EXPECT_EQ(error_of(unfilled).rfind("layers/0 (" + resolved.layers[0].name + ")|", 0), 0u) << error_of(unfilled);
+
+    Network restrided = resolved;
+    restrided.layers[1].window = Window::square(2, 1);
+    EXPECT_EQ(error_of(restrided).rfind("layers/1 (pool)|", 0), 0u) << error_of(restrided);
+
+    Network bad = resolved;
+    bad.layers[0].weights.pop_back();
+    Network copy = bad;
+    std::string resolve_error;
+    try {
+        copy.resolve("model.h5");
+    } catch (const FormatError& e) {
+        resolve_error = std::string(e.field()) + "|" + e.what();
+    }
+    EXPECT_EQ(error_of(bad), resolve_error);
+}
+
 // without_operands: the same network as a full copy whose weights and biases are cleared, field by
 // field, and the source keeps its operands.  A network with a residual, pools and class names, so
 // that every field carries a value other than its default somewhere.

@@ -5,6 +5,8 @@
 // never hang.  The sound datapath must reorder out-of-order arrivals exactly.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <pcg_random.hpp>
 #include <string>
 #include <vector>
@@ -68,6 +70,22 @@ TEST(SaArray, SoundDatapathIsExactOnBothPuShapes) {
         EXPECT_EQ(run(g, cfg, &s), g.expect) << cols;
         EXPECT_EQ(s.sa_stall_cycles, 0);
         EXPECT_LT(s.cycles, s.cycle_limit / 2) << "the guard must sit far above a sound run";
+    }
+}
+
+// A shallow datapath (one FIFO credit, or a one-wave WRB) serializes the waves; with N > rows it
+// used to run into the default cycle limit although it finishes exactly.
+TEST(SaArray, ShallowConfigsFinishExactlyWithinTheDefaultLimit) {
+    const Gemm g = random_gemm(17, 33, 9, 8);
+    for (const auto [rows, fifo, wrb] : {std::tuple{8, 1, 64}, std::tuple{8, 16, 1}, std::tuple{16, 1, 1}, std::tuple{1, 1, 1}}) {
+        SaConfig cfg;
+        cfg.rows = rows;
+        cfg.rg = std::min(rows, 8);
+        cfg.fifo_depth = fifo;
+        cfg.wrb_waves = wrb;
+        SaCycleStats s;
+        EXPECT_EQ(run(g, cfg, &s), g.expect) << rows << " " << fifo << " " << wrb;
+        EXPECT_LE(s.cycles, s.cycle_limit);
     }
 }
 
@@ -146,4 +164,8 @@ TEST(SaArray, RejectsFaultsOutsideTheArray) {
     cfg.fault = {};
     cfg.cycle_limit = -1;
     EXPECT_NE(error_of([&] { run(g, cfg); }).find("cycle_limit"), std::string::npos);
+    cfg.cycle_limit = 0;
+    cfg.rows = 1 << 30;  // was a bad_alloc of the URAM image
+    cfg.rg = 1;
+    EXPECT_NE(error_of([&] { run(g, cfg); }).find("rows"), std::string::npos);
 }
