@@ -45,7 +45,9 @@ struct FieldRange {
     int min, max;
     bool contains(int v) const { return v >= min && v <= max; }
 };
-inline constexpr FieldRange kBiasShiftRange{0, 24};
+// bias_shift stops at 23: 128 << 24 is 2^31 on its own, which no int32 accumulator holds, so
+// 24 could never pass resolve; the importer's quantizer stops at 23 too (it reads this range).
+inline constexpr FieldRange kBiasShiftRange{0, 23};
 inline constexpr FieldRange kOutShiftRange{0, 31};
 inline constexpr FieldRange kAlignShiftRange{-8, 8};  // residual_shift and input_shift
 inline constexpr FieldRange kAvgMultRange{1, 127};

@@ -59,9 +59,10 @@ def conv_net(bias_shift: int):
 
 
 def test_bias_shift_24_is_refused_as_bias_shift():
-    with pytest.raises(aimcemu.FormatError, match=r"layers/0 \(c\)/bias_shift': 24 can overflow"):
+    assert _core.LAYER_FIELD_RANGES["bias_shift"] == (0, 23)
+    with pytest.raises(aimcemu.FormatError, match=r"layers/0 \(c\)/bias_shift': must be in 0\.\.23 \(got 24\)"):
         conv_net(24).resolve()
-    with pytest.raises(aimcemu.FormatError, match=r"field 'bias_shift': bias_shift=24 can overflow"):
+    with pytest.raises(aimcemu.FormatError, match=r"field 'bias_shift': bias_shift must be in 0\.\.23 \(got 24\)"):
         _core.gemm(np.ones((1, 1), np.int8), np.ones((1, 1), np.int8), np.ones(1, np.int8), 24)
 
 
