@@ -146,10 +146,8 @@ Shape3 checked_gemm_out_shape(const Layer& l, const Shape3& in, const std::strin
     require(kBiasShiftRange.contains(l.bias_shift), src, f + "bias_shift",
             "must be in " + range_text(kBiasShiftRange) + " (got " + std::to_string(l.bias_shift) + ")");
     // The accumulator must be exact in int32: |sum w*x| <= M*128*128, |bias| <= 128 << bias_shift.
-    // The bias term alone reaches 2^31 at bias_shift 24, whatever the weights: named as such.
-    require((std::int64_t(128) << l.bias_shift) < (std::int64_t(1) << 31), src, f + "bias_shift",
-            std::to_string(l.bias_shift) + " can overflow the int32 accumulator by itself (128 << bias_shift must "
-            "stay below 2^31)");
+    static_assert((std::int64_t(128) << kBiasShiftRange.max) < (std::int64_t(1) << 31),
+                  "the bias term alone fits int32 at every bias_shift the range allows");
     const std::int64_t worst = m * 128 * 128 + (std::int64_t(128) << l.bias_shift);
     require(worst < (std::int64_t(1) << 31), src, f + "weights",
             "M=" + std::to_string(m) + " with bias_shift=" + std::to_string(l.bias_shift) +

@@ -688,7 +688,7 @@ def test_a_bias_too_large_for_its_layer_names_the_layer():
         module[0].weight.fill_(1e-6)
         module[0].bias.fill_(1.0)
     with pytest.warns(RuntimeWarning), pytest.raises(_netbuild.UnsupportedOperationError,
-                                                     match=r"  0: bias up to 1 does not fit int8 << 24"):
+                                                     match=r"  0: bias up to 1 does not fit int8 << 23"):
         import_torch(module, torch.rand(4, 1, 8, 8) * 1e-6)
 
 
