@@ -836,9 +836,9 @@ _FOLDED_OPS = ("QuantizeLinear", "DequantizeLinear", "Identity", "Transpose", "C
 
 def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> nb.RangeStatistics:
     """Runs the float graph with every node's value as an output: ranges over the calibration
-    data, or (without it) the shapes from one zero image.  Every value of a run is kept, so a run
-    holds at most MAX_RUN_BYTES of them: calibration batches are cut to fit, and a network whose
-    values for one image (or for the batch its file fixes) exceed it is refused."""
+    data, or (without it) the shapes from one zero image.  Every value of a run is kept: calibration
+    batches are cut to MAX_RUN_BYTES of them (at least one image), and a network whose values for
+    one image (or for the batch its file fixes) exceed what the machine can give is refused."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     existing = {o.name for o in probe.graph.output}
@@ -847,13 +847,12 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
             probe.graph.output.append(onnx.ValueInfoProto(name=node.name))
     input_name = graph.input.name
     per_image = _bytes_per_image(model, input_name, chw)
-    if per_image > MAX_RUN_BYTES:
-        raise _too_large(path, graph, f"one image of shape (C, H, W) = {tuple(chw)}", per_image)
+    _refuse_if_too_large(path, graph, f"one image of shape (C, H, W) = {tuple(chw)}", per_image)
     batch_size = graph.fixed_batch()
     if calibration_data is None:
         return _shape_pass(probe, path, graph, chw, batch_size, per_image)
-    if batch_size and batch_size * per_image > MAX_RUN_BYTES:
-        raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
+    if batch_size:
+        _refuse_if_too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
     session = _session(probe, path)
     names = [o.name for o in session.get_outputs()]
     stats = nb.RangeStatistics(path)
@@ -861,7 +860,7 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
     where = {n.name: f"{n.where} (output '{n.name}')" for n in graph.nodes[1:]}
     where[input_name] = "calibration_data"
     batches = _batches(calibration_data, chw, path)
-    batches = _fixed_size(batches, batch_size, path) if batch_size else _cut(batches, MAX_RUN_BYTES // per_image)
+    batches = _fixed_size(batches, batch_size, path) if batch_size else _cut(batches, max(1, MAX_RUN_BYTES // per_image))
     count = 0
     for batch in batches:
         try:
@@ -892,8 +891,8 @@ def _graph_order(graph: _Graph, names: list[str]) -> list[str]:
 def _shape_pass(probe, path: str, graph: _Graph, chw, batch_size: int | None, per_image: int) -> nb.RangeStatistics:
     """Every value's per-image shape, from onnxruntime on one zero image.  A file that fixes its
     batch at B > 1 is tried at batch 1 first (B zero images would cost B times the memory); only
-    if the graph itself needs B (a constant Reshape target holding B) is it run at B, within
-    MAX_RUN_BYTES."""
+    if the graph itself needs B (a constant Reshape target holding B) is it run at B, within what
+    the machine can give."""
     one = onnx.ModelProto()
     one.CopyFrom(probe)
     one.graph.input[_input_position(one.graph, graph.input.name)].type.tensor_type.shape.dim[0].dim_value = 1
@@ -904,8 +903,7 @@ def _shape_pass(probe, path: str, graph: _Graph, chw, batch_size: int | None, pe
     except _core.FormatError:
         if not batch_size or batch_size == 1:
             raise
-    if batch_size * per_image > MAX_RUN_BYTES:
-        raise _too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
+    _refuse_if_too_large(path, graph, f"the batch of {batch_size} images its file fixes", batch_size * per_image)
     return _shapes(_session(probe, path), path, graph, (batch_size, *chw))
 
 
@@ -935,16 +933,27 @@ def _cut(batches, size: int):
         yield from (batch[i:i + size] for i in range(0, len(batch), size))
 
 
-# Bytes of values one onnxruntime run of the importer may hold: every value of the graph is an
-# output there (for its range or shape), so without a bound a file of a few hundred bytes
-# declaring a large image or batch could make onnxruntime allocate any amount of memory.
+# Bytes of values the importer's calibration batches are cut to: every value of the graph is an
+# output of its onnxruntime runs (for its range or shape), so a batch holds all of them at once.
 MAX_RUN_BYTES = 2 ** 30
 
 
-def _too_large(path: str, graph: _Graph, what: str, needed: int):
-    return _core.FormatError(f"{path}: field 'input '{nb.printable(graph.input.name)}'': {what} needs {needed} bytes "
-                             "of values (every tensor the graph computes from them, all kept to measure them), above the importer's limit of "
-                             f"{MAX_RUN_BYTES} bytes per run (onnx_import.MAX_RUN_BYTES)")
+def _run_limit() -> tuple[int, str]:
+    """(bytes, what they are) one onnxruntime run may hold: what the machine can give now, the
+    rule a run of aimcemu follows (validate.run_memory_limit).  Without it a file of a few hundred
+    bytes declaring a large image or batch could make onnxruntime allocate any amount of memory; a
+    fixed limit refused valid large-input networks (ResNet-50 at 640 x 640 needs 1.25 GB)."""
+    from .validate import run_memory_limit
+
+    return run_memory_limit()
+
+
+def _refuse_if_too_large(path: str, graph: _Graph, what: str, needed: int) -> None:
+    limit, meaning = _run_limit()
+    if needed > limit:
+        raise _core.FormatError(f"{path}: field 'input {nb.printable(graph.input.name)}': {what} needs {needed} "
+                                "bytes of values (every tensor the graph computes from them, all kept to measure "
+                                f"them), more than the {limit} bytes {meaning}")
 
 
 _ITEMSIZE_OF_TYPE = {onnx.TensorProto.UINT8: 1, onnx.TensorProto.INT8: 1, onnx.TensorProto.BOOL: 1,

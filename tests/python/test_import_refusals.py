@@ -285,14 +285,53 @@ def qdq_pool(path: Path, batch, hw: int) -> Path:
                       in_shape=(batch, 1, hw, hw))
 
 
-def test_an_image_whose_values_exceed_the_limit_is_refused_before_any_allocation(tmp_path):
-    """1 x 30000 x 30000: 11.7 GB of values per image.  A child process under a 4 GiB address
-    space: the importer used to run onnxruntime on it (and fail on memory, or take it)."""
+def test_an_image_whose_values_exceed_the_limit_is_refused_before_any_allocation(tmp_path, monkeypatch):
+    """1 x 30000 x 30000: 11.7 GB of values per image, against a machine that can give 4 GiB (the
+    limit is what the machine can give now, validate.run_memory_limit): the importer used to run
+    onnxruntime on it (and fail on memory, or take it)."""
+    from aimcemu import validate
+
     path = qdq_pool(tmp_path / "big.onnx", 1, 30000)
     assert path.stat().st_size < 300
+    monkeypatch.setattr(validate, "run_memory_limit", lambda: (4 * 2 ** 30, "this machine can give it now"))
+    with pytest.raises(aimcemu.FormatError) as refused:
+        convert_onnx(path)
+    assert str(refused.value) == (f"{path}: field 'input x': one image of shape (C, H, W) = (1, 30000, 30000) needs "
+                                  "11700000000 bytes of values (every tensor the graph computes from them, all kept "
+                                  "to measure them), more than the 4294967296 bytes this machine can give it now")
+
+
+def test_an_image_beyond_any_machine_is_refused_by_the_command(tmp_path):
+    """1 x 65535 x 65535 through the CLI, in a child under a 4 GiB address space: 55.8 GB of values,
+    more than the machine can give (the child would die on memory if it tried)."""
+    path = qdq_pool(tmp_path / "huge.onnx", 1, 65535)
     result = run_cli(["import", path, "-o", tmp_path / "m.h5"], timeout=120, memory_bytes=4 * 2 ** 30)
-    assert_cli_refused(result, f"{path.name}: field 'input 'x'': one image of shape (C, H, W) = (1, 30000, 30000) "
-                               f"needs 11700000000 bytes of values", "above the importer's limit of 1073741824 bytes")
+    if validate_limit() >= 55_832_870_925:
+        pytest.skip("this machine can give 56 GB")
+    assert_cli_refused(result, f"{path.name}: field 'input x': one image of shape (C, H, W) = (1, 65535, 65535) "
+                               "needs 55832870925 bytes of values")
+    assert not (tmp_path / "m.h5").exists()
+
+
+def validate_limit() -> int:
+    from aimcemu import validate
+
+    return validate.run_memory_limit()[0]
+
+
+def test_large_input_networks_within_the_machine_are_not_refused(tmp_path, monkeypatch):
+    """Review rev_s13: a fixed 1 GiB limit refused ResNet-50 at 640 x 640 (1.25 GB per image), which
+    the importer had taken.  Only what the machine cannot give is refused."""
+    from aimcemu import validate
+
+    path = qdq_pool(tmp_path / "mid.onnx", 1, 10000)   # 1.3 GB of values for its one image
+    per_image = onnx_import._bytes_per_image(onnx.load(str(path)), "x", (1, 10000, 10000))
+    assert per_image > 2 ** 30
+    monkeypatch.setattr(validate, "run_memory_limit", lambda: (per_image, "this machine has"))
+    onnx_import._refuse_if_too_large(str(path), None, "one image", per_image)   # exactly what it can give: taken
+    with pytest.raises(aimcemu.FormatError, match="more than the"):
+        onnx_import._refuse_if_too_large(str(path), type("G", (), {"input": type("I", (), {"name": "x"})})(),
+                                         "one image", per_image + 1)
 
 
 # The child's peak resident memory in bytes: VmHWM, which starts afresh at exec (ru_maxrss would
