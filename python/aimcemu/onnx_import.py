@@ -367,6 +367,17 @@ class _Graph:
         # How often each tensor is read: by a node's input, or as a graph output.
         self.readers = collections.Counter([name for node in g.node for name in node.input if name] +
                                            [out.name for out in g.output])
+        # The operator types that read each tensor: a QuantizeLinear whose DequantizeLinear feeds an
+        # explicit Relu or Clip in the file does not stand for a removed one.
+        self.reader_ops: dict[str, set[str]] = collections.defaultdict(set)
+        for node in g.node:
+            for name in node.input:
+                if name:
+                    self.reader_ops[name].add(node.op_type)
+        self.dequantized_by: dict[str, list[str]] = collections.defaultdict(list)   # Q output -> DQ outputs
+        for node in g.node:
+            if node.op_type == "DequantizeLinear" and node.input and node.output:
+                self.dequantized_by[node.input[0]].extend(node.output)
         problems = []
         for index, node in enumerate(g.node):
             try:
@@ -555,7 +566,7 @@ class _Graph:
         self._check_qdq(node, index, np.zeros(()), scale, zp, a.get("axis", 1))
         lo, hi = _qdq_range(scale, zp, zp.dtype)
         implied_clamp = lo >= 0.0 and source.tag not in ("relu", "input")
-        _refuse_clamps_the_datapath_lacks(lo, hi, zp, implied_clamp)
+        _refuse_clamps_the_datapath_lacks(lo, hi, zp, implied_clamp and not self._clamped_downstream(node.output[0]))
         if implied_clamp:
             # Saturation at 0 is a ReLU (onnxruntime drops Relu nodes this way); make it explicit.
             source = self._add(node, index, "relu", [source])
@@ -564,6 +575,15 @@ class _Graph:
         self.activation_scales[source] = float(np.max(scale))
         self.value[node.output[0]] = source
         self.quantized_by[node.output[0]] = (np.asarray(scale, np.float64).ravel(), zp, _where(node, index))
+
+    def _clamped_downstream(self, quantized: str) -> bool:
+        """Whether every DequantizeLinear of a QuantizeLinear's output feeds an explicit Relu or Clip
+        (onnxruntime's QDQKeepRemovableActivations keeps them, and gives the Q before them their
+        range): the clamp is then the file's own node, imported (a Relu) or refused (a Clip) there,
+        not a removed one that only this range reveals."""
+        dequantized = self.dequantized_by.get(quantized, [])
+        return bool(dequantized) and all(self.reader_ops.get(name) and self.reader_ops[name] <= {"Relu", "Clip"}
+                                         for name in dequantized)
 
     def _op_DequantizeLinear(self, node, index, ins, a):
         """DequantizeLinear(QuantizeLinear(x)) with the same scale and zero point is x rounded to the
@@ -759,7 +779,9 @@ def _refuse_clamps_the_datapath_lacks(lo: float, hi: float, zero_point: np.ndarr
     127 * 2^-f, a power of two that never lands on an arbitrary top (docs/arithmetic.md).
     - hi <= 0 (uint8 with zero point 255, int8 with 127): every positive value becomes 0.
     - an implied clamp to 0..6: onnxruntime's quantize_static removes a ReLU6 (Clip 0..6) this way,
-      and importing it as a ReLU would let values reach 7.94 instead of 6.
+      and importing it as a ReLU would let values reach 7.94 instead of 6.  Not when the file keeps
+      its Relu or Clip after the pair (QDQKeepRemovableActivations): the caller passes
+      implied_clamp False then.
     An implied clamp to any other 0..hi is a removed Relu or a removed Clip(0, hi), which the file
     cannot tell apart; it imports as a ReLU (docs/import.md says how to keep Clips in the file)."""
     z = zero_point.ravel()[0].item()
@@ -772,7 +794,8 @@ def _refuse_clamps_the_datapath_lacks(lo: float, hi: float, zero_point: np.ndarr
         raise _Skip(f"its range 0..{hi:.6g} ({zero_point.dtype} with zero point {z}) clamps at 6: a ReLU6 "
                     "(Clip 0..6) that onnxruntime's quantizer removed; the datapath has ReLU only and its "
                     f"power-of-two scale cannot saturate at 6 (it would at {saturates_at:g}), so it would be "
-                    "imported as a plain ReLU")
+                    "imported as a plain ReLU (a plain ReLU whose calibrated range happens to end at 6 imports "
+                    "when quantized with extra_options={'QDQKeepRemovableActivations': True})")
 
 
 def _numbers(values: np.ndarray, shown: int = 4) -> str:
