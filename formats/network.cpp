@@ -323,7 +323,9 @@ void check_storable_names(const Network& net, const std::string& path) {
 
 void check_display_names(const std::string& network_name, const std::vector<std::string>& class_names, const std::string& path) {
     check_display_name(network_name, path, "name");
-    for (std::size_t i = 0; i < class_names.size(); ++i) check_display_name(class_names[i], path, "class_names/" + std::to_string(i));
+    // Class names are stored and shown in HTML reports and xarray coordinates, never printed to a
+    // terminal by aimcemu; lists read from CRLF files hold "cat\r", and files that hold them stay readable.
+    for (std::size_t i = 0; i < class_names.size(); ++i) check_storable_text(class_names[i], path, "class_names/" + std::to_string(i));
 }
 
 }  // namespace aimcemu

@@ -160,8 +160,9 @@ struct Network {
 const Network& resolved_in_place_or_copy(const Network& net, std::optional<Network>& copy, const std::string& source);
 
 // Throws FormatError(path, field) for a name that a file cannot store as it is: a layer name that
-// check_layer_name refuses, or a network or class name that check_display_name refuses (a NUL byte:
-// HDF5 text ends at the first NUL, 'a\0b' would be stored, and read back, as 'a').  Every writer of names (model and
+// check_layer_name refuses, a network name that check_display_name refuses or a class name that
+// check_storable_text refuses (a NUL byte: HDF5 text ends at the first NUL, 'a\0b' would be stored,
+// and read back, as 'a').  Every writer of names (model and
 // results files) calls it first.
 void check_storable_names(const Network& net, const std::string& path);
 // The same for one text field: FormatError(path, field) when `text` holds a NUL byte or is not
@@ -170,8 +171,10 @@ void check_storable_text(const std::string& text, const std::string& path, const
 // A network or class name: storable (check_storable_text) and free of control characters (C0 or
 // DEL), since it is printed in tables (aimcemu models, report).  Throws FormatError(path, field).
 void check_display_name(const std::string& text, const std::string& path, const std::string& field);
-// check_display_name for a network's name (field 'name') and each class name ('class_names/<i>');
-// model and results readers call it, and every writer through check_storable_names.
+// check_display_name for a network's name (field 'name', printed by 'run' and 'models') and
+// check_storable_text for each class name ('class_names/<i>': never printed to a terminal, and a
+// list read from a CRLF file holds "cat\r"); the model reader calls it, and every writer through
+// check_storable_names.
 void check_display_names(const std::string& network_name, const std::vector<std::string>& class_names, const std::string& path);
 // The one rule for layer names (writers and importers call it; Python as _core.check_layer_name):
 // a layer name becomes an HDF5 group of the model and results files, so it must not be empty, '.'

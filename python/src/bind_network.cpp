@@ -347,7 +347,7 @@ void bind_network(py::module_& m) {
     def_guarded(network, "output_layer", &Network::output_layer);
     def_guarded(network, "class_names", &Network::class_names, [](const std::vector<std::string>& names) {
         for (std::size_t i = 0; i < names.size(); ++i)
-            check_display_name(names[i], "<Network>", "class_names/" + std::to_string(i));
+            check_storable_text(names[i], "<Network>", "class_names/" + std::to_string(i));
     });
     network.def(py::init<>())
         .def_property("layers", &layers_of, &set_layers,
