@@ -110,12 +110,12 @@ def _bounded_loader():
     # or without a sign in its exponent (1.0e5) as a string; YAML 1.2 and every other language a
     # researcher writes them in read a float.  A string there would be refused as a noise scale
     # or taken as a layer name, so such scalars resolve to floats here.
-    BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
+    BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
     _LOADER = BoundedLoader
     return _LOADER
 
 
-_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
 
 
 def _check_expanded_size(root, source: str) -> None:

@@ -125,9 +125,11 @@ def test_the_loader_keeps_what_is_valid():
 def test_numbers_in_exponent_form_are_numbers_as_in_yaml_1_2():
     """PyYAML reads YAML 1.1, where 5e-1 (no dot) and 1.0e5 (no exponent sign) are strings; a noise
     scale written so was refused as 'a string'.  They load as floats; what is not a number stays text."""
-    value = parse_yaml("a: [5e-1, 1E3, 1.0e5, -2e+5, 1_0e1, 0.5, 1.0e-5, 10, '5e-1', 5e, e5, 1e3x, 0x10]", "<test>")
-    assert value["a"] == [0.5, 1000.0, 1e5, -2e5, 100.0, 0.5, 1e-5, 10, "5e-1", "5e", "e5", "1e3x", 16]
-    assert [type(v) for v in value["a"][:7]] == [float] * 7
+    value = parse_yaml("a: [5e-1, 1E3, 1.0e5, -2e+5, 1_0e1, .5e1, -.5E-1, 0.5, 1.0e-5, 10, '5e-1', 5e, e5, 1e3x, "
+                       "0x10, ., .e5, .inf]", "<test>")
+    assert value["a"][:-1] == [0.5, 1000.0, 1e5, -2e5, 100.0, 5.0, -0.05, 0.5, 1e-5, 10, "5e-1", "5e", "e5", "1e3x",
+                               16, ".", ".e5"]
+    assert [type(v) for v in value["a"][:9]] == [float] * 9 and value["a"][-1] == float("inf")
     import yaml
     assert yaml.safe_load("a: 5e-1") == {"a": "5e-1"}  # PyYAML's own loader is left as it is
 
