@@ -445,7 +445,8 @@ def perf(model="resnet50", *, mapping=None, **options) -> PerfResult:
         # Would time nothing extra without a word.  Not "all AIMC" as peripherals alone imply in a
         # run: AIMC layers need NIUs here, which only the caller can size.
         raise _core.FormatError("<perf>: field 'peripherals': 'aimc' selects the AIMC layers, and no layer is on "
-                                "AIMC: give them (aimc_layers or mapping, with niu), or name the layers ('all')")
+                                "AIMC: give them (--aimc-layers or --mapping with --niu; in Python aimc_layers or "
+                                "mapping with niu), or name the layers ('all')")
     cfg = build_system(opts, peripheral_mask(net, opts.peripherals, aimc))
     report = _t.evaluate_system(net, cfg, aimc)
     runs = {}
