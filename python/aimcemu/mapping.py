@@ -66,7 +66,9 @@ def resolve_noise_model(noise: Any, source: str = "<config>", field: str = "nois
         model = noise if isinstance(noise, NoiseModel) else noise_model_from_dict(dict(noise))
         niu.check_model(model)  # AIMC weights come from the NIU: its compiler decides what it runs
     except _core.FormatError as exc:
-        raise _fail(source, field, str(exc)) from None
+        # The NIU compiler names itself as the source ('<niu compiler>: field ...'); here the config
+        # that asked for the model is the source.
+        raise _fail(source, field, str(exc).removeprefix("<niu compiler>: ")) from None
     return model
 
 
