@@ -44,16 +44,21 @@ def table_means(text: str) -> list[float]:
     return means
 
 
-def test_a_sweep_finishes_with_exit_0_and_a_table_without_the_analysis_packages(tmp_path, small_data, capsys,
-                                                                              monkeypatch):
-    config = {"output": str(tmp_path / "sw"), "data": small_data, "noise": {"model": "pcm_like"}, "t": [0.0, 3600.0],
-              "chips": 2, "seed": 3, "grid": {"noise.prog_noise_scale": [0.5, 2.0]}}
+def sweep_without_analysis_packages(tmp_path, small_data, capsys, monkeypatch, t, chips, scales) -> str:
+    """Runs a sweep over prog_noise_scale with the analysis packages hidden; its printed output."""
+    config = {"output": str(tmp_path / "sw"), "data": small_data, "noise": {"model": "pcm_like"}, "t": t,
+              "chips": chips, "seed": 3, "grid": {"noise.prog_noise_scale": scales}}
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config))
     with monkeypatch.context() as patch:
         without_analysis_packages(patch)
         assert cli.main(["sweep", "-c", str(path), "--workers", "1", "--no-progress"]) == 0
-        out = capsys.readouterr().out
+        return capsys.readouterr().out
+
+
+def test_a_sweep_finishes_with_exit_0_and_a_table_without_the_analysis_packages(tmp_path, small_data, capsys,
+                                                                              monkeypatch):
+    out = sweep_without_analysis_packages(tmp_path, small_data, capsys, monkeypatch, [0.0, 3600.0], 2, [0.5, 2.0])
     assert "sweep complete: 2 tasks" in out
     assert "pip install 'aimcemu[analysis]'" in out
     core_means = table_means(out)
@@ -69,14 +74,7 @@ def test_a_sweep_finishes_with_exit_0_and_a_table_without_the_analysis_packages(
 def test_one_chip_has_no_spread_in_either_table(tmp_path, small_data, capsys, monkeypatch):
     """With one chip the interval table printed [nan, nan] and the core table std 0.0; the run summary
     and the report print 'n/a' (analysis.interval_over_chips: no spread between chips)."""
-    config = {"output": str(tmp_path / "sw"), "data": small_data, "noise": {"model": "pcm_like"}, "t": [0.0],
-              "chips": 1, "seed": 3, "grid": {"noise.prog_noise_scale": [1.0]}}
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(config))
-    with monkeypatch.context() as patch:
-        without_analysis_packages(patch)
-        assert cli.main(["sweep", "-c", str(path), "--workers", "1", "--no-progress"]) == 0
-        core = capsys.readouterr().out
+    core = sweep_without_analysis_packages(tmp_path, small_data, capsys, monkeypatch, [0.0], 1, [1.0])
     lines = core.splitlines()
     header = next(i for i, line in enumerate(lines) if re.search(r"\bmean\b", line))
     assert lines[header + 1].split()[-2:] == ["n/a", "1"], core
