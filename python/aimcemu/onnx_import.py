@@ -30,6 +30,7 @@ import numpy as np
 from . import _core
 from . import _netbuild as nb
 from . import quantize as q
+from . import validate
 from ._netbuild import DEFAULT_PERCENTILE, ImportedModel, UnsupportedOperationError  # noqa: F401 (public)
 from ._optional import require
 
@@ -370,12 +371,10 @@ class _Graph:
         # The operator types that read each tensor: a QuantizeLinear whose DequantizeLinear feeds an
         # explicit Relu or Clip in the file does not stand for a removed one.
         self.reader_ops: dict[str, set[str]] = collections.defaultdict(set)
-        for node in g.node:
-            for name in node.input:
-                if name:
-                    self.reader_ops[name].add(node.op_type)
         self.dequantized_by: dict[str, list[str]] = collections.defaultdict(list)   # Q output -> DQ outputs
         for node in g.node:
+            for name in filter(None, node.input):
+                self.reader_ops[name].add(node.op_type)
             if node.op_type == "DequantizeLinear" and node.input and node.output:
                 self.dequantized_by[node.input[0]].extend(node.output)
         problems = []
@@ -961,18 +960,12 @@ def _cut(batches, size: int):
 MAX_RUN_BYTES = 2 ** 30
 
 
-def _run_limit() -> tuple[int, str]:
-    """(bytes, what they are) one onnxruntime run may hold: what the machine can give now, the
-    rule a run of aimcemu follows (validate.run_memory_limit).  Without it a file of a few hundred
-    bytes declaring a large image or batch could make onnxruntime allocate any amount of memory; a
-    fixed limit refused valid large-input networks (ResNet-50 at 640 x 640 needs 1.25 GB)."""
-    from .validate import run_memory_limit
-
-    return run_memory_limit()
-
-
 def _refuse_if_too_large(path: str, graph: _Graph, what: str, needed: int) -> None:
-    limit, meaning = _run_limit()
+    """Refuses a run whose values exceed what the machine can give now, the rule a run of aimcemu
+    follows (validate.run_memory_limit).  Without it a file of a few hundred bytes declaring a large
+    image or batch could make onnxruntime allocate any amount of memory; a fixed limit refused valid
+    large-input networks (ResNet-50 at 640 x 640 needs 1.25 GB)."""
+    limit, meaning = validate.run_memory_limit()
     if needed > limit:
         raise _core.FormatError(f"{path}: field 'input {nb.printable(graph.input.name)}': {what} needs {needed} "
                                 "bytes of values (every tensor the graph computes from them, all kept to measure "
