@@ -284,7 +284,7 @@ Network read_model(const FieldReader& r, WeightsSource& weights) {
     net.input_frac_bits = int(r.integer(file, "input_frac_bits", "input_frac_bits", -31, 31));
     net.output_layer = int(r.integer(file, "output_layer", "output_layer", -1, kIntMax));
     net.class_names = r.texts(file, "class_names", "class_names");
-    check_display_names(net.name, net.class_names, r.path());
+    check_network_names(net.name, net.class_names, r.path());
 
     const h5::Location layers = r.group(file, "layers", "layers");
     const auto names = r.children(layers, "layers");

@@ -316,12 +316,12 @@ void check_layer_name(const std::string& name, const std::string& path, const st
 }
 
 void check_storable_names(const Network& net, const std::string& path) {
-    check_display_names(net.name, net.class_names, path);
+    check_network_names(net.name, net.class_names, path);
     for (std::size_t i = 0; i < net.layers.size(); ++i)
         check_layer_name(net.layers[i].name, path, "layers/" + std::to_string(i) + "/name");
 }
 
-void check_display_names(const std::string& network_name, const std::vector<std::string>& class_names, const std::string& path) {
+void check_network_names(const std::string& network_name, const std::vector<std::string>& class_names, const std::string& path) {
     check_display_name(network_name, path, "name");
     // Class names are stored and shown in HTML reports and xarray coordinates, never printed to a
     // terminal by aimcemu; lists read from CRLF files hold "cat\r", and files that hold them stay readable.

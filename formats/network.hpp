@@ -175,7 +175,7 @@ void check_display_name(const std::string& text, const std::string& path, const 
 // check_storable_text for each class name ('class_names/<i>': never printed to a terminal, and a
 // list read from a CRLF file holds "cat\r"); the model reader calls it, and every writer through
 // check_storable_names.
-void check_display_names(const std::string& network_name, const std::vector<std::string>& class_names, const std::string& path);
+void check_network_names(const std::string& network_name, const std::vector<std::string>& class_names, const std::string& path);
 // The one rule for layer names (writers and importers call it; Python as _core.check_layer_name):
 // a layer name becomes an HDF5 group of the model and results files, so it must not be empty, '.'
 // or '..', nor hold '/', and must be valid UTF-8; it is printed in tables, so it holds no control
