@@ -129,19 +129,27 @@ def _check_confidence(confidence) -> None:
 
 def interval_over_chips(per_chip: np.ndarray, confidence: float = 0.95) -> dict:
     """mean, std, n, ci_low and ci_high of per-chip accuracies (NaN left out) with
-    accuracy_vs_t's convention: sample std (ddof=1), Student-t interval clipped to [0, 1], std
-    and interval NaN for one chip."""
+    accuracy_vs_t's convention (one implementation: _over_chips)."""
+    xr = xarray_module()
+    out = _over_chips(xr.DataArray(np.asarray(per_chip, dtype=np.float64), dims="chip"), confidence)
+    return {name: (int(out[name]) if name == "n" else float(out[name])) for name in ("mean", "std", "n", "ci_low", "ci_high")}
+
+
+def _over_chips(per_chip, confidence: float) -> "xarray.Dataset":
+    """The convention of every accuracy interval: over the `chip` dimension of per-chip accuracies
+    (NaN chips left out) mean, sample std (ddof=1), n and the Student-t interval
+    mean +- t_{(1+c)/2, n-1} * std / sqrt(n), clipped to [0, 1] (an accuracy is a proportion);
+    with one chip std and the interval are NaN (no spread between chips to estimate)."""
+    xr = xarray_module()
     _check_confidence(confidence)
-    values = np.asarray(per_chip, dtype=np.float64)
-    values = values[~np.isnan(values)]
-    n = int(values.size)
-    mean = float(values.mean()) if n else math.nan
-    if n < 2:
-        return {"mean": mean, "std": math.nan, "n": n, "ci_low": math.nan, "ci_high": math.nan}
-    std = float(values.std(ddof=1))
-    half = student_t_quantile((1 + confidence) / 2, n - 1) * std / math.sqrt(n)
-    return {"mean": mean, "std": std, "n": n, "ci_low": min(max(mean - half, 0.0), 1.0),
-            "ci_high": min(max(mean + half, 0.0), 1.0)}
+    n = per_chip.notnull().sum("chip")
+    mean = per_chip.mean("chip")
+    std = per_chip.std("chip", ddof=1).where(n > 1)
+    quantile = xr.DataArray(_student_t_quantiles((1 + confidence) / 2, np.maximum(np.asarray(n) - 1, 1)),
+                            dims=n.dims, coords=n.coords)
+    half = quantile * std / np.sqrt(n)
+    return xr.Dataset({"mean": mean, "std": std, "n": n,
+                       "ci_low": (mean - half).clip(0.0, 1.0), "ci_high": (mean + half).clip(0.0, 1.0)})
 
 
 def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
@@ -151,22 +159,13 @@ def accuracy_vs_t(ds, confidence: float = 0.95) -> "xarray.Dataset":
     is a proportion).  NaN chips (e.g. of unfinished tasks) are left out; with one chip std and
     the interval are NaN (no spread between chips to estimate).  Works on open_run and open_sweep
     Datasets; a run without noisy rounds (digital) or a confidence outside (0, 1) is a ValueError."""
-    xr = xarray_module()
     _check_confidence(confidence)
     source = ds.attrs.get("path") or ds.attrs.get("folder") or "this run"
     if "rep" not in ds.dims:  # a single run: regroup rounds by (chip, t)
         ds = run_as_grid(ds)
     if ds.sizes["rep"] == 0:
         raise ValueError(f"accuracy_vs_t: {source} has no noisy rounds (a digital run): no accuracy over t")
-    per_chip = ds["accuracy"].mean("rep")
-    n = per_chip.notnull().sum("chip")
-    mean = per_chip.mean("chip")
-    std = per_chip.std("chip", ddof=1).where(n > 1)
-    quantile = xr.DataArray(_student_t_quantiles((1 + confidence) / 2, np.maximum(np.asarray(n) - 1, 1)),
-                            dims=n.dims, coords=n.coords)
-    half = quantile * std / np.sqrt(n)
-    out = xr.Dataset({"mean": mean, "std": std, "n": n,
-                      "ci_low": (mean - half).clip(0.0, 1.0), "ci_high": (mean + half).clip(0.0, 1.0)})
+    out = _over_chips(ds["accuracy"].mean("rep"), confidence)
     out.attrs["confidence"] = confidence
     if "reference_accuracy" in ds:
         out["reference_accuracy"] = ds["reference_accuracy"]
