@@ -531,7 +531,7 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         if workers is not None:
             workers = validate.workers(workers, "workers")
         threads = validate.threads(threads, "threads")
-        wait_s = validate_wait(wait_s, "wait_s")
+        wait_s = validate_wait(wait_s, "wait_s", "<arguments>")
         p = plan(config, output)
         if p.folder.exists() and not p.folder.is_dir():
             raise _error("output", f"{p.folder} exists and is not a folder")
@@ -539,10 +539,10 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
     return _run_sweep(p, executor, workers, threads, progress, wait_s)
 
 
-def validate_wait(value, field_name: str) -> float:
+def validate_wait(value, field_name: str, source: str) -> float:
     """A wait time: a finite number of seconds >= 0 (NaN would wait forever, a negative one is a mistake)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise _core.FormatError(f"<arguments>: field '{field_name}': expected a finite number of seconds >= 0, "
+        raise _core.FormatError(f"{source}: field '{field_name}': expected a finite number of seconds >= 0, "
                                 f"got {value!r}")
     return float(value)
 

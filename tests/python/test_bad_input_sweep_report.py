@@ -81,7 +81,7 @@ def test_a_grid_point_the_niu_cannot_run_is_refused_by_the_plan(folder, capsys):
 @pytest.mark.parametrize("workers", ["0", "-1", "100000"])
 def test_worker_counts_are_checked(folder, capsys, workers):
     config = sweep_config(folder)
-    assert_refused(["sweep", "--config", config, "--workers", workers], folder, capsys, "field '--workers'")
+    assert_refused(["sweep", "--config", config, "--workers", workers], folder, capsys, "--workers: field 'workers'")
 
 
 def test_an_output_that_is_a_file_is_refused(folder, capsys):
@@ -228,10 +228,10 @@ def test_report_output_folder_with_a_trailing_slash(folder, capsys, results):
 def test_perf_output_must_be_csv_or_json_and_never_the_model(folder, capsys):
     model = folder / "model.h5"
     assert_refused(["perf", "--model", model, "--output", folder / "x.txt"], folder, capsys,
-            "field '--output'", "must end in .csv (per-layer table) or .json")
-    assert_refused(["perf", "--model", model, "--output", model], folder, capsys, "field '--output'", "is the model of this run")
-    assert_refused(["perf", "--model", model, "--output", "/dev/null"], folder, capsys, "field '--output'", "not a regular file")
-    assert_refused(["perf", "--model", model, "--niu", "-1"], folder, capsys, "field '--niu'")
+            "--output: field 'output'", "must end in .csv (per-layer table) or .json")
+    assert_refused(["perf", "--model", model, "--output", model], folder, capsys, "--output: field 'output'", "is the model of this run")
+    assert_refused(["perf", "--model", model, "--output", "/dev/null"], folder, capsys, "--output: field 'output'", "not a regular file")
+    assert_refused(["perf", "--model", model, "--niu", "-1"], folder, capsys, "--niu: field 'niu'")
     code, err = cli_run(["perf", "--model", model, "--output", f"{folder / 'timing'}/"], capsys)
     assert code == 0, err
     assert json.loads((folder / "timing" / "model_perf.json").read_text())["summary"]["fps"] > 0
@@ -248,9 +248,9 @@ def test_import_never_writes_over_its_inputs_or_non_files(folder, capsys):
     os.link(onnx, link)
     for output in (onnx, link, images):
         assert_refused(["import", onnx, "--calibration", images, "-o", output], folder, capsys,
-                       "field '--output'", "of this run")
-    assert_refused(["import", onnx, "-o", "/dev/null"], folder, capsys, "field '--output'", "not a regular file")
-    assert_refused(["import", onnx, "-o", folder], folder, capsys, "field '--output'", "is a folder")
+                       "--output: field 'output'", "of this run")
+    assert_refused(["import", onnx, "-o", "/dev/null"], folder, capsys, "--output: field 'output'", "not a regular file")
+    assert_refused(["import", onnx, "-o", folder], folder, capsys, "--output: field 'output'", "is a folder")
     assert_refused(["import", folder / "missing.onnx", "-o", folder / "out.h5"], folder, capsys,
                    "field 'model'", "ONNX file not found")
 

@@ -338,7 +338,7 @@ def test_valid_qdq_model_still_imports(tmp_path):
 def test_input_shape_out_of_range_names_the_field(tmp_path, capsys, shape):
     model = save(conv_model(), tmp_path / "m.onnx")
     assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--input-shape", shape], tmp_path, capsys,
-                   "--input-shape: expected C,H,W (three integers in 1..65535)")
+                   "--input-shape: field 'input_shape': expected C,H,W (three integers in 1..65535)")
 
 
 def test_calibration_file_that_is_no_array_names_the_option(tmp_path, capsys):
@@ -347,7 +347,7 @@ def test_calibration_file_that_is_no_array_names_the_option(tmp_path, capsys):
     (tmp_path / "text.npy").write_text("not an array\n")
     for name in ("pickled.npy", "text.npy"):
         assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--calibration", tmp_path / name],
-                       tmp_path, capsys, f"--calibration: {tmp_path / name}: not a .npy array")
+                       tmp_path, capsys, f"--calibration: field 'calibration': {tmp_path / name}: not a .npy array")
 
 
 def test_cast_of_a_constant_weight_follows_its_type(tmp_path):
@@ -592,7 +592,7 @@ def test_cli_refuses_calibration_files_that_are_not_real_numbers(tmp_path, capsy
     np.save(tmp_path / "cal.npy", NOT_REAL_IMAGES[kind])
     name = np.dtype(NOT_REAL_IMAGES[kind].dtype).name
     assert_refused(["import", model, "-o", tmp_path / "out" / "m.h5", "--calibration", tmp_path / "cal.npy"],
-                   tmp_path, capsys, f"--calibration: {tmp_path / 'cal.npy'}: holds {name} values; expected real numbers")
+                   tmp_path, capsys, f"--calibration: field 'calibration': {tmp_path / 'cal.npy'}: holds {name} values; expected real numbers")
 
 
 def test_integer_and_half_precision_calibration_data_still_import(tmp_path):

@@ -269,9 +269,9 @@ def test_cli_refuses_an_npz_and_a_0d_calibration_file(conv_relu, tmp_path, capsy
     np.save(tmp_path / "scalar.npy", np.float32(1.0))
     out = tmp_path / "out" / "m.h5"
     assert_refused(["import", conv_relu, "-o", out, "--calibration", tmp_path / "cal.npz"], tmp_path, capsys,
-                   f"--calibration: {tmp_path / 'cal.npz'}: an .npz archive; expected a .npy array")
+                   f"--calibration: field 'calibration': {tmp_path / 'cal.npz'}: an .npz archive; expected a .npy array")
     assert_refused(["import", conv_relu, "-o", out, "--calibration", tmp_path / "scalar.npy"], tmp_path, capsys,
-                   f"--calibration: {tmp_path / 'scalar.npy'}: holds an array of shape (); expected float images")
+                   f"--calibration: field 'calibration': {tmp_path / 'scalar.npy'}: holds an array of shape (); expected float images")
 
 
 @pytest.mark.parametrize("data, words", [

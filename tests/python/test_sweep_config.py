@@ -140,7 +140,7 @@ def test_a_wait_that_is_not_a_finite_time_is_refused(tmp_path, capsys, wait):
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config(tmp_path)))
     assert cli.main(["sweep", "--config", str(path), "--wait", wait]) == 2
-    assert "field '--wait': expected a finite number of seconds >= 0" in capsys.readouterr().err
+    assert "--wait: field 'wait': expected a finite number of seconds >= 0" in capsys.readouterr().err
     with pytest.raises(FormatError, match="field 'wait_s'"):
         sweep_module.sweep(config(tmp_path), wait_s=float(wait), progress=False)
     assert not (tmp_path / "sweep").exists()

@@ -28,7 +28,7 @@ def _input_shape(text: str | None):
     except ValueError:
         shape = ()
     if len(shape) != 3 or not all(1 <= v <= MAX_IMAGE_DIM for v in shape):
-        raise ValueError(f"--input-shape: expected C,H,W (three integers in 1..{MAX_IMAGE_DIM}), got {text!r}")
+        raise ValueError(f"--input-shape: field 'input_shape': expected C,H,W (three integers in 1..{MAX_IMAGE_DIM}), got {text!r}")
     return shape
 
 
@@ -43,17 +43,17 @@ def _calibration_images(path: str | None):
     try:
         images = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:   # numpy's errors for a bad header, an object array, ...
-        raise ValueError(f"--calibration: {path}: not a .npy array of float images ({exc})") from None
+        raise ValueError(f"--calibration: field 'calibration': {path}: not a .npy array of float images ({exc})") from None
     if not isinstance(images, np.ndarray):           # np.load opens an .npz archive as an NpzFile
         if hasattr(images, "close"):
             images.close()
-        raise ValueError(f"--calibration: {path}: an .npz archive; expected a .npy array of float images "
+        raise ValueError(f"--calibration: field 'calibration': {path}: an .npz archive; expected a .npy array of float images "
                          "[N, C, H, W] (np.save)")
     if images.ndim != 4:
-        raise ValueError(f"--calibration: {path}: holds an array of shape {images.shape}; expected float images "
+        raise ValueError(f"--calibration: field 'calibration': {path}: holds an array of shape {images.shape}; expected float images "
                          "[N, C, H, W]")
     if images.dtype.kind not in CALIBRATION_KINDS:   # complex would lose its imaginary part; bool is no image
-        raise ValueError(f"--calibration: {path}: holds {images.dtype.name} values; expected real numbers "
+        raise ValueError(f"--calibration: field 'calibration': {path}: holds {images.dtype.name} values; expected real numbers "
                          "(float or integer images [N, C, H, W])")
     return images
 
@@ -70,9 +70,9 @@ def main(args: argparse.Namespace) -> int:
     # Checked before any work: the inputs are regular files, and the output is never one of them
     # (by inode), a folder, a device or a FIFO; a trailing '/' is a folder for <onnx name>.h5.
     model = input_file(args.model, "model", what="ONNX file")
-    calibration = None if args.calibration is None else input_file(args.calibration, "--calibration", what=".npy file")
+    calibration = None if args.calibration is None else input_file(args.calibration, "calibration", "--calibration", what=".npy file")
     stem = os.path.splitext(os.path.basename(model))[0] or "model"
-    output = output_file(args.output, "--output", inputs=[("model", model), ("calibration", calibration)],
+    output = output_file(args.output, "output", "--output", inputs=[("model", model), ("calibration", calibration)],
                          default_name=lambda: f"{stem}.h5")
     input_shape = _input_shape(args.input_shape)
     images = _calibration_images(calibration)

@@ -54,10 +54,10 @@ def _output_path(args: argparse.Namespace):
         return None
     model_file = args.model if os.path.isfile(args.model) else None
     name = os.path.splitext(os.path.basename(args.model))[0] or "model"
-    path = output_file(args.output, "--output", inputs=[("model", model_file)],
+    path = output_file(args.output, "output", "--output", inputs=[("model", model_file)],
                        default_name=lambda: f"{name}_perf.json")
     if path.suffix.lower() not in (".csv", ".json"):
-        raise fail("<arguments>", "--output", f"{path} must end in .csv (per-layer table) or .json (everything); "
+        raise fail("--output", "output", f"{path} must end in .csv (per-layer table) or .json (everything); "
                                               f"the format follows the extension")
     return path
 
@@ -66,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
     from ..perf import perf
     from ..validate import integer
 
-    integer(args.niu, "--niu", "<arguments>", 0, 4096)
+    integer(args.niu, "niu", "--niu", 0, 4096)
     output = _output_path(args)
     result = perf(args.model, pus=args.pus, mode=args.mode, first_layer=args.first_layer, avg_pool=args.avg_pool,
                   scheduler=args.scheduler, aimc_layers=args.aimc_layers, mapping=args.mapping,

@@ -36,8 +36,8 @@ def main(args: argparse.Namespace) -> int:
     from ..validate import workers
 
     if args.workers is not None:
-        workers(args.workers, "--workers")
-    wait_s = sweep_module.validate_wait(args.wait, "--wait")
+        workers(args.workers, "workers", "--workers")
+    wait_s = sweep_module.validate_wait(args.wait, "wait", "--wait")
     config = sweep_module.load_config(args.config, "--config")
     with sweep_module.errors_named_after(args.config):
         if args.check:
