@@ -400,6 +400,10 @@ int main(int argc, char** argv) {
     }
     auto shapes = distinct_shapes();
     if (!only.empty()) std::erase_if(shapes, [&](const auto& entry) { return shape_name(entry.first).find(only) == std::string::npos; });
+    if (shapes.empty()) {   // an empty table would print a TOTAL of nan
+        std::fprintf(stderr, "bench_gemm: --only '%s' matches no shape (names look like '7x7x512 3x3/1/1')\n", only.c_str());
+        return 2;
+    }
     const double ghz = measure_ghz();
     std::printf("bench_gemm: %zu distinct conv/linear shapes of ResNet-18 + ResNet-50 v1 at 224x224; "
                 "measured clock %.2f GHz\n", shapes.size(), ghz);
