@@ -1,6 +1,7 @@
 """What reading user files through the checking process costs (docs/reliability.md).
 
-    PYTHONPATH=scripts/devenv:python AIMCEMU_CORE_DIR=build/python python3 bench/bench_file_check.py
+    python3 bench/bench_file_check.py
+(the aimcemu Python imports; AIMCEMU_CORE_DIR for a build of your own, docs/performance.md "Reproduce")
 
 load_model, load_dataset and read_results first read a file in aimcemu-check-file, a separate
 process, so that a file that crashes libhdf5 cannot crash the caller.  This measures the same

@@ -37,6 +37,7 @@
 
 #include <pcg_random.hpp>
 
+#include "common/errors.hpp"
 #include "formats/zoo.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
@@ -312,8 +313,8 @@ void run_table(const std::map<Shape, int>& shapes, int batch, int threads, doubl
     const double wall0 = now(), cpu0 = process_cpu_seconds();
     const FastKernel kernel = resolve_fast_kernel(g_kernel);
     const double peak = peak_macs_per_cycle(kernel, ghz) * 2 * ghz * threads;   // GOPS
-    std::printf("\n== %d thread%s, batch %d, fast kernel %s, peak %.0f GOPS ==\n", threads, threads == 1 ? "" : "s",
-                batch, to_string(kernel), peak);
+    std::printf("\n== %d thread%s, batch %d, fast kernel %s, IM2COL %s, peak %.0f GOPS ==\n", threads,
+                threads == 1 ? "" : "s", batch, to_string(kernel), im2col_uses_avx512() ? "avx512" : "portable", peak);
     std::printf("%-20s %4s %5s %6s %3s | %8s %8s %6s %6s | %s\n", "in HxWxC k/s/p", "N", "M", "P", "cnt", "ours",
                 "oneDNN", "ratio", "%peak", "oneDNN implementation");
     for (const auto& [s, count] : shapes) {
@@ -353,6 +354,22 @@ void run_table(const std::map<Shape, int>& shapes, int batch, int threads, doubl
     std::printf("(this table: %.1f s wall, %.1f s process CPU)\n", now() - wall0, process_cpu_seconds() - cpu0);
 }
 
+// Sets g_kernel to the kernel named `name`; false, with the reason and the kernels this CPU has
+// on stderr, for a name that is unknown or whose kernel this CPU or build lacks (a clear message
+// rather than an uncaught FormatError's abort).
+bool pick_kernel(const std::string& name) {
+    try {
+        g_kernel = resolve_fast_kernel(fast_kernel_from_string(name, "--kernel"));
+        return true;
+    } catch (const FormatError& e) {
+        std::string offered;
+        for (FastKernel k : kAllFastKernels)
+            if (fast_kernel_available(k)) offered += std::string(offered.empty() ? "" : ", ") + to_string(k);
+        std::fprintf(stderr, "bench_gemm: %s (this CPU and build offer: %s)\n", e.what(), offered.c_str());
+        return false;
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -374,13 +391,19 @@ int main(int argc, char** argv) {
         const char* value = argv[i + 1];
         if (flag == "--batch") batch = std::max(1, std::atoi(value));
         else if (flag == "--threads") max_threads = std::max(1, std::atoi(value));
-        else if (flag == "--kernel") g_kernel = resolve_fast_kernel(fast_kernel_from_string(value));
+        else if (flag == "--kernel") {
+            if (!pick_kernel(value)) return 2;
+        }
         else if (flag == "--only") only = value;
         else if (flag == "--budget") g_budget = std::max(0.01, std::atof(value));
         else { std::fprintf(stderr, "bench_gemm: unknown option %s\n%s", argv[i], kUsage); return 2; }
     }
     auto shapes = distinct_shapes();
     if (!only.empty()) std::erase_if(shapes, [&](const auto& entry) { return shape_name(entry.first).find(only) == std::string::npos; });
+    if (shapes.empty()) {   // an empty table would print a TOTAL of nan
+        std::fprintf(stderr, "bench_gemm: --only '%s' matches no shape (names look like '7x7x512 3x3/1/1')\n", only.c_str());
+        return 2;
+    }
     const double ghz = measure_ghz();
     std::printf("bench_gemm: %zu distinct conv/linear shapes of ResNet-18 + ResNet-50 v1 at 224x224; "
                 "measured clock %.2f GHz\n", shapes.size(), ghz);

@@ -17,7 +17,8 @@ any timing: its first use imports the runner (and NumPy), which a process pays o
 that process start-up is measured on its own, in a fresh interpreter, and printed as its own line.  onnxruntime, onnx and torch
 are benchmark dependencies only (scripts/setup.sh installs them).
 
-    AIMCEMU_CORE_DIR=build/python python3 bench/bench_network.py [--nets resnet50] [--images 64]
+    python3 bench/bench_network.py [--nets resnet50] [--images 64]
+(the aimcemu Python imports; AIMCEMU_CORE_DIR for a build of your own, docs/performance.md "Reproduce")
 """
 from __future__ import annotations
 

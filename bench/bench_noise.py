@@ -28,8 +28,9 @@ workers sleep, which the 1-thread rows do not notice (torch has no workers there
 implementation of its float64 noise math the CPU has (AVX-512, AVX2; the results are
 bit-identical), alternating with aihwkit layer by layer.  The engine keeps freed layer buffers for
 the next layer (noise_models/buffer_pool.hpp): the first pass over the network fills that pool, so
-give --repeats 2 or more for the steady state.  Run:
-    AIMCEMU_CORE_DIR=build/python python3 bench/bench_noise.py [--layers N] [--aihwkit-src DIR]
+the default is --repeats 2 (the best pass is then a steady one; give 1 only for a quick check).  Run:
+    python3 bench/bench_noise.py [--layers N] [--repeats 2] [--aihwkit-src DIR]
+(the aimcemu Python imports; AIMCEMU_CORE_DIR for a build of your own, docs/performance.md "Reproduce")
 """
 from __future__ import annotations
 
@@ -277,7 +278,8 @@ def default_aihwkit_src() -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=None, help="only the first N ResNet-50 layers")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="passes over the network, best counts; the first fills the buffer pool (default 2)")
     parser.add_argument("--models", nargs="*", default=None)
     parser.add_argument("--aihwkit-src", default=os.environ.get("AIHWKIT_SRC", default_aihwkit_src()),
                         help="aihwkit 1.2.0's src/ folder (from its sdist): compare with its PCMLikeNoiseModel "

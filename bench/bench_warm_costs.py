@@ -22,7 +22,8 @@ Run 1 fills the caches (reference, checking process, kept memory); the table sho
 the median of runs 2..N, with each run's minor page faults, and a line of page faults per cost.  Load from other processes inflates wall times: read the CPU columns,
 and compare builds by alternating them (AIMCEMU_CORE_DIR / PYTHONPATH) in one session.
 
-    AIMCEMU_CORE_DIR=build/python python3 bench/bench_warm_costs.py [--runs 6] [--images 16] [--rounds 4]
+    python3 bench/bench_warm_costs.py [--runs 6] [--images 16] [--rounds 4]
+(the aimcemu Python imports; AIMCEMU_CORE_DIR for a build of your own, docs/performance.md "Reproduce")
 """
 from __future__ import annotations
 

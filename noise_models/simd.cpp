@@ -30,7 +30,7 @@ Isa best() {
 }
 
 std::atomic<Isa>& chosen() {
-    static std::atomic<Isa> isa{best()};
+    static std::atomic<Isa> isa{preferred()};
     return isa;
 }
 
@@ -41,6 +41,11 @@ bool wide() { return chosen().load(std::memory_order_relaxed) == Isa::Avx512; }
 bool supported(Isa isa) {
     static const bool has[3] = {true, cpu_has(Isa::Avx2), cpu_has(Isa::Avx512)};
     return has[int(isa)];
+}
+
+Isa preferred() {
+    static const Isa isa = best();   // the CPU does not change
+    return isa;
 }
 
 Isa active() { return chosen().load(std::memory_order_relaxed); }

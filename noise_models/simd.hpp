@@ -33,7 +33,11 @@ enum class Isa { Scalar, Avx2, Avx512 };
 
 // Whether this CPU can run `isa` (Scalar always).
 bool supported(Isa isa);
-// The implementation the functions below use: the best supported one, unless use() chose another.
+// The implementation picked at start, the best supported one: what active() returns until use()
+// chooses another.  Tests check it against CPUID read on their own, so that a vector path the CPU
+// has cannot silently drop out; benchmarks print it.
+Isa preferred();
+// The implementation the functions below use: preferred(), unless use() chose another.
 Isa active();
 // Routes every later call to `isa` (which must be supported, else std::invalid_argument) and
 // returns the previous choice.  For tests and benchmarks that compare the paths; not thread-safe

@@ -94,7 +94,7 @@ void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t x
     // With AVX-512BW, the pixels whose window lies wholly inside the input (ox in
     // [ox_inside_begin, ox_inside_end)) copy their kernel rows with 64-byte and masked moves: the
     // 21 bytes of a 3-channel 7x7 window in one, the 192 of a 64-channel 3x3 one in three.
-    static const bool avx512 = detail::cpu_has_avx512bw();
+    const bool avx512 = im2col_uses_avx512();
     const int ox_inside_begin = (w.pad_left + w.stride_w - 1) / w.stride_w;
     const int last_inside = g.in.w - kw + w.pad_left;   // ox * stride_w may reach this (if >= 0)
     const int ox_inside_end = last_inside < 0 ? ox_inside_begin
@@ -147,6 +147,11 @@ bool cpu_has_avx512bw() {
            __builtin_cpu_supports("avx512vl");
 }
 }  // namespace detail
+
+bool im2col_uses_avx512() {
+    static const bool avx512 = detail::cpu_has_avx512bw();   // the CPU does not change
+    return avx512;
+}
 
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int threads) {

@@ -46,6 +46,11 @@ void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint
 // Convenience: the plain int8 P x M operand.
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g);
 
+// Whether IM2COL copies the windows that lie inside the input with AVX-512BW moves (else with
+// the portable word copies): the flag its dispatch reads, fixed at the first call.  Tests check it
+// against CPUID read on their own, so that the vector path cannot silently drop out.
+bool im2col_uses_avx512();
+
 namespace detail {
 // Whether this CPU has AVX-512F/BW/VL (the masked byte moves of im2col_interior_avx512).
 bool cpu_has_avx512bw();

@@ -45,9 +45,13 @@ void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool
     });
 }
 
+bool residual_add_uses_avx512() {
+    static const bool avx512 = detail::cpu_has_avx512bw();   // the CPU does not change
+    return avx512;
+}
+
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {
-    static const bool avx512 = detail::cpu_has_avx512bw();
-    if (avx512 && shift >= kAlignShiftRange.min && shift <= kAlignShiftRange.max)
+    if (residual_add_uses_avx512() && shift >= kAlignShiftRange.min && shift <= kAlignShiftRange.max)
         return detail::residual_add_avx512(y, r, count, shift, relu);
     const std::int32_t lo = relu ? 0 : -128;
     if (shift >= 0) {

@@ -31,6 +31,10 @@ void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool
                 int threads = 1);
 // y[i] = sat8(y[i] + align(r[i], shift)), then ReLU if asked.
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu);
+// Whether residual_add runs its AVX-512BW form for shifts in the alignment range (the flag its
+// dispatch reads, fixed at the first call).  Tests check it against CPUID read on their own, so
+// that the vector path cannot silently drop out.
+bool residual_add_uses_avx512();
 namespace detail {
 // residual_add in 32-value AVX-512BW steps (postproc_avx512.cpp; call only when
 // cpu_has_avx512bw(); shift in the alignment range -8..8).  residual_add dispatches to it.

@@ -18,6 +18,7 @@
 #include "noise_models/rng.hpp"
 #include "noise_models/simd.hpp"
 #include "noise_models/simd_kernels.hpp"
+#include "cpuid_features.hpp"
 
 using namespace aimcemu::noise;
 
@@ -458,6 +459,22 @@ TEST(NoiseSimdPaths, WholeLayerProgramDriftReadIsBitIdentical) {
         expect_same_bits(a.g_read, b.g_read, "read conductances", w.size());
         expect_same_bits(a.w_read, b.w_read, "read weights", w.size());
     }
+}
+
+TEST(NoiseSimdPaths, TheWidestPathTheCpuOffersIsPreferred) {
+    // The AVX-512 and AVX2 paths give the same bits, and the tests of the AVX-512 path skip through
+    // simd::supported(): a broken feature check would drop the path with every test green.  This
+    // one compares the dispatcher's choice with CPUID and XCR0 read here.
+    const aimcemu::test_cpu::VectorFeatures cpu = aimcemu::test_cpu::vector_features();
+    const bool avx2 = cpu.avx2 && cpu.fma;
+    const bool avx512 = avx2 && cpu.avx512f && cpu.avx512dq && cpu.avx512vl;
+    const simd::Isa expected = avx512 ? simd::Isa::Avx512 : avx2 ? simd::Isa::Avx2 : simd::Isa::Scalar;
+    EXPECT_EQ(simd::supported(simd::Isa::Avx2), avx2) << "CPUID: AVX2 " << cpu.avx2 << ", FMA " << cpu.fma;
+    EXPECT_EQ(simd::supported(simd::Isa::Avx512), avx512)
+        << "CPUID: AVX-512F " << cpu.avx512f << ", DQ " << cpu.avx512dq << ", VL " << cpu.avx512vl;
+    EXPECT_EQ(simd::preferred(), expected) << "preferred " << simd::name(simd::preferred()) << ", CPUID offers "
+                                           << simd::name(expected);
+    std::cout << "[ path     ] preferred: " << simd::name(simd::preferred()) << "\n";
 }
 
 TEST(NoiseSimdPaths, VectorPcg32GivesTheSequentialOutputs) {

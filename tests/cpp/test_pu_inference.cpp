@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 
 #include <pcg_random.hpp>
 
@@ -10,6 +11,7 @@
 #include "pu_model/inference.hpp"
 #include "pu_model/postproc.hpp"
 #include "formats/zoo.hpp"
+#include "cpuid_features.hpp"
 #include "random_layers.hpp"
 
 using namespace aimcemu;
@@ -309,6 +311,18 @@ TEST(PostProc, ResidualAddOfLongRunsEqualsTheDefinitionForEveryPairShiftAndTail)
                                                          << " shift " << shift << " relu " << relu << " count " << count;
                 }
             }
+}
+
+TEST(PostProc, Im2colAndResidualAddTakeTheAvx512PathWhereTheCpuHasIt) {
+    // Both have an AVX-512BW form and a portable one that write the same bytes, so every other
+    // test stays green when the vector path drops out (a broken feature check): this one compares
+    // the flags their dispatch reads with CPUID and XCR0 read here.
+    const test_cpu::VectorFeatures cpu = test_cpu::vector_features();
+    const bool avx512bw = cpu.avx512f && cpu.avx512bw && cpu.avx512vl;
+    EXPECT_EQ(im2col_uses_avx512(), avx512bw) << "CPUID says AVX-512F/BW/VL " << (avx512bw ? "present" : "absent");
+    EXPECT_EQ(residual_add_uses_avx512(), avx512bw) << "CPUID says AVX-512F/BW/VL " << (avx512bw ? "present" : "absent");
+    std::cout << "[ path     ] im2col " << (im2col_uses_avx512() ? "avx512" : "portable") << ", residual add "
+              << (residual_add_uses_avx512() ? "avx512" : "portable") << "\n";
 }
 
 TEST(PostProc, ResidualAlignBothSignsAndSaturation) {
