@@ -7,8 +7,10 @@ writer of the previous round, which runs during the pass, is counted too), so a 
 pass's wall time, user and system CPU seconds and minor page faults.  One JSON object per pass,
 then one for the whole run (its peak RSS included).
 
-    PYTHONPATH=scripts/devenv:python AIMCEMU_CORE_DIR=build/python \\
-        python3 scripts/pass_faults.py [--case aimc|digital] [--images 16] [--rounds 4] [--threads 2]
+    python3 scripts/pass_faults.py [--case aimc|digital] [--images 16] [--rounds 4] [--threads 2]
+
+on the installed package (scripts/setup.sh); on a build of one's own, as docs/performance.md
+("Reproduce") says: AIMCEMU_CORE_DIR=$PWD/build-bench/python python3 scripts/pass_faults.py
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Writes the seed corpora of the fuzz harnesses (tests/fuzz/corpus/<harness>/).
 
-    PYTHONPATH=scripts/devenv:python AIMCEMU_CORE_DIR=build/python python3 tests/fuzz/make_seeds.py
+    python3 tests/fuzz/make_seeds.py     # on the installed package (scripts/setup.sh)
 
 Each corpus holds small valid files (so the fuzzer starts from inputs that reach every field
 check) and one file per kind of bad input the loaders must refuse cleanly: truncated, not
