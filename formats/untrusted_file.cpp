@@ -612,10 +612,10 @@ HandOver::~HandOver() {
     if (warm_) release_warm_helper(bytes_);
 }
 
-// The checking process's request for a model and, when one is given, a data set read as `dataset_kind`
-// (check_file.cpp).
 namespace {
 
+// The checking process's request for a model and, when one is given, a data set read as `dataset_kind`
+// (check_file.cpp).
 std::string model_request(FileKind dataset_kind) {
     return dataset_kind == FileKind::DataSetHeader ? "model-weights+dataset-header" : "model-weights";
 }
