@@ -138,14 +138,15 @@ public:
                 return h5::check(H5Dread(ds.id(), h5::native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "H5Dread");
             });
     }
+    // Elements of `ds`, refusing data stored elsewhere, claimed but not stored, or too large: what
+    // read() checks before it reads, for a reader that checks a dataset and leaves its values unread.
+    std::uint64_t check_readable(const h5::Dataset& ds, const std::string& field, std::size_t element_bytes) const;
     // A dataset of variable- or fixed-length strings (1-D), each checked for UTF-8.
     std::vector<std::string> read_strings(const h5::Dataset& ds, const std::string& field) const;
 
 private:
     struct OpenAttribute;
     OpenAttribute open_attribute(const h5::Location& loc, const std::string& name, const std::string& field) const;
-    // Elements of `ds`, refusing data stored elsewhere, claimed but not stored, or too large.
-    std::uint64_t check_readable(const h5::Dataset& ds, const std::string& field, std::size_t element_bytes) const;
 
     std::string path_;
     int fd_ = -1;

@@ -306,7 +306,9 @@ void check_class_names(const Network& net, const std::string& path) {
 
 // ---- data set file ----
 
-DataSet read_dataset(const FieldReader& r) {
+// Every field of the data set file; the images' values only when `with_images` (else their
+// dataset is checked as a read would check it, and left unread: load_dataset_header).
+DataSet read_dataset(const FieldReader& r, bool with_images) {
     const h5::File file = r.open();
     r.check_format(file, kDataSetFormat, kDataSetFormatVersion);
     DataSet data;
@@ -329,7 +331,10 @@ DataSet read_dataset(const FieldReader& r) {
     r.require(ld.size() == 1 && ld[0] == id[0], "labels",
               "expected shape [" + std::to_string(id[0]) + "] (one per image), found " + dims_text(ld));
     data.labels = r.read<std::int64_t>(labels, "labels");
-    data.images = r.read<std::int8_t>(images, "images");
+    if (with_images)
+        data.images = r.read<std::int8_t>(images, "images");
+    else
+        r.check_readable(images, "images", sizeof(std::int8_t));
     for (auto label : data.labels) r.require(label >= 0, "labels", "negative label " + std::to_string(label));
     return data;
 }
@@ -388,9 +393,10 @@ Network load_model(const std::string& path) {
 
 // The file is opened once, here, and both reads (the checking process's and this one's) read the
 // file open on that descriptor: a file renamed over the path meanwhile is never read.
-Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check) {
+Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check,
+                   FileKind dataset_kind) {
     const OpenedFile model = open_user_file(path);
-    const HandOver checked = check_model_in_helper(model, dataset_path, &dataset_check);
+    const HandOver checked = check_model_in_helper(model, dataset_path, &dataset_check, dataset_kind);
     if (!checked) return load_model_in_process(path, model.fd());
     between_reads(path);
     if (!dataset_path.empty() && !dataset_check.error) between_reads(dataset_path);
@@ -432,22 +438,51 @@ void save_dataset(const DataSet& data, const std::string& path) {
     });
 }
 
+namespace {
+
+// The data set open on `file` read as `kind` (whole, or its header), in the checking process first.
+DataSet read_checked_dataset(const OpenedFile& file, FileKind kind) {
+    if (check_in_helper(kind, file)) between_reads(file.path);
+    const bool whole = kind == FileKind::DataSet;
+    return read_dataset(FieldReader(file.path, file.fd()), whole);
+}
+
+// The data set at `path` read as `kind`, with the checking process's outcome taken from `check`
+// when it checked this file beside the model (a whole read covers the header; a header read covers
+// no image, so a whole read after it is checked again).
+DataSet read_dataset_after(const std::string& path, const FileCheck& check, FileKind kind) {
+    if (check.path.empty() || check.path != path) return read_checked_dataset(open_user_file(path), kind);
+    check.raise();
+    const OpenedFile file = std::exchange(check.file, OpenedFile{});
+    if (file.fd() < 0) return read_checked_dataset(open_user_file(path), kind);  // none held (or read already)
+    if (check.kind != FileKind::DataSet && kind == FileKind::DataSet) return read_checked_dataset(file, kind);
+    return read_dataset(FieldReader(path, file.fd()), kind == FileKind::DataSet);
+}
+
+}  // namespace
+
 DataSet load_dataset(const std::string& path) {
-    const OpenedFile file = open_user_file(path);
-    if (check_in_helper(FileKind::DataSet, file)) between_reads(path);
-    return load_dataset_in_process(path, file.fd());
+    return read_checked_dataset(open_user_file(path), FileKind::DataSet);
 }
 
 DataSet load_dataset(const std::string& path, const FileCheck& check) {
-    if (check.path.empty() || check.path != path) return load_dataset(path);
-    check.raise();
-    const OpenedFile file = std::exchange(check.file, OpenedFile{});
-    if (file.fd() < 0) return load_dataset(path);   // no checked file (or read already): check it now
-    return load_dataset_in_process(path, file.fd());
+    return read_dataset_after(path, check, FileKind::DataSet);
 }
 
 DataSet load_dataset_in_process(const std::string& path, int file_fd) {
-    return read_dataset(FieldReader(path, file_fd));
+    return read_dataset(FieldReader(path, file_fd), true);
+}
+
+DataSet load_dataset_header(const std::string& path) {
+    return read_checked_dataset(open_user_file(path), FileKind::DataSetHeader);
+}
+
+DataSet load_dataset_header(const std::string& path, const FileCheck& check) {
+    return read_dataset_after(path, check, FileKind::DataSetHeader);
+}
+
+DataSet load_dataset_header_in_process(const std::string& path, int file_fd) {
+    return read_dataset(FieldReader(path, file_fd), false);
 }
 
 void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path) {

@@ -39,7 +39,10 @@ Network load_model(const std::string& path);
 // load_model, and the data set file at `dataset_path` read in the same checking process (one
 // process start instead of two); what that process found in the data set goes to `dataset_check`,
 // for load_dataset(dataset_path, dataset_check), which raises it when the data set is read.
-Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check);
+// `dataset_kind` FileKind::DataSetHeader has that process read only the data set's header
+// (load_dataset_header), for load_dataset_header(dataset_path, dataset_check).
+Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check,
+                   FileKind dataset_kind = FileKind::DataSet);
 // The same without the checking process (what that process and the fuzz harnesses run); with
 // `file_fd` (an OpenedFile's), the file open on it, named `path` in messages.
 Network load_model_in_process(const std::string& path, int file_fd = -1);
@@ -67,8 +70,19 @@ DataSet load_dataset(const std::string& path);             // checked like load_
 // checked beside the model (load_model's `dataset_check`), instead of starting another one.
 DataSet load_dataset(const std::string& path, const FileCheck& check);
 DataSet load_dataset_in_process(const std::string& path, int file_fd = -1);  // file_fd: as load_model_in_process
-// Checks that `data` (read from `path`) fits `net`: image shape, input_frac_bits when recorded,
-// labels within the network's classes.  Throws FormatError naming `path` and the field.
+// A data set file's header: every field and every check of load_dataset but the images' values,
+// which are left unread (`images` stays empty); their type, shape, storage and size in memory are
+// checked, and the labels read whole.  What a sweep's plan needs to check that a data set fits a
+// network (check_dataset_fits) without holding its images: an ImageNet-sized set's 7.5 GB.  Read
+// in the checking process first, in the same mode (FileKind::DataSetHeader), so a hostile file is
+// refused as load_dataset refuses it; a corrupt image chunk is found by the run's load_dataset.
+DataSet load_dataset_header(const std::string& path);
+// The same with the checking process's outcome taken from `check` (load_model's `dataset_check`,
+// of either kind: a whole read covers the header).
+DataSet load_dataset_header(const std::string& path, const FileCheck& check);
+DataSet load_dataset_header_in_process(const std::string& path, int file_fd = -1);
+// Checks that `data` (read from `path`, whole or its header) fits `net`: image shape,
+// input_frac_bits when recorded, labels within the network's classes (it reads no image).  Throws FormatError naming `path` and the field.
 void check_dataset_fits(const DataSet& data, const Network& net, const std::string& path);
 
 }  // namespace aimcemu

@@ -92,15 +92,17 @@ void require_same_rounds(const FieldReader& r, const std::vector<RoundInfo>& gro
 
 // Predictions are class indices, and each accuracy is the share of them equal to the labels,
 // computed as the writer computes it (results.cpp accuracy_of), so the comparison is exact.
-// Predictions are uncompressed int64 [rounds, images]: reading them costs far less than the
-// layer metadata (not the logits, which are larger and compressed).
+// Predictions are uncompressed int64 [rounds, images], checked a block of rounds at a time
+// (require_accuracy_of_prediction_rows); the logits, larger and compressed, are not read.
+// `predictions` holds the rows of the rounds first_round.. (one accuracy each, in `accuracy`).
 void require_accuracy_of_predictions(const FieldReader& r, std::span<const std::int64_t> predictions,
                                      const std::vector<std::int64_t>& labels, std::int64_t classes,
-                                     const std::vector<double>& accuracy, const std::string& predictions_field,
-                                     const std::string& accuracy_field, bool per_round) {
+                                     std::span<const double> accuracy, const std::string& predictions_field,
+                                     const std::string& accuracy_field, bool per_round, std::size_t first_round = 0) {
     const std::size_t images = labels.size();
-    for (std::size_t round = 0; round < accuracy.size(); ++round) {
-        const std::int64_t* row = predictions.data() + round * images;
+    for (std::size_t at = 0; at < accuracy.size(); ++at) {
+        const std::size_t round = first_round + at;
+        const std::int64_t* row = predictions.data() + at * images;
         // Branch-free so that it vectorises (it runs for every prediction); the first bad index is
         // looked for only when there is one, and the messages are built only on failure.
         std::size_t correct = 0;
@@ -113,11 +115,45 @@ void require_accuracy_of_predictions(const FieldReader& r, std::span<const std::
             const std::int64_t p = *std::find_if(row, row + images, [&](std::int64_t v) { return v < 0 || v >= classes; });
             r.fail(predictions_field, "class index " + std::to_string(p) + " outside 0.." + std::to_string(classes - 1));
         }
-        if (accuracy[round] != double(correct) / double(images))
+        if (accuracy[at] != double(correct) / double(images))
             r.fail(accuracy_field, (per_round ? "round " + std::to_string(round) + ": " : std::string()) + "stored " +
-                                       std::to_string(accuracy[round]) + ", but " + predictions_field + " match " +
+                                       std::to_string(accuracy[at]) + ", but " + predictions_field + " match " +
                                        std::to_string(correct) + " of " + std::to_string(images) +
                                        " labels (they disagree)");
+    }
+}
+
+// Bytes of predictions read at once (at least one round's row): the check streams them, so that
+// opening a file of 640 rounds x 50,000 images does not hold its 256 MB of predictions (twice: here
+// and in the checking process).
+constexpr std::size_t kPredictionBlockBytes = std::size_t(8) << 20;
+
+// The predictions [rounds, images] (their type and shape checked) against `accuracy` and `labels`,
+// read a block of rounds at a time into one buffer: the checks and errors of reading them whole.
+void require_accuracy_of_prediction_rows(const FieldReader& r, const h5::Dataset& predictions,
+                                         const std::vector<std::int64_t>& labels, std::int64_t classes,
+                                         const std::vector<double>& accuracy) {
+    const std::string field = "predictions";
+    const std::uint64_t count = r.check_readable(predictions, field, sizeof(std::int64_t));
+    const std::size_t rounds = accuracy.size(), images = labels.size();
+    if (count == 0) return;
+    const std::size_t rows_per_block = std::max<std::size_t>(1, kPredictionBlockBytes / (images * sizeof(std::int64_t)));
+    std::unique_ptr<std::int64_t[]> block(new std::int64_t[std::min(rounds, rows_per_block) * images]);  // not zero-filled
+    for (std::size_t first = 0; first < rounds; first += rows_per_block) {
+        const std::size_t rows = std::min(rows_per_block, rounds - first);
+        r.guarded(field, [&] {
+            const h5::Dims start{hsize_t(first), 0}, size{hsize_t(rows), hsize_t(images)};
+            const h5::Handle file_space(h5::check(H5Dget_space(predictions.id()), "H5Dget_space"));
+            h5::check(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr, size.data(), nullptr),
+                      "H5Sselect_hyperslab");
+            const h5::Handle memory_space(h5::check(H5Screate_simple(2, size.data(), nullptr), "H5Screate_simple"));
+            return h5::check(H5Dread(predictions.id(), h5::native_type<std::int64_t>(), memory_space.id(), file_space.id(),
+                                     H5P_DEFAULT, block.get()),
+                             "H5Dread");
+        });
+        require_accuracy_of_predictions(r, {block.get(), rows * images}, labels, classes,
+                                        std::span<const double>(accuracy).subspan(first, rows), field, "accuracy", true,
+                                        first);
     }
 }
 
@@ -228,13 +264,7 @@ ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
     require_shape(r, file, "logits", "logits", is_int8, "int8", {hsize_t(rounds), hsize_t(images), hsize_t(info.classes)});
     info.accuracy = vector_of<double>(r, file, "accuracy", "accuracy", is_float, "floats", rounds);
     require_fraction(r, info.accuracy, "accuracy");
-    std::unique_ptr<std::int64_t[]> prediction_values;  // not zero-filled first, as a vector would be
-    r.read_into<std::int64_t>(predictions, "predictions", [&](std::uint64_t count) {
-        prediction_values.reset(new std::int64_t[count]);
-        return prediction_values.get();
-    });
-    require_accuracy_of_predictions(r, {prediction_values.get(), std::size_t(rounds * images)}, info.labels,
-                                    info.classes, info.accuracy, "predictions", "accuracy", true);
+    require_accuracy_of_prediction_rows(r, predictions, info.labels, info.classes, info.accuracy);
     const auto reference_predictions = vector_of<std::int64_t>(r, file, "reference_predictions", "reference_predictions",
                                                                is_integer, "integers", images);
     require_shape(r, file, "reference_logits", "reference_logits", is_int8, "int8", {hsize_t(images), hsize_t(info.classes)});
@@ -242,8 +272,9 @@ ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
     r.require(r.dims(ref_acc, "reference_accuracy").empty(), "reference_accuracy", "expected a scalar");
     info.reference_accuracy = r.read<double>(ref_acc, "reference_accuracy").at(0);
     require_fraction(r, {info.reference_accuracy}, "reference_accuracy");
-    require_accuracy_of_predictions(r, reference_predictions, info.labels, info.classes, {info.reference_accuracy},
-                                    "reference_predictions", "reference_accuracy", false);
+    require_accuracy_of_predictions(r, reference_predictions, info.labels, info.classes,
+                                    std::span<const double>(&info.reference_accuracy, 1), "reference_predictions",
+                                    "reference_accuracy", false);
 
     const h5::Location layers = r.group(file, "layers", "layers");
     const auto names = r.children(layers, "layers");

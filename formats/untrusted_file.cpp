@@ -24,6 +24,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -271,6 +272,7 @@ const char* to_string(FileKind kind) {
     switch (kind) {
         case FileKind::Model: return "model";
         case FileKind::DataSet: return "dataset";
+        case FileKind::DataSetHeader: return "dataset-header";
         case FileKind::Results: return "results";
     }
     return "?";
@@ -610,9 +612,22 @@ HandOver::~HandOver() {
     if (warm_) release_warm_helper(bytes_);
 }
 
-HandOver check_model_in_helper(const OpenedFile& model, const std::string& dataset_path, FileCheck* dataset_check) {
+namespace {
+
+// The checking process's request for a model and, when one is given, a data set read as `dataset_kind`
+// (check_file.cpp).
+std::string model_request(FileKind dataset_kind) {
+    return dataset_kind == FileKind::DataSetHeader ? "model-weights+dataset-header" : "model-weights";
+}
+
+}  // namespace
+
+HandOver check_model_in_helper(const OpenedFile& model, const std::string& dataset_path, FileCheck* dataset_check,
+                               FileKind dataset_kind) {
     const std::string helper = file_check_helper();
     if (helper.empty()) return HandOver();
+    if (dataset_kind != FileKind::DataSet && dataset_kind != FileKind::DataSetHeader)
+        throw std::invalid_argument("check_model_in_helper: a data set is read as DataSet or DataSetHeader");
     const std::string& path = model.path;
     std::vector<std::string> paths{path};
     std::vector<int> files{model.fd()};
@@ -641,14 +656,15 @@ HandOver check_model_in_helper(const OpenedFile& model, const std::string& datas
             if (armed) release_warm_helper(0);
         }
     } release{warm != nullptr};
-    std::optional<Served> served = warm != nullptr ? serve(*warm, "model-weights", paths, files) : std::nullopt;
+    const std::string request = model_request(dataset_kind);
+    std::optional<Served> served = warm != nullptr ? serve(*warm, request, paths, files) : std::nullopt;
     FileDescriptor weights = served ? std::move(served->weights) : new_memory_file(path);
     const auto reports =
-        served ? std::move(served->reports) : run_batch(helper, "model-weights", paths, weights.get(), files);
+        served ? std::move(served->reports) : run_batch(helper, request, paths, weights.get(), files);
     if (reports[0].error) throw *reports[0].error;
     if (!dataset_path.empty() && dataset_check != nullptr)
-        *dataset_check = dataset_unopened ? FileCheck{dataset_path, dataset_unopened, {}}
-                                          : FileCheck{dataset_path, reports[1].error, dataset};
+        *dataset_check = dataset_unopened ? FileCheck{dataset_path, dataset_unopened, dataset_kind, {}}
+                                          : FileCheck{dataset_path, reports[1].error, dataset_kind, dataset};
     // "weights N": the helper handed over N bytes (the memory file may hold more: a reused one).
     const std::string& detail = reports[0].detail;
     std::uint64_t bytes = 0;

@@ -47,7 +47,9 @@ inline std::string helper_report_record(const std::string& report) {
     return std::to_string(report.size()) + ':' + report + ',';
 }
 
-enum class FileKind { Model, DataSet, Results };
+// How a file is read: DataSetHeader is a data set file read but for its images' values
+// (load_dataset_header: a sweep's plan), checked in the checking process in the same mode.
+enum class FileKind { Model, DataSet, DataSetHeader, Results };
 
 const char* to_string(FileKind kind);
 
@@ -122,6 +124,7 @@ bool check_in_helper(FileKind kind, const std::vector<std::string>& paths);
 struct FileCheck {
     std::string path;                  // the file checked; "" = none
     std::optional<FormatError> error;  // its own FormatError, or its crash or time limit; none = it read
+    FileKind kind = FileKind::DataSet; // how it was read: whole, or its header only (DataSetHeader)
     // The file the checking process read (when it read it), for the caller's read: held open until
     // that read (load_dataset with this check), which gives it up, so a check kept afterwards holds
     // no descriptor.
@@ -159,9 +162,10 @@ private:
 // configured.  The helper reads every field of the file as check_in_helper's does; the graph
 // checks, which read no file, are left to the caller, which runs them anyway (model_file.hpp,
 // read_model_weights_into).  What it reports is raised the same.  With `dataset_path`, that data set
-// file is opened here and the same process then reads it (one process start instead of two); what
-// it found, and the opened file, go to `*dataset_check` (untouched when no helper is configured).
+// file is opened here and the same process then reads it (one process start instead of two) as
+// `dataset_kind` (DataSet, or DataSetHeader: all but the images' values); what it found, and the
+// opened file, go to `*dataset_check` (untouched when no helper is configured).
 HandOver check_model_in_helper(const OpenedFile& model, const std::string& dataset_path = "",
-                               FileCheck* dataset_check = nullptr);
+                               FileCheck* dataset_check = nullptr, FileKind dataset_kind = FileKind::DataSet);
 
 }  // namespace aimcemu

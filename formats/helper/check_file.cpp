@@ -1,5 +1,5 @@
-// aimcemu-check-file KIND PATH...: reads user files as the library would (KIND = model, dataset
-// or results) and reports on stdout how each went, for formats/untrusted_file.hpp.
+// aimcemu-check-file KIND PATH...: reads user files as the library would (KIND = model, dataset,
+// dataset-header or results) and reports on stdout how each went, for formats/untrusted_file.hpp.
 // aimcemu-check-file --fds KIND PATH...: the same, reading the i-th file from descriptor 4 + i (the
 // caller opened it, and reads the same file afterwards); PATH only names it in the reports.
 // aimcemu-check-file serve: the same for requests read from stdin (below), one after another, so
@@ -10,7 +10,9 @@
 // layer's weights, in the order of the layers read, are read straight into the memory file on
 // descriptor 3 (check_model_in_helper, read_model_weights_into) before "ok\nweights N" (N bytes
 // handed over) is reported; the graph checks are left to the caller.  The second file is read as a
-// data set, in the same process.
+// data set, in the same process; with KIND model-weights+dataset-header, as a data set's header
+// (KIND dataset-header: every field but the images' values, load_dataset_header), as a sweep's
+// plan reads it.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,6 +40,7 @@ std::string check(const std::string& kind, const std::string& path, int fd) {
             return "ok\nweights " + std::to_string(read_model_weights_into(path, aimcemu::kHelperHandoverFd, fd));
         if (kind == "model") load_model_in_process(path, fd);
         else if (kind == "dataset") load_dataset_in_process(path, fd);
+        else if (kind == "dataset-header") load_dataset_header_in_process(path, fd);
         else read_results_in_process(path, fd);
         return "ok";
     } catch (const FormatError& e) {
@@ -50,9 +53,20 @@ std::string check(const std::string& kind, const std::string& path, int fd) {
     }
 }
 
+bool is_model_weights(const std::string& kind) {
+    return kind == "model-weights" || kind == "model-weights+dataset-header";
+}
+
 bool valid_request(const std::string& kind, std::size_t paths) {
-    if (kind == "model-weights") return paths == 1 || paths == 2;
-    return paths >= 1 && (kind == "model" || kind == "dataset" || kind == "results");
+    if (is_model_weights(kind)) return paths == 1 || paths == 2;
+    return paths >= 1 && (kind == "model" || kind == "dataset" || kind == "dataset-header" || kind == "results");
+}
+
+// How the i-th file of a request of `kind` is read: a model-weights request's model, then its data set.
+std::string kind_of_file(const std::string& kind, std::size_t i) {
+    if (!is_model_weights(kind)) return kind;
+    if (i == 0) return "model-weights";
+    return kind == "model-weights" ? "dataset" : "dataset-header";
 }
 
 // Reads each file of one request and reports it, one record per file, in order; `fds` (empty: open
@@ -61,8 +75,7 @@ bool valid_request(const std::string& kind, std::size_t paths) {
 // the files after it is not their own check's verdict (the caller checks them in a fresh process).
 bool check_all(const std::string& kind, const std::vector<std::string>& paths, const std::vector<int>& fds) {
     for (std::size_t i = 0; i < paths.size(); ++i) {
-        const bool dataset_beside_model = kind == "model-weights" && i == 1;
-        const std::string report = check(dataset_beside_model ? "dataset" : kind, paths[i], fds.empty() ? -1 : fds[i]);
+        const std::string report = check(kind_of_file(kind, i), paths[i], fds.empty() ? -1 : fds[i]);
         const std::string record = aimcemu::helper_report_record(report);
         std::fwrite(record.data(), 1, record.size(), stdout);
         std::fflush(stdout);  // what is reported stays reported if a later file crashes this process
@@ -155,8 +168,8 @@ int main(int argc, char** argv) {
     const bool from_fds = !args.empty() && args[0] == "--fds";
     if (from_fds) args.erase(args.begin());
     if (args.size() < 2 || !valid_request(args[0], args.size() - 1)) {
-        std::fprintf(stderr, "usage: aimcemu-check-file [--fds] model|dataset|results PATH...  |  [--fds] model-weights "
-                             "MODEL [DATASET]  |  serve\n");
+        std::fprintf(stderr, "usage: aimcemu-check-file [--fds] model|dataset|dataset-header|results PATH...  |  [--fds] "
+                             "model-weights[+dataset-header] MODEL [DATASET]  |  serve\n");
         return 2;
     }
     std::vector<int> fds;

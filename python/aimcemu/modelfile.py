@@ -82,12 +82,14 @@ def save_dataset(images, labels, path, source: str = "", description: str = "", 
     _core.save_dataset(images, labels, os.fspath(path), source, description, input_frac_bits)
 
 
-def load_model_and_check_dataset(path, dataset):
+def load_model_and_check_dataset(path, dataset, header_only: bool = False):
     """``load_model``, with the data set file read in the same checking process (one process start
     instead of two); returns ``(network, check)``.  Pass ``check`` to ``load_dataset``, which
     raises what the checking process found in the data set only when the data set is read, so a
-    run reports the problems it checks in between (the output path, the mapping) first."""
-    return _core.load_model_and_check_dataset(os.fspath(path), os.fspath(dataset))
+    run reports the problems it checks in between (the output path, the mapping) first.  With
+    ``header_only``, that process reads the data set as ``load_dataset_header`` does (for
+    ``load_dataset_header``; ``load_dataset`` with such a check checks the whole file first)."""
+    return _core.load_model_and_check_dataset(os.fspath(path), os.fspath(dataset), header_only)
 
 
 def load_dataset(path, net=None, check=None) -> dict:
@@ -96,6 +98,17 @@ def load_dataset(path, net=None, check=None) -> dict:
     images fit the network's input and the labels its outputs; with ``check``
     (``load_model_and_check_dataset``'s), no second checking process is started."""
     return _core.load_dataset(os.fspath(path), net, check)
+
+
+def load_dataset_header(path, net=None, check=None) -> dict:
+    """A data set file read and checked as ``load_dataset`` does, but for its images' values, which
+    are left unread (their type, shape, storage and size are checked): a dict of image_shape
+    (H, W, C), count, labels int64 [N], source, description, input_frac_bits.  With ``net``, also
+    check that the images fit the network's input and the labels its outputs; with ``check``
+    (``load_model_and_check_dataset``'s), no second checking process is started.  A sweep's plan
+    reads data sets so: it holds no images (7.5 GB for an ImageNet-sized set), and a damaged image
+    is found by the run that reads them."""
+    return _core.load_dataset_header(os.fspath(path), net, check)
 
 
 # ---- a sweep worker's model and data set, kept from one run to the next ----

@@ -248,8 +248,10 @@ def _task_config(args: dict, keys: dict, networks: dict) -> RunConfig:
         config = RunConfig.resolve(explicit={**args, "noise": noise})
         inputs = (config.model, config.data)
         if inputs not in networks:  # each model and data set pair is read and checked once per plan
-            net, check = modelfile.load_model_and_check_dataset(*inputs)
-            modelfile.load_dataset(config.data, net, check)  # images that fit the network, labels its outputs
+            # Images that fit the network and labels that fit its outputs, from the data set's header
+            # and labels: the images themselves are read (and checked) by the runs that use them.
+            net, check = modelfile.load_model_and_check_dataset(*inputs, header_only=True)
+            modelfile.load_dataset_header(config.data, net, check)
             networks[inputs] = net
         net = networks[inputs]
         config.placements(net)

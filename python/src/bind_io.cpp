@@ -48,6 +48,21 @@ py::dict dataset_to_python(DataSet&& read) {
     return out;
 }
 
+// A data set's header (load_dataset_header) as Python: what load_dataset gives, with the image
+// shape and count in place of the images.
+py::dict dataset_header_to_python(DataSet&& read) {
+    auto* d = new DataSet(std::move(read));
+    const py::capsule owner(d, [](void* p) { delete static_cast<DataSet*>(p); });
+    py::dict out;
+    out["image_shape"] = py::make_tuple(d->image_shape.h, d->image_shape.w, d->image_shape.c);
+    out["count"] = d->count();
+    out["labels"] = py::array_t<std::int64_t>(py::ssize_t(d->labels.size()), d->labels.data(), owner);
+    out["source"] = d->source;
+    out["description"] = d->description;
+    out["input_frac_bits"] = d->input_frac_bits < 0 ? py::object(py::none()) : py::object(py::int_(d->input_frac_bits));
+    return out;
+}
+
 void save_dataset_py(const py::array& images, const py::array& labels, const std::string& path, const std::string& source,
                      const std::string& description, std::optional<int> input_frac_bits) {
     const Int8Array im = require_int8(images, path, "images");
@@ -335,13 +350,15 @@ void bind_io(py::module_& m) {
                           "What the checking process found in a data set file it read beside a model file\n"
                           "(load_model_and_check_dataset); load_dataset(path, check=...) raises it")
         .def_property_readonly("path", [](const FileCheck& c) { return c.path; });
-    m.def("load_model_and_check_dataset", [](const std::string& path, const std::string& dataset) {
+    m.def("load_model_and_check_dataset", [](const std::string& path, const std::string& dataset, bool header_only) {
         FileCheck check;
-        Network net = load_model(path, dataset, check);
+        Network net = load_model(path, dataset, check, header_only ? FileKind::DataSetHeader : FileKind::DataSet);
         return py::make_tuple(std::move(net), check);
-    }, py::arg("path"), py::arg("dataset"),
+    }, py::arg("path"), py::arg("dataset"), py::arg("header_only") = false,
           "load_model, with the data set file read in the same checking process (one process start instead\n"
-          "of two): returns (network, check); pass check to load_dataset, which raises what it found.");
+          "of two): returns (network, check); pass check to load_dataset, which raises what it found.  With\n"
+          "header_only, that process reads the data set as load_dataset_header does (no image values);\n"
+          "load_dataset with such a check then checks the whole file first.");
     m.def("load_dataset", [](const std::string& path, const Network* net, const FileCheck* check) {
         DataSet d = check != nullptr ? load_dataset(path, *check) : load_dataset(path);
         if (net) check_dataset_fits(d, *net, path);
@@ -350,6 +367,15 @@ void bind_io(py::module_& m) {
           "Read a data set file as a dict (images, labels, source, description, input_frac_bits); with "
           "`net`, also check that it fits the network; with `check` (load_model_and_check_dataset's), use\n"
           "what the checking process found instead of starting another.");
+    m.def("load_dataset_header", [](const std::string& path, const Network* net, const FileCheck* check) {
+        DataSet d = check != nullptr ? load_dataset_header(path, *check) : load_dataset_header(path);
+        if (net) check_dataset_fits(d, *net, path);
+        return dataset_header_to_python(std::move(d));
+    }, py::arg("path"), py::arg("net") = nullptr, py::arg("check") = nullptr,
+          "Read a data set file but for its images' values (checked as load_dataset checks them, not read),\n"
+          "as a dict (image_shape, count, labels, source, description, input_frac_bits); with `net`, also\n"
+          "check that it fits the network; with `check` (load_model_and_check_dataset's), use what the\n"
+          "checking process found instead of starting another.");
 
     py::class_<NetworkOperandBytes>(m, "_NetworkOperandBytes", py::buffer_protocol())
         .def_buffer(&NetworkOperandBytes::buffer);
