@@ -11,10 +11,12 @@
     result = sweep(config, executor="tcp://scheduler:8786")   # the same sweep on a Dask cluster
 
 One *task* is one grid point (a value of every grid axis) covering all chips, all t and all
-rounds: a single ``aimcemu.run`` call that writes its own results file ``tasks/<id>.h5``
-(atomically: the file exists only when complete).  The task id is a hash of the task's run
-arguments, so a file on disk *is* the proof that its task is done: a rerun of an interrupted
-sweep skips those tasks and runs the rest, none twice, none lost.  ``index.json`` maps grid
+rounds: a single ``aimcemu.run`` call that writes its own results file
+``tasks/<position>-<id>.h5`` (atomically: the file exists only when complete).  The task id is a
+hash of the task's run arguments (grid points with equal arguments share it, and their results
+are bit-identical); the file, unique per grid point, is what the bookkeeping goes by, so a file
+on disk *is* the proof that its task is done: a rerun of an interrupted sweep skips those tasks
+and runs the rest, none twice, none lost.  ``index.json`` maps grid
 points to files and is rewritten atomically after every completed task.
 
 Common random numbers: every task uses the same master seed, and the noise draws are keyed by
@@ -380,7 +382,7 @@ class SweepResult:
     ran: int                      # tasks executed by this call
     skipped: int                  # tasks already done before this call
     interrupted: bool
-    summaries: dict               # task id -> summary
+    summaries: dict               # task file (unique per grid point) -> summary
     done: int | None = None       # finished task files (their summaries may be unread when a signal
                                   # stopped the call before the pool started); default len(summaries)
 
@@ -457,7 +459,7 @@ def _prepare_folder(p: SweepPlan) -> dict:
     finished = [task for task in p.tasks if _is_finished(folder, task)]
     summaries = read_task_summaries([folder / task.file for task in finished])  # one checking process
     for task, summary in zip(finished, summaries):
-        done[task.id] = {**summary, "id": task.id, "file": task.file, "ran": False}
+        done[task.file] = {**summary, "id": task.id, "file": task.file, "ran": False}
     return done
 
 
@@ -495,11 +497,14 @@ def _check_existing_index(p: SweepPlan) -> None:
 
 
 def _index(p: SweepPlan, summaries: dict) -> dict:
+    """The index of `summaries` (task file -> summary).  Keyed by file, not by id: grid points
+    with equal run arguments share an id (equal labels under two names, or digital points that
+    differ only in options a digital run ignores), but each has its own file."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
-            "tasks": [{**t.to_dict(), "done": t.id in summaries,
-                       "summary": {k: summaries[t.id][k] for k in ("reference_accuracy", "accuracy", "chip", "t", "niu_round",
-                                                                    "drift_compensation")}
-                       if t.id in summaries else None} for t in p.tasks]}
+            "tasks": [{**t.to_dict(), "done": t.file in summaries,
+                       "summary": {k: summaries[t.file][k] for k in ("reference_accuracy", "accuracy", "chip", "t",
+                                                                      "niu_round", "drift_compensation")}
+                       if t.file in summaries else None} for t in p.tasks]}
 
 
 def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
@@ -557,7 +562,7 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
                 summaries.update(_prepare_folder(p))
                 skipped = len(summaries)
                 _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-                todo = [t for t in p.tasks if t.id not in summaries]
+                todo = [t for t in p.tasks if t.file not in summaries]
                 interrupted, ran = False, 0
                 if todo:
                     interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
@@ -589,11 +594,11 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             pool = make_executor(executor, workers, len(todo), threads)
             folder = pool.worker_folder(p.folder)
             for number, task in enumerate(todo):  # one by one: a signal leaves `futures` complete
-                futures.append(pool.submit(execute_task, f"aimcemu-sweep-{task.id}", task.to_dict(), folder,
+                futures.append(pool.submit(execute_task, _task_key(folder, task), task.to_dict(), folder,
                                            pool.threads, task.config, number))
             for fut in pool.as_completed(futures):
                 summary = fut.result()
-                summaries[summary["id"]] = summary
+                summaries[summary["file"]] = summary
                 ran += summary["ran"]
                 _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
                 bar.update(1)
@@ -625,11 +630,19 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     return False, ran
 
 
+def _task_key(folder: str, task: Task) -> str:
+    """The task's name on a Dask scheduler, unique per grid point and sweep folder: Dask runs one
+    task per key, so two grid points with equal run arguments (one id) must not share one, nor
+    the same task of two sweeps in different folders on one cluster."""
+    where = hashlib.sha256(os.fsencode(folder)).hexdigest()[:8]
+    return f"aimcemu-sweep-{where}-{Path(task.file).stem}"
+
+
 def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool, processes) -> str:
     """Which worker died, how, and which task it was running (what the pool recorded)."""
     dead = [proc for proc in processes if proc.exitcode not in (None, 0, WORKER_STOPPED_AFTER_TASK)]
     lost = [todo[number] for proc in dead for number in pool.tasks_started_by(proc.pid)
-            if todo[number].id not in summaries]
+            if todo[number].file not in summaries]
     causes = []
     for proc in dead:
         if proc.exitcode < 0:
@@ -660,8 +673,8 @@ def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -
         pool.close()
     added = 0
     for task in todo:
-        if task.id not in summaries and _is_finished(p.folder, task):
-            summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
+        if task.file not in summaries and _is_finished(p.folder, task):
+            summaries[task.file] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
                                   "ran": True}
             added += 1
     _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))

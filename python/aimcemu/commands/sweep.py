@@ -50,6 +50,9 @@ def main(args: argparse.Namespace) -> int:
     if result.interrupted:
         print(interrupted_message(result), file=sys.stderr)
         return INTERRUPTED
+    if not result.complete:  # no task failed, yet some file is missing: never call that complete
+        print(f"aimcemu sweep: error: {incomplete_message(result)}", file=sys.stderr)
+        return 2
     print(f"sweep complete: {result.total} tasks ({result.ran} run now, {result.skipped} already done) "
           f"in {result.folder}")
     print(format_accuracy(result.folder))
@@ -63,6 +66,12 @@ def interrupted_message(result) -> str:
                 f"{result.folder} ({result.ran} in this call); `aimcemu report {result.folder}` shows them")
     return (f"interrupted: {result.done} of {result.total} tasks done ({result.ran} in this call); "
             "rerun the same command to finish")
+
+
+def incomplete_message(result) -> str:
+    """A sweep that ended without an error or a signal but with task files missing."""
+    return (f"{result.folder}: the sweep ended with {result.done} of {result.total} tasks done "
+            f"({result.ran} in this call) and no error reported; rerun the same command to run the rest")
 
 
 def format_accuracy(folder) -> str:
