@@ -49,7 +49,8 @@ from typing import Any, Mapping
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import WORKER_STOPPED_AFTER_TASK, WorkerDiedError, make_executor, running_task, task_threads
+from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, lost_task_reason, make_executor,
+                        running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)
@@ -527,7 +528,8 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
     written once (atomically, never replaced), and the index never lists a task whose file is
     not complete; a rerun picks up every finished file and runs the rest.  SIGINT or SIGTERM
     (in the main thread) stops it cleanly and returns interrupted; a worker that dies raises
-    WorkerDiedError after the other running tasks have finished.
+    WorkerDiedError after the other running tasks have finished, and tasks lost with a Dask cluster
+    (its scheduler gone, KilledWorker) raise ClusterLostError.
     """
     config_path = config if isinstance(config, (str, os.PathLike)) else None
     with errors_named_after(config_path):
@@ -617,15 +619,18 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             processes = pool.worker_processes()
             ran += _wind_down(p, todo, summaries, pool, futures)
             raise WorkerDiedError(_worker_death_message(p, todo, summaries, pool, processes)) from None
-        except BaseException:
-            # A task failed (a full disk, a bad file found late): stop the others the same way,
-            # record what finished, then report the error (that one, even if the index cannot be
-            # written either: the next run rebuilds it from the files).
+        except BaseException as exc:
+            # A task failed (a full disk, a bad file found late) or was lost with the cluster (the
+            # scheduler gone, KilledWorker): stop the others the same way, record what finished,
+            # then report the error (that one, even if the index cannot be written either: the
+            # next run rebuilds it from the files).
             _ignore_stop_signals()
-            try:
-                _wind_down(p, todo, summaries, pool, futures)
-            except Exception:
-                pass
+            _wind_down_after_failure(p, todo, summaries, pool, futures)
+            reason = lost_task_reason(exc)
+            if reason is not None:
+                raise ClusterLostError(f"{p.folder}: the sweep lost its tasks: {reason} ({_exception_text(exc)}). "
+                                       f"The {len(summaries)} of {len(p.tasks)} tasks that finished are kept; "
+                                       "rerun the same command to run the rest") from None
             raise
     finally:
         bar.close()
@@ -658,6 +663,15 @@ class _IndexWriter:
     def write_when_due(self, summaries: dict) -> None:
         if self.clock() - self.last >= self.wait_s:
             self.write(summaries)
+
+
+def _exception_text(exc: BaseException) -> str:
+    """'Type: message' of an exception from a cluster, whose str() may itself fail."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _task_key(folder: str, task: Task) -> str:
@@ -701,6 +715,22 @@ def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -
     if pool is not None:
         pool.cancel([f for f in futures if not f.done()])
         pool.close()
+    return _record_finished(p, todo, summaries)
+
+
+def _wind_down_after_failure(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> None:
+    """_wind_down on the way to reporting another error, which must not be hidden by this one:
+    when the pool cannot be stopped (its scheduler is gone) the finished files are still
+    recorded; when the index cannot be written the next call rebuilds it from the files."""
+    try:
+        _wind_down(p, todo, summaries, pool, futures)
+    except Exception:
+        with contextlib.suppress(Exception):
+            _record_finished(p, todo, summaries)
+
+
+def _record_finished(p: SweepPlan, todo: list[Task], summaries: dict) -> int:
+    """Adds the tasks whose files are complete to `summaries` and writes the index."""
     added = 0
     for task in todo:
         if task.file not in summaries and _is_finished(p.folder, task):

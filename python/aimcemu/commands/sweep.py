@@ -3,8 +3,9 @@
 Locally on a process pool by default, or on a Dask cluster with --scheduler.  Ctrl-C (SIGINT) or
 SIGTERM, to the command or to its whole process group, stops it cleanly at any moment: tasks
 already running finish, nothing else starts, and the same command later runs only what is left.
-Exit status 130 when interrupted; 2 when a task failed or a worker process died (killed, e.g. by
-the out-of-memory killer), after the running tasks have finished."""
+Exit status 130 when interrupted; 2 when a task failed, a worker process died (killed, e.g. by
+the out-of-memory killer) or a Dask cluster lost the tasks (its scheduler gone, KilledWorker),
+after the running tasks have finished, and when the sweep ended with task files missing."""
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ def main(args: argparse.Namespace) -> int:
 
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
+    from ..executors import ClusterLostError
     from ..validate import workers
 
     if args.workers is not None:
@@ -45,8 +47,12 @@ def main(args: argparse.Namespace) -> int:
             print(f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
                   + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none"))
             return 0
-        result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
-                                    progress=not args.no_progress, wait_s=wait_s)
+        try:
+            result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
+                                        progress=not args.no_progress, wait_s=wait_s)
+        except ClusterLostError as exc:  # the cluster's failure, worded: what was kept, what to do
+            print(f"aimcemu sweep: error: {exc}", file=sys.stderr)
+            return 2
     if result.interrupted:
         print(interrupted_message(result), file=sys.stderr)
         return INTERRUPTED
