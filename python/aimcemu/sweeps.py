@@ -1,14 +1,17 @@
 """``aimcemu.sweep`` (module ``aimcemu.sweeps``): a grid of noisy runs, on a local process pool or a Dask cluster.
 
     from aimcemu import sweep
-    result = sweep({
-        "output": "results/drift",                 # the sweep folder
-        "noise": {"model": "pcm_like"}, "mapping": "all",
-        "t": [1.0, 3600.0, 86400.0], "chips": 8, "seed": 1,
-        "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0],
-                 "mapping": {"all": "all", "convs": {"default": "digital", "layers": {"block_*": "aimc"}}}},
-    })
-    result = sweep(config, executor="tcp://scheduler:8786")   # the same sweep on a Dask cluster
+
+    if __name__ == "__main__":   # in a script: the local pool's spawned workers import it again
+        config = {
+            "output": "results/drift",                 # the sweep folder
+            "noise": {"model": "pcm_like"}, "mapping": "all",
+            "t": [1.0, 3600.0, 86400.0], "chips": 8, "seed": 1,
+            "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0],
+                     "mapping": {"all": "all", "convs": {"default": "digital", "layers": {"block_*": "aimc"}}}},
+        }
+        result = sweep(config)
+        result = sweep(config, executor="tcp://scheduler:8786")   # the same sweep on a Dask cluster
 
 One *task* is one grid point (a value of every grid axis) covering all chips, all t and all
 rounds: a single ``aimcemu.run`` call that writes its own results file
@@ -683,10 +686,13 @@ def _task_key(folder: str, task: Task) -> str:
 
 
 def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool, processes) -> str:
-    """Which worker died, how, and which task it was running (what the pool recorded)."""
+    """Which worker died, how, and which task it was running (what the pool recorded).  A worker
+    that died before it started any task failed to start: most often a script that calls sweep()
+    without a main guard, which each spawned worker imports and so runs again."""
     dead = [proc for proc in processes if proc.exitcode not in (None, 0, WORKER_STOPPED_AFTER_TASK)]
     lost = [todo[number] for proc in dead for number in pool.tasks_started_by(proc.pid)
             if todo[number].file not in summaries]
+    never_started = [proc for proc in dead if not pool.tasks_started_by(proc.pid)]
     causes = []
     for proc in dead:
         if proc.exitcode < 0:
@@ -695,11 +701,19 @@ def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool,
             causes.append(f"PID {proc.pid} was killed by {name}{likely}")
         else:
             causes.append(f"PID {proc.pid} exited with status {proc.exitcode}")
+        if proc in never_started:
+            causes[-1] += " before it started any task (a start-up failure; its error is printed above)"
     how = "; ".join(causes) or "a worker process ended abruptly"
     which = (f" while running task {', '.join(f'{t.file} (grid point {t.point})' for t in lost)}" if lost else "")
+    hints = []
+    if any(proc.exitcode > 0 for proc in never_started):
+        hints.append("a script that calls sweep() must call it under `if __name__ == \"__main__\":`, since "
+                     "each worker process imports the script first")
+    if lost or any(proc.exitcode == -signal.SIGKILL for proc in dead) or not dead:
+        hints.append("with fewer --workers if memory ran out")
     return (f"{p.folder}: a sweep worker process died: {how}{which}. The {len(summaries)} of {len(p.tasks)} "
-            "tasks that finished are kept; rerun the same command to run the rest (with fewer --workers "
-            "if memory ran out)")
+            f"tasks that finished are kept; rerun the same command to run the rest"
+            + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def _signal_name(number: int) -> str:
