@@ -324,9 +324,10 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     digital_points = 0
     for number, (labels, values, keys) in enumerate(points):
         args = _point_run_args(cfg, values, keys)
-        if args["mapping"] is None and args["noise"] is None:
+        if args["mapping"] is None and args["noise"] is None and args["peripherals"] is None:
             # A digital point runs only the noise-free reference: the options of noisy rounds
             # do not apply to it (and aimcemu.run refuses them), whatever the other points use.
+            # Peripherals alone are not digital: as in aimcemu.run, they mean mapping "all".
             args.update(copy.deepcopy(NOISY_ONLY))
             digital_points += 1
         run_config = _task_config(args, keys, networks)
@@ -336,8 +337,8 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     if digital_points == len(points):
         for key, unused in NOISY_ONLY.items():
             if cfg[key] != unused:
-                raise _error(key, f"every task of this sweep is digital (no mapping and no noise), so {key} would "
-                                  "be ignored; give a mapping or a noise model, or leave it out")
+                raise _error(key, f"every task of this sweep is digital (no mapping, noise or peripherals), so {key} "
+                                  "would be ignored; give a mapping or a noise model, or leave it out")
     resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
     return SweepPlan(folder=Path(cfg["output"]), config=resolved, axes=axes, tasks=tasks)
 

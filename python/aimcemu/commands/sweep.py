@@ -44,8 +44,7 @@ def main(args: argparse.Namespace) -> int:
     with sweep_module.errors_named_after(args.config):
         if args.check:
             plan = sweep_module.plan(config, args.output)
-            print(f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
-                  + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none"))
+            print(format_plan(plan))
             return 0
         try:
             result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
@@ -63,6 +62,21 @@ def main(args: argparse.Namespace) -> int:
           f"in {result.folder}")
     print(format_accuracy(result.folder))
     return 0
+
+
+LISTED_TASKS = 20  # --check lists this many tasks, then counts the rest (a grid may have 100 000)
+
+
+def format_plan(plan) -> str:
+    """What --check prints: the task count, the axes, and the first tasks (file, grid point)."""
+    lines = [f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
+             + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none")]
+    for task in plan.tasks[:LISTED_TASKS]:
+        point = ", ".join(f"{axis}={label}" for axis, label in task.point.items()) or "(the single point)"
+        lines.append(f"  {task.file}  {point}")
+    if len(plan.tasks) > LISTED_TASKS:
+        lines.append(f"  ... and {len(plan.tasks) - LISTED_TASKS} more")
+    return "\n".join(lines)
 
 
 def interrupted_message(result) -> str:
