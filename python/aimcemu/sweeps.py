@@ -114,7 +114,7 @@ def load_config(path, source: str = "<arguments>") -> dict:
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     """(label, value) pairs of one grid axis; a dict gives labels explicitly."""
     if isinstance(values, Mapping):
-        pairs = [(validate.text(str(label), f"grid.{name}", "<sweep>"), value) for label, value in values.items()]
+        pairs = [(validate.text(_label_text(label), f"grid.{name}", "<sweep>"), value) for label, value in values.items()]
     elif isinstance(values, (list, tuple)):
         pairs = [(_label(value), value) for value in values]
     else:
@@ -125,6 +125,14 @@ def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     if len(set(labels)) != len(labels):
         raise _error(f"grid.{name}", f"two values share a label ({labels}); give a mapping label -> value")
     return pairs
+
+
+def _label_text(label) -> str:
+    """A mapping's label as text, spelled as _label spells a list value: YAML reads `off`, `no`
+    and `yes` as booleans and `null` as None, which str() would make 'False', 'True', 'None'."""
+    if label is None or isinstance(label, bool):
+        return _label(label)
+    return str(label)
 
 
 def _label(value):
