@@ -470,7 +470,11 @@ def _prepare_folder(p: SweepPlan) -> dict:
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
     finished = [task for task in p.tasks if _is_finished(folder, task)]
-    summaries = read_task_summaries([folder / task.file for task in finished])  # one checking process
+    try:
+        summaries = read_task_summaries([folder / task.file for task in finished])  # one checking process
+    except _core.FormatError as exc:  # the message names the file and field; say how to go on
+        raise _core.FormatError(f"{exc}; a task file that cannot be read is no finished task: delete it and rerun "
+                                "the same command to run its task again") from None
     for task, summary in zip(finished, summaries):
         done[task.file] = {**summary, "id": task.id, "file": task.file, "ran": False}
     return done
