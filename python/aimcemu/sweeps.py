@@ -556,10 +556,37 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         threads = validate.threads(threads, "threads")
         wait_s = validate_wait(wait_s, "wait_s", "<arguments>")
         p = plan(config, output)
-        if p.folder.exists() and not p.folder.is_dir():
-            raise _error("output", f"{p.folder} exists and is not a folder")
+        check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
     return _run_sweep(p, executor, workers, threads, progress, wait_s)
+
+
+def check_output_folder(folder, source: str) -> None:
+    """The sweep folder is a folder, or one can be created where it goes; else a FormatError
+    naming `source` (where the path came from: '--output', the config file) and field 'output'.
+    It creates nothing: a probe folder made (and removed at once) in the folder, or in its
+    nearest existing parent, is the only test that holds everywhere (/proc, a read-only mount,
+    permissions, which root bypasses)."""
+    import tempfile
+
+    def refuse(what: str) -> _core.FormatError:
+        return _core.FormatError(f"{source}: field 'output': {what}")
+
+    if "\0" in os.fspath(folder):  # what os.stat would refuse with a ValueError naming nothing
+        raise refuse(f"{os.fspath(folder)!r} contains a NUL character")
+    folder = Path(os.path.abspath(folder))
+    if folder.exists() and not folder.is_dir():
+        raise refuse(f"{folder} exists and is not a folder")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise refuse(f"{folder} cannot be created: {existing} is not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".aimcemu-probe-", dir=existing))
+    except OSError as exc:
+        where = "is not writable" if existing == folder else f"cannot be created: creating a folder in {existing} fails"
+        raise refuse(f"{folder} {where} ({exc.strerror})") from None
 
 
 def validate_wait(value, field_name: str, source: str) -> float:
@@ -575,7 +602,7 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
     skipped = 0
     with _stop_signals_interrupt():
         try:
-            p.folder.mkdir(parents=True, exist_ok=True)
+            _make_folder(p.folder)
             with files.FolderLock(p.folder, "sweep", wait_s):
                 summaries.update(_prepare_folder(p))
                 skipped = len(summaries)
@@ -595,6 +622,15 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
                                interrupted=True, summaries=summaries, done=_finished_count(p))
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
+
+
+def _make_folder(folder: Path) -> None:
+    """The sweep folder, created (check_output_folder has found that it can be; this names the
+    folder if that changed since)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _core.FormatError(f"{folder}: field 'output': cannot create the sweep folder ({exc.strerror})") from None
 
 
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress):

@@ -35,15 +35,19 @@ def main(args: argparse.Namespace) -> int:
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
     from ..executors import ClusterLostError
-    from ..validate import workers
+    from ..validate import text, workers
 
     if args.workers is not None:
         workers(args.workers, "workers", "--workers")
     wait_s = sweep_module.validate_wait(args.wait, "wait", "--wait")
     config = sweep_module.load_config(args.config, "--config")
+    output_source = "--output" if args.output is not None else "<sweep>"  # <sweep>: the config file, below
+    if args.output is not None:  # before planning: a folder that cannot be made is the flag's fault
+        sweep_module.check_output_folder(text(args.output, "output", output_source), output_source)
     with sweep_module.errors_named_after(args.config):
         if args.check:
             plan = sweep_module.plan(config, args.output)
+            sweep_module.check_output_folder(plan.folder, output_source)  # creating nothing
             print(format_plan(plan))
             return 0
         try:
