@@ -43,8 +43,8 @@ def lost_task_reason(exc: BaseException) -> str | None:
     if killed_worker and isinstance(exc, killed_worker):
         return ("Dask gave up on a task because the workers that ran it died (KilledWorker: out of "
                 "memory, a crash, or workers stopped)")
-    if comm_closed and isinstance(exc, comm_closed):
-        return "the connection to the Dask scheduler was closed"
+    if (comm_closed and isinstance(exc, comm_closed)) or getattr(exc, "reason", None) == "scheduler-connection-lost":
+        return "the connection to the Dask scheduler was lost (it stopped, crashed or cannot be reached)"
     if isinstance(exc, cf.CancelledError):
         return ("a task was cancelled outside the sweep (on Dask: the scheduler went away or restarted, "
                 "or someone cancelled it)")
@@ -286,7 +286,11 @@ class DaskClient:
 
     def close(self) -> None:
         if self.own:
-            self.client.close()
+            # A client that lost its scheduler logs its cancelled reconnection as an ERROR with a
+            # traceback while it closes; the sweep reports the loss itself (ClusterLostError).
+            lost = self.client.status != "running"
+            with _logger_silenced("distributed.client") if lost else contextlib.nullcontext():
+                self.client.close()
 
     def worker_processes(self) -> list:
         return []
@@ -294,6 +298,19 @@ class DaskClient:
     def tasks_started_by(self, pid: int) -> list[int]:
         del pid
         return []
+
+
+@contextlib.contextmanager
+def _logger_silenced(name: str):
+    import logging
+
+    logger = logging.getLogger(name)
+    previous = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = previous
 
 
 def make_executor(executor, workers: int | None, task_count: int, threads: int):

@@ -718,9 +718,10 @@ class _IndexWriter:
 
 
 def _exception_text(exc: BaseException) -> str:
-    """'Type: message' of an exception from a cluster, whose str() may itself fail."""
+    """'Type: message' of an exception from a cluster on one line (distributed's span several),
+    whose str() may itself fail."""
     try:
-        text = str(exc)
+        text = " ".join(str(exc).split())
     except Exception:
         text = ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -6,6 +6,7 @@ cluster's error for the others, as distributed does when its scheduler goes away
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import json
 
 import pytest
@@ -90,3 +91,62 @@ def test_a_task_that_fails_on_its_own_keeps_its_error(config):
     """Not every task error is a lost cluster: a task's own error (here a bad value) stays itself."""
     with pytest.raises(ValueError, match="a task's own error"):
         aimcemu.sweep(config, executor=LosingExecutor(ValueError("a task's own error")), progress=False)
+
+
+@pytest.mark.slow
+def test_a_dask_scheduler_killed_mid_sweep_gives_a_worded_error_and_the_rerun_resumes(tmp_path, tmp_path_factory):
+    """The real thing: `aimcemu sweep --scheduler` while the scheduler process is killed (-9)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("distributed")
+    from conftest import digits_subset
+
+    _, data, *_ = digits_subset(tmp_path_factory, 60)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"output": str(tmp_path / "sweep"), "data": str(data),
+                                    "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0, 3600.0],
+                                    "chips": 8, "rounds": 2, "seed": 3,
+                                    "grid": {"noise.prog_noise_scale": [0.5 + k / 4 for k in range(8)]}}))
+    address_file = tmp_path / "scheduler.json"
+    started = []
+
+    def start(*argv):
+        started.append(subprocess.Popen([sys.executable, "-m", *argv], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True))
+        return started[-1]
+
+    try:
+        scheduler = start("distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                          "--no-dashboard", "--scheduler-file", str(address_file))
+        while not address_file.is_file():
+            time.sleep(0.2)
+        address = json.loads(address_file.read_text())["address"]
+        start("distributed.cli.dask_worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard")
+        command = [sys.executable, "-m", "aimcemu.cli", "sweep", "-c", str(path), "--scheduler", address,
+                   "--no-progress"]
+        client = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tasks = tmp_path / "sweep" / "tasks"
+        deadline = time.monotonic() + 120
+        while not (tasks.is_dir() and list(tasks.glob("*.h5"))) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(scheduler.pid, signal.SIGKILL)
+        out, err = client.communicate(timeout=120)
+    finally:
+        for process in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    finished = len(list(tasks.glob("*.h5")))
+    assert client.returncode == 2, out + err
+    assert "Traceback" not in err and "sweep complete" not in out
+    assert "the connection to the Dask scheduler was lost" in err and "rerun the same command" in err
+    assert f"The {finished} of 8 tasks that finished are kept" in err
+    assert done_count(tmp_path / "sweep") == finished < 8
+    rerun = subprocess.run([*command[:6], "--workers", "2", "--no-progress"], capture_output=True, text=True,
+                           timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"sweep complete: 8 tasks ({8 - finished} run now, {finished} already done)" in rerun.stdout
