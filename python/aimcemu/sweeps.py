@@ -114,7 +114,8 @@ def load_config(path, source: str = "<arguments>") -> dict:
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     """(label, value) pairs of one grid axis; a dict gives labels explicitly."""
     if isinstance(values, Mapping):
-        pairs = [(validate.text(_label_text(label), f"grid.{name}", "<sweep>"), value) for label, value in values.items()]
+        pairs = [(validate.text(_label_text(label), f"grid.{name}", "<sweep>"), value)
+                 for label, value in values.items()]
     elif isinstance(values, (list, tuple)):
         pairs = [(_label(value), value) for value in values]
     else:

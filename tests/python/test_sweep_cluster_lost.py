@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import json
+import re
 
 import pytest
 import yaml
@@ -144,8 +145,10 @@ def test_a_dask_scheduler_killed_mid_sweep_gives_a_worded_error_and_the_rerun_re
     assert client.returncode == 2, out + err
     assert "Traceback" not in err and "sweep complete" not in out
     assert "the connection to the Dask scheduler was lost" in err and "rerun the same command" in err
-    assert f"The {finished} of 8 tasks that finished are kept" in err
-    assert done_count(tmp_path / "sweep") == finished < 8
+    # A task running on the worker when the scheduler went may finish after the client has
+    # stopped: its file counts on the next run.
+    kept = int(re.search(r"The (\d+) of 8 tasks that finished are kept", err).group(1))
+    assert done_count(tmp_path / "sweep") == kept <= finished < 8
     rerun = subprocess.run([*command[:6], "--workers", "2", "--no-progress"], capture_output=True, text=True,
                            timeout=300)
     assert rerun.returncode == 0, rerun.stderr

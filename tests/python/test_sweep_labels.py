@@ -22,6 +22,7 @@ def test_yaml_booleans_and_null_as_mapping_labels_are_spelled_as_list_values(tmp
           drift_compensation: [none, global]
         """))
     plan = sweeps.plan(sweeps.load_config(path))
-    assert plan.axes == {"noise": ["false", "pcm"], "mapping": ["none", "true"], "drift_compensation": ["none", "global"]}
+    assert plan.axes == {"noise": ["false", "pcm"], "mapping": ["none", "true"],
+                         "drift_compensation": ["none", "global"]}
     assert plan.tasks[0].point == {"noise": "false", "mapping": "none", "drift_compensation": "none"}
     assert [sweeps._label(value) for value in (False, True, None)] == ["false", "true", "none"]
