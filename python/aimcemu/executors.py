@@ -24,6 +24,33 @@ class WorkerDiedError(RuntimeError):
     tasks are in the index and a rerun runs the rest (raised by aimcemu.sweeps)."""
 
 
+class ClusterLostError(RuntimeError):
+    """A sweep's tasks were lost without a result: the connection to the Dask scheduler was
+    lost, a task was cancelled outside the sweep, or Dask gave up on a task whose workers kept
+    dying (KilledWorker).  The finished tasks are in the index and a rerun runs the rest
+    (raised by aimcemu.sweeps)."""
+
+
+def lost_task_reason(exc: BaseException) -> str | None:
+    """What a task's exception says about the cluster, when it says the task was lost rather than
+    failed on its own (None then): distributed's errors are told apart only when distributed is
+    already loaded (a sweep on Dask has loaded it; this never imports it)."""
+    import sys
+
+    distributed = sys.modules.get("distributed")
+    killed_worker = getattr(distributed, "KilledWorker", ())
+    comm_closed = getattr(getattr(distributed, "comm", None), "CommClosedError", ())
+    if killed_worker and isinstance(exc, killed_worker):
+        return ("Dask gave up on a task because the workers that ran it died (KilledWorker: out of "
+                "memory, a crash, or workers stopped)")
+    if (comm_closed and isinstance(exc, comm_closed)) or getattr(exc, "reason", None) == "scheduler-connection-lost":
+        return "the connection to the Dask scheduler was lost (it stopped, crashed or cannot be reached)"
+    if isinstance(exc, cf.CancelledError):
+        return ("a task was cancelled outside the sweep (on Dask: the scheduler went away or restarted, "
+                "or someone cancelled it)")
+    return None
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:
@@ -259,7 +286,11 @@ class DaskClient:
 
     def close(self) -> None:
         if self.own:
-            self.client.close()
+            # A client that lost its scheduler logs its cancelled reconnection as an ERROR with a
+            # traceback while it closes; the sweep reports the loss itself (ClusterLostError).
+            lost = self.client.status != "running"
+            with _logger_silenced("distributed.client") if lost else contextlib.nullcontext():
+                self.client.close()
 
     def worker_processes(self) -> list:
         return []
@@ -267,6 +298,19 @@ class DaskClient:
     def tasks_started_by(self, pid: int) -> list[int]:
         del pid
         return []
+
+
+@contextlib.contextmanager
+def _logger_silenced(name: str):
+    import logging
+
+    logger = logging.getLogger(name)
+    previous = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = previous
 
 
 def make_executor(executor, workers: int | None, task_count: int, threads: int):

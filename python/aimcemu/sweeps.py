@@ -1,21 +1,26 @@
 """``aimcemu.sweep`` (module ``aimcemu.sweeps``): a grid of noisy runs, on a local process pool or a Dask cluster.
 
     from aimcemu import sweep
-    result = sweep({
-        "output": "results/drift",                 # the sweep folder
-        "noise": {"model": "pcm_like"}, "mapping": "all",
-        "t": [1.0, 3600.0, 86400.0], "chips": 8, "seed": 1,
-        "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0],
-                 "mapping": {"all": "all", "convs": {"default": "digital", "layers": {"block_*": "aimc"}}}},
-    })
-    result = sweep(config, executor="tcp://scheduler:8786")   # the same sweep on a Dask cluster
+
+    if __name__ == "__main__":   # in a script: the local pool's spawned workers import it again
+        config = {
+            "output": "results/drift",                 # the sweep folder
+            "noise": {"model": "pcm_like"}, "mapping": "all",
+            "t": [1.0, 3600.0, 86400.0], "chips": 8, "seed": 1,
+            "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0],
+                     "mapping": {"all": "all", "convs": {"default": "digital", "layers": {"block_*": "aimc"}}}},
+        }
+        result = sweep(config)
+        result = sweep(config, executor="tcp://scheduler:8786")   # the same sweep on a Dask cluster
 
 One *task* is one grid point (a value of every grid axis) covering all chips, all t and all
-rounds: a single ``aimcemu.run`` call that writes its own results file ``tasks/<id>.h5``
-(atomically: the file exists only when complete).  The task id is a hash of the task's run
-arguments, so a file on disk *is* the proof that its task is done: a rerun of an interrupted
-sweep skips those tasks and runs the rest, none twice, none lost.  ``index.json`` maps grid
-points to files and is rewritten atomically after every completed task.
+rounds: a single ``aimcemu.run`` call that writes its own results file
+``tasks/<position>-<id>.h5`` (atomically: the file exists only when complete).  The task id is a
+hash of the task's run arguments (grid points with equal arguments share it, and their results
+are bit-identical); the file, unique per grid point, is what the bookkeeping goes by, so a file
+on disk *is* the proof that its task is done: a rerun of an interrupted sweep skips those tasks
+and runs the rest, none twice, none lost.  ``index.json`` maps grid
+points to files and is rewritten atomically while tasks complete (at most every 2 s) and at the end.
 
 Common random numbers: every task uses the same master seed, and the noise draws are keyed by
 (seed, chip, layer, weight index, round), never by the swept value, so chip k at scale 0.5 and
@@ -47,7 +52,8 @@ from typing import Any, Mapping
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import WORKER_STOPPED_AFTER_TASK, WorkerDiedError, make_executor, running_task, task_threads
+from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, lost_task_reason, make_executor,
+                        running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)
@@ -108,7 +114,8 @@ def load_config(path, source: str = "<arguments>") -> dict:
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     """(label, value) pairs of one grid axis; a dict gives labels explicitly."""
     if isinstance(values, Mapping):
-        pairs = [(validate.text(str(label), f"grid.{name}", "<sweep>"), value) for label, value in values.items()]
+        pairs = [(validate.text(_label_text(label), f"grid.{name}", "<sweep>"), value)
+                 for label, value in values.items()]
     elif isinstance(values, (list, tuple)):
         pairs = [(_label(value), value) for value in values]
     else:
@@ -119,6 +126,14 @@ def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     if len(set(labels)) != len(labels):
         raise _error(f"grid.{name}", f"two values share a label ({labels}); give a mapping label -> value")
     return pairs
+
+
+def _label_text(label) -> str:
+    """A mapping's label as text, spelled as _label spells a list value: YAML reads `off`, `no`
+    and `yes` as booleans and `null` as None, which str() would make 'False', 'True', 'None'."""
+    if label is None or isinstance(label, bool):
+        return _label(label)
+    return str(label)
 
 
 def _label(value):
@@ -320,9 +335,10 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     digital_points = 0
     for number, (labels, values, keys) in enumerate(points):
         args = _point_run_args(cfg, values, keys)
-        if args["mapping"] is None and args["noise"] is None:
+        if args["mapping"] is None and args["noise"] is None and args["peripherals"] is None:
             # A digital point runs only the noise-free reference: the options of noisy rounds
             # do not apply to it (and aimcemu.run refuses them), whatever the other points use.
+            # Peripherals alone are not digital: as in aimcemu.run, they mean mapping "all".
             args.update(copy.deepcopy(NOISY_ONLY))
             digital_points += 1
         run_config = _task_config(args, keys, networks)
@@ -332,8 +348,8 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     if digital_points == len(points):
         for key, unused in NOISY_ONLY.items():
             if cfg[key] != unused:
-                raise _error(key, f"every task of this sweep is digital (no mapping and no noise), so {key} would "
-                                  "be ignored; give a mapping or a noise model, or leave it out")
+                raise _error(key, f"every task of this sweep is digital (no mapping, noise or peripherals), so {key} "
+                                  "would be ignored; give a mapping or a noise model, or leave it out")
     resolved = {**cfg, "grid": {name: [list(p) for p in _axis_values(name, v)] for name, v in cfg["grid"].items()}}
     return SweepPlan(folder=Path(cfg["output"]), config=resolved, axes=axes, tasks=tasks)
 
@@ -382,7 +398,7 @@ class SweepResult:
     ran: int                      # tasks executed by this call
     skipped: int                  # tasks already done before this call
     interrupted: bool
-    summaries: dict               # task id -> summary
+    summaries: dict               # task file (unique per grid point) -> summary
     done: int | None = None       # finished task files (their summaries may be unread when a signal
                                   # stopped the call before the pool started); default len(summaries)
 
@@ -457,9 +473,13 @@ def _prepare_folder(p: SweepPlan) -> dict:
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
     finished = [task for task in p.tasks if _is_finished(folder, task)]
-    summaries = read_task_summaries([folder / task.file for task in finished])  # one checking process
+    try:
+        summaries = read_task_summaries([folder / task.file for task in finished])  # one checking process
+    except _core.FormatError as exc:  # the message names the file and field; say how to go on
+        raise _core.FormatError(f"{exc}; a task file that cannot be read is no finished task: delete it and rerun "
+                                "the same command to run its task again") from None
     for task, summary in zip(finished, summaries):
-        done[task.id] = {**summary, "id": task.id, "file": task.file, "ran": False}
+        done[task.file] = {**summary, "id": task.id, "file": task.file, "ran": False}
     return done
 
 
@@ -497,11 +517,14 @@ def _check_existing_index(p: SweepPlan) -> None:
 
 
 def _index(p: SweepPlan, summaries: dict) -> dict:
+    """The index of `summaries` (task file -> summary).  Keyed by file, not by id: grid points
+    with equal run arguments share an id (equal labels under two names, or digital points that
+    differ only in options a digital run ignores), but each has its own file."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
-            "tasks": [{**t.to_dict(), "done": t.id in summaries,
-                       "summary": {k: summaries[t.id][k] for k in ("reference_accuracy", "accuracy", "chip", "t", "niu_round",
-                                                                    "drift_compensation")}
-                       if t.id in summaries else None} for t in p.tasks]}
+            "tasks": [{**t.to_dict(), "done": t.file in summaries,
+                       "summary": {k: summaries[t.file][k] for k in ("reference_accuracy", "accuracy", "chip", "t",
+                                                                      "niu_round", "drift_compensation")}
+                       if t.file in summaries else None} for t in p.tasks]}
 
 
 def sweep(config, output=None, *, executor=None, workers: int | None = None, threads: int = 0,
@@ -524,7 +547,8 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
     written once (atomically, never replaced), and the index never lists a task whose file is
     not complete; a rerun picks up every finished file and runs the rest.  SIGINT or SIGTERM
     (in the main thread) stops it cleanly and returns interrupted; a worker that dies raises
-    WorkerDiedError after the other running tasks have finished.
+    WorkerDiedError after the other running tasks have finished, and tasks lost with a Dask cluster
+    (its scheduler gone, KilledWorker) raise ClusterLostError.
     """
     config_path = config if isinstance(config, (str, os.PathLike)) else None
     with errors_named_after(config_path):
@@ -535,10 +559,37 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         threads = validate.threads(threads, "threads")
         wait_s = validate_wait(wait_s, "wait_s", "<arguments>")
         p = plan(config, output)
-        if p.folder.exists() and not p.folder.is_dir():
-            raise _error("output", f"{p.folder} exists and is not a folder")
+        check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
     return _run_sweep(p, executor, workers, threads, progress, wait_s)
+
+
+def check_output_folder(folder, source: str) -> None:
+    """The sweep folder is a folder, or one can be created where it goes; else a FormatError
+    naming `source` (where the path came from: '--output', the config file) and field 'output'.
+    It creates nothing: a probe folder made (and removed at once) in the folder, or in its
+    nearest existing parent, is the only test that holds everywhere (/proc, a read-only mount,
+    permissions, which root bypasses)."""
+    import tempfile
+
+    def refuse(what: str) -> _core.FormatError:
+        return _core.FormatError(f"{source}: field 'output': {what}")
+
+    if "\0" in os.fspath(folder):  # what os.stat would refuse with a ValueError naming nothing
+        raise refuse(f"{os.fspath(folder)!r} contains a NUL character")
+    folder = Path(os.path.abspath(folder))
+    if folder.exists() and not folder.is_dir():
+        raise refuse(f"{folder} exists and is not a folder")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise refuse(f"{folder} cannot be created: {existing} is not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".aimcemu-probe-", dir=existing))
+    except OSError as exc:
+        where = "is not writable" if existing == folder else f"cannot be created: creating a folder in {existing} fails"
+        raise refuse(f"{folder} {where} ({exc.strerror})") from None
 
 
 def validate_wait(value, field_name: str, source: str) -> float:
@@ -554,12 +605,12 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
     skipped = 0
     with _stop_signals_interrupt():
         try:
-            p.folder.mkdir(parents=True, exist_ok=True)
+            _make_folder(p.folder)
             with files.FolderLock(p.folder, "sweep", wait_s):
                 summaries.update(_prepare_folder(p))
                 skipped = len(summaries)
                 _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-                todo = [t for t in p.tasks if t.id not in summaries]
+                todo = [t for t in p.tasks if t.file not in summaries]
                 interrupted, ran = False, 0
                 if todo:
                     interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
@@ -574,6 +625,15 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
                                interrupted=True, summaries=summaries, done=_finished_count(p))
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
+
+
+def _make_folder(folder: Path) -> None:
+    """The sweep folder, created (check_output_folder has found that it can be; this names the
+    folder if that changed since)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _core.FormatError(f"{folder}: field 'output': cannot create the sweep folder ({exc.strerror})") from None
 
 
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress):
@@ -591,14 +651,16 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             pool = make_executor(executor, workers, len(todo), threads)
             folder = pool.worker_folder(p.folder)
             for number, task in enumerate(todo):  # one by one: a signal leaves `futures` complete
-                futures.append(pool.submit(execute_task, f"aimcemu-sweep-{task.id}", task.to_dict(), folder,
+                futures.append(pool.submit(execute_task, _task_key(folder, task), task.to_dict(), folder,
                                            pool.threads, task.config, number))
+            index = _IndexWriter(p)
             for fut in pool.as_completed(futures):
                 summary = fut.result()
-                summaries[summary["id"]] = summary
+                summaries[summary["file"]] = summary
                 ran += summary["ran"]
-                _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+                index.write_when_due(summaries)
                 bar.update(1)
+            index.write(summaries)
             pool.close()  # in the try: a signal while the pool shuts down is an interruption like any other
         except (_Interrupted, KeyboardInterrupt):
             _ignore_stop_signals()
@@ -612,26 +674,78 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             processes = pool.worker_processes()
             ran += _wind_down(p, todo, summaries, pool, futures)
             raise WorkerDiedError(_worker_death_message(p, todo, summaries, pool, processes)) from None
-        except BaseException:
-            # A task failed (a full disk, a bad file found late): stop the others the same way,
-            # record what finished, then report the error (that one, even if the index cannot be
-            # written either: the next run rebuilds it from the files).
+        except BaseException as exc:
+            # A task failed (a full disk, a bad file found late) or was lost with the cluster (the
+            # scheduler gone, KilledWorker): stop the others the same way, record what finished,
+            # then report the error (that one, even if the index cannot be written either: the
+            # next run rebuilds it from the files).
             _ignore_stop_signals()
-            try:
-                _wind_down(p, todo, summaries, pool, futures)
-            except Exception:
-                pass
+            _wind_down_after_failure(p, todo, summaries, pool, futures)
+            reason = lost_task_reason(exc)
+            if reason is not None:
+                raise ClusterLostError(f"{p.folder}: the sweep lost its tasks: {reason} ({_exception_text(exc)}). "
+                                       f"The {len(summaries)} of {len(p.tasks)} tasks that finished are kept; "
+                                       "rerun the same command to run the rest") from None
             raise
     finally:
         bar.close()
     return False, ran
 
 
+# The index is rewritten whole (and fsynced) on each write: after every completion that is
+# quadratic in the task count (10 000 tasks: 0.8 s a write, hours in all).  It is written at most
+# this often while tasks complete, and never taking more than a tenth of the coordinator's time;
+# the resume goes by the files, so an index that lags them loses nothing.
+INDEX_WRITE_INTERVAL_S = 2.0
+INDEX_WRITE_SHARE = 0.1
+
+
+class _IndexWriter:
+    """index.json during the collect loop: written when due (time-throttled) and at the end; the
+    wind-down of an interruption or a failure writes it too (_wind_down)."""
+
+    def __init__(self, p: SweepPlan, clock=time.monotonic):
+        self.p, self.clock = p, clock
+        self.last = clock()  # _run_sweep has just written it
+        self.wait_s = INDEX_WRITE_INTERVAL_S
+
+    def write(self, summaries: dict) -> None:
+        start = self.clock()
+        _write_json_atomic(self.p.folder / INDEX_FILE, _index(self.p, summaries))
+        self.last = self.clock()
+        self.wait_s = max(INDEX_WRITE_INTERVAL_S, (self.last - start) / INDEX_WRITE_SHARE)
+
+    def write_when_due(self, summaries: dict) -> None:
+        if self.clock() - self.last >= self.wait_s:
+            self.write(summaries)
+
+
+def _exception_text(exc: BaseException) -> str:
+    """'Type: message' of an exception from a cluster on one line (distributed's span several),
+    whose str() may itself fail."""
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _task_key(folder: str, task: Task) -> str:
+    """The task's name on a Dask scheduler, unique per grid point and sweep folder: Dask runs one
+    task per key, so two grid points with equal run arguments (one id) must not share one, nor
+    the same task of two sweeps in different folders on one cluster."""
+    where = hashlib.sha256(os.fsencode(folder)).hexdigest()[:8]
+    return f"aimcemu-sweep-{where}-{Path(task.file).stem}"
+
+
 def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool, processes) -> str:
-    """Which worker died, how, and which task it was running (what the pool recorded)."""
+    """Which worker died, how, and which task it was running (what the pool recorded).  A worker
+    that died before it started any task failed to start: most often a script that calls sweep()
+    without a main guard, which each spawned worker imports and so runs again."""
     dead = [proc for proc in processes if proc.exitcode not in (None, 0, WORKER_STOPPED_AFTER_TASK)]
     lost = [todo[number] for proc in dead for number in pool.tasks_started_by(proc.pid)
-            if todo[number].id not in summaries]
+            if todo[number].file not in summaries]
+    never_started = [proc for proc in dead if not pool.tasks_started_by(proc.pid)]
     causes = []
     for proc in dead:
         if proc.exitcode < 0:
@@ -640,11 +754,19 @@ def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool,
             causes.append(f"PID {proc.pid} was killed by {name}{likely}")
         else:
             causes.append(f"PID {proc.pid} exited with status {proc.exitcode}")
+        if proc in never_started:
+            causes[-1] += " before it started any task (a start-up failure; its error is printed above)"
     how = "; ".join(causes) or "a worker process ended abruptly"
     which = (f" while running task {', '.join(f'{t.file} (grid point {t.point})' for t in lost)}" if lost else "")
+    hints = []
+    if any(proc.exitcode > 0 for proc in never_started):
+        hints.append("a script that calls sweep() must call it under `if __name__ == \"__main__\":`, since "
+                     "each worker process imports the script first")
+    if lost or any(proc.exitcode == -signal.SIGKILL for proc in dead) or not dead:
+        hints.append("with fewer --workers if memory ran out")
     return (f"{p.folder}: a sweep worker process died: {how}{which}. The {len(summaries)} of {len(p.tasks)} "
-            "tasks that finished are kept; rerun the same command to run the rest (with fewer --workers "
-            "if memory ran out)")
+            f"tasks that finished are kept; rerun the same command to run the rest"
+            + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def _signal_name(number: int) -> str:
@@ -660,10 +782,26 @@ def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -
     if pool is not None:
         pool.cancel([f for f in futures if not f.done()])
         pool.close()
+    return _record_finished(p, todo, summaries)
+
+
+def _wind_down_after_failure(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> None:
+    """_wind_down on the way to reporting another error, which must not be hidden by this one:
+    when the pool cannot be stopped (its scheduler is gone) the finished files are still
+    recorded; when the index cannot be written the next call rebuilds it from the files."""
+    try:
+        _wind_down(p, todo, summaries, pool, futures)
+    except Exception:
+        with contextlib.suppress(Exception):
+            _record_finished(p, todo, summaries)
+
+
+def _record_finished(p: SweepPlan, todo: list[Task], summaries: dict) -> int:
+    """Adds the tasks whose files are complete to `summaries` and writes the index."""
     added = 0
     for task in todo:
-        if task.id not in summaries and _is_finished(p.folder, task):
-            summaries[task.id] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
+        if task.file not in summaries and _is_finished(p.folder, task):
+            summaries[task.file] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
                                   "ran": True}
             added += 1
     _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))

@@ -188,7 +188,7 @@ def small_sweep(folder) -> Path:
     plan.folder.mkdir()
     summaries = sweeps._prepare_folder(plan)
     for task in plan.tasks:
-        summaries[task.id] = sweeps.execute_task(task.to_dict(), os.fspath(plan.folder), 1)
+        summaries[task.file] = sweeps.execute_task(task.to_dict(), os.fspath(plan.folder), 1)
     sweeps._write_json_atomic(plan.folder / sweeps.INDEX_FILE, sweeps._index(plan, summaries))
     return plan.folder
 

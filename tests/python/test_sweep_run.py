@@ -175,7 +175,7 @@ def test_resume_does_not_take_a_symlink_to_another_tasks_file(tmp_path, small_da
     again = aimcemu.sweep(config, workers=1, progress=False)
     assert again.complete and (again.ran, again.skipped) == (1, 1)
     assert linked.is_file() and not linked.is_symlink()
-    assert again.summaries[tasks[0].id]["accuracy"] == first.summaries[tasks[0].id]["accuracy"]
+    assert again.summaries[tasks[0].file]["accuracy"] == first.summaries[tasks[0].file]["accuracy"]
     rerun = file_arrays(linked)
     for name in genuine:
         np.testing.assert_array_equal(rerun[name], genuine[name], err_msg=name)

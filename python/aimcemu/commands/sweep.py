@@ -3,8 +3,9 @@
 Locally on a process pool by default, or on a Dask cluster with --scheduler.  Ctrl-C (SIGINT) or
 SIGTERM, to the command or to its whole process group, stops it cleanly at any moment: tasks
 already running finish, nothing else starts, and the same command later runs only what is left.
-Exit status 130 when interrupted; 2 when a task failed or a worker process died (killed, e.g. by
-the out-of-memory killer), after the running tasks have finished."""
+Exit status 130 when interrupted; 2 when a task failed, a worker process died (killed, e.g. by
+the out-of-memory killer) or a Dask cluster lost the tasks (its scheduler gone, KilledWorker),
+after the running tasks have finished, and when the sweep ended with task files missing."""
 from __future__ import annotations
 
 import argparse
@@ -33,27 +34,53 @@ def main(args: argparse.Namespace) -> int:
 
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
-    from ..validate import workers
+    from ..executors import ClusterLostError
+    from ..validate import text, workers
 
     if args.workers is not None:
         workers(args.workers, "workers", "--workers")
     wait_s = sweep_module.validate_wait(args.wait, "wait", "--wait")
     config = sweep_module.load_config(args.config, "--config")
+    output_source = "--output" if args.output is not None else "<sweep>"  # <sweep>: the config file, below
+    if args.output is not None:  # before planning: a folder that cannot be made is the flag's fault
+        sweep_module.check_output_folder(text(args.output, "output", output_source), output_source)
     with sweep_module.errors_named_after(args.config):
         if args.check:
             plan = sweep_module.plan(config, args.output)
-            print(f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
-                  + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none"))
+            sweep_module.check_output_folder(plan.folder, output_source)  # creating nothing
+            print(format_plan(plan))
             return 0
-        result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
-                                    progress=not args.no_progress, wait_s=wait_s)
+        try:
+            result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
+                                        progress=not args.no_progress, wait_s=wait_s)
+        except ClusterLostError as exc:  # the cluster's failure, worded: what was kept, what to do
+            print(f"aimcemu sweep: error: {exc}", file=sys.stderr)
+            return 2
     if result.interrupted:
         print(interrupted_message(result), file=sys.stderr)
         return INTERRUPTED
+    if not result.complete:  # no task failed, yet some file is missing: never call that complete
+        print(f"aimcemu sweep: error: {incomplete_message(result)}", file=sys.stderr)
+        return 2
     print(f"sweep complete: {result.total} tasks ({result.ran} run now, {result.skipped} already done) "
           f"in {result.folder}")
     print(format_accuracy(result.folder))
     return 0
+
+
+LISTED_TASKS = 20  # --check lists this many tasks, then counts the rest (a grid may have 100 000)
+
+
+def format_plan(plan) -> str:
+    """What --check prints: the task count, the axes, and the first tasks (file, grid point)."""
+    lines = [f"{len(plan.tasks)} tasks in {plan.folder}; axes: "
+             + (", ".join(f"{k} ({len(v)})" for k, v in plan.axes.items()) or "none")]
+    for task in plan.tasks[:LISTED_TASKS]:
+        point = ", ".join(f"{axis}={label}" for axis, label in task.point.items()) or "(the single point)"
+        lines.append(f"  {task.file}  {point}")
+    if len(plan.tasks) > LISTED_TASKS:
+        lines.append(f"  ... and {len(plan.tasks) - LISTED_TASKS} more")
+    return "\n".join(lines)
 
 
 def interrupted_message(result) -> str:
@@ -63,6 +90,12 @@ def interrupted_message(result) -> str:
                 f"{result.folder} ({result.ran} in this call); `aimcemu report {result.folder}` shows them")
     return (f"interrupted: {result.done} of {result.total} tasks done ({result.ran} in this call); "
             "rerun the same command to finish")
+
+
+def incomplete_message(result) -> str:
+    """A sweep that ended without an error or a signal but with task files missing."""
+    return (f"{result.folder}: the sweep ended with {result.done} of {result.total} tasks done "
+            f"({result.ran} in this call) and no error reported; rerun the same command to run the rest")
 
 
 def format_accuracy(folder) -> str:
