@@ -42,6 +42,16 @@ const noise::PcmFamilyModel& require_pcm_family(const noise::NoiseModel& model) 
         throw FormatError("<niu compiler>", "converter",
                           "the NIU maps codes to one differential pair with g_min = 0, got '" + conv.name() +
                               "' with g_min " + std::to_string(conv.g_min()));
+    // The NIU drifts each device from its programmed conductance (docs/niu_datapath.md section 3,
+    // "Physics reference"): aihwkit's re-conversion needs a max over the whole programmed layer,
+    // which a streaming unit cannot take.  A model asking for it would run as 'programmed' while
+    // its config said otherwise, so it is refused.
+    if (model.drift_reference() != noise::DriftReference::Programmed)
+        throw FormatError("<niu compiler>", "drift_reference",
+                          "the NIU drifts the devices from their programmed conductances, so it runs only "
+                          "drift_reference 'programmed', got 'reconverted' (aihwkit's re-conversion needs a max "
+                          "over the whole programmed layer, which a streaming unit cannot take; see "
+                          "docs/niu_datapath.md section 3); use drift_reference: programmed");
     return *pcm;
 }
 

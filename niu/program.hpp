@@ -85,7 +85,7 @@ struct NiuCompileOptions {
 };
 
 // Throws FormatError unless the NIU datapath runs `model`: a PCM-family model on one
-// differential pair with g_min = 0 (compile_program's first check).
+// differential pair with g_min = 0 and drift_reference Programmed (compile_program's first check).
 void check_model(const noise::NoiseModel& model);
 
 // Throws FormatError unless compile_program can make a program of `model` at `t` seconds for any

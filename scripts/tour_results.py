@@ -43,7 +43,7 @@ s = aimcemu.run(mapping={{"default": "digital", "layers": {{"block_conv1": "aimc
                 noise={{"model": "hermes", "num_devices": 2}}, t=[0, 3600, 86400], chips=4,
                 output={str(out / 'hermes.h5')!r})
 print(s.format_accuracy_table())
-pcm = noise.PCMLikeNoiseModel()
+pcm = noise.PCMLikeNoiseModel(drift_reference="programmed")
 w_int8 = np.arange(-64, 64, dtype=np.int8).reshape(8, 16)
 noisy = niu.apply(w_int8, pcm.to_dict(), seed=1, chip=0, round=3, t=3600.0)
 np.save({str(out / 'niu_apply.npy')!r}, noisy)

@@ -146,7 +146,9 @@ int run(const Options& opts) {
     std::printf("%s: %lld images, digital %s\n", net.name.c_str(), static_cast<long long>(data.count()),
                 accuracy(run_network_batch(net, images, run_options), data).c_str());
 
-    const auto model = noise::make_noise_model("pcm_like", {});
+    // drift_reference "programmed": the NIU drifts from the programmed conductances (the compiler
+    // refuses aihwkit's "reconverted", the float64 default).
+    const auto model = noise::make_noise_model("pcm_like", {{"drift_reference", std::string("programmed")}});
     niu::Emulator emulator(net, gemm_layers(net));
     for (int round = 0; round < opts.rounds; ++round) {
         const niu::NiuProgram program = round_program(*model, emulator, opts, std::uint64_t(round));

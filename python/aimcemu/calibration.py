@@ -8,6 +8,8 @@ warning and an entry in the results file's config.  docs/hybrid_runs.md explains
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 from .config import RunConfig
@@ -55,9 +57,20 @@ def cap_alphas(noisy: NoisyWeights, alphas: Alphas, times: list[float]) -> list[
         worst = max(capped, key=lambda c: c["alpha"] / c["limit"])
         warnings.warn(f"drift compensation: {len(capped)} alpha(s) exceed what the NIU's back-conversion holds and "
                       f"were capped (largest: layer {worst['layer']}, chip {worst['chip']}, t={worst['t']:g} s, "
-                      f"alpha {worst['alpha']:.4g} > {worst['limit']:.4g}); listed in the config's drift_alpha_capped",
-                      RuntimeWarning, stacklevel=4)
+                      f"alpha {worst['alpha']:.4g} > {worst['limit']:.4g}); listed in the run summary's and the "
+                      f"config's drift_alpha_capped", RuntimeWarning, stacklevel=_caller_outside_package())
     return capped
+
+
+def _caller_outside_package() -> int:
+    """The stacklevel of warnings.warn, called from the caller of this function, that names the
+    first frame outside the aimcemu package: the user's aimcemu.run(...) line, whichever entry
+    point (run, execute, a sweep) led here."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def round_alpha(alphas: Alphas, layer: int, chip: int, t_index: int, compensation: str) -> float:

@@ -1,9 +1,14 @@
 """Hybrid layer mappings: which layers run digitally on the PU and which on AIMC tiles.
 
-A mapping puts every GEMM layer (conv, linear, average pool run as a GEMM) either on the PU's
-digital INT8 datapath or on AIMC, where an NIU rewrites its weights with one noise instance per
-inference round.  Each AIMC layer names its noise model; layers without one use the run's default
-noise (``aimcemu.run(noise=...)``).  Layers without weights (max pool, add) are always digital.
+A mapping puts every layer with weights (conv, linear) either on the PU's digital INT8 datapath
+or on AIMC, where an NIU rewrites its weights with one noise instance per inference round.  Each
+AIMC layer names its noise model; layers without one use the run's default noise
+(``aimcemu.run(noise=...)``).  Layers without weights (max and average pools, add) are always
+digital: a rule asking for AIMC on them alone is refused.
+
+The NIU drifts every device from its programmed conductance, so a noise config that does not
+name ``drift_reference`` gets "programmed" (the float64 models' default is aihwkit's
+"reconverted"), and one that names "reconverted" is refused.
 
 In Python::
 
@@ -62,8 +67,14 @@ def resolve_noise_model(noise: Any, source: str = "<config>", field: str = "nois
                 raise _fail(source, field, f"parameter names are strings, got {key!r}")
         if "model" in noise and not isinstance(noise["model"], str):
             raise _fail(source, f"{field}.model", f"expected a noise model name, got {noise['model']!r}")
+    # The NIU runs drift_reference "programmed" only: a config that names none gets it (so what the
+    # results file stores is what ran), one that asks for "reconverted" is refused here, by name.
+    if isinstance(noise, NoiseModel):
+        niu.check_drift_reference(noise, source, f"{field}.drift_reference")
+    else:
+        noise = niu.niu_noise_config(noise, source, f"{field}.drift_reference")
     try:
-        model = noise if isinstance(noise, NoiseModel) else noise_model_from_dict(dict(noise))
+        model = noise if isinstance(noise, NoiseModel) else noise_model_from_dict(noise)
         niu.check_model(model)  # AIMC weights come from the NIU: its compiler decides what it runs
     except _core.FormatError as exc:
         # The NIU compiler names itself as the source ('<niu compiler>: field ...'); here the config

@@ -42,6 +42,8 @@ PRESETS: dict[str, dict] = {
 }
 KEYS = tuple(AIHWKIT_DEFAULT)
 NOISE_MANAGEMENTS = ("abs_max", "none")
+# The settings whose values are words; every other setting is a number (or none: ideal).
+TEXT_KEYS = ("noise_management", "bound_management")
 
 
 def _fail(source: str, field: str, what: str) -> _core.FormatError:
@@ -64,10 +66,11 @@ def parse_cli(text: str, source: str = "--peripherals", field: str = "") -> dict
             config["preset"] = part
             continue
         key, value = (s.strip() for s in part.split("=", 1))
-        if value.lower() in ("none", "null", ""):
-            config[key] = None
-        elif key in ("noise_management", "bound_management"):
+        if key in TEXT_KEYS:
+            # "none" is one of these settings' values (noise_management=none), not "no value".
             config[key] = value
+        elif value.lower() in ("none", "null", ""):
+            config[key] = None  # a numeric setting without a value: ideal (no DAC, bound, ADC)
         else:
             config[key] = parse_number(value, source, name(key))
     return config

@@ -324,15 +324,38 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
 
 def _accuracy_rows(src: _Source) -> list[dict]:
     acc = analysis.accuracy_vs_t(src.ds)
+    capped = [] if src.is_sweep else src.config.get("drift_alpha_capped") or []
     rows = []
     for point in src.points():
         sel = acc.sel(point) if point else acc
         for i, t in enumerate(acc["t"].values):
             low, high = float(sel["ci_low"][i]), float(sel["ci_high"][i])
-            rows.append({**point, "t (s)": f"{t:g}", "mean": f"{float(sel['mean'][i]):.4f}",
-                         "95 % CI": f"[{low:.4f}, {high:.4f}]" if np.isfinite(low) else "n/a (one chip)",
-                         "chips": int(sel["n"][i])})
+            row = {**point, "t (s)": f"{t:g}", "mean": f"{float(sel['mean'][i]):.4f}",
+                   "95 % CI": f"[{low:.4f}, {high:.4f}]" if np.isfinite(low) else "n/a (one chip)",
+                   "chips": int(sel["n"][i])}
+            if capped:  # the column appears only when some alpha was capped
+                row["alpha capped"] = _capped_note(capped, _row_compensation(src, point), float(t))
+            rows.append(row)
     return rows
+
+
+def _row_compensation(src: _Source, point: dict) -> str:
+    """The drift compensation of a table row: its grid label, or the run's only one."""
+    if "drift_compensation" in point:
+        return str(point["drift_compensation"])
+    given = src.config.get("drift_compensation", "none")
+    return given if isinstance(given, str) else given[0]
+
+
+def _capped_note(capped: list[dict], compensation: str, t: float) -> str:
+    """Which alphas of the run's drift_alpha_capped the rounds of this row ran with at the NIU's
+    limit (niu.max_alpha): only "global" rounds use alphas."""
+    here = [c for c in capped if compensation == "global" and np.isclose(c["t"], t, rtol=1e-12, atol=0.0)]
+    if not here:
+        return ""
+    layers = sorted({c["layer"] for c in here})
+    chips = sorted({c["chip"] for c in here})
+    return f"yes: {', '.join(layers)} on {len(chips)} chip(s), up to {max(c['alpha'] / c['limit'] for c in here):.3g}x the limit"
 
 
 def save_pngs(results, folder, layers: Sequence[str] | None = None) -> list[Path]:

@@ -182,7 +182,7 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
         raise
     write_s += time.perf_counter() - start + timing.get("write_s", 0.0)
     inference_s += timing.get("inference_s", 0.0)
-    return _summary(cfg, net, out_path, labels, writer, placements, coordinates, resolved["drift_alpha"],
+    return _summary(cfg, net, out_path, labels, writer, placements, coordinates, resolved["drift_alpha"], capped,
                     inference_s, write_s, calibration_s + timing.get("noise_s", 0.0))
 
 
@@ -244,7 +244,7 @@ def _write_placements(writer, placements: list[Placement] | None, alphas: Alphas
             writer.set_layer_series(p.index, "drift_alpha", np.asarray(per_round, dtype=np.float64))
 
 
-def _summary(cfg: RunConfig, net, out_path, labels, writer, placements, coordinates, drift_alpha: dict,
+def _summary(cfg: RunConfig, net, out_path, labels, writer, placements, coordinates, drift_alpha: dict, capped: list[dict],
              inference_s: float, write_s: float, noise_s: float) -> RunSummary:
     net_layers = net.layers
     stored = stored_layer_names(cfg, net_layers)
@@ -258,7 +258,7 @@ def _summary(cfg: RunConfig, net, out_path, labels, writer, placements, coordina
                 for i, l in enumerate(net_layers)],
         inference_s=inference_s, write_s=write_s, noise_s=noise_s,
         round_chip=[c[1] for c in coordinates], round_t=[c[2] for c in coordinates],
-        round_index=[c[0] for c in coordinates], drift_alpha=drift_alpha,
+        round_index=[c[0] for c in coordinates], drift_alpha=drift_alpha, drift_alpha_capped=capped,
         drift_compensation=cfg.drift_compensation, round_compensation=[c[3] for c in coordinates])
 
 

@@ -31,7 +31,10 @@ class RunSummary:
     round_index = the NIU round id, round_compensation); ``drift_alpha[layer]`` is the [chip][t]
     global-compensation factor of each AIMC layer (all 1.0 when "global" is not among the
     compensations; rounds under "none" always use 1.0).  ``drift_compensation`` is the name, or
-    the list of names when the run covers several."""
+    the list of names when the run covers several.  ``drift_alpha_capped`` lists the global
+    alphas larger than the NIU's back-conversion holds (niu.max_alpha), one {"layer", "chip",
+    "t", "alpha", "limit"} each: the rounds under "global" at that chip and t ran with the
+    limit, not the alpha, so their accuracy is not that of full compensation."""
     path: str
     model: str
     images: int
@@ -47,6 +50,7 @@ class RunSummary:
     drift_compensation: str | list[str] = "none"
     noise_s: float = 0.0
     round_compensation: list[str] = field(default_factory=list)
+    drift_alpha_capped: list[dict] = field(default_factory=list)
 
     def __fspath__(self) -> str:
         return self.path
@@ -54,6 +58,12 @@ class RunSummary:
     def compensations(self) -> list[str]:
         """The drift compensations of the run, in round order."""
         return [self.drift_compensation] if isinstance(self.drift_compensation, str) else list(self.drift_compensation)
+
+    def capped_at(self, compensation: str, t: float) -> list[dict]:
+        """The capped alphas behind the rounds of `compensation` at `t` (only "global" has any)."""
+        if compensation != "global":
+            return []
+        return [c for c in self.drift_alpha_capped if c["t"] == t]
 
     def accuracy_vs_t(self) -> list[dict]:
         """One row per (drift compensation, t), compensation-major: accuracy averaged over the
@@ -77,14 +87,20 @@ class RunSummary:
 
     def format_accuracy_table(self) -> str:
         """Accuracy vs t as a text table, one block per drift compensation (the reference
-        accuracy in the heading)."""
+        accuracy in the heading).  A row whose rounds ran with capped alphas ends in "alpha capped"
+        and a note after the table says how many."""
         lines = [f"accuracy vs t (drift compensation: {', '.join(self.compensations())}; "
                  f"noise-free reference {self.accuracy:.4f})",
                  f"{'compensation':<12}  {'t':>6}  {'t [s]':>12}  {'chips':>5}  {'mean':>7}  {'std':>7}  "
                  f"{'min':>7}  {'max':>7}"]
         for row in self.accuracy_vs_t():
             std = f"{row['std']:>7.4f}" if row["chips"] > 1 else f"{'n/a':>7}"  # one chip: no spread
+            capped = self.capped_at(row["drift_compensation"], row["t"])
             lines.append(f"{row['drift_compensation']:<12}  {format_time(row['t']):>6}  {row['t']:>12.6g}  "
                          f"{row['chips']:>5}  {row['mean']:>7.4f}  {std}  {row['min']:>7.4f}  "
-                         f"{row['max']:>7.4f}")
+                         f"{row['max']:>7.4f}" + ("  alpha capped" if capped else ""))
+        if self.drift_alpha_capped:
+            lines.append(f"alpha capped: {len(self.drift_alpha_capped)} (layer, chip, t) alpha(s) exceeded what the "
+                         "NIU's back-conversion holds (niu.max_alpha) and ran at that limit: those rows are not "
+                         "fully compensated (drift_alpha_capped)")
         return "\n".join(lines)

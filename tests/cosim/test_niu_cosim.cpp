@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -38,6 +39,13 @@ using namespace aimcemu;
 using namespace aimcemu::cosim;
 
 namespace {
+
+// The NIU runs drift_reference "programmed" only (docs/niu_datapath.md section 3; the float64
+// models default to aihwkit's "reconverted"), so every model here names it.
+std::unique_ptr<noise::NoiseModel> niu_noise_model(const std::string& name, noise::NoiseParams params) {
+    params.try_emplace("drift_reference", std::string("programmed"));
+    return noise::make_noise_model(name, params);
+}
 
 using Top = NIU_MODEL;
 using Harness = NiuHarness<Top>;
@@ -93,13 +101,13 @@ struct Case {
 // Every PCM-family model the NIU supports, with its defaults (custom_drift_pcm with a table).
 std::unique_ptr<noise::NoiseModel> model_by_index(std::uint64_t i, std::string& name) {
     switch (i) {
-        case 0: name = "pcm_like"; return noise::make_noise_model("pcm_like", {});
-        case 1: name = "hermes(2)"; return noise::make_noise_model("hermes", {});
-        case 2: name = "hermes(1)"; return noise::make_noise_model("hermes", {{"num_devices", 1.0}});
-        case 3: name = "state_independent"; return noise::make_noise_model("state_independent", {});
+        case 0: name = "pcm_like"; return niu_noise_model("pcm_like", {});
+        case 1: name = "hermes(2)"; return niu_noise_model("hermes", {});
+        case 2: name = "hermes(1)"; return niu_noise_model("hermes", {{"num_devices", 1.0}});
+        case 3: name = "state_independent"; return niu_noise_model("state_independent", {});
         default:
             name = "custom_drift_pcm";
-            return noise::make_noise_model("custom_drift_pcm", {{"g_lst", std::vector<double>{0.0, 10.0, 25.0}},
+            return niu_noise_model("custom_drift_pcm", {{"g_lst", std::vector<double>{0.0, 10.0, 25.0}},
                                                                 {"nu_mean_lst", std::vector<double>{0.08, 0.06, 0.05}},
                                                                 {"nu_std_lst", std::vector<double>{0.03, 0.02, 0.01}}});
     }
@@ -218,7 +226,7 @@ Case single_layer_case(std::vector<std::int8_t> clean, const std::string& model,
     layer.spec.src_addr = 4096;
     layer.spec.dst_addr = 4096 + (clean.size() + 8192) / 4096 * 4096;
     layer.clean = std::move(clean);
-    c.program = niu::compile_program(*noise::make_noise_model(model, {}), {layer.spec}, {.seed = 1, .chip = 2, .round = 3, .t = t});
+    c.program = niu::compile_program(*niu_noise_model(model, {}), {layer.spec}, {.seed = 1, .chip = 2, .round = 3, .t = t});
     c.prog_addr = layer.spec.dst_addr + (layer.spec.count + 8192) / 4096 * 4096;
     c.layers.push_back(std::move(layer));
     return c;
@@ -709,7 +717,7 @@ TwoPrograms reset_programs() {
         specs.push_back(layer.spec);
         p.a.layers.push_back(std::move(layer));
     }
-    const auto noise = noise::make_noise_model("pcm_like", {});
+    const auto noise = niu_noise_model("pcm_like", {});
     p.a.program = niu::compile_program(*noise, specs, {.seed = 5, .chip = 1, .round = 3, .t = 3600.0});
     p.b = niu::compile_program(*noise, specs, {.seed = 6, .chip = 1, .round = 4, .t = 86400.0});
     p.a.prog_addr = next + 4096 + 64;
@@ -949,7 +957,7 @@ Case latency_program() {
         next += 32768;
         specs.push_back(layer.spec);
     }
-    c.program = niu::compile_program(*noise::make_noise_model("pcm_like", {}), specs, {.seed = 8, .chip = 0, .round = 1, .t = 3600.0});
+    c.program = niu::compile_program(*niu_noise_model("pcm_like", {}), specs, {.seed = 8, .chip = 0, .round = 1, .t = 3600.0});
     c.prog_addr = next;
     return c;
 }

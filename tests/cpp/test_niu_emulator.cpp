@@ -19,11 +19,13 @@
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
+#include "niu_test_model.hpp"
 #include "common/errors.hpp"
 #include "random_layers.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;
+using niu_test::niu_noise_model;
 
 namespace {
 
@@ -61,7 +63,7 @@ std::vector<Tensor8> random_images(const Network& net, int count, std::uint64_t 
 
 // One program for the AIMC layers at (chip, round), addresses left at 0: the emulator sets them.
 NiuProgram program_for(const Network& net, const std::vector<int>& aimc, std::uint64_t round) {
-    static const auto model = noise::make_noise_model("pcm_like", {});
+    static const auto model = niu_noise_model("pcm_like", {});
     std::vector<NiuLayerSpec> specs;
     for (int l : aimc) {
         const auto& w = net.layers[std::size_t(l)].weights;
@@ -263,7 +265,7 @@ TEST(NiuEmulator, AProgramCompiledForAnotherCleanAbsMaxIsRefused) {
     const std::vector<int> aimc = {0, 2};
     Emulator emulator(net, aimc);
     ASSERT_EQ(emulator.clean_absmax()[1], 63);
-    const auto model = noise::make_noise_model("pcm_like", {});
+    const auto model = niu_noise_model("pcm_like", {});
     auto program_with = [&](int absmax_of_layer_2) {
         return compile_program(*model,
                                {{.layer_id = 0, .count = 135, .absmax = clean_absmax(net.layers[0].weights, AbsMaxMode::Layer)},
@@ -366,7 +368,7 @@ TEST(NiuEmulator, KeptChipStatesGiveTheFullModelAcrossChipsRoundsAndTimes) {
     // bytes write_round produced before chip states were kept.
     const Network net = hybrid_network();
     const std::vector<int> aimc = {4, 2};
-    const auto model = noise::make_noise_model("hermes", {});
+    const auto model = niu_noise_model("hermes", {});
     std::vector<NiuLayerSpec> specs;
     for (int l : aimc) {
         const auto& w = net.layers[std::size_t(l)].weights;

@@ -7,11 +7,13 @@
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
+#include "niu_test_model.hpp"
 #include "common/errors.hpp"
 #include "pu_model/hbm.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;
+using niu_test::niu_noise_model;
 
 TEST(NiuHbm, RoundsArePublishedThroughTheFence) {
     // Two AIMC regions of 100 and 70 weights (neither a multiple of 32) in a hand-made layout.
@@ -34,7 +36,7 @@ TEST(NiuHbm, RoundsArePublishedThroughTheFence) {
             std::fill(tail.begin(), tail.end(), std::int8_t(0x5a));
         }
     }
-    auto model = noise::make_noise_model("pcm_like", {});
+    auto model = niu_noise_model("pcm_like", {});
     WeightRoundFence fence(layout, {0, 1});
     for (std::uint64_t round = 1; round <= 3; ++round) {
         auto ticket = fence.begin_write();
@@ -65,7 +67,7 @@ TEST(NiuHbm, RejectsLayersOutsideMemoryOrOverlapping) {
     layout.add("clean", HbmRegionKind::CleanWeights, 0, 64);
     layout.add("weights", HbmRegionKind::Weights, 0, 64);  // 128 bytes in all
     Hbm hbm(layout);
-    auto model = noise::make_noise_model("pcm_like", {});
+    auto model = niu_noise_model("pcm_like", {});
     const auto error_names = [&](const NiuProgram& p, const std::string& field) {
         try {
             apply_program(p, hbm);

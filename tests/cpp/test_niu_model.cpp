@@ -15,9 +15,11 @@
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
+#include "niu_test_model.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;
+using niu_test::niu_noise_model;
 
 namespace {
 
@@ -30,7 +32,7 @@ std::vector<std::int8_t> random_codes(std::size_t n, std::uint32_t seed) {
 
 NiuProgram compile_one(const std::string& model, const noise::NoiseParams& params, std::uint32_t count, int absmax,
                        NiuCompileOptions options, double alpha = 1.0) {
-    auto m = noise::make_noise_model(model, params);
+    auto m = niu_noise_model(model, params);
     NiuLayerSpec spec;
     spec.layer_id = 3;
     spec.count = count;
@@ -201,7 +203,7 @@ TEST(NiuModel, StreamKeysFollowChipRoundAndTime) {
 }
 
 TEST(NiuProgramImage, RoundTripsAndRejectsCorruptImages) {
-    auto m = noise::make_noise_model("pcm_like", {});
+    auto m = niu_noise_model("pcm_like", {});
     std::vector<NiuLayerSpec> specs(2);
     specs[0] = {.layer_id = 1, .count = 100, .absmax = 127, .alpha = 1.0, .src_addr = 0, .dst_addr = 4096};
     specs[1] = {.layer_id = 2, .count = 70, .absmax = 64, .alpha = 1.5, .src_addr = 128, .dst_addr = 8192};
@@ -234,14 +236,48 @@ TEST(NiuProgramImage, RoundTripsAndRejectsCorruptImages) {
     expect_field(bad, "layers[1].RNG_STATES[7]");
 }
 
+// The NIU drifts from the programmed conductances; a model whose drift starts from aihwkit's
+// re-converted weights (the float64 models' default) would run as "programmed" while its config
+// said "reconverted", so the compiler refuses it, naming the field, for every PCM-family model.
+TEST(NiuCompiler, RefusesReconvertedDriftReference) {
+    const NiuLayerSpec ok{.layer_id = 0, .count = 10};
+    for (const std::string name : {"pcm_like", "hermes", "state_independent", "custom_drift_pcm"}) {
+        // custom_drift_pcm has no default drift table: a small one inside [0, g_max].
+        noise::NoiseParams params;
+        if (name == "custom_drift_pcm")
+            params = {{"g_lst", std::vector<double>{0.0, 10.0, 25.0}}, {"nu_mean_lst", std::vector<double>{0.08, 0.06, 0.05}},
+                      {"nu_std_lst", std::vector<double>{0.03, 0.02, 0.01}}};
+        const auto model_default = noise::make_noise_model(name, params);
+        params["drift_reference"] = std::string("reconverted");
+        const auto reconverted = noise::make_noise_model(name, params);
+        for (const auto* model : {reconverted.get(), model_default.get()}) {
+            if (model->drift_reference() != noise::DriftReference::Reconverted) continue;
+            for (int check = 0; check < 3; ++check) {
+                try {
+                    if (check == 0) check_model(*model);
+                    if (check == 1) compile_program(*model, {ok}, {});
+                    if (check == 2) check_runs_at(*model, 60.0);
+                    ADD_FAILURE() << name << ": reconverted accepted by check " << check;
+                } catch (const FormatError& e) {
+                    const std::string what = e.what();
+                    EXPECT_NE(what.find("'drift_reference'"), std::string::npos) << what;
+                    EXPECT_NE(what.find("programmed"), std::string::npos) << what;
+                }
+            }
+        }
+        params.erase("drift_reference");
+        EXPECT_NO_THROW(check_model(*niu_noise_model(name, params)));
+    }
+}
+
 TEST(NiuCompiler, RejectsBadInput) {
-    auto pcm = noise::make_noise_model("pcm_like", {});
+    auto pcm = niu_noise_model("pcm_like", {});
     const NiuLayerSpec ok{.layer_id = 0, .count = 10};
     EXPECT_THROW(compile_program(*pcm, {ok}, {.t = -1.0}), FormatError);
     EXPECT_THROW(compile_program(*pcm, {ok}, {.t = std::nan("")}), FormatError);
     EXPECT_THROW(compile_program(*pcm, {ok}, {.out_bits = 9}), FormatError);
     EXPECT_THROW(noise::make_noise_model("no_such_model", {}), FormatError);
-    auto reram = noise::make_noise_model("reram_cmo", {});
+    auto reram = niu_noise_model("reram_cmo", {});
     try {
         compile_program(*reram, {ok}, {});
         ADD_FAILURE() << "reram_cmo accepted";
@@ -273,7 +309,7 @@ TEST(NiuCompiler, RejectsBadInput) {
 // Images the RTL refuses (docs/niu_rtl.md, "Program checks") are refused here too, so the model
 // never computes weights for an image the hardware would run differently or not at all.
 TEST(NiuProgramImage, RejectsImagesTheRtlRefuses) {
-    auto m = noise::make_noise_model("pcm_like", {});
+    auto m = niu_noise_model("pcm_like", {});
     const NiuLayerSpec spec{.layer_id = 1, .count = 100, .absmax = 127, .alpha = 1.0, .src_addr = 0, .dst_addr = 4096};
     const auto words = compile_program(*m, {spec}, {.seed = 3, .t = 60.0}).to_words();
     auto expect_refused = [](const std::vector<std::uint32_t>& image, const std::string& field, const std::string& why) {
@@ -314,7 +350,7 @@ TEST(NiuProgramImage, RejectsImagesTheRtlRefuses) {
 // The compiler refuses a program the RTL would refuse for its length (checked before any layer
 // is compiled, so this costs nothing).
 TEST(NiuProgramImage, CompilerRefusesMoreLayersThanLayersDoneCounts) {
-    auto m = noise::make_noise_model("pcm_like", {});
+    auto m = niu_noise_model("pcm_like", {});
     const NiuLayerSpec spec{.layer_id = 1, .count = 32, .absmax = 127, .alpha = 1.0, .src_addr = 0, .dst_addr = 4096};
     const std::vector<NiuLayerSpec> specs(std::size_t{1} << gen::NIU_LAYER_COUNT_BITS, spec);
     try {
@@ -527,7 +563,7 @@ KeptNetwork kept_network(const std::string& model, int out_bits) {
         spec.absmax = clean_absmax(net.clean.back(), AbsMaxMode::Layer);
         specs.push_back(spec);
     }
-    auto m = noise::make_noise_model(model, {});
+    auto m = niu_noise_model(model, {});
     net.programmed = compile_program(*m, specs, {.seed = 8, .chip = 3, .round = 0, .t = 0.0, .out_bits = out_bits});
     for (std::size_t i = 0; i < counts.size(); ++i) net.states.push_back(chip_state(net.programmed.layers[i], net.clean[i], 1));
     return net;
@@ -544,7 +580,7 @@ TEST(NiuKeptChipState, NetworkJobEqualsTheSpecificationPerLayerForEveryKernelAnd
         for (int out_bits : {8, 4}) {
             const KeptNetwork net = kept_network(model, out_bits);
             for (std::uint64_t round : {1u, 12u}) {
-                auto m = noise::make_noise_model(model, {});
+                auto m = niu_noise_model(model, {});
                 NiuCompileOptions o{.seed = 8, .chip = 3, .round = round, .t = 3600.0 * double(round), .out_bits = out_bits};
                 std::vector<NiuLayerSpec> specs;
                 for (std::size_t i = 0; i < net.clean.size(); ++i) {
@@ -599,7 +635,7 @@ TEST(NiuKeptChipState, NetworkJobNamesTheLayerOfAWrongStateOrOutput) {
     swapped[4].chip = &net.states[5];
     EXPECT_NE(field_of(swapped).find("layers[4].weights"), std::string::npos) << field_of(swapped);
     // The same layer of another chip: same size, other chip streams.
-    auto m = noise::make_noise_model("pcm_like", {});
+    auto m = niu_noise_model("pcm_like", {});
     const NiuProgram other_chip = compile_program(*m, {NiuLayerSpec{.layer_id = 6, .count = std::uint32_t(net.clean[6].size()),
                                                                     .absmax = clean_absmax(net.clean[6], AbsMaxMode::Layer)}},
                                                   {.seed = 8, .chip = 4, .round = 0, .t = 0.0});

@@ -19,9 +19,11 @@
 #include "niu/niu_model.hpp"
 #include "niu/program.hpp"
 #include "noise_models/noise_model.hpp"
+#include "niu_test_model.hpp"
 
 using namespace aimcemu;
 using namespace aimcemu::niu;
+using niu_test::niu_noise_model;
 
 namespace {
 
@@ -77,7 +79,7 @@ TEST_P(NiuVsFloat, CodeDistributionsMatchAfterInt8RoundTrip) {
     for (int code : kCodes) clean.insert(clean.end(), kPerCode, std::int8_t(code));
     const std::uint64_t seed = 2024, chip = 3, layer = 1, round = 2;
 
-    auto model = noise::make_noise_model(c.model, {{"drift_reference", std::string("programmed")}});
+    auto model = niu_noise_model(c.model, {{"drift_reference", std::string("programmed")}});
     NiuLayerSpec spec{.layer_id = layer, .count = std::uint32_t(clean.size()), .absmax = clean_absmax(clean, AbsMaxMode::Layer)};
     const NiuProgram program = compile_program(*model, {spec}, {.seed = seed, .chip = chip, .round = round, .t = c.t});
     const auto niu = apply_layer(program.layers[0], clean);
@@ -135,8 +137,8 @@ StdRatios std_ratios(const std::string& model, double t, const noise::NoiseParam
     for (int code : kCodes) clean.insert(clean.end(), kStdPerCode, std::int8_t(code));
     const std::uint64_t seed = 77, chip = 1, layer = 2, round = 3;
     noise::NoiseParams ref_params{{"drift_reference", std::string("programmed")}};
-    auto ref_model = noise::make_noise_model(model, ref_params);
-    auto niu_model = noise::make_noise_model(model, niu_params);
+    auto ref_model = niu_noise_model(model, ref_params);
+    auto niu_model = niu_noise_model(model, niu_params);
     NiuLayerSpec spec{.layer_id = layer, .count = std::uint32_t(clean.size()), .absmax = 127};
     const auto niu = apply_layer(compile_program(*niu_model, {spec}, {.seed = seed, .chip = chip, .round = round, .t = t}).layers[0], clean);
     const std::vector<double> clean_f(clean.begin(), clean.end());
@@ -203,7 +205,7 @@ constexpr std::uint32_t kCorrelationN = 1u << 21;  // N >= 10^6: |rho| < 5/sqrt(
 std::vector<double> deviations(const std::string& model, const noise::NoiseParams& params, std::uint64_t chip,
                                std::uint64_t round, double t, std::int8_t code) {
     const std::vector<std::int8_t> clean(kCorrelationN, code);
-    auto m = noise::make_noise_model(model, params);
+    auto m = niu_noise_model(model, params);
     NiuLayerSpec spec{.layer_id = 4, .count = kCorrelationN, .absmax = 127};
     const auto out = apply_layer(compile_program(*m, {spec}, {.seed = 9, .chip = chip, .round = round, .t = t}).layers[0], clean);
     return std::vector<double>(out.begin(), out.end());

@@ -114,7 +114,8 @@ def test_the_niu_check_covers_every_abs_max():
     """Review rev_s12: the targets k/A of a layer of abs-max A are not a subset of those of 127, so a
     table can overflow at A = 2 (x = 1/2, where this polynomial peaks) and fit at 127; the run would
     pass the check and fail at a layer whose abs-max is 2."""
-    noise = {"model": "pcm_like", "prog_coeff": [0.0, 4.0, -4.0], "prog_noise_scale": 50.00125}
+    noise = {"model": "pcm_like", "prog_coeff": [0.0, 4.0, -4.0], "prog_noise_scale": 50.00125,
+             "drift_reference": "programmed"}  # the one the NIU compiler runs
     model = aimcemu.noise.noise_model_from_dict(noise)
     layer = {"layer_id": 0, "count": 1}
     _core.niu.compile_program(model.core_model, [{**layer, "absmax": 127}])    # fits at 127
@@ -127,7 +128,8 @@ def test_the_niu_check_covers_every_abs_max():
 def test_the_niu_check_splits_into_the_code_tables_and_what_depends_on_t():
     """check_runs_at(model, t) is check_code_tables(model) and check_tables_at(model, t): the code
     tables do not depend on t, t and the read table do; each half refuses only its own failures."""
-    pcm = lambda **fields: aimcemu.noise.noise_model_from_dict({"model": "pcm_like", **fields})  # noqa: E731
+    pcm = lambda **fields: aimcemu.noise.noise_model_from_dict({"model": "pcm_like", "drift_reference": "programmed",  # noqa: E731
+                                                                 **fields})
     cases = [  # model, t, the field the NIU names, whether the t-independent half fails
         (pcm(prog_noise_scale=1e300), 0.0, "'SP'", True),
         (pcm(drift_scale=1e300), 0.0, "'MU'", True),

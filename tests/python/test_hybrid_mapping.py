@@ -66,14 +66,14 @@ def test_noise_per_layer_overrides_the_default_and_defaults_are_filled(toy):
     assert placements["block1.conv1"].noise["model"] == "pcm_like"
     assert placements["block1.conv1"].noise["read_noise_scale"] == 0.5
     assert placements["block1.conv1"].noise["g_max"] == 25.0
-    assert placements["fc"].noise == HermesNoiseModel().to_dict()
+    assert placements["fc"].noise == HermesNoiseModel(drift_reference="programmed").to_dict()  # the NIU's drift reference
     assert placements["stem"].noise is None
     # without a default noise, AIMC layers get pcm_like with its defaults
     assert Mapping.all_aimc().resolve(toy)[0].noise["model"] == "pcm_like"
 
 
 def test_noise_objects_and_round_trip(toy):
-    m = Mapping(layers={"fc": {"noise": HermesNoiseModel(num_devices=1)}})  # a noise implies aimc
+    m = Mapping(layers={"fc": {"noise": HermesNoiseModel(num_devices=1, drift_reference="programmed")}})  # a noise implies aimc
     assert m.resolve(toy)[-1].device == "aimc" and m.resolve(toy)[-1].noise["num_devices"] == 1
     assert Mapping.from_dict(m.to_dict()) == m
     assert Mapping.coerce("all") == Mapping(default="aimc")

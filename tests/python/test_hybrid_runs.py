@@ -376,7 +376,7 @@ def test_a_noise_model_object_equals_its_config(digits, tmp_path):
     model, data, _, _, _ = digits
     runs = [aimcemu.run(model, data, tmp_path / f"{i}.h5", mapping={"layers": {"head": "aimc"}}, noise=noise,
                         t=(0.0, 3600.0), chips=2, layers="head")
-            for i, noise in enumerate((HermesNoiseModel(), {"model": "hermes"}, "hermes"))]
+            for i, noise in enumerate((HermesNoiseModel(drift_reference="programmed"), {"model": "hermes"}, "hermes"))]
     arrays = [file_arrays(r.path) for r in runs]
     for other in arrays[1:]:
         for name in arrays[0]:

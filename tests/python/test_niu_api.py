@@ -47,7 +47,7 @@ def test_chip_persistence_and_fresh_read_noise():
 def test_noise_model_object_is_accepted():
     from aimcemu.noise import PCMLikeNoiseModel
     w = clean_weights((10, 20))
-    model = PCMLikeNoiseModel()
+    model = PCMLikeNoiseModel(drift_reference="programmed")  # the one the NIU runs
     np.testing.assert_array_equal(niu.apply(w, model, seed=1, t=60.0), niu.apply(w, model.to_dict(), seed=1, t=60.0))
 
 
@@ -175,7 +175,7 @@ def test_kept_chip_state_gives_apply_bit_for_bit_in_every_round_and_time():
     layers = [rng.integers(-128, 128, size=(64, 3, 3, 33), dtype=np.int8),
               rng.integers(-90, 91, size=(1000, 37), dtype=np.int8)]
     from aimcemu.noise import PCMLikeNoiseModel
-    model = PCMLikeNoiseModel()
+    model = PCMLikeNoiseModel(drift_reference="programmed")  # the one the NIU runs
     first = niu.compile_program(model, layers, seed=3, chip=2, round=0, t=0.0)
     states = [first.chip_state(i, w) for i, w in enumerate(layers)]
     assert [s.nbytes for s in states] == [-(-w.size // 32) * 32 * 8 for w in layers]
