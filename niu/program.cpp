@@ -43,15 +43,15 @@ const noise::PcmFamilyModel& require_pcm_family(const noise::NoiseModel& model) 
                           "the NIU maps codes to one differential pair with g_min = 0, got '" + conv.name() +
                               "' with g_min " + std::to_string(conv.g_min()));
     // The NIU drifts each device from its programmed conductance (docs/niu_datapath.md section 3,
-    // "Physics reference"): aihwkit's re-conversion needs a max over the whole programmed layer,
-    // which a streaming unit cannot take.  A model asking for it would run as 'programmed' while
-    // its config said otherwise, so it is refused.
+    // "Physics reference").  A model asking for aihwkit's re-conversion would run as 'programmed'
+    // while its config said otherwise, so it is refused; this is the one place that refuses it
+    // (the Python front end re-sources the error to the config field that asked for it).
     if (model.drift_reference() != noise::DriftReference::Programmed)
         throw FormatError("<niu compiler>", "drift_reference",
-                          "the NIU drifts the devices from their programmed conductances, so it runs only "
-                          "drift_reference 'programmed', got 'reconverted' (aihwkit's re-conversion needs a max "
-                          "over the whole programmed layer, which a streaming unit cannot take; see "
-                          "docs/niu_datapath.md section 3); use drift_reference: programmed");
+                          "the NIU drifts each device from its programmed conductance, so it runs only "
+                          "'programmed'; 'reconverted' (aihwkit's re-conversion, the float64 models' default) "
+                          "needs a max over the whole programmed layer, which a streaming unit cannot take "
+                          "(docs/niu_datapath.md section 3): leave drift_reference out or give 'programmed'");
     return *pcm;
 }
 

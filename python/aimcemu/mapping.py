@@ -38,6 +38,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping as MappingABC
 
@@ -51,6 +52,22 @@ DEFAULT_NOISE = {"model": "pcm_like"}
 
 def _fail(source: str, field: str, what: str) -> _core.FormatError:
     return _core.FormatError(f"{source}: field '{field}': {what}")
+
+
+# The NIU compiler names itself as the source of what it refuses: "<niu compiler>: field 'X': why".
+_NIU_COMPILER_ERROR = re.compile(r"<niu compiler>: field '([^']*)': (.*)", re.DOTALL)
+
+
+def _resourced(exc: _core.FormatError, source: str, field: str) -> _core.FormatError:
+    """The NIU compiler's error about a noise model, re-sourced to the config that asked for the
+    model: "<niu compiler>: field 'drift_reference': ..." becomes "<source>: field
+    '<field>.drift_reference': ...".  Errors from building the model already name the config's
+    own field and keep it under `field`."""
+    text = str(exc)
+    match = _NIU_COMPILER_ERROR.fullmatch(text)
+    if match:
+        return _fail(source, f"{field}.{match.group(1)}", match.group(2))
+    return _fail(source, field, text)
 
 
 def resolve_noise_model(noise: Any, source: str = "<config>", field: str = "noise") -> NoiseModel:
@@ -67,19 +84,16 @@ def resolve_noise_model(noise: Any, source: str = "<config>", field: str = "nois
                 raise _fail(source, field, f"parameter names are strings, got {key!r}")
         if "model" in noise and not isinstance(noise["model"], str):
             raise _fail(source, f"{field}.model", f"expected a noise model name, got {noise['model']!r}")
-    # The NIU runs drift_reference "programmed" only: a config that names none gets it (so what the
-    # results file stores is what ran), one that asks for "reconverted" is refused here, by name.
-    if isinstance(noise, NoiseModel):
-        niu.check_drift_reference(noise, source, f"{field}.drift_reference")
-    else:
-        noise = niu.niu_noise_config(noise, source, f"{field}.drift_reference")
+    # The NIU runs drift_reference "programmed" only: a config that names none gets it, so what the
+    # results file stores is what ran.  Whether the NIU can run the model (its family, converter,
+    # drift reference, ...) is the NIU compiler's to say.
+    if not isinstance(noise, NoiseModel):
+        noise = niu.niu_noise_config(noise)
     try:
         model = noise if isinstance(noise, NoiseModel) else noise_model_from_dict(noise)
         niu.check_model(model)  # AIMC weights come from the NIU: its compiler decides what it runs
     except _core.FormatError as exc:
-        # The NIU compiler names itself as the source ('<niu compiler>: field ...'); here the config
-        # that asked for the model is the source.
-        raise _fail(source, field, str(exc).removeprefix("<niu compiler>: ")) from None
+        raise _resourced(exc, source, field) from None
     return model
 
 

@@ -30,29 +30,22 @@ from .noise import NoiseModel, noise_model_from_dict
 _niu = _core.niu
 
 __all__ = ["NiuProgram", "compile_program", "apply", "constants", "check_model", "check_runs_at", "check_code_tables", "check_tables_at", "max_alpha",
-           "kept_memory_bytes", "release_kept_memory", "DRIFT_REFERENCE", "niu_noise_config", "check_drift_reference"]
+           "kept_memory_bytes", "release_kept_memory", "DRIFT_REFERENCE", "niu_noise_config"]
 
 # The one drift reference the NIU runs: each device drifts from its programmed conductance
 # (docs/niu_datapath.md section 3, "Physics reference").  The float64 models keep aihwkit's
-# "reconverted" default; a config built for the NIU gets this one instead.
+# "reconverted" default; a config built for the NIU gets this one instead.  A model that asks for
+# "reconverted" is refused by the NIU compiler itself (niu/program.cpp), the one place that checks.
 DRIFT_REFERENCE = "programmed"
-_RECONVERTED_REFUSED = (
-    "the NIU drifts each device from its programmed conductance, so it runs only 'programmed'; "
-    "'reconverted' (aihwkit's re-conversion, the float64 models' default) needs a max over the whole "
-    "programmed layer, which a streaming unit cannot take (docs/niu_datapath.md section 3): leave "
-    "drift_reference out or give 'programmed'")
 
 
-def niu_noise_config(config: Mapping[str, Any], source: str = "noise config", field: str = "drift_reference") -> dict:
+def niu_noise_config(config: Mapping[str, Any]) -> dict:
     """A noise config {"model": name, **params} as the NIU runs it: drift_reference "programmed"
-    when the config does not name it (so the config stored with a run says what ran); a config
-    naming "reconverted" raises FormatError naming `source` and `field`.  Other fields are
-    checked later, when the model is built."""
+    when the config does not name it (so the config stored with a run says what ran).  Every field,
+    drift_reference included, is checked when the model is built and compiled for the NIU."""
     config = dict(config)
-    if "drift_reference" in config:
-        if config["drift_reference"] == "reconverted":
-            raise _core.FormatError(f"{source}: field '{field}': {_RECONVERTED_REFUSED}")
-    elif isinstance(config.get("model"), str) and _has_drift_reference(config["model"]):
+    if "drift_reference" not in config and isinstance(config.get("model"), str) \
+            and _has_drift_reference(config["model"]):
         config["drift_reference"] = DRIFT_REFERENCE
     return config
 
@@ -64,19 +57,11 @@ def _has_drift_reference(model_name: str) -> bool:
         return False  # an unknown model: building it names the field
 
 
-def check_drift_reference(model: NoiseModel, source: str = "noise config", field: str = "drift_reference") -> None:
-    """FormatError naming `source` and `field` when `model` drifts from re-converted weights,
-    which the NIU does not run (niu_noise_config says why)."""
-    if model.params.get("drift_reference") == "reconverted":
-        raise _core.FormatError(f"{source}: field '{field}': {_RECONVERTED_REFUSED}")
-
-
 def _noise_model(noise: Any) -> NoiseModel:
     """The model object of a noise argument: a model object as is, a config dict built once, with
     the NIU's drift reference when it names none (niu_noise_config)."""
     if isinstance(noise, NoiseModel):
-        check_drift_reference(noise, "<noise model object>")
-        return noise
+        return noise  # used as is: the NIU compiler refuses what it cannot run
     if hasattr(noise, "to_dict"):
         noise = noise.to_dict()
     if not isinstance(noise, Mapping) or "model" not in noise:

@@ -85,7 +85,7 @@ def test_a_noise_alone_puts_every_gemm_layer_on_aimc(digits):
 
 def test_a_model_the_niu_cannot_run_is_refused_while_resolving(digits):
     model, data, _, _, _ = digits
-    with pytest.raises(aimcemu.FormatError, match=r"field 'noise': field 'model': 'reram_cmo' is not a PCM-family"):
+    with pytest.raises(aimcemu.FormatError, match=r"field 'noise\.model': 'reram_cmo' is not a PCM-family"):
         RunConfig.resolve({"model": str(model), "data": str(data), "noise": "reram_cmo"})
 
 
