@@ -69,7 +69,12 @@ const bool kNoExitCleanup = [] {
 
 void silence_error_printing() {
     (void)kNoExitCleanup;
+    // A thread-safe libhdf5 (Debian's) keeps the printing switch per thread: every thread that
+    // calls the library turns it off once (the results writer runs on a thread of its own).
+    thread_local bool silenced = false;
+    if (silenced) return;
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    silenced = true;
 }
 
 std::int64_t check(std::int64_t result, const std::string& what) {
@@ -117,6 +122,7 @@ std::string take_failed_close(const std::string& file) {
 
 void Handle::reset() {
     if (id_ < 0) return;
+    silence_error_printing();  // closing a dataset flushes it, and can fail on a full disk
     // Only a dataset holds unwritten data when it is closed; name its file before closing it.
     const std::string file = H5Iget_type(id_) == H5I_DATASET ? file_name_of(id_) : std::string();
     if (H5Idec_ref(id_) < 0) {
@@ -225,6 +231,7 @@ Dims choose_chunk(const Dims& dims, std::size_t element_size, std::size_t target
 // ---- Location ----
 
 Location Location::create_group(const std::string& name) const {
+    silence_error_printing();
     Handle gcpl = ordered_group_plist(H5P_GROUP_CREATE);
     return Location(Handle(check(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, gcpl.id(), H5P_DEFAULT),
                                  "H5Gcreate2 " + name)));
@@ -256,6 +263,7 @@ std::vector<std::string> Location::children_in_creation_order() const {
 
 Dataset Location::create_dataset(const std::string& name, hid_t file_type, const Dims& dims,
                                  const Storage& storage) const {
+    silence_error_printing();
     Handle space(check(H5Screate_simple(int(dims.size()), dims.data(), nullptr), "H5Screate_simple " + name));
     Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"));
     // An empty dataset cannot be chunked with fixed dimensions; it stays contiguous.
@@ -280,6 +288,7 @@ bool Location::has_attribute(const std::string& name) const {
 }
 
 void Location::write_attribute(const std::string& name, const std::string& value) const {
+    silence_error_printing();
     Handle type = utf8_string_type();
     Handle space(check(H5Screate(H5S_SCALAR), "H5Screate"));
     Handle attr(check(H5Acreate2(id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
@@ -289,6 +298,7 @@ void Location::write_attribute(const std::string& name, const std::string& value
 }
 
 void Location::write_attribute_strings(const std::string& name, const std::vector<std::string>& values) const {
+    silence_error_printing();
     Handle type = utf8_string_type();
     const hsize_t n = values.size();
     Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"));
@@ -366,6 +376,7 @@ TypeInfo Dataset::type() const {
 void Dataset::make_scale(const std::string& name) const { check(H5DSset_scale(id(), name.c_str()), "H5DSset_scale " + name); }
 
 void Dataset::attach_scale(const Dataset& scale, unsigned axis) const {
+    silence_error_printing();
     check(H5DSattach_scale(id(), scale.id(), axis), "H5DSattach_scale");
 }
 
@@ -560,6 +571,7 @@ File File::open_write(const std::string& path) {
 }
 
 void File::close() {
+    silence_error_printing();
     if (!handle_.valid()) return;
     // Give up ownership first so that a failed close is never retried by the destructor.
     check(H5Fclose(handle_.release()), "H5Fclose");

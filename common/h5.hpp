@@ -26,7 +26,9 @@ public:
 };
 
 // Turns off HDF5's automatic error printing for the calling thread (error stacks are per thread
-// in a thread-safe build).  Every File open/create calls it; it is cheap.
+// in a thread-safe build), once per thread.  Every File open/create, dataset creation, write,
+// read and close calls it, so a thread that only writes into a file another thread opened (the
+// results writer's) is silenced too; after the first call it is one thread-local test.
 void silence_error_printing();
 
 // Throws h5::Error for a negative HDF5 return value (hid_t or herr_t), with the error stack.
@@ -197,6 +199,7 @@ Dataset Location::write_dataset(const std::string& name, const Dims& dims, const
 
 template <class T>
 void Location::write_attribute(const std::string& name, T value) const {
+    silence_error_printing();
     Handle space(check(H5Screate(H5S_SCALAR), "H5Screate"));
     Handle attr(check(H5Acreate2(id(), name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
                       "H5Acreate2 " + name));
@@ -205,6 +208,7 @@ void Location::write_attribute(const std::string& name, T value) const {
 
 template <class T>
 void Location::write_attribute_array(const std::string& name, const std::vector<T>& values) const {
+    silence_error_printing();
     const hsize_t n = values.size();
     Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"));
     Handle attr(check(H5Acreate2(id(), name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
@@ -214,6 +218,7 @@ void Location::write_attribute_array(const std::string& name, const std::vector<
 
 template <class T>
 std::vector<T> Dataset::read() const {
+    silence_error_printing();
     std::size_t n = 1;
     for (auto d : dims()) n *= d;
     std::vector<T> out(n);
@@ -223,11 +228,13 @@ std::vector<T> Dataset::read() const {
 
 template <class T>
 void Dataset::write(const T* data) const {
+    silence_error_printing();
     check(H5Dwrite(id(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "H5Dwrite");
 }
 
 template <class T>
 void Dataset::write_slab(const Dims& start, const Dims& count, const T* data) const {
+    silence_error_printing();
     Handle file_space(check(H5Dget_space(id()), "H5Dget_space"));
     check(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
           "H5Sselect_hyperslab");
