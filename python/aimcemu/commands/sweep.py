@@ -34,7 +34,6 @@ def main(args: argparse.Namespace) -> int:
 
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
-    from ..executors import ClusterLostError
     from ..validate import text, workers
 
     if args.workers is not None:
@@ -50,12 +49,10 @@ def main(args: argparse.Namespace) -> int:
             sweep_module.check_output_folder(plan.folder, output_source)  # creating nothing
             print(format_plan(plan))
             return 0
-        try:
-            result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
-                                        progress=not args.no_progress, wait_s=wait_s)
-        except ClusterLostError as exc:  # the cluster's failure, worded: what was kept, what to do
-            print(f"aimcemu sweep: error: {exc}", file=sys.stderr)
-            return 2
+        # A lost Dask cluster (ClusterLostError) and a dead worker (WorkerDiedError) are worded by
+        # aimcemu.cli, as every command's errors: what was kept, what to do, exit status 2.
+        result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
+                                    progress=not args.no_progress, wait_s=wait_s)
     if result.interrupted:
         print(interrupted_message(result), file=sys.stderr)
         return INTERRUPTED
