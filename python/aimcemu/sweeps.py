@@ -516,14 +516,18 @@ def _check_existing_index(p: SweepPlan) -> None:
                                    "use a new folder or remove it")
 
 
+# What index.json keeps of each finished task's summary (results.task_summary_of).
+INDEX_SUMMARY_FIELDS = ("reference_accuracy", "accuracy", "chip", "t", "niu_round", "drift_compensation",
+                        "drift_alpha_capped")
+
+
 def _index(p: SweepPlan, summaries: dict) -> dict:
     """The index of `summaries` (task file -> summary).  Keyed by file, not by id: grid points
     with equal run arguments share an id (equal labels under two names, or digital points that
     differ only in options a digital run ignores), but each has its own file."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
             "tasks": [{**t.to_dict(), "done": t.file in summaries,
-                       "summary": {k: summaries[t.file][k] for k in ("reference_accuracy", "accuracy", "chip", "t",
-                                                                      "niu_round", "drift_compensation")}
+                       "summary": {k: summaries[t.file][k] for k in INDEX_SUMMARY_FIELDS}
                        if t.file in summaries else None} for t in p.tasks]}
 
 
@@ -561,7 +565,38 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         p = plan(config, output)
         check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
-    return _run_sweep(p, executor, workers, threads, progress, wait_s)
+    result = _run_sweep(p, executor, workers, threads, progress, wait_s)
+    _warn_capped_alphas(p, result.summaries, stacklevel=2)  # as sweep() would warn: the line that called it
+    return result
+
+
+# Grid points a capped-alpha warning names before it counts the rest.
+CAPPED_TASKS_NAMED = 5
+
+
+def _warn_capped_alphas(p: SweepPlan, summaries: dict, stacklevel: int) -> None:
+    """One RuntimeWarning for every task of `summaries` (task file -> summary, those this call ran
+    and those a resume found done alike) whose file lists capped drift-compensation alphas: the
+    run's own warning is raised where the task ran (a worker process, a Dask worker) and never
+    reaches the caller, and a finished task is not run again.  Local pool workers leave theirs
+    out (executors.init_worker), so each capping is told once, here.  `stacklevel` is warnings.warn's
+    as the caller would give it."""
+    capped = [t for t in p.tasks if summaries.get(t.file, {}).get("drift_alpha_capped")]
+    if not capped:
+        return
+    import warnings
+
+    worst = max((c for t in capped for c in summaries[t.file]["drift_alpha_capped"]),
+                key=lambda c: c["alpha"] / c["limit"])
+    named = "; ".join(f"{t.file} ({', '.join(f'{k}={v}' for k, v in t.point.items()) or 'the single point'}: "
+                      f"{len(summaries[t.file]['drift_alpha_capped'])} capped)" for t in capped[:CAPPED_TASKS_NAMED])
+    more = f"; and {len(capped) - CAPPED_TASKS_NAMED} more" if len(capped) > CAPPED_TASKS_NAMED else ""
+    warnings.warn(f"drift compensation: {len(capped)} of {len(summaries)} finished tasks in {p.folder} ran with "
+                  f"alpha(s) capped to what the NIU's back-conversion holds, so their 'global' rows are not fully "
+                  f"compensated (largest: layer {worst['layer']}, chip {worst['chip']}, t={worst['t']:g} s, "
+                  f"alpha {worst['alpha']:.4g} > {worst['limit']:.4g}): {named}{more}; listed per task in "
+                  f"index.json (drift_alpha_capped), open_sweep's alpha_capped, and flagged by aimcemu report",
+                  RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 def check_output_folder(folder, source: str) -> None:
