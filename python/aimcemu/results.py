@@ -283,8 +283,8 @@ def capped_alphas(config: dict, source: str) -> list[dict]:
             value = entry[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (key != "t" and value == 0):
-                raise validate.fail(source, f"{where}.{key}", f"expected a finite number {'>= 0' if key == 't' else '> 0'}, "
-                                                              f"found {value!r}")
+                bound = ">= 0" if key == "t" else "> 0"
+                raise validate.fail(source, f"{where}.{key}", f"expected a finite number {bound}, found {value!r}")
         if entry["alpha"] <= entry["limit"]:
             raise validate.fail(source, f"{where}.alpha", f"{entry['alpha']!r} is not above its limit "
                                                           f"{entry['limit']!r}: no capped alpha")

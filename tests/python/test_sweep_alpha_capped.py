@@ -158,7 +158,8 @@ def test_a_task_file_with_a_malformed_capped_list_is_named(swept, tmp_path):
 
 @pytest.mark.parametrize("entry, field", [("x", "[0]"), ({"layer": "a", "chip": 0, "t": 0.0, "alpha": 2.0}, "[0]"),
                                           ({"layer": 1, "chip": 0, "t": 0.0, "alpha": 2.0, "limit": 1.0}, "[0].layer"),
-                                          ({"layer": "a", "chip": True, "t": 0.0, "alpha": 2.0, "limit": 1.0}, "[0].chip"),
+                                          ({"layer": "a", "chip": True, "t": 0.0, "alpha": 2.0, "limit": 1.0},
+                                           "[0].chip"),
                                           ({"layer": "a", "chip": 0, "t": float("nan"), "alpha": 2.0, "limit": 1.0},
                                            "[0].t"),
                                           ({"layer": "a", "chip": 0, "t": 0.0, "alpha": 2.0, "limit": 0}, "[0].limit")])
@@ -166,3 +167,21 @@ def test_capped_alphas_checks_each_field(entry, field):
     with pytest.raises(aimcemu.FormatError, match=re.escape(f"f.h5: field 'config.drift_alpha_capped{field}': ")):
         results.capped_alphas({"drift_alpha_capped": [entry]}, "f.h5")
     assert results.capped_alphas({}, "f.h5") == []
+
+
+def test_the_sweep_command_marks_the_capped_rows(swept, digits, tmp_path, capsys):
+    """`aimcemu sweep` ends with the accuracy table: the "global" row at 1 y of nu = 0.3 reads
+    "yes" under "alpha capped", with and without the analysis extra (the index's summaries)."""
+    from aimcemu import cli
+    from aimcemu.commands import sweep as sweep_command
+
+    folder = tmp_path / "sweep"
+    shutil.copytree(swept[0], folder)  # done: the command resumes it, runs nothing, prints the table
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(config(digits, folder)))  # JSON is YAML
+    with pytest.warns(RuntimeWarning, match="1 of 2 finished tasks"):
+        assert cli.main(["sweep", "-c", str(path), "--no-progress"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    for table in (printed[1:], sweep_command._format_accuracy_from_index(folder).splitlines()):
+        assert table[0].split()[-2:] == ["alpha", "capped"]
+        assert [row.split()[:3] for row in table[1:] if row.rstrip().endswith("yes")] == [["0.3", "global", f"{YEAR:.4g}"]]
