@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(args: argparse.Namespace, argv: list[str] | None) -> int:
     from ._netbuild import UnsupportedOperationError
-    from .executors import WorkerDiedError
+    from .executors import ClusterLostError, WorkerDiedError
     from .files import FolderBusyError
 
     if argv is None and args.command in KEEPS_FREED_MEMORY:
@@ -79,11 +79,12 @@ def _run_command(args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"aimcemu {args.command}: error: {sys.exc_info()[1]}", file=sys.stderr)  # another pipe's
         return 2
     # Bad input (FormatError is a ValueError), an unusable path, a folder that another sweep
-    # holds, an optional extra that is not installed, a model the format cannot express or a
-    # sweep worker that died: the message that names the file and field (or the extra, the ops,
-    # the task), not a traceback.  Anything else is a bug and keeps its traceback.
+    # holds, an optional extra that is not installed, a model the format cannot express, a
+    # sweep worker that died or a Dask cluster that lost a sweep's tasks: the message that names
+    # the file and field (or the extra, the ops, the task, what was kept), not a traceback.
+    # Anything else is a bug and keeps its traceback.
     except (ValueError, OSError, KeyError, FolderBusyError, MissingExtraError, UnsupportedOperationError,
-            WorkerDiedError) as exc:
+            WorkerDiedError, ClusterLostError) as exc:
         print(f"aimcemu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import threading
+import warnings
 from typing import Any, Callable, Mapping
 
 from . import _core
@@ -65,6 +66,8 @@ def cores() -> int:
 # ignores SIGINT; on SIGTERM it finishes its running task (the file is then complete) and exits,
 # or exits at once when idle.  Its exit status then says so, for the coordinator's message.
 WORKER_STOPPED_AFTER_TASK = 128 + int(signal.SIGTERM)
+# The start of the RuntimeWarning a run raises for capped drift-compensation alphas (a regex).
+CAPPED_ALPHA_WARNING = r"drift compensation: \d+ alpha\(s\) exceed what the NIU's back-conversion holds"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _busy = False                  # a task is running in this worker
 _stop_requested = False        # SIGTERM came while it ran
@@ -117,6 +120,10 @@ def init_worker(threads: int, parent: int, task_starts=None) -> None:
 
     process_memory.keep_freed_memory()
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    # A run's capped-alpha warning (aimcemu.calibration) would print here with no line of the
+    # user's to point at, once per task: the coordinator warns once for all the sweep's tasks,
+    # from what their files record (sweeps._warn_capped_alphas).
+    warnings.filterwarnings("ignore", message=CAPPED_ALPHA_WARNING, category=RuntimeWarning)
     die_with_parent(parent)
 
 

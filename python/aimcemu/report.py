@@ -28,7 +28,7 @@ from . import analysis, modelfile
 from ._optional import require
 from .config import aimc_layer_names
 from .perf import perf
-from .results import open_run, open_sweep
+from .results import capped_alphas, open_run, open_sweep
 
 NIU_COUNTS = (1, 2, 4)
 
@@ -323,8 +323,10 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
 
 
 def _accuracy_rows(src: _Source) -> list[dict]:
+    """One row per grid point and t; an "alpha capped" column, when some alpha was capped, says
+    which of the "global" rows ran with alphas the NIU held at its limit (niu.max_alpha)."""
     acc = analysis.accuracy_vs_t(src.ds)
-    capped = [] if src.is_sweep else src.config.get("drift_alpha_capped") or []
+    capped = _CappedAlphas(src)
     rows = []
     for point in src.points():
         sel = acc.sel(point) if point else acc
@@ -334,28 +336,56 @@ def _accuracy_rows(src: _Source) -> list[dict]:
                    "95 % CI": f"[{low:.4f}, {high:.4f}]" if np.isfinite(low) else "n/a (one chip)",
                    "chips": int(sel["n"][i])}
             if capped:  # the column appears only when some alpha was capped
-                row["alpha capped"] = _capped_note(capped, _row_compensation(src, point), float(t))
+                row["alpha capped"] = capped.note(point, float(t))
             rows.append(row)
     return rows
 
 
+class _CappedAlphas:
+    """The capped drift-compensation alphas of a run (its config's drift_alpha_capped) or of a
+    sweep (open_sweep's alpha_capped: alpha / limit per task, layer, chip and t), asked per table
+    row.  Only rounds under "global" use alphas."""
+
+    def __init__(self, src: _Source):
+        self.src = src
+        if src.is_sweep:
+            self.ratio = src.ds["alpha_capped"]
+            self.any = bool((self.ratio > 1).any())
+        else:
+            self.entries = capped_alphas(src.config, os.fspath(src.path))
+            self.any = bool(self.entries)
+
+    def __bool__(self) -> bool:
+        return self.any
+
+    def note(self, point: dict, t: float) -> str:
+        """"yes: <layers> on <n> chip(s), up to <x>x the limit" for a row whose rounds ran with
+        capped alphas, else ""."""
+        if _row_compensation(self.src, point) != "global":
+            return ""
+        if self.src.is_sweep:
+            here = self.ratio.sel({d: v for d, v in point.items() if d in self.ratio.dims}).sel(t=t)
+            at = np.argwhere(np.asarray(here.transpose("layer", "chip").values > 1))
+            layers = sorted({str(here["layer"].values[i]) for i, _ in at})
+            chips = {int(c) for _, c in at}
+            worst = float(np.nanmax(here.values)) if len(at) else 0.0
+        else:
+            found = [c for c in self.entries if np.isclose(c["t"], t, rtol=1e-12, atol=0.0)]
+            layers = sorted({c["layer"] for c in found})
+            chips = {c["chip"] for c in found}
+            worst = max((c["alpha"] / c["limit"] for c in found), default=0.0)
+        if not layers:
+            return ""
+        return f"yes: {', '.join(layers)} on {len(chips)} chip(s), up to {worst:.3g}x the limit"
+
+
 def _row_compensation(src: _Source, point: dict) -> str:
-    """The drift compensation of a table row: its grid label, or the run's only one."""
+    """The drift compensation of a table row: its label (a grid axis, or the dimension of a run or
+    sweep over several), or the run's or sweep's only one."""
     if "drift_compensation" in point:
         return str(point["drift_compensation"])
     given = src.config.get("drift_compensation", "none")
     return given if isinstance(given, str) else given[0]
-
-
-def _capped_note(capped: list[dict], compensation: str, t: float) -> str:
-    """Which alphas of the run's drift_alpha_capped the rounds of this row ran with at the NIU's
-    limit (niu.max_alpha): only "global" rounds use alphas."""
-    here = [c for c in capped if compensation == "global" and np.isclose(c["t"], t, rtol=1e-12, atol=0.0)]
-    if not here:
-        return ""
-    layers = sorted({c["layer"] for c in here})
-    chips = sorted({c["chip"] for c in here})
-    return f"yes: {', '.join(layers)} on {len(chips)} chip(s), up to {max(c['alpha'] / c['limit'] for c in here):.3g}x the limit"
 
 
 def save_pngs(results, folder, layers: Sequence[str] | None = None) -> list[Path]:

@@ -231,26 +231,66 @@ def checked_layer_names(info: dict, layers, source: str, stored_only: bool = Fal
 
 
 def read_task_summary(path, check: bool = True) -> dict:
-    """Accuracy per round with its chip, t, NIU round id and drift compensation, from a task's
-    results file (small).  The file is validated as a whole (_core.read_results), so a broken
-    task file is named in the error (a config that is not JSON too, as check_results_file refuses
-    it); check=False when it already passed the checking process."""
-    return task_summary_of(check_results_file(path, check))
+    """Accuracy per round with its chip, t, NIU round id and drift compensation, and the capped
+    drift-compensation alphas, from a task's results file (small).  The file is validated as a
+    whole (_core.read_results), so a broken task file is named in the error (a config that is not
+    JSON too, as check_results_file refuses it); check=False when it already passed the checking
+    process."""
+    return task_summary_of(check_results_file(path, check), os.fspath(path))
 
 
 def read_task_summaries(paths) -> list[dict]:
     """read_task_summary for many task files (a sweep's finished tasks when it resumes), checked as
     _check_results_files checks them: one checking process per batch of files."""
-    return [task_summary_of(info) for info in _check_results_files([os.fspath(p) for p in paths])]
+    paths = [os.fspath(p) for p in paths]
+    return [task_summary_of(info, path) for info, path in zip(_check_results_files(paths), paths)]
 
 
-def task_summary_of(info: dict) -> dict:
-    """A task's summary from what _core.read_results read of its file."""
+def task_summary_of(info: dict, source: str) -> dict:
+    """A task's summary from what _core.read_results read of its file `source`: what aimcemu.sweep
+    returns and index.json stores per task (drift_alpha_capped: capped_alphas)."""
     return {"reference_accuracy": float(info["reference_accuracy"]),
             "accuracy": [float(v) for v in info["accuracy"]],
             "chip": [int(v) for v in info["chip"]], "t": [float(v) for v in info["t"]],
             "niu_round": [int(v) for v in info["niu_round"]],
-            "drift_compensation": [str(v) for v in info["drift_compensation"]]}
+            "drift_compensation": [str(v) for v in info["drift_compensation"]],
+            "drift_alpha_capped": capped_alphas(info["config_dict"], source)}
+
+
+# The fields of one capped alpha in a results file's config (RunSummary.drift_alpha_capped).
+CAPPED_ALPHA_FIELDS = ("layer", "chip", "t", "alpha", "limit")
+
+
+def capped_alphas(config: dict, source: str) -> list[dict]:
+    """A results file's drift_alpha_capped (its config, parsed): the global-compensation alphas the
+    NIU could not hold and ran at its limit instead, one {layer, chip, t, alpha, limit} each; []
+    when the config has none (no alpha capped, or a file written before they were recorded).  The
+    config is user input: a malformed entry is a FormatError naming `source` and the field."""
+    entries = config.get("drift_alpha_capped", [])
+    field = "config.drift_alpha_capped"
+    if not isinstance(entries, list):
+        raise validate.fail(source, field, f"expected a list, found {type(entries).__name__}")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{field}[{i}]"
+        if not isinstance(entry, dict) or set(entry) != set(CAPPED_ALPHA_FIELDS):
+            raise validate.fail(source, where, f"expected an object with {', '.join(CAPPED_ALPHA_FIELDS)}")
+        if not isinstance(entry["layer"], str):
+            raise validate.fail(source, f"{where}.layer", f"expected a layer name, found {entry['layer']!r}")
+        if isinstance(entry["chip"], bool) or not isinstance(entry["chip"], int) or entry["chip"] < 0:
+            raise validate.fail(source, f"{where}.chip", f"expected a chip number >= 0, found {entry['chip']!r}")
+        for key in ("t", "alpha", "limit"):
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0 or (key != "t" and value == 0):
+                bound = ">= 0" if key == "t" else "> 0"
+                raise validate.fail(source, f"{where}.{key}", f"expected a finite number {bound}, found {value!r}")
+        if entry["alpha"] <= entry["limit"]:
+            raise validate.fail(source, f"{where}.alpha", f"{entry['alpha']!r} is not above its limit "
+                                                          f"{entry['limit']!r}: no capped alpha")
+        out.append({"layer": entry["layer"], "chip": entry["chip"], "t": float(entry["t"]),
+                    "alpha": float(entry["alpha"]), "limit": float(entry["limit"])})
+    return out
 
 
 # --- a sweep ------------------------------------------------------------------------------------
@@ -318,6 +358,7 @@ class _SweepLayout:
         self.shapes = {"accuracy": rounds, "reference_accuracy": ()}
         self.shapes.update({m: (len(layers), *rounds) for m in METRICS})
         self.shapes["activations_stored"] = (len(layers),)
+        self.shapes["alpha_capped"] = (len(layers), self.chips, len(self.times))
 
     def dtype(self, name: str):
         return np.bool_ if name == "activations_stored" else np.float64
@@ -335,6 +376,7 @@ class _SweepLayout:
         and the field: the core's check knows nothing of the sweep."""
         out = self.missing()
         out["reference_accuracy"] = np.array(float(info["reference_accuracy"]))
+        out["alpha_capped"] = self.alpha_capped(info, source)
         coords = coordinates_of(info)
         slots = round_slots(coords["chip"], coords["t"], self.times, self.reps, coords["drift_compensation"],
                             self.compensations, chip_count=self.chips, source=source)
@@ -349,6 +391,27 @@ class _SweepLayout:
                 out[metric][li][at] = layer[metric]
             out["activations_stored"][li] = bool(layer["activations_stored"]) and len(slots) > 0
         return out
+
+
+    def alpha_capped(self, info: dict, source: str) -> np.ndarray:
+        """[layer, chip, t]: alpha / limit of each global-compensation alpha the NIU capped
+        (capped_alphas; > 1), 0 where the alpha it asked for ran (or the layer has none).  An
+        entry at a chip or t outside the sweep's is a FormatError naming the file and the field."""
+        ratio = np.zeros(self.shapes["alpha_capped"])
+        position = {name: i for i, name in enumerate(self.layers)}
+        t_index = {t: k for k, t in enumerate(self.times)}
+        for i, entry in enumerate(capped_alphas(info["config_dict"], source)):
+            where = f"config.drift_alpha_capped[{i}]"
+            if entry["chip"] >= self.chips:
+                raise validate.fail(source, f"{where}.chip", f"chip {entry['chip']} outside 0..{self.chips - 1} "
+                                                             f"(the sweep runs {self.chips} chips)")
+            if entry["t"] not in t_index:
+                raise validate.fail(source, f"{where}.t", f"t = {entry['t']:g} s is not among the sweep's times "
+                                                          f"({', '.join(f'{x:g}' for x in self.times)})")
+            layer = position.get(entry["layer"])
+            if layer is not None:  # a layer the sweep's list lacks is left out, as its metrics are
+                ratio[layer, entry["chip"], t_index[entry["t"]]] = entry["alpha"] / entry["limit"]
+        return ratio
 
 
 def round_slots(chips: np.ndarray, ts: np.ndarray, times: list[float], reps: int,
@@ -438,7 +501,9 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     """A sweep folder as one Dataset with dims (<grid axes>..., chip, t, rep) for accuracy and
     (<grid axes>..., layer, chip, t, rep) for the metrics; ``done`` says which grid points have a
     file (the others are NaN, so a running sweep can be looked at); ``activations_stored``
-    (<grid axes>..., layer) which task files hold a layer's activations.  Every task file is
+    (<grid axes>..., layer) which task files hold a layer's activations; ``alpha_capped``
+    (<grid axes>..., layer, chip, t) alpha / limit where the NIU capped a global-compensation
+    alpha (> 1; 0 where none was, NaN without a file).  Every task file is
     checked (the checking process) and read through the descriptor that was checked, once: each
     model's first file at the open (for the layer list and its own block).  lazy: dask arrays with
     one block per task file, the files read in groups of TASK_FILES_PER_LAZY_READ consecutive
@@ -464,6 +529,8 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
         stacked = by_task[name].reshape(grid_shape + shape)
         if name == "activations_stored":
             dims = grid_dims + ("layer",)
+        elif name == "alpha_capped":  # an alpha is per (layer, chip, t), whatever the compensation
+            dims = grid_dims + ("layer", "chip", "t")
         else:
             dims = grid_dims + (("layer",) if name in METRICS else ()) + (
                 () if name == "reference_accuracy" else comp_dims + ("chip", "t", "rep"))

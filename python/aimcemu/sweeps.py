@@ -516,14 +516,18 @@ def _check_existing_index(p: SweepPlan) -> None:
                                    "use a new folder or remove it")
 
 
+# What index.json keeps of each finished task's summary (results.task_summary_of).
+INDEX_SUMMARY_FIELDS = ("reference_accuracy", "accuracy", "chip", "t", "niu_round", "drift_compensation",
+                        "drift_alpha_capped")
+
+
 def _index(p: SweepPlan, summaries: dict) -> dict:
     """The index of `summaries` (task file -> summary).  Keyed by file, not by id: grid points
     with equal run arguments share an id (equal labels under two names, or digital points that
     differ only in options a digital run ignores), but each has its own file."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
             "tasks": [{**t.to_dict(), "done": t.file in summaries,
-                       "summary": {k: summaries[t.file][k] for k in ("reference_accuracy", "accuracy", "chip", "t",
-                                                                      "niu_round", "drift_compensation")}
+                       "summary": {k: summaries[t.file][k] for k in INDEX_SUMMARY_FIELDS}
                        if t.file in summaries else None} for t in p.tasks]}
 
 
@@ -561,17 +565,48 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         p = plan(config, output)
         check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
-    return _run_sweep(p, executor, workers, threads, progress, wait_s)
+    result = _run_sweep(p, executor, workers, threads, progress, wait_s)
+    _warn_capped_alphas(p, result.summaries, stacklevel=2)  # as sweep() would warn: the line that called it
+    return result
+
+
+# Grid points a capped-alpha warning names before it counts the rest.
+CAPPED_TASKS_NAMED = 5
+
+
+def _warn_capped_alphas(p: SweepPlan, summaries: dict, stacklevel: int) -> None:
+    """One RuntimeWarning for every task of `summaries` (task file -> summary, those this call ran
+    and those a resume found done alike) whose file lists capped drift-compensation alphas: the
+    run's own warning is raised where the task ran (a worker process, a Dask worker) and never
+    reaches the caller, and a finished task is not run again.  Local pool workers leave theirs
+    out (executors.init_worker), so each capping is told once, here.  `stacklevel` is warnings.warn's
+    as the caller would give it."""
+    capped = [t for t in p.tasks if summaries.get(t.file, {}).get("drift_alpha_capped")]
+    if not capped:
+        return
+    import warnings
+
+    worst = max((c for t in capped for c in summaries[t.file]["drift_alpha_capped"]),
+                key=lambda c: c["alpha"] / c["limit"])
+    named = "; ".join(f"{t.file} ({', '.join(f'{k}={v}' for k, v in t.point.items()) or 'the single point'}: "
+                      f"{len(summaries[t.file]['drift_alpha_capped'])} capped)" for t in capped[:CAPPED_TASKS_NAMED])
+    more = f"; and {len(capped) - CAPPED_TASKS_NAMED} more" if len(capped) > CAPPED_TASKS_NAMED else ""
+    warnings.warn(f"drift compensation: {len(capped)} of {len(summaries)} finished tasks in {p.folder} ran with "
+                  f"alpha(s) capped to what the NIU's back-conversion holds, so their 'global' rows are not fully "
+                  f"compensated (largest: layer {worst['layer']}, chip {worst['chip']}, t={worst['t']:g} s, "
+                  f"alpha {worst['alpha']:.4g} > {worst['limit']:.4g}): {named}{more}; listed per task in "
+                  f"index.json (drift_alpha_capped), open_sweep's alpha_capped, and flagged by aimcemu report",
+                  RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 def check_output_folder(folder, source: str) -> None:
     """The sweep folder is a folder, or one can be created where it goes; else a FormatError
     naming `source` (where the path came from: '--output', the config file) and field 'output'.
-    It creates nothing: a probe folder made (and removed at once) in the folder, or in its
-    nearest existing parent, is the only test that holds everywhere (/proc, a read-only mount,
-    permissions, which root bypasses)."""
-    import tempfile
-
+    It writes nothing (so `--check` leaves every folder as it was): the nearest existing folder
+    must be a folder this process may write and enter (os.access, which also reports a read-only
+    mount) on a file system that holds folders (not /proc or /sys, which root's access() passes).
+    What only creating the folder tells (an immutable folder, a full disk) is named when the
+    sweep creates it (_make_folder)."""
     def refuse(what: str) -> _core.FormatError:
         return _core.FormatError(f"{source}: field 'output': {what}")
 
@@ -585,11 +620,43 @@ def check_output_folder(folder, source: str) -> None:
         existing = existing.parent
     if not existing.is_dir():
         raise refuse(f"{folder} cannot be created: {existing} is not a folder")
+    where = f"{folder}" if existing == folder else f"{folder} cannot be created: {existing}"
+    if not os.access(existing, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        raise refuse(f"{where} is not writable ({'a read-only file system' if read_only else 'permission denied'})")
+    kind = _pseudo_file_system(existing)
+    if kind is not None:
+        raise refuse(f"{where} is on the kernel's {kind} file system, where no folder of files can be made")
+
+
+# Kernel file systems that hold no user folders (mkdir fails there, or makes a kernel object: a
+# cgroup), though root's access() passes them.  Only these are refused by name: a FUSE or network
+# file system is taken at its access() word.
+PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs",
+                                 "pstore", "bpf", "configfs", "efivarfs", "fusectl", "mqueue", "binfmt_misc",
+                                 "selinuxfs", "nsfs"})
+
+
+def _pseudo_file_system(path: Path) -> str | None:
+    """The type of the kernel file system that holds `path` when it is one of PSEUDO_FILE_SYSTEMS
+    (the mount with the longest mount point above it in /proc/self/mountinfo), else None (also
+    where there is no mountinfo to read)."""
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=".aimcemu-probe-", dir=existing))
-    except OSError as exc:
-        where = "is not writable" if existing == folder else f"cannot be created: creating a folder in {existing} fails"
-        raise refuse(f"{folder} {where} ({exc.strerror})") from None
+        lines = Path("/proc/self/mountinfo").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    target = os.path.realpath(path)
+    best, kind = "", None
+    for line in lines:
+        fields = line.split()
+        if "-" not in fields or len(fields) < 5:
+            continue
+        # mountinfo escapes space, tab, newline and backslash in paths as octal (\040)
+        mount_point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):  # later mounts over the same point win
+            best, kind = mount_point, fields[fields.index("-") + 1]
+    return kind if kind in PSEUDO_FILE_SYSTEMS else None
 
 
 def validate_wait(value, field_name: str, source: str) -> float:

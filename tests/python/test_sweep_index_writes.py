@@ -12,8 +12,9 @@ import pytest
 from aimcemu import sweeps
 from hostile import tiny_files
 
+# What a task returns (results.task_summary_of), all of which the index keeps.
 SUMMARY = {"reference_accuracy": 0.5, "accuracy": [0.25], "chip": [0], "t": [1.0], "niu_round": [0],
-           "drift_compensation": ["none"]}
+           "drift_compensation": ["none"], "drift_alpha_capped": []}
 
 
 def instant_task(task, folder, threads, config=None, number=None):

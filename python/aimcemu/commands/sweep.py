@@ -34,7 +34,6 @@ def main(args: argparse.Namespace) -> int:
 
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
-    from ..executors import ClusterLostError
     from ..validate import text, workers
 
     if args.workers is not None:
@@ -50,12 +49,10 @@ def main(args: argparse.Namespace) -> int:
             sweep_module.check_output_folder(plan.folder, output_source)  # creating nothing
             print(format_plan(plan))
             return 0
-        try:
-            result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
-                                        progress=not args.no_progress, wait_s=wait_s)
-        except ClusterLostError as exc:  # the cluster's failure, worded: what was kept, what to do
-            print(f"aimcemu sweep: error: {exc}", file=sys.stderr)
-            return 2
+        # A lost Dask cluster (ClusterLostError) and a dead worker (WorkerDiedError) are worded by
+        # aimcemu.cli, as every command's errors: what was kept, what to do, exit status 2.
+        result = sweep_module.sweep(config, args.output, executor=args.scheduler, workers=args.workers,
+                                    progress=not args.no_progress, wait_s=wait_s)
     if result.interrupted:
         print(interrupted_message(result), file=sys.stderr)
         return INTERRUPTED
@@ -99,7 +96,9 @@ def incomplete_message(result) -> str:
 
 
 def format_accuracy(folder) -> str:
-    """Accuracy vs t per grid point: mean and 95 % CI over chips.  Without the analysis extra
+    """Accuracy vs t per grid point: mean and 95 % CI over chips, and an "alpha capped" column
+    (when some alpha was) marking the "global" rows whose rounds ran with drift-compensation alphas
+    the NIU held at its limit.  Without the analysis extra
     (xarray, scipy: the core install runs sweeps too) the mean, std and chip count from the
     index, and a line saying what gives the intervals."""
     from .._optional import MissingExtraError
@@ -116,6 +115,7 @@ def _format_accuracy_with_intervals(folder) -> str:
     ds = open_sweep(folder, lazy=False)
     acc = accuracy_vs_t(ds)
     grid_dims = [d for d in acc["mean"].dims if d != "t"]
+    capped = ds["alpha_capped"] > 1  # [<grid axes>, layer, chip, t]
     rows = []
     for point in acc["mean"].stack(point=grid_dims).transpose("point", "t") if grid_dims else [acc["mean"]]:
         labels = {d: point[d].item() for d in grid_dims}
@@ -125,8 +125,20 @@ def _format_accuracy_with_intervals(folder) -> str:
             # One chip has no spread between chips: "n/a", as the run summary and the report print it.
             interval = (f"[{float(acc['ci_low'].sel(sel)):.4f}, {float(acc['ci_high'].sel(sel)):.4f}]"
                         if chips > 1 else "n/a")
-            rows.append({**labels, "t": float(t), "mean": float(acc["mean"].sel(sel)), "ci95": interval, "chips": chips})
-    return format_table(rows, [*grid_dims, "t", "mean", "ci95", "chips"])
+            ran_capped = _compensation_of(labels, ds.attrs["config"]) == "global" and bool(
+                capped.sel({d: v for d, v in sel.items() if d in capped.dims}).any())
+            rows.append({**labels, "t": float(t), "mean": float(acc["mean"].sel(sel)), "ci95": interval, "chips": chips,
+                         "alpha capped": "yes" if ran_capped else ""})
+    return format_table(rows, [*grid_dims, "t", "mean", "ci95", "chips",
+                               *(["alpha capped"] if any(row["alpha capped"] for row in rows) else [])])
+
+
+def _compensation_of(labels: dict, config: dict) -> str:
+    """A row's drift compensation: its label (a grid axis, or the tasks' list), or the sweep's only one."""
+    if "drift_compensation" in labels:
+        return str(labels["drift_compensation"])
+    given = config.get("drift_compensation", "none")
+    return given if isinstance(given, str) else given[0]
 
 
 def _format_accuracy_from_index(folder) -> str:
@@ -149,9 +161,11 @@ def _format_accuracy_from_index(folder) -> str:
         for acc, chip, t, name in zip(summary["accuracy"], summary["chip"], summary["t"],
                                       summary["drift_compensation"]):
             per_chip.setdefault((name, t), {}).setdefault(chip, []).append(acc)
+        # An index written before the summaries kept capped alphas has none to show.
+        capped_times = {c["t"] for c in summary.get("drift_alpha_capped", [])}
         for (name, t), chips in per_chip.items():
             means = np.array([np.mean(rounds) for rounds in chips.values()])
             rows.append({**task["point"], **({"drift_compensation": name} if several else {}), "t": float(t),
                          "mean": float(means.mean()), "std": float(means.std(ddof=1)) if len(means) > 1 else "n/a",
-                         "chips": len(means)})
-    return format_table(rows, columns)
+                         "chips": len(means), "alpha capped": "yes" if name == "global" and t in capped_times else ""})
+    return format_table(rows, columns + (["alpha capped"] if any(row["alpha capped"] for row in rows) else []))
