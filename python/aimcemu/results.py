@@ -123,6 +123,8 @@ def _with_config(info: dict, source: str) -> dict:
         info["config_dict"] = json.loads(info["config"])
     except ValueError as exc:
         raise _core.FormatError(f"{source}: field 'config': not valid JSON ({exc})") from None
+    except RecursionError:
+        raise _core.FormatError(f"{source}: field 'config': JSON nested too deeply") from None
     if not isinstance(info["config_dict"], dict):
         raise _core.FormatError(f"{source}: field 'config': expected a JSON object")
     return info

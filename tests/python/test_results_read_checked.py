@@ -430,3 +430,17 @@ def test_a_file_that_hangs_the_checking_process_costs_its_time_limit_once(tmp_pa
     with pytest.raises(aimcemu.FormatError) as alone:  # the hanging file's own check says the same
         results.check_results_file(paths[3])
     assert str(alone.value) == own_error[3]
+
+
+def test_a_config_nested_too_deeply_is_named_not_a_recursion_error(tmp_path, capsys):
+    """json.loads raises RecursionError, not ValueError, on 100,000 nested lists: open_run and
+    `aimcemu report` printed a traceback (exit 1) instead of naming the field."""
+    deep = corpus_copy("noisy.h5", tmp_path / "deep.h5")
+    with h5py.File(deep, "r+") as f:
+        f.attrs["config"] = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(aimcemu.FormatError, match=r"deep\.h5: field 'config': JSON nested too deeply"):
+        results.open_run(deep)
+    from aimcemu import cli
+    assert cli.main(["report", os.fspath(deep), "-o", os.fspath(tmp_path / "report.html")]) == 2
+    err = capsys.readouterr().err
+    assert "field 'config': JSON nested too deeply" in err and "Traceback" not in err, err
