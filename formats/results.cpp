@@ -598,6 +598,7 @@ void ResultsWriter::commit() {
         s.layers_group = {};
         s.image_scale = {};
         s.class_scale = {};
+        s.round_logits.reset();
         s.out.commit();
     } catch (const h5::Error& e) {
         s.fail("file", std::string("cannot write results: ") + e.what());

@@ -191,6 +191,17 @@ TEST_F(ResultsTest, WritesActivationsMetricsPredictionsAndCoordinates) {
     EXPECT_EQ(f.open_dataset("logits").dims(), (h5::Dims{2, kImages, 4}));
 }
 
+// Commit closes the file and every object in it while the writer lives on (Python keeps it until
+// garbage collection): an object left open keeps libhdf5's lock, and another copy of the library
+// (h5py's) could not open the file.  The streamed logits dataset once stayed open so.
+TEST_F(ResultsTest, CommitLeavesNoHdf5ObjectOpenWhileTheWriterLives) {
+    const Network net = small_network();
+    ResultsWriter w(path("r.h5"), net, spec(2));
+    write_all(w, net, 2);
+    w.commit();
+    EXPECT_EQ(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL), 0);
+}
+
 TEST_F(ResultsTest, ActivationsAreChunkedAndDeflated) {
     const Network net = small_network();
     ResultsSpec s = spec(2);
