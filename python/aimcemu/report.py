@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import analysis, modelfile
+from . import _core, analysis, modelfile, validate
 from ._optional import require
 from .config import aimc_layer_names
 from .perf import perf
@@ -184,7 +184,7 @@ def niu_rows(config: dict, niu_counts: Sequence[int] = NIU_COUNTS) -> list[dict]
     """FPS and latency of the run's model on the default system: digital, then with its AIMC
     layers and 1, 2, 4 NIUs (aimcemu.perf).  `config` is what the results file or the sweep's
     index stored."""
-    model_path, _ = modelfile.locate_inputs(config.get("model"), config.get("data"))
+    model_path = _model_path(config)
     aimc = _aimc_layer_names(config, model_path)
     rows = []
     for niu in (0, *niu_counts):
@@ -195,6 +195,39 @@ def niu_rows(config: dict, niu_counts: Sequence[int] = NIU_COUNTS) -> list[dict]
         rows.append({"NIUs": niu, "AIMC layers": summary["aimc_layers"], "FPS": f"{summary['fps']:.0f}",
                      "latency (ms)": f"{summary['latency_ms']:.4f}", "bottleneck": summary["bottleneck"]})
     return rows
+
+
+def _niu_section(config: dict) -> str:
+    """The NIU/throughput table, or a note saying why it is left out.  The table needs the run's
+    model file, found at the path the run stored (as it was given: relative to the folder the run
+    was started in), which may be gone or be another model by now; the rest of the report comes
+    from the results alone, so a missing model costs only this table."""
+    stored = config.get("model")
+    try:
+        if stored is not None:
+            net = modelfile.load_model(_model_path(config))
+            expected = config.get("model_name")
+            if expected is not None and net.name != expected:
+                return _note(f"NIU table left out: the model file at the run's stored path {stored!r} is model "
+                             f"{net.name!r}, the run's was {expected!r}.")
+        return _table(niu_rows(config))
+    except (OSError, _core.FormatError) as exc:
+        where = f"at the run's stored path {stored!r}" if stored is not None else "(the embedded default)"
+        return _note(f"NIU table left out: the run's model file {where} could not be read "
+                     f"({exc}); a relative path is read from the current folder, so run the report from the "
+                     "folder the run was started in, or pass --no-niu.")
+
+
+def _model_path(config: dict) -> str:
+    """The run's model file: the stored path, or the embedded default when the run named none
+    (the data set is not needed here)."""
+    if config.get("model") is None:
+        return os.fspath(modelfile.embedded_paths()[0])
+    return validate.input_file(config["model"], "model", "the run's config", "model file")
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{html.escape(text)}</p>'
 
 
 def _aimc_layer_names(config: dict, model_path) -> list[str]:
@@ -313,7 +346,7 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
                      "so no histograms.</p>")
     if niu:
         parts.append("<h2>NIUs and throughput (aimcemu perf, default U50 system)</h2>")
-        parts.append(_table(niu_rows(src.config)))
+        parts.append(_niu_section(src.config))
     parts.append(f"<h2>Configuration</h2><pre>{html.escape(json.dumps(src.config, indent=1))}</pre>")
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>aimcemu report: '
             f'{html.escape(results.name)}</title><style>{_STYLE}</style></head><body>\n'
