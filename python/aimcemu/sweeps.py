@@ -228,6 +228,8 @@ def _point_run_args(cfg: dict, values: dict, keys: dict) -> dict:
     # `noise.<parameter>` (`peripherals.<setting>`) axis combine whatever their order in the grid.
     for name, value in sorted(values.items(), key=lambda item: item[0].startswith(("noise.", "peripherals."))):
         if name.startswith("noise."):
+            if isinstance(args["noise"], str):  # a model name, as `noise: pcm_like` gives to a run
+                args["noise"] = {"model": args["noise"]}
             if not isinstance(args["noise"], Mapping):
                 raise _error(f"grid.{name}", "a noise parameter axis needs a top-level 'noise' with a 'model'")
             args["noise"] = {**args["noise"], name[len("noise."):]: value}

@@ -67,3 +67,17 @@ def test_peripherals_alone_make_an_aimc_point_not_a_digital_one(tmp_path):
     assert result.complete
     for summary in result.summaries.values():
         assert sorted(set(summary["chip"])) == [0, 1]
+
+
+def test_a_noise_parameter_axis_takes_a_noise_given_by_its_name(tmp_path):
+    """`noise: pcm_like` (a model name, as a run takes it) with a noise.<parameter> axis, and a
+    noise axis of names with one: the plan said "a noise parameter axis needs a top-level 'noise'
+    with a 'model'" although docs/sweeps.md says the two kinds of axis combine."""
+    path = write_config(tmp_path, {"noise.prog_noise_scale": [0.5, 2.0]}, noise="pcm_like")
+    tasks = sweeps.plan(yaml.safe_load(path.read_text())).tasks
+    assert [t.run["noise"] for t in tasks] == [{"model": "pcm_like", "prog_noise_scale": 0.5},
+                                                    {"model": "pcm_like", "prog_noise_scale": 2.0}]
+    path = write_config(tmp_path, {"noise": {"a": "pcm_like", "b": "hermes"}, "noise.prog_noise_scale": [0.5]})
+    tasks = sweeps.plan(yaml.safe_load(path.read_text())).tasks
+    assert sorted(t.run["noise"]["model"] for t in tasks) == ["hermes", "pcm_like"]
+    assert all(t.run["noise"]["prog_noise_scale"] == 0.5 for t in tasks)
