@@ -85,6 +85,17 @@ class _Source:
                  for combo in itertools.product(*(self.ds[d].values.tolist() for d in within_task))]
         return [{d: {**task, **rest}[d] for d in self.grid_dims} for task in done for rest in inner]
 
+    def unfinished_tasks(self) -> tuple[int, list[dict]]:
+        """(number of tasks, the grid points {axis: label} of those without a results file yet: a
+        sweep that was interrupted or is still running).  A single run has none."""
+        if not self.is_sweep or "done" not in self.ds:
+            return 0, []
+        done = self.ds["done"]
+        if not done.dims:
+            return 1, ([] if bool(done) else [{}])
+        stacked = done.stack(point=list(done.dims))
+        return stacked.size, [{d: p[d].item() for d in done.dims} for p in stacked if not bool(p)]
+
     def files_with_activations(self) -> list[tuple[Path, list[str]]]:
         """(file, its layers with stored activations in network order) of every file that has
         rounds and stores some, from what opening the run or sweep read of each file."""
@@ -226,6 +237,21 @@ def _model_path(config: dict) -> str:
     return validate.input_file(config["model"], "model", "the run's config", "model file")
 
 
+def _unfinished_note(src: _Source, listed: int = 10) -> list[str]:
+    """A warning at the top of a sweep's report whose tasks have not all written their file:
+    their grid points are missing from every table and figure, which would otherwise read as the
+    whole study."""
+    total, missing = src.unfinished_tasks()
+    if not missing:
+        return []
+    points = ["; ".join(f"{axis}={label}" for axis, label in point.items()) or "(the one task)"
+              for point in missing[:listed]]
+    more = f" and {len(missing) - listed} more" if len(missing) > listed else ""
+    return [_note(f"Incomplete sweep: {len(missing)} of {total} tasks have no results file yet (interrupted, "
+                  f"failed or still running; `aimcemu sweep` on the same config resumes them), so these grid "
+                  f"points are missing from the tables and figures below: {', '.join(points)}{more}.")]
+
+
 def _note(text: str) -> str:
     return f'<p class="note">{html.escape(text)}</p>'
 
@@ -336,6 +362,7 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
     parts = [f"<h1>aimcemu report: {html.escape(results.name)}</h1>",
              f'<p class="note">{html.escape(os.fspath(results.resolve()))}, generated '
              f'{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC</p>']
+    parts += _unfinished_note(src)
     parts.append("<h2>Accuracy vs t: mean and 95 % CI over chips</h2>")
     parts.append(_table(_accuracy_rows(src)) if src.ds.sizes["rep"] else
                  '<p class="note">This is a digital run: no noisy rounds.</p>')

@@ -169,3 +169,23 @@ def test_a_sweep_over_both_drift_compensations_reports_every_point(tmp_path, sma
                                           "t": 3600.0}))
             row = [str(scale), compensation, "3600", f"{mean:.4f}"]
             assert any(cells[i:i + 4] == row for i in range(len(cells))), (row, cells)
+
+
+def test_a_sweep_with_unfinished_tasks_says_which_points_are_missing(tmp_path, small_data):
+    """A sweep killed after some tasks: the report's tables held only the finished points and said
+    nothing, which reads as the whole study."""
+    folder = tmp_path / "cut"
+    aimcemu.sweep({"output": str(folder), "data": small_data, "noise": {"model": "pcm_like"}, "mapping": "all",
+                   "t": [1.0], "chips": 1, "layers": "none",
+                   "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0]}}, workers=1, progress=False)
+    assert cli.main(["report", str(folder)]) == 0
+    assert "Incomplete sweep" not in (folder / "report.html").read_text()
+    lost = sorted((folder / "tasks").glob("00002-*.h5"))  # the third grid point's file
+    assert len(lost) == 1
+    lost[0].unlink()  # what a sweep killed before that task finished leaves
+    assert cli.main(["report", str(folder)]) == 0
+    text = (folder / "report.html").read_text()
+    assert "Incomplete sweep: 1 of 3 tasks have no results file yet" in text
+    assert "noise.prog_noise_scale=2.0" in text
+    rows = [c for c in parse(folder / "report.html").cells if c in ("0.5", "1.0", "2.0")]
+    assert "2.0" not in rows and {"0.5", "1.0"} <= set(rows)
