@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
+import re
 import signal
 import threading
 import warnings
@@ -264,7 +265,11 @@ class DaskClient:
         Client = require("distributed", "sweeps on a Dask cluster").Client
 
         self.own = isinstance(client_or_address, str)
-        self.client = Client(client_or_address) if self.own else client_or_address
+        try:
+            self.client = Client(client_or_address) if self.own else client_or_address
+        except (ValueError, TypeError) as exc:  # "bogus": "missing port number", from Dask's parser
+            raise _core.FormatError(f"<sweep>: field 'executor': not a scheduler address "
+                                    f"(tcp://host:port): {client_or_address!r} ({exc})") from None
         self.threads = self._threads_per_worker()
 
     def _threads_per_worker(self) -> dict:
@@ -318,6 +323,22 @@ def _logger_silenced(name: str):
         yield
     finally:
         logger.disabled = previous
+
+
+# Dask's address schemes, and the host:port every one but inproc needs.
+_SCHEDULER_SCHEMES = ("", "tcp", "tls", "ws", "wss", "ucx", "inproc")
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+):\d{1,5}")
+
+
+def check_executor(executor) -> None:
+    """Refuses, before a sweep creates anything, an executor string that is neither "local" nor a
+    scheduler address ([scheme://]host:port): Dask's own parser said only "missing port number"."""
+    if not isinstance(executor, str) or executor == "local":
+        return
+    scheme, _, rest = executor.rpartition("://")
+    if scheme not in _SCHEDULER_SCHEMES or (scheme != "inproc" and not _HOST_PORT.fullmatch(rest)):
+        raise _core.FormatError(f"<arguments>: field 'executor': expected 'local' or a scheduler address "
+                                f"such as tcp://host:8786, got {executor!r:.80}")
 
 
 def make_executor(executor, workers: int | None, task_count: int, threads: int):

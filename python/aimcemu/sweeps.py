@@ -52,7 +52,7 @@ from typing import Any, Mapping
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, lost_task_reason, make_executor,
+from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, check_executor, lost_task_reason, make_executor,
                         running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
@@ -147,13 +147,26 @@ def _label(value):
     return json.dumps(value, sort_keys=True)
 
 
+def _copied(value, field_name: str):
+    """A deep copy of one option's value (the plan must not share objects with the caller's
+    config); a value that cannot be copied (a generator, an open file) is an error naming the
+    option, or the grid axis, instead of "cannot pickle 'generator'"."""
+    if field_name == "grid" and isinstance(value, Mapping):
+        return {axis: _copied(values, f"grid.{axis}") for axis, values in value.items()}
+    try:
+        return copy.deepcopy(value)
+    except TypeError as exc:
+        raise _error(field_name, f"expected plain values (lists, mappings, numbers, strings), got "
+                                 f"{type(value).__name__} ({exc})") from None
+
+
 def _check_top_level(config: Mapping) -> dict:
     if not isinstance(config, Mapping):
         raise _error("<root>", "expected a mapping of sweep options")
     unknown = sorted(set(config) - set(DEFAULTS))
     if unknown:
         raise _error(unknown[0], f"unknown option (known: {', '.join(DEFAULTS)})")
-    cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(dict(config))}
+    cfg = {**copy.deepcopy(DEFAULTS), **{key: _copied(value, key) for key, value in config.items()}}
     if cfg["output"] is None:
         raise _error("output", "the sweep folder is required")
     cfg["t"] = parse_times(cfg["t"], "<sweep>", "t")
@@ -330,6 +343,11 @@ def task_id(run_args: dict) -> str:
 def plan(config: Mapping, output=None) -> SweepPlan:
     """Validate a sweep config completely (grid, noise parameters, mapping patterns against the
     model's layers) and list its tasks.  Bad configs raise FormatError before any work."""
+    if not isinstance(config, Mapping):  # before the merge below, which would raise TypeError
+        raise _core.FormatError(f"<arguments>: field 'config': expected a dict of sweep options or a YAML file "
+                                f"path, got {config!r:.80}")
+    if output is not None and not isinstance(output, (str, os.PathLike)):
+        raise _core.FormatError(f"<arguments>: field 'output': expected a folder path, got {output!r:.80}")
     cfg = _check_top_level({**config, **({"output": os.fspath(output)} if output is not None else {})})
     axes, points = _grid_points(cfg)
     networks: dict = {}
@@ -564,6 +582,7 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
             workers = validate.workers(workers, "workers")
         threads = validate.threads(threads, "threads")
         wait_s = validate_wait(wait_s, "wait_s", "<arguments>")
+        check_executor(executor)
         p = plan(config, output)
         check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
@@ -661,9 +680,17 @@ def _pseudo_file_system(path: Path) -> str | None:
     return kind if kind in PSEUDO_FILE_SYSTEMS else None
 
 
+def _finite(value: int | float) -> bool:
+    """math.isfinite, false for an int too large for a float (10**400) where isfinite raises."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def validate_wait(value, field_name: str, source: str) -> float:
     """A wait time: a finite number of seconds >= 0 (NaN would wait forever, a negative one is a mistake)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0:
         raise _core.FormatError(f"{source}: field '{field_name}': expected a finite number of seconds >= 0, "
                                 f"got {value!r}")
     return float(value)
