@@ -330,14 +330,14 @@ _SCHEDULER_SCHEMES = ("", "tcp", "tls", "ws", "wss", "ucx", "inproc")
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+):\d{1,5}")
 
 
-def check_executor(executor) -> None:
+def check_executor(executor, source: str = "<arguments>", field: str = "executor") -> None:
     """Refuses, before a sweep creates anything, an executor string that is neither "local" nor a
     scheduler address ([scheme://]host:port): Dask's own parser said only "missing port number"."""
     if not isinstance(executor, str) or executor == "local":
         return
     scheme, _, rest = executor.rpartition("://")
     if scheme not in _SCHEDULER_SCHEMES or (scheme != "inproc" and not _HOST_PORT.fullmatch(rest)):
-        raise _core.FormatError(f"<arguments>: field 'executor': expected 'local' or a scheduler address "
+        raise _core.FormatError(f"{source}: field '{field}': expected 'local' or a scheduler address "
                                 f"such as tcp://host:8786, got {executor!r:.80}")
 
 

@@ -44,3 +44,13 @@ def test_an_executor_string_that_is_no_address_is_named(tmp_path):
     with pytest.raises(aimcemu.FormatError, match=r"field 'executor': expected .local. or a scheduler address"):
         aimcemu.sweep(good(tmp_path), executor="bogus", progress=False)
     assert not (tmp_path / "s").exists()
+
+
+def test_the_cli_names_its_scheduler_flag(tmp_path, capsys):
+    from aimcemu import cli
+    config = tmp_path / "s.yaml"
+    config.write_text(f"output: {tmp_path / 's'}\nnoise: pcm_like\nmapping: all\nt: [1.0]\n")
+    assert cli.main(["sweep", "-c", str(config), "--scheduler", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "--scheduler: field 'scheduler': expected 'local' or a scheduler address" in err, err
+    assert not (tmp_path / "s").exists()

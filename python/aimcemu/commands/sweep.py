@@ -34,11 +34,13 @@ def main(args: argparse.Namespace) -> int:
 
     sweep_module = importlib.import_module("aimcemu.sweeps")
 
+    from ..executors import check_executor
     from ..validate import text, workers
 
     if args.workers is not None:
         workers(args.workers, "workers", "--workers")
     wait_s = sweep_module.validate_wait(args.wait, "wait", "--wait")
+    check_executor(args.scheduler, "--scheduler", "scheduler")
     config = sweep_module.load_config(args.config, "--config")
     output_source = "--output" if args.output is not None else "<sweep>"  # <sweep>: the config file, below
     if args.output is not None:  # before planning: a folder that cannot be made is the flag's fault
