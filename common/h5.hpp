@@ -67,6 +67,7 @@ template <> inline hid_t native_type<std::uint8_t>() { return H5T_NATIVE_UINT8; 
 template <> inline hid_t native_type<std::int16_t>() { return H5T_NATIVE_INT16; }
 template <> inline hid_t native_type<std::int32_t>() { return H5T_NATIVE_INT32; }
 template <> inline hid_t native_type<std::int64_t>() { return H5T_NATIVE_INT64; }
+template <> inline hid_t native_type<std::uint64_t>() { return H5T_NATIVE_UINT64; }
 template <> inline hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
 template <> inline hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
 

@@ -306,6 +306,23 @@ void check_class_names(const Network& net, const std::string& path) {
 
 // ---- data set file ----
 
+// The labels as int64.  A uint64 dataset is read as it is stored: HDF5's conversion to int64
+// would clip a label above 2^63 - 1 to that value, and the error would name a label the file
+// does not hold.
+std::vector<std::int64_t> read_labels(const FieldReader& r, const h5::Dataset& labels) {
+    const h5::TypeInfo type = labels.type();
+    if (type.is_signed || type.size < sizeof(std::uint64_t)) return r.read<std::int64_t>(labels, "labels");
+    const std::vector<std::uint64_t> stored = r.read<std::uint64_t>(labels, "labels");
+    std::vector<std::int64_t> out(stored.size());
+    for (std::size_t i = 0; i < stored.size(); ++i) {
+        r.require(stored[i] <= std::uint64_t(INT64_MAX), "labels",
+                  "label " + std::to_string(stored[i]) + " of image " + std::to_string(i) +
+                      " is beyond any class index (at most 2^63 - 1)");
+        out[i] = std::int64_t(stored[i]);
+    }
+    return out;
+}
+
 // Every field of the data set file; the images' values only when `with_images` (else their
 // dataset is checked as a read would check it, and left unread: load_dataset_header).
 DataSet read_dataset(const FieldReader& r, bool with_images) {
@@ -330,7 +347,7 @@ DataSet read_dataset(const FieldReader& r, bool with_images) {
     const h5::Dims ld = r.dims(labels, "labels");
     r.require(ld.size() == 1 && ld[0] == id[0], "labels",
               "expected shape [" + std::to_string(id[0]) + "] (one per image), found " + dims_text(ld));
-    data.labels = r.read<std::int64_t>(labels, "labels");
+    data.labels = read_labels(r, labels);
     if (with_images)
         data.images = r.read<std::int8_t>(images, "images");
     else

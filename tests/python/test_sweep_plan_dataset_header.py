@@ -96,6 +96,12 @@ def bad_headers(tmp_path, images, labels, frac_bits):
     negative[5] = -2
     write_dataset(path, images, negative, frac_bits)
     cases.append(("negative_label", path, f"{path}: field 'labels': negative label -2"))
+    path = tmp_path / "label_beyond_int64.h5"  # was clipped by HDF5 and named as 9223372036854775807
+    huge = labels.astype(np.uint64)
+    huge[2] = 2**63 + 5
+    write_dataset(path, images, huge, frac_bits, labels_dtype=np.uint64)
+    cases.append(("label_beyond_int64", path, f"{path}: field 'labels': label {2**63 + 5} of image 2 is beyond "
+                                              "any class index"))
     path = tmp_path / "labels_short.h5"
     write_dataset(path, images, labels[:-1], frac_bits)
     cases.append(("labels_short", path, f"{path}: field 'labels': expected shape [{len(labels)}] (one per image)"))
