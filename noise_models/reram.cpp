@@ -82,6 +82,17 @@ double read_sigma_at(double g_drift, double time_factor) {
     return kCmoReadK * std::log10(g_drift) * time_factor;
 }
 
+// sqrt(ln((t + t_read) / (2 t_read))), 0 where the logarithm is not positive (t < t_read).
+double read_time_factor(double t) {
+    const double log_ratio = std::log((t + kCmoReadTime) / (2.0 * kCmoReadTime));
+    return log_ratio > 0.0 ? std::sqrt(log_ratio) : 0.0;
+}
+
+// The relaxation fit, written once: the public helpers (the statistics' closed forms) and the
+// sampler (read_device, from the read context's ln t) both evaluate these.
+double relaxation_mean_shift_at(double log_t) { return kCmoDecayMean * log_t; }
+double relaxation_sigma_at(double log_t) { return kCmoDecayStd[0] * log_t + kCmoDecayStd[1]; }
+
 }  // namespace
 
 const CmoFit& ReRamCmoModel::fit() {
@@ -114,19 +125,14 @@ ReRamCmoModel::ReRamCmoModel(const NoiseParams& params)
       prog_coeff_(fit().prog_coeff.at(acceptance_range_)) {}
 
 double ReRamCmoModel::prog_sigma(double g) const { return prog_coeff_[0] + prog_coeff_[1] * g; }
-double ReRamCmoModel::relaxation_mean_shift(double t) const { return kCmoDecayMean * std::log(t); }
-double ReRamCmoModel::relaxation_sigma(double t) const { return kCmoDecayStd[0] * std::log(t) + kCmoDecayStd[1]; }
-
-double ReRamCmoModel::read_sigma(double g_drift, double t) const {
-    const double log_ratio = std::log((t + kCmoReadTime) / (2.0 * kCmoReadTime));
-    return read_sigma_at(g_drift, log_ratio > 0.0 ? std::sqrt(log_ratio) : 0.0);
-}
+double ReRamCmoModel::relaxation_mean_shift(double t) const { return relaxation_mean_shift_at(std::log(t)); }
+double ReRamCmoModel::relaxation_sigma(double t) const { return relaxation_sigma_at(std::log(t)); }
+double ReRamCmoModel::read_sigma(double g_drift, double t) const { return read_sigma_at(g_drift, read_time_factor(t)); }
 
 ReadContext ReRamCmoModel::read_context(double t) const {
     ReadContext c{t};
     c.log_time = std::log(t);
-    const double log_ratio = std::log((t + kCmoReadTime) / (2.0 * kCmoReadTime));
-    c.read_factor = log_ratio > 0.0 ? std::sqrt(log_ratio) : 0.0;
+    c.read_factor = read_time_factor(t);
     return c;
 }
 
@@ -136,9 +142,8 @@ ProgrammedDevice ReRamCmoModel::program_device(double g_target, const DeviceDraw
 
 double ReRamCmoModel::read_device(const DeviceAtRead& device, const ReadContext& read, const DeviceDraws& draws) const {
     if (read.t == 0.0) return device.g_start;  // aihwkit: no relaxation and no read noise at t = 0
-    const double g_mean = device.g_start + kCmoDecayMean * read.log_time * drift_scale_;
-    const double relaxation_sigma = kCmoDecayStd[0] * read.log_time + kCmoDecayStd[1];
-    const double g_drift = g_mean + draws.relaxation * relaxation_sigma * drift_scale_;
+    const double g_mean = device.g_start + relaxation_mean_shift_at(read.log_time) * drift_scale_;
+    const double g_drift = g_mean + draws.relaxation * relaxation_sigma_at(read.log_time) * drift_scale_;
     const double g_final = g_drift + draws.read * read_sigma_at(g_drift, read.read_factor) * read_noise_scale_;
     return std::clamp(g_final, converter().g_min(), converter().g_max());
 }

@@ -134,6 +134,18 @@ def test_a_parameter_given_where_it_does_not_apply_is_an_error():
         noise.noise_model_from_dict({"model": "pcm_like", "pair_factors": [1.0, 2.0]})
 
 
+@pytest.mark.parametrize("kind", ["single_pair", "single_device"])
+def test_a_converter_config_refuses_pair_factors_without_n_pair(kind):
+    """pair_factors means something only to an N-pair converter; a one-pair or one-device config
+    that carries them is refused by the converter table, naming the source and the field (it
+    was a TypeError from the constructor, naming neither)."""
+    with pytest.raises(aimcemu.FormatError,
+                       match=r"^converter: field 'pair_factors': applies only with converter 'n_pair'"):
+        noise.converter_from_dict({"converter": kind, "pair_factors": [1.0, 3.0]})
+    # the same fields with n_pair are taken
+    assert noise.converter_from_dict({"converter": "n_pair", "pair_factors": [1.0, 3.0]}).to_dict()["pair_factors"] == [1.0, 3.0]
+
+
 def test_derived_defaults_follow_the_parameters_they_depend_on():
     assert noise.HermesNoiseModel(num_devices=1).params["g_max"] == 10.35
     assert noise.HermesNoiseModel(num_devices=1).params["t0"] == 200.0

@@ -132,6 +132,10 @@ def converter_from_dict(config: Mapping[str, Any]) -> ConductanceConverter:
                                 f"(known: {', '.join(_CONVERTERS)})")
     names = {row["name"] for row in parameters.converter_table()} - {"converter"}
     params = {k: v for k, v in config.items() if k in names}
-    if "pair_factors" in params:
-        params["f_lst"] = params.pop("pair_factors")
-    return _CONVERTERS[kind](**params)
+    # Fields by their table names, checked by the core's converter table, the one place that
+    # knows which field applies to which kind: `pair_factors` with a single pair or a single
+    # device is a FormatError naming it, not a Python TypeError from the kind's constructor.
+    cls = _CONVERTERS[kind]
+    converter = cls.__new__(cls)
+    ConductanceConverter.__init__(converter, **params)
+    return converter
