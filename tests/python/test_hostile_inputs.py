@@ -183,3 +183,21 @@ def test_the_listed_backends_are_the_pu_models():
         _core.check_backend("no_such_kernel", "<test>", "backend")
     listed = str(caught.value).rsplit("(expected ", 1)[1].rstrip(")")
     assert tuple(name.strip() for name in listed.split(",")) == BACKENDS
+
+
+# Call sites outside this change's files that still call float() on a user's number: each fails
+# with OverflowError until it adopts aimcemu.floats (strict: the marker must go when it does).
+NOT_YET_ADOPTED = {
+    "noise/parameters.py core_value": lambda: aimcemu.mapping.resolve_noise({"model": "pcm_like", "t0": HUGE}),
+    "noise/parameters.py _list_element": lambda: aimcemu.mapping.resolve_noise(
+        {"model": "pcm_like", "prog_noise_scale": [HUGE]}),
+    "sweeps.py validate_wait": lambda: aimcemu.sweeps.validate_wait(HUGE, "wait", "<sweep>"),
+    "validate.py number": lambda: aimcemu.validate.number(HUGE, "percentile", "<arguments>"),
+}
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason="float() on a user's int; adopt aimcemu.floats there")
+@pytest.mark.parametrize("site", sorted(NOT_YET_ADOPTED))
+def test_other_call_sites_refuse_an_int_beyond_the_float_range(site):
+    with pytest.raises(FormatError, match="beyond the range of a float"):
+        NOT_YET_ADOPTED[site]()
