@@ -375,7 +375,7 @@ class RunConfig:
         '/' is a folder that receives the default name.  Nothing is created here: a default name
         is only a candidate until the run claims it (output_named_by_default), and the folder is
         created then."""
-        from .files import output_file
+        from .files import check_folder_creatable, output_file
 
         def default_name() -> str:
             stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -383,6 +383,7 @@ class RunConfig:
             return f"{safe}_{stamp}.h5"
 
         if self.output is None:
+            check_folder_creatable("results", "output", self.sources.get("output", "<arguments>"))
             return Path("results") / default_name()
         inputs = [("model", self.model), ("data", self.data)]
         inputs += [("config", path) for path in sorted(set(self.sources.values())) if os.path.isfile(path)]

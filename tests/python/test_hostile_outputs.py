@@ -164,3 +164,10 @@ def test_an_unwritable_parent_is_refused_before_any_work(study, tmp_path, capsys
     with pytest.raises(FormatError, match=rf"field 'output': cannot create folder .*new: {locked} is not writable"):
         aimcemu.run(study, output=os.fspath(locked / "new") + "/")
     snapshot.assert_unchanged()
+
+
+def test_a_file_where_the_default_folder_goes_is_refused_before_any_work(study, tmp_path, capsys):
+    (tmp_path / "results").write_text("not a folder")
+    err = assert_refused(["run", study], tmp_path, capsys, "field 'output': cannot create folder results: "
+                                                         "results is not a folder")
+    assert "Errno" not in err
