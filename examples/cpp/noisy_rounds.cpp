@@ -15,6 +15,8 @@
 //   noisy_rounds MODEL.h5 DATA.h5 [--t SECONDS] [--rounds R] [--seed S] [--threads N]
 //                [--check-file HELPER]
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -37,9 +39,9 @@ namespace {
 struct Options {
     std::string model, data, check_file = AIMCEMU_CHECK_FILE_HELPER;
     double t = 86400.0;  // one day after programming
-    int rounds = 3;
+    std::uint32_t rounds = 3;
     std::uint64_t seed = 0;
-    int threads = 0;     // 0: every core; the bytes never depend on it
+    std::uint32_t threads = 0;  // 0: every core; the bytes never depend on it
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -50,11 +52,33 @@ struct Options {
     std::exit(2);
 }
 
-// A whole-string number, or usage(): atof-style silent zeros would run a different study.
-double number(const char* flag, const char* text) {
+// The limits aimcemu run has for the same options (python/aimcemu/validate.py).
+constexpr std::uint64_t kMaxRounds = std::uint64_t(1) << 20;
+constexpr std::uint64_t kMaxThreads = 4096;
+
+[[noreturn]] void usage(const std::string& why) { usage(why.c_str()); }
+
+// A whole-string number, or usage(): atof-style silent zeros would run a different study.  NaN
+// and infinities are refused too (t is compared and compiled into the NIU program).
+double finite_number(const char* flag, const char* text) {
     char* end = nullptr;
     const double value = std::strtod(text, &end);
-    if (end == text || *end != '\0') usage((std::string(flag) + " expects a number").c_str());
+    if (end == text || *end != '\0' || !std::isfinite(value))
+        usage(std::string(flag) + " expects a finite number, got '" + text + "'");
+    return value;
+}
+
+// A whole number in lo..hi written as decimal digits, or usage().  Nothing is rounded, wrapped or
+// cast: read through a double, seeds above 2^53 would merge, --rounds 1.9 would run 1 round,
+// --seed -1 would wrap to 2^64 - 1 and --seed 1e30 would be undefined behaviour.
+std::uint64_t whole_number(const char* flag, const char* text, std::uint64_t lo, std::uint64_t hi) {
+    const std::string_view digits(text);
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    const bool whole = !digits.empty() && error == std::errc() && end == digits.data() + digits.size();
+    if (!whole || value < lo || value > hi)
+        usage(std::string(flag) + " expects a whole number from " + std::to_string(lo) + " to " +
+              std::to_string(hi) + " (decimal digits, no sign, fraction or exponent), got '" + text + "'");
     return value;
 }
 
@@ -66,10 +90,10 @@ Options parse(int argc, char** argv) {
         if (arg.starts_with("--")) {
             if (i + 1 >= argc) usage("a flag without its value");
             const char* value = argv[++i];
-            if (arg == "--t") opts.t = number("--t", value);
-            else if (arg == "--rounds") opts.rounds = int(number("--rounds", value));
-            else if (arg == "--seed") opts.seed = std::uint64_t(number("--seed", value));
-            else if (arg == "--threads") opts.threads = int(number("--threads", value));
+            if (arg == "--t") opts.t = finite_number("--t", value);
+            else if (arg == "--rounds") opts.rounds = std::uint32_t(whole_number("--rounds", value, 1, kMaxRounds));
+            else if (arg == "--seed") opts.seed = whole_number("--seed", value, 0, UINT64_MAX);
+            else if (arg == "--threads") opts.threads = std::uint32_t(whole_number("--threads", value, 0, kMaxThreads));
             else if (arg == "--check-file") opts.check_file = value;
             else usage("unknown flag");
         } else {
@@ -77,7 +101,7 @@ Options parse(int argc, char** argv) {
         }
     }
     if (positional.size() != 2) usage("give a model file and a data set file");
-    if (opts.rounds < 1 || opts.t < 0) usage("--rounds must be >= 1 and --t >= 0");
+    if (opts.t < 0) usage("--t must be >= 0");
     opts.model = positional[0];
     opts.data = positional[1];
     return opts;
@@ -140,7 +164,7 @@ int run(const Options& opts) {
     const std::vector<Tensor8> images = images_of(data);
 
     RunOptions run_options;
-    run_options.threads = opts.threads;
+    run_options.threads = int(opts.threads);
     run_options.keep.assign(net.layers.size(), false);
     run_options.keep.back() = true;  // only the logits come back
     std::printf("%s: %lld images, digital %s\n", net.name.c_str(), static_cast<long long>(data.count()),
@@ -150,10 +174,10 @@ int run(const Options& opts) {
     // refuses aihwkit's "reconverted", the float64 default).
     const auto model = noise::make_noise_model("pcm_like", {{"drift_reference", std::string("programmed")}});
     niu::Emulator emulator(net, gemm_layers(net));
-    for (int round = 0; round < opts.rounds; ++round) {
-        const niu::NiuProgram program = round_program(*model, emulator, opts, std::uint64_t(round));
+    for (std::uint32_t round = 0; round < opts.rounds; ++round) {
+        const niu::NiuProgram program = round_program(*model, emulator, opts, round);
         const niu::RoundOutputs noisy = emulator.run_round(program, images, run_options);
-        std::printf("round %d (t = %g s, %zu AIMC layers): %s\n", round, opts.t, emulator.aimc_layers().size(),
+        std::printf("round %u (t = %g s, %zu AIMC layers): %s\n", round, opts.t, emulator.aimc_layers().size(),
                     accuracy(noisy.outputs, data).c_str());
     }
     return 0;

@@ -13,9 +13,10 @@ The options, their defaults and their rules live here and nowhere else::
 Rules (a violation raises aimcemu.FormatError naming the source and the option; the ranges
 are aimcemu.validate's, listed with their reasons in docs/reliability.md):
     model, data   a regular file (None: the embedded model; its test set beside it)
-    output        a results file path (None: results/<model>_<timestamp>.h5); never an input of
-                  the run, a folder, a device or a FIFO; a trailing '/' is a folder that
-                  receives the default name (aimcemu.files.output_file)
+    output        a results file path (None: results/<model>_<timestamp>.h5, or -2, -3, ... before
+                  .h5 when that name is taken: a default name never replaces a file); never an
+                  input of the run, a folder, a device or a FIFO; a trailing '/' is a folder
+                  that receives the default name (aimcemu.files.output_file)
     mapping       None (all digital) | "all" | a Mapping | a dict | a YAML mapping file
     noise         the default noise of AIMC layers: {"model": name, **params}, a name, or a
                   noise model object; alone it means mapping "all"
@@ -51,6 +52,7 @@ import numpy as np
 from . import _core, modelfile, validate
 from . import peripherals as _peripherals
 from . import niu
+from .floats import as_float, short_repr
 from .mapping import DEFAULT_NOISE, Mapping, Placement, resolve_noise_model
 from .noise import NoiseModel
 from .yamlfile import load_yaml
@@ -124,7 +126,7 @@ def parse_times(value: Any, source: str = "<arguments>", field: str = "t") -> li
     if _is_number(value):
         items: list[Any] = [value]
     elif isinstance(value, str):
-        items = [part.strip() for part in value.split(",") if part.strip()]
+        items = comma_items(value, source, field)
     else:
         try:
             items = list(value)
@@ -137,6 +139,19 @@ def parse_times(value: Any, source: str = "<arguments>", field: str = "t") -> li
         if not later > earlier:
             raise _fail(source, field, f"times must be strictly increasing ({earlier:g} s is followed by {later:g} s)")
     return times
+
+
+def comma_items(text: str, source: str, field: str) -> list[str]:
+    """The items of a comma-separated list, stripped; [] when there are none (",", "").  An empty
+    item between others ("0,,1", "a,b,") is an error: a typo there would silently drop a value."""
+    items = [part.strip() for part in text.split(",")]
+    if not any(items):
+        return []
+    if not all(items):
+        position = items.index("") + 1
+        raise _fail(source, field, f"{text!r} has an empty item (item {position} of {len(items)}); "
+                                   "separate the items by single commas")
+    return items
 
 
 def _is_number(value: Any) -> bool:
@@ -154,12 +169,12 @@ def _one_time(item: Any, source: str, field: str) -> float:
             raise _fail(source, field, f"cannot read {item!r} as a time (a number of seconds or with a unit "
                                        "s, min, h, d, y)")
     elif _is_number(item):
-        seconds = float(item)
+        seconds = as_float(item, source, field)  # an int beyond the float range: FormatError, not OverflowError
     else:
         raise _fail(source, field, f"expected a number of seconds, got {item!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise _fail(source, field, f"times must be finite and >= 0, got {item!r}")
-    return seconds
+    return seconds + 0.0  # -0 is 0 (and is stored and printed as 0)
 
 
 def parse_compensations(value: Any, source: str = "<arguments>", field: str = "drift_compensation") -> list[str]:
@@ -187,7 +202,7 @@ def layer_selection(layers: Any, source: str = "<arguments>") -> str | list[str]
         layers = validate.text(layers, "layers", source)
         if layers in ("all", "none"):
             return layers
-        names = [name.strip() for name in layers.split(",") if name.strip()]
+        names = comma_items(layers, source, "layers")
     elif isinstance(layers, (list, tuple)):
         names = [validate.text(name, "layers", source) for name in layers]
     else:
@@ -346,12 +361,21 @@ class RunConfig:
         return [(r, chip, t, name) for name in self.compensations for chip in range(self.chips) for t in self.t
                 for r in range(self.rounds)]
 
+    @property
+    def output_named_by_default(self) -> bool:
+        """Whether the results file gets the default name (no output, or a folder ending in '/'):
+        such a name never replaces a file; the run claims a free one when it writes
+        (aimcemu.files.claim_new_file: NAME, NAME-2, NAME-3, ...)."""
+        return self.output is None or self.output.endswith(("/", os.sep))
+
     def output_path(self, model_name: str) -> Path:
         """The results file: the given output, or results/<model>_<timestamp>.h5; a given output
         is checked (aimcemu.files.output_file): never an input of this run (model, data set,
         config or mapping file, compared by inode), a folder, a device or a FIFO, and a trailing
-        '/' is a folder that receives the default name."""
-        from .files import output_file
+        '/' is a folder that receives the default name.  Nothing is created here: a default name
+        is only a candidate until the run claims it (output_named_by_default), and the folder is
+        created then."""
+        from .files import check_folder_creatable, output_file
 
         def default_name() -> str:
             stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -359,13 +383,14 @@ class RunConfig:
             return f"{safe}_{stamp}.h5"
 
         if self.output is None:
+            check_folder_creatable("results", "output", self.sources.get("output", "<arguments>"))
             return Path("results") / default_name()
         inputs = [("model", self.model), ("data", self.data)]
         inputs += [("config", path) for path in sorted(set(self.sources.values())) if os.path.isfile(path)]
         if self.mapping is not None and os.path.isfile(self.mapping.source):
             inputs.append(("mapping", self.mapping.source))
         return output_file(self.output, "output", self.sources.get("output", "<arguments>"), inputs=inputs,
-                           default_name=default_name)
+                           default_name=default_name, create_folder=False)
 
     def stored(self, net, out_path: Path, images: int, placements: list[Placement] | None,
                noisy_rounds: int) -> dict:
@@ -411,9 +436,15 @@ def _merge(config, explicit: dict, source: str | None, explicit_sources: dict) -
     if isinstance(config, (str, os.PathLike)):
         config_source = os.fspath(config)
         config = load_yaml_config(config, source=explicit_sources.get("config", "<arguments>"))
-    else:
+    elif config is None or isinstance(config, MappingABC):
         config_source = source or "<config>"
+    else:
+        raise _fail(explicit_sources.get("config", "<arguments>"), "config",
+                    f"expected a dict of run options or a YAML file path, got {short_repr(config)}")
     if config:
+        for key in config:
+            if not isinstance(key, str):
+                raise _fail(config_source, short_repr(key), "option names are strings")
         unknown = sorted(set(config) - set(RUN_DEFAULTS))
         if unknown:
             raise _fail(config_source, unknown[0], f"unknown option (known: {', '.join(RUN_DEFAULTS)})")

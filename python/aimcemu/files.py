@@ -67,11 +67,13 @@ def _identity(path) -> tuple[int, int] | None:
 
 
 def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterable[tuple[str, Any]] = (),
-                default_name: Callable[[], str] | None = None) -> Path:
+                default_name: Callable[[], str] | None = None, create_folder: bool = True) -> Path:
     """Where a command may write its output file, checked before any work:
 
     - a path ending in '/' (or os.sep) is a folder: the file goes inside it under
-      ``default_name()`` (the folder is created); without a default name it is refused;
+      ``default_name()``; without a default name it is refused.  The folder must be creatable (its
+      nearest existing ancestor a writable folder); it is created here when `create_folder`, else
+      by the caller just before it writes (make_folder), so that a refused run leaves no folder;
     - an existing folder, device, FIFO or socket is refused: only a regular file is replaced;
     - the output may not be one of the run's `inputs` ((field, path) pairs), compared by
       device and inode, so neither another name nor a hard or symbolic link gets past.
@@ -83,7 +85,9 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
         folder = Path(raw)
         if folder.exists() and not folder.is_dir():
             raise fail(source, field, f"{raw} ends in '/' but {folder} is not a folder")
-        folder.mkdir(parents=True, exist_ok=True)
+        check_folder_creatable(folder, field, source)
+        if create_folder:
+            make_folder(folder, field, source)
         out = folder / default_name()
     else:
         out = Path(raw)
@@ -92,7 +96,7 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
     except FileNotFoundError:
         return out
     except OSError as exc:
-        raise fail(source, field, f"cannot use {out}: {exc.strerror}") from None
+        raise fail(source, field, f"cannot use {out}: {_words(exc)}") from None
     if stat.S_ISDIR(st.st_mode):
         raise fail(source, field, f"{out} is a folder (end it with '/' to write a file inside it)")
     if not stat.S_ISREG(st.st_mode):
@@ -104,6 +108,87 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
             raise fail(source, field, f"{out} is the {input_field} of this run ({input_path}); "
                                       "writing there would destroy it")
     return out
+
+
+def _words(exc: OSError) -> str:
+    """An OSError's reason in lower case ("not a directory"), without Python's "[Errno 20]"."""
+    reason = exc.strerror or str(exc)
+    return reason[:1].lower() + reason[1:]
+
+
+def check_folder_creatable(folder, field: str, source: str = "<arguments>") -> None:
+    """Refuses, before any work, a folder that cannot exist: its nearest existing ancestor is not
+    a folder, or is one this process cannot write in.  Nothing is created."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # a dangling link: mkdir would fail on it
+            raise fail(source, field, f"cannot create folder {folder}: {existing} is a broken symbolic link")
+        existing = existing.parent
+    if existing == folder and folder.is_dir():
+        return
+    if not existing.is_dir():
+        raise fail(source, field, f"cannot create folder {folder}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise fail(source, field, f"cannot create folder {folder}: {existing} is not writable")
+
+
+def make_folder(folder, field: str, source: str = "<arguments>") -> None:
+    """Creates `folder` and its parents (an output's folder, just before the output is written);
+    an error names the field and says why in words ("cannot create folder X: not a directory")."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file (or a link to one) at that name
+        raise fail(source, field, f"cannot create folder {folder}: a file of that name exists") from None
+    except OSError as exc:
+        raise fail(source, field, f"cannot create folder {folder}: {_words(exc)}") from None
+
+
+class ClaimedFile:
+    """An empty file created exclusively to reserve a new output name (claim_new_file); the writer
+    later replaces it with the complete output.  release() removes it while it is still the
+    empty file claimed (the run failed), and never anything else."""
+
+    def __init__(self, path: Path, identity: tuple[int, int]):
+        self.path, self._identity = path, identity
+
+    def release(self) -> None:
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) == self._identity and st.st_size == 0:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+# How many names claim_new_file tries (NAME, NAME-2, ... NAME-N) before it gives up.
+MAX_NAME_TRIES = 10_000
+
+
+def claim_new_file(path, field: str, source: str = "<arguments>") -> ClaimedFile:
+    """A new file at `path`, or at NAME-2.EXT, NAME-3.EXT, ... when that name is taken: created
+    empty with O_EXCL (its folder first), so an existing file is never replaced and two processes
+    that pick the same default name in the same second still get two files."""
+    path = Path(path)
+    make_folder(path.parent, field, source)
+    stem, suffix = path.stem, path.suffix
+    for number in range(1, MAX_NAME_TRIES + 1):
+        candidate = path if number == 1 else path.with_name(f"{stem}-{number}{suffix}")
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise fail(source, field, f"cannot create {candidate}: {_words(exc)}") from None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return ClaimedFile(candidate, (st.st_dev, st.st_ino))
+    raise fail(source, field, f"{path} and {MAX_NAME_TRIES - 1} numbered names after it are all taken")
 
 
 # --- a lock per folder ----------------------------------------------------------------------------

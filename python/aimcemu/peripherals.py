@@ -31,6 +31,7 @@ import math
 from typing import Any, Mapping as MappingABC
 
 from . import _core
+from .floats import as_float
 
 AIHWKIT_DEFAULT = {"inp_res": 1 / 126, "inp_bound": 1.0, "out_noise": 0.06, "out_bound": 12.0,
                    "out_res": 1 / 510, "noise_management": "abs_max", "bound_management": "none"}
@@ -124,9 +125,8 @@ def resolve(config: Any, source: str = "<config>", field: str = "peripherals") -
 
 
 def _number(value: Any, source: str, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(source, field, f"expected a number, got {value!r}")
-    return float(value)
+    """A setting's number as a float (inf and NaN pass: the core's check names what they mean there)."""
+    return as_float(value, source, field)
 
 
 # The most steps each converter takes (the core's limits), by its resolution's key.

@@ -32,6 +32,8 @@ from . import _core, modelfile, niu, process_memory, rounds, validate
 from .calibration import Alphas, calibrate, round_alpha
 from .config import (CALIBRATION_ROUND, DRIFT_COMPENSATIONS, RUN_DEFAULTS, RunConfig, format_time,
                      load_yaml_config, parse_compensations, parse_times)
+from .files import claim_new_file
+from .floats import short_repr
 from .mapping import Mapping, Placement
 from .noise import READOUT_FLOOR
 from .reference import ContentDigest, ReferenceCache, compute_reference, process_cache
@@ -54,7 +56,8 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, periphe
 
     model:   model file path (docs/model_format.md); None = the embedded default model
     data:    data set file path; None = the test set shipped beside the model
-    output:  results file path; None = results/<model>_<timestamp>.h5 (folder created)
+    output:  results file path; None = results/<model>_<timestamp>.h5 (folder created; -2, -3, ...
+             before .h5 when that name is taken: a default name never replaces a file)
     mapping: None (all digital, no noisy rounds) | "all" (every GEMM layer on AIMC) | a Mapping |
              a dict {"default": ..., "layers": {pattern: "aimc" | "digital" | {"device", "noise"}}} |
              a YAML mapping file (aimcemu.mapping)
@@ -84,6 +87,7 @@ def run(model=None, data=None, output=None, *, mapping=None, noise=None, periphe
     (regular files, validated by the loaders, read first in a checking process), the output path
     (never an input or a non-file), and that the run's arrays fit in this machine's memory.
     """
+    _check_switches(progress=progress, overwrite=overwrite)
     cfg = RunConfig.resolve(config, {
         "model": model, "data": data, "output": output, "mapping": mapping, "noise": noise,
         "peripherals": peripherals, "t": t, "chips": chips, "rounds": rounds, "seed": seed, "drift_compensation": drift_compensation, "backend": backend,
@@ -116,8 +120,25 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
                               int(np.prod(tuple(net_layers[net.output_index()].out_shape))), len(coordinates),
                               cfg.data, cfg.sources.get("chips", "<arguments>"))
     process_memory.make_room(need, kept)  # what the process keeps from earlier runs is a cache
-    if cfg.output is None:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
+    if not cfg.output_named_by_default:
+        return _run_and_write(cfg, net, images, labels, placements, coordinates, kept, cache, out_path, overwrite,
+                              progress)
+    # A default name is a new file, never an existing one's: claimed (created empty, exclusively,
+    # with its folder) only now that the run is about to write, and removed if the run fails.
+    claim = claim_new_file(out_path, "output", cfg.sources.get("output", "<arguments>"))
+    try:
+        return _run_and_write(cfg, net, images, labels, placements, coordinates, kept, cache, claim.path, True,
+                              progress)
+    except BaseException:
+        claim.release()
+        raise
+
+
+def _run_and_write(cfg: RunConfig, net, images, labels, placements, coordinates, kept, cache, out_path, overwrite: bool,
+                   progress: bool) -> RunSummary:
+    """The reference, the calibration and the noisy rounds, written to `out_path` (execute, once
+    every check has passed)."""
+    net_layers = net.layers
     resolved = cfg.stored(net, out_path, len(labels), placements, len(coordinates))
 
     # The reference cache's key hashes the weights and images (~16 ms for ResNet-50) on a thread
@@ -184,6 +205,14 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     inference_s += timing.get("inference_s", 0.0)
     return _summary(cfg, net, out_path, labels, writer, placements, coordinates, resolved["drift_alpha"], capped,
                     inference_s, write_s, calibration_s + timing.get("noise_s", 0.0))
+
+
+def _check_switches(**switches) -> None:
+    """aimcemu.run's on/off arguments are True or False: a string such as 'no' is truthy and
+    would silently mean yes (or reach the results writer as a binding's TypeError)."""
+    for name, value in switches.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise validate.fail("<arguments>", name, f"expected True or False, got {short_repr(value)}")
 
 
 def _reference_cache(reuse_reference: bool | ReferenceCache) -> ReferenceCache | None:

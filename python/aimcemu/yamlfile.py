@@ -9,6 +9,7 @@ only (no Python objects), and bounded so that no document can exhaust memory or 
     expanded   at most YAML_MAX_NODES (100 000) values once every alias is expanded (an alias
                bomb is refused before it is built), and no alias cycles
     keys       no key given twice in one mapping (the last one would silently win)
+    integers   at most YAML_MAX_INT_BITS (4096) bits; larger ones Python cannot print in a message
 
 Numbers in exponent form without a dot or exponent sign (5e-1, 1.0e5) are floats, as in YAML 1.2.
 
@@ -26,6 +27,7 @@ YAML_MAX_BYTES = 1 << 20
 YAML_MAX_DEPTH = 64
 YAML_MAX_ALIASES = 100
 YAML_MAX_NODES = 100_000
+YAML_MAX_INT_BITS = 4096  # about 1233 decimal digits; any int Python can still print
 
 
 def load_yaml(path: Any, field: str = "config", source: str = "<arguments>", what: str = "YAML file") -> Any:
@@ -54,12 +56,35 @@ def parse_yaml(content: str, source: str) -> Any:
         if node is None:
             return None
         _check_expanded_size(node, source)
+        _check_duplicate_keys(node, source)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise fail(source, "<yaml>", str(exc)) from None
+        raise fail(source, "<yaml>", _one_line(exc)) from None
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _one_line(exc) -> str:
+    """A PyYAML error on one line, with its line and column: PyYAML's own message spans several
+    lines and names the text '<unicode string>' instead of the file or flag it came from."""
+    import yaml
+
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"unacceptable character #x{exc.character:04x} at character {exc.position + 1}: {exc.reason}" \
+            if isinstance(exc.character, int) else f"cannot read character {exc.position + 1}: {exc.reason}"
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return " ".join(str(exc).split())
+    problem = " ".join((exc.problem or exc.context or "invalid YAML").split())
+    where = _mark(exc.problem_mark or exc.context_mark)
+    if exc.context and exc.problem:
+        start = f" that starts at {_mark(exc.context_mark)}" if exc.context_mark is not None else ""
+        where += f"; {' '.join(exc.context.split())}{start}"
+    return f"{problem} ({where})" if where else problem
+
+
+def _mark(mark) -> str:
+    return "" if mark is None else f"line {mark.line + 1}, column {mark.column + 1}"
 
 
 _LOADER = None
@@ -94,18 +119,19 @@ def _bounded_loader():
             finally:
                 self.depth -= 1
 
-        def construct_mapping(self, node, deep=False):
-            seen: dict = {}
-            for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = (key_node.tag, key_node.value)
-                if key in seen:
-                    raise fail(self.source, str(key_node.value),
-                               f"given twice in one mapping (lines {seen[key] + 1} and {key_node.start_mark.line + 1})")
-                seen[key] = key_node.start_mark.line
-            return super().construct_mapping(node, deep)
+        def construct_yaml_int(self, node):
+            # Python refuses to read or print an int of more than 4300 decimal digits (ValueError,
+            # in the reader and in any message that shows the value): no option takes one anyway.
+            try:
+                value = super().construct_yaml_int(node)
+            except ValueError:
+                value = None
+            if value is None or value.bit_length() > YAML_MAX_INT_BITS:
+                raise fail(self.source, "<yaml>", f"an integer of {len(node.value)} characters "
+                                                  f"(line {node.start_mark.line + 1}); no option takes one that large")
+            return value
 
+    BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
     # YAML 1.1, which PyYAML implements, reads a number in exponent form without a dot (5e-1, 1E3)
     # or without a sign in its exponent (1.0e5) as a string; YAML 1.2 and every other language a
     # researcher writes them in read a float.  A string there would be refused as a noise scale
@@ -152,6 +178,36 @@ def _check_expanded_size(root, source: str) -> None:
         in_progress.add(key)
         stack.append((node, True))
         stack.extend((c, False) for c in _children(node, yaml))
+
+
+def _check_duplicate_keys(root, source: str) -> None:
+    """Refuses a key given twice in one mapping (the last one would silently win), naming it by
+    its whole path ('layers.head', not 'head').  Each distinct node is visited once (aliases share
+    nodes; _check_expanded_size has ruled out cycles), under the first path that reaches it."""
+    import yaml
+
+    visited: set[int] = set()
+    stack = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    stack.append((value_node, path))
+                    continue
+                name = f"{path}.{key_node.value}" if path else str(key_node.value)
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise fail(source, name, f"given twice in one mapping (lines {seen[key] + 1} and "
+                                             f"{key_node.start_mark.line + 1})")
+                seen[key] = key_node.start_mark.line
+                stack.append((value_node, name))
 
 
 def _children(node, yaml) -> list:

@@ -81,7 +81,7 @@ def test_mapping_files_use_the_same_loader(folder, capsys):
             "map.yaml: field '<yaml>'")
     mapping.write_text("default: aimc\nlayers:\n  conv: aimc\n  conv: digital\n")
     refused(["run", folder / "model.h5", "--mapping", mapping, "-o", folder / "out.h5"], folder, capsys,
-            "map.yaml: field 'conv': given twice")
+            "map.yaml: field 'layers.conv': given twice")
     os.remove(mapping)
     os.mkfifo(mapping)
     refused(["run", folder / "model.h5", "--mapping", mapping, "-o", folder / "out.h5"], folder, capsys,
@@ -101,7 +101,7 @@ def test_a_sweep_config_with_a_grid_key_twice_is_refused(folder, capsys):
     config.write_text(f"output: {folder / 'sw'}\nnoise: {{model: pcm_like}}\nmapping: all\ngrid:\n"
                       "  noise.prog_noise_scale: [0.5, 1.0]\n  noise.prog_noise_scale: [2.0]\n")
     refused(["sweep", "--config", config, "--check"], folder, capsys,
-            "sweep.yaml: field 'noise.prog_noise_scale': given twice in one mapping (lines 5 and 6)")
+            "sweep.yaml: field 'grid.noise.prog_noise_scale': given twice in one mapping (lines 5 and 6)")
     assert not (folder / "sw").exists()
 
 

@@ -26,7 +26,11 @@ from aimcemu.yamlfile import parse_yaml  # noqa: E402
 from hostile import tiny_network  # noqa: E402
 
 ALLOWED = (FormatError, FileNotFoundError)
-SCALARS = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+# Hypothesis draws mostly small integers even with wide bounds: the integers around and beyond the
+# float range (1.8e308, where float() raises OverflowError) are drawn on purpose, up to 10^400.
+BEYOND_FLOATS = st.builds(lambda sign, exponent, digit: sign * digit * 10**exponent, st.sampled_from([1, -1]),
+                          st.integers(min_value=300, max_value=400), st.integers(min_value=1, max_value=9))
+SCALARS = (st.none() | st.booleans() | st.integers(min_value=-10**400, max_value=10**400) | BEYOND_FLOATS
            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12)
            | st.sampled_from(["all", "none", "pcm_like", "hermes", "aimc", "digital", "global", "none,global", "1h",
                               "conv", "fc", "pool", "conv*", "*", ",", "0,1h", "model", "default", "layers"]))
@@ -80,6 +84,10 @@ def plan_sweep(config: dict, model_path: str) -> None:
 @example({"noise": {1: 2}})
 @example({"layers": ","})
 @example({"chips": 2**70, "mapping": "all"})
+@example({"t": [10**309]})
+@example({"mapping": "all", "t": [0, -10**400]})
+@example({"peripherals": {"out_noise": 10**309}})
+@example({"peripherals": {"inp_res": 10**400, "out_bound": 10**309}})
 def test_run_options(config):
     config.pop("model", None), config.pop("data", None), config.pop("output", None), config.pop("config", None)
     if isinstance(config.get("mapping"), str) and config["mapping"] not in ("all",):

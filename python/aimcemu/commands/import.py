@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .. import modelfile
     from .._netbuild import DEFAULT_PERCENTILE
-    from ..files import output_file
+    from ..files import make_folder, output_file
     from ..onnx_import import convert_onnx
     from ..validate import input_file
 
@@ -73,11 +73,12 @@ def main(args: argparse.Namespace) -> int:
     calibration = None if args.calibration is None else input_file(args.calibration, "calibration", "--calibration", what=".npy file")
     stem = os.path.splitext(os.path.basename(model))[0] or "model"
     output = output_file(args.output, "output", "--output", inputs=[("model", model), ("calibration", calibration)],
-                         default_name=lambda: f"{stem}.h5")
+                         default_name=lambda: f"{stem}.h5", create_folder=False)
     input_shape = _input_shape(args.input_shape)
     images = _calibration_images(calibration)
     imported = convert_onnx(model, images, input_shape, args.name, args.method,
                             args.percentile if args.percentile is not None else DEFAULT_PERCENTILE)
+    make_folder(output.parent, "output", "--output")  # only now: a refused import leaves no folder
     modelfile.save_model(imported.network, output)
     net = imported.network
     print(f"model     {output}: {net.name}, {len(net.layers)} layers, {net.total_weights()} int8 weights")

@@ -55,7 +55,7 @@ def _output_path(args: argparse.Namespace):
     model_file = args.model if os.path.isfile(args.model) else None
     name = os.path.splitext(os.path.basename(args.model))[0] or "model"
     path = output_file(args.output, "output", "--output", inputs=[("model", model_file)],
-                       default_name=lambda: f"{name}_perf.json")
+                       default_name=lambda: f"{name}_perf.json", create_folder=False)
     if path.suffix.lower() not in (".csv", ".json"):
         raise fail("--output", "output", f"{path} must end in .csv (per-layer table) or .json (everything); "
                                               f"the format follows the extension")
@@ -92,6 +92,9 @@ def main(args: argparse.Namespace) -> int:
             print()
         print(result.table_one())
     if output is not None:
+        from ..files import make_folder
+
+        make_folder(output.parent, "output", "--output")  # only now: a refused run leaves no folder
         if output.suffix.lower() == ".csv":
             result.to_csv(output)
         else:

@@ -21,6 +21,12 @@ import argparse
 HELP = "run a model on a data set and write an HDF5 results file (no arguments: the embedded default)"
 
 
+# The PU model's kernels (the PU model checks the name, _core.check_backend, and its error lists
+# them; tests/python/test_hostile_cli.py keeps this list equal to that one).  Written here, not
+# asked of the core, so that building the parser imports nothing heavy.
+BACKENDS = ("fast", "reference", "cycle_sa")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", default=None, help="model file (default: the embedded model)")
     parser.add_argument("--data", "-d", default=None, help="data set file (default: test_set.h5 beside the model)")
@@ -41,7 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drift-compensation", default=None,
                         help='drift compensation of AIMC layers: none (default), global, or both as "none,global" '
                              "(every round then runs under each, with the same noise draws)")
-    parser.add_argument("--backend", default=None, help="PU model kernel (default: fast)")
+    parser.add_argument("--backend", default=None,
+                        help=f"PU model kernel: {', '.join(BACKENDS)} (default: fast; all three give the same "
+                             "bits: fast picks the CPU's fastest kernel, reference is a plain loop, cycle_sa the "
+                             "cycle-by-cycle systolic array)")
     parser.add_argument("--threads", type=int, default=None, help="worker threads, 0 = all cores")
     parser.add_argument("--layers", default=None,
                         help='whose activations to store: "all" (default), "none" or comma-separated layer names')
