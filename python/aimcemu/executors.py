@@ -330,11 +330,20 @@ _SCHEDULER_SCHEMES = ("", "tcp", "tls", "ws", "wss", "ucx", "inproc")
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+):\d{1,5}")
 
 
+def _is_dask_client(executor) -> bool:
+    """A distributed.Client, told without importing distributed (an optional extra)."""
+    return type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info")
+
+
 def check_executor(executor, source: str = "<arguments>", field: str = "executor") -> None:
-    """Refuses, before a sweep creates anything, an executor string that is neither "local" nor a
-    scheduler address ([scheme://]host:port): Dask's own parser said only "missing port number"."""
-    if not isinstance(executor, str) or executor == "local":
+    """Refuses, before a sweep creates anything, an executor that make_executor would refuse, and
+    a string that is neither "local" nor a scheduler address ([scheme://]host:port), of which
+    Dask's own parser said only "missing port number"."""
+    if executor is None or executor == "local" or _is_dask_client(executor) or isinstance(executor, cf.Executor):
         return
+    if not isinstance(executor, str):
+        raise _core.FormatError(f"{source}: field '{field}': expected None, 'local', a scheduler address, a "
+                                f"distributed.Client or an Executor, got {executor!r:.80}")
     scheme, _, rest = executor.rpartition("://")
     if scheme not in _SCHEDULER_SCHEMES or (scheme != "inproc" and not _HOST_PORT.fullmatch(rest)):
         raise _core.FormatError(f"{source}: field '{field}': expected 'local' or a scheduler address "
@@ -348,7 +357,7 @@ def make_executor(executor, workers: int | None, task_count: int, threads: int):
         return local_pool(workers, task_count, threads)
     if isinstance(executor, str):
         return DaskClient(executor)
-    if type(executor).__name__ == "Client" and hasattr(executor, "scheduler_info"):
+    if _is_dask_client(executor):
         return DaskClient(executor)
     if isinstance(executor, cf.Executor):
         return FuturesExecutor(executor, threads or 1)

@@ -348,13 +348,15 @@ def _output_path(results: Path, output, is_sweep: bool) -> Path:
         output = results / default if is_sweep else results.with_suffix(".html")
     inputs = [("results file", results)] if not is_sweep else \
         [("sweep index", results / "index.json")] + [("task file", p) for p in (results / "tasks").glob("*.h5")]
-    return output_file(output, "output", "<report>", inputs=inputs, default_name=lambda: default)
+    # The folder of `-o new/dir/` is made only when the page is written: a report refused later
+    # (a results file that fails its checks) leaves no new folder behind.
+    return output_file(output, "output", "<report>", inputs=inputs, default_name=lambda: default, create_folder=False)
 
 
 def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bool = True) -> Path:
     """Write the HTML report of a run file or sweep folder; returns its path (default:
     report.html inside a sweep folder, or <run>.html beside a run file)."""
-    from .files import atomic_write_text
+    from .files import atomic_write_text, make_folder
 
     results = _check_results_path(results)
     output = _output_path(results, output, results.is_dir())
@@ -378,6 +380,7 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>aimcemu report: '
             f'{html.escape(results.name)}</title><style>{_STYLE}</style></head><body>\n'
             + "\n".join(parts) + "\n</body></html>\n")
+    make_folder(output.parent, "output", "<report>")
     atomic_write_text(output, page)
     return output
 

@@ -52,6 +52,7 @@ from typing import Any, Mapping
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
+from .floats import as_float
 from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, check_executor, lost_task_reason, make_executor,
                         running_task, task_threads)
 from .mapping import resolve_noise_model
@@ -583,6 +584,8 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         threads = validate.threads(threads, "threads")
         wait_s = validate_wait(wait_s, "wait_s", "<arguments>")
         check_executor(executor)
+        if not isinstance(progress, bool):
+            raise _core.FormatError(f"<arguments>: field 'progress': expected True or False, got {progress!r:.80}")
         p = plan(config, output)
         check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
@@ -680,20 +683,16 @@ def _pseudo_file_system(path: Path) -> str | None:
     return kind if kind in PSEUDO_FILE_SYSTEMS else None
 
 
-def _finite(value: int | float) -> bool:
-    """math.isfinite, false for an int too large for a float (10**400) where isfinite raises."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 def validate_wait(value, field_name: str, source: str) -> float:
     """A wait time: a finite number of seconds >= 0 (NaN would wait forever, a negative one is a mistake)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _core.FormatError(f"{source}: field '{field_name}': expected a finite number of seconds >= 0, "
+                                f"got {value!r:.80}")
+    seconds = as_float(value, source, field_name)  # an int beyond the float range is named as such
+    if not math.isfinite(seconds) or seconds < 0:
         raise _core.FormatError(f"{source}: field '{field_name}': expected a finite number of seconds >= 0, "
                                 f"got {value!r}")
-    return float(value)
+    return seconds
 
 
 def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> SweepResult:

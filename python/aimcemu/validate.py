@@ -77,7 +77,10 @@ def number(value: Any, field: str, source: str, minimum: float | None = None) ->
 
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise fail(source, field, f"expected a number, got {_short(value)}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:  # an int beyond the float range (aimcemu.floats words it the same way)
+        raise fail(source, field, "an integer beyond the range of a float (about 1.8e308)") from None
     if not math.isfinite(result) or (minimum is not None and result < minimum):
         raise fail(source, field, f"must be a finite number{'' if minimum is None else f' >= {minimum:g}'}, got {value!r}")
     return result

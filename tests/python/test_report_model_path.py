@@ -55,3 +55,17 @@ def test_another_model_at_the_stored_path_is_not_used(tmp_path, monkeypatch, cap
     page = report_text(results, tmp_path, capsys)
     assert "NIU table left out" in page and "the run&#x27;s was &#x27;digits_resnet&#x27;" in page
     assert "<th>NIUs</th>" not in page
+
+
+def test_a_refused_report_leaves_no_new_output_folder(tmp_path, monkeypatch, capsys):
+    """`-o new/dir/` was created when the output was checked, before the results were read: a
+    results file refused then left the new folders behind."""
+    import h5py
+
+    results = run_with_relative_model(tmp_path, monkeypatch)
+    with h5py.File(results, "r+") as f:
+        f.attrs["config"] = "{not json"
+    target = tmp_path / "new" / "dir"
+    assert cli.main(["report", os.fspath(results), "-o", f"{target}/"]) == 2
+    assert "field 'config'" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

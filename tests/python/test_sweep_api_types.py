@@ -35,7 +35,7 @@ def test_a_grid_axis_that_cannot_be_copied_is_named(tmp_path):
 
 
 def test_a_wait_too_large_for_a_float_is_named(tmp_path):
-    with pytest.raises(aimcemu.FormatError, match=r"field 'wait_s': expected a finite number of seconds"):
+    with pytest.raises(aimcemu.FormatError, match=r"field 'wait_s': an integer of 401 digits is beyond the range of a float"):
         aimcemu.sweep(good(tmp_path), wait_s=10**400)
 
 
@@ -53,4 +53,14 @@ def test_the_cli_names_its_scheduler_flag(tmp_path, capsys):
     assert cli.main(["sweep", "-c", str(config), "--scheduler", "bogus"]) == 2
     err = capsys.readouterr().err
     assert "--scheduler: field 'scheduler': expected 'local' or a scheduler address" in err, err
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"executor": 5}, r"<arguments>: field 'executor': expected None, 'local', a scheduler address"),
+    ({"progress": "no"}, r"<arguments>: field 'progress': expected True or False, got 'no'"),
+])
+def test_other_arguments_of_the_wrong_type_are_named_before_the_folder_is_made(tmp_path, kwargs, message):
+    with pytest.raises(aimcemu.FormatError, match=message):
+        aimcemu.sweep(good(tmp_path), **kwargs)
     assert not (tmp_path / "s").exists()

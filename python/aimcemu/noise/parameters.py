@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import _core
+from ..floats import as_float
 
 _noise = _core.noise
 
@@ -45,7 +46,7 @@ def core_value(name: str, value: Any):
     if isinstance(value, (bool, np.bool_)):
         raise _core.FormatError(f"noise config: field '{name}': expected a number, got a boolean")
     if isinstance(value, (int, float, np.integer, np.floating)):
-        return float(value)
+        return as_float(value, "noise config", name)  # inf and NaN pass: the core's table says what it takes
     if isinstance(value, (Sequence, np.ndarray)):
         return [_list_element(name, v) for v in value]
     raise _core.FormatError(f"noise config: field '{name}': unsupported value {value!r}")
@@ -54,7 +55,7 @@ def core_value(name: str, value: Any):
 def _list_element(name: str, value: Any) -> float:
     """One element of a list parameter: a number (not a boolean, None, string or nested list)."""
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
-        return float(value)
+        return as_float(value, "noise config", name)
     raise _core.FormatError(f"noise config: field '{name}': expected a list of numbers, got an element {value!r}")
 
 
