@@ -8,7 +8,7 @@
 // and CTRL.start and polls STATUS.done (register map: docs/niu_generated.md).
 //
 // Lanes (1, 2, 4, 8, 16 or 32) is the only parameter: the weights noised per cycle.  The result
-// does not depend on it; a beat takes 32 / Lanes cycles.
+// does not depend on it; a beat takes 32 / Lanes cycles.  Other values stop elaboration.
 module niu #(
   parameter int Lanes = niu_constants_pkg::NIU_LANES_DEFAULT
 ) (
@@ -90,6 +90,12 @@ module niu #(
 `ifndef __ICARUS__
   if (niu_constants_pkg::NIU_PROG_HEADER_WORDS % WordsBeat != 0 || LayerWords % WordsBeat != 0) begin : g_block_align
     $error("NIU_PROG_HEADER_WORDS and NIU_LAYER_WORDS must be multiples of NIU_WORDS_PER_BEAT");
+  end
+  // A beat's 32 weights are processed as groups of Lanes (niu_beat_split.sv, niu_beat_join.sv): a
+  // lane count that does not divide the beat would drop the weights of the last partial group.
+  // The same rule as rtl/niu_gen.py's LANES_SUPPORTED and niu_model.cpp's check_lanes().
+  if (Lanes < 1 || niu_constants_pkg::NIU_BEAT_LANES % Lanes != 0) begin : g_lanes_divide_beat
+    $error("Lanes must divide NIU_BEAT_LANES (the weights of a beat)");
   end
   // StHeader reads the header as one beat and takes its fields from that beat.
   if (HeaderBeats != 1) begin : g_header_beat

@@ -281,6 +281,18 @@ def check_block_alignment() -> None:
                          f"({words_per_beat} words): the NIU reads the header as one")
 
 
+def check_lanes_supported() -> None:
+    """LANES_SUPPORTED is exactly the divisors of BEAT_LANES: the rule rtl/niu.sv checks at
+    elaboration (NIU_BEAT_LANES % Lanes == 0) and niu_model.cpp's check_lanes() applies to this
+    list must name the same lane counts."""
+    divisors = tuple(n for n in range(1, BEAT_LANES + 1) if BEAT_LANES % n == 0)
+    if tuple(LANES_SUPPORTED) != divisors:
+        raise SystemExit(f"niu_gen: LANES_SUPPORTED = {LANES_SUPPORTED} must be the divisors of BEAT_LANES = "
+                         f"{BEAT_LANES}: {divisors}")
+    if not set(LANES_BUILT) <= set(LANES_SUPPORTED):
+        raise SystemExit(f"niu_gen: LANES_BUILT = {LANES_BUILT} names lane counts outside LANES_SUPPORTED")
+
+
 def check_int32_headroom() -> None:
     """Every product plus its rounding constant fits a signed 32-bit lane (the AVX2 model)."""
     z_max = 1 << (Z_BITS - 1)
@@ -645,6 +657,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     check_int32_headroom()
     check_block_alignment()
+    check_lanes_supported()
     os.makedirs(args.out_dir, exist_ok=True)
     consts = constants()
     gauss = (gauss_table(GAUSS_CHIP_U_BITS), gauss_table(GAUSS_READ_U_BITS))
