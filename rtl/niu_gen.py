@@ -122,7 +122,11 @@ PERIPH_PIPE_STAGES = 8     # a result enters, its digitised value leaves this ma
 # ---- AXI (the PU's HBM port and an AXI4-Lite control port) --------------------------------------
 AXI_DATA_BITS = BEAT_LANES * CODE_BITS   # 256
 AXI_STRB_BITS = AXI_DATA_BITS // 8
-AXI_ADDR_BITS = 34         # 16 GiB: covers the U50's 8 GiB HBM
+# The address space is the memory, not more: every range check (niu.sv ERR_ADDR_RANGE, the C++
+# compiler and image reader) compares against 2^AXI_ADDR_BITS, and a wider space would pass
+# addresses that a narrower HBM port drops the top bits of, aliasing them into low memory (the
+# wrap the checks exist to stop).  33 bits = 8 GiB, the U50's HBM; its AXI ports carry [32:0].
+AXI_ADDR_BITS = 33
 AXI_LEN_BITS = 8
 AXI_SIZE_BITS = 3
 AXI_BURST_BITS = 2
@@ -404,7 +408,7 @@ def constants() -> list[tuple[str, int, str, str]]:
     v("NIU_PERIPH_PIPE_STAGES", PERIPH_PIPE_STAGES, "peripherals: pipeline latency in cycles")
     w("NIU_AXI_DATA_BITS", AXI_DATA_BITS, "AXI4 data (one beat)")
     w("NIU_AXI_STRB_BITS", AXI_STRB_BITS, "AXI4 write strobes")
-    w("NIU_AXI_ADDR_BITS", AXI_ADDR_BITS, "AXI4 address")
+    w("NIU_AXI_ADDR_BITS", AXI_ADDR_BITS, "AXI4 address = the memory size (8 GiB, the U50 HBM)")
     w("NIU_AXI_LEN_BITS", AXI_LEN_BITS, "AXI4 AxLEN")
     w("NIU_AXI_SIZE_BITS", AXI_SIZE_BITS, "AXI4 AxSIZE")
     w("NIU_AXI_BURST_BITS", AXI_BURST_BITS, "AXI4 AxBURST")

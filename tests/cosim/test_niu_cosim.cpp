@@ -526,7 +526,7 @@ TEST(NiuCosimErrors, ReadTableSegmentOutsideItsRangeIsRefused) {
     }
 }
 
-// A layer that starts inside the 34-bit address space and runs past its end: its later bursts
+// A layer that starts inside the address space and runs past its end: its later bursts
 // would wrap to address 0, so the layer's end is checked as well as its start (ERR_ADDR_RANGE).
 TEST(NiuCosimErrors, LayerRunningPastTheAddressSpaceIsRefused) {
     pcg32 rng(5, 5);
@@ -538,6 +538,25 @@ TEST(NiuCosimErrors, LayerRunningPastTheAddressSpaceIsRefused) {
         layer_word(image, field) = std::uint32_t(last_beat);
         layer_word(image, field + 1) = std::uint32_t(last_beat >> 32);
         expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ADDR_RANGE), 5);
+    }
+}
+
+// The address space is the U50's 8 GiB of HBM, whose AXI ports carry 33 address bits: a layer
+// region that ends above 8 GiB, or lies wholly in 8..16 GiB, would alias into low HBM there, so
+// the RTL refuses it (ERR_ADDR_RANGE) before any burst, as the compiler and from_words do (with
+// the former 34-bit space, 8..16 GiB ran and its bursts left the port's address range).
+TEST(NiuCosimErrors, LayerEndingAboveTheEightGiBMemoryIsRefused) {
+    constexpr std::uint64_t kMemory = std::uint64_t{8} << 30;
+    pcg32 rng(6, 6);
+    const Case c = single_layer_case(random_codes(rng, 2 * kBeat), "pcm_like", 3600.0);
+    for (const std::uint64_t addr : {kMemory - kBeat, kMemory, kMemory + 4096, std::uint64_t{12} << 30}) {
+        for (const int field : {gen::NIU_LAYER_SRC_ADDR, gen::NIU_LAYER_DST_ADDR}) {
+            SCOPED_TRACE(std::to_string(addr) + " field " + std::to_string(field));
+            std::vector<std::uint32_t> image = c.program.to_words();
+            layer_word(image, field) = std::uint32_t(addr);
+            layer_word(image, field + 1) = std::uint32_t(addr >> 32);
+            expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ADDR_RANGE), 6);
+        }
     }
 }
 
