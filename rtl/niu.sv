@@ -155,6 +155,7 @@ module niu #(
 
   // ---------------------------------------------------------------- read engine
   logic                rd_done, rd_error;
+  logic [BeatCntW-1:0] rd_error_beats_left;  // where in the transfer the first read error came
   logic [AddrBits-1:0] rd_addr;
   logic [BeatCntW-1:0] rd_beats;
   logic                rd_beat_valid, rd_beat_ready, rd_beat_last;
@@ -187,6 +188,7 @@ module niu #(
     .max_len_i    (max_len),
     .done_o       (rd_done),
     .error_o      (rd_error),
+    .error_beats_left_o (rd_error_beats_left),
     .ar_valid_o   (axi_ar_valid_o),
     .ar_ready_i   (axi_ar_ready_i),
     .ar_addr_o    (axi_ar_addr_o),
@@ -363,6 +365,8 @@ module niu #(
     .max_len_i    (max_len),
     .done_o       (wr_done),
     .error_o      (wr_error),
+    .read_error_i (rd_error),
+    .read_error_beats_left_i (rd_error_beats_left),
     .beat_valid_i (wr_in_valid),
     .beat_ready_o (wr_in_ready),
     .beat_data_i  (wr_in_data),
