@@ -308,15 +308,16 @@ TEST(NiuCompiler, RejectsBadInput) {
 
 // The address space is the memory's 8 GiB (the U50's HBM, whose AXI ports carry 33 address
 // bits): a weight region that ends above 8 GiB would alias into low memory on that port, so the
-// compiler refuses it, naming the field, and accepts one that ends exactly at 8 GiB.  (With a
-// 34-bit space, 8..16 GiB passed.)  The RTL refuses the same images: NiuCosimErrors in
+// compiler refuses it, naming the field, and accepts one in the top beats below it.  (With a
+// 34-bit space, 8..16 GiB passed.)  The end (address + COUNT, exclusive) must be below 2^33, as
+// the RTL checks it.  The RTL refuses the same images: NiuCosimErrors in
 // tests/cosim/test_niu_cosim.cpp.
 TEST(NiuCompiler, RefusesWeightRegionsEndingAboveTheEightGiBMemory) {
     constexpr std::uint64_t kMemory = std::uint64_t{8} << 30;
     EXPECT_EQ(std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS, kMemory);
     auto pcm = niu_noise_model("pcm_like", {});
     const NiuLayerSpec ok{.layer_id = 0, .count = 64, .absmax = 127, .alpha = 1.0, .src_addr = 0,
-                          .dst_addr = kMemory - 64};  // ends exactly at the top
+                          .dst_addr = kMemory - 96};  // ends one beat below the top
     EXPECT_NO_THROW(compile_program(*pcm, {ok}, {}));
     struct Bad {
         std::uint64_t src, dst;
