@@ -8,7 +8,7 @@
 // and CTRL.start and polls STATUS.done (register map: docs/niu_generated.md).
 //
 // Lanes (1, 2, 4, 8, 16 or 32) is the only parameter: the weights noised per cycle.  The result
-// does not depend on it; a beat takes 32 / Lanes cycles.
+// does not depend on it; a beat takes 32 / Lanes cycles.  Other values stop elaboration.
 module niu #(
   parameter int Lanes = niu_constants_pkg::NIU_LANES_DEFAULT
 ) (
@@ -91,6 +91,12 @@ module niu #(
   if (niu_constants_pkg::NIU_PROG_HEADER_WORDS % WordsBeat != 0 || LayerWords % WordsBeat != 0) begin : g_block_align
     $error("NIU_PROG_HEADER_WORDS and NIU_LAYER_WORDS must be multiples of NIU_WORDS_PER_BEAT");
   end
+  // A beat's 32 weights are processed as groups of Lanes (niu_beat_split.sv, niu_beat_join.sv): a
+  // lane count that does not divide the beat would drop the weights of the last partial group.
+  // The same rule as rtl/niu_gen.py's LANES_SUPPORTED and niu_model.cpp's check_lanes().
+  if (Lanes < 1 || niu_constants_pkg::NIU_BEAT_LANES % Lanes != 0) begin : g_lanes_divide_beat
+    $error("Lanes must divide NIU_BEAT_LANES (the weights of a beat)");
+  end
   // StHeader reads the header as one beat and takes its fields from that beat.
   if (HeaderBeats != 1) begin : g_header_beat
     $error("NIU_PROG_HEADER_WORDS must be one beat (NIU_WORDS_PER_BEAT words)");
@@ -149,6 +155,7 @@ module niu #(
 
   // ---------------------------------------------------------------- read engine
   logic                rd_done, rd_error;
+  logic [BeatCntW-1:0] rd_error_beats_left;  // where in the transfer the first read error came
   logic [AddrBits-1:0] rd_addr;
   logic [BeatCntW-1:0] rd_beats;
   logic                rd_beat_valid, rd_beat_ready, rd_beat_last;
@@ -181,6 +188,7 @@ module niu #(
     .max_len_i    (max_len),
     .done_o       (rd_done),
     .error_o      (rd_error),
+    .error_beats_left_o (rd_error_beats_left),
     .ar_valid_o   (axi_ar_valid_o),
     .ar_ready_i   (axi_ar_ready_i),
     .ar_addr_o    (axi_ar_addr_o),
@@ -357,6 +365,8 @@ module niu #(
     .max_len_i    (max_len),
     .done_o       (wr_done),
     .error_o      (wr_error),
+    .read_error_i (rd_error),
+    .read_error_beats_left_i (rd_error_beats_left),
     .beat_valid_i (wr_in_valid),
     .beat_ready_o (wr_in_ready),
     .beat_data_i  (wr_in_data),

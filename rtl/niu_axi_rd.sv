@@ -5,6 +5,9 @@
 // consumer's ready, so back-pressure from the noise pipeline stalls the slave instead of dropping
 // data, and no read-side buffer is needed.  The last beat of the transfer is flagged; a short tail
 // is read as a full beat (the write engine masks it).
+//
+// The first beat with RRESP != OKAY is recorded as the beats that were left when it came
+// (error_beats_left_o): the write engine writes nothing from that beat on (niu_axi_wr.sv).
 module niu_axi_rd (
   input  logic                             clk_i,
   input  logic                             rst_ni,
@@ -15,6 +18,7 @@ module niu_axi_rd (
   input  logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0] max_len_i,
   output logic                             done_o,   // every beat delivered
   output logic                             error_o,  // sticky: a beat came back with RRESP != OKAY
+  output logic [niu_constants_pkg::NIU_XFER_BITS-niu_constants_pkg::NIU_AXI_BEAT_SHIFT:0] error_beats_left_o,  // beats_left at the first error, that beat included
   // AXI4 AR channel.
   output logic                             ar_valid_o,
   input  logic                             ar_ready_i,
@@ -42,6 +46,8 @@ module niu_axi_rd (
   logic                ar_done;
   logic [BeatCntW-1:0] beats_left_d, beats_left_q;
   logic                error_d, error_q;
+  logic [BeatCntW-1:0] error_beats_left_d, error_beats_left_q;
+  logic [BeatCntW-1:0] ar_beats_left_unused;
 
   niu_burst_gen u_ar_bursts (
     .clk_i,
@@ -50,11 +56,13 @@ module niu_axi_rd (
     .addr_i,
     .beats_i,
     .max_len_i,
+    .allow_i (1'b1),
     .valid_o (ar_valid_o),
     .ready_i (ar_ready_i),
     .addr_o  (ar_addr_o),
     .len_o   (ar_len_o),
-    .done_o  (ar_done)
+    .done_o  (ar_done),
+    .beats_left_o (ar_beats_left_unused)
   );
 
   assign ar_size_o  = SizeBits'(niu_constants_pkg::NIU_AXI_SIZE_BEAT);
@@ -69,25 +77,33 @@ module niu_axi_rd (
   always_comb begin
     beats_left_d = beats_left_q;
     error_d      = error_q;
+    error_beats_left_d = error_beats_left_q;
     if (start_i) begin
       beats_left_d = beats_i;
       error_d      = 1'b0;
+      error_beats_left_d = '0;
     end else if (r_valid_i && beat_ready_i) begin
       beats_left_d = beats_left_q - 1'b1;
-      if (r_resp_i != RespBits'(niu_constants_pkg::NIU_AXI_RESP_OKAY)) error_d = 1'b1;
+      if (r_resp_i != RespBits'(niu_constants_pkg::NIU_AXI_RESP_OKAY)) begin
+        error_d = 1'b1;
+        if (!error_q) error_beats_left_d = beats_left_q;
+      end
     end
   end
 
   assign done_o  = ar_done && (beats_left_q == '0);
   assign error_o = error_q;
+  assign error_beats_left_o = error_beats_left_q;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       beats_left_q <= '0;
       error_q      <= 1'b0;
+      error_beats_left_q <= '0;
     end else begin
       beats_left_q <= beats_left_d;
       error_q      <= error_d;
+      error_beats_left_q <= error_beats_left_d;
     end
   end
 

@@ -9,6 +9,9 @@
 // The maximum is sampled with the transfer (start_i) and held until the next one: the AW generator
 // runs ahead of the W generator, so if both read a register that changes mid-transfer, WLAST would
 // no longer fall where AWLEN said and the W generator could never finish (docs/niu_rtl.md).
+//
+// allow_i gates the next burst (the write engine stops issuing bursts after a read error).  A
+// burst once offered stays offered until taken, as AXI requires of AxVALID, whatever allow_i does.
 module niu_burst_gen (
   input  logic                                                   clk_i,
   input  logic                                                   rst_ni,
@@ -17,12 +20,14 @@ module niu_burst_gen (
   input  logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0]        addr_i,
   input  logic [niu_constants_pkg::NIU_XFER_BITS-niu_constants_pkg::NIU_AXI_BEAT_SHIFT:0] beats_i,
   input  logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]         max_len_i,  // max burst length minus one (AxLEN), sampled with start_i
+  input  logic                                                   allow_i,    // a new burst may be offered
   // Burst stream.
   output logic                                                   valid_o,
   input  logic                                                   ready_i,
   output logic [niu_constants_pkg::NIU_AXI_ADDR_BITS-1:0]        addr_o,
   output logic [niu_constants_pkg::NIU_AXI_LEN_BITS-1:0]         len_o,      // beats minus one (AxLEN)
-  output logic                                                   done_o      // every burst handed out
+  output logic                                                   done_o,     // every burst handed out
+  output logic [niu_constants_pkg::NIU_XFER_BITS-niu_constants_pkg::NIU_AXI_BEAT_SHIFT:0] beats_left_o  // beats not yet in a taken burst
 );
 
   localparam int AddrBits  = niu_constants_pkg::NIU_AXI_ADDR_BITS;
@@ -37,6 +42,7 @@ module niu_burst_gen (
   logic [AddrBits-1:0] addr_d, addr_q;
   logic [BeatCntW-1:0] beats_left_d, beats_left_q;
   logic [LenBits-1:0]  max_len_d, max_len_q;  // the transfer's burst limit, fixed at start_i
+  logic                offered_q;             // valid_o was high and not taken last cycle
 
   // Beats from the current address to the next 4 KiB boundary: 1..128.
   logic [PageBeatW-1:0] beats_to_page_end;
@@ -51,8 +57,9 @@ module niu_burst_gen (
   assign beats_cap = (beats_max < beats_to_page_end) ? beats_max : beats_to_page_end;
   assign burst_beats = (BeatCntW'(beats_cap) < beats_left_q) ? beats_cap : PageBeatW'(beats_left_q);
 
-  assign valid_o = (beats_left_q != '0);
+  assign valid_o = (beats_left_q != '0) && (allow_i || offered_q);
   assign done_o  = (beats_left_q == '0);
+  assign beats_left_o = beats_left_q;
   assign addr_o  = addr_q;
   assign len_o   = LenBits'(burst_beats - 1'b1);
 
@@ -75,10 +82,12 @@ module niu_burst_gen (
       addr_q       <= '0;
       beats_left_q <= '0;
       max_len_q    <= '0;
+      offered_q    <= 1'b0;
     end else begin
       addr_q       <= addr_d;
       beats_left_q <= beats_left_d;
       max_len_q    <= max_len_d;
+      offered_q    <= !start_i && valid_o && !ready_i;
     end
   end
 

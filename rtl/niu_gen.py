@@ -122,7 +122,11 @@ PERIPH_PIPE_STAGES = 8     # a result enters, its digitised value leaves this ma
 # ---- AXI (the PU's HBM port and an AXI4-Lite control port) --------------------------------------
 AXI_DATA_BITS = BEAT_LANES * CODE_BITS   # 256
 AXI_STRB_BITS = AXI_DATA_BITS // 8
-AXI_ADDR_BITS = 34         # 16 GiB: covers the U50's 8 GiB HBM
+# The address space is the memory, not more: every range check (niu.sv ERR_ADDR_RANGE, the C++
+# compiler and image reader) compares against 2^AXI_ADDR_BITS, and a wider space would pass
+# addresses that a narrower HBM port drops the top bits of, aliasing them into low memory (the
+# wrap the checks exist to stop).  33 bits = 8 GiB, the U50's HBM; its AXI ports carry [32:0].
+AXI_ADDR_BITS = 33
 AXI_LEN_BITS = 8
 AXI_SIZE_BITS = 3
 AXI_BURST_BITS = 2
@@ -281,6 +285,18 @@ def check_block_alignment() -> None:
                          f"({words_per_beat} words): the NIU reads the header as one")
 
 
+def check_lanes_supported() -> None:
+    """LANES_SUPPORTED is exactly the divisors of BEAT_LANES: the rule rtl/niu.sv checks at
+    elaboration (NIU_BEAT_LANES % Lanes == 0) and niu_model.cpp's check_lanes() applies to this
+    list must name the same lane counts."""
+    divisors = tuple(n for n in range(1, BEAT_LANES + 1) if BEAT_LANES % n == 0)
+    if tuple(LANES_SUPPORTED) != divisors:
+        raise SystemExit(f"niu_gen: LANES_SUPPORTED = {LANES_SUPPORTED} must be the divisors of BEAT_LANES = "
+                         f"{BEAT_LANES}: {divisors}")
+    if not set(LANES_BUILT) <= set(LANES_SUPPORTED):
+        raise SystemExit(f"niu_gen: LANES_BUILT = {LANES_BUILT} names lane counts outside LANES_SUPPORTED")
+
+
 def check_int32_headroom() -> None:
     """Every product plus its rounding constant fits a signed 32-bit lane (the AVX2 model)."""
     z_max = 1 << (Z_BITS - 1)
@@ -392,7 +408,7 @@ def constants() -> list[tuple[str, int, str, str]]:
     v("NIU_PERIPH_PIPE_STAGES", PERIPH_PIPE_STAGES, "peripherals: pipeline latency in cycles")
     w("NIU_AXI_DATA_BITS", AXI_DATA_BITS, "AXI4 data (one beat)")
     w("NIU_AXI_STRB_BITS", AXI_STRB_BITS, "AXI4 write strobes")
-    w("NIU_AXI_ADDR_BITS", AXI_ADDR_BITS, "AXI4 address")
+    w("NIU_AXI_ADDR_BITS", AXI_ADDR_BITS, "AXI4 address = the memory size (8 GiB, the U50 HBM)")
     w("NIU_AXI_LEN_BITS", AXI_LEN_BITS, "AXI4 AxLEN")
     w("NIU_AXI_SIZE_BITS", AXI_SIZE_BITS, "AXI4 AxSIZE")
     w("NIU_AXI_BURST_BITS", AXI_BURST_BITS, "AXI4 AxBURST")
@@ -645,6 +661,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     check_int32_headroom()
     check_block_alignment()
+    check_lanes_supported()
     os.makedirs(args.out_dir, exist_ok=True)
     consts = constants()
     gauss = (gauss_table(GAUSS_CHIP_U_BITS), gauss_table(GAUSS_READ_U_BITS))

@@ -1,4 +1,4 @@
-// One INT8 lane of the noise pipeline: a clean code and the five generator outputs of its stream
+// One INT8 lane of the noise pipeline: a clean code and the NIU_RNG_GENS = 4 generator outputs of its stream
 // in, the noisy code out NIU_PIPE_STAGES = 21 stages later (docs/niu_datapath.md sections 3, 4).
 //
 //   stage 1        codes and generator outputs registered (NIU_STAGES_RNG)

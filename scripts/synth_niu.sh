@@ -5,7 +5,8 @@
 #   scripts/synth_niu.sh --lanes N [--json FILE] [--out DIR] [--build DIR]
 #
 #   --json FILE  {"lanes", "LUT", "FF", "DSP", "BRAM36", "URAM", "weights_per_cycle", ...} plus the
-#                split of LUTs (logic, shift registers, distributed RAM) and a per-module table
+#                split of LUTs (logic, shift registers, distributed RAM), a per-module table and
+#                rtl_sha256, the digest of the RTL synthesized (scripts/yosys_resources.py)
 #   --out DIR    work directory for the generated constants, the Yosys log and stats (build-synth)
 #   --build DIR  the CMake build with the co-simulation (build): weights_per_cycle is measured by
 #                running its test_niu_cosim_l<N> on a 64000-weight layer with an ideal bus
@@ -65,18 +66,22 @@ else
        "weights_per_cycle is left null" >&2
 fi
 
-python3 - "$STAT" "$LANES" "$RATE_JSON" "$JSON" <<'PY'
+# The RTL digest (generated constants, ROM contents, rtl/ files) lets a test tell a committed
+# result from one that predates an RTL change (tests/arch/check_synth_fresh.py).
+python3 - "$STAT" "$LANES" "$RATE_JSON" "$JSON" "${SOURCES[0]}" "$OUT/niu_gauss_rom.svh" "${SOURCES[@]:1}" <<'PY'
 import json, sys
 sys.path.insert(0, "scripts")
-from yosys_resources import cell_counts, hierarchy_top, per_module, resources
+from yosys_resources import cell_counts, hierarchy_top, per_module, resources, rtl_digest
 stat_path, lanes, rate_path, json_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+rtl_files = sys.argv[5:]
 text = open(stat_path).read()
 counts = resources(cell_counts(hierarchy_top(text)))
 rate = round(json.load(open(rate_path))["weights_per_cycle"], 3) if rate_path else None
 report = {"lanes": lanes, **{k: counts[k] for k in ("LUT", "FF", "DSP", "BRAM36", "URAM")},
           "weights_per_cycle": rate,
           **{k: counts[k] for k in ("LUT_logic", "LUT_shift_registers", "LUT_distributed_ram", "CARRY8")},
-          "tool": "Yosys synth_xilinx -family xcup (hierarchical)"}
+          "tool": "Yosys synth_xilinx -family xcup (hierarchical)",
+          "rtl_sha256": rtl_digest(rtl_files)}
 report["per_module"] = per_module(text)
 
 print(f"NIU, {lanes} lanes (Yosys synth_xilinx -family xcup)")

@@ -73,3 +73,23 @@ def per_module(stat_text):
         for key in ("LUT", "FF", "DSP", "BRAM36"):
             entry[key] += n * r[key]
     return dict(sorted(modules.items(), key=lambda kv: -kv[1]["LUT"]))
+
+
+def rtl_digest(paths):
+    """SHA-256 of the RTL a synthesis read, for telling a committed result from a stale one.
+
+    `paths`: the files in compile order (the generated constants and ROM contents, then the rtl/
+    files).  Each enters as its file name and its lines without `//` comments, trailing blanks or
+    empty lines, so a comment or layout edit leaves the digest alone and any code edit changes it.
+    (No string in the RTL holds `//`.)  tests/arch/check_synth_fresh.py recomputes it.
+    """
+    import hashlib
+    import pathlib
+    digest = hashlib.sha256()
+    for path in map(pathlib.Path, paths):
+        digest.update(path.name.encode() + b"\n")
+        for line in path.read_text(encoding="utf-8").splitlines():
+            code = line.split("//", 1)[0].rstrip()
+            if code:
+                digest.update(code.encode() + b"\n")
+    return digest.hexdigest()

@@ -384,6 +384,45 @@ TEST(NiuCosimErrors, ReadErrorResponseIsReported) {
     EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
 }
 
+// A read error stops the writes: nothing from the first beat with RRESP != OKAY on reaches the
+// PU region, not even its noised data, and no write burst is started for those beats (bursts
+// whose AW went out before the error was seen complete with WSTRB = 0).  The beats before it
+// are written exactly as the model computes them.  A 64-beat layer with SLVERR on the read
+// burst that holds beats 32..39: the memory answers SLVERR for every beat of a burst touching
+// its error region, so the first error beat is the first beat of that burst (32 for bursts of
+// 1, 4, 8 and 16 beats; 0 for one 64-beat burst).  With the AW channel racing ahead of W and W
+// racing ahead of AW.  Found by review: all 1,024 bytes after the error were written.
+TEST(NiuCosimErrors, ReadErrorStopsTheWritesAtTheErrorBeat) {
+    constexpr std::uint64_t kBeats = 64;
+    pcg32 rng(4250, 1);
+    Case c = single_layer_case(random_codes(rng, kBeats * kBeat), "pcm_like", 3600.0);
+    const niu::NiuLayerSpec& spec = c.layers[0].spec;
+    ASSERT_EQ(spec.src_addr % 4096, 0u);  // burst boundaries at multiples of the burst length
+    const auto expected = model_output(c.program.layers[0], c.layers[0].clean);
+    const BackPressure aw_ahead{1.0, 0.7, 1.0, 0.2, 1.0}, w_ahead{1.0, 0.7, 0.15, 1.0, 0.6};
+    for (const unsigned max_len : {0u, 3u, 7u, 15u, 127u}) {
+        for (const BackPressure& bp : {BackPressure{}, aw_ahead, w_ahead}) {
+            SCOPED_TRACE("max_len " + std::to_string(max_len) + " aw_ready " + std::to_string(bp.aw_ready));
+            c.max_burst_len = max_len;
+            c.bp = bp;
+            const std::uint64_t burst = std::min<std::uint64_t>(max_len + 1, kBeats);
+            const std::uint64_t first_error_beat = 35 / burst * burst;  // error region: beat 35 only
+            const std::uint64_t error_at = spec.src_addr + 35 * kBeat;
+            const RunResult r = run_rtl(c, c.program.to_words(), 4250 + max_len, {error_at, error_at + kBeat});
+            EXPECT_EQ(r.status.error, unsigned(gen::NIU_ERR_READ_RESP));
+            EXPECT_FALSE(r.status.busy);
+            EXPECT_TRUE(r.bus_errors.empty()) << r.bus_errors.front();
+            EXPECT_EQ(r.guard_damage, 0u);
+            const std::size_t split = std::size_t(first_error_beat * kBeat);
+            const std::vector<std::int8_t> before(r.written[0].begin(), r.written[0].begin() + std::ptrdiff_t(split));
+            EXPECT_EQ(before, std::vector<std::int8_t>(expected.begin(), expected.begin() + std::ptrdiff_t(split)));
+            std::size_t written_after = 0;
+            for (std::size_t i = split; i < r.written[0].size(); ++i) written_after += std::uint8_t(r.written[0][i]) != kGuard;
+            EXPECT_EQ(written_after, 0u) << "bytes written from the error beat on";
+        }
+    }
+}
+
 TEST(NiuCosimErrors, WriteErrorResponseIsReported) {
     const Case c = random_case(4246, 1);
     const auto& dst = c.layers[0].spec;
@@ -526,7 +565,7 @@ TEST(NiuCosimErrors, ReadTableSegmentOutsideItsRangeIsRefused) {
     }
 }
 
-// A layer that starts inside the 34-bit address space and runs past its end: its later bursts
+// A layer that starts inside the address space and runs past its end: its later bursts
 // would wrap to address 0, so the layer's end is checked as well as its start (ERR_ADDR_RANGE).
 TEST(NiuCosimErrors, LayerRunningPastTheAddressSpaceIsRefused) {
     pcg32 rng(5, 5);
@@ -538,6 +577,25 @@ TEST(NiuCosimErrors, LayerRunningPastTheAddressSpaceIsRefused) {
         layer_word(image, field) = std::uint32_t(last_beat);
         layer_word(image, field + 1) = std::uint32_t(last_beat >> 32);
         expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ADDR_RANGE), 5);
+    }
+}
+
+// The address space is the U50's 8 GiB of HBM, whose AXI ports carry 33 address bits: a layer
+// region that ends above 8 GiB, or lies wholly in 8..16 GiB, would alias into low HBM there, so
+// the RTL refuses it (ERR_ADDR_RANGE) before any burst, as the compiler and from_words do (with
+// the former 34-bit space, 8..16 GiB ran and its bursts left the port's address range).
+TEST(NiuCosimErrors, LayerEndingAboveTheEightGiBMemoryIsRefused) {
+    constexpr std::uint64_t kMemory = std::uint64_t{8} << 30;
+    pcg32 rng(6, 6);
+    const Case c = single_layer_case(random_codes(rng, 2 * kBeat), "pcm_like", 3600.0);
+    for (const std::uint64_t addr : {kMemory - kBeat, kMemory, kMemory + 4096, std::uint64_t{12} << 30}) {
+        for (const int field : {gen::NIU_LAYER_SRC_ADDR, gen::NIU_LAYER_DST_ADDR}) {
+            SCOPED_TRACE(std::to_string(addr) + " field " + std::to_string(field));
+            std::vector<std::uint32_t> image = c.program.to_words();
+            layer_word(image, field) = std::uint32_t(addr);
+            layer_word(image, field + 1) = std::uint32_t(addr >> 32);
+            expect_refused_by_both(c, image, unsigned(gen::NIU_ERR_ADDR_RANGE), 6);
+        }
     }
 }
 

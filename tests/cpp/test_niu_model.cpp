@@ -299,11 +299,43 @@ TEST(NiuCompiler, RejectsBadInput) {
     bad.dst_addr = 16;
     EXPECT_THROW(compile_program(*pcm, {bad}, {}), FormatError);
     bad = ok;
-    bad.dst_addr = std::uint64_t(1) << 34;  // beyond the NIU's address space
+    bad.dst_addr = std::uint64_t(1) << gen::NIU_AXI_ADDR_BITS;  // beyond the NIU's address space
     EXPECT_THROW(compile_program(*pcm, {bad}, {}), FormatError);
     const NiuProgram p = compile_program(*pcm, {ok}, {});
     const std::vector<std::int8_t> wrong(11);
     EXPECT_THROW(apply_layer(p.layers[0], wrong), FormatError);
+}
+
+// The address space is the memory's 8 GiB (the U50's HBM, whose AXI ports carry 33 address
+// bits): a weight region that ends above 8 GiB would alias into low memory on that port, so the
+// compiler refuses it, naming the field, and accepts one in the top beats below it.  (With a
+// 34-bit space, 8..16 GiB passed.)  The end (address + COUNT, exclusive) must be below 2^33, as
+// the RTL checks it.  The RTL refuses the same images: NiuCosimErrors in
+// tests/cosim/test_niu_cosim.cpp.
+TEST(NiuCompiler, RefusesWeightRegionsEndingAboveTheEightGiBMemory) {
+    constexpr std::uint64_t kMemory = std::uint64_t{8} << 30;
+    EXPECT_EQ(std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS, kMemory);
+    auto pcm = niu_noise_model("pcm_like", {});
+    const NiuLayerSpec ok{.layer_id = 0, .count = 64, .absmax = 127, .alpha = 1.0, .src_addr = 0,
+                          .dst_addr = kMemory - 96};  // ends one beat below the top
+    EXPECT_NO_THROW(compile_program(*pcm, {ok}, {}));
+    struct Bad {
+        std::uint64_t src, dst;
+    };
+    for (const Bad b : {Bad{kMemory - 32, 4096}, Bad{0, kMemory - 32}, Bad{kMemory, 4096}, Bad{0, kMemory + 4096},
+                        Bad{(std::uint64_t{12} << 30), 4096}}) {
+        SCOPED_TRACE(std::to_string(b.src) + " -> " + std::to_string(b.dst));
+        NiuLayerSpec bad = ok;
+        bad.src_addr = b.src;
+        bad.dst_addr = b.dst;
+        try {
+            compile_program(*pcm, {bad}, {});
+            ADD_FAILURE() << "a region ending above 8 GiB was accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find("layers[0].addr"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("33-bit address space"), std::string::npos) << e.what();
+        }
+    }
 }
 
 // Images the RTL refuses (docs/niu_rtl.md, "Program checks") are refused here too, so the model
@@ -331,7 +363,7 @@ TEST(NiuProgramImage, RejectsImagesTheRtlRefuses) {
     expect_refused(bad, "layers[0].READ_TABLE[5]", "above");
     layer_word(bad, gen::NIU_LAYER_READ_TABLE + 5) = 0xFFFFu;  // ends exactly at the maximum: fine
     EXPECT_NO_THROW(NiuProgram::from_words(bad));
-    // A layer that starts inside the 34-bit space and ends beyond it (its bursts would wrap to 0).
+    // A layer that starts inside the address space and ends beyond it (its bursts would wrap to 0).
     const std::uint64_t last_beat = (std::uint64_t{1} << gen::NIU_AXI_ADDR_BITS) - gen::NIU_AXI_BEAT_BYTES;
     bad = words;
     layer_word(bad, gen::NIU_LAYER_SRC_ADDR) = std::uint32_t(last_beat);
