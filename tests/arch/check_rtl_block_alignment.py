@@ -16,60 +16,29 @@ Usage: check_rtl_block_alignment.py --rtl DIR --gen-dir DIR
 """
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import pathlib
 import re
-import subprocess
 import sys
 import tempfile
 
+from rtl_checks import generator_refuses, lint_niu, load_generator, run_checks
+
 MESSAGE = "must be multiples of NIU_WORDS_PER_BEAT"
-
-
-def load_generator(rtl: pathlib.Path):
-    spec = importlib.util.spec_from_file_location("niu_gen", rtl / "niu_gen.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def generator_refuses(gen, **overrides) -> bool:
-    """Whether check_block_alignment() refuses the layout with `overrides` applied."""
-    saved = {name: getattr(gen, name) for name in overrides}
-    try:
-        for name, value in overrides.items():
-            setattr(gen, name, value)
-        gen.check_block_alignment()
-        return False
-    except SystemExit:
-        return True
-    finally:
-        for name, value in saved.items():
-            setattr(gen, name, value)
 
 
 def check_generator(rtl: pathlib.Path) -> list[str]:
     gen = load_generator(rtl)
     failures = []
-    if generator_refuses(gen):
+    if generator_refuses(gen, gen.check_block_alignment):
         failures.append("niu_gen.py refuses its own layout")
     words_per_beat = gen.AXI_DATA_BITS // gen.WORD_BITS
-    if not generator_refuses(gen, PROG_HEADER_WORDS=gen.PROG_HEADER_WORDS + words_per_beat // 2):
+    if not generator_refuses(gen, gen.check_block_alignment, PROG_HEADER_WORDS=gen.PROG_HEADER_WORDS + words_per_beat // 2):
         failures.append("niu_gen.py accepts a header that is not whole beats")
     fields = gen.layer_fields()
     padded = fields + [("PAD", 1, "one word more")]
-    if not generator_refuses(gen, layer_fields=lambda: padded):
+    if not generator_refuses(gen, gen.check_block_alignment, layer_fields=lambda: padded):
         failures.append("niu_gen.py accepts a layer block that is not whole beats")
     return failures
-
-
-def lint(rtl: pathlib.Path, gen_dir: pathlib.Path, svh: pathlib.Path) -> subprocess.CompletedProcess:
-    sources = [rtl / line.strip() for line in (rtl / "sources.f").read_text().splitlines()
-               if line.strip().endswith(".sv") and not line.startswith("#")]
-    cmd = ["verilator", "--lint-only", "-Wall", f"-I{svh.parent}", f"-I{gen_dir}", "--top-module", "niu",
-           "-GLanes=1", str(rtl / "niu.vlt"), str(svh), *map(str, sources)]
-    return subprocess.run(cmd, capture_output=True, text=True)
 
 
 def with_constant(text: str, name: str, delta: int) -> str:
@@ -83,7 +52,7 @@ def with_constant(text: str, name: str, delta: int) -> str:
 def check_rtl(rtl: pathlib.Path, gen_dir: pathlib.Path) -> list[str]:
     failures = []
     svh = gen_dir / "niu_constants.svh"
-    good = lint(rtl, gen_dir, svh)
+    good = lint_niu(rtl, gen_dir, constants=svh)
     if good.returncode != 0:
         failures.append("the lint fails on the generated constants:\n" + good.stderr[-2000:])
     text = svh.read_text()
@@ -91,23 +60,15 @@ def check_rtl(rtl: pathlib.Path, gen_dir: pathlib.Path) -> list[str]:
         with tempfile.TemporaryDirectory() as tmp:
             bad = pathlib.Path(tmp) / "niu_constants.svh"
             bad.write_text(with_constant(text, name, 4))
-            result = lint(rtl, gen_dir, bad)
+            result = lint_niu(rtl, gen_dir, constants=bad)
             if result.returncode == 0 or MESSAGE not in result.stderr:
                 failures.append(f"niu.sv elaborates with {name} off a beat (rc {result.returncode})")
     return failures
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rtl", required=True, type=pathlib.Path)
-    parser.add_argument("--gen-dir", required=True, type=pathlib.Path)
-    args = parser.parse_args(argv)
-    failures = check_generator(args.rtl) + check_rtl(args.rtl, args.gen_dir)
-    for f in failures:
-        print("FAIL:", f)
-    if not failures:
-        print("block alignment: generator and RTL checks both fire")
-    return 1 if failures else 0
+    return run_checks(__doc__, argv, lambda rtl, gen_dir: check_generator(rtl) + check_rtl(rtl, gen_dir),
+                      lambda: "block alignment: generator and RTL checks both fire")
 
 
 if __name__ == "__main__":

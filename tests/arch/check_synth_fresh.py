@@ -12,7 +12,6 @@ Usage: check_synth_fresh.py --rtl DIR --gen-dir DIR
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import shutil
@@ -23,12 +22,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from yosys_resources import rtl_digest  # noqa: E402
 
+from rtl_checks import rtl_sources, run_checks  # noqa: E402
+
 
 def rtl_files(rtl: pathlib.Path, gen_dir: pathlib.Path) -> list[pathlib.Path]:
     """The files scripts/synth_niu.sh digests, in its order."""
-    listed = [rtl / line.strip() for line in (rtl / "sources.f").read_text().splitlines()
-              if line.strip().endswith(".sv") and not line.startswith("#")]
-    return [gen_dir / "niu_constants.svh", gen_dir / "niu_gauss_rom.svh", *listed]
+    return [gen_dir / "niu_constants.svh", gen_dir / "niu_gauss_rom.svh", *rtl_sources(rtl)]
 
 
 def self_test(files: list[pathlib.Path]) -> list[str]:
@@ -49,17 +48,13 @@ def self_test(files: list[pathlib.Path]) -> list[str]:
     return failures
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rtl", required=True, type=pathlib.Path)
-    parser.add_argument("--gen-dir", required=True, type=pathlib.Path)
-    args = parser.parse_args(argv)
-    files = rtl_files(args.rtl, args.gen_dir)
+def check_results(rtl: pathlib.Path, gen_dir: pathlib.Path) -> list[str]:
+    files = rtl_files(rtl, gen_dir)
     current = rtl_digest(files)
     failures = self_test(files)
-    results = sorted((args.rtl / "synth").glob("niu_lanes*.json"))
+    results = sorted((rtl / "synth").glob("niu_lanes*.json"))
     if not results:
-        failures.append(f"no synthesis results in {args.rtl / 'synth'}")
+        failures.append(f"no synthesis results in {rtl / 'synth'}")
     for path in results:
         data = json.loads(path.read_text())
         stored = data.get("rtl_sha256")
@@ -67,11 +62,12 @@ def main(argv: list[str]) -> int:
             failures.append(f"{path}: rtl_sha256 {stored} is not the RTL's {current}: the results predate an RTL "
                             f"change; re-run scripts/synth_niu.sh --lanes {data.get('lanes')} --json {path} "
                             f"(and update docs/niu_rtl.md)")
-    for f in failures:
-        print("FAIL:", f)
-    if not failures:
-        print(f"synthesis results fresh: {len(results)} files of RTL {current[:12]}")
-    return 1 if failures else 0
+    return failures
+
+
+def main(argv: list[str]) -> int:
+    return run_checks(__doc__, argv, check_results,
+                      lambda: "synthesis results fresh: every rtl/synth/niu_lanes*.json is of the current RTL")
 
 
 if __name__ == "__main__":
