@@ -52,7 +52,6 @@ import numpy as np
 from . import _core, modelfile, validate
 from . import peripherals as _peripherals
 from . import niu
-from .floats import as_float, short_repr
 from .mapping import DEFAULT_NOISE, Mapping, Placement, resolve_noise_model
 from .noise import NoiseModel
 from .yamlfile import load_yaml
@@ -169,7 +168,7 @@ def _one_time(item: Any, source: str, field: str) -> float:
             raise _fail(source, field, f"cannot read {item!r} as a time (a number of seconds or with a unit "
                                        "s, min, h, d, y)")
     elif _is_number(item):
-        seconds = as_float(item, source, field)  # an int beyond the float range: FormatError, not OverflowError
+        seconds = validate.as_float(item, source, field)  # an int beyond the float range: FormatError, not OverflowError
     else:
         raise _fail(source, field, f"expected a number of seconds, got {item!r}")
     if not math.isfinite(seconds) or seconds < 0:
@@ -440,11 +439,11 @@ def _merge(config, explicit: dict, source: str | None, explicit_sources: dict) -
         config_source = source or "<config>"
     else:
         raise _fail(explicit_sources.get("config", "<arguments>"), "config",
-                    f"expected a dict of run options or a YAML file path, got {short_repr(config)}")
+                    f"expected a dict of run options or a YAML file path, got {validate.short_repr(config)}")
     if config:
         for key in config:
             if not isinstance(key, str):
-                raise _fail(config_source, short_repr(key), "option names are strings")
+                raise _fail(config_source, validate.short_repr(key), "option names are strings")
         unknown = sorted(set(config) - set(RUN_DEFAULTS))
         if unknown:
             raise _fail(config_source, unknown[0], f"unknown option (known: {', '.join(RUN_DEFAULTS)})")

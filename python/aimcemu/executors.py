@@ -16,7 +16,7 @@ import threading
 import warnings
 from typing import Any, Callable, Mapping
 
-from . import _core
+from . import _core, validate
 from ._optional import require
 
 
@@ -343,11 +343,11 @@ def check_executor(executor, source: str = "<arguments>", field: str = "executor
         return
     if not isinstance(executor, str):
         raise _core.FormatError(f"{source}: field '{field}': expected None, 'local', a scheduler address, a "
-                                f"distributed.Client or an Executor, got {executor!r:.80}")
+                                f"distributed.Client or an Executor, got {validate.short_repr(executor)}")
     scheme, _, rest = executor.rpartition("://")
     if scheme not in _SCHEDULER_SCHEMES or (scheme != "inproc" and not _HOST_PORT.fullmatch(rest)):
         raise _core.FormatError(f"{source}: field '{field}': expected 'local' or a scheduler address "
-                                f"such as tcp://host:8786, got {executor!r:.80}")
+                                f"such as tcp://host:8786, got {validate.short_repr(executor)}")
 
 
 def make_executor(executor, workers: int | None, task_count: int, threads: int):

@@ -31,7 +31,7 @@ import math
 from typing import Any, Mapping as MappingABC
 
 from . import _core
-from .floats import as_float
+from .validate import as_float
 
 AIHWKIT_DEFAULT = {"inp_res": 1 / 126, "inp_bound": 1.0, "out_noise": 0.06, "out_bound": 12.0,
                    "out_res": 1 / 510, "noise_management": "abs_max", "bound_management": "none"}

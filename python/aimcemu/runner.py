@@ -33,7 +33,6 @@ from .calibration import Alphas, calibrate, round_alpha
 from .config import (CALIBRATION_ROUND, DRIFT_COMPENSATIONS, RUN_DEFAULTS, RunConfig, format_time,
                      load_yaml_config, parse_compensations, parse_times)
 from .files import claim_new_file
-from .floats import short_repr
 from .mapping import Mapping, Placement
 from .noise import READOUT_FLOOR
 from .reference import ContentDigest, ReferenceCache, compute_reference, process_cache
@@ -212,7 +211,7 @@ def _check_switches(**switches) -> None:
     would silently mean yes (or reach the results writer as a binding's TypeError)."""
     for name, value in switches.items():
         if not isinstance(value, (bool, np.bool_)):
-            raise validate.fail("<arguments>", name, f"expected True or False, got {short_repr(value)}")
+            raise validate.fail("<arguments>", name, f"expected True or False, got {validate.short_repr(value)}")
 
 
 def _reference_cache(reuse_reference: bool | ReferenceCache) -> ReferenceCache | None:

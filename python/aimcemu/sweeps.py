@@ -52,7 +52,6 @@ from typing import Any, Mapping
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .floats import as_float
 from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, check_executor, lost_task_reason, make_executor,
                         running_task, task_threads)
 from .mapping import resolve_noise_model
@@ -346,9 +345,9 @@ def plan(config: Mapping, output=None) -> SweepPlan:
     model's layers) and list its tasks.  Bad configs raise FormatError before any work."""
     if not isinstance(config, Mapping):  # before the merge below, which would raise TypeError
         raise _core.FormatError(f"<arguments>: field 'config': expected a dict of sweep options or a YAML file "
-                                f"path, got {config!r:.80}")
+                                f"path, got {validate.short_repr(config)}")
     if output is not None and not isinstance(output, (str, os.PathLike)):
-        raise _core.FormatError(f"<arguments>: field 'output': expected a folder path, got {output!r:.80}")
+        raise _core.FormatError(f"<arguments>: field 'output': expected a folder path, got {validate.short_repr(output)}")
     cfg = _check_top_level({**config, **({"output": os.fspath(output)} if output is not None else {})})
     axes, points = _grid_points(cfg)
     networks: dict = {}
@@ -585,7 +584,7 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         wait_s = validate_wait(wait_s, "wait_s", "<arguments>")
         check_executor(executor)
         if not isinstance(progress, bool):
-            raise _core.FormatError(f"<arguments>: field 'progress': expected True or False, got {progress!r:.80}")
+            raise _core.FormatError(f"<arguments>: field 'progress': expected True or False, got {validate.short_repr(progress)}")
         p = plan(config, output)
         check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
@@ -687,8 +686,8 @@ def validate_wait(value, field_name: str, source: str) -> float:
     """A wait time: a finite number of seconds >= 0 (NaN would wait forever, a negative one is a mistake)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _core.FormatError(f"{source}: field '{field_name}': expected a finite number of seconds >= 0, "
-                                f"got {value!r:.80}")
-    seconds = as_float(value, source, field_name)  # an int beyond the float range is named as such
+                                f"got {validate.short_repr(value)}")
+    seconds = validate.as_float(value, source, field_name)  # an int beyond the float range is named as such
     if not math.isfinite(seconds) or seconds < 0:
         raise _core.FormatError(f"{source}: field '{field_name}': expected a finite number of seconds >= 0, "
                                 f"got {value!r}")

@@ -64,25 +64,34 @@ def integer(value: Any, field: str, source: str, lo: int, hi: int, hint: str = "
 
     rule = f"must be an integer >= {lo} and <= {_bound_text(hi)}{hint}"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise fail(source, field, f"{rule}, got {_short(value)}")
+        raise fail(source, field, f"{rule}, got {short_repr(value)}")
     value = int(value)
     if not lo <= value <= hi:
         raise fail(source, field, f"{rule}, got {value}")
     return value
 
 
-def number(value: Any, field: str, source: str, minimum: float | None = None) -> float:
-    """A finite float (ints allowed), at least `minimum` when given."""
+def as_float(value: Any, source: str, field: str) -> float:
+    """An int or float (NumPy's too, never a bool) as a float; inf and NaN pass (for settings whose
+    own check says what they mean).  YAML, the command line and Python hand over ints of any size:
+    one beyond the float range is a FormatError naming source and field, where float() raises
+    OverflowError (a traceback)."""
     import numpy as np
 
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise fail(source, field, f"expected a number, got {_short(value)}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise fail(source, field, f"expected a number, got {short_repr(value)}")
     try:
-        result = float(value)
-    except OverflowError:  # an int beyond the float range (aimcemu.floats words it the same way)
-        raise fail(source, field, "an integer beyond the range of a float (about 1.8e308)") from None
+        return float(value)
+    except OverflowError:
+        raise fail(source, field, f"{short_repr(value)} is beyond the range of a float (about 1.8e308)") from None
+
+
+def number(value: Any, field: str, source: str, minimum: float | None = None) -> float:
+    """A finite float (ints allowed), at least `minimum` when given."""
+    result = as_float(value, source, field)
     if not math.isfinite(result) or (minimum is not None and result < minimum):
-        raise fail(source, field, f"must be a finite number{'' if minimum is None else f' >= {minimum:g}'}, got {value!r}")
+        raise fail(source, field, f"must be a finite number{'' if minimum is None else f' >= {minimum:g}'}, "
+                                  f"got {short_repr(value)}")
     return result
 
 
@@ -95,8 +104,12 @@ def _bound_text(hi: int) -> str:
     return str(hi)
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    """A value for an error message, cut short (a config value can be huge)."""
+def short_repr(value: Any, limit: int = 80) -> str:
+    """A value for an error message, cut short (a config value can be huge); an int of hundreds of
+    digits by its length (repr of an int of more than 4,300 digits raises ValueError)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 133:  # >= ~10^40
+        size = f"{len(str(abs(value)))} digits" if value.bit_length() < 14000 else f"{value.bit_length()} bits"
+        return f"an integer of {size}"
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + f"... ({type(value).__name__})"
 
@@ -210,7 +223,7 @@ def text(value: Any, field: str, source: str = "<arguments>") -> str:
     """A str that is valid Unicode (command-line arguments with bytes that are not UTF-8 arrive
     as lone surrogates: refused here with the byte named, instead of failing deep inside)."""
     if not isinstance(value, str):
-        raise fail(source, field, f"expected a string, got {_short(value)}")
+        raise fail(source, field, f"expected a string, got {short_repr(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -237,7 +250,7 @@ def input_file(path: Any, field: str, source: str = "<arguments>", what: str = "
     or folder is not a file); returns it as str.  A missing file raises FileNotFoundError
     naming the field."""
     if not isinstance(path, (str, os.PathLike)):
-        raise fail(source, field, f"expected a path, got {_short(path)}")
+        raise fail(source, field, f"expected a path, got {short_repr(path)}")
     path = text(os.fspath(path), field, source)
     try:
         st = os.stat(path)

@@ -25,11 +25,16 @@ import aimcemu.sweeps  # OTHER_CALL_SITES reaches it as an attribute
 from aimcemu import FormatError, _core, cli
 from aimcemu.commands.run import BACKENDS
 from aimcemu.config import RunConfig, parse_times
-from aimcemu.floats import as_float, finite_float
+from aimcemu.validate import as_float, number
 from aimcemu.yamlfile import parse_yaml
 from hostile import Snapshot, assert_refused, cli_run, tiny_files
 
 HUGE = 10**309  # the first power of ten beyond the float range
+
+
+def finite_float(value, source: str, field: str) -> float:
+    """validate.number (a finite float) in as_float's argument order."""
+    return number(value, field, source)
 
 
 @pytest.fixture
@@ -187,7 +192,7 @@ def test_the_listed_backends_are_the_pu_models():
 
 
 # Call sites that turned a user's number into a float with float(): each raised OverflowError
-# (a traceback) before it adopted aimcemu.floats or its wording.
+# (a traceback) before it adopted aimcemu.validate.as_float.
 OTHER_CALL_SITES = {
     "noise/parameters.py core_value": lambda: aimcemu.mapping.resolve_noise({"model": "pcm_like", "t0": HUGE}),
     "noise/parameters.py _list_element": lambda: aimcemu.mapping.resolve_noise(

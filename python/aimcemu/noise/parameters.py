@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import _core
-from ..floats import as_float
+from ..validate import as_float
 
 _noise = _core.noise
 
