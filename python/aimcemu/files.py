@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import socket
 import stat
 import time
@@ -117,20 +118,57 @@ def _words(exc: OSError) -> str:
 
 
 def check_folder_creatable(folder, field: str, source: str = "<arguments>") -> None:
-    """Refuses, before any work, a folder that cannot exist: its nearest existing ancestor is not
-    a folder, or is one this process cannot write in.  Nothing is created."""
+    """Refuses, before any work, a folder that cannot exist or be written in, creating nothing:
+    its nearest existing ancestor (the folder itself when it exists) must be a folder this process
+    may write and enter (os.access, which also reports a read-only mount) on a file system that
+    holds folders (not /proc or /sys, which root's access() passes).  What only creating it tells
+    (an immutable folder, a full disk) is named by make_folder."""
     folder = Path(folder)
     existing = folder
     while not existing.exists() and existing != existing.parent:
         if existing.is_symlink():  # a dangling link: mkdir would fail on it
             raise fail(source, field, f"cannot create folder {folder}: {existing} is a broken symbolic link")
         existing = existing.parent
-    if existing == folder and folder.is_dir():
-        return
     if not existing.is_dir():
         raise fail(source, field, f"cannot create folder {folder}: {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise fail(source, field, f"cannot create folder {folder}: {existing} is not writable")
+    where = f"folder {folder}" if existing == folder else f"cannot create folder {folder}: {existing}"
+    if not os.access(existing, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        raise fail(source, field, f"{where} is not writable "
+                                  f"({'a read-only file system' if read_only else 'permission denied'})")
+    kind = _pseudo_file_system(existing)
+    if kind is not None:
+        raise fail(source, field, f"{where} is on the kernel's {kind} file system, where no folder of files can be made")
+
+
+# Kernel file systems that hold no user folders (mkdir fails there, or makes a kernel object: a
+# cgroup), though root's access() passes them.  Only these are refused by name: a FUSE or network
+# file system is taken at its access() word.
+PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs",
+                                 "pstore", "bpf", "configfs", "efivarfs", "fusectl", "mqueue", "binfmt_misc",
+                                 "selinuxfs", "nsfs"})
+
+
+def _pseudo_file_system(path: Path) -> str | None:
+    """The type of the kernel file system that holds `path` when it is one of PSEUDO_FILE_SYSTEMS
+    (the mount with the longest mount point above it in /proc/self/mountinfo), else None (also
+    where there is no mountinfo to read)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    target = os.path.realpath(path)
+    best, kind = "", None
+    for line in lines:
+        fields = line.split()
+        if "-" not in fields or len(fields) < 5:
+            continue
+        # mountinfo escapes space, tab, newline and backslash in paths as octal (\040)
+        mount_point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):  # later mounts over the same point win
+            best, kind = mount_point, fields[fields.index("-") + 1]
+    return kind if kind in PSEUDO_FILE_SYSTEMS else None
 
 
 def make_folder(folder, field: str, source: str = "<arguments>") -> None:

@@ -625,61 +625,15 @@ def _warn_capped_alphas(p: SweepPlan, summaries: dict, stacklevel: int) -> None:
 def check_output_folder(folder, source: str) -> None:
     """The sweep folder is a folder, or one can be created where it goes; else a FormatError
     naming `source` (where the path came from: '--output', the config file) and field 'output'.
-    It writes nothing (so `--check` leaves every folder as it was): the nearest existing folder
-    must be a folder this process may write and enter (os.access, which also reports a read-only
-    mount) on a file system that holds folders (not /proc or /sys, which root's access() passes).
+    It writes nothing (so `--check` leaves every folder as it was): files.check_folder_creatable.
     What only creating the folder tells (an immutable folder, a full disk) is named when the
     sweep creates it (_make_folder)."""
-    def refuse(what: str) -> _core.FormatError:
-        return _core.FormatError(f"{source}: field 'output': {what}")
-
     if "\0" in os.fspath(folder):  # what os.stat would refuse with a ValueError naming nothing
-        raise refuse(f"{os.fspath(folder)!r} contains a NUL character")
+        raise _core.FormatError(f"{source}: field 'output': {os.fspath(folder)!r} contains a NUL character")
     folder = Path(os.path.abspath(folder))
     if folder.exists() and not folder.is_dir():
-        raise refuse(f"{folder} exists and is not a folder")
-    existing = folder
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise refuse(f"{folder} cannot be created: {existing} is not a folder")
-    where = f"{folder}" if existing == folder else f"{folder} cannot be created: {existing}"
-    if not os.access(existing, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
-        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
-        raise refuse(f"{where} is not writable ({'a read-only file system' if read_only else 'permission denied'})")
-    kind = _pseudo_file_system(existing)
-    if kind is not None:
-        raise refuse(f"{where} is on the kernel's {kind} file system, where no folder of files can be made")
-
-
-# Kernel file systems that hold no user folders (mkdir fails there, or makes a kernel object: a
-# cgroup), though root's access() passes them.  Only these are refused by name: a FUSE or network
-# file system is taken at its access() word.
-PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs",
-                                 "pstore", "bpf", "configfs", "efivarfs", "fusectl", "mqueue", "binfmt_misc",
-                                 "selinuxfs", "nsfs"})
-
-
-def _pseudo_file_system(path: Path) -> str | None:
-    """The type of the kernel file system that holds `path` when it is one of PSEUDO_FILE_SYSTEMS
-    (the mount with the longest mount point above it in /proc/self/mountinfo), else None (also
-    where there is no mountinfo to read)."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    target = os.path.realpath(path)
-    best, kind = "", None
-    for line in lines:
-        fields = line.split()
-        if "-" not in fields or len(fields) < 5:
-            continue
-        # mountinfo escapes space, tab, newline and backslash in paths as octal (\040)
-        mount_point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
-        if inside and len(mount_point) >= len(best):  # later mounts over the same point win
-            best, kind = mount_point, fields[fields.index("-") + 1]
-    return kind if kind in PSEUDO_FILE_SYSTEMS else None
+        raise _core.FormatError(f"{source}: field 'output': {folder} exists and is not a folder")
+    files.check_folder_creatable(folder, "output", source)
 
 
 def validate_wait(value, field_name: str, source: str) -> float:

@@ -65,7 +65,7 @@ def test_a_folder_that_access_refuses_is_named_and_nothing_is_written(study, cap
 
     monkeypatch.setattr(sweeps.os, "access", access)
     assert_refused(["sweep", "-c", study / "sweep.yaml", "--check"], study, capsys,
-                   f"{study / 'sweep.yaml'}: field 'output': {parent / 'sweep'} cannot be created: "
+                   f"{study / 'sweep.yaml'}: field 'output': cannot create folder {parent / 'sweep'}: "
                    f"{parent} is not writable (permission denied)")
     assert asked == [(os.fspath(parent), os.W_OK | os.X_OK)]
     assert folder_state(parent) == before
@@ -73,7 +73,7 @@ def test_a_folder_that_access_refuses_is_named_and_nothing_is_written(study, cap
 
 def test_a_kernel_file_system_is_named():
     with pytest.raises(sweeps._core.FormatError,
-                       match=r"^--output: field 'output': /proc/aimcemu-sweep cannot be created: /proc is on the "
+                       match=r"^--output: field 'output': cannot create folder /proc/aimcemu-sweep: /proc is on the "
                              r"kernel's proc file system"):
         sweeps.check_output_folder("/proc/aimcemu-sweep", "--output")
     assert not os.path.exists("/proc/aimcemu-sweep")

@@ -27,7 +27,7 @@ def study(tmp_path):
 def test_an_output_flag_that_cannot_be_created_names_the_flag(study, capsys, check):
     config = study / "sweep.yaml"
     assert_refused(["sweep", "-c", config, "-o", "/proc/aimcemu-sweep", *check], study, capsys,
-                   "--output: field 'output': /proc/aimcemu-sweep cannot be created")
+                   "--output: field 'output': cannot create folder /proc/aimcemu-sweep")
     assert_refused(["sweep", "-c", config, "-o", study / "model.h5" / "sweep", *check], study, capsys,
                    "--output: field 'output'", f"{study / 'model.h5'} is not a folder")
     assert not os.path.exists("/proc/aimcemu-sweep")
@@ -38,7 +38,7 @@ def test_a_config_output_that_cannot_be_created_names_the_config_file(study, cap
     config = study / "sweep.yaml"
     config.write_text(config.read_text().replace(str(study / "sweep"), "/proc/aimcemu-sweep"))
     assert_refused(["sweep", "-c", config, *check], study, capsys,
-                   f"{config}: field 'output': /proc/aimcemu-sweep cannot be created")
+                   f"{config}: field 'output': cannot create folder /proc/aimcemu-sweep")
 
 
 def test_check_creates_no_folder(study, capsys):
@@ -50,5 +50,5 @@ def test_check_creates_no_folder(study, capsys):
 
 def test_the_output_argument_is_named_in_python(study):
     config = yaml.safe_load((study / "sweep.yaml").read_text())
-    with pytest.raises(aimcemu.FormatError, match=r"^<arguments>: field 'output': /proc/aimcemu-sweep cannot be"):
+    with pytest.raises(aimcemu.FormatError, match=r"^<arguments>: field 'output': cannot create folder /proc/aimcemu-sweep"):
         aimcemu.sweep(config, "/proc/aimcemu-sweep", progress=False)
