@@ -188,22 +188,22 @@ class Ours {
 public:
     explicit Ours(const Case& l)
         : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel, kernel_row(l.s)),
-          operand_(std::size_t(l.p() * packed_.x_row_stride())), y_(std::size_t(l.n() * l.p())) {}
+          y_(std::size_t(l.n() * l.p())) {}
     void run(int threads) {
         GemmOutput out;
         out.y = y_.data();
         out.out_shift = kOutShift;
         out.relu = true;
-        gemm_fast(packed_, operand_.data(), l_.p(), out, threads, [&](std::int64_t begin, std::int64_t end) {
-            im2col_pixels_into(l_.x.data(), l_.s.g, packed_.x_xor_mask(), packed_.x_row_stride(), operand_.data(),
-                               begin, end);
-        });
+        gemm_fast_streamed(packed_, l_.p(), out, threads,
+                           [&](std::int64_t begin, std::int64_t end, std::uint8_t* rows) {
+                               im2col_pixels_into(l_.x.data(), l_.s.g, packed_.x_xor_mask(), packed_.x_row_stride(),
+                                                  rows, begin, end);
+                           });
     }
 
 private:
     const Case& l_;
     PackedWeights packed_;
-    std::vector<std::uint8_t> operand_;
     std::vector<std::int8_t> y_;
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <stdexcept>
 #include <memory>
 #include <cstring>
 #include <mutex>
@@ -367,6 +368,79 @@ bool can_fold_rounding(const GemmOutput& out, std::int64_t max_abs) {
     return max_abs + (std::int64_t(1) << (out.out_shift - 1)) < (std::int64_t(1) << 31);
 }
 
+// A fused residual needs the int8 output and an alignment shift of the network format's range.
+void check_residual(const GemmOutput& out) {
+    if (out.residual && (!out.y || !kAlignShiftRange.contains(out.residual_shift)))
+        throw std::invalid_argument("gemm_fast: a fused residual needs the int8 output y and a residual_shift in " +
+                                    std::to_string(kAlignShiftRange.min) + ".." + std::to_string(kAlignShiftRange.max));
+}
+
+// The fused residual add (GemmOutput::residual) on the `count` outputs from `offset` on, for the
+// kernels that do not add it in their epilogue.
+void add_residual_rows(const GemmOutput& out, std::int64_t offset, std::int64_t count) {
+    if (out.residual)
+        residual_add(out.y + offset, out.residual + offset, count, out.residual_shift, out.relu_after_residual);
+}
+
+// One chunk of rows [begin, end) on the AVX2, AMX or portable kernel (x: row begin's operand).
+// AVX2 requantises in its own epilogue; the others write int32, into the output or into a block
+// of the chunk that is requantised while it is still in cache.
+void chunk_rows(FastKernel kernel, const std::int8_t* w, const std::int32_t* column, std::int64_t n, std::int64_t m,
+                const std::int8_t* x, std::int64_t ldx, std::int64_t begin, std::int64_t end, const GemmOutput& out) {
+    const std::int64_t rows = end - begin;
+    if (kernel == FastKernel::Avx2) {
+        detail::avx2_gemm_rows(w, column, n, m, x, ldx, begin, end, out);
+        add_residual_rows(out, begin * n, rows * n);
+        return;
+    }
+    std::vector<std::int32_t> block(out.y ? std::size_t(rows * n) : 0);
+    std::int32_t* acc = out.y ? block.data() : out.acc + begin * n;
+    switch (kernel) {
+        case FastKernel::Amx: {
+            std::vector<std::int8_t> scratch(rows % 32 ? std::size_t(32 * ldx) : 0);   // a partial block
+            detail::amx_gemm_rows(w, column, n, m, x, ldx, 0, rows, acc, scratch.data());
+            break;
+        }
+        default: portable_rows(w, column, n, m, x, ldx, 0, rows, acc); break;
+    }
+    if (out.y) requantize(acc, rows * n, out.out_shift, out.relu, out.y + begin * n, 1);
+    add_residual_rows(out, begin * n, rows * n);
+}
+
+// How the VNNI kernel splits one GEMM: its workers, their items, and the epilogue's settings.
+struct VnniPlan {
+    int workers;
+    VnniSplit split;
+    bool fold;
+    detail::VnniDepthSkip skip;
+
+    VnniPlan(std::int64_t n, std::int64_t m, std::int64_t p, const GemmOutput& out, int threads,
+             std::int64_t max_abs_acc, const detail::VnniDepthSkip& skip_)
+        : workers(vnni_workers(n, m, p, threads)), split(p, n, workers), fold(can_fold_rounding(out, max_abs_acc)),
+          skip(skip_) {}
+
+    // A helper costs a wake-up (microseconds idle, often a scheduler slice on a busy machine):
+    // one per 2^21 multiply-adds at most, so the classifier (0.5-2 M) stays on the caller, where
+    // splitting it over panels halved its speed on a loaded machine.
+    static int vnni_workers(std::int64_t n, std::int64_t m, std::int64_t p, int threads) {
+        constexpr std::int64_t kMinMacsPerWorker = std::int64_t(1) << 21;
+        return int(std::max<std::int64_t>(1, std::min<std::int64_t>(resolve_threads(threads),
+                                                                     n * m * p / kMinMacsPerWorker)));
+    }
+};
+
+// A worker's scratch block for the operand rows of one chunk (gemm_fast_streamed): grown to the
+// largest chunk it has held and kept for the next, so a pass allocates it once per thread.
+std::uint8_t* chunk_scratch(std::size_t bytes) {
+    thread_local std::unique_ptr<std::uint8_t[]> block;
+    thread_local std::size_t capacity = 0;
+    if (bytes > capacity) {
+        block.reset(new std::uint8_t[bytes]);   // not value-initialised: every row is written
+        capacity = bytes;
+    }
+    return block.get();
+}
+
 }  // namespace
 
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, std::int32_t* acc, int threads) {
@@ -386,6 +460,7 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
     const std::int8_t* w = packed.data_.data<std::int8_t>();
     const std::int32_t* column = packed.column_.data();
     const std::int8_t* xs = reinterpret_cast<const std::int8_t*>(xt);
+    check_residual(out);
     ++g_kernel_calls[std::size_t(packed.kernel_)];
 #ifdef AIMCEMU_HAVE_DNNL
     if (packed.kernel_ == FastKernel::Dnnl) {   // oneDNN threads internally (OpenMP)
@@ -397,21 +472,15 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
         std::vector<std::int32_t> acc(std::size_t(p * n));
         dnnl_rows(w, column, n, m, xs, ldx, 0, p, acc.data());
         requantize(acc.data(), p * n, out.out_shift, out.relu, out.y, threads);
+        add_residual_rows(out, 0, p * n);
         return;
     }
 #endif
     if (packed.kernel_ == FastKernel::Vnni512) {   // requantises in its own epilogue
         if (p <= 0) return;
-        // A helper costs a wake-up (microseconds idle, often a scheduler slice on a busy machine):
-        // one per 2^21 multiply-adds at most, so the classifier (0.5-2 M) stays on the caller,
-        // where splitting it over panels halved its speed on a loaded machine.
-        constexpr std::int64_t kMinMacsPerWorker = std::int64_t(1) << 21;
-        const int workers = int(std::max<std::int64_t>(
-            1, std::min<std::int64_t>(resolve_threads(threads), n * m * p / kMinMacsPerWorker)));
-        const VnniSplit split(p, n, workers);
-        const bool fold = can_fold_rounding(out, packed.max_abs_acc_);
-        const detail::VnniDepthSkip skip{packed.skip_segment_, packed.segment_sums_.data(),
-                                         std::int64_t(packed.column_.size())};
+        const VnniPlan plan(n, m, p, out, threads, packed.max_abs_acc_,
+                            {packed.skip_segment_, packed.segment_sums_.data(), std::int64_t(packed.column_.size())});
+        const VnniSplit& split = plan.split;
         // Items of one row chunk over several panel blocks share its rows: block 0's item
         // prepares them (all block-0 items come first, so the workers prepare different chunks
         // side by side) and the chunk's later items wait for that.  Preparing every row before
@@ -420,7 +489,7 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
         // items are handed out in order, so a waited-for item has been taken by a worker that
         // waits on nothing.
         ChunkReadiness ready(prepare && split.panel_blocks > 1 ? split.row_chunks : 0);
-        parallel_for(split.items(), workers, [&](std::int64_t i) {
+        parallel_for(split.items(), plan.workers, [&](std::int64_t i) {
             std::int64_t p_begin, p_end, n_begin, n_end;
             split.item(i, p_begin, p_end, n_begin, n_end);
             if (prepare && split.panel_blocks == 1) {
@@ -430,7 +499,8 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
             } else if (prepare && !ready.wait(split.chunk_of(i))) {
                 return;   // its preparation threw; the pool rethrows that
             }
-            detail::vnni_gemm_rows(w, column, n, m, xt, ldx, p_begin, p_end, n_begin, n_end, out, fold, skip);
+            detail::vnni_gemm_rows(w, column, n, m, xt + p_begin * ldx, ldx, p_begin, p_end, n_begin, n_end, out,
+                                   plan.fold, plan.skip);
         });
         return;
     }
@@ -440,26 +510,58 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
     parallel_for(chunks, workers, [&](std::int64_t i) {
         const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
         if (prepare) prepare(begin, end);
-        if (packed.kernel_ == FastKernel::Avx2) {   // requantises in its own epilogue
-            detail::avx2_gemm_rows(w, column, n, m, xs, ldx, begin, end, out);
+        chunk_rows(packed.kernel_, w, column, n, m, xs + begin * ldx, ldx, begin, end, out);
+    });
+}
+
+void gemm_fast_streamed(const PackedWeights& packed, std::int64_t p, const GemmOutput& out, int threads,
+                        const RowWriter& write, PassBuffers* buffers) {
+    const std::int64_t n = packed.n_, m = packed.m_, ldx = packed.x_row_stride_;
+    const std::int8_t* w = packed.data_.data<std::int8_t>();
+    const std::int32_t* column = packed.column_.data();
+    check_residual(out);
+    if (p <= 0) return;
+    if (packed.kernel_ == FastKernel::Vnni512) {
+        const VnniPlan plan(n, m, p, out, threads, packed.max_abs_acc_,
+                            {packed.skip_segment_, packed.segment_sums_.data(), std::int64_t(packed.column_.size())});
+        if (plan.split.panel_blocks == 1) {   // every item owns its chunk of rows
+            ++g_kernel_calls[std::size_t(packed.kernel_)];
+            parallel_for(plan.split.items(), plan.workers, [&](std::int64_t i) {
+                std::int64_t p_begin, p_end, n_begin, n_end;
+                plan.split.item(i, p_begin, p_end, n_begin, n_end);
+                std::uint8_t* rows = chunk_scratch(std::size_t((p_end - p_begin) * ldx));
+                write(p_begin, p_end, rows);
+                detail::vnni_gemm_rows(w, column, n, m, rows, ldx, p_begin, p_end, n_begin, n_end, out, plan.fold,
+                                       plan.skip);
+            });
             return;
         }
-        // The other kernels write int32: into the output, or into a per-task block that is
-        // requantised while it is still in cache.
-        std::vector<std::int32_t> block(out.y ? std::size_t((end - begin) * n) : 0);
-        std::int32_t* acc = out.y ? block.data() : out.acc + begin * n;
-        const std::int8_t* x = xs + begin * ldx;
-        const std::int64_t rows = end - begin;
-        switch (packed.kernel_) {
-            case FastKernel::Amx: {
-                std::vector<std::int8_t> scratch(rows % 32 ? std::size_t(32 * ldx) : 0);   // a partial block
-                detail::amx_gemm_rows(w, column, n, m, x, ldx, 0, rows, acc, scratch.data());
-                break;
-            }
-            default: portable_rows(w, column, n, m, x, ldx, 0, rows, acc); break;
-        }
-        if (out.y) requantize(acc, rows * n, out.out_shift, out.relu, out.y + begin * n, 1);
-    });
+    } else if (packed.kernel_ != FastKernel::Dnnl) {   // the chunks of the other kernels are independent
+        ++g_kernel_calls[std::size_t(packed.kernel_)];
+        const int workers = int(std::min<std::int64_t>(resolve_threads(threads), p));
+        const std::int64_t chunk = rows_per_task(packed.kernel_, p, workers);
+        parallel_for((p + chunk - 1) / chunk, workers, [&](std::int64_t i) {
+            const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
+            std::uint8_t* rows = chunk_scratch(std::size_t((end - begin) * ldx));
+            write(begin, end, rows);
+            chunk_rows(packed.kernel_, w, column, n, m, reinterpret_cast<const std::int8_t*>(rows), ldx, begin, end,
+                       out);
+        });
+        return;
+    }
+    // The whole operand: its rows are shared between workers, or the kernel takes them at once.
+    PassBuffers::Buffer pooled;
+    std::vector<std::uint8_t> owned;
+    std::uint8_t* operand;
+    if (buffers) {
+        pooled = buffers->take(std::size_t(p * ldx));
+        operand = pooled.data();
+    } else {
+        owned.resize(std::size_t(p * ldx));
+        operand = owned.data();
+    }
+    gemm_fast(packed, operand, p, out, threads,
+              [&](std::int64_t begin, std::int64_t end) { write(begin, end, operand + begin * ldx); });
 }
 
 void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,

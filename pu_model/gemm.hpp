@@ -56,10 +56,21 @@ struct GemmOutput {
     std::int8_t* y = nullptr;
     int out_shift = 0;
     bool relu = false;
+    // Optional, with y only: the residual add fused into the epilogue, y = sat8(y +
+    // align(residual, residual_shift)), then ReLU if relu_after_residual (postproc.hpp's
+    // residual_add, bit for bit).  residual has y's layout (P x N int8) and must not overlap it;
+    // residual_shift lies in kAlignShiftRange.  The VNNI kernel adds it in registers (a separate
+    // pass over three tensors was 4 % of a ResNet-50 pass); the others on each chunk's rows.
+    const std::int8_t* residual = nullptr;
+    int residual_shift = 0;
+    bool relu_after_residual = false;
 };
 
 // Writes rows [p_begin, p_end) of a GEMM operand just before they are multiplied (gemm_fast).
 using RowPreparer = std::function<void(std::int64_t p_begin, std::int64_t p_end)>;
+// Writes rows [p_begin, p_end) of a GEMM operand at `rows`: row p_begin first, x_row_stride()
+// bytes apart, every byte of each row (gemm_fast_streamed).
+using RowWriter = std::function<void(std::int64_t p_begin, std::int64_t p_end, std::uint8_t* rows)>;
 
 // Weights prepared once for a fast kernel (packing is O(N*M), the GEMM O(N*M*P)).
 class PackedWeights {
@@ -92,6 +103,8 @@ public:
 private:
     friend void gemm_fast(const PackedWeights&, const std::uint8_t*, std::int64_t, const GemmOutput&, int,
                           const RowPreparer&);
+    friend void gemm_fast_streamed(const PackedWeights&, std::int64_t, const GemmOutput&, int, const RowWriter&,
+                                   PassBuffers*);
     FastKernel kernel_;
     std::int64_t n_, m_, x_row_stride_;
     std::int64_t max_abs_acc_;           // bound on |acc| for any operands (check_gemm_fits_int32)
@@ -119,6 +132,18 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 // write rows [p_begin, p_end) of xt.
 void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t p, const GemmOutput& out,
                int threads, const RowPreparer& prepare);
+
+// The same GEMM with an operand that exists only chunk by chunk: write(p_begin, p_end, rows) is
+// called exactly once for every row, inside the pass over the worker pool, by the item that then
+// multiplies those rows, into `rows`, a scratch block of that worker (at most 96 rows, reused by
+// its next chunk; valid only until the call returns).  An IM2COL written this way stays in the
+// worker's cache: writing a whole P x M operand first sent 9 bytes per input byte of a 3 x 3 conv
+// to memory and back (8.6 % of a ResNet-50 pass on a 2-core Xeon).  Where the work split shares a
+// chunk's rows between workers (a layer split over channel panels, or the oneDNN kernel, which
+// takes the whole operand), the rows go into one operand of P rows instead: taken from `buffers`
+// when given, else allocated.  Bytes equal gemm_fast on the whole operand exactly.
+void gemm_fast_streamed(const PackedWeights& packed, std::int64_t p, const GemmOutput& out, int threads,
+                        const RowWriter& write, PassBuffers* buffers = nullptr);
 
 // Convenience for plain int8 X (P x M, stride M): packs, converts X, runs.
 void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,
@@ -163,7 +188,7 @@ void vnni_pack_weights_avx512(const std::int8_t* w, std::int64_t n, std::int64_t
                               std::int32_t* rowsum, const VnniSegmentSums& segments = {});
 std::int64_t vnni_packed_size(std::int64_t n, std::int64_t m);
 // Output rows [p_begin, p_end) x channels [n_begin, n_end) (n_begin a multiple of kVnniPanel,
-// n_end one too or n).  fold_rounding: the accumulators start at the rounding half 2^(out_shift-1)
+// n_end one too or n); xt points at row p_begin of the operand.  fold_rounding: the accumulators start at the rounding half 2^(out_shift-1)
 // so that requantisation rounds with one shift; set it only when |acc| + 2^(out_shift-1) < 2^31
 // for every operand (otherwise the start could wrap).
 // skip: optional (segment 0 = off), see PackedWeights' skip_segment.
@@ -177,7 +202,7 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
                     std::int64_t n_begin, std::int64_t n_end, const GemmOutput& out, bool fold_rounding,
                     const VnniDepthSkip& skip = {});
 // The AVX2 kernel (gemm_avx2.cpp): panels of 16 channels, [panel][k/4][16 lanes x 4 bytes];
-// xt is plain int8 with rows padded to a multiple of 4 bytes.
+// xt is plain int8 with rows padded to a multiple of 4 bytes and points at row p_begin.
 inline constexpr int kAvx2Panel = 16;
 inline constexpr int kAvx2RowsPerTile = 6;
 bool cpu_has_avx2();

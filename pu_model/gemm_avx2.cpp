@@ -249,7 +249,7 @@ void avx2_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
     std::int8_t* split = nullptr;   // x+ and x- of a block with negative bytes, allocated on demand
     for (std::int64_t b0 = p_begin; b0 < p_end; b0 += block) {
         const std::int64_t b1 = p_end - b0 < block ? p_end : b0 + block;
-        const std::int8_t* x = xt + b0 * ldx;
+        const std::int8_t* x = xt + (b0 - p_begin) * ldx;
         const std::int8_t* x_neg = nullptr;
         if (any_negative(x, ldx, b1 - b0, m)) {
             if (!split) split = new std::int8_t[std::size_t(2 * block * ldx)];

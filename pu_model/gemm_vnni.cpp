@@ -45,12 +45,39 @@ struct Epilogue {
     __m128i shift, shift_less_one;
     bool rounds, relu, folded;
     std::int32_t start;   // what every accumulator starts from on top of the column term
+    // The fused residual add (GemmOutput::residual; null: none) and its alignment shifts.
+    const std::int8_t* residual;
+    __m128i residual_left, residual_right, residual_right_less_one;
+    bool residual_shifts_left, relu_after_residual;
     Epilogue(const GemmOutput& out, bool fold_rounding)
         : acc(out.acc), y(out.y), shift(_mm_cvtsi32_si128(out.out_shift)),
           shift_less_one(_mm_cvtsi32_si128(out.out_shift - 1)), rounds(out.out_shift > 0), relu(out.relu),
           folded(fold_rounding && out.y && out.out_shift > 0),
-          start(folded ? std::int32_t(std::uint32_t(1) << (out.out_shift - 1)) : 0) {}
+          start(folded ? std::int32_t(std::uint32_t(1) << (out.out_shift - 1)) : 0),
+          residual(out.y ? out.residual : nullptr),
+          residual_left(_mm_cvtsi32_si128(out.residual_shift > 0 ? out.residual_shift : 0)),
+          residual_right(_mm_cvtsi32_si128(out.residual_shift < 0 ? -out.residual_shift : 0)),
+          residual_right_less_one(_mm_cvtsi32_si128(out.residual_shift < 0 ? -out.residual_shift - 1 : 0)),
+          residual_shifts_left(out.residual_shift >= 0), relu_after_residual(out.relu_after_residual) {}
 };
+
+// y + align(r, shift) for the 16 outputs of `sum` (already requantised: the conv's int8 value,
+// saturated here first), then ReLU if asked; the caller's saturating store is the final sat8.
+// align's right shift rounds half up as round_shift does: the floor plus bit -shift - 1 of r.
+__attribute__((always_inline)) inline __m512i add_residual(__m512i sum, __mmask16 mask, const Epilogue& out,
+                                                          std::int64_t offset) {
+    sum = _mm512_min_epi32(_mm512_max_epi32(sum, _mm512_set1_epi32(-128)), _mm512_set1_epi32(127));
+    // 16 bytes under a 64-bit mask (AVX-512BW alone, no VL): lanes past the mask read nothing.
+    const __m512i bytes = _mm512_maskz_loadu_epi8(__mmask64(mask), out.residual + offset);
+    const __m512i r = _mm512_cvtepi8_epi32(_mm512_castsi512_si128(bytes));
+    const __m512i aligned =
+        out.residual_shifts_left
+            ? _mm512_sll_epi32(r, out.residual_left)
+            : _mm512_add_epi32(_mm512_sra_epi32(r, out.residual_right),
+                               _mm512_and_si512(_mm512_sra_epi32(r, out.residual_right_less_one), _mm512_set1_epi32(1)));
+    sum = _mm512_add_epi32(sum, aligned);
+    return out.relu_after_residual ? _mm512_max_epi32(sum, _mm512_setzero_si512()) : sum;
+}
 
 __attribute__((always_inline)) inline void store_lanes(__m512i sum, __mmask16 mask, const Epilogue& out,
                                                       std::int64_t offset) {
@@ -66,6 +93,7 @@ __attribute__((always_inline)) inline void store_lanes(__m512i sum, __mmask16 ma
         sum = _mm512_add_epi32(q, _mm512_and_si512(half, _mm512_set1_epi32(1)));
     }
     if (out.relu) sum = _mm512_max_epi32(sum, _mm512_setzero_si512());
+    if (out.residual) sum = add_residual(sum, mask, out, offset);
     _mm512_mask_cvtsepi32_storeu_epi8(out.y + offset, mask, sum);   // vpmovsdb: saturates
 }
 
@@ -163,7 +191,7 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
         const std::int8_t* panel = packed + n0 * depth;
         for (std::int64_t p0 = p_begin; p0 < p_end; p0 += kVnniRowsPerTile) {
             const int rows = int(p_end - p0 < kVnniRowsPerTile ? p_end - p0 : kVnniRowsPerTile);
-            const std::uint8_t* x = xt + p0 * ldx;
+            const std::uint8_t* x = xt + (p0 - p_begin) * ldx;
             // Depth segments [0, lo) and [hi, segments) read as zero in every row of the tile:
             // multiply only [lo, hi) and start from column + 128 * sum(w) over the rest (the
             // offset those bytes would have contributed), so the sum is the same integer.

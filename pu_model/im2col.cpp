@@ -84,7 +84,7 @@ void copy_xor(const std::int8_t* src, std::uint8_t mask, std::int64_t n, std::ui
 namespace {
 
 // Operand rows of output pixels [p_begin, p_end) of one image (see im2col_into); out points at
-// the image's pixel 0.
+// pixel p_begin's row (the rows may be a worker's scratch block rather than the whole operand).
 void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                    std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
     const Window& w = g.window;
@@ -110,11 +110,11 @@ void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t x
                 const std::int64_t in_row = std::int64_t(g.in.w) * c;
                 detail::im2col_interior_avx512(x + y0 * in_row + std::int64_t(ox * w.stride_w - w.pad_left) * c,
                                                std::int64_t(w.stride_w) * c, in_row, kh, int(kx_run), pixels,
-                                               xor_mask, out + (std::int64_t(oy) * ow + ox) * row_stride, row_stride);
+                                               xor_mask, out + (std::int64_t(oy) * ow + ox - p_begin) * row_stride, row_stride);
                 ox += pixels - 1;
                 continue;
             }
-            std::uint8_t* row = out + (std::int64_t(oy) * ow + ox) * row_stride;
+            std::uint8_t* row = out + (std::int64_t(oy) * ow + ox - p_begin) * row_stride;
             const int x0 = ox * w.stride_w - w.pad_left;
             // Columns of the kernel that fall inside the image: kx in [kx_lo, kx_hi).
             const int kx_lo = x0 < 0 ? -x0 : 0;
@@ -169,7 +169,7 @@ void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
     const std::int64_t ow = g.out_w();
     parallel_for(workers, workers, [&](std::int64_t part) {
         const int begin = int(part) * rows_per_part, end = std::min(oh, begin + rows_per_part);
-        im2col_pixels(x, g, xor_mask, row_stride, out, begin * ow, end * ow);
+        im2col_pixels(x, g, xor_mask, row_stride, out + begin * ow * row_stride, begin * ow, end * ow);
     });
 }
 
@@ -178,8 +178,9 @@ void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint
     const std::int64_t image_pixels = g.p(), image_bytes = g.in.size();
     for (std::int64_t image = p_begin / image_pixels; image * image_pixels < p_end; ++image) {
         const std::int64_t first = image * image_pixels;
-        im2col_pixels(x + image * image_bytes, g, xor_mask, row_stride, out + first * row_stride,
-                      std::max(p_begin, first) - first, std::min(p_end, first + image_pixels) - first);
+        const std::int64_t from = std::max(p_begin, first);
+        im2col_pixels(x + image * image_bytes, g, xor_mask, row_stride, out + (from - p_begin) * row_stride,
+                      from - first, std::min(p_end, first + image_pixels) - first);
     }
 }
 

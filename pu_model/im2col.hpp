@@ -38,8 +38,9 @@ void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
 
 // Rows [p_begin, p_end) of the operand of consecutive images: x holds the images one after the
 // other (g.in.size() bytes each), row p belongs to image p / g.p() and is written at
-// out + p * row_stride, exactly as im2col_into writes it.  For a GEMM that prepares each chunk of
-// rows just before it multiplies them (gemm_fast's `prepare`).
+// out + (p - p_begin) * row_stride, with the bytes im2col_into writes for it.  For a GEMM that
+// writes each chunk of rows just before it multiplies them (gemm_fast_streamed's `write`, which
+// hands over a scratch block for the chunk; gemm_fast's `prepare` with out = operand + p_begin rows).
 void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                         std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end);
 

@@ -147,7 +147,9 @@ private:
         const std::int8_t* x = producer(l.input);
         switch (l.kind) {
             case LayerKind::Conv:
-            case LayerKind::Linear: gemm_layer(index, x, y); break;
+            case LayerKind::Linear:
+                if (gemm_layer(index, x, y)) return out;   // its epilogue added the residual
+                break;
             case LayerKind::Add:   // the add is the residual operation itself
                 add_tensors(x, l.input_shift, producer(l.residual_input), l.residual_shift, count_ * size,
                             l.relu || l.relu_after_residual, y);
@@ -167,9 +169,13 @@ private:
         return out;
     }
 
-    // y (count images of P x N int8) of a conv or linear layer.
-    void gemm_layer(int index, const std::int8_t* x, std::int8_t* y) {
-        if (opt_.peripherals && opt_.peripherals->active(index)) return peripheral_gemm_layer(index, x, y);
+    // y (count images of P x N int8) of a conv or linear layer.  True when the fast kernel's
+    // epilogue also added the layer's residual (run_layer then does not).
+    bool gemm_layer(int index, const std::int8_t* x, std::int8_t* y) {
+        if (opt_.peripherals && opt_.peripherals->active(index)) {
+            peripheral_gemm_layer(index, x, y);
+            return false;
+        }
         const Layer& l = net_.layers[std::size_t(index)];
         const std::int64_t n = l.gemm_n(), m = l.gemm_m(), p = l.gemm_p(), in_size = l.in_shape.size();
         // A linear layer reads its HWC input flattened (P = 1); conv reads IM2COL patches.
@@ -184,18 +190,25 @@ private:
             out.y = y;
             out.out_shift = l.out_shift;
             out.relu = l.relu;
+            if (l.residual_input >= 0) {
+                out.residual = producer(l.residual_input);
+                out.residual_shift = l.residual_shift;
+                out.relu_after_residual = l.relu_after_residual;
+            }
             if (pointwise && mask == 0 && stride == m) {   // the input already is the operand
                 gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x), count_ * p, out, opt_.threads);
-                return;
+                return true;
             }
             // IM2COL writes every byte, each chunk of rows in the same pass over the worker pool as
-            // the GEMM that reads it (one wake-up per layer, the rows still in cache).
-            const PassBuffers::Buffer operand = bytes(count_ * p * stride);
-            std::uint8_t* const rows = operand.data();
-            gemm_fast(packed, rows, count_ * p, out, opt_.threads, [&](std::int64_t begin, std::int64_t end) {
-                im2col_pixels_into(x, g, mask, stride, rows, begin, end);
-            });
-            return;
+            // the GEMM that reads it, into that worker's scratch block (one wake-up per layer, the
+            // rows still in cache, no operand of the whole micro-batch).
+            gemm_fast_streamed(
+                packed, count_ * p, out, opt_.threads,
+                [&](std::int64_t begin, std::int64_t end, std::uint8_t* rows) {
+                    im2col_pixels_into(x, g, mask, stride, rows, begin, end);
+                },
+                &buffers_);
+            return true;
         }
         const std::int8_t* w = weights_read(net_, index, opt_);
         const PassBuffers::Buffer acc_bytes = bytes(n * p * std::int64_t(sizeof(std::int32_t)));
@@ -213,6 +226,7 @@ private:
                 sa_cycle_gemm(w, operand, m, l.bias.data(), l.bias_shift, n, m, p, opt_.sa, acc);
             requantize(acc, n * p, l.out_shift, l.relu, y + b * p * n, opt_.threads);
         }
+        return false;
     }
 
     // A layer with analog tile peripherals, one image at a time: the DAC scale is chosen per image

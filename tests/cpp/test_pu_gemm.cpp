@@ -267,7 +267,7 @@ TEST(Im2col, PixelRangesOfABatchEqualTheWholeOperand) {
             std::vector<std::uint8_t> pieces(whole.size(), 0x5A);
             for (std::int64_t begin = 0; begin < images * p;) {
                 const std::int64_t end = std::min(images * p, begin + 1 + std::int64_t(rng(std::uint32_t(p + p / 2))));
-                im2col_pixels_into(x.data(), g, 0x80, stride, pieces.data(), begin, end);
+                im2col_pixels_into(x.data(), g, 0x80, stride, pieces.data() + begin * stride, begin, end);
                 begin = end;
             }
             ASSERT_EQ(pieces, whole) << "in " << g.in.h << "x" << g.in.w << "x" << g.in.c << ", trial " << trial;
@@ -642,6 +642,122 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
                 ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
             }
         }
+    }
+}
+
+TEST(Gemm, StreamedOperandRowsAreWrittenOnceAndGiveTheSameBytes) {
+    // gemm_fast_streamed: the kernel never sees a whole operand; each chunk of rows is written
+    // into a scratch block handed to `write` just before it is multiplied.  Every row must be
+    // written exactly once, into a block with room for the chunk (each write fills its rows
+    // completely, so a block too small corrupts the heap under ASan), and the bytes must equal the
+    // reference, for every kernel and 1-3 threads: one worker (P = 1), a layer split over channel
+    // panels (P = 49, where the rows go into one shared operand), several chunks (130 x 200) and a
+    // long one (P = 1000).  Blocks are garbage-filled first so that a row read before it was
+    // written would show.
+    pcg32 rng(59);
+    const std::int64_t m = 4099;
+    struct Size {
+        std::int64_t n, p;
+    };
+    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{130, 200}, Size{17, 1000}}) {
+        const std::int64_t n = size.n, p = size.p;
+        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+        std::vector<std::int32_t> acc(std::size_t(n * p));
+        gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
+        std::vector<std::int8_t> expect(acc.size());
+        requantize(acc.data(), std::int64_t(acc.size()), 9, false, expect.data());
+        for (FastKernel k : available_fast_kernels()) {
+            const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
+            const std::int64_t stride = packed.x_row_stride();
+            PassBuffers buffers;
+            for (const int threads : {1, 2, 3}) {
+                std::vector<std::atomic<int>> written(static_cast<std::size_t>(p));
+                std::vector<std::int8_t> y(expect.size(), 99);
+                GemmOutput out;
+                out.y = y.data();
+                out.out_shift = 9;
+                const std::int64_t calls = fast_kernel_calls(k);
+                gemm_fast_streamed(
+                    packed, p, out, threads,
+                    [&](std::int64_t begin, std::int64_t end, std::uint8_t* rows) {
+                        for (std::int64_t row = begin; row < end; ++row) {
+                            ++written[std::size_t(row)];
+                            std::uint8_t* dst = rows + (row - begin) * stride;
+                            for (std::int64_t col = 0; col < stride; ++col)
+                                dst[col] = (col < m ? std::uint8_t(x[std::size_t(row * m + col)]) : 0) ^ packed.x_xor_mask();
+                        }
+                    },
+                    threads == 2 ? &buffers : nullptr);
+                EXPECT_EQ(fast_kernel_calls(k), calls + 1) << to_string(k);
+                for (std::int64_t row = 0; row < p; ++row)
+                    ASSERT_EQ(written[std::size_t(row)].load(), 1) << to_string(k) << " row " << row;
+                ASSERT_EQ(y, expect) << to_string(k) << " n " << n << " p " << p << ", " << threads << " threads";
+            }
+        }
+    }
+}
+
+TEST(Gemm, FusedResidualAddEqualsItsDefinitionOnEveryKernel) {
+    // GemmOutput::residual: y = sat8(relu?(sat8(round_shift(acc, out_shift))) + align(r, shift)),
+    // then ReLU if relu_after_residual, computed here from postproc.hpp's scalar definitions on
+    // the reference accumulators.  Every alignment shift (-8..8, rounding half up on the right),
+    // with and without either ReLU, out_shift 0 (no rounding), 1 and 11 (the folded rounding), N
+    // with a masked tail (70 = 4 x 16 + 6), residuals at -128 and 127 among random ones, 1 and 2
+    // threads, the whole operand and the streamed one.
+    pcg32 rng(61);
+    const std::int64_t n = 70, m = 300, p = 37;
+    const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+    auto r = random_int8(rng, n * p);
+    r[0] = -128, r[1] = 127, r[2] = -1, r[3] = 1;
+    std::vector<std::int32_t> acc(std::size_t(n * p));
+    gemm_reference(w.data(), x.data(), m, bias.data(), 3, n, m, p, acc.data());
+    for (FastKernel k : available_fast_kernels()) {
+        const PackedWeights packed(w.data(), bias.data(), 3, n, m, k);
+        const auto operand = operand_as_packed_reads(packed, x, p, m);
+        const std::int64_t stride = packed.x_row_stride();
+        for (const int out_shift : {0, 1, 11})
+            for (int shift = kAlignShiftRange.min; shift <= kAlignShiftRange.max; ++shift)
+                for (const int relus : {0, 1, 2, 3}) {
+                    const bool relu = relus & 1, relu_after = relus & 2;
+                    std::vector<std::int8_t> expect(acc.size());
+                    for (std::size_t i = 0; i < acc.size(); ++i) {
+                        std::int8_t v = sat8(round_shift(acc[i], out_shift));
+                        if (relu) v = relu8(v);
+                        v = sat8(std::int64_t(v) + align(r[i], shift));
+                        expect[i] = relu_after ? relu8(v) : v;
+                    }
+                    GemmOutput out;
+                    out.out_shift = out_shift;
+                    out.relu = relu;
+                    out.residual = r.data();
+                    out.residual_shift = shift;
+                    out.relu_after_residual = relu_after;
+                    for (const int threads : {1, 2}) {
+                        std::vector<std::int8_t> y(expect.size(), 99), streamed(expect.size(), 99);
+                        out.y = y.data();
+                        gemm_fast(packed, operand.data(), p, out, threads);
+                        out.y = streamed.data();
+                        gemm_fast_streamed(packed, p, out, threads,
+                                           [&](std::int64_t begin, std::int64_t end, std::uint8_t* rows) {
+                                               std::copy(operand.begin() + begin * stride,
+                                                         operand.begin() + end * stride, rows);
+                                           });
+                        const std::string what = std::string(to_string(k)) + " out_shift " + std::to_string(out_shift) +
+                                                 " shift " + std::to_string(shift) + " relu " + std::to_string(relus) +
+                                                 ", " + std::to_string(threads) + " threads";
+                        ASSERT_EQ(y, expect) << what;
+                        ASSERT_EQ(streamed, expect) << what << ", streamed";
+                    }
+                }
+        // Refused: a residual without the int8 output, or a shift outside the format's range.
+        std::vector<std::int8_t> y(acc.size());
+        GemmOutput bad;
+        bad.acc = acc.data();
+        bad.residual = r.data();
+        EXPECT_THROW(gemm_fast(packed, operand.data(), p, bad, 1), std::invalid_argument) << to_string(k);
+        bad.y = y.data();
+        bad.residual_shift = kAlignShiftRange.max + 1;
+        EXPECT_THROW(gemm_fast(packed, operand.data(), p, bad, 1), std::invalid_argument) << to_string(k);
     }
 }
 
