@@ -182,18 +182,25 @@ std::int64_t kernel_row(const Shape& s) {
 }
 
 // Ours: IM2COL + GEMM with requantisation (shift, round, saturate, ReLU) in the kernel's
-// epilogue, as run_network does it (each chunk of rows IM2COL'd in the same work item that
-// multiplies it); weights packed once.
+// epilogue, as run_network does it (each chunk of rows IM2COL'd into the worker's scratch block in
+// the same work item that multiplies it, or, where conv_reads_in_place, the input padded once and
+// the windows read in place); weights packed once.
 class Ours {
 public:
     explicit Ours(const Case& l)
         : l_(l), packed_(l.w.data(), l.bias.data(), kBiasShift, l.n(), l.m(), g_kernel, kernel_row(l.s)),
+          padded_(!l.s.linear && conv_reads_in_place(packed_, l.s.g) ? std::size_t(padded_input_bytes(l.s.g) * l.batch) : 0),
           y_(std::size_t(l.n() * l.p())) {}
     void run(int threads) {
         GemmOutput out;
         out.y = y_.data();
         out.out_shift = kOutShift;
         out.relu = true;
+        if (!l_.s.linear && conv_reads_in_place(packed_, l_.s.g)) {   // padded once, windows read in place
+            pad_input_into(l_.x.data(), l_.s.g, l_.batch, packed_.x_xor_mask(), padded_.data());
+            gemm_fast_conv(packed_, padded_.data(), l_.s.g, l_.batch, out, threads);
+            return;
+        }
         gemm_fast_streamed(packed_, l_.p(), out, threads,
                            [&](std::int64_t begin, std::int64_t end, std::uint8_t* rows) {
                                im2col_pixels_into(l_.x.data(), l_.s.g, packed_.x_xor_mask(), packed_.x_row_stride(),
@@ -204,6 +211,7 @@ public:
 private:
     const Case& l_;
     PackedWeights packed_;
+    std::vector<std::uint8_t> padded_;
     std::vector<std::int8_t> y_;
 };
 

@@ -29,14 +29,14 @@ void advise_huge_pages(void* data, std::size_t bytes) noexcept {
 }
 
 void* allocate_maybe_huge(std::size_t bytes) {
-    if (bytes < kHugePageBytes) return ::operator new(bytes);
+    if (bytes < kHugePageBytes) return ::operator new(bytes, std::align_val_t(kCacheLineBytes));
     void* p = ::operator new(bytes, std::align_val_t(kHugePageBytes));
     advise_huge_pages(p, bytes);
     return p;
 }
 
 void free_maybe_huge(void* p, std::size_t bytes) noexcept {
-    if (bytes < kHugePageBytes) ::operator delete(p);
+    if (bytes < kHugePageBytes) ::operator delete(p, std::align_val_t(kCacheLineBytes));
     else ::operator delete(p, std::align_val_t(kHugePageBytes));
 }
 

@@ -12,6 +12,7 @@
 
 
 #include "common/errors.hpp"
+#include "common/huge_pages.hpp"
 #include "common/worker_pool.hpp"
 #include "formats/network.hpp"
 #include "pu_model/postproc.hpp"
@@ -431,14 +432,24 @@ struct VnniPlan {
 
 // A worker's scratch block for the operand rows of one chunk (gemm_fast_streamed): grown to the
 // largest chunk it has held and kept for the next, so a pass allocates it once per thread.
+// On a cache line (allocate_maybe_huge), as the packed weights: the kernels' rows then start where
+// their layouts say.
 std::uint8_t* chunk_scratch(std::size_t bytes) {
-    thread_local std::unique_ptr<std::uint8_t[]> block;
-    thread_local std::size_t capacity = 0;
-    if (bytes > capacity) {
-        block.reset(new std::uint8_t[bytes]);   // not value-initialised: every row is written
-        capacity = bytes;
+    struct Block {
+        void* data = nullptr;
+        std::size_t capacity = 0;
+        ~Block() {
+            if (data) free_maybe_huge(data, capacity);
+        }
+    };
+    thread_local Block block;
+    if (bytes > block.capacity) {   // not value-initialised: every row is written
+        if (block.data) free_maybe_huge(block.data, block.capacity);
+        block.data = nullptr;
+        block.data = allocate_maybe_huge(bytes);
+        block.capacity = bytes;
     }
-    return block.get();
+    return static_cast<std::uint8_t*>(block.data);
 }
 
 }  // namespace
@@ -562,6 +573,42 @@ void gemm_fast_streamed(const PackedWeights& packed, std::int64_t p, const GemmO
     }
     gemm_fast(packed, operand, p, out, threads,
               [&](std::int64_t begin, std::int64_t end) { write(begin, end, operand + begin * ldx); });
+}
+
+bool conv_reads_in_place(const PackedWeights& packed, const WindowGeometry& g) {
+    return packed.kernel() == FastKernel::Vnni512 && g.window.taps() > 1 && g.in.c % 4 == 0 &&
+           packed.m() == g.m();
+}
+
+void gemm_fast_conv(const PackedWeights& packed, const std::uint8_t* padded, const WindowGeometry& g,
+                    std::int64_t images, const GemmOutput& out, int threads) {
+    if (!conv_reads_in_place(packed, g))
+        throw std::invalid_argument("gemm_fast_conv: needs the VNNI kernel, a window of several taps and channels a "
+                                    "multiple of 4 (conv_reads_in_place)");
+    check_residual(out);
+    const std::int64_t n = packed.n_, m = packed.m_, p = images * g.p();
+    ++g_kernel_calls[std::size_t(packed.kernel_)];
+    if (p <= 0) return;
+    const Window& win = g.window;
+    detail::VnniConvOperand conv;
+    conv.padded = padded;
+    conv.padded_w = g.in.w + win.pad_left + win.pad_right;
+    conv.image_bytes = std::int64_t(g.in.h + win.pad_top + win.pad_bottom) * conv.padded_w * g.in.c;
+    conv.channels = g.in.c;
+    conv.out_h = g.out_h();
+    conv.out_w = g.out_w();
+    conv.kernel_h = win.kernel_h;
+    conv.kernel_w = win.kernel_w;
+    conv.stride_h = win.stride_h;
+    conv.stride_w = win.stride_w;
+    const VnniPlan plan(n, m, p, out, threads, packed.max_abs_acc_,
+                        {packed.skip_segment_, packed.segment_sums_.data(), std::int64_t(packed.column_.size())});
+    parallel_for(plan.split.items(), plan.workers, [&](std::int64_t i) {
+        std::int64_t p_begin, p_end, n_begin, n_end;
+        plan.split.item(i, p_begin, p_end, n_begin, n_end);
+        detail::vnni_conv_rows(packed.data_.data<std::int8_t>(), packed.column_.data(), n, m, conv, p_begin, p_end,
+                               n_begin, n_end, out, plan.fold, plan.skip);
+    });
 }
 
 void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,

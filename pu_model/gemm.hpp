@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "pu_model/im2col.hpp"
 #include "pu_model/pass_buffers.hpp"
 
 namespace aimcemu {
@@ -105,6 +106,8 @@ private:
                           const RowPreparer&);
     friend void gemm_fast_streamed(const PackedWeights&, std::int64_t, const GemmOutput&, int, const RowWriter&,
                                    PassBuffers*);
+    friend void gemm_fast_conv(const PackedWeights&, const std::uint8_t*, const WindowGeometry&, std::int64_t,
+                               const GemmOutput&, int);
     FastKernel kernel_;
     std::int64_t n_, m_, x_row_stride_;
     std::int64_t max_abs_acc_;           // bound on |acc| for any operands (check_gemm_fits_int32)
@@ -144,6 +147,17 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 // when given, else allocated.  Bytes equal gemm_fast on the whole operand exactly.
 void gemm_fast_streamed(const PackedWeights& packed, std::int64_t p, const GemmOutput& out, int threads,
                         const RowWriter& write, PassBuffers* buffers = nullptr);
+
+// Whether gemm_fast_conv can run this convolution: the VNNI kernel, a window larger than 1 x 1
+// (a 1 x 1 one copies no more with IM2COL) and channels a multiple of 4 (each kernel row whole
+// groups of 4 bytes; not the 3-channel input layer).
+bool conv_reads_in_place(const PackedWeights& packed, const WindowGeometry& g);
+// A convolution of `images` consecutive HWC images whose windows the kernel reads in place from
+// `padded` (pad_input_into(x, g, images, 0x80, padded)): no IM2COL operand at all, the padded
+// copy being the only one (about 1.1 x the input against 9 x for a 3 x 3 IM2COL).  Only where
+// conv_reads_in_place; bytes equal gemm_fast on the IM2COL operand exactly.
+void gemm_fast_conv(const PackedWeights& packed, const std::uint8_t* padded, const WindowGeometry& g,
+                    std::int64_t images, const GemmOutput& out, int threads);
 
 // Convenience for plain int8 X (P x M, stride M): packs, converts X, runs.
 void gemm_fast(const std::int8_t* w, const std::int8_t* xt, const std::int8_t* bias, int bias_shift, std::int64_t n,
@@ -201,6 +215,20 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
                     const std::uint8_t* xt, std::int64_t ldx, std::int64_t p_begin, std::int64_t p_end,
                     std::int64_t n_begin, std::int64_t n_end, const GemmOutput& out, bool fold_rounding,
                     const VnniDepthSkip& skip = {});
+// A convolution's operand read in place by the VNNI kernel (vnni_conv_rows): consecutive images'
+// inputs, each padded by the window's padding and XORed with 0x80 (pad_input_into), so that output
+// pixel (oy, ox)'s window is kernel_h runs of kernel_w * channels bytes, a padded row apart.
+struct VnniConvOperand {
+    const std::uint8_t* padded = nullptr;
+    std::int64_t image_bytes = 0;   // one padded image
+    int padded_w = 0, channels = 0, out_h = 0, out_w = 0;
+    int kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
+};
+// vnni_gemm_rows for output rows of a convolution read in place (m = kernel_h * kernel_w *
+// channels, channels a multiple of 4); the skip applies when its segment is one kernel row.
+void vnni_conv_rows(const std::int8_t* packed, const std::int32_t* column, std::int64_t n, std::int64_t m,
+                    const VnniConvOperand& conv, std::int64_t p_begin, std::int64_t p_end, std::int64_t n_begin,
+                    std::int64_t n_end, const GemmOutput& out, bool fold_rounding, const VnniDepthSkip& skip = {});
 // The AVX2 kernel (gemm_avx2.cpp): panels of 16 channels, [panel][k/4][16 lanes x 4 bytes];
 // xt is plain int8 with rows padded to a multiple of 4 bytes and points at row p_begin.
 inline constexpr int kAvx2Panel = 16;

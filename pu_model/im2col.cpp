@@ -184,6 +184,30 @@ void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint
     }
 }
 
+std::int64_t padded_input_bytes(const WindowGeometry& g) {
+    const Window& w = g.window;
+    return std::int64_t(g.in.h + w.pad_top + w.pad_bottom) * (g.in.w + w.pad_left + w.pad_right) * g.in.c;
+}
+
+void pad_input_into(const std::int8_t* x, const WindowGeometry& g, std::int64_t images, std::uint8_t xor_mask,
+                    std::uint8_t* out) {
+    const Window& w = g.window;
+    const std::int64_t c = g.in.c, row_bytes = std::int64_t(g.in.w) * c;
+    const std::int64_t left = w.pad_left * c, right = w.pad_right * c, padded_row = left + row_bytes + right;
+    for (std::int64_t image = 0; image < images; ++image) {
+        const std::int8_t* in = x + image * g.in.size();
+        std::memset(out, xor_mask, std::size_t(w.pad_top * padded_row));
+        out += w.pad_top * padded_row;
+        for (int y = 0; y < g.in.h; ++y, out += padded_row) {
+            if (left) std::memset(out, xor_mask, std::size_t(left));
+            copy_xor(in + y * row_bytes, xor_mask, row_bytes, out + left);
+            if (right) std::memset(out + left + row_bytes, xor_mask, std::size_t(right));
+        }
+        std::memset(out, xor_mask, std::size_t(w.pad_bottom * padded_row));
+        out += w.pad_bottom * padded_row;
+    }
+}
+
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g) {
     std::vector<std::int8_t> out(std::size_t(g.p() * g.m()));
     im2col_into(x, g, 0, g.m(), reinterpret_cast<std::uint8_t*>(out.data()));

@@ -44,6 +44,15 @@ void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor
 void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                         std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end);
 
+// The bytes of one image's input padded by g's window padding on every side (what a kernel that
+// reads its windows in place takes: gemm_fast_conv).
+std::int64_t padded_input_bytes(const WindowGeometry& g);
+// `images` consecutive HWC images (g.in.size() bytes each) into out, each padded on every side by
+// the window's padding, every byte XORed with xor_mask and the padding xor_mask itself (a 0 that
+// reads 0x80 after the VNNI kernel's offset, as IM2COL writes it); padded_input_bytes(g) each.
+void pad_input_into(const std::int8_t* x, const WindowGeometry& g, std::int64_t images, std::uint8_t xor_mask,
+                    std::uint8_t* out);
+
 // Convenience: the plain int8 P x M operand.
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g);
 

@@ -199,6 +199,12 @@ private:
                 gemm_fast(packed, reinterpret_cast<const std::uint8_t*>(x), count_ * p, out, opt_.threads);
                 return true;
             }
+            if (conv && conv_reads_in_place(packed, g)) {   // the kernel reads the windows in place
+                const PassBuffers::Buffer padded = bytes(count_ * padded_input_bytes(g));
+                pad_input_into(x, g, count_, mask, padded.data());
+                gemm_fast_conv(packed, padded.data(), g, count_, out, opt_.threads);
+                return true;
+            }
             // IM2COL writes every byte, each chunk of rows in the same pass over the worker pool as
             // the GEMM that reads it, into that worker's scratch block (one wake-up per layer, the
             // rows still in cache, no operand of the whole micro-batch).

@@ -73,7 +73,7 @@ PassBuffers::Buffer& PassBuffers::Buffer::operator=(Buffer&& other) noexcept {
 void PassBuffers::Buffer::reset() noexcept {
     if (data_) {
         if (shelf_) shelf_->give_back(data_, capacity_);
-        else ::operator delete(data_);
+        else ::operator delete(data_, std::align_val_t(kCacheLineBytes));
     }
     shelf_.reset();
     data_ = nullptr;
@@ -97,7 +97,7 @@ PassBuffers::~PassBuffers() {
 
 PassBuffers::Buffer PassBuffers::allocate(std::size_t bytes) {
     Buffer b;
-    b.data_ = ::operator new(bytes);
+    b.data_ = ::operator new(bytes, std::align_val_t(kCacheLineBytes));   // whole cache lines for the kernels' loads
     b.size_ = bytes;
     return b;
 }

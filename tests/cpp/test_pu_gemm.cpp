@@ -855,6 +855,99 @@ TEST(Gemm, VnniSkipsKernelRowsThatReadZeroAndStaysExact) {
     }
 }
 
+TEST(Gemm, VnniConvReadInPlaceEqualsTheDirectConvolution) {
+    // gemm_fast_conv: the VNNI kernel reads each output pixel's window straight from the padded
+    // input (no IM2COL operand).  Against the direct convolution of every image: stride 1 and 2,
+    // padding on every side and uneven, non-square windows, 4 to 64 channels, output channels with
+    // a masked tail, 1-3 images (tiles of 6 pixels that cross output rows and images), with and
+    // without the depth skip (a kernel row per segment), inputs with zero rows, all zero and
+    // extreme; int32 and requantised outputs with a fused residual, 1-3 threads.
+    if (!fast_kernel_available(FastKernel::Vnni512)) GTEST_SKIP() << "needs AVX-512 VNNI";
+    struct Case {
+        WindowGeometry g;
+        int n;
+    };
+    const Case cases[] = {
+        {{{7, 7, 64}, Window::square(3, 1, 1)}, 70},
+        {{{9, 8, 12}, Window::square(3, 2, 1)}, 17},
+        {{{11, 10, 4}, Window::square(5, 1, 2)}, 65},
+        {{{8, 9, 8}, Window{3, 5, 1, 2, 2, 1, 0, 2}}, 33},   // non-square, uneven padding
+        {{{9, 9, 8}, Window::square(7, 2, 3)}, 16},
+        {{{6, 13, 4}, Window{1, 3, 1, 1, 0, 0, 1, 1}}, 20},   // one kernel row, padded left and right
+        {{{5, 5, 16}, Window::square(3, 1, 0)}, 64},          // no padding
+    };
+    pcg32 rng(73);
+    for (const Case& c : cases) {
+        const std::int64_t m = c.g.m(), image_p = c.g.p(), image_in = c.g.in.size();
+        for (const int images : {1, 3})
+            for (int input = 0; input < 4; ++input) {
+                auto x = random_int8(rng, image_in * images);
+                auto w = random_int8(rng, c.n * m);
+                if (input == 1)   // every other input row all zero
+                    for (std::int64_t y = 0; y < std::int64_t(c.g.in.h) * images; y += 2)
+                        std::fill_n(x.begin() + y * c.g.in.w * c.g.in.c, c.g.in.w * c.g.in.c, 0);
+                if (input == 2) std::fill(x.begin(), x.end(), 0);
+                if (input == 3) {
+                    std::fill(w.begin(), w.end(), -128);
+                    std::fill(x.begin(), x.end(), 127);
+                }
+                const auto bias = random_int8(rng, c.n);
+                std::vector<std::int32_t> expect;
+                for (int b = 0; b < images; ++b) {
+                    const std::vector<std::int8_t> image(x.begin() + b * image_in, x.begin() + (b + 1) * image_in);
+                    const auto acc = direct_conv(image, c.g, w, bias, 3, c.n);
+                    expect.insert(expect.end(), acc.begin(), acc.end());
+                }
+                const auto residual = random_int8(rng, std::int64_t(expect.size()));
+                std::vector<std::int8_t> expect_y(expect.size());
+                for (std::size_t i = 0; i < expect.size(); ++i)
+                    expect_y[i] = relu8(sat8(std::int64_t(relu8(sat8(round_shift(expect[i], 10)))) + align(residual[i], -2)));
+                std::vector<std::uint8_t> padded(std::size_t(padded_input_bytes(c.g) * images), 0x11);
+                pad_input_into(x.data(), c.g, images, 0x80, padded.data());
+                for (const std::int64_t skip : {std::int64_t(0), std::int64_t(c.g.window.kernel_w) * c.g.in.c}) {
+                    const PackedWeights packed(w.data(), bias.data(), 3, c.n, m, FastKernel::Vnni512, skip);
+                    ASSERT_TRUE(conv_reads_in_place(packed, c.g));
+                    for (const int threads : {1, 2, 3}) {
+                        const std::string what = "in " + std::to_string(c.g.in.h) + "x" + std::to_string(c.g.in.w) + "x" +
+                                                 std::to_string(c.g.in.c) + " kernel " + std::to_string(c.g.window.kernel_h) +
+                                                 "x" + std::to_string(c.g.window.kernel_w) + ", " + std::to_string(images) +
+                                                 " images, input " + std::to_string(input) + ", skip " +
+                                                 std::to_string(skip) + ", " + std::to_string(threads) + " threads";
+                        std::vector<std::int32_t> acc(expect.size(), 12345);
+                        GemmOutput wide;
+                        wide.acc = acc.data();
+                        gemm_fast_conv(packed, padded.data(), c.g, images, wide, threads);
+                        ASSERT_EQ(acc, expect) << what;
+                        std::vector<std::int8_t> y(expect.size(), 99);
+                        GemmOutput out;
+                        out.y = y.data();
+                        out.out_shift = 10;
+                        out.relu = true;
+                        out.residual = residual.data();
+                        out.residual_shift = -2;
+                        out.relu_after_residual = true;
+                        gemm_fast_conv(packed, padded.data(), c.g, images, out, threads);
+                        ASSERT_EQ(y, expect_y) << what;
+                    }
+                }
+            }
+    }
+    // Where the kernel cannot read the windows in place it refuses: 3 channels, a 1 x 1 window.
+    pcg32 small(5);
+    const auto w = random_int8(small, 16 * 27), bias = random_int8(small, 16);
+    const WindowGeometry three{{5, 5, 3}, Window::square(3, 1, 1)};
+    const PackedWeights packed3(w.data(), bias.data(), 0, 16, 27, FastKernel::Vnni512);
+    EXPECT_FALSE(conv_reads_in_place(packed3, three));
+    std::vector<std::uint8_t> padded(std::size_t(padded_input_bytes(three)));
+    std::vector<std::int32_t> acc(std::size_t(16 * three.p()));
+    GemmOutput out;
+    out.acc = acc.data();
+    EXPECT_THROW(gemm_fast_conv(packed3, padded.data(), three, 1, out, 1), std::invalid_argument);
+    const WindowGeometry pointwise{{5, 5, 8}, Window::square(1, 2, 0)};
+    const PackedWeights packed1(w.data(), bias.data(), 0, 16, 8, FastKernel::Vnni512);
+    EXPECT_FALSE(conv_reads_in_place(packed1, pointwise));
+}
+
 TEST(Gemm, ThreadCountNeverChangesTheResult) {
     pcg32 rng(99);
     const std::int64_t n = 70, m = 3 * 3 * 67, p = 1000;
