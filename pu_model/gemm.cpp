@@ -421,10 +421,13 @@ struct VnniPlan {
           skip(skip_) {}
 
     // A helper costs a wake-up (microseconds idle, often a scheduler slice on a busy machine):
-    // one per 2^21 multiply-adds at most, so the classifier (0.5-2 M) stays on the caller, where
-    // splitting it over panels halved its speed on a loaded machine.
+    // one per 2^20 multiply-adds at most.  ResNet-18's classifier (0.5 M) stays on the caller;
+    // ResNet-50's (2.05 M, P = 1) takes a helper: it streams 2 MB of weights once, and on an idle
+    // 2-core Xeon the second core's share of the memory path took it from 61-66 to 81 GOPS
+    // (oneDNN: 84-88 on two threads).  At 2^21 it stayed on one core; on a loaded Zen 4 a split
+    // classifier had run at half speed (a wake-up cost more than the layer).
     static int vnni_workers(std::int64_t n, std::int64_t m, std::int64_t p, int threads) {
-        constexpr std::int64_t kMinMacsPerWorker = std::int64_t(1) << 21;
+        constexpr std::int64_t kMinMacsPerWorker = std::int64_t(1) << 20;
         return int(std::max<std::int64_t>(1, std::min<std::int64_t>(resolve_threads(threads),
                                                                      n * m * p / kMinMacsPerWorker)));
     }
