@@ -184,4 +184,7 @@ def test_the_sweep_command_marks_the_capped_rows(swept, digits, tmp_path, capsys
     printed = capsys.readouterr().out.splitlines()
     for table in (printed[1:], sweep_command._format_accuracy_from_index(folder).splitlines()):
         assert table[0].split()[-2:] == ["alpha", "capped"]
-        assert [row.split()[:3] for row in table[1:] if row.rstrip().endswith("yes")] == [["0.3", "global", f"{YEAR:.4g}"]]
+        # t as the run summary prints it: readable and in seconds (a float's 3.154e+07 before)
+        assert table[0].split()[2:4] == ["t", "seconds"]
+        assert [row.split()[:4] for row in table[1:] if row.rstrip().endswith("yes")] == [["0.3", "global", "1y",
+                                                                                        f"{YEAR:.6g}"]]

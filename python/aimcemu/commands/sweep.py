@@ -129,10 +129,17 @@ def _format_accuracy_with_intervals(folder) -> str:
                         if chips > 1 else "n/a")
             ran_capped = _compensation_of(labels, ds.attrs["config"]) == "global" and bool(
                 capped.sel({d: v for d, v in sel.items() if d in capped.dims}).any())
-            rows.append({**labels, "t": float(t), "mean": float(acc["mean"].sel(sel)), "ci95": interval, "chips": chips,
-                         "alpha capped": "yes" if ran_capped else ""})
-    return format_table(rows, [*grid_dims, "t", "mean", "ci95", "chips",
+            rows.append({**labels, **_time_cells(t), "mean": float(acc["mean"].sel(sel)), "ci95": interval,
+                         "chips": chips, "alpha capped": "yes" if ran_capped else ""})
+    return format_table(rows, [*grid_dims, "t", "seconds", "mean", "ci95", "chips",
                                *(["alpha capped"] if any(row["alpha capped"] for row in rows) else [])])
+
+
+def _time_cells(t) -> dict:
+    """A row's time as the run summary prints it: readable (1d, 1y) and in seconds (86400)."""
+    from ..config import format_time
+
+    return {"t": format_time(float(t)), "seconds": f"{float(t):.6g}"}
 
 
 def _compensation_of(labels: dict, config: dict) -> str:
@@ -155,7 +162,7 @@ def _format_accuracy_from_index(folder) -> str:
     axes = list(index["axes"])
     tasks = [task for task in index["tasks"] if task.get("summary")]
     several = len({c for task in tasks for c in task["summary"]["drift_compensation"]}) > 1
-    columns = [*axes, *(["drift_compensation"] if several else []), "t", "mean", "std", "chips"]
+    columns = [*axes, *(["drift_compensation"] if several else []), "t", "seconds", "mean", "std", "chips"]
     rows = []
     for task in tasks:
         summary = task["summary"]
@@ -167,7 +174,7 @@ def _format_accuracy_from_index(folder) -> str:
         capped_times = {c["t"] for c in summary.get("drift_alpha_capped", [])}
         for (name, t), chips in per_chip.items():
             means = np.array([np.mean(rounds) for rounds in chips.values()])
-            rows.append({**task["point"], **({"drift_compensation": name} if several else {}), "t": float(t),
+            rows.append({**task["point"], **({"drift_compensation": name} if several else {}), **_time_cells(t),
                          "mean": float(means.mean()), "std": float(means.std(ddof=1)) if len(means) > 1 else "n/a",
                          "chips": len(means), "alpha capped": "yes" if name == "global" and t in capped_times else ""})
     return format_table(rows, columns + (["alpha capped"] if any(row["alpha capped"] for row in rows) else []))
