@@ -196,36 +196,41 @@ bool rows_read_zero(const std::uint8_t* const* x, int rows, std::int64_t begin, 
     return true;
 }
 
+// The tile's runs [lo, hi) that are not all zero: runs [0, lo) and [hi, x.segments) read as zero
+// (0x80) in every row of the tile (the padding above or below the image, in a conv's kernel
+// rows).  It depends on the rows alone, not on the channel panel.
+struct LiveRuns {
+    std::int64_t lo, hi;
+};
+LiveRuns live_runs(const TileRows& x, int rows) {
+    const std::int64_t bytes = x.segment_groups * 4;
+    LiveRuns live{0, x.segments};
+    while (live.lo < live.hi && rows_read_zero(x.rows, rows, live.lo * x.segment_step, bytes)) ++live.lo;
+    while (live.hi > live.lo && rows_read_zero(x.rows, rows, (live.hi - 1) * x.segment_step, bytes)) --live.hi;
+    return live;
+}
+
 // One tile of `rows` rows x the panel of `vectors` vectors at n0 (the part both row layouts
-// share).  Kernel rows [0, lo) and [hi, kernel rows) that read as zero in every row of the tile
-// are left out: the tile multiplies only [lo, hi) and starts from column + 128 * sum(w) over the
-// rest (the offset those bytes would have contributed), so the sum is the same integer.
-// x.segments on entry: the depth's kernel rows when the skip applies (x.segment_groups each),
-// else 1 (the whole depth).
-void run_tile(const std::int8_t* panel, TileRows x, int rows, int vectors, std::int64_t n0, const std::int32_t* column,
-              const VnniDepthSkip& skip, bool skippable, __mmask16 last_mask, const Epilogue& out, std::int64_t offset,
-              std::int64_t ldo) {
+// share), multiplying only its live runs: it starts from column + 128 * sum(w) over the runs
+// left out (the offset those bytes would have contributed), so the sum is the same integer.
+void run_tile(const std::int8_t* panel, TileRows x, LiveRuns live, int rows, int vectors, std::int64_t n0,
+              const std::int32_t* column, const VnniDepthSkip& skip, __mmask16 last_mask, const Epilogue& out,
+              std::int64_t offset, std::int64_t ldo) {
     const std::int32_t* start = column + n0;
     alignas(64) std::int32_t shifted[kVnniPanel];
-    if (skippable) {
-        const std::int64_t segments = x.segments, bytes = x.segment_groups * 4;
-        std::int64_t lo = 0, hi = segments;
-        while (lo < hi && rows_read_zero(x.rows, rows, lo * x.segment_step, bytes)) ++lo;
-        while (hi > lo && rows_read_zero(x.rows, rows, (hi - 1) * x.segment_step, bytes)) --hi;
-        if (lo > 0 || hi < segments) {
-            const std::int32_t* sums = skip.sums + n0;
-            for (int v = 0; v < kVnniPanel / 16; ++v) {
-                const __m512i below = _mm512_loadu_si512(sums + lo * skip.channels + 16 * v);
-                const __m512i above = _mm512_sub_epi32(_mm512_loadu_si512(sums + segments * skip.channels + 16 * v),
-                                                       _mm512_loadu_si512(sums + hi * skip.channels + 16 * v));
-                const __m512i col = _mm512_loadu_si512(column + n0 + 16 * v);
-                _mm512_store_si512(shifted + 16 * v, _mm512_add_epi32(col, _mm512_add_epi32(below, above)));
-            }
-            start = shifted;
-            panel += lo * x.segment_groups * vectors * 64;
-            for (int r = 0; r < rows; ++r) x.rows[r] += lo * x.segment_step;
-            x.segments = hi - lo;
+    if (live.lo > 0 || live.hi < x.segments) {
+        const std::int32_t* sums = skip.sums + n0;
+        for (int v = 0; v < kVnniPanel / 16; ++v) {
+            const __m512i below = _mm512_loadu_si512(sums + live.lo * skip.channels + 16 * v);
+            const __m512i above = _mm512_sub_epi32(_mm512_loadu_si512(sums + x.segments * skip.channels + 16 * v),
+                                                   _mm512_loadu_si512(sums + live.hi * skip.channels + 16 * v));
+            const __m512i col = _mm512_loadu_si512(column + n0 + 16 * v);
+            _mm512_store_si512(shifted + 16 * v, _mm512_add_epi32(col, _mm512_add_epi32(below, above)));
         }
+        start = shifted;
+        panel += live.lo * x.segment_groups * vectors * 64;
+        for (int r = 0; r < rows; ++r) x.rows[r] += live.lo * x.segment_step;
+        x.segments = live.hi - live.lo;
     }
     pick<true>(vectors, rows)(panel, x, start, last_mask, out, offset, ldo);
 }
@@ -262,7 +267,7 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
             x.segments = m / skip.segment;
             x.segment_groups = skip.segment / 4;
             x.segment_step = skip.segment;
-            run_tile(panel, x, rows, vectors, n0, column, skip, true, last_mask, out, p0 * n + n0, n);
+            run_tile(panel, x, live_runs(x, rows), rows, vectors, n0, column, skip, last_mask, out, p0 * n + n0, n);
         }
     }
 }
@@ -275,22 +280,35 @@ void vnni_conv_rows(const std::int8_t* packed, const std::int32_t* column, std::
     const std::int64_t run_bytes = std::int64_t(conv.kernel_w) * conv.channels;
     const std::int64_t row_bytes = std::int64_t(conv.padded_w) * conv.channels;
     const bool skippable = skip.segment == run_bytes;
-    // Blocks of up to 16 tiles: each output pixel's window start is found once per block (by
-    // stepping along the output rows, no division per pixel) and used by every panel.
+    // Blocks of up to 16 tiles: each output pixel's window start (by stepping along the output
+    // rows, no division per pixel) and each tile's live kernel rows are found once per block and
+    // used by every panel.
     constexpr int kBlockRows = 16 * kVnniRowsPerTile;
-    const std::uint8_t* window[kBlockRows];
     std::int64_t image = p_begin / (std::int64_t(conv.out_h) * conv.out_w);
     std::int64_t pixel = p_begin % (std::int64_t(conv.out_h) * conv.out_w);
     std::int64_t oy = pixel / conv.out_w, ox = pixel % conv.out_w;
     for (std::int64_t b0 = p_begin; b0 < p_end; b0 += kBlockRows) {
         const std::int64_t b1 = p_end - b0 < kBlockRows ? p_end : b0 + kBlockRows;
-        for (std::int64_t p = b0; p < b1; ++p) {
-            window[p - b0] = conv.padded + image * conv.image_bytes + oy * conv.stride_h * row_bytes +
-                             ox * conv.stride_w * conv.channels;
-            if (++ox == conv.out_w) {
-                ox = 0;
-                if (++oy == conv.out_h) oy = 0, ++image;
+        const int tiles = int((b1 - b0 + kVnniRowsPerTile - 1) / kVnniRowsPerTile);
+        TileRows tile[kBlockRows / kVnniRowsPerTile];
+        LiveRuns live[kBlockRows / kVnniRowsPerTile];
+        for (int t = 0; t < tiles; ++t) {
+            const int rows = int(b1 - b0 - t * kVnniRowsPerTile < kVnniRowsPerTile ? b1 - b0 - t * kVnniRowsPerTile
+                                                                                    : kVnniRowsPerTile);
+            TileRows& x = tile[t];
+            for (int r = 0; r < rows; ++r) {   // output pixel: its window's top-left byte
+                x.rows[r] = conv.padded + image * conv.image_bytes + oy * conv.stride_h * row_bytes +
+                            ox * conv.stride_w * conv.channels;
+                if (++ox == conv.out_w) {
+                    ox = 0;
+                    if (++oy == conv.out_h) oy = 0, ++image;
+                }
             }
+            x.segments = conv.kernel_h;
+            x.segment_groups = run_bytes / 4;
+            x.segment_step = row_bytes;
+            x.row_stride = 0;
+            live[t] = skippable ? live_runs(x, rows) : LiveRuns{0, x.segments};
         }
         for (std::int64_t n0 = n_begin; n0 < n_end; n0 += kVnniPanel) {
             const std::int64_t lanes = n - n0 < kVnniPanel ? n - n0 : kVnniPanel;
@@ -298,15 +316,10 @@ void vnni_conv_rows(const std::int8_t* packed, const std::int32_t* column, std::
             const int tail = int(lanes - 16 * (vectors - 1));
             const __mmask16 last_mask = __mmask16((1u << tail) - 1u);
             const std::int8_t* panel = packed + n0 * depth;
-            for (std::int64_t p0 = b0; p0 < b1; p0 += kVnniRowsPerTile) {
+            for (int t = 0; t < tiles; ++t) {
+                const std::int64_t p0 = b0 + t * kVnniRowsPerTile;
                 const int rows = int(b1 - p0 < kVnniRowsPerTile ? b1 - p0 : kVnniRowsPerTile);
-                TileRows x;
-                for (int r = 0; r < rows; ++r) x.rows[r] = window[p0 - b0 + r];
-                x.segments = conv.kernel_h;
-                x.segment_groups = run_bytes / 4;
-                x.segment_step = row_bytes;
-                x.row_stride = 0;
-                run_tile(panel, x, rows, vectors, n0, column, skip, skippable, last_mask, out, p0 * n + n0, n);
+                run_tile(panel, tile[t], live[t], rows, vectors, n0, column, skip, last_mask, out, p0 * n + n0, n);
             }
         }
     }

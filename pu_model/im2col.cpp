@@ -194,13 +194,17 @@ void pad_input_into(const std::int8_t* x, const WindowGeometry& g, std::int64_t 
     const Window& w = g.window;
     const std::int64_t c = g.in.c, row_bytes = std::int64_t(g.in.w) * c;
     const std::int64_t left = w.pad_left * c, right = w.pad_right * c, padded_row = left + row_bytes + right;
+    const bool avx512 = im2col_uses_avx512();
     for (std::int64_t image = 0; image < images; ++image) {
         const std::int8_t* in = x + image * g.in.size();
         std::memset(out, xor_mask, std::size_t(w.pad_top * padded_row));
         out += w.pad_top * padded_row;
         for (int y = 0; y < g.in.h; ++y, out += padded_row) {
             if (left) std::memset(out, xor_mask, std::size_t(left));
-            copy_xor(in + y * row_bytes, xor_mask, row_bytes, out + left);
+            if (avx512)
+                detail::xor_copy_avx512(in + y * row_bytes, xor_mask, row_bytes, out + left);
+            else
+                copy_xor(in + y * row_bytes, xor_mask, row_bytes, out + left);
             if (right) std::memset(out + left + row_bytes, xor_mask, std::size_t(right));
         }
         std::memset(out, xor_mask, std::size_t(w.pad_bottom * padded_row));

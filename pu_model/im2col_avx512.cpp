@@ -117,6 +117,16 @@ void im2col_interior_avx512(const std::int8_t* src, std::int64_t src_pixel_step,
     interior_short_runs<ZmmRuns>(src, src_pixel_step, src_row_step, runs, run_bytes, m, pixels, xor_mask, dst, row_stride);
 }
 
+void xor_copy_avx512(const std::int8_t* src, std::uint8_t xor_mask, std::int64_t n, std::uint8_t* dst) {
+    const __m512i flip = _mm512_set1_epi8(char(xor_mask));
+    std::int64_t at = 0;
+    for (; at + 64 <= n; at += 64) _mm512_storeu_si512(dst + at, _mm512_xor_si512(_mm512_loadu_si512(src + at), flip));
+    if (at < n) {
+        const __mmask64 rest = (__mmask64(1) << (n - at)) - 1;   // n - at < 64
+        _mm512_mask_storeu_epi8(dst + at, rest, _mm512_xor_si512(_mm512_maskz_loadu_epi8(rest, src + at), flip));
+    }
+}
+
 }  // namespace aimcemu::detail
 
 AIMCEMU_ISA_END()

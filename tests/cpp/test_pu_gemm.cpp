@@ -855,6 +855,34 @@ TEST(Gemm, VnniSkipsKernelRowsThatReadZeroAndStaysExact) {
     }
 }
 
+TEST(Im2col, PaddedInputIsTheInputXoredInsideItsPadding) {
+    // pad_input_into: every image's input, each byte XORed with the mask, framed by the window's
+    // padding on every side with the mask itself; rows of 1 to 3 x 64 bytes and a rest, uneven
+    // padding, 1 and 3 images; the 64-byte moves (AVX-512BW) and the portable words alike.
+    const WindowGeometry shapes[] = {{{5, 7, 4}, Window::square(3, 1, 1)},
+                                     {{4, 3, 64}, Window{3, 5, 2, 1, 0, 2, 4, 1}},
+                                     {{3, 11, 12}, Window::square(7, 2, 3)},
+                                     {{2, 2, 100}, Window::square(3, 1, 0)}};
+    pcg32 rng(37);
+    for (const WindowGeometry& g : shapes)
+        for (const int images : {1, 3}) {
+            const auto x = random_int8(rng, g.in.size() * images);
+            const Window& w = g.window;
+            const int ph = g.in.h + w.pad_top + w.pad_bottom, pw = g.in.w + w.pad_left + w.pad_right, c = g.in.c;
+            ASSERT_EQ(padded_input_bytes(g), std::int64_t(ph) * pw * c);
+            std::vector<std::uint8_t> expect(std::size_t(padded_input_bytes(g) * images), 0x80);
+            for (int b = 0; b < images; ++b)
+                for (int y = 0; y < g.in.h; ++y)
+                    for (int xx = 0; xx < g.in.w; ++xx)
+                        for (int k = 0; k < c; ++k)
+                            expect[std::size_t(((std::int64_t(b) * ph + y + w.pad_top) * pw + xx + w.pad_left) * c + k)] =
+                                std::uint8_t(x[std::size_t(((std::int64_t(b) * g.in.h + y) * g.in.w + xx) * c + k)]) ^ 0x80;
+            std::vector<std::uint8_t> got(expect.size(), 0x11);
+            pad_input_into(x.data(), g, images, 0x80, got.data());
+            ASSERT_EQ(got, expect) << "in " << g.in.h << "x" << g.in.w << "x" << c << ", " << images << " images";
+        }
+}
+
 TEST(Gemm, VnniConvReadInPlaceEqualsTheDirectConvolution) {
     // gemm_fast_conv: the VNNI kernel reads each output pixel's window straight from the padded
     // input (no IM2COL operand).  Against the direct convolution of every image: stride 1 and 2,
