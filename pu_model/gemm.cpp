@@ -433,27 +433,56 @@ struct VnniPlan {
     }
 };
 
-// A worker's scratch block for the operand rows of one chunk (gemm_fast_streamed): grown to the
-// largest chunk it has held and kept for the next, so a pass allocates it once per thread.
-// On a cache line (allocate_maybe_huge), as the packed weights: the kernels' rows then start where
-// their layouts say.
-std::uint8_t* chunk_scratch(std::size_t bytes) {
+// A worker's scratch block for the operand rows of one chunk (gemm_fast_streamed), on a cache line
+// (allocate_maybe_huge) as the packed weights.  The thread's block is grown to the largest chunk
+// it has held and kept for the next, so a pass allocates it once per thread.  While one lease
+// holds it, another on the same thread (a row writer that itself runs a streamed GEMM: nested
+// pool jobs run on the calling worker) gets a block of its own, freed with the lease, so neither
+// overwrites nor frees the rows the other is multiplying.
+class ChunkScratch {
+public:
+    explicit ChunkScratch(std::size_t bytes) {
+        Block& block = thread_block();
+        if (block.busy) {   // re-entered: a block of this lease's own
+            own_ = allocate_maybe_huge(bytes);
+            own_bytes_ = bytes;
+            data_ = own_;
+            return;
+        }
+        if (bytes > block.capacity) {   // the new block first: a failed allocation keeps the old one
+            void* grown = allocate_maybe_huge(bytes);
+            if (block.data) free_maybe_huge(block.data, block.capacity);
+            block.data = grown;
+            block.capacity = bytes;
+        }
+        block.busy = true;
+        data_ = block.data;   // not value-initialised: the writer writes every row
+    }
+    ~ChunkScratch() {
+        if (own_) free_maybe_huge(own_, own_bytes_);
+        else thread_block().busy = false;
+    }
+    ChunkScratch(const ChunkScratch&) = delete;
+    ChunkScratch& operator=(const ChunkScratch&) = delete;
+    std::uint8_t* data() const { return static_cast<std::uint8_t*>(data_); }
+
+private:
     struct Block {
         void* data = nullptr;
         std::size_t capacity = 0;
+        bool busy = false;
         ~Block() {
             if (data) free_maybe_huge(data, capacity);
         }
     };
-    thread_local Block block;
-    if (bytes > block.capacity) {   // not value-initialised: every row is written
-        if (block.data) free_maybe_huge(block.data, block.capacity);
-        block.data = nullptr;
-        block.data = allocate_maybe_huge(bytes);
-        block.capacity = bytes;
+    static Block& thread_block() {
+        thread_local Block block;
+        return block;
     }
-    return static_cast<std::uint8_t*>(block.data);
-}
+    void* data_ = nullptr;
+    void* own_ = nullptr;
+    std::size_t own_bytes_ = 0;
+};
 
 }  // namespace
 
@@ -543,10 +572,10 @@ void gemm_fast_streamed(const PackedWeights& packed, std::int64_t p, const GemmO
             parallel_for(plan.split.items(), plan.workers, [&](std::int64_t i) {
                 std::int64_t p_begin, p_end, n_begin, n_end;
                 plan.split.item(i, p_begin, p_end, n_begin, n_end);
-                std::uint8_t* rows = chunk_scratch(std::size_t((p_end - p_begin) * ldx));
-                write(p_begin, p_end, rows);
-                detail::vnni_gemm_rows(w, column, n, m, rows, ldx, p_begin, p_end, n_begin, n_end, out, plan.fold,
-                                       plan.skip);
+                const ChunkScratch rows(std::size_t((p_end - p_begin) * ldx));
+                write(p_begin, p_end, rows.data());
+                detail::vnni_gemm_rows(w, column, n, m, rows.data(), ldx, p_begin, p_end, n_begin, n_end, out,
+                                       plan.fold, plan.skip);
             });
             return;
         }
@@ -556,10 +585,10 @@ void gemm_fast_streamed(const PackedWeights& packed, std::int64_t p, const GemmO
         const std::int64_t chunk = rows_per_task(packed.kernel_, p, workers);
         parallel_for((p + chunk - 1) / chunk, workers, [&](std::int64_t i) {
             const std::int64_t begin = i * chunk, end = std::min(p, begin + chunk);
-            std::uint8_t* rows = chunk_scratch(std::size_t((end - begin) * ldx));
-            write(begin, end, rows);
-            chunk_rows(packed.kernel_, w, column, n, m, reinterpret_cast<const std::int8_t*>(rows), ldx, begin, end,
-                       out);
+            const ChunkScratch rows(std::size_t((end - begin) * ldx));
+            write(begin, end, rows.data());
+            chunk_rows(packed.kernel_, w, column, n, m, reinterpret_cast<const std::int8_t*>(rows.data()), ldx, begin,
+                       end, out);
         });
         return;
     }

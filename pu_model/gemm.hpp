@@ -139,7 +139,8 @@ void gemm_fast(const PackedWeights& packed, const std::uint8_t* xt, std::int64_t
 // The same GEMM with an operand that exists only chunk by chunk: write(p_begin, p_end, rows) is
 // called exactly once for every row, inside the pass over the worker pool, by the item that then
 // multiplies those rows, into `rows`, a scratch block of that worker (at most 96 rows, reused by
-// its next chunk; valid only until the call returns).  An IM2COL written this way stays in the
+// its next chunk; valid only until the call returns; a writer that runs a streamed GEMM itself
+// gets another block for it).  An IM2COL written this way stays in the
 // worker's cache: writing a whole P x M operand first sent 9 bytes per input byte of a 3 x 3 conv
 // to memory and back (8.6 % of a ResNet-50 pass on a 2-core Xeon).  Where the work split shares a
 // chunk's rows between workers (a layer split over channel panels, or the oneDNN kernel, which

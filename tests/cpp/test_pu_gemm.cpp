@@ -697,6 +697,40 @@ TEST(Gemm, StreamedOperandRowsAreWrittenOnceAndGiveTheSameBytes) {
     }
 }
 
+TEST(Gemm, AStreamedGemmInsideARowWriterLeavesTheOuterRowsAlone) {
+    // Nested pool jobs run on the calling worker, so a row writer that itself runs a streamed
+    // GEMM must not be handed the block the outer rows live in: the outer result must still equal
+    // the reference whether the inner chunk is smaller, equal or larger (which would regrow the
+    // block under the outer kernel), for every kernel and 1-2 threads.
+    pcg32 rng(67);
+    const std::int64_t n = 40, m = 300, p = 96;
+    const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
+    std::vector<std::int32_t> acc(std::size_t(n * p));
+    gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
+    std::vector<std::int8_t> expect(acc.size());
+    requantize(acc.data(), std::int64_t(acc.size()), 8, false, expect.data());
+    for (FastKernel k : available_fast_kernels()) {
+        const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
+        const auto operand = operand_as_packed_reads(packed, x, p, m);
+        const std::int64_t stride = packed.x_row_stride();
+        for (const std::int64_t inner_p : {std::int64_t(6), std::int64_t(96), std::int64_t(400)})
+            for (const int threads : {1, 2}) {
+                std::vector<std::int8_t> y(expect.size(), 99), inner_y(std::size_t(n * inner_p));
+                GemmOutput out, inner;
+                out.y = y.data();
+                out.out_shift = 8;
+                inner.y = inner_y.data();
+                gemm_fast_streamed(packed, p, out, threads, [&](std::int64_t begin, std::int64_t end, std::uint8_t* rows) {
+                    std::copy(operand.begin() + begin * stride, operand.begin() + end * stride, rows);
+                    gemm_fast_streamed(packed, inner_p, inner, 1, [&](std::int64_t b, std::int64_t e, std::uint8_t* r) {
+                        std::fill(r, r + (e - b) * stride, std::uint8_t(0x5A));
+                    });
+                });
+                ASSERT_EQ(y, expect) << to_string(k) << ", inner P " << inner_p << ", " << threads << " threads";
+            }
+    }
+}
+
 TEST(Gemm, FusedResidualAddEqualsItsDefinitionOnEveryKernel) {
     // GemmOutput::residual: y = sat8(relu?(sat8(round_shift(acc, out_shift))) + align(r, shift)),
     // then ReLU if relu_after_residual, computed here from postproc.hpp's scalar definitions on
