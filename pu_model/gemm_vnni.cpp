@@ -196,6 +196,17 @@ bool rows_read_zero(const std::uint8_t* const* x, int rows, std::int64_t begin, 
     return true;
 }
 
+// The channel panel at n0 of n channels: how many 16-lane vectors it has and the lanes of its last.
+struct PanelShape {
+    int vectors;
+    __mmask16 last_mask;
+    PanelShape(std::int64_t n, std::int64_t n0) {
+        const std::int64_t lanes = n - n0 < kVnniPanel ? n - n0 : kVnniPanel;
+        vectors = int((lanes + 15) / 16);
+        last_mask = __mmask16((1u << (lanes - 16 * (vectors - 1))) - 1u);
+    }
+};
+
 // The tile's runs [lo, hi) that are not all zero: runs [0, lo) and [hi, x.segments) read as zero
 // (0x80) in every row of the tile (the padding above or below the image, in a conv's kernel
 // rows).  It depends on the rows alone, not on the channel panel.
@@ -247,10 +258,9 @@ void vnni_gemm_rows(const std::int8_t* packed, const std::int32_t* column, std::
     // With the skip, the depth is its kernel rows, back to back; without, one run.
     const bool skippable = skip.segment > 0;
     for (std::int64_t n0 = n_begin; n0 < n_end; n0 += kVnniPanel) {
-        const std::int64_t lanes = n - n0 < kVnniPanel ? n - n0 : kVnniPanel;
-        const int vectors = int((lanes + 15) / 16);
-        const int tail = int(lanes - 16 * (vectors - 1));
-        const __mmask16 last_mask = __mmask16((1u << tail) - 1u);
+        const PanelShape shape(n, n0);
+        const int vectors = shape.vectors;
+        const __mmask16 last_mask = shape.last_mask;
         const std::int8_t* panel = packed + n0 * depth;
         for (std::int64_t p0 = p_begin; p0 < p_end; p0 += kVnniRowsPerTile) {
             const int rows = int(p_end - p0 < kVnniRowsPerTile ? p_end - p0 : kVnniRowsPerTile);
@@ -311,10 +321,9 @@ void vnni_conv_rows(const std::int8_t* packed, const std::int32_t* column, std::
             live[t] = skippable ? live_runs(x, rows) : LiveRuns{0, x.segments};
         }
         for (std::int64_t n0 = n_begin; n0 < n_end; n0 += kVnniPanel) {
-            const std::int64_t lanes = n - n0 < kVnniPanel ? n - n0 : kVnniPanel;
-            const int vectors = int((lanes + 15) / 16);
-            const int tail = int(lanes - 16 * (vectors - 1));
-            const __mmask16 last_mask = __mmask16((1u << tail) - 1u);
+            const PanelShape shape(n, n0);
+            const int vectors = shape.vectors;
+            const __mmask16 last_mask = shape.last_mask;
             const std::int8_t* panel = packed + n0 * depth;
             for (int t = 0; t < tiles; ++t) {
                 const std::int64_t p0 = b0 + t * kVnniRowsPerTile;

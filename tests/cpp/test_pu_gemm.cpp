@@ -598,6 +598,28 @@ TEST(Gemm, WorkSplitOverRowsAndChannelPanelsNeverChangesTheResult) {
     }
 }
 
+// The GEMMs whose operand rows are written chunk by chunk (RowPreparer, RowWriter): depth 4099
+// (deep enough for several workers), one worker (P = 1), a layer split over channel panels (P =
+// 49), several chunks over three panel blocks (130 x 200) and rows only (P = 1000); bias shift 1,
+// the expected output requantised by 9.
+struct ChunkedCase {
+    std::int64_t n, p, m;
+    std::vector<std::int8_t> w, x, bias, expect;
+};
+std::vector<ChunkedCase> chunked_cases(pcg32& rng) {
+    std::vector<ChunkedCase> cases;
+    const std::int64_t m = 4099;
+    for (const auto& [n, p] : {std::pair<std::int64_t, std::int64_t>{17, 1}, {200, 49}, {130, 200}, {17, 1000}}) {
+        ChunkedCase c{n, p, m, random_int8(rng, n * m), random_int8(rng, p * m), random_int8(rng, n), {}};
+        std::vector<std::int32_t> acc(std::size_t(n * p));
+        gemm_reference(c.w.data(), c.x.data(), m, c.bias.data(), 1, n, m, p, acc.data());
+        c.expect.resize(acc.size());
+        requantize(acc.data(), std::int64_t(acc.size()), 9, false, c.expect.data());
+        cases.push_back(std::move(c));
+    }
+    return cases;
+}
+
 TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
     // gemm_fast with a RowPreparer: the operand starts as garbage and each row is written only by
     // prepare.  Every row must be prepared exactly once and the result must equal the reference
@@ -607,17 +629,9 @@ TEST(Gemm, PreparedRowsAreWrittenOnceBeforeTheKernelReadsThem) {
     // the chunk's first) and one split over row chunks only.  The first chunk's preparation is
     // slow, so that another worker reaches one of its later blocks while it is being written.
     pcg32 rng(57);
-    const std::int64_t m = 4099;   // deep enough for several workers (one per 2^21 multiply-adds)
-    struct Size {
-        std::int64_t n, p;
-    };
-    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{130, 200}, Size{17, 1000}}) {
-        const std::int64_t n = size.n, p = size.p;
-        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
-        std::vector<std::int32_t> acc(std::size_t(n * p));
-        gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
-        std::vector<std::int8_t> expect(acc.size());
-        requantize(acc.data(), std::int64_t(acc.size()), 9, false, expect.data());
+    for (const ChunkedCase& c : chunked_cases(rng)) {
+        const std::int64_t n = c.n, p = c.p, m = c.m;
+        const auto &w = c.w, &x = c.x, &bias = c.bias, &expect = c.expect;
         for (FastKernel k : available_fast_kernels()) {
             const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
             const std::int64_t stride = packed.x_row_stride();
@@ -655,17 +669,9 @@ TEST(Gemm, StreamedOperandRowsAreWrittenOnceAndGiveTheSameBytes) {
     // long one (P = 1000).  Blocks are garbage-filled first so that a row read before it was
     // written would show.
     pcg32 rng(59);
-    const std::int64_t m = 4099;
-    struct Size {
-        std::int64_t n, p;
-    };
-    for (const Size size : {Size{17, 1}, Size{200, 49}, Size{130, 200}, Size{17, 1000}}) {
-        const std::int64_t n = size.n, p = size.p;
-        const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
-        std::vector<std::int32_t> acc(std::size_t(n * p));
-        gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
-        std::vector<std::int8_t> expect(acc.size());
-        requantize(acc.data(), std::int64_t(acc.size()), 9, false, expect.data());
+    for (const ChunkedCase& c : chunked_cases(rng)) {
+        const std::int64_t n = c.n, p = c.p, m = c.m;
+        const auto &w = c.w, &x = c.x, &bias = c.bias, &expect = c.expect;
         for (FastKernel k : available_fast_kernels()) {
             const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
             const std::int64_t stride = packed.x_row_stride();
