@@ -556,6 +556,26 @@ File File::open_read_descriptor(int fd, const std::string& name) {
     return f;
 }
 
+File File::create_in_memory(const std::string& name) {
+    silence_error_printing();
+    Handle fcpl = ordered_group_plist(H5P_FILE_CREATE);  // as File::create: root lists in creation order
+    const Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"));
+    check(H5Pset_fapl_core(fapl.id(), 1 << 20, /*backing_store=*/0), "H5Pset_fapl_core");
+    File f;
+    f.handle_ = Handle(check(H5Fcreate(name.c_str(), H5F_ACC_EXCL, fcpl.id(), fapl.id()), "H5Fcreate (in memory) " + name));
+    return f;
+}
+
+std::vector<unsigned char> File::image() const {
+    silence_error_printing();
+    check(H5Fflush(id(), H5F_SCOPE_LOCAL), "H5Fflush");
+    const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
+    check(size, "H5Fget_file_image");
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(size));
+    check(H5Fget_file_image(id(), bytes.data(), bytes.size()), "H5Fget_file_image");
+    return bytes;
+}
+
 File File::open_read(const std::string& path) {
     silence_error_printing();
     File f;
@@ -579,24 +599,62 @@ void File::close() {
 
 // ---- AtomicFile ----
 
-AtomicFile::AtomicFile(const std::string& path, bool replace)
-    : path_(path), temp_path_(files::temporary_path_for(path)), replace_(replace) {
+void AtomicFile::check_target() const {
     namespace fs = std::filesystem;
     // Only a regular file may be replaced: renaming over a device, a FIFO or a socket would put a
     // plain file in its place; a folder (or a name ending in '/') cannot be a file at all.
-    if (path.empty() || path.back() == '/') throw Error("cannot write '" + path + "': it names a folder");
+    if (path_.empty() || path_.back() == '/') throw Error("cannot write '" + path_ + "': it names a folder");
     std::error_code ec;
-    const fs::file_status target = fs::status(path, ec);
-    if (fs::is_directory(target)) throw Error("cannot write " + path + ": it is a folder");
+    const fs::file_status target = fs::status(path_, ec);
+    if (fs::is_directory(target)) throw Error("cannot write " + path_ + ": it is a folder");
     if (fs::exists(target) && !fs::is_regular_file(target))
-        throw Error("cannot write " + path + ": it exists and is not a regular file (a device, FIFO or socket)");
+        throw Error("cannot write " + path_ + ": it exists and is not a regular file (a device, FIFO or socket)");
     // Temporary files of writers killed earlier in this folder (see temp_files.hpp).
     files::remove_stale_temporaries(fs::path(temp_path_).parent_path().string());
+}
+
+AtomicFile::AtomicFile(const std::string& path, bool replace)
+    : path_(path), temp_path_(files::temporary_path_for(path)), replace_(replace) {
+    check_target();
     try {
         file_ = File::create(temp_path_, /*exclusive=*/true);
     } catch (const Error&) {
         // H5Fcreate can fail after creating the file (a full disk: the superblock cannot be
         // written); the destructor does not run for an object whose constructor threw.
+        std::remove(temp_path_.c_str());
+        throw;
+    }
+}
+
+namespace {
+
+// Creates `path` (exclusively) holding `bytes`; on failure removes what it created and throws.
+void write_new_file(const std::string& path, const std::string& target, const std::vector<unsigned char>& bytes) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) throw Error("cannot write " + target + ": " + std::strerror(errno));
+    int error = 0;
+    for (std::size_t done = 0; done < bytes.size() && error == 0;) {
+        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n > 0) done += std::size_t(n);
+        else if (n < 0 && errno != EINTR) error = errno;
+        else if (n == 0) error = EIO;
+    }
+    if (::close(fd) != 0 && error == 0) error = errno;
+    if (error != 0) {
+        std::remove(path.c_str());
+        throw Error("cannot write " + target + ": " + std::strerror(error));
+    }
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path, bool replace, const std::vector<unsigned char>& image)
+    : path_(path), temp_path_(files::temporary_path_for(path)), replace_(replace) {
+    check_target();
+    write_new_file(temp_path_, path_, image);
+    try {
+        file_ = File::open_write(temp_path_);
+    } catch (const Error&) {
         std::remove(temp_path_.c_str());
         throw;
     }

@@ -156,12 +156,17 @@ public:
 class File : public Location {
 public:
     static File create(const std::string& path, bool exclusive = false);  // truncates unless exclusive
+    // A new file that lives in memory only (HDF5's core driver, no backing store), for building
+    // a file image (image()) that written files then start from.  `name` only labels it.
+    static File create_in_memory(const std::string& name);
     static File open_read(const std::string& path);
     // Read-only, the file open on descriptor `fd` (the caller keeps it open while the File lives),
     // named `name` in errors: whatever `name` names now, this reads the file `fd` has open.
     static File open_read_descriptor(int fd, const std::string& name);
     static File open_write(const std::string& path);  // modify in place (tests, tools)
     void close();  // explicit close that reports errors (the destructor cannot)
+    // The file's bytes as they would be on disk now (flushed first): an in-memory file's image.
+    std::vector<unsigned char> image() const;
 };
 
 // Writes `path` atomically: file() is a temporary file in the same folder; commit() closes it and
@@ -173,6 +178,10 @@ public:
 class AtomicFile {
 public:
     explicit AtomicFile(const std::string& path, bool replace = true);
+    // The same, with the temporary file starting as a copy of `image` (a whole HDF5 file, e.g.
+    // File::image() of an in-memory file), opened for writing: what the image holds is not built
+    // again.
+    AtomicFile(const std::string& path, bool replace, const std::vector<unsigned char>& image);
     AtomicFile(const AtomicFile&) = delete;
     AtomicFile& operator=(const AtomicFile&) = delete;
     ~AtomicFile();
@@ -181,6 +190,7 @@ public:
     void commit();
 
 private:
+    void check_target() const;  // refuses a folder or a special file at path_; clears stale temporaries
     std::string path_, temp_path_;
     File file_;
     bool replace_ = true;

@@ -2,7 +2,10 @@
 #include "formats/results.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <list>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -179,9 +182,7 @@ std::span<const std::int8_t> ReferenceActivations::layer(int layer) const {
 }
 
 struct LayerState {
-    h5::Location group;
-    RoundScales rounds;
-    h5::Dataset image, y, x, channel;
+    h5::Location group;  // opened when first needed (at once for a stored layer)
     std::optional<h5::Dataset> activations, reference_ds;
     // set_reference(layer, ...)'s copy, shared with the RoundMetrics that read it (they may outlive
     // the writer or its commit)
@@ -193,16 +194,202 @@ struct LayerState {
     std::vector<std::pair<std::string, std::vector<double>>> series;  // extra per-round series, by name
 };
 
+// ---- the file's skeleton ----
+//
+// Most of a results file depends only on the network, the number of images, the rounds'
+// coordinates, the stored layers and the deflate level: every group and attribute (but the run's
+// `config`), the coordinates and dimension scales, and the datasets the run fills, with their
+// scales attached.  ResNet-50 has ~900 such objects, and HDF5 takes ~40 ms to create them
+// (dataset creation and H5DSattach_scale, ~25 us each); filling them takes a few.  So the writer
+// builds that skeleton once, in memory, and every results file of the same shape starts as a copy
+// of its bytes (SkeletonCache: a sweep's runs, repeated aimcemu.run calls).  The objects are
+// created in the order the layout lists them, so a file lists the same links in the same order
+// as if each run had created them, and the run writes only values.
+
+namespace {
+
+struct SkeletonShape {
+    const Network& net;
+    const ResultsSpec& spec;  // everything but config_json and the labels' values
+    const std::vector<bool>& store;
+    std::size_t images, rounds, classes;
+};
+
+// A float64 [round] per-round series or metric of a layer, on the round coordinates.
+h5::Dataset create_round_series(const h5::Location& group, const std::string& name, const h5::Dataset& round,
+                                std::size_t rounds) {
+    h5::Dataset ds = group.create_dataset(name, h5::native_type<double>(), {hsize_t(rounds)}, {});
+    ds.attach_scale(round, 0);
+    mark_round_coordinates(ds);
+    return ds;
+}
+
+constexpr const char* kLayerMetrics[] = {"snr_db", "cosine", "mismatch_rate"};
+
+void create_root_skeleton(const h5::File& f, const SkeletonShape& shape) {
+    const Network& net = shape.net;
+    f.write_attribute("format", kResultsFormat);
+    f.write_attribute<std::int32_t>("format_version", kResultsFormatVersion);
+    f.write_attribute("model", net.name);
+    f.write_attribute_strings("class_names", net.class_names);
+    std::vector<std::string> names;
+    for (const auto& l : net.layers) names.push_back(l.name);
+    f.write_attribute_strings("layer_names", names);
+
+    const hsize_t r = shape.rounds, n = shape.images, k = shape.classes;
+    const RoundScales rounds = write_round_coordinates(f, shape.spec.rounds);
+    const h5::Dataset image = write_scale(f, "image", iota64(shape.images));
+    const h5::Dataset klass = write_scale(f, "class", iota64(shape.classes));
+    f.create_dataset("labels", h5::native_type<std::int64_t>(), {n}, {}).attach_scale(image, 0);
+
+    // logits [round][image][class], one round per chunk (rounds are written one by one), deflated
+    h5::Dims chunk = h5::choose_chunk({n, k}, 1);
+    chunk.insert(chunk.begin(), 1);
+    const h5::Dataset logits = f.create_dataset("logits", H5T_STD_I8LE, {r, n, k}, {chunk, 1});
+    attach_all(logits, {&rounds.round, &image, &klass});
+    mark_round_coordinates(logits);
+    f.create_group("layers");  // filled by create_layer_skeleton, before the datasets below
+
+    // What commit() fills (ResultsWriter::State::write_predictions)
+    const h5::Dataset predictions = f.create_dataset("predictions", h5::native_type<std::int64_t>(), {r, n}, {});
+    attach_all(predictions, {&rounds.round, &image});
+    mark_round_coordinates(predictions);
+    create_round_series(f, "accuracy", rounds.round, shape.rounds);
+    f.create_dataset("reference_predictions", h5::native_type<std::int64_t>(), {n}, {}).attach_scale(image, 0);
+    const h5::Dataset reference_logits = f.create_dataset("reference_logits", h5::native_type<std::int8_t>(), {n, k}, {});
+    attach_all(reference_logits, {&image, &klass});
+    f.create_dataset("reference_accuracy", h5::native_type<double>(), {}, {});
+}
+
+void create_layer_skeleton(const h5::Location& layers_group, const SkeletonShape& shape, int index) {
+    const Network& net = shape.net;
+    const Layer& l = net.layers[std::size_t(index)];
+    const bool store = shape.store[std::size_t(index)];
+    const h5::Location group = create_layer_group(layers_group, l.name);
+    group.write_attribute("kind", std::string(to_string(l.kind)));
+    group.write_attribute<std::int32_t>("index", index);
+    group.write_attribute("input", l.input == kNetworkInput ? std::string("input") : net.layers[std::size_t(l.input)].name);
+    group.write_attribute_array<std::int64_t>("in_shape", shape_vector(l.in_shape));
+    group.write_attribute_array<std::int64_t>("out_shape", shape_vector(l.out_shape));
+    group.write_attribute<std::int32_t>("out_shift", l.out_shift);
+    group.write_attribute<std::int8_t>("activations_stored", store ? 1 : 0);
+
+    const RoundScales rounds = write_round_coordinates(group, shape.spec.rounds);
+    const h5::Dataset image = write_scale(group, "image", iota64(shape.images));
+    const h5::Dataset y = write_scale(group, "y", iota64(std::size_t(l.out_shape.h)));
+    const h5::Dataset x = write_scale(group, "x", iota64(std::size_t(l.out_shape.w)));
+    const h5::Dataset channel = write_scale(group, "channel", iota64(std::size_t(l.out_shape.c)));
+    if (store) {
+        const h5::Dims ref_dims{hsize_t(shape.images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
+        const h5::Storage ref_storage{h5::choose_chunk(ref_dims, 1), shape.spec.deflate_level};
+        const h5::Dataset reference = group.create_dataset("reference", H5T_STD_I8LE, ref_dims, ref_storage);
+        attach_all(reference, {&image, &y, &x, &channel});
+
+        h5::Dims act_dims = ref_dims;
+        act_dims.insert(act_dims.begin(), hsize_t(shape.rounds));
+        h5::Dims act_chunk = ref_storage.chunk;
+        act_chunk.insert(act_chunk.begin(), 1);  // one round per chunk: rounds are written one by one
+        const h5::Dataset activations =
+            group.create_dataset("activations", H5T_STD_I8LE, act_dims, {act_chunk, shape.spec.deflate_level});
+        attach_all(activations, {&rounds.round, &image, &y, &x, &channel});
+        mark_round_coordinates(activations);
+    }
+    for (const char* metric : kLayerMetrics) create_round_series(group, metric, rounds.round, shape.rounds);
+}
+
+std::vector<unsigned char> build_skeleton(const SkeletonShape& shape) {
+    static std::atomic<std::uint64_t> built{0};
+    h5::File f = h5::File::create_in_memory("aimcemu-results-skeleton-" + std::to_string(built.fetch_add(1)));
+    create_root_skeleton(f, shape);
+    {
+        const h5::Location layers = f.open_group("layers");
+        for (std::size_t i = 0; i < shape.net.layers.size(); ++i) create_layer_skeleton(layers, shape, int(i));
+    }
+    std::vector<unsigned char> image = f.image();
+    f.close();
+    return image;
+}
+
+// Everything build_skeleton writes, as one string: two shapes with the same key build the same
+// bytes.
+std::string skeleton_key(const SkeletonShape& shape) {
+    std::string key;
+    const auto add = [&](const std::string& text) { key += std::to_string(text.size()) + ':' + text + ','; };
+    const auto add_number = [&](auto value) {
+        key.append(reinterpret_cast<const char*>(&value), sizeof value);  // bit for bit (t is a double)
+    };
+    add_number(kResultsFormatVersion);
+    add(shape.net.name);
+    for (const auto& name : shape.net.class_names) add(name);
+    add_number(shape.images);
+    add_number(shape.classes);
+    add_number(shape.spec.deflate_level);
+    for (const auto& r : shape.spec.rounds) {
+        add_number(r.niu_round);
+        add_number(r.chip);
+        add_number(r.t);
+        add(r.drift_compensation);
+    }
+    key += '|';
+    for (std::size_t i = 0; i < shape.net.layers.size(); ++i) {
+        const Layer& l = shape.net.layers[i];
+        add(l.name);
+        add(to_string(l.kind));
+        add_number(l.input);
+        for (const Shape3* s : {&l.in_shape, &l.out_shape}) {
+            add_number(s->h);
+            add_number(s->w);
+            add_number(s->c);
+        }
+        add_number(l.out_shift);
+        add_number(bool(shape.store[i]));
+    }
+    return key;
+}
+
+// The last few skeletons this process built, by key (most recent first).  A sweep's runs share
+// one; a handful covers a process that alternates between a few networks or data sets.
+class SkeletonCache {
+public:
+    std::shared_ptr<const std::vector<unsigned char>> get(const SkeletonShape& shape) {
+        std::string key = skeleton_key(shape);
+        {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            for (auto it = entries_.begin(); it != entries_.end(); ++it)
+                if (it->first == key) {
+                    entries_.splice(entries_.begin(), entries_, it);
+                    return it->second;
+                }
+        }
+        // Built without the lock: another writer's different skeleton need not wait for it.
+        auto image = std::make_shared<const std::vector<unsigned char>>(build_skeleton(shape));
+        const std::lock_guard<std::mutex> lock(mutex_);
+        entries_.emplace_front(std::move(key), image);
+        if (entries_.size() > kCapacity) entries_.pop_back();
+        return image;
+    }
+
+private:
+    static constexpr std::size_t kCapacity = 4;
+    std::mutex mutex_;
+    std::list<std::pair<std::string, std::shared_ptr<const std::vector<unsigned char>>>> entries_;
+};
+
+SkeletonCache& skeleton_cache() {
+    static SkeletonCache cache;
+    return cache;
+}
+
+}  // namespace
+
 struct ResultsWriter::State {
     std::string path;
     const Network& net;
     ResultsSpec spec;
     std::size_t images = 0, rounds = 0, classes = 0;
-    h5::AtomicFile out;
+    std::optional<h5::AtomicFile> out;
     std::shared_ptr<const ReferenceActivations> shared_reference;  // kept alive while its spans are used
-    RoundScales root_rounds;
     h5::Location layers_group;
-    h5::Dataset image_scale, class_scale;
     std::vector<LayerState> layers;           // emptied by commit
     bool committed = false;
     std::vector<std::int64_t> reference_predictions, round_predictions;  // [image], [round][image]
@@ -212,8 +399,7 @@ struct ResultsWriter::State {
     // (1,000 classes x 50,000 images x 100 rounds: 5 GB) until commit.
     std::optional<h5::Dataset> round_logits;
 
-    State(const std::string& p, const Network& n, ResultsSpec s)
-        : path(p), net(n), spec(std::move(s)), out(p, spec.replace_existing) {}
+    State(const std::string& p, const Network& n, ResultsSpec s) : path(p), net(n), spec(std::move(s)) {}
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
         throw FormatError(path, field, what);
@@ -238,70 +424,42 @@ struct ResultsWriter::State {
         const Shape3& o = net.layers.at(std::size_t(layer)).out_shape;
         return {1, hsize_t(images), hsize_t(o.h), hsize_t(o.w), hsize_t(o.c)};
     }
+    const h5::File& file() { return out->file(); }
+    const h5::Location& layer_group(int layer) {
+        LayerState& ls = layers[std::size_t(layer)];
+        if (ls.group.id() < 0) ls.group = layers_group.open_group(net.layers[std::size_t(layer)].name);
+        return ls.group;
+    }
 
-    void write_root();
-    void create_round_logits();
-    void create_layer(int index, bool store);
+    // Opens the file as a copy of its skeleton and writes what is the run's own: the config and
+    // the labels.
+    void open(const std::vector<bool>& store);
     // Makes `values` layer's reference (already checked for size): writes it if stored, takes
     // the predictions from it if it is the output.
     void adopt_reference(int layer, std::span<const std::int8_t> values);
     void record_output(std::optional<std::size_t> round, std::span<const std::int8_t> activations);
     void write_predictions();
-    void write_layer_metrics(LayerState& layer);
+    void write_layer_metrics(int layer);
 };
 
-void ResultsWriter::State::write_root() {
-    const h5::File& f = out.file();
-    f.write_attribute("format", kResultsFormat);
-    f.write_attribute<std::int32_t>("format_version", kResultsFormatVersion);
-    f.write_attribute("model", net.name);
+void ResultsWriter::State::open(const std::vector<bool>& store) {
+    const SkeletonShape shape{net, spec, store, images, rounds, classes};
+    const std::shared_ptr<const std::vector<unsigned char>> skeleton = skeleton_cache().get(shape);
+    out.emplace(path, spec.replace_existing, *skeleton);
+    const h5::File& f = file();
     f.write_attribute("config", spec.config_json);
-    f.write_attribute_strings("class_names", net.class_names);
-    f.write_attribute_strings("layer_names", [&] {
-        std::vector<std::string> names;
-        for (const auto& l : net.layers) names.push_back(l.name);
-        return names;
-    }());
-    root_rounds = write_round_coordinates(f, spec.rounds);
-    image_scale = write_scale(f, "image", iota64(images));
-    class_scale = write_scale(f, "class", iota64(classes));
-    const h5::Dataset labels = f.write_dataset("labels", {hsize_t(images)}, spec.labels.data());
-    labels.attach_scale(image_scale, 0);
-}
-
-void ResultsWriter::State::create_layer(int index, bool store) {
-    const Layer& l = net.layers[std::size_t(index)];
-    LayerState& s = layers[std::size_t(index)];
-    s.group = create_layer_group(layers_group, l.name);
-    s.group.write_attribute("kind", std::string(to_string(l.kind)));
-    s.group.write_attribute<std::int32_t>("index", index);
-    s.group.write_attribute("input", l.input == kNetworkInput ? std::string("input") : net.layers[std::size_t(l.input)].name);
-    s.group.write_attribute_array<std::int64_t>("in_shape", shape_vector(l.in_shape));
-    s.group.write_attribute_array<std::int64_t>("out_shape", shape_vector(l.out_shape));
-    s.group.write_attribute<std::int32_t>("out_shift", l.out_shift);
-    s.group.write_attribute<std::int8_t>("activations_stored", store ? 1 : 0);
-
-    s.rounds = write_round_coordinates(s.group, spec.rounds);
-    s.image = write_scale(s.group, "image", iota64(images));
-    s.y = write_scale(s.group, "y", iota64(std::size_t(l.out_shape.h)));
-    s.x = write_scale(s.group, "x", iota64(std::size_t(l.out_shape.w)));
-    s.channel = write_scale(s.group, "channel", iota64(std::size_t(l.out_shape.c)));
-    s.sums.assign(rounds, {});
-    s.round_set.assign(rounds, false);
-    if (!store) return;
-
-    const h5::Dims ref_dims{hsize_t(images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
-    const h5::Storage ref_storage{h5::choose_chunk(ref_dims, 1), spec.deflate_level};
-    s.reference_ds = s.group.create_dataset("reference", H5T_STD_I8LE, ref_dims, ref_storage);
-    attach_all(*s.reference_ds, {&s.image, &s.y, &s.x, &s.channel});
-
-    h5::Dims act_dims = ref_dims;
-    act_dims.insert(act_dims.begin(), hsize_t(rounds));
-    h5::Dims act_chunk = ref_storage.chunk;
-    act_chunk.insert(act_chunk.begin(), 1);  // one round per chunk: rounds are written one by one
-    s.activations = s.group.create_dataset("activations", H5T_STD_I8LE, act_dims, {act_chunk, spec.deflate_level});
-    attach_all(*s.activations, {&s.rounds.round, &s.image, &s.y, &s.x, &s.channel});
-    mark_round_coordinates(*s.activations);
+    f.open_dataset("labels").write(spec.labels.data());
+    if (rounds > 0) round_logits = f.open_dataset("logits");
+    layers_group = f.open_group("layers");
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        LayerState& ls = layers[i];
+        ls.sums.assign(rounds, {});
+        ls.round_set.assign(rounds, false);
+        if (!store[i]) continue;
+        const h5::Location& group = layer_group(int(i));
+        ls.reference_ds = group.open_dataset("reference");
+        ls.activations = group.open_dataset("activations");
+    }
 }
 
 void ResultsWriter::State::record_output(std::optional<std::size_t> round, std::span<const std::int8_t> activations) {
@@ -319,16 +477,6 @@ void ResultsWriter::State::record_output(std::optional<std::size_t> round, std::
     }
 }
 
-// The logits dataset, one round per chunk (rounds are written one by one), deflated.
-void ResultsWriter::State::create_round_logits() {
-    const hsize_t r = rounds, n = images, k = classes;
-    h5::Dims chunk = h5::choose_chunk({n, k}, 1);
-    chunk.insert(chunk.begin(), 1);
-    round_logits = out.file().create_dataset("logits", H5T_STD_I8LE, {r, n, k}, {chunk, 1});
-    attach_all(*round_logits, {&root_rounds.round, &image_scale, &class_scale});
-    mark_round_coordinates(*round_logits);
-}
-
 namespace {
 double accuracy_of(const std::int64_t* predictions, const std::vector<std::int64_t>& labels) {
     if (labels.empty()) return 0.0;
@@ -336,44 +484,40 @@ double accuracy_of(const std::int64_t* predictions, const std::vector<std::int64
     for (std::size_t i = 0; i < labels.size(); ++i) correct += predictions[i] == labels[i];
     return double(correct) / double(labels.size());
 }
+
+// Writes `values` into the skeleton's dataset `name` (nothing to write into an empty one).
+template <class T>
+void fill(const h5::Location& loc, const std::string& name, const std::vector<T>& values) {
+    if (!values.empty()) loc.open_dataset(name).write(values.data());
+}
 }  // namespace
 
 void ResultsWriter::State::write_predictions() {
-    const h5::File& f = out.file();
-    const hsize_t r = rounds, n = images, k = classes;
-    const h5::Dataset pred = f.write_dataset("predictions", {r, n}, round_predictions.data());
-    attach_all(pred, {&root_rounds.round, &image_scale});
-    mark_round_coordinates(pred);
+    const h5::File& f = file();
+    fill(f, "predictions", round_predictions);
     std::vector<double> acc(rounds);
     for (std::size_t i = 0; i < rounds; ++i) acc[i] = accuracy_of(&round_predictions[i * images], spec.labels);
-    const h5::Dataset accuracy = f.write_dataset("accuracy", {r}, acc.data());
-    accuracy.attach_scale(root_rounds.round, 0);
-    mark_round_coordinates(accuracy);
-
-    const h5::Dataset ref_pred = f.write_dataset("reference_predictions", {n}, reference_predictions.data());
-    ref_pred.attach_scale(image_scale, 0);
-    const h5::Dataset ref_logits = f.write_dataset("reference_logits", {n, k}, reference_logits.data());
-    attach_all(ref_logits, {&image_scale, &class_scale});
-    const double ref_acc = accuracy_of(reference_predictions.data(), spec.labels);
-    f.write_dataset("reference_accuracy", {}, &ref_acc);
+    fill(f, "accuracy", acc);
+    fill(f, "reference_predictions", reference_predictions);
+    fill(f, "reference_logits", reference_logits);
+    fill(f, "reference_accuracy", std::vector<double>{accuracy_of(reference_predictions.data(), spec.labels)});
 }
 
-void ResultsWriter::State::write_layer_metrics(LayerState& layer) {
-    const auto write_metric = [&](const char* name, double (ActivationErrorSums::*metric)() const) {
+void ResultsWriter::State::write_layer_metrics(int layer) {
+    LayerState& ls = layers[std::size_t(layer)];
+    if (rounds == 0) return;  // every series is empty, and the skeleton holds them already
+    const h5::Location& group = layer_group(layer);
+    const auto metric_values = [&](double (ActivationErrorSums::*metric)() const) {
         std::vector<double> values;
-        for (const auto& s : layer.sums) values.push_back((s.*metric)());
-        const h5::Dataset ds = layer.group.write_dataset(name, {hsize_t(rounds)}, values.data());
-        ds.attach_scale(layer.rounds.round, 0);
-        mark_round_coordinates(ds);
+        for (const auto& s : ls.sums) values.push_back((s.*metric)());
+        return values;
     };
-    write_metric("snr_db", &ActivationErrorSums::snr_db);
-    write_metric("cosine", &ActivationErrorSums::cosine);
-    write_metric("mismatch_rate", &ActivationErrorSums::mismatch_rate);
-    for (const auto& [name, values] : layer.series) {
-        const h5::Dataset ds = layer.group.write_dataset(name, {hsize_t(rounds)}, values.data());
-        ds.attach_scale(layer.rounds.round, 0);
-        mark_round_coordinates(ds);
-    }
+    fill(group, "snr_db", metric_values(&ActivationErrorSums::snr_db));
+    fill(group, "cosine", metric_values(&ActivationErrorSums::cosine));
+    fill(group, "mismatch_rate", metric_values(&ActivationErrorSums::mismatch_rate));
+    if (ls.series.empty()) return;
+    const h5::Dataset round = group.open_dataset("round");
+    for (const auto& [name, values] : ls.series) create_round_series(group, name, round, rounds).write(values.data());
 }
 
 // ---- ResultsWriter ----
@@ -413,10 +557,7 @@ ResultsWriter::ResultsWriter(const std::string& path, const Network& net, Result
         s.round_predictions.assign(s.rounds * s.images, -1);
         s.reference_logits.assign(s.images * s.classes, 0);
         s.layers.resize(net.layers.size());
-        s.write_root();
-        s.create_round_logits();
-        s.layers_group = s.out.file().create_group("layers");
-        for (std::size_t i = 0; i < net.layers.size(); ++i) s.create_layer(int(i), store[i]);
+        s.open(store);
     } catch (const h5::Error& e) {
         state_.reset();  // removes the temporary file
         throw FormatError(path, "file", std::string("cannot write results: ") + e.what());
@@ -567,7 +708,7 @@ void ResultsWriter::set_layer_attribute(int layer, const std::string& name, cons
     const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "@" + name;
     if (name.empty() || reserved_layer_name(name)) s.fail(field, "not a free attribute name in a layer group");
     try {
-        s.layers[std::size_t(layer)].group.write_attribute(name, value);
+        s.layer_group(layer).write_attribute(name, value);
     } catch (const h5::Error& e) {
         s.fail(field, std::string("cannot write: ") + e.what());
     }
@@ -591,15 +732,12 @@ void ResultsWriter::commit() {
     }
     try {
         s.write_predictions();
-        for (auto& layer : s.layers) s.write_layer_metrics(layer);
+        for (std::size_t i = 0; i < s.layers.size(); ++i) s.write_layer_metrics(int(i));
         s.committed = true;  // the layers go now: from here on nothing may index them
         s.layers.clear();  // close every handle before the file
-        s.root_rounds = {};
         s.layers_group = {};
-        s.image_scale = {};
-        s.class_scale = {};
         s.round_logits.reset();
-        s.out.commit();
+        s.out->commit();
     } catch (const h5::Error& e) {
         s.fail("file", std::string("cannot write results: ") + e.what());
     }

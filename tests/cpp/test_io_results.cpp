@@ -496,3 +496,87 @@ TEST_F(ResultsTest, LayerGroupsKeepTheirLinksInTheObjectHeader) {
     const auto links = g.children_in_creation_order();
     EXPECT_EQ(std::vector<std::string>(links.begin(), links.begin() + 3), (std::vector<std::string>{"round", "chip", "t"}));
 }
+
+// Every file starts as a copy of a skeleton the writer built for the file's shape and keeps for
+// the next file of that shape (formats/results.cpp).  What a run writes is its own: a later file
+// of the same shape carries none of an earlier file's config, labels, values, series or
+// attributes, and a file of another shape (other t) gets a skeleton of its own.
+TEST_F(ResultsTest, FilesOfOneShapeShareASkeletonButNoneOfEachOthersValues) {
+    const Network net = small_network();
+    {
+        ResultsWriter w(path("a.h5"), net, spec(2));
+        write_all(w, net, 2);
+        w.set_layer_series(0, "gain", std::vector<double>{1.5, 2.5});
+        w.set_layer_attribute(0, "device", "aimc");
+        w.commit();
+    }
+    ResultsSpec other = spec(2);
+    other.config_json = R"({"seed": 4})";
+    other.labels = {2, 2, 2};
+    {
+        ResultsWriter w(path("b.h5"), net, other);
+        for (int l = 0; l < 3; ++l) w.set_reference(l, activations(net, l, 1));  // another reference
+        for (std::size_t r = 0; r < 2; ++r)
+            for (int l = 0; l < 3; ++l) w.set_round(r, l, activations(net, l, -1));
+        w.commit();
+    }
+    ResultsSpec later_t = spec(2);
+    later_t.rounds[1].t = 86400.0;
+    {
+        ResultsWriter w(path("c.h5"), net, later_t);
+        write_all(w, net, 2);
+        w.commit();
+    }
+    const auto b = h5::File::open_read(path("b.h5"));
+    EXPECT_EQ(b.read_attribute_string("config"), R"({"seed": 4})");
+    EXPECT_EQ(b.open_dataset("labels").read<std::int64_t>(), (std::vector<std::int64_t>{2, 2, 2}));
+    const auto conv = b.open_group("layers").open_group("conv");
+    EXPECT_FALSE(conv.has_link("gain"));
+    EXPECT_FALSE(conv.has_attribute("device"));
+    EXPECT_EQ(conv.open_dataset("reference").read<std::int8_t>(), activations(net, 0, 1));
+    EXPECT_EQ(conv.open_dataset("snr_db").read<double>()[0], snr_db(activations(net, 0, -1), activations(net, 0, 1)));
+    const auto out = activations(net, 2, 1);
+    const auto ref_pred = b.open_dataset("reference_predictions").read<std::int64_t>();
+    for (std::size_t i = 0; i < kImages; ++i) EXPECT_EQ(ref_pred[i], argmax(out, i * 4, 4));
+    std::size_t correct = 0;
+    for (std::size_t i = 0; i < kImages; ++i) correct += ref_pred[i] == 2;
+    EXPECT_EQ(b.open_dataset("reference_accuracy").read<double>()[0], double(correct) / kImages);
+
+    const auto a = h5::File::open_read(path("a.h5"));
+    EXPECT_EQ(a.read_attribute_string("config"), R"({"seed": 3})");
+    const auto a_conv = a.open_group("layers").open_group("conv");
+    EXPECT_EQ(a_conv.open_dataset("gain").read<double>(), (std::vector<double>{1.5, 2.5}));
+    EXPECT_EQ(a_conv.read_attribute_string("device"), "aimc");
+    EXPECT_TRUE(scale_on_every_axis(a_conv.open_dataset("gain")));
+
+    const auto c = h5::File::open_read(path("c.h5"));
+    EXPECT_EQ(c.open_dataset("t").read<double>(), (std::vector<double>{3600.0, 86400.0}));
+    EXPECT_EQ(c.open_group("layers").open_group("pool").open_dataset("t").read<double>(),
+              (std::vector<double>{3600.0, 86400.0}));
+    EXPECT_EQ(a.open_dataset("t").read<double>(), (std::vector<double>{3600.0, 7200.0}));
+}
+
+// A file made from the skeleton lists its links in the order docs/hdf5_layout.md gives, the
+// order in which a writer that created every object during the run would have made them: the
+// run's datasets (predictions, metrics) after the layer groups and scales, a run's own series last.
+TEST_F(ResultsTest, AFileListsItsLinksInTheLayoutOrder) {
+    const Network net = small_network();
+    for (int repeat = 0; repeat < 2; ++repeat) {  // the skeleton's first file, then a copy's
+        SCOPED_TRACE(repeat);
+        {
+            ResultsWriter w(path("r.h5"), net, spec(2));
+            write_all(w, net, 2);
+            w.set_layer_series(0, "gain", std::vector<double>{1.0, 2.0});
+            w.commit();
+        }
+        const auto f = h5::File::open_read(path("r.h5"));
+        EXPECT_EQ(f.children_in_creation_order(),
+                  (std::vector<std::string>{"round", "chip", "t", "niu_round", "drift_compensation", "image", "class",
+                                            "labels", "logits", "layers", "predictions", "accuracy",
+                                            "reference_predictions", "reference_logits", "reference_accuracy"}));
+        EXPECT_EQ(f.open_group("layers").open_group("conv").children_in_creation_order(),
+                  (std::vector<std::string>{"round", "chip", "t", "niu_round", "drift_compensation", "image", "y", "x",
+                                            "channel", "reference", "activations", "snr_db", "cosine", "mismatch_rate",
+                                            "gain"}));
+    }
+}
