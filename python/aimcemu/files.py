@@ -80,6 +80,8 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
       device and inode, so neither another name nor a hard or symbolic link gets past.
     """
     raw = text(os.fspath(path), field, source)
+    if not raw:  # Path("") is ".", which would be refused as "a folder": say what is wrong
+        raise fail(source, field, "empty; give a file name (or a folder ending in '/')")
     if raw.endswith(("/", os.sep)):
         if default_name is None:
             raise fail(source, field, f"{raw} names a folder; give a file name")

@@ -15,6 +15,7 @@ from pathlib import Path
 import h5py
 import pytest
 
+import aimcemu
 from hostile import assert_refused, cli_run, temporaries, tiny_files
 
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
@@ -156,6 +157,13 @@ def test_devices_fifos_and_folders_are_never_replaced(files, capsys):
     refused([model, "-o", folder / "fifo"], folder, capsys, "field 'output'", "not a regular file")
     refused([model, "-o", folder / "existing"], folder, capsys, "field 'output'", "is a folder")
     assert Path("/dev/null").is_char_device()
+
+
+def test_an_empty_output_is_refused_as_empty_not_as_the_current_folder(files, capsys):
+    folder, model, _ = files
+    refused([model, "-o", ""], folder, capsys, "field 'output'", "empty; give a file name")
+    with pytest.raises(aimcemu.FormatError, match="field 'output': empty"):
+        aimcemu.run(model, output="")
 
 
 def test_a_trailing_slash_names_a_folder_for_the_default_file_name(files, capsys):
