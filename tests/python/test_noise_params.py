@@ -146,6 +146,17 @@ def test_a_converter_config_refuses_pair_factors_without_n_pair(kind):
     assert noise.converter_from_dict({"converter": "n_pair", "pair_factors": [1.0, 3.0]}).to_dict()["pair_factors"] == [1.0, 3.0]
 
 
+def test_a_converter_config_refuses_a_field_no_converter_has():
+    """A misspelt field was ignored (g_max stayed 25 for {"g_maxx": 30}); a noise model's flat
+    config, which carries its own fields beside the converter's, still gives its converter."""
+    with pytest.raises(aimcemu.FormatError, match=r"^converter: field 'g_maxx': not a converter field"):
+        noise.converter_from_dict({"converter": "single_pair", "g_maxx": 30.0})
+    with pytest.raises(aimcemu.FormatError, match=r"field 'prog_noise_scale'"):
+        noise.ConductanceConverter.from_dict({"g_max": 30.0, "prog_noise_scale": 2.0})
+    model = noise.noise_model_from_dict({"model": "pcm_like", "g_max": 30.0, "prog_noise_scale": 2.0})
+    assert model.converter.g_max == 30.0
+
+
 def test_derived_defaults_follow_the_parameters_they_depend_on():
     assert noise.HermesNoiseModel(num_devices=1).params["g_max"] == 10.35
     assert noise.HermesNoiseModel(num_devices=1).params["t0"] == 200.0

@@ -123,14 +123,21 @@ _CONVERTERS = {c.kind: c for c in (SinglePairConductanceConverter, NPairConducta
                                    SingleDeviceConductanceConverter)}
 
 
-def converter_from_dict(config: Mapping[str, Any]) -> ConductanceConverter:
-    """A converter from {"converter": kind, "g_max", "g_min", "pair_factors"} (the flat fields a
-    noise config carries; other keys are ignored)."""
+def converter_from_dict(config: Mapping[str, Any], *, other_keys_allowed: bool = False) -> ConductanceConverter:
+    """A converter from {"converter": kind, "g_max", "g_min", "pair_factors"}.  Any other key is a
+    FormatError naming it (a misspelt "g_maxx" would otherwise leave g_max at its default),
+    unless `other_keys_allowed`: a noise model's flat config carries the converter's fields
+    beside its own, and takes its converter from there."""
     kind = config.get("converter", "single_pair")
     if kind not in _CONVERTERS:
         raise _core.FormatError(f"noise config: field 'converter': unknown converter {kind!r} "
                                 f"(known: {', '.join(_CONVERTERS)})")
     names = {row["name"] for row in parameters.converter_table()} - {"converter"}
+    if not other_keys_allowed:
+        for key in config:
+            if key != "converter" and key not in names:
+                raise _core.FormatError(f"converter: field {key!r}: not a converter field "
+                                        f"(known: converter, {', '.join(sorted(names))})")
     params = {k: v for k, v in config.items() if k in names}
     # Fields by their table names, checked by the core's converter table, the one place that
     # knows which field applies to which kind: `pair_factors` with a single pair or a single

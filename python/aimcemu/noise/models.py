@@ -113,7 +113,7 @@ class NoiseModel:
 
     @property
     def converter(self) -> ConductanceConverter:
-        return converter_from_dict(self.params)
+        return converter_from_dict(self.params, other_keys_allowed=True)
 
     @property
     def num_threads(self) -> int:
