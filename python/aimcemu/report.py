@@ -191,18 +191,20 @@ def histogram_figure(path: Path, layers: Sequence[str]):
     return fig
 
 
-def niu_rows(config: dict, niu_counts: Sequence[int] = NIU_COUNTS) -> list[dict]:
+def niu_rows(config: dict, niu_counts: Sequence[int] = NIU_COUNTS, net=None) -> list[dict]:
     """FPS and latency of the run's model on the default system: digital, then with its AIMC
     layers and 1, 2, 4 NIUs (aimcemu.perf).  `config` is what the results file or the sweep's
-    index stored."""
-    model_path = _model_path(config)
-    aimc = _aimc_layer_names(config, model_path)
+    index stored; `net`, the run's model when the caller has loaded it already (it is read from
+    the config's model file otherwise, once for all rows)."""
+    if net is None:
+        net = modelfile.load_model(_model_path(config))
+    aimc = _aimc_layer_names(config, net)
     rows = []
     for niu in (0, *niu_counts):
         layers = None if niu == 0 else aimc
         if niu and not aimc:
             break
-        summary = perf(os.fspath(model_path), aimc_layers=layers, niu=niu).summary()
+        summary = perf(net, aimc_layers=layers, niu=niu).summary()
         rows.append({"NIUs": niu, "AIMC layers": summary["aimc_layers"], "FPS": f"{summary['fps']:.0f}",
                      "latency (ms)": f"{summary['latency_ms']:.4f}", "bottleneck": summary["bottleneck"]})
     return rows
@@ -215,13 +217,12 @@ def _niu_section(config: dict) -> str:
     from the results alone, so a missing model costs only this table."""
     stored = config.get("model")
     try:
-        if stored is not None:
-            net = modelfile.load_model(_model_path(config))
-            expected = config.get("model_name")
-            if expected is not None and net.name != expected:
-                return _note(f"NIU table left out: the model file at the run's stored path {stored!r} is model "
-                             f"{net.name!r}, the run's was {expected!r}.")
-        return _table(niu_rows(config))
+        net = modelfile.load_model(_model_path(config))  # once for the whole table
+        expected = config.get("model_name")
+        if stored is not None and expected is not None and net.name != expected:
+            return _note(f"NIU table left out: the model file at the run's stored path {stored!r} is model "
+                         f"{net.name!r}, the run's was {expected!r}.")
+        return _table(niu_rows(config, net=net))
     except (OSError, _core.FormatError) as exc:
         where = f"at the run's stored path {stored!r}" if stored is not None else "(the embedded default)"
         return _note(f"NIU table left out: the run's model file {where} could not be read "
@@ -256,9 +257,8 @@ def _note(text: str) -> str:
     return f'<p class="note">{html.escape(text)}</p>'
 
 
-def _aimc_layer_names(config: dict, model_path) -> list[str]:
-    """The AIMC layers of the stored mapping(s) (the union over a mapping grid axis)."""
-    net = modelfile.load_model(model_path)
+def _aimc_layer_names(config: dict, net) -> list[str]:
+    """The AIMC layers of the stored mapping(s) on `net` (the union over a mapping grid axis)."""
     mappings = [config.get("mapping")]
     grid = config.get("grid") or {}
     if "mapping" in grid:
