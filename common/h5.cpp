@@ -648,10 +648,10 @@ void write_new_file(const std::string& path, const std::string& target, const st
 
 }  // namespace
 
-AtomicFile::AtomicFile(const std::string& path, bool replace, const std::vector<unsigned char>& image)
+AtomicFile::AtomicFile(const std::string& path, bool replace, const std::function<Image()>& image)
     : path_(path), temp_path_(files::temporary_path_for(path)), replace_(replace) {
     check_target();
-    write_new_file(temp_path_, path_, image);
+    write_new_file(temp_path_, path_, *image());
     try {
         file_ = File::open_write(temp_path_);
     } catch (const Error&) {

@@ -12,6 +12,8 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -178,10 +180,11 @@ public:
 class AtomicFile {
 public:
     explicit AtomicFile(const std::string& path, bool replace = true);
-    // The same, with the temporary file starting as a copy of `image` (a whole HDF5 file, e.g.
-    // File::image() of an in-memory file), opened for writing: what the image holds is not built
-    // again.
-    AtomicFile(const std::string& path, bool replace, const std::vector<unsigned char>& image);
+    // The same, with the temporary file starting as a copy of the bytes `image()` returns (a whole
+    // HDF5 file, e.g. File::image() of an in-memory file), opened for writing: what the image
+    // holds is not built again.  `image` is called once `path` has passed the checks above.
+    using Image = std::shared_ptr<const std::vector<unsigned char>>;
+    AtomicFile(const std::string& path, bool replace, const std::function<Image()>& image);
     AtomicFile(const AtomicFile&) = delete;
     AtomicFile& operator=(const AtomicFile&) = delete;
     ~AtomicFile();

@@ -26,13 +26,6 @@ std::vector<std::int64_t> iota64(std::size_t n) {
     return v;
 }
 
-// A 1-D index coordinate that is also a dimension scale named `name`.
-h5::Dataset write_scale(const h5::Location& loc, const std::string& name, const std::vector<std::int64_t>& values) {
-    h5::Dataset ds = loc.write_dataset(name, {hsize_t(values.size())}, values.data());
-    ds.make_scale(name);
-    return ds;
-}
-
 void attach_all(const h5::Dataset& ds, std::initializer_list<const h5::Dataset*> scales) {
     unsigned axis = 0;
     for (const h5::Dataset* scale : scales) ds.attach_scale(*scale, axis++);
@@ -43,22 +36,25 @@ void mark_round_coordinates(const h5::Dataset& ds) {
     ds.write_attribute("coordinates", "chip t niu_round drift_compensation");
 }
 
-// A 1-D dataset of variable-length UTF-8 strings (h5py and xarray read it as str).
-h5::Dataset write_strings(const h5::Location& loc, const std::string& name, const std::vector<std::string>& values) {
+// The type of a 1-D dataset of variable-length UTF-8 strings (h5py and xarray read it as str).
+h5::Handle utf8_strings_type() {
     h5::Handle type(h5::check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
     h5::check(H5Tset_size(type.id(), H5T_VARIABLE), "H5Tset_size");
     h5::check(H5Tset_cset(type.id(), H5T_CSET_UTF8), "H5Tset_cset");
-    h5::Dataset ds = loc.create_dataset(name, type.id(), {hsize_t(values.size())}, {});
+    return type;
+}
+
+void write_strings(const h5::Dataset& ds, const std::vector<std::string>& values) {
+    if (values.empty()) return;
     std::vector<const char*> pointers;
     for (const auto& v : values) pointers.push_back(v.c_str());
-    if (values.empty()) return ds;
+    const h5::Handle type = utf8_strings_type();
     // A conversion buffer sized to these few strings: by default HDF5 allocates and zero-fills
     // 1 MiB for every write that converts (a string pointer to a heap reference), which was most
     // of the time of writing the rounds' coordinates into ResNet-50's 57 groups (~1 ms each).
     h5::Handle transfer(h5::check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate"));
     h5::check(H5Pset_buffer(transfer.id(), values.size() * 64, nullptr, nullptr), "H5Pset_buffer");
-    h5::check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, transfer.id(), pointers.data()), "H5Dwrite " + name);
-    return ds;
+    h5::check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, transfer.id(), pointers.data()), "H5Dwrite strings");
 }
 
 // Index of the first maximum of one image's output activations.
@@ -72,10 +68,40 @@ struct RoundScales {
     h5::Dataset round, chip, t, niu_round, drift_compensation;
 };
 
-// Writes the coordinates of every noisy round into `loc`: round (the position 0..R-1, unique)
-// as the dimension scale; chip, t, niu_round and drift_compensation as auxiliary coordinates
-// on it (the NIU round id repeats across chips and t, so it cannot be the index).
-RoundScales write_round_coordinates(const h5::Location& loc, const std::vector<RoundInfo>& rounds) {
+// A 1-D index coordinate of `size` that is also a dimension scale named `name`; its values
+// (0 .. size-1) are written by fill_index.
+h5::Dataset create_scale(const h5::Location& loc, const std::string& name, std::size_t size) {
+    h5::Dataset ds = loc.create_dataset(name, h5::native_type<std::int64_t>(), {hsize_t(size)}, {});
+    ds.make_scale(name);
+    return ds;
+}
+
+void fill_index(const h5::Dataset& scale, std::size_t size) {
+    if (size > 0) scale.write(iota64(size).data());
+}
+
+// The coordinates of `rounds` noisy rounds in `loc`: round (the position 0..R-1, unique) as the
+// dimension scale; chip, t, niu_round and drift_compensation as auxiliary coordinates on it
+// (the NIU round id repeats across chips and t, so it cannot be the index).  Created empty:
+// fill_round_coordinates writes a run's values.
+RoundScales create_round_coordinates(const h5::Location& loc, std::size_t rounds) {
+    const h5::Dims dims{hsize_t(rounds)};
+    RoundScales s;
+    s.round = create_scale(loc, "round", rounds);
+    s.chip = loc.create_dataset("chip", h5::native_type<std::int64_t>(), dims, {});
+    s.chip.attach_scale(s.round, 0);
+    s.t = loc.create_dataset("t", h5::native_type<double>(), dims, {});
+    s.t.attach_scale(s.round, 0);
+    s.t.write_attribute("units", "s");
+    s.niu_round = loc.create_dataset("niu_round", h5::native_type<std::int64_t>(), dims, {});
+    s.niu_round.attach_scale(s.round, 0);
+    s.drift_compensation = loc.create_dataset("drift_compensation", utf8_strings_type().id(), dims, {});
+    s.drift_compensation.attach_scale(s.round, 0);
+    return s;
+}
+
+void fill_round_coordinates(const h5::Location& loc, const std::vector<RoundInfo>& rounds) {
+    if (rounds.empty()) return;
     std::vector<std::int64_t> niu_rounds, chips;
     std::vector<double> times;
     std::vector<std::string> compensation;
@@ -85,19 +111,11 @@ RoundScales write_round_coordinates(const h5::Location& loc, const std::vector<R
         times.push_back(r.t);
         compensation.push_back(r.drift_compensation);
     }
-    const h5::Dims dims{hsize_t(rounds.size())};
-    RoundScales s;
-    s.round = write_scale(loc, "round", iota64(rounds.size()));
-    s.chip = loc.write_dataset("chip", dims, chips.data());
-    s.chip.attach_scale(s.round, 0);
-    s.t = loc.write_dataset("t", dims, times.data());
-    s.t.attach_scale(s.round, 0);
-    s.t.write_attribute("units", "s");
-    s.niu_round = loc.write_dataset("niu_round", dims, niu_rounds.data());
-    s.niu_round.attach_scale(s.round, 0);
-    s.drift_compensation = write_strings(loc, "drift_compensation", compensation);
-    s.drift_compensation.attach_scale(s.round, 0);
-    return s;
+    fill_index(loc.open_dataset("round"), rounds.size());
+    loc.open_dataset("chip").write(chips.data());
+    loc.open_dataset("t").write(times.data());
+    loc.open_dataset("niu_round").write(niu_rounds.data());
+    write_strings(loc.open_dataset("drift_compensation"), compensation);
 }
 
 // A layer's group: its links listed in creation order, as every group of the file, and its links
@@ -201,21 +219,24 @@ struct LayerState {
 
 // ---- the file's skeleton ----
 //
-// Most of a results file depends only on the network, the number of images, the rounds'
-// coordinates, the stored layers and the deflate level: every group and attribute (but the run's
-// `config`), the coordinates and dimension scales, and the datasets the run fills, with their
-// scales attached.  ResNet-50 has ~900 such objects, and HDF5 takes ~40 ms to create them
-// (dataset creation and H5DSattach_scale, ~25 us each); filling them takes a few.  So the writer
-// builds that skeleton once, in memory, and every results file of the same shape starts as a copy
-// of its bytes (SkeletonCache: a sweep's runs, repeated aimcemu.run calls).  The objects are
-// created in the order the layout lists them, so a file lists the same links in the same order
-// as if each run had created them, and the run writes only values.
+// Most of a results file depends only on the network, the number of images and of rounds, the
+// stored layers and the deflate level: every group and attribute (but the run's `config`), the
+// coordinates and dimension scales, and the datasets the run fills, with their scales attached.
+// ResNet-50 has ~900 such objects, and HDF5 takes ~40 ms to create them (dataset creation and
+// H5DSattach_scale, ~25 us each); filling them takes a few.  So the writer builds that skeleton
+// once, in memory, and every results file of the same shape starts as a copy of its bytes
+// (SkeletonCache: a sweep's runs, repeated aimcemu.run calls).  Values that grow with the
+// images or the rounds (the image indices, the rounds' coordinates) are not in the skeleton but
+// written into each file, so that a cached skeleton stays small (about 1 MB for ResNet-50) and
+// a sweep over t or chips, whose tasks differ in the rounds' coordinates only, shares one.  The
+// objects are created in the order the layout lists them, so a file lists the same links in the
+// same order as if each run had created them, and the run writes only values.
 
 namespace {
 
 struct SkeletonShape {
     const Network& net;
-    const ResultsSpec& spec;  // everything but config_json and the labels' values
+    const ResultsSpec& spec;  // its deflate level (the rest is the run's: config, labels, rounds)
     const std::vector<bool>& store;
     std::size_t images, rounds, classes;
 };
@@ -242,9 +263,10 @@ void create_root_skeleton(const h5::File& f, const SkeletonShape& shape) {
     f.write_attribute_strings("layer_names", names);
 
     const hsize_t r = shape.rounds, n = shape.images, k = shape.classes;
-    const RoundScales rounds = write_round_coordinates(f, shape.spec.rounds);
-    const h5::Dataset image = write_scale(f, "image", iota64(shape.images));
-    const h5::Dataset klass = write_scale(f, "class", iota64(shape.classes));
+    const RoundScales rounds = create_round_coordinates(f, shape.rounds);
+    const h5::Dataset image = create_scale(f, "image", shape.images);
+    const h5::Dataset klass = create_scale(f, "class", shape.classes);
+    fill_index(klass, shape.classes);
     f.create_dataset("labels", h5::native_type<std::int64_t>(), {n}, {}).attach_scale(image, 0);
 
     // logits [round][image][class], one round per chunk (rounds are written one by one), deflated
@@ -279,11 +301,14 @@ void create_layer_skeleton(const h5::Location& layers_group, const SkeletonShape
     group.write_attribute<std::int32_t>("out_shift", l.out_shift);
     group.write_attribute<std::int8_t>("activations_stored", store ? 1 : 0);
 
-    const RoundScales rounds = write_round_coordinates(group, shape.spec.rounds);
-    const h5::Dataset image = write_scale(group, "image", iota64(shape.images));
-    const h5::Dataset y = write_scale(group, "y", iota64(std::size_t(l.out_shape.h)));
-    const h5::Dataset x = write_scale(group, "x", iota64(std::size_t(l.out_shape.w)));
-    const h5::Dataset channel = write_scale(group, "channel", iota64(std::size_t(l.out_shape.c)));
+    const RoundScales rounds = create_round_coordinates(group, shape.rounds);
+    const h5::Dataset image = create_scale(group, "image", shape.images);
+    h5::Dataset y = create_scale(group, "y", std::size_t(l.out_shape.h));
+    h5::Dataset x = create_scale(group, "x", std::size_t(l.out_shape.w));
+    h5::Dataset channel = create_scale(group, "channel", std::size_t(l.out_shape.c));
+    fill_index(y, std::size_t(l.out_shape.h));
+    fill_index(x, std::size_t(l.out_shape.w));
+    fill_index(channel, std::size_t(l.out_shape.c));
     if (store) {
         const h5::Dims ref_dims{hsize_t(shape.images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
         const h5::Storage ref_storage{h5::choose_chunk(ref_dims, 1), shape.spec.deflate_level};
@@ -329,12 +354,7 @@ std::string skeleton_key(const SkeletonShape& shape) {
     add_number(shape.images);
     add_number(shape.classes);
     add_number(shape.spec.deflate_level);
-    for (const auto& r : shape.spec.rounds) {
-        add_number(r.niu_round);
-        add_number(r.chip);
-        add_number(r.t);
-        add(r.drift_compensation);
-    }
+    add_number(shape.rounds);
     key += '|';
     for (std::size_t i = 0; i < shape.net.layers.size(); ++i) {
         const Layer& l = shape.net.layers[i];
@@ -369,6 +389,8 @@ public:
         // Built without the lock: another writer's different skeleton need not wait for it.
         auto image = std::make_shared<const std::vector<unsigned char>>(build_skeleton(shape));
         const std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto& [existing, cached] : entries_)
+            if (existing == key) return cached;  // another writer built it meanwhile
         entries_.emplace_front(std::move(key), image);
         if (entries_.size() > kCapacity) entries_.pop_back();
         return image;
@@ -449,19 +471,23 @@ struct ResultsWriter::State {
 
 void ResultsWriter::State::open(const std::vector<bool>& store) {
     const SkeletonShape shape{net, spec, store, images, rounds, classes};
-    const std::shared_ptr<const std::vector<unsigned char>> skeleton = skeleton_cache().get(shape);
-    out.emplace(path, spec.replace_existing, *skeleton);
+    // The target is checked before the skeleton is built: a refused path costs no build.
+    out.emplace(path, spec.replace_existing, [&] { return skeleton_cache().get(shape); });
     const h5::File& f = file();
     f.write_attribute("config", spec.config_json);
     f.open_dataset("labels").write(spec.labels.data());
+    fill_index(f.open_dataset("image"), images);
+    fill_round_coordinates(f, spec.rounds);
     if (rounds > 0) round_logits = f.open_dataset("logits");
     layers_group = f.open_group("layers");
     for (std::size_t i = 0; i < layers.size(); ++i) {
         LayerState& ls = layers[i];
         ls.sums.assign(rounds, {});
         ls.round_set.assign(rounds, false);
-        if (!store[i]) continue;
         const h5::Location& group = layer_group(int(i));
+        fill_index(group.open_dataset("image"), images);
+        fill_round_coordinates(group, spec.rounds);
+        if (!store[i]) continue;
         ls.reference_ds = group.open_dataset("reference");
         ls.activations = group.open_dataset("activations");
     }
@@ -510,16 +536,17 @@ void ResultsWriter::State::write_predictions() {
 
 void ResultsWriter::State::write_layer_metrics(int layer) {
     LayerState& ls = layers[std::size_t(layer)];
-    if (rounds == 0) return;  // every series is empty, and the skeleton holds them already
     const h5::Location& group = layer_group(layer);
     const auto metric_values = [&](double (ActivationErrorSums::*metric)() const) {
         std::vector<double> values;
         for (const auto& s : ls.sums) values.push_back((s.*metric)());
         return values;
     };
-    fill(group, "snr_db", metric_values(&ActivationErrorSums::snr_db));
-    fill(group, "cosine", metric_values(&ActivationErrorSums::cosine));
-    fill(group, "mismatch_rate", metric_values(&ActivationErrorSums::mismatch_rate));
+    if (rounds > 0) {  // with none, the skeleton's empty metrics are the file's
+        fill(group, "snr_db", metric_values(&ActivationErrorSums::snr_db));
+        fill(group, "cosine", metric_values(&ActivationErrorSums::cosine));
+        fill(group, "mismatch_rate", metric_values(&ActivationErrorSums::mismatch_rate));
+    }
     if (ls.series.empty()) return;
     const h5::Dataset round = group.open_dataset("round");
     for (const auto& [name, values] : ls.series) create_round_series(group, name, round, rounds).write(values.data());

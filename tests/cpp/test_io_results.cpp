@@ -500,7 +500,7 @@ TEST_F(ResultsTest, LayerGroupsKeepTheirLinksInTheObjectHeader) {
 // Every file starts as a copy of a skeleton the writer built for the file's shape and keeps for
 // the next file of that shape (formats/results.cpp).  What a run writes is its own: a later file
 // of the same shape carries none of an earlier file's config, labels, values, series or
-// attributes, and a file of another shape (other t) gets a skeleton of its own.
+// attributes, and a file whose rounds have other coordinates (other t) gets its own.
 TEST_F(ResultsTest, FilesOfOneShapeShareASkeletonButNoneOfEachOthersValues) {
     const Network net = small_network();
     {
@@ -549,11 +549,35 @@ TEST_F(ResultsTest, FilesOfOneShapeShareASkeletonButNoneOfEachOthersValues) {
     EXPECT_EQ(a_conv.read_attribute_string("device"), "aimc");
     EXPECT_TRUE(scale_on_every_axis(a_conv.open_dataset("gain")));
 
+    EXPECT_EQ(b.open_dataset("image").read<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2}));
+    EXPECT_EQ(conv.open_dataset("image").read<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2}));
+    EXPECT_EQ(conv.open_dataset("round").read<std::int64_t>(), (std::vector<std::int64_t>{0, 1}));
+    EXPECT_EQ(conv.open_dataset("chip").read<std::int64_t>(), (std::vector<std::int64_t>{7, 7}));
+    EXPECT_EQ(conv.open_dataset("channel").read<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2}));
     const auto c = h5::File::open_read(path("c.h5"));
     EXPECT_EQ(c.open_dataset("t").read<double>(), (std::vector<double>{3600.0, 86400.0}));
     EXPECT_EQ(c.open_group("layers").open_group("pool").open_dataset("t").read<double>(),
               (std::vector<double>{3600.0, 86400.0}));
     EXPECT_EQ(a.open_dataset("t").read<double>(), (std::vector<double>{3600.0, 7200.0}));
+}
+
+// A run without noisy rounds may still give a layer a series (of no values): it is written, with
+// the round coordinates, as in a run with rounds (a writer that skipped every per-layer dataset
+// of a 0-round run's commit dropped it).
+TEST_F(ResultsTest, ASeriesOfARunWithoutRoundsIsWrittenEmpty) {
+    const Network net = small_network();
+    for (int repeat = 0; repeat < 2; ++repeat) {
+        {
+            ResultsWriter w(path("r.h5"), net, spec(0));
+            write_all(w, net, 0);
+            w.set_layer_series(2, "drift_alpha", std::vector<double>{});
+            w.commit();
+        }
+        const auto fc = h5::File::open_read(path("r.h5")).open_group("layers").open_group("fc");
+        ASSERT_TRUE(fc.has_link("drift_alpha"));
+        EXPECT_EQ(fc.open_dataset("drift_alpha").dims(), (h5::Dims{0}));
+        EXPECT_EQ(H5DSget_num_scales(fc.open_dataset("drift_alpha").id(), 0), 1);
+    }
 }
 
 // A file made from the skeleton lists its links in the order docs/hdf5_layout.md gives, the
