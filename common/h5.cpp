@@ -628,16 +628,25 @@ AtomicFile::AtomicFile(const std::string& path, bool replace)
 
 namespace {
 
-// Creates `path` (exclusively) holding `bytes`; on failure removes what it created and throws.
-void write_new_file(const std::string& path, const std::string& target, const std::vector<unsigned char>& bytes) {
+// Creates `path` (exclusively), then fills it with the bytes `image()` returns: a path that
+// cannot be created is refused before the image is made.  On failure removes what it created and
+// throws.
+void write_new_file(const std::string& path, const std::string& target, const std::function<AtomicFile::Image()>& image) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) throw Error("cannot write " + target + ": " + std::strerror(errno));
     int error = 0;
-    for (std::size_t done = 0; done < bytes.size() && error == 0;) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n > 0) done += std::size_t(n);
-        else if (n < 0 && errno != EINTR) error = errno;
-        else if (n == 0) error = EIO;
+    try {
+        const AtomicFile::Image bytes = image();
+        for (std::size_t done = 0; done < bytes->size() && error == 0;) {
+            const ssize_t n = ::write(fd, bytes->data() + done, bytes->size() - done);
+            if (n > 0) done += std::size_t(n);
+            else if (n < 0 && errno != EINTR) error = errno;
+            else if (n == 0) error = EIO;
+        }
+    } catch (...) {
+        ::close(fd);
+        std::remove(path.c_str());
+        throw;
     }
     if (::close(fd) != 0 && error == 0) error = errno;
     if (error != 0) {
@@ -651,7 +660,7 @@ void write_new_file(const std::string& path, const std::string& target, const st
 AtomicFile::AtomicFile(const std::string& path, bool replace, const std::function<Image()>& image)
     : path_(path), temp_path_(files::temporary_path_for(path)), replace_(replace) {
     check_target();
-    write_new_file(temp_path_, path_, *image());
+    write_new_file(temp_path_, path_, image);
     try {
         file_ = File::open_write(temp_path_);
     } catch (const Error&) {

@@ -182,7 +182,8 @@ public:
     explicit AtomicFile(const std::string& path, bool replace = true);
     // The same, with the temporary file starting as a copy of the bytes `image()` returns (a whole
     // HDF5 file, e.g. File::image() of an in-memory file), opened for writing: what the image
-    // holds is not built again.  `image` is called once `path` has passed the checks above.
+    // holds is not built again.  `image` is called only once the temporary file exists: a path that
+    // is refused (a folder, a missing or read-only folder) costs no image.
     using Image = std::shared_ptr<const std::vector<unsigned char>>;
     AtomicFile(const std::string& path, bool replace, const std::function<Image()>& image);
     AtomicFile(const AtomicFile&) = delete;

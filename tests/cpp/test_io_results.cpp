@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -500,7 +501,8 @@ TEST_F(ResultsTest, LayerGroupsKeepTheirLinksInTheObjectHeader) {
 // Every file starts as a copy of a skeleton the writer built for the file's shape and keeps for
 // the next file of that shape (formats/results.cpp).  What a run writes is its own: a later file
 // of the same shape carries none of an earlier file's config, labels, values, series or
-// attributes, and a file whose rounds have other coordinates (other t) gets its own.
+// attributes, and a file whose rounds have other coordinates (other t) shares the skeleton but
+// carries its own coordinates in every group.
 TEST_F(ResultsTest, FilesOfOneShapeShareASkeletonButNoneOfEachOthersValues) {
     const Network net = small_network();
     {
@@ -603,4 +605,36 @@ TEST_F(ResultsTest, AFileListsItsLinksInTheLayoutOrder) {
                                             "channel", "reference", "activations", "snr_db", "cosine", "mismatch_rate",
                                             "gain"}));
     }
+}
+
+// A file made from an image asks for the image only once its temporary file exists: a target in
+// a missing folder, or under a file, is refused at once, without building a skeleton (which a
+// large network's writer would also have cached for nothing).
+TEST_F(ResultsTest, ARefusedTargetNeverAsksForTheImage) {
+    int built = 0;
+    const auto image = [&] {
+        ++built;
+        h5::File f = h5::File::create_in_memory("atomic-file-image-test");
+        const std::int64_t one = 1;
+        f.write_dataset("one", {1}, &one);
+        auto bytes = std::make_shared<const std::vector<unsigned char>>(f.image());
+        f.close();
+        return bytes;
+    };
+    { std::ofstream(path("plain")) << "x"; }
+    for (const std::string& target : {path("missing/r.h5"), path("plain") + "/r.h5"}) {
+        SCOPED_TRACE(target);
+        EXPECT_THROW(h5::AtomicFile(target, true, image), h5::Error);
+        EXPECT_EQ(built, 0);
+    }
+    EXPECT_EQ(file_count(), 1u);  // "plain" only: no temporary file left
+    {
+        h5::AtomicFile out(path("r.h5"), true, image);
+        EXPECT_EQ(built, 1);
+        out.file().write_dataset("two", {1}, std::vector<std::int64_t>{2}.data());
+        out.commit();
+    }
+    const auto f = h5::File::open_read(path("r.h5"));
+    EXPECT_EQ(f.children_in_creation_order(), (std::vector<std::string>{"one", "two"}));
+    EXPECT_EQ(f.open_dataset("one").read<std::int64_t>(), (std::vector<std::int64_t>{1}));
 }
