@@ -205,7 +205,7 @@ std::span<const std::int8_t> ReferenceActivations::layer(int layer) const {
 }
 
 struct LayerState {
-    h5::Location group;  // opened when first needed (at once for a stored layer)
+    h5::Location group;  // opened with the file (State::open), which fills its image and round indices
     std::optional<h5::Dataset> activations, reference_ds;
     // set_reference(layer, ...)'s copy, shared with the RoundMetrics that read it (they may outlive
     // the writer or its commit)
