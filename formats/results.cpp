@@ -236,7 +236,7 @@ namespace {
 
 struct SkeletonShape {
     const Network& net;
-    const ResultsSpec& spec;  // its deflate level (the rest is the run's: config, labels, rounds)
+    int deflate_level;  // of the stored activations
     const std::vector<bool>& store;
     std::size_t images, rounds, classes;
 };
@@ -250,7 +250,14 @@ h5::Dataset create_round_series(const h5::Location& group, const std::string& na
     return ds;
 }
 
-constexpr const char* kLayerMetrics[] = {"snr_db", "cosine", "mismatch_rate"};
+// Each layer's per-round metrics: the dataset the skeleton holds and what commit fills it with.
+struct LayerMetric {
+    const char* name;
+    double (ActivationErrorSums::*value)() const;
+};
+constexpr LayerMetric kLayerMetrics[] = {{"snr_db", &ActivationErrorSums::snr_db},
+                                         {"cosine", &ActivationErrorSums::cosine},
+                                         {"mismatch_rate", &ActivationErrorSums::mismatch_rate}};
 
 void create_root_skeleton(const h5::File& f, const SkeletonShape& shape) {
     const Network& net = shape.net;
@@ -311,7 +318,7 @@ void create_layer_skeleton(const h5::Location& layers_group, const SkeletonShape
     fill_index(channel, std::size_t(l.out_shape.c));
     if (store) {
         const h5::Dims ref_dims{hsize_t(shape.images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
-        const h5::Storage ref_storage{h5::choose_chunk(ref_dims, 1), shape.spec.deflate_level};
+        const h5::Storage ref_storage{h5::choose_chunk(ref_dims, 1), shape.deflate_level};
         const h5::Dataset reference = group.create_dataset("reference", H5T_STD_I8LE, ref_dims, ref_storage);
         attach_all(reference, {&image, &y, &x, &channel});
 
@@ -320,11 +327,11 @@ void create_layer_skeleton(const h5::Location& layers_group, const SkeletonShape
         h5::Dims act_chunk = ref_storage.chunk;
         act_chunk.insert(act_chunk.begin(), 1);  // one round per chunk: rounds are written one by one
         const h5::Dataset activations =
-            group.create_dataset("activations", H5T_STD_I8LE, act_dims, {act_chunk, shape.spec.deflate_level});
+            group.create_dataset("activations", H5T_STD_I8LE, act_dims, {act_chunk, shape.deflate_level});
         attach_all(activations, {&rounds.round, &image, &y, &x, &channel});
         mark_round_coordinates(activations);
     }
-    for (const char* metric : kLayerMetrics) create_round_series(group, metric, rounds.round, shape.rounds);
+    for (const LayerMetric& metric : kLayerMetrics) create_round_series(group, metric.name, rounds.round, shape.rounds);
 }
 
 std::vector<unsigned char> build_skeleton(const SkeletonShape& shape) {
@@ -353,7 +360,7 @@ std::string skeleton_key(const SkeletonShape& shape) {
     for (const auto& name : shape.net.class_names) add(name);
     add_number(shape.images);
     add_number(shape.classes);
-    add_number(shape.spec.deflate_level);
+    add_number(shape.deflate_level);
     add_number(shape.rounds);
     key += '|';
     for (std::size_t i = 0; i < shape.net.layers.size(); ++i) {
@@ -416,7 +423,6 @@ struct ResultsWriter::State {
     std::size_t images = 0, rounds = 0, classes = 0;
     std::optional<h5::AtomicFile> out;
     std::shared_ptr<const ReferenceActivations> shared_reference;  // kept alive while its spans are used
-    h5::Location layers_group;
     std::vector<LayerState> layers;           // emptied by commit
     bool committed = false;
     std::vector<std::int64_t> reference_predictions, round_predictions;  // [image], [round][image]
@@ -452,11 +458,6 @@ struct ResultsWriter::State {
         return {1, hsize_t(images), hsize_t(o.h), hsize_t(o.w), hsize_t(o.c)};
     }
     const h5::File& file() { return out->file(); }
-    const h5::Location& layer_group(int layer) {
-        LayerState& ls = layers[std::size_t(layer)];
-        if (ls.group.id() < 0) ls.group = layers_group.open_group(net.layers[std::size_t(layer)].name);
-        return ls.group;
-    }
 
     // Opens the file as a copy of its skeleton and writes what is the run's own: the config and
     // the labels.
@@ -470,8 +471,8 @@ struct ResultsWriter::State {
 };
 
 void ResultsWriter::State::open(const std::vector<bool>& store) {
-    const SkeletonShape shape{net, spec, store, images, rounds, classes};
-    // The target is checked before the skeleton is built: a refused path costs no build.
+    const SkeletonShape shape{net, spec.deflate_level, store, images, rounds, classes};
+    // The skeleton is asked for once the temporary file exists: a refused path costs no build.
     out.emplace(path, spec.replace_existing, [&] { return skeleton_cache().get(shape); });
     const h5::File& f = file();
     f.write_attribute("config", spec.config_json);
@@ -479,12 +480,13 @@ void ResultsWriter::State::open(const std::vector<bool>& store) {
     fill_index(f.open_dataset("image"), images);
     fill_round_coordinates(f, spec.rounds);
     if (rounds > 0) round_logits = f.open_dataset("logits");
-    layers_group = f.open_group("layers");
+    const h5::Location layers_group = f.open_group("layers");
     for (std::size_t i = 0; i < layers.size(); ++i) {
         LayerState& ls = layers[i];
         ls.sums.assign(rounds, {});
         ls.round_set.assign(rounds, false);
-        const h5::Location& group = layer_group(int(i));
+        ls.group = layers_group.open_group(net.layers[i].name);
+        const h5::Location& group = ls.group;
         fill_index(group.open_dataset("image"), images);
         fill_round_coordinates(group, spec.rounds);
         if (!store[i]) continue;
@@ -536,16 +538,12 @@ void ResultsWriter::State::write_predictions() {
 
 void ResultsWriter::State::write_layer_metrics(int layer) {
     LayerState& ls = layers[std::size_t(layer)];
-    const h5::Location& group = layer_group(layer);
-    const auto metric_values = [&](double (ActivationErrorSums::*metric)() const) {
+    const h5::Location& group = ls.group;
+    // With no rounds, the skeleton's empty metrics are the file's (fill writes nothing).
+    for (const LayerMetric& metric : kLayerMetrics) {
         std::vector<double> values;
-        for (const auto& s : ls.sums) values.push_back((s.*metric)());
-        return values;
-    };
-    if (rounds > 0) {  // with none, the skeleton's empty metrics are the file's
-        fill(group, "snr_db", metric_values(&ActivationErrorSums::snr_db));
-        fill(group, "cosine", metric_values(&ActivationErrorSums::cosine));
-        fill(group, "mismatch_rate", metric_values(&ActivationErrorSums::mismatch_rate));
+        for (const auto& sums : ls.sums) values.push_back((sums.*metric.value)());
+        fill(group, metric.name, values);
     }
     if (ls.series.empty()) return;
     const h5::Dataset round = group.open_dataset("round");
@@ -740,7 +738,7 @@ void ResultsWriter::set_layer_attribute(int layer, const std::string& name, cons
     const std::string field = "layers/" + s.net.layers[std::size_t(layer)].name + "@" + name;
     if (name.empty() || reserved_layer_name(name)) s.fail(field, "not a free attribute name in a layer group");
     try {
-        s.layer_group(layer).write_attribute(name, value);
+        s.layers[std::size_t(layer)].group.write_attribute(name, value);
     } catch (const h5::Error& e) {
         s.fail(field, std::string("cannot write: ") + e.what());
     }
@@ -767,7 +765,6 @@ void ResultsWriter::commit() {
         for (std::size_t i = 0; i < s.layers.size(); ++i) s.write_layer_metrics(int(i));
         s.committed = true;  // the layers go now: from here on nothing may index them
         s.layers.clear();  // close every handle before the file
-        s.layers_group = {};
         s.round_logits.reset();
         s.out->commit();
     } catch (const h5::Error& e) {
