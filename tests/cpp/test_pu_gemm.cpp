@@ -606,17 +606,21 @@ struct ChunkedCase {
     std::int64_t n, p, m;
     std::vector<std::int8_t> w, x, bias, expect;
 };
+// Random operands of one N x M x P GEMM (bias shift 1) and the reference output requantised by
+// `out_shift` (no ReLU).
+ChunkedCase random_case(pcg32& rng, std::int64_t n, std::int64_t m, std::int64_t p, int out_shift) {
+    ChunkedCase c{n, p, m, random_int8(rng, n * m), random_int8(rng, p * m), random_int8(rng, n), {}};
+    std::vector<std::int32_t> acc(std::size_t(n * p));
+    gemm_reference(c.w.data(), c.x.data(), m, c.bias.data(), 1, n, m, p, acc.data());
+    c.expect.resize(acc.size());
+    requantize(acc.data(), std::int64_t(acc.size()), out_shift, false, c.expect.data());
+    return c;
+}
+
 std::vector<ChunkedCase> chunked_cases(pcg32& rng) {
     std::vector<ChunkedCase> cases;
-    const std::int64_t m = 4099;
-    for (const auto& [n, p] : {std::pair<std::int64_t, std::int64_t>{17, 1}, {200, 49}, {130, 200}, {17, 1000}}) {
-        ChunkedCase c{n, p, m, random_int8(rng, n * m), random_int8(rng, p * m), random_int8(rng, n), {}};
-        std::vector<std::int32_t> acc(std::size_t(n * p));
-        gemm_reference(c.w.data(), c.x.data(), m, c.bias.data(), 1, n, m, p, acc.data());
-        c.expect.resize(acc.size());
-        requantize(acc.data(), std::int64_t(acc.size()), 9, false, c.expect.data());
-        cases.push_back(std::move(c));
-    }
+    for (const auto& [n, p] : {std::pair<std::int64_t, std::int64_t>{17, 1}, {200, 49}, {130, 200}, {17, 1000}})
+        cases.push_back(random_case(rng, n, 4099, p, 9));
     return cases;
 }
 
@@ -710,11 +714,8 @@ TEST(Gemm, AStreamedGemmInsideARowWriterLeavesTheOuterRowsAlone) {
     // block under the outer kernel), for every kernel and 1-2 threads.
     pcg32 rng(67);
     const std::int64_t n = 40, m = 300, p = 96;
-    const auto w = random_int8(rng, n * m), x = random_int8(rng, p * m), bias = random_int8(rng, n);
-    std::vector<std::int32_t> acc(std::size_t(n * p));
-    gemm_reference(w.data(), x.data(), m, bias.data(), 1, n, m, p, acc.data());
-    std::vector<std::int8_t> expect(acc.size());
-    requantize(acc.data(), std::int64_t(acc.size()), 8, false, expect.data());
+    const ChunkedCase c = random_case(rng, n, m, p, 8);
+    const auto &w = c.w, &x = c.x, &bias = c.bias, &expect = c.expect;
     for (FastKernel k : available_fast_kernels()) {
         const PackedWeights packed(w.data(), bias.data(), 1, n, m, k);
         const auto operand = operand_as_packed_reads(packed, x, p, m);
