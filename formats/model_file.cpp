@@ -17,6 +17,8 @@
 #include "common/h5.hpp"
 #include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
+#include "formats/model_fields.hpp"
+#include "formats/model_handover.hpp"
 #include "formats/untrusted_file.hpp"
 
 namespace aimcemu {
@@ -71,11 +73,11 @@ public:
     }
 };
 
-// The checking process's side of the hand-over (read_model_weights_into): HDF5 reads each layer's
-// weights straight into the memory file, grown layer by layer, so they never pass through a
-// zero-filled vector and a write() copy.  The layers keep no weights in this process.  A memory
-// file reused from an earlier hand-over is written over in place (its pages are not allocated
-// again) and cut to this model's weights at the end.
+// The checking process's side of the hand-over (hand_model_over): HDF5 reads each layer's weights
+// straight into the memory file, grown layer by layer, so they never pass through a zero-filled
+// vector and a write() copy; the structure record follows them (model_handover.hpp).  The layers
+// keep no weights in this process.  A memory file reused from an earlier hand-over is written over
+// in place (its pages are not allocated again) and cut to this model's bytes at the end.
 class WeightsIntoMemoryFile final : public WeightsSource {
 public:
     explicit WeightsIntoMemoryFile(int fd) : fd_(fd) {
@@ -85,20 +87,26 @@ public:
     }
     std::vector<std::int8_t> take(const FieldReader& r, const h5::Dataset& weights, const h5::Dims&,
                                   const std::string& field) override {
+        const std::uint64_t before = size_;
         r.read_into<std::int8_t>(weights, field, [&](std::uint64_t count) { return grow(count); });
+        counts_.push_back(size_ - before);
         return {};
     }
-    void finish() override {
+    // Each GEMM layer's weight count, in the order taken.
+    const std::vector<std::uint64_t>& counts() const { return counts_; }
+    std::uint64_t bytes() const { return size_; }
+    // `record` after the weights, and the file cut to its end.
+    void append_and_close(std::string_view record) {
+        if (!record.empty()) std::memcpy(grow(record.size()), record.data(), record.size());
         mapping_ = Mapping();
         if (file_size_ != size_ && ::ftruncate(fd_, off_t(size_)) != 0) fail();
     }
-    std::uint64_t bytes() const { return size_; }
 
 private:
     [[noreturn]] static void fail() {
-        throw std::runtime_error(std::string("cannot hand the weights over: ") + std::strerror(errno));
+        throw std::runtime_error(std::string("cannot hand the model over: ") + std::strerror(errno));
     }
-    // `count` more bytes after the weights written so far, mapped for writing.
+    // `count` more bytes after the bytes written so far, mapped for writing.
     std::int8_t* grow(std::uint64_t count) {
         mapping_ = Mapping();  // the previous layer's is written
         if (count == 0) return nullptr;
@@ -114,81 +122,31 @@ private:
     }
     int fd_;
     std::uint64_t size_ = 0, file_size_ = 0;
+    std::vector<std::uint64_t> counts_;
     Mapping mapping_;
 };
 
-// The caller's side: the weights the checking process read and handed over (check_model_in_helper),
-// taken layer by layer in the order read_model reads the layers, so the weights are read from the
-// file once (and a deflated file of an earlier version inflated once).  The memory file is mapped
-// once and each layer's weights copied out of it (no zero fill, no read() per layer).
-class HandedOverWeights final : public WeightsSource {
-public:
-    HandedOverWeights(const HandOver& handed, const std::string& path) : path_(path), size_(handed.bytes()) {
-        struct stat st {};
-        if (::fstat(handed.fd(), &st) != 0 || std::uint64_t(st.st_size) < size_)
-            throw FormatError(path_, "file", "cannot read the weights the file check handed over");
-        try {
-            if (size_ > 0) mapping_ = Mapping(handed.fd(), 0, size_, PROT_READ);
-        } catch (const std::runtime_error& e) {
-            throw FormatError(path_, "file", e.what());
-        }
+// The caller's side: the model the checking process read and handed over (check_model_in_helper),
+// decoded from its memory file, mapped once; each layer's weights are copied out of the mapping
+// (no zero fill, no read() per layer).  Nothing of the model file is read here.
+Network handed_over_model(const HandOver& handed, const std::string& path) {
+    const std::uint64_t size = handed.bytes() + handed.structure_bytes();
+    struct stat st {};
+    if (size < handed.bytes() || ::fstat(handed.fd(), &st) != 0 || std::uint64_t(st.st_size) < size)
+        throw FormatError(path, "file", "cannot read the model the file check handed over");
+    Mapping mapping;
+    try {
+        if (size > 0) mapping = Mapping(handed.fd(), 0, size, PROT_READ);
+    } catch (const std::runtime_error& e) {
+        throw FormatError(path, "file", e.what());
     }
-    // The next `dims` (the dataset's shape, as this process read it) of weights.
-    std::vector<std::int8_t> take(const FieldReader&, const h5::Dataset&, const h5::Dims& dims,
-                                  const std::string& field) override {
-        std::uint64_t count = 1;
-        for (auto d : dims) {
-            if (d != 0 && count > (size_ - offset_) / d) changed(field);
-            count *= d;
-        }
-        if (count > size_ - offset_) changed(field);
-        const std::int8_t* first = mapping_.data() + offset_;
-        offset_ += count;
-        return count == 0 ? std::vector<std::int8_t>() : std::vector<std::int8_t>(first, first + count);
-    }
-    // Every weight handed over was taken.
-    void finish() override {
-        if (offset_ != size_) changed("layers");
-    }
+    const std::int8_t* weights = mapping.data();
+    const std::string_view structure(reinterpret_cast<const char*>(weights) + handed.bytes(), handed.structure_bytes());
+    return decode_model_structure(structure, {weights, std::size_t(handed.bytes())}, path);
+}
 
-private:
-    [[noreturn]] void changed(const std::string& field) const {
-        throw FormatError(path_, field, "the file changed while it was read (the file check read other weights)");
-    }
-    std::string path_;
-    std::uint64_t size_ = 0, offset_ = 0;
-    Mapping mapping_;
-};
-
-// Layer attributes stored as scalar integers: name in the file and the member they fill.
-struct IntField {
-    const char* name;
-    int Layer::*member;
-    std::int64_t lo, hi;
-};
-constexpr std::int64_t kIntMin = std::numeric_limits<int>::min();
-constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
-const IntField kIntFields[] = {
-    {"input", &Layer::input, -1, kIntMax},
-    {"out_channels", &Layer::out_channels, kIntMin, kIntMax},
-    {"bias_shift", &Layer::bias_shift, kIntMin, kIntMax},
-    {"out_shift", &Layer::out_shift, kIntMin, kIntMax},
-    {"residual_input", &Layer::residual_input, -1, kIntMax},
-    {"residual_shift", &Layer::residual_shift, kIntMin, kIntMax},
-    {"input_shift", &Layer::input_shift, kIntMin, kIntMax},
-    {"avg_mult", &Layer::avg_mult, kIntMin, kIntMax},
-};
-// The window (version 2): every layer stores all eight, 1x1 / 1 / 0 where it has no window.
-// Network::resolve checks their ranges, naming the field.
-struct WindowField {
-    const char* name;
-    int Window::*member;
-};
-const WindowField kWindowFields[] = {
-    {"kernel_h", &Window::kernel_h}, {"kernel_w", &Window::kernel_w}, {"stride_h", &Window::stride_h},
-    {"stride_w", &Window::stride_w}, {"pad_top", &Window::pad_top},   {"pad_bottom", &Window::pad_bottom},
-    {"pad_left", &Window::pad_left}, {"pad_right", &Window::pad_right},
-};
+using model_fields::kIntMax;
+using model_fields::kIntMin;
 
 // Version 1 stored one kernel, stride and pad for both axes: Window::square of the three.
 Window read_square_window(const FieldReader& r, const h5::Location& g, const std::string& f) {
@@ -197,18 +155,12 @@ Window read_square_window(const FieldReader& r, const h5::Location& g, const std
     return Window::square(kernel, stride, pad);
 }
 
-struct FlagField {
-    const char* name;
-    bool Layer::*member;
-};
-const FlagField kFlagFields[] = {{"relu", &Layer::relu}, {"relu_after_residual", &Layer::relu_after_residual}};
-
 void write_layer(const h5::Location& layers, const Layer& l) {
     const h5::Location g = layers.create_group(l.name);
     g.write_attribute("kind", std::string(to_string(l.kind)));
-    for (const auto& f : kIntFields) g.write_attribute<std::int32_t>(f.name, l.*(f.member));
-    for (const auto& f : kWindowFields) g.write_attribute<std::int32_t>(f.name, l.window.*(f.member));
-    for (const auto& f : kFlagFields) g.write_attribute<std::int8_t>(f.name, l.*(f.member) ? 1 : 0);
+    for (const auto& f : model_fields::kInts) g.write_attribute<std::int32_t>(f.name, l.*(f.member));
+    for (const auto& f : model_fields::kWindow) g.write_attribute<std::int32_t>(f.name, l.window.*(f.member));
+    for (const auto& f : model_fields::kFlags) g.write_attribute<std::int8_t>(f.name, l.*(f.member) ? 1 : 0);
     if (!l.is_gemm()) return;
     const hsize_t n = hsize_t(l.out_channels);
     const h5::Dims wdims = l.kind == LayerKind::Conv
@@ -233,14 +185,14 @@ Layer read_layer(const FieldReader& r, const h5::Location& layers, const std::st
     } catch (const FormatError& e) {
         r.fail(f + "kind", "unknown layer kind '" + kind + "' (expected conv, linear, add, max_pool or avg_pool)");
     }
-    for (const auto& field : kIntFields)
+    for (const auto& field : model_fields::kInts)
         l.*(field.member) = int(r.integer(g, field.name, f + field.name, field.lo, field.hi));
     if (version == 1)
         l.window = read_square_window(r, g, f);
     else
-        for (const auto& field : kWindowFields)
+        for (const auto& field : model_fields::kWindow)
             l.window.*(field.member) = int(r.integer(g, field.name, f + field.name, kIntMin, kIntMax));
-    for (const auto& field : kFlagFields) l.*(field.member) = r.flag(g, field.name, f + field.name);
+    for (const auto& field : model_fields::kFlags) l.*(field.member) = r.flag(g, field.name, f + field.name);
 
     const bool has_weights = r.has_link(g, "weights", f + "weights");
     const bool has_bias = r.has_link(g, "bias", f + "bias");
@@ -401,15 +353,15 @@ Network resolved_model(Network net, const std::string& path) {
 
 }  // namespace
 
-// The checking process reads the whole file and hands the weights over; this process then reads
-// only the metadata (and the biases), so the weights are read once (inflated once, in a deflated file).
+// The checking process reads the whole file and hands the model over; this process reads nothing
+// of the file itself (model_handover.hpp).
 Network load_model(const std::string& path) {
     FileCheck no_dataset;
     return load_model(path, "", no_dataset);
 }
 
-// The file is opened once, here, and both reads (the checking process's and this one's) read the
-// file open on that descriptor: a file renamed over the path meanwhile is never read.
+// The file is opened once, here, and the checking process reads the file open on that descriptor:
+// a file renamed over the path meanwhile is never read.
 Network load_model(const std::string& path, const std::string& dataset_path, FileCheck& dataset_check,
                    FileKind dataset_kind) {
     const OpenedFile model = open_user_file(path);
@@ -417,8 +369,7 @@ Network load_model(const std::string& path, const std::string& dataset_path, Fil
     if (!checked) return load_model_in_process(path, model.fd());
     between_reads(path);
     if (!dataset_path.empty() && !dataset_check.error) between_reads(dataset_path);
-    HandedOverWeights weights(checked, path);
-    return resolved_model(read_model(FieldReader(path, model.fd()), weights), path);
+    return resolved_model(handed_over_model(checked, path), path);
 }
 
 Network load_model_in_process(const std::string& path, int file_fd) {
@@ -426,10 +377,13 @@ Network load_model_in_process(const std::string& path, int file_fd) {
     return resolved_model(read_model(FieldReader(path, file_fd), weights), path);
 }
 
-std::uint64_t read_model_weights_into(const std::string& path, int fd, int file_fd) {
-    WeightsIntoMemoryFile weights(fd);
-    read_model(FieldReader(path, file_fd), weights);
-    return weights.bytes();
+ModelHandOverSize hand_model_over(const std::string& path, int fd, int file_fd) {
+    WeightsIntoMemoryFile memory_file(fd);
+    const Network net = read_model(FieldReader(path, file_fd), memory_file);
+    const std::uint64_t weights = memory_file.bytes();
+    const std::string structure = encode_model_structure(net, memory_file.counts());
+    memory_file.append_and_close(structure);
+    return {weights, structure.size()};
 }
 
 void save_dataset(const DataSet& data, const std::string& path) {

@@ -33,8 +33,8 @@ void save_model(const Network& net, const std::string& path);
 // Reads and validates a model file; the returned network is resolved.  The file is opened once and
 // every read reads that open file (a file renamed over `path` meanwhile is never read).  It is read in the
 // checking process first (formats/untrusted_file.hpp), so a file that crashes the HDF5 library
-// is refused with a FormatError; that process hands the weights it read over, and this one then
-// reads only the rest of the file (check_model_in_helper).
+// is refused with a FormatError; that process hands the model it read over, and this one reads
+// nothing of the file itself (check_model_in_helper, model_handover.hpp).
 Network load_model(const std::string& path);
 // load_model, and the data set file at `dataset_path` read in the same checking process (one
 // process start instead of two); what that process found in the data set goes to `dataset_check`,
@@ -48,12 +48,17 @@ Network load_model(const std::string& path, const std::string& dataset_path, Fil
 Network load_model_in_process(const std::string& path, int file_fd = -1);
 // What the checking process runs for check_model_in_helper: reads every field of the model file at
 // `path` as load_model_in_process does, with every GEMM layer's weights read by HDF5 straight into
-// the memory file `fd` (from its start, in the order of the file's layers, the file then cut to
-// them) instead of into this process; returns their bytes.  The graph checks (Network::resolve)
-// are left to the caller, which runs them on the same fields; they read no file.  Throws
+// the memory file `fd` (from its start, in the order of the file's layers) instead of into this
+// process, followed by the structure record of everything else the file holds
+// (model_handover.hpp); the file is then cut to those bytes.  The graph checks (Network::resolve)
+// are left to the caller, which runs them on the decoded record; they read no file.  Throws
 // FormatError as load_model_in_process; std::runtime_error when `fd` cannot be grown or mapped.
 // With `file_fd`, the model file open on it (as load_model_in_process).
-std::uint64_t read_model_weights_into(const std::string& path, int fd, int file_fd = -1);
+struct ModelHandOverSize {
+    std::uint64_t weights = 0;    // bytes of weights, first in the memory file
+    std::uint64_t structure = 0;  // bytes of the structure record after them
+};
+ModelHandOverSize hand_model_over(const std::string& path, int fd, int file_fd = -1);
 
 struct DataSet {
     Shape3 image_shape;                 // H, W, C of one image

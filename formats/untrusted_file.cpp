@@ -609,7 +609,7 @@ std::optional<Served> serve(WarmHelper& w, const std::string& kind, const std::v
 }  // namespace
 
 HandOver::~HandOver() {
-    if (warm_) release_warm_helper(bytes_);
+    if (warm_) release_warm_helper(bytes_ + structure_bytes_);
 }
 
 namespace {
@@ -618,6 +618,27 @@ namespace {
 // (check_file.cpp).
 std::string model_request(FileKind dataset_kind) {
     return dataset_kind == FileKind::DataSetHeader ? "model-weights+dataset-header" : "model-weights";
+}
+
+// N and M of a model report's "weights N structure M" (check_file.cpp), each a whole decimal
+// number; nullopt for anything else.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> handed_over_sizes(std::string_view detail) {
+    const auto number_after = [&](std::string_view label, char end_char) -> std::optional<std::uint64_t> {
+        if (detail.substr(0, label.size()) != label) return std::nullopt;
+        detail.remove_prefix(label.size());
+        std::uint64_t value = 0;
+        const auto [end, parsed] = std::from_chars(detail.data(), detail.data() + detail.size(), value);
+        const std::size_t used = std::size_t(end - detail.data());
+        if (parsed != std::errc() || used == 0 || (end_char != '\0' ? used == detail.size() || *end != end_char : used != detail.size()))
+            return std::nullopt;
+        detail.remove_prefix(used);
+        return value;
+    };
+    const auto weights = number_after("weights ", ' ');
+    if (!weights) return std::nullopt;
+    const auto structure = number_after(" structure ", '\0');
+    if (!structure) return std::nullopt;
+    return std::pair{*weights, *structure};
 }
 
 }  // namespace
@@ -665,16 +686,15 @@ HandOver check_model_in_helper(const OpenedFile& model, const std::string& datas
     if (!dataset_path.empty() && dataset_check != nullptr)
         *dataset_check = dataset_unopened ? FileCheck{dataset_path, dataset_unopened, dataset_kind, {}}
                                           : FileCheck{dataset_path, reports[1].error, dataset_kind, dataset};
-    // "weights N": the helper handed over N bytes (the memory file may hold more: a reused one).
-    const std::string& detail = reports[0].detail;
-    std::uint64_t bytes = 0;
-    const char* digits = detail.c_str() + std::min(detail.size(), std::strlen("weights "));
-    const auto [end, parsed] = std::from_chars(digits, detail.c_str() + detail.size(), bytes);
-    if (detail.rfind("weights ", 0) != 0 || parsed != std::errc() || end != detail.c_str() + detail.size())
-        throw FormatError(path, "file", "the file check did not say how many weights it handed over ('" + detail + "')");
+    // "weights N structure M": the helper handed over N bytes of weights and an M-byte record (the
+    // memory file may hold more: a reused one).
+    const std::optional<std::pair<std::uint64_t, std::uint64_t>> sizes = handed_over_sizes(reports[0].detail);
+    if (!sizes)
+        throw FormatError(path, "file", "the file check did not say how much of the model it handed over ('" +
+                                            reports[0].detail + "')");
     const bool leased = served.has_value();
     release.armed = release.armed && !leased;
-    return HandOver(std::move(weights), bytes, leased);
+    return HandOver(std::move(weights), sizes->first, sizes->second, leased);
 }
 
 }  // namespace aimcemu

@@ -134,37 +134,44 @@ struct FileCheck {
     }
 };
 
-// The weights a checking process handed over (check_model_in_helper): the first bytes() bytes of the
-// memory file fd().  Empty (false) when no helper is configured.  While it lives, this load holds
+// The model a checking process handed over (check_model_in_helper): bytes() bytes of weights at the
+// start of the memory file fd(), then structure_bytes() bytes of its structure record
+// (model_handover.hpp).  Empty (false) when no helper is configured.  While it lives, this load holds
 // the checking process kept between loads (untrusted_file.cpp), whose memory file it reads.
 class HandOver {
 public:
     HandOver() = default;
-    HandOver(FileDescriptor file, std::uint64_t bytes, bool warm) : file_(std::move(file)), bytes_(bytes), warm_(warm) {}
+    HandOver(FileDescriptor file, std::uint64_t bytes, std::uint64_t structure_bytes, bool warm)
+        : file_(std::move(file)), bytes_(bytes), structure_bytes_(structure_bytes), warm_(warm) {}
     HandOver(HandOver&& other) noexcept
-        : file_(std::move(other.file_)), bytes_(other.bytes_), warm_(std::exchange(other.warm_, false)) {}
+        : file_(std::move(other.file_)),
+          bytes_(other.bytes_),
+          structure_bytes_(other.structure_bytes_),
+          warm_(std::exchange(other.warm_, false)) {}
     HandOver& operator=(HandOver&&) = delete;
     ~HandOver();
     int fd() const { return file_.get(); }
     std::uint64_t bytes() const { return bytes_; }
+    std::uint64_t structure_bytes() const { return structure_bytes_; }
     explicit operator bool() const { return bool(file_); }
 
 private:
     FileDescriptor file_;
-    std::uint64_t bytes_ = 0;
+    std::uint64_t bytes_ = 0, structure_bytes_ = 0;
     bool warm_ = false;  // releases the warm helper when it goes away
 };
 
-// check_in_helper for one opened model file, whose helper also hands over the weights it read: every
+// check_in_helper for one opened model file, whose helper also hands the model it read over: every
 // GEMM layer's weights, in the order of the file's layers, read by HDF5 straight into a memory
-// file (memfd), so that the caller reads only the metadata again and never reads the weights (or
-// inflates a deflated file's chunks) a second time.  Returns an empty HandOver when no helper is
-// configured.  The helper reads every field of the file as check_in_helper's does; the graph
-// checks, which read no file, are left to the caller, which runs them anyway (model_file.hpp,
-// read_model_weights_into).  What it reports is raised the same.  With `dataset_path`, that data set
-// file is opened here and the same process then reads it (one process start instead of two) as
-// `dataset_kind` (DataSet, or DataSetHeader: all but the images' values); what it found, and the
-// opened file, go to `*dataset_check` (untouched when no helper is configured).
+// file (memfd), followed by a record of everything else the file holds (model_handover.hpp), so
+// that the caller reads nothing of the file itself (no HDF5 call on it in this process, and no
+// weight read or inflated twice).  Returns an empty HandOver when no helper is configured.  The
+// helper reads every field of the file as check_in_helper's does; the graph checks, which read no
+// file, are left to the caller, which runs them anyway (model_file.hpp, hand_model_over).  What it
+// reports is raised the same.  With `dataset_path`, that data set file is opened here and the same
+// process then reads it (one process start instead of two) as `dataset_kind` (DataSet, or
+// DataSetHeader: all but the images' values); what it found, and the opened file, go to
+// `*dataset_check` (untouched when no helper is configured).
 HandOver check_model_in_helper(const OpenedFile& model, const std::string& dataset_path = "",
                                FileCheck* dataset_check = nullptr, FileKind dataset_kind = FileKind::DataSet);
 

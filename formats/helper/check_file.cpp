@@ -8,8 +8,9 @@
 // fails ends the request (check_all), the files after it are not read.
 // KIND model-weights (one model file, then optionally one data set file): the model's every GEMM
 // layer's weights, in the order of the layers read, are read straight into the memory file on
-// descriptor 3 (check_model_in_helper, read_model_weights_into) before "ok\nweights N" (N bytes
-// handed over) is reported; the graph checks are left to the caller.  The second file is read as a
+// descriptor 3, followed by the structure record of the rest (check_model_in_helper,
+// hand_model_over, model_handover.hpp), before "ok\nweights N structure M" (N bytes of weights, M
+// of the record) is reported; the graph checks are left to the caller.  The second file is read as a
 // data set, in the same process; with KIND model-weights+dataset-header, as a data set's header
 // (KIND dataset-header: every field but the images' values, load_dataset_header), as a sweep's
 // plan reads it.
@@ -36,8 +37,10 @@ namespace {
 std::string check(const std::string& kind, const std::string& path, int fd) {
     using namespace aimcemu;
     try {
-        if (kind == "model-weights")
-            return "ok\nweights " + std::to_string(read_model_weights_into(path, aimcemu::kHelperHandoverFd, fd));
+        if (kind == "model-weights") {
+            const auto handed = hand_model_over(path, aimcemu::kHelperHandoverFd, fd);
+            return "ok\nweights " + std::to_string(handed.weights) + " structure " + std::to_string(handed.structure);
+        }
         if (kind == "model") load_model_in_process(path, fd);
         else if (kind == "dataset") load_dataset_in_process(path, fd);
         else if (kind == "dataset-header") load_dataset_header_in_process(path, fd);

@@ -30,9 +30,11 @@
 #include "formats/between_reads_hook.hpp"
 #include "formats/field_reader.hpp"
 #include "formats/model_file.hpp"
+#include "formats/model_handover.hpp"
 #include "formats/results_reader.hpp"
 #include "formats/untrusted_file.hpp"
 #include "formats/zoo.hpp"
+#include "expect_same_network.hpp"
 #include "expect_same_network.hpp"
 
 namespace fs = std::filesystem;
@@ -65,6 +67,24 @@ std::string print_report(const std::string& report) {
     std::string escaped;
     for (const char c : helper_report_record(report)) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
     return "printf '" + escaped + "'\n";
+}
+
+// What a checking process hands over for `net` (every GEMM layer's weights, then the structure
+// record), written to `file` for a fake helper to copy to its descriptor 3 (`cat file >&3`), with
+// `extra` bytes (or, negative, fewer) of weights; returns the report that goes with it.
+std::string write_hand_over(const aimcemu::Network& net, const std::string& file, std::int64_t extra = 0) {
+    std::string weights, counts_note;
+    std::vector<std::uint64_t> counts;
+    for (const auto& l : net.layers) {
+        if (!l.is_gemm()) continue;
+        weights.append(reinterpret_cast<const char*>(l.weights.data()), l.weights.size());
+        counts.push_back(l.weights.size());
+    }
+    if (extra >= 0) weights.append(std::size_t(extra), '\0');
+    else weights.resize(weights.size() - std::size_t(-extra));
+    const std::string structure = aimcemu::encode_model_structure(net, counts);
+    std::ofstream(file, std::ios::binary) << weights << structure;
+    return "ok\nweights " + std::to_string(weights.size()) + " structure " + std::to_string(structure.size());
 }
 
 // A PID that is certainly not running: a child that has exited and been collected.
@@ -467,34 +487,37 @@ TEST_F(HostileFiles, AHelperThatDiesIsAFormatError) {
 }
 
 // The checked load takes the weights the checking process read and handed over: the network is
-// the in-process read's, bit for bit (every layer's weights and bias, names and shapes).
+// the in-process read's, bit for bit (every field of the network and of each layer).
 TEST_F(HostileFiles, TheCheckedLoadHandsOverTheSameWeights) {
     const std::string file = path("resnet18.h5");
-    save_model(zoo::resnet18(3, 64, 10), file);
+    Network saved = zoo::resnet18(3, 64, 10);
+    for (int c = 0; c < 10; ++c) saved.class_names.push_back("class " + std::to_string(c));
+    save_model(saved, file);
     set_file_check_helper(AIMCEMU_CHECK_FILE_HELPER);
     const Network checked = load_model(file);
     set_file_check_helper("");
     const Network direct = load_model(file);
-    ASSERT_EQ(checked.layers.size(), direct.layers.size());
-    for (std::size_t i = 0; i < direct.layers.size(); ++i) {
-        EXPECT_EQ(checked.layers[i].name, direct.layers[i].name);
-        EXPECT_EQ(checked.layers[i].weights, direct.layers[i].weights) << direct.layers[i].name;
-        EXPECT_EQ(checked.layers[i].bias, direct.layers[i].bias) << direct.layers[i].name;
-        EXPECT_EQ(checked.layers[i].out_shape, direct.layers[i].out_shape);
-    }
+    expect_same_network(checked, direct);
+    EXPECT_EQ(checked.class_names.size(), 10u);
     EXPECT_GT(checked.total_weights(), 0);
 }
 
 // The checking process's side of the hand-over, run as the loader runs it (descriptor 3 open for
 // reading and writing, as the memory file is, for the mapping it writes through): it receives
 // every GEMM layer's weights, in the order of the file's layers, byte for byte what the in-process
-// read gives, and nothing else; stdout one "ok" record per file.
+// read gives, then the structure record of the network the in-process read gives, and nothing
+// else; stdout one "ok" record per file.
 TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
     const std::string file = path("resnet18.h5");
     save_model(zoo::resnet18(5, 32, 10), file);
     const Network direct = load_model_in_process(file);
     std::string expected;
-    for (const auto& l : direct.layers) expected.append(reinterpret_cast<const char*>(l.weights.data()), l.weights.size());
+    std::vector<std::uint64_t> counts;
+    for (const auto& l : direct.layers) {
+        expected.append(reinterpret_cast<const char*>(l.weights.data()), l.weights.size());
+        if (l.is_gemm()) counts.push_back(l.weights.size());
+    }
+    const std::string record = encode_model_structure(direct, counts);
     const std::string data = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_dataset_file" / "tiny.h5").string();
     const std::string command = std::string("'") + AIMCEMU_CHECK_FILE_HELPER + "' model-weights '" + file + "' '" + data +
                                 "' 3<>'" + path("handed.bin") + "' >'" + path("report.txt") + "'";
@@ -504,10 +527,13 @@ TEST_F(HostileFiles, TheCheckingProcessWritesEveryGemmLayersWeightsInOrder) {
         return std::string(std::istreambuf_iterator<char>(in), {});
     };
     const std::string handed = read_all(path("handed.bin"));
-    EXPECT_EQ(handed.size(), std::size_t(direct.total_weights()));
-    EXPECT_TRUE(handed == expected) << "the handed-over bytes differ from the in-process read";
+    ASSERT_EQ(handed.size(), std::size_t(direct.total_weights()) + record.size());
+    EXPECT_TRUE(handed.substr(0, expected.size()) == expected) << "the handed-over weights differ from the in-process read";
+    EXPECT_TRUE(handed.substr(expected.size()) == record) << "the structure record differs from the in-process read's";
     EXPECT_EQ(read_all(path("report.txt")),
-              helper_report_record("ok\nweights " + std::to_string(direct.total_weights())) + helper_report_record("ok"));
+              helper_report_record("ok\nweights " + std::to_string(direct.total_weights()) + " structure " +
+                                   std::to_string(record.size())) +
+                  helper_report_record("ok"));
 }
 
 // With --fds the checking process reads the files open on descriptors 4, 5, ... (the caller's), and
@@ -523,11 +549,11 @@ TEST_F(HostileFiles, WithFdsTheCheckingProcessReadsTheDescriptorsAndNamesThePath
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     std::ifstream in(path("report.txt"), std::ios::binary);
     const std::string report((std::istreambuf_iterator<char>(in)), {});
-    const std::string first = helper_report_record("ok\nweights " + std::to_string(direct.total_weights()));
+    const std::string first = helper_report_record(write_hand_over(direct, path("expected.bin")));
     EXPECT_EQ(report.substr(0, first.size()), first);
     EXPECT_NE(report.find(std::string(":format-error\n/named/data.h5\0labels\0", 36), first.size()), std::string::npos)
         << report.substr(first.size());
-    EXPECT_EQ(fs::file_size(path("handed.bin")), std::uintmax_t(direct.total_weights()));
+    EXPECT_EQ(fs::file_size(path("handed.bin")), fs::file_size(path("expected.bin")));
 }
 
 // The memory file of one hand-over is reused by the next (its pages stay allocated): a larger
@@ -549,8 +575,8 @@ TEST_F(HostileFiles, SuccessiveCheckedLoadsEachGetTheirOwnWeights) {
     set_file_check_helper("");
 }
 
-// A helper that reports the model read without saying how many weights it handed over is refused:
-// a reused memory file may hold an earlier model's weights, which must never be taken for these.
+// A helper that reports the model read without saying how much of it it handed over is refused:
+// a reused memory file may hold an earlier model, which must never be taken for this one.
 TEST_F(HostileFiles, AHandOverWithoutItsSizeIsRefused) {
     const std::string file = (fs::path(AIMCEMU_FUZZ_CORPUS) / "fuzz_model_file" / "tiny.h5").string();
     const std::string fake = path("says-only-ok.sh");
@@ -561,7 +587,7 @@ TEST_F(HostileFiles, AHandOverWithoutItsSizeIsRefused) {
     set_file_check_helper(fake);
     const std::string message = format_error_of([&] { load_model(file); });
     set_file_check_helper("");
-    EXPECT_EQ(message.rfind(file + ": field 'file': the file check did not say how many weights it handed over", 0), 0u)
+    EXPECT_EQ(message.rfind(file + ": field 'file': the file check did not say how much of the model it handed over", 0), 0u)
         << message;
 }
 
@@ -736,32 +762,50 @@ TEST_F(HostileFiles, AChangedEnvironmentStartsAFreshCheckingProcess) {
     EXPECT_EQ(again, after);
 }
 
-// A hand-over that does not match the file as this process reads it (the file changed between
-// the two reads) is refused naming the file and the field; here faked by helpers that report "ok"
-// and hand over one weight too few or one too many.
-TEST_F(HostileFiles, AHandOverThatDoesNotMatchTheFileIsRefused) {
+// A hand-over that is not whole (a checking process damaged by the file it read, or of another
+// version) is refused naming the file, never read past: here faked by helpers that report "ok" and
+// hand over one weight too few or too many, a record cut short, a record of another version, or
+// more than the memory file holds.
+TEST_F(HostileFiles, ADamagedHandOverIsRefused) {
     const fs::path corpus(AIMCEMU_FUZZ_CORPUS);
     const std::string file = (corpus / "fuzz_model_file" / "tiny.h5").string();
     const Network net = load_model(file);  // no helper configured: read in-process
-    std::string first_gemm;
-    for (const auto& l : net.layers)
-        if (l.is_gemm() && first_gemm.empty()) first_gemm = l.name;
-    const auto total = net.total_weights();
-    const auto fake_handing_over = [&](std::int64_t count, const std::string& name) {
-        const std::string fake = path(name);
-        touch(fake, "#!/bin/sh\nhead -c " + std::to_string(count) + " /dev/zero >&3\n" +
-                        print_report("ok\nweights " + std::to_string(count)));
+    const auto load_through = [&](const std::string& name, const std::string& report) {
+        const std::string fake = path(name + ".sh");
+        touch(fake, "#!/bin/sh\ncat '" + path(name + ".bin") + "' >&3\n" + print_report(report));
         fs::permissions(fake, fs::perms::owner_all);
         set_file_check_helper(fake);
         const std::string message = format_error_of([&] { load_model(file); });
         set_file_check_helper("");
         return message;
     };
-    const std::string too_few = fake_handing_over(0, "hands-over-nothing.sh");
-    EXPECT_EQ(too_few.rfind(file + ": field 'layers/" + first_gemm + "/weights': the file changed while it was read", 0), 0u)
-        << too_few;
-    const std::string too_many = fake_handing_over(total + 1, "hands-over-too-much.sh");
-    EXPECT_EQ(too_many.rfind(file + ": field 'layers': the file changed while it was read", 0), 0u) << too_many;
+    const std::string damaged = file + ": field 'file': the file check handed over a damaged model (";
+    const auto expect_refused = [&](const std::string& message, const std::string& why) {
+        EXPECT_EQ(message.rfind(damaged + why, 0), 0u) << message;
+    };
+    expect_refused(load_through("too-few", write_hand_over(net, path("too-few.bin"), -1)), "its weights run past");
+    expect_refused(load_through("too-many", write_hand_over(net, path("too-many.bin"), 1)),
+                   "1 weights handed over that no layer takes");
+
+    const std::string report = write_hand_over(net, path("whole.bin"));
+    const std::uint64_t structure = std::stoull(report.substr(report.rfind(' ') + 1));
+    const std::string cut = report.substr(0, report.rfind(' ') + 1) + std::to_string(structure - 1);
+    fs::copy_file(path("whole.bin"), path("cut.bin"));
+    expect_refused(load_through("cut", cut), "it ends early");
+
+    std::string other_version;
+    {
+        std::ifstream in(path("whole.bin"), std::ios::binary);
+        other_version.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    other_version[other_version.size() - structure + kModelStructureTag.size() - 2] = '9';
+    std::ofstream(path("other-version.bin"), std::ios::binary) << other_version;
+    expect_refused(load_through("other-version", report), "not a structure record of this version of aimcemu");
+
+    const std::string beyond = report.substr(0, report.rfind(' ') + 1) + std::to_string(structure + 4096);
+    fs::copy_file(path("whole.bin"), path("beyond.bin"));
+    const std::string message = load_through("beyond", beyond);
+    EXPECT_EQ(message.rfind(file + ": field 'file': cannot read the model the file check handed over", 0), 0u) << message;
 }
 
 // The model and the data set in one checking process: the model's problems raise at load_model,
@@ -801,9 +845,8 @@ TEST_F(HostileFiles, ACrashOnTheDataSetBesideTheModelIsAFormatErrorOfTheDataSet)
     const std::string data = (corpus / "fuzz_dataset_file" / "tiny.h5").string();
     const Network net = load_model(model);  // no helper configured: read in-process
     const std::string fake = path("dies-on-the-data-set.sh");
-    touch(fake, "#!/bin/sh\nhead -c " + std::to_string(net.total_weights()) +
-                    " /dev/zero >&3\n" + print_report("ok\nweights " + std::to_string(net.total_weights())) +
-                    "kill -SEGV $$\n");
+    const std::string report = write_hand_over(net, path("model.bin"));
+    touch(fake, "#!/bin/sh\ncat '" + path("model.bin") + "' >&3\n" + print_report(report) + "kill -SEGV $$\n");
     fs::permissions(fake, fs::perms::owner_all);
     set_file_check_helper(fake);
     FileCheck check;
