@@ -83,8 +83,10 @@ std::vector<std::int8_t> dac_codes(const PeripheralSettings& s, int s_x) {
     const double per_code = double(s.inp_steps) / (2.0 * s.inp_bound * double(s_x));
     const int most = s.inp_steps / 2;
     for (int v = -128; v < 128; ++v) {
-        const double k = std::floor(double(v) * per_code + 0.5);
-        codes[std::size_t(v + 128)] = std::int8_t(std::clamp(int(k), -most, most));
+        // Clamped while still a double: a tiny inp_bound makes per_code huge (or infinite, and
+        // 0 * inf NaN), beyond what an int holds.
+        const double k = v == 0 ? 0.0 : std::clamp(std::floor(double(v) * per_code + 0.5), double(-most), double(most));
+        codes[std::size_t(v + 128)] = std::int8_t(k);
     }
     return codes;
 }

@@ -21,7 +21,7 @@ lists every difference)::
     bound_management   "none" only: aihwkit's iterative re-run of a clipped MVM is not emulated
 
 A config is a preset name ("aihwkit": IOParameters' defaults; "pcm": aihwkit's StandardIOParameters,
-254 DAC/ADC steps, out_noise 0.04, out_bound 10; "ideal"), a dict (optionally with "preset" and
+its StandardHWATrainingPreset's 254 DAC/ADC steps, out_noise 0.04, out_bound 10; "ideal"), a dict (optionally with "preset" and
 overrides), or the CLI form "pcm,out_noise=0.02".  ``None`` means no peripherals at all.  Bad
 settings raise aimcemu.FormatError naming the source, the layer and the field.
 """
@@ -113,6 +113,9 @@ def resolve(config: Any, source: str = "<config>", field: str = "peripherals") -
             value = parse_number(value, source, f"{field}.{key}")
         out[key] = None if value is None else _number(value, source, f"{field}.{key}")
     out["out_bound"] = None if out["out_bound"] is None else _number(out["out_bound"], source, f"{field}.out_bound")
+    if out["out_bound"] is not None and math.isinf(out["out_bound"]):  # the core reads inf as null's "unbounded"
+        raise _fail(source, f"{field}.out_bound", f"{out['out_bound']!r} is not a bound; leave it null for an "
+                                                  "unbounded output")
     if out["noise_management"] not in NOISE_MANAGEMENTS:
         raise _fail(source, f"{field}.noise_management",
                     f"expected one of {', '.join(NOISE_MANAGEMENTS)}, got {out['noise_management']!r}")
@@ -148,7 +151,9 @@ def steps_of(res: float | None, source: str, field: str, most: int) -> int:
     if not steps < most + 0.5:  # also infinity (1/res of a subnormal res, or res itself); rounded below
         raise _fail(source, field, f"expected at most {most} steps (1/{most} or {most}), got {res!r} ({steps:g} steps)")
     whole = round(steps)
-    if whole < 1 or abs(steps - whole) > 1e-6 * steps:
+    # 1/steps held in float32 (what an aihwkit config holds) comes back within 2^-24 (6e-8) of its
+    # count, relatively; 1.5e-7 leaves room for that and still refuses a half step at 2^20 steps.
+    if whole < 1 or abs(steps - whole) > 1.5e-7 * steps:
         raise _fail(source, field, f"expected 1/steps or steps for a whole number of steps, got {res!r} "
                                    f"({steps:g} steps)")
     return int(whole)

@@ -83,6 +83,21 @@ def test_output_noise_variance_is_out_noise_squared(core, rng, setup, out_noise)
     assert not np.array_equal(y[0] - acc[0], y[1] - acc[1])
 
 
+def test_the_lanes_of_a_chunk_draw_independent_noise(core, rng, setup):
+    """Each of the block's 8 lanes has its own stream (periph_stream_state keyed by the lane):
+    the noise of any two outputs is uncorrelated.  Review rev_A: a model whose lanes all drew
+    lane 0's stream (the 8 outputs of a chunk with the same noise, correlation 1) passed every
+    test above.  4096 samples per output: the bound is 6 standard errors of a null correlation,
+    over the 2016 pairs of the 64 outputs."""
+    net, x, unit = setup
+    p = hook(core, net, {"out_noise": 0.2})
+    zero = np.zeros((P, N), dtype=np.int32)
+    d = apply_many(p, x, lambda i: zero).reshape(-1, N).astype(np.float64)
+    corr = np.corrcoef(d.T)
+    off_diagonal = corr[~np.eye(N, dtype=bool)]
+    assert np.abs(off_diagonal).max() < 6 / math.sqrt(d.shape[0])
+
+
 def _normal_cdf(z):
     return 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
 
@@ -174,6 +189,18 @@ def test_dac_codes_follow_aihwkit_discretisation(core, rng):
             assert regs["scale"] == round(res * s_x * 65536)
 
 
+def test_dac_codes_of_a_tiny_input_bound_are_the_extreme_codes(core, rng):
+    """Review rev_A: a double beyond int's range was cast to int (undefined behaviour): with
+    inp_bound 1e-8 positive inputs came out as the most negative code, and at 1e-307 (per code
+    infinite, 0 * inf NaN) every input did.  Every nonzero input is beyond the bound: its sign's
+    extreme code; zero stays zero."""
+    net = linear_net(core, 4, 4, rng, 127)
+    x = np.array([0, 5, -5, 0], dtype=np.int8)
+    for inp_bound in (1e-7, 1e-8, 1e-307):
+        p = hook(core, net, {"inp_res": 1 / 254, "inp_bound": inp_bound})
+        assert p.input_codes(0, x).astype(int).tolist() == [0, 127, -127, 0], inp_bound
+
+
 def test_ideal_settings_give_the_digital_path_bit_for_bit(core, rng):
     net = linear_net(core, 40, 30, rng, 90)
     images = rng.integers(-128, 128, (5, 1, 1, 40)).astype(np.int8)
@@ -202,6 +229,11 @@ def test_ideal_settings_give_the_digital_path_bit_for_bit(core, rng):
     ({"inp_res": 1e30}, "inp_res"),                # beyond a C int (was a cast error)
     ({"out_res": 1e-30, "out_bound": 1}, "out_res"),
     ({"inp_res": 5e-324}, "inp_res"),              # 1 / res overflows to infinity
+    ({"out_bound": float("inf")}, "out_bound"),       # review rev_A: written to the results as "Infinity"
+    ({"out_bound": "-inf"}, "out_bound"),
+    ({"out_res": 1000000.5, "out_bound": 1}, "out_res"),     # review rev_A: half a step at 10^6 steps
+    ({"out_res": 1 / 1000000.5, "out_bound": 1}, "out_res"),
+    ({"out_res": 1048575.6, "out_bound": 1}, "out_res"),
     ({"noise_management": "max"}, "noise_management"),
     ({"bound_management": "iterative"}, "bound_management"),
     ({"out_nois": 0.1}, "out_nois"),
