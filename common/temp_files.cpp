@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -19,7 +21,8 @@ namespace aimcemu::files {
 namespace {
 
 constexpr const char* kMarker = ".tmp-";
-constexpr std::size_t kMaxHostChars = 32;
+constexpr std::size_t kMaxHostChars = 32;     // what a parsed name may hold (tags written before the digest too)
+constexpr std::size_t kHostPrefixChars = 23;  // the host name's share of a tag: 23 + '.' + 8 hex digits
 // A process that started this many seconds after the file's last change is not its writer.
 // The slack covers the one-second resolution of the boot time in /proc/stat.
 constexpr double kStartSlackS = 2.0;
@@ -70,13 +73,32 @@ double process_start_s(long long pid, bool& zombie) {
 
 }  // namespace
 
+std::string host_tag_of(const std::string& host_name, const std::string& pid_namespace) {
+    std::string out;
+    for (const char c : host_name) {
+        if (out.size() == kHostPrefixChars) break;
+        out += host_char(c) ? c : '_';
+    }
+    if (out.empty()) out = "localhost";
+    // FNV-1a (64-bit) of the whole name and the namespace: a stable digest, the same in every
+    // process of the host (std::hash need not be).
+    std::uint64_t digest = 0xcbf29ce484222325ull;
+    for (const char c : host_name + '\0' + pid_namespace) {
+        digest ^= std::uint8_t(c);
+        digest *= 0x100000001b3ull;
+    }
+    char hex[9];
+    std::snprintf(hex, sizeof(hex), "%08x", unsigned(digest ^ (digest >> 32)));
+    return out + '.' + hex;
+}
+
 const std::string& host_tag() {
     static const std::string tag = [] {
         char name[256] = {};
-        if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return std::string("localhost");
-        std::string out;
-        for (const char* p = name; *p && out.size() < kMaxHostChars; ++p) out += host_char(*p) ? *p : '_';
-        return out;
+        if (gethostname(name, sizeof(name) - 1) != 0) name[0] = '\0';
+        char pid_namespace[128] = {};
+        const ssize_t n = ::readlink("/proc/self/ns/pid", pid_namespace, sizeof(pid_namespace) - 1);
+        return host_tag_of(name, n > 0 ? std::string(pid_namespace, std::size_t(n)) : std::string());
     }();
     return tag;
 }

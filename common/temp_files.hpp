@@ -6,8 +6,8 @@
 // with SIGKILL (or by the OOM killer, or a power cut) cannot remove its temporary file, so the
 // name says who wrote it:
 //
-//     .NAME.tmp-HOST-PID-N      HOST: this machine's name ([A-Za-z0-9_.], at most 32 chars),
-//                               PID: the writing process, N: a per-process counter
+//     .NAME.tmp-HOST-PID-N      HOST: this machine's tag (host_tag_of: [A-Za-z0-9_.], at most
+//                               32 chars), PID: the writing process, N: a per-process counter
 //
 // A temporary file is *stale* when its writer is certainly gone: written on this host, and the
 // process PID no longer exists, is a zombie, or started after the file was last modified (the
@@ -21,7 +21,16 @@
 
 namespace aimcemu::files {
 
-// This machine's name as it appears in temporary file names.
+// The tag of the host named `host_name`, for processes in the PID namespace `pid_namespace` (the
+// link /proc/self/ns/pid, "" when unknown): the name's first 23 characters made file-name safe
+// ('_' for any other), then '.' and 8 hex digits of a digest of the whole name and the
+// namespace.  The digest keeps apart what a cut name would join: hosts whose names share their
+// first characters (a cluster's pods, "aimcemu-dask-worker-7d9f8b6c5-abcde" and "...-abxyz") and
+// containers that share a host name but not their PIDs; either would otherwise remove the other's
+// live temporary files as its own stale ones.  Tags written before the digest (the cut name
+// alone) are then another host's, and left alone.
+std::string host_tag_of(const std::string& host_name, const std::string& pid_namespace);
+// This process's tag: host_tag_of(its host name, its PID namespace).
 const std::string& host_tag();
 
 // A fresh temporary name beside `target` (same folder, so the final rename is atomic): unique

@@ -136,6 +136,34 @@ TEST(TemporaryNames, FreshNamesAreHiddenBesideTheTargetAndCarryHostAndPid) {
     EXPECT_EQ(p.pid, ::getpid());
 }
 
+// Review rev_C: the tag was the host name cut to 32 characters, so two pods whose names share
+// their first 32 (a cluster's "aimcemu-dask-worker-7d9f8b6c5-abcde" and "-abxyz") each took the
+// other's live temporary files for their own stale ones and removed them.  Containers sharing a
+// host name but not their PID namespace did the same.
+TEST(TemporaryNames, HostsSharingANamePrefixOrAHostNameHaveTheirOwnTags) {
+    const std::string a = files::host_tag_of("aimcemu-dask-worker-7d9f8b6c5-abcde", "pid:[4026531836]");
+    const std::string b = files::host_tag_of("aimcemu-dask-worker-7d9f8b6c5-abxyz", "pid:[4026531836]");
+    const std::string c = files::host_tag_of("aimcemu-dask-worker-7d9f8b6c5-abcde", "pid:[4026532201]");
+    EXPECT_NE(a, b);
+    EXPECT_NE(a, c);
+    EXPECT_EQ(a, files::host_tag_of("aimcemu-dask-worker-7d9f8b6c5-abcde", "pid:[4026531836]"));
+    EXPECT_EQ(a.rfind("aimcemu_dask_worker_7d9.", 0), 0u) << a;
+    for (const auto& tag : {a, b, c, files::host_tag_of("", ""), files::host_tag(), files::host_tag_of(std::string(300, '\xff'), "")}) {
+        EXPECT_LE(tag.size(), 32u) << tag;
+        const auto parsed = files::parse_temporary_name(".r.h5.tmp-" + tag + "-12-0");
+        EXPECT_TRUE(parsed.ok) << tag;
+        EXPECT_EQ(parsed.host, tag);
+    }
+    // A file of the other pod, whose writer's PID is not running here, is left alone.
+    const fs::path folder = fs::temp_directory_path() / ("aimcemu_tags_" + std::to_string(::getpid()));
+    fs::create_directories(folder);
+    const std::string others = ".t.h5.tmp-" + b + "-" + std::to_string(dead_pid()) + "-0";
+    std::ofstream(folder / others) << "x";
+    EXPECT_TRUE(files::remove_stale_temporaries(folder.string()).empty());
+    EXPECT_TRUE(fs::exists(folder / others));
+    fs::remove_all(folder);
+}
+
 TEST(TemporaryNames, WriterIsGoneOnlyWhenItsPidIsDeadZombieOrReused) {
     const double now = double(std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch()).count());
