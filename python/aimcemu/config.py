@@ -384,12 +384,17 @@ class RunConfig:
         if self.output is None:
             check_folder_creatable("results", "output", self.sources.get("output", "<arguments>"))
             return Path("results") / default_name()
+        return output_file(self.output, "output", self.sources.get("output", "<arguments>"),
+                           inputs=self.input_files(), default_name=default_name, create_folder=False)
+
+    def input_files(self) -> list[tuple[str, str]]:
+        """(option, path) of every file this run reads: the model, the data set, config files and
+        the mapping file."""
         inputs = [("model", self.model), ("data", self.data)]
         inputs += [("config", path) for path in sorted(set(self.sources.values())) if os.path.isfile(path)]
         if self.mapping is not None and os.path.isfile(self.mapping.source):
             inputs.append(("mapping", self.mapping.source))
-        return output_file(self.output, "output", self.sources.get("output", "<arguments>"), inputs=inputs,
-                           default_name=default_name, create_folder=False)
+        return inputs
 
     def stored(self, net, out_path: Path, images: int, placements: list[Placement] | None,
                noisy_rounds: int) -> dict:

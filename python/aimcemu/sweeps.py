@@ -44,6 +44,7 @@ import math
 import os
 import re
 import signal
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -103,6 +104,9 @@ class SweepPlan:
     config: dict                       # resolved config (stored in index.json)
     axes: dict                         # axis -> list of labels, in grid order
     tasks: list[Task] = field(default_factory=list)
+    # path -> {"bytes", "sha256"} of every file the tasks read, taken when the sweep starts (or
+    # resumes) and kept in index.json: a resumed sweep refuses inputs that changed since.
+    inputs: dict = field(default_factory=dict)
 
 
 def load_config(path, source: str = "<arguments>") -> dict:
@@ -500,7 +504,58 @@ def _prepare_folder(p: SweepPlan) -> dict:
                                 "the same command to run its task again") from None
     for task, summary in zip(finished, summaries):
         done[task.file] = {**summary, "id": task.id, "file": task.file, "ran": False}
+    p.inputs = _input_fingerprints(p)
+    if done:
+        _check_inputs_unchanged(p)
     return done
+
+
+def _input_fingerprints(p: SweepPlan) -> dict:
+    """path -> {"bytes", "sha256"} of every file the plan's tasks read (RunConfig.input_files:
+    models, data sets, mapping files), each read once.  Whole SHA-256 digests: a file rewritten
+    with the same size and time stamp is still told apart (an ImageNet-sized data set costs a
+    few seconds, once per sweep call)."""
+    paths = sorted({os.path.abspath(path) for task in p.tasks if task.config is not None
+                    for _, path in task.config.input_files()})
+    return {path: _fingerprint(path) for path in paths}
+
+
+def _fingerprint(path: str) -> dict:
+    digest, size = hashlib.sha256(), 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO put there since: no wait
+    except OSError as exc:
+        raise _core.FormatError(f"{path}: field 'file': cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise _core.FormatError(f"{path}: field 'file': not a regular file")
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+            size += len(chunk)
+    return {"bytes": size, "sha256": digest.hexdigest()}
+
+
+def _check_inputs_unchanged(p: SweepPlan) -> None:
+    """A resumed sweep's inputs must be the files its finished tasks read: a model, data set or
+    mapping file changed in between would put runs of two different inputs in one sweep, under
+    the same grid, without a word (an index written before the inputs were recorded is taken
+    as it is)."""
+    index_path = p.folder / INDEX_FILE
+    if not index_path.is_file():
+        return
+    recorded = read_index(p.folder).get("inputs")
+    if recorded is None:
+        return
+    if not isinstance(recorded, dict):
+        raise _core.FormatError(f"{index_path}: field 'inputs': expected a JSON object")
+    for path, now in p.inputs.items():
+        then = recorded.get(path)
+        if then is not None and then != now:
+            raise _core.FormatError(
+                f"{path}: field 'file': changed since this sweep's finished tasks ran (SHA-256 "
+                f"{str(then.get('sha256') if isinstance(then, dict) else then)[:16]}... then, {now['sha256'][:16]}... now); "
+                f"their results would mix with runs on the new file under one grid: restore the file, or "
+                f"give the sweep a new output folder")
 
 
 def _is_finished(folder: Path, task: Task) -> bool:
@@ -546,7 +601,7 @@ def _index(p: SweepPlan, summaries: dict) -> dict:
     with equal run arguments share an id (equal labels under two names, or digital points that
     differ only in options a digital run ignores), but each has its own file."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "config": p.config, "axes": p.axes,
-            "tasks": [{**t.to_dict(), "done": t.file in summaries,
+            "inputs": p.inputs, "tasks": [{**t.to_dict(), "done": t.file in summaries,
                        "summary": {k: summaries[t.file][k] for k in INDEX_SUMMARY_FIELDS}
                        if t.file in summaries else None} for t in p.tasks]}
 
