@@ -94,6 +94,7 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
         out = folder / default_name()
     else:
         out = Path(raw)
+    _check_name_leaves_room_for_the_temporary(out, field, source)
     try:
         st = os.stat(out)
     except FileNotFoundError:
@@ -111,6 +112,27 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
             raise fail(source, field, f"{out} is the {input_field} of this run ({input_path}); "
                                       "writing there would destroy it")
     return out
+
+
+# What a temporary name adds to its target's (".NAME.tmp-HOST-PID-N", temporary_path): the dots and
+# dashes, a host tag of at most 32 characters, a PID of at most 7 digits (pid_max 4194304) and a
+# counter of at most 10.
+_TEMPORARY_NAME_EXTRA = len(".") + len(".tmp-") + 32 + len("-") + 7 + len("-") + 10
+
+
+def _check_name_leaves_room_for_the_temporary(out: Path, field: str, source: str) -> None:
+    """Refuses, before any work, a file name that the file system takes but not with the suffix of
+    the temporary file it is written as: the write would fail only at the end ("File name too
+    long"), after all the work."""
+    name = len(os.fsencode(out.name))
+    try:
+        most = os.pathconf(out.parent if out.parent.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    if name + _TEMPORARY_NAME_EXTRA > most:
+        raise fail(source, field, f"the file name is {name} bytes; it is written as a temporary file whose name "
+                                  f"adds up to {_TEMPORARY_NAME_EXTRA}, so at most {most - _TEMPORARY_NAME_EXTRA} "
+                                  f"bytes fit this file system's {most}")
 
 
 def _words(exc: OSError) -> str:

@@ -166,6 +166,17 @@ def test_an_empty_output_is_refused_as_empty_not_as_the_current_folder(files, ca
         aimcemu.run(model, output="")
 
 
+def test_a_name_without_room_for_its_temporary_file_is_refused_before_the_run(files, capsys):
+    """Review rev_C: a 250-byte name (legal: the limit is 255) failed with "File name too long" only
+    after the whole run, when its temporary file (the name plus ".tmp-HOST-PID-N") was created."""
+    folder, model, _ = files
+    long_name = "r" * 247 + ".h5"
+    refused([model, "-o", str(folder / long_name)], folder, capsys, "field 'output'",
+            "the file name is 250 bytes", "at most 198 bytes fit")
+    code, err = cli_run(["run", model, "-o", str(folder / ("r" * 195 + ".h5"))], capsys)
+    assert code == 0, err
+
+
 def test_a_trailing_slash_names_a_folder_for_the_default_file_name(files, capsys):
     folder, model, _ = files
     code, err = cli_run(["run", model, "-o", f"{folder / 'new'}/"], capsys)
