@@ -859,13 +859,17 @@ def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool,
             causes.append(f"PID {proc.pid} exited with status {proc.exitcode}")
         if proc in never_started:
             causes[-1] += " before it started any task (a start-up failure; its error is printed above)"
+    for proc in processes:
+        if proc.exitcode == WORKER_STOPPED_AFTER_TASK:  # SIGTERM sent to the worker alone
+            causes.append(f"PID {proc.pid} was sent {_signal_name(int(signal.SIGTERM))} and stopped after its task "
+                          "(its file is complete; to stop a sweep, signal its own process or its process group)")
     how = "; ".join(causes) or "a worker process ended abruptly"
     which = (f" while running task {', '.join(f'{t.file} (grid point {t.point})' for t in lost)}" if lost else "")
     hints = []
     if any(proc.exitcode > 0 for proc in never_started):
         hints.append("a script that calls sweep() must call it under `if __name__ == \"__main__\":`, since "
                      "each worker process imports the script first")
-    if lost or any(proc.exitcode == -signal.SIGKILL for proc in dead) or not dead:
+    if lost or any(proc.exitcode == -signal.SIGKILL for proc in dead) or not causes:
         hints.append("with fewer --workers if memory ran out")
     return (f"{p.folder}: a sweep worker process died: {how}{which}. The {len(summaries)} of {len(p.tasks)} "
             f"tasks that finished are kept; rerun the same command to run the rest"
