@@ -745,14 +745,15 @@ class _Graph:
         addend = self._weight(const_name, "addend")
         # x + b after a bias-less MatMul (how some exporters write Linear): the layer's bias, when
         # this Add is the MatMul output's only reader (another reader needs it without the bias),
-        # and b is one value per output ([out] or [1, out]: an [out, 1] would broadcast the
-        # product to [out, out]).
+        # and b broadcasts as a bias does, the rule of Gemm's C: one value, or one per output
+        # ([out] or [1, out]); an [out, 1] would add row i to image i of a batch of out.
         if x.tag == "linear" and x.bias is None and self._read_once(x):
             outputs = x.weight.shape[0]
-            if addend.ndim not in (1, 2) or addend.shape[-1] != outputs or (addend.ndim == 2 and addend.shape[0] != 1):
+            if addend.ndim > 2 or (addend.ndim == 2 and addend.shape[0] != 1) or \
+                    (addend.ndim >= 1 and addend.shape[-1] not in (1, outputs)):
                 raise _Skip(f"a constant addend of shape {list(addend.shape)} after a MatMul is not a bias (only one "
-                            f"value per output: [{outputs}] or [1, {outputs}])")
-            x.bias = addend.reshape(-1)
+                            f"value, or one per output: [{outputs}] or [1, {outputs}])")
+            x.bias = np.broadcast_to(addend.reshape(-1), (outputs,)).copy()
             self.value[node.output[0]] = x
             return
         raise _Skip("adding a constant is supported only as the bias of a preceding MatMul whose output only this "

@@ -101,11 +101,14 @@ def test_a_matmul_addend_of_shape_out_by_1_is_not_a_bias(tmp_path):
     refused(path, "node 'a' (Add): a constant addend of shape [5, 1] after a MatMul is not a bias", data=images(5))
 
 
-@pytest.mark.parametrize("shape", [(5,), (1, 5)])
+@pytest.mark.parametrize("shape", [(5,), (1, 5), (), (1,), (1, 1)])
 def test_a_matmul_per_output_bias_still_folds(tmp_path, shape):
-    path = matmul_add(tmp_path / "mab.onnx", np.arange(5, dtype=np.float32).reshape(shape))
+    values = np.arange(5, dtype=np.float32) if np.prod(shape) == 5 else np.full(5, 2.0, np.float32)
+    path = matmul_add(tmp_path / "mab.onnx", values[:int(np.prod(shape))].reshape(shape))
     imported = convert_onnx(path, images())
     assert [layer.kind.name for layer in imported.network.layers] == ["conv", "linear"]
+    linear = imported.network.layers[1]
+    assert np.count_nonzero(np.asarray(linear.bias)) == (4 if np.prod(shape) == 5 else 5)
 
 
 # --- 4. a graph output that is no data tensor --------------------------------------------------
