@@ -62,7 +62,15 @@ def _functional_relu_on_shared(s, x):
     return z + y
 
 
+def _relu_on_a_viewed_tensor(s, x):
+    y = s.c(x)
+    v = y.view(y.size(0), -1)      # a view: the in-place ReLU below changes it too
+    y.relu_()
+    return v
+
+
 @pytest.mark.parametrize("forward, where, reader", [
+    (_relu_on_a_viewed_tensor, "relu_", "the model's output"),
     (_relu_module_dropped, "r", "c2"),
     (_relu_method_dropped, "relu_", "c2"),
     (_add_method_dropped, "add_", "the model's output"),
