@@ -289,7 +289,71 @@ def _classify_graph(graph_module: fx.GraphModule) -> dict[fx.Node, _Op]:
             problems.append((_node_where(node) + kind, str(exc)))
     if problems:
         raise UnsupportedOperationError(problems)
+    problems = _in_place_problems(graph_module, ops, modules)
+    if problems:
+        raise UnsupportedOperationError(problems)
     return ops
+
+
+def _is_in_place(node: fx.Node, modules: dict) -> bool:
+    """Whether the node overwrites its first operand: nn.ReLU(inplace=True), F.relu(x,
+    inplace=True), x.relu_(), x.add_(y), x.__iadd__(y), operator.iadd (x += y traces as a plain add
+    in torch.fx, so only an explicit call is seen)."""
+    if node.op == "call_module":
+        module = modules[node.target]
+        return isinstance(module, nn.ReLU) and bool(module.inplace)
+    if node.op == "call_function":
+        if node.target in _RELU_FUNCTIONS:
+            return bool(node.kwargs.get("inplace", node.args[1] if len(node.args) > 1 else False))
+        return node.target is operator.iadd
+    return node.op == "call_method" and node.target in ("relu_", "add_", "__iadd__")
+
+
+def _in_place_problems(graph_module: fx.GraphModule, ops: dict, modules: dict) -> list[tuple[str, str]]:
+    """The importer computes every op out of place.  That is exact for an in-place op only when
+    nothing reads the tensor it overwrites under another name: the usual `out = self.relu(out)`
+    with nn.ReLU(inplace=True) (the input's only reader is the ReLU) imports; an in-place op
+    whose input (or a view of it: reshape, flatten, identity, an earlier in-place op) is read
+    after it under another name, such as one whose result is dropped while the input is read
+    later, is refused.  A reader that runs before the op gets the value out of place computing
+    gives it; reading the overwritten tensor's shape is harmless."""
+    def first_operand(node):
+        args = _tensor_args(node)
+        return args[0] if args else None
+
+    def aliases(node):   # the node's output is (or may be a view of) its first operand
+        return node.op != "placeholder" and (_is_in_place(node, modules) or ops[node].tag in ("identity", "flatten"))
+
+    order = {node: position for position, node in enumerate(graph_module.graph.nodes)}   # execution order
+    problems = []
+    for node in graph_module.graph.nodes:
+        if node.op not in ("call_module", "call_function", "call_method") or not _is_in_place(node, modules):
+            continue
+        target = first_operand(node)
+        if target is None:
+            continue
+        root = target
+        while aliases(root) and first_operand(root) is not None:
+            root = first_operand(root)
+        group, pending = [], [root]       # every name of the overwritten memory
+        while pending:
+            member = pending.pop()
+            group.append(member)
+            pending.extend(u for u in member.users if aliases(u) and first_operand(u) is member and u not in group)
+        after = {node}                    # the node's result and its views see the new value
+        for member in group:
+            if member in after or any(first_operand(member) is a for a in after if aliases(member)):
+                after.add(member)
+        readers = ["the model's output" if u.op == "output" else _node_where(u)
+                   for member in group if member not in after for u in member.users
+                   if order[u] > order[node] and ops[u].tag != "shape"
+                   and not (u in group and first_operand(u) is member)]
+        if readers:
+            problems.append((_node_where(node), f"in-place op on the value of '{_node_where(target)}', which "
+                             f"{', '.join(sorted(set(readers)))} read(s) after it: the importer computes every op "
+                             "out of place, so those readers would get the value from before it; compute it out of "
+                             "place (nn.ReLU(), F.relu(x), x + y) or read only its result"))
+    return problems
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,7 +503,9 @@ def _calibrate(graph_module: fx.GraphModule, calibration_data, source: str) -> n
                                         "(C, H, W); the network takes one image size")
             recorder.batch = batches
             try:
-                recorder.run(batch.to(dtype))
+                # A copy: an in-place op on the input (nn.ReLU(inplace=True) first) would otherwise
+                # overwrite the caller's images (torch.from_numpy and slices share their memory).
+                recorder.run(batch.to(dtype, copy=True))
             except _core.FormatError:
                 raise _core.FormatError(recorder.refusal) from None
             batches += 1

@@ -124,6 +124,30 @@ def _load(path: str):
     return model
 
 
+def external_data_files(path) -> list[str]:
+    """The files the model's tensors keep their external data in (joined to the model's folder,
+    as written; not checked, _ExternalData checks them when the model is read), for the CLI to
+    refuse writing over one.  [] for a file that is no readable model: convert_onnx says why."""
+    path = os.fspath(path)
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # protobuf's DecodeError, ...: reported by convert_onnx
+        return []
+    folder = os.path.dirname(os.path.abspath(path))
+    files = []
+    try:
+        for _, tensor in _all_tensors(model.graph):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+                if isinstance(location, str) and location and "\0" not in location:
+                    file = os.path.join(folder, location)
+                    if file not in files:
+                        files.append(file)
+    except Exception:  # a node without outputs, names that are not UTF-8, ...: _load refuses the model
+        return []
+    return files
+
+
 def _check_nodes(graph, path: str, prefix: str = "") -> None:
     """Refuses (FormatError naming the file and the node) what every later message would trip on:
     a node's name, type, domain or tensor names that are not valid UTF-8 (protobuf hands them over
@@ -390,6 +414,12 @@ class _Graph:
                     self.value.setdefault(out, nb.Node(out, out, "identity"))
         if len(g.output) != 1:
             problems.append(("graph outputs", f"the model must return one tensor, it returns {len(g.output)}"))
+        elif g.output[0].name not in self.value:
+            out = nb.printable(g.output[0].name)
+            kind = ("a shape" if g.output[0].name in self.shape_values else
+                    "a constant (an initializer or Constant)" if g.output[0].name in self.const else
+                    "not computed by any node")
+            problems.append((f"graph output '{out}'", f"it is {kind}, not a tensor computed from the input image"))
         if problems:
             raise UnsupportedOperationError(problems, path)
         self.output = self.value[g.output[0].name]
@@ -651,8 +681,27 @@ class _Graph:
         return nb.WindowGeometry(tuple(kernel), tuple(stride), (top, bottom, left, right), exclude_pad=exclude_pad)
 
     def _op_BatchNormalization(self, node, index, ins, a):
+        """Inference mode only: training_mode=1 (opset 14+), or the running-statistics outputs of
+        older opsets, normalise by the batch's own statistics.  Opset 7's spatial=0 (one
+        statistic per element) and parameters that are not one value per channel ([C]) are
+        refused too: the fold takes one scale and shift per channel."""
         x = self._data(ins[0])
+        if a.get("training_mode", 0):
+            raise _Skip("training_mode=1 (normalises by the batch's statistics) is not supported (only inference "
+                        "mode, training_mode=0)")
+        if any(node.output[1:]):
+            raise _Skip(f"outputs beyond the first ({[nb.printable(o) for o in node.output[1:] if o]}: running or "
+                        "saved statistics) mean training mode, which is not supported (only inference mode)")
+        if a.get("spatial", 1) != 1:
+            raise _Skip(f"attribute spatial={a['spatial']} (one statistic per element) is not supported (only "
+                        "spatial=1: one per channel)")
+        if len(ins) < 5 or not all(ins[1:5]):
+            raise _Skip("it needs its four inputs scale, bias, mean and var")
         gamma, beta, mean, var = (self._weight(n, w) for n, w in zip(ins[1:5], ("scale", "bias", "mean", "var")))
+        shapes = [list(np.shape(v)) for v in (gamma, beta, mean, var)]
+        if any(len(shape) != 1 for shape in shapes) or len({shape[0] for shape in shapes}) != 1:
+            raise _Skip(f"its scale, bias, mean and var of shapes {shapes} must each be [C] (one value per "
+                        "channel)")
         self._add(node, index, "bn", [x], bn=nb.BatchNorm(gamma, beta, mean, var, float(a.get("epsilon", 1e-5))))
 
     def _op_Relu(self, node, index, ins, a):
@@ -693,11 +742,18 @@ class _Graph:
             return
         x = self._data(data[0]) if data else self._data(ins[0])
         const_name = ins[1] if ins[0] == data[0] else ins[0]
-        bias = self._weight(const_name, "addend").reshape(-1)
+        addend = self._weight(const_name, "addend")
         # x + b after a bias-less MatMul (how some exporters write Linear): the layer's bias, when
-        # this Add is the MatMul output's only reader (another reader needs it without the bias).
-        if x.tag == "linear" and x.bias is None and bias.size == x.weight.shape[0] and self._read_once(x):
-            x.bias = bias
+        # this Add is the MatMul output's only reader (another reader needs it without the bias),
+        # and b broadcasts as a bias does, the rule of Gemm's C: one value, or one per output
+        # ([out] or [1, out]); an [out, 1] would add row i to image i of a batch of out.
+        if x.tag == "linear" and x.bias is None and self._read_once(x):
+            outputs = x.weight.shape[0]
+            if addend.ndim > 2 or (addend.ndim == 2 and addend.shape[0] != 1) or \
+                    (addend.ndim >= 1 and addend.shape[-1] not in (1, outputs)):
+                raise _Skip(f"a constant addend of shape {list(addend.shape)} after a MatMul is not a bias (only one "
+                            f"value, or one per output: [{outputs}] or [1, {outputs}])")
+            x.bias = np.broadcast_to(addend.reshape(-1), (outputs,)).copy()
             self.value[node.output[0]] = x
             return
         raise _Skip("adding a constant is supported only as the bias of a preceding MatMul whose output only this "
@@ -728,6 +784,9 @@ class _Graph:
         self._add(node, index, "flatten", [self._data(ins[0])])
 
     def _op_Reshape(self, node, index, ins, a):
+        if len(ins) < 2 or not ins[1]:
+            raise _Skip("a Reshape without a shape input (opset 4 and below, which give the shape as an attribute) "
+                        "is not supported (only opset 5 and above)")
         if ins[1] not in self.const and ins[1] not in self.shape_values:
             raise _Skip("the target shape must be a constant or computed from the input's shape")
         self._add(node, index, "flatten", [self._data(ins[0])])   # the mapper accepts [N, features] only

@@ -355,3 +355,60 @@ def test_the_built_in_fits_are_aihwkits_defaults(aihwkit):
     assert cmo["prog_coeff"] == theirs.coeff_dict
     assert ([cmo["decay_mean"]], list(cmo["decay_std"])) == (theirs.decay_dict["mean"], theirs.decay_dict["std"])
     assert (cmo["read_k"], cmo["read_time"]) == (theirs.read_dict["K"], theirs.read_dict["t_read"])
+
+
+# --- attributes of the wrong type, set after construction -----------------------------------------
+def _set(obj, **fields):
+    for name, value in fields.items():
+        if value is ...:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, value)
+    return obj
+
+
+WRONG_TYPES = [   # (model factory, attributes to set (... deletes), the field named, words)
+    (lambda ai: ai.PCMLikeNoiseModel(), {"prog_coeff": ...}, "prog_coeff", "not set on the object"),
+    (lambda ai: ai.PCMLikeNoiseModel(), {"prog_coeff": None}, "prog_coeff", "is not a list of numbers"),
+    (lambda ai: ai.PCMLikeNoiseModel(), {"prog_coeff": "abc"}, "prog_coeff", "is not a list of numbers"),
+    (lambda ai: ai.PCMLikeNoiseModel(), {"prog_coeff_g_max_reference": None}, "prog_coeff_g_max_reference",
+     "is not a number"),
+    (lambda ai: ai.PCMLikeNoiseModel(), {"prog_noise_scale": True}, "prog_noise_scale", "is not a number"),
+    (lambda ai: ai.StateIndependentNoiseModel(), {"prog_coeff": None}, "prog_coeff", "is not a list of numbers"),
+    (lambda ai: ai.NPairConductanceConverter(f_lst=[1.0, 3.0]), {"f_lst": "13"}, "f_lst", "is not a list of numbers"),
+    (lambda ai: ai.NPairConductanceConverter(f_lst=[1.0, 3.0]), {"f_lst": None}, "f_lst", "is not a list of numbers"),
+    (lambda ai: ai.NPairConductanceConverter(f_lst=[1.0, 3.0]), {"f_lst": ...}, "f_lst", "not set on the object"),
+    (lambda ai: ai.HermesNoiseModel(), {"num_devices": 2.5}, "num_devices", "is not one of the integers 1, 2"),
+    (lambda ai: ai.HermesNoiseModel(), {"num_devices": "2"}, "num_devices", "is not one of the integers 1, 2"),
+    (lambda ai: ai.HermesNoiseModel(), {"num_devices": None}, "num_devices", "is not one of the integers 1, 2"),
+    (lambda ai: ai.HermesNoiseModel(), {"num_devices": [2]}, "num_devices", "is not one of the integers 1, 2"),
+    (lambda ai: ai.SinglePairConductanceConverter(), {"g_max": None}, "g_max", "None (NoneType) is not a number"),
+    (lambda ai: ai.SinglePairConductanceConverter(), {"g_max": "25"}, "g_max", "is not a number"),
+    (lambda ai: ai.SinglePairConductanceConverter(), {"g_max": ...}, "g_max", "not set on the object"),
+    (lambda ai: ai.CustomDriftPCMLikeNoiseModel(dict(CUSTOM_DRIFT)), {"custom_drift_model": None}, "custom_drift_model",
+     "is not a dict of name -> list of numbers"),
+    (lambda ai: ai.CustomDriftPCMLikeNoiseModel(dict(CUSTOM_DRIFT)), {"custom_drift_model": [1, 2]},
+     "custom_drift_model", "is not a dict of name -> list of numbers"),
+    (lambda ai: ai.CustomDriftPCMLikeNoiseModel(dict(CUSTOM_DRIFT)), {"custom_drift_model": {**CUSTOM_DRIFT, "g_lst": None}},
+     "custom_drift_model['g_lst']", "is not a list of numbers"),
+]
+
+
+@pytest.mark.parametrize("make, fields, field, words", WRONG_TYPES)
+def test_an_attribute_of_the_wrong_type_is_a_conversion_error_naming_it(aihwkit, make, fields, field, words):
+    """Each raised a raw TypeError/AttributeError, or converted silently ("13" as f_lst [1, 3],
+    num_devices 2.5 or "2" as 2, g_max None as 25), or named a missing value '<object object at ...>'."""
+    ai, _ = aihwkit
+    with pytest.raises(AihwkitConversionError) as err:
+        from_aihwkit(_set(make(ai), **fields))
+    assert words in dict(err.value.fields).get(field, ""), err.value
+    assert "object at 0x" not in str(err.value)
+
+
+def test_a_converters_wrong_attribute_is_named_inside_the_noise_model(aihwkit):
+    ai, _ = aihwkit
+    model = ai.PCMLikeNoiseModel()
+    model.g_converter.g_max = None
+    with pytest.raises(AihwkitConversionError) as err:
+        from_aihwkit(model)
+    assert "is not a number" in dict(err.value.fields).get("g_converter.g_max", ""), err.value

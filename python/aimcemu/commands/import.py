@@ -64,15 +64,18 @@ def main(args: argparse.Namespace) -> int:
     from .. import modelfile
     from .._netbuild import DEFAULT_PERCENTILE
     from ..files import make_folder, output_file
-    from ..onnx_import import convert_onnx
+    from ..onnx_import import convert_onnx, external_data_files
     from ..validate import input_file
 
     # Checked before any work: the inputs are regular files, and the output is never one of them
-    # (by inode), a folder, a device or a FIFO; a trailing '/' is a folder for <onnx name>.h5.
+    # (by inode: the model, its external data files, the calibration images), a folder, a device
+    # or a FIFO; a trailing '/' is a folder for <onnx name>.h5.
     model = input_file(args.model, "model", what="ONNX file")
     calibration = None if args.calibration is None else input_file(args.calibration, "calibration", "--calibration", what=".npy file")
     stem = os.path.splitext(os.path.basename(model))[0] or "model"
-    output = output_file(args.output, "output", "--output", inputs=[("model", model), ("calibration", calibration)],
+    inputs = [("model", model), *(("model's external data file", file) for file in external_data_files(model)),
+              ("calibration", calibration)]
+    output = output_file(args.output, "output", "--output", inputs=inputs,
                          default_name=lambda: f"{stem}.h5", create_folder=False)
     input_shape = _input_shape(args.input_shape)
     images = _calibration_images(calibration)

@@ -18,6 +18,7 @@ own sampling against ours).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable
 
 from .. import _core
@@ -42,20 +43,69 @@ class AihwkitConversionError(ValueError):
 
 
 class _Reader:
-    """Reads an aihwkit object's attributes, collecting problems instead of stopping at the first."""
+    """Reads an aihwkit object's attributes, collecting problems instead of stopping at the first.
+    ``prefix`` names the object inside another one ("g_converter.")."""
 
-    def __init__(self, obj: Any):
+    def __init__(self, obj: Any, prefix: str = ""):
         self.obj = obj
         self.name = type(obj).__name__
+        self.prefix = prefix
         self.used: set[str] = set()
         self.problems: list[tuple[str, str]] = []
+
+    def problem(self, attr: str, why: str) -> None:
+        self.problems.append((self.prefix + attr, why))
 
     def get(self, attr: str):
         self.used.add(attr)
         value = getattr(self.obj, attr, _MISSING)
         if value is _MISSING:
-            self.problems.append((attr, "not set on the object"))
+            self.problem(attr, "not set on the object")
         return value
+
+    def number(self, attr: str):
+        """A real number (not a bool, None or a string), as float; _MISSING (a problem noted) else."""
+        value = self.get(attr)
+        if value is _MISSING:
+            return value
+        if not _is_real(value):
+            self.problem(attr, f"{_show(value)} ({type(value).__name__}) is not a number")
+            return _MISSING
+        return float(value)
+
+    def integer(self, attr: str, choices: tuple[int, ...]):
+        """One of the integers ``choices`` (not a float, bool or string); _MISSING else."""
+        value = self.get(attr)
+        if value is _MISSING:
+            return value
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) not in choices:
+            self.problem(attr, f"{_show(value)} ({type(value).__name__}) is not one of the integers "
+                               f"{', '.join(map(str, choices))}")
+            return _MISSING
+        return int(value)
+
+    def floats(self, attr: str, value=_MISSING):
+        """A list or tuple (or 1-D array) of real numbers, as floats; _MISSING (a problem noted) else.
+        A string is refused: "13" would read as [1.0, 3.0]."""
+        value = self.get(attr) if value is _MISSING else value
+        if value is _MISSING:
+            return value
+        listed = value.tolist() if hasattr(value, "tolist") and getattr(value, "ndim", 1) == 1 else value
+        if not isinstance(listed, (list, tuple)) or not all(_is_real(v) for v in listed):
+            self.problem(attr, f"{_show(value)} ({type(value).__name__}) is not a list of numbers")
+            return _MISSING
+        return [float(v) for v in listed]
+
+    def table(self, attr: str):
+        """A dict of name -> list of numbers (CustomDriftPCMLikeNoiseModel's custom_drift_model)."""
+        value = self.get(attr)
+        if value is _MISSING:
+            return value
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            self.problem(attr, f"{_show(value)} ({type(value).__name__}) is not a dict of name -> list of numbers")
+            return _MISSING
+        table = {k: self.floats(f"{attr}['{k}']", v) for k, v in value.items()}
+        return _MISSING if any(v is _MISSING for v in table.values()) else table
 
     def expect(self, attr: str, default, why: str) -> None:
         """A field our model fixes: it must hold aihwkit's default value."""
@@ -66,9 +116,13 @@ class _Reader:
     def finish(self, ignore: tuple[str, ...] = ()) -> None:
         extra = sorted(set(vars(self.obj)) - self.used - set(ignore))
         for attr in extra:
-            self.problems.append((attr, "an attribute aihwkit's class does not have; aimcemu cannot model it"))
+            self.problem(attr, "an attribute aihwkit's class does not have; aimcemu cannot model it")
         if self.problems:
             raise AihwkitConversionError(f"aihwkit {self.name}", self.problems)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _same(a, b) -> bool:
@@ -86,26 +140,27 @@ def _show(value) -> str:
     return repr(value) if not isinstance(value, float) else f"{value:g}"
 
 
-def _floats(value) -> list[float]:
-    return [float(v) for v in value]
-
-
 # --- aihwkit -> aimcemu ---------------------------------------------------------------------------
-def _converter_from(obj):
-
-    r = _Reader(obj)
+def _converter_from(obj, prefix: str = ""):
+    """Every field is read (and checked to be a number) before anything is built: a missing or
+    None g_max must not become our converter's default."""
+    r = _Reader(obj, prefix)
     kind = r.name
     if kind == "SinglePairConductanceConverter":
-        conv = SinglePairConductanceConverter(g_max=r.get("g_max"), g_min=r.get("g_min"))
+        build = SinglePairConductanceConverter
     elif kind in ("NPairConductanceConverter", "DualPairConductanceConverter"):
-        conv = NPairConductanceConverter(f_lst=_floats(r.get("f_lst")), g_max=r.get("g_max"), g_min=r.get("g_min"))
+        f_lst = r.floats("f_lst")
+
+        def build(**limits):
+            return NPairConductanceConverter(f_lst=f_lst, **limits)
     elif kind == "SingleDeviceConductanceConverter":
-        conv = SingleDeviceConductanceConverter(g_max=r.get("g_max"), g_min=r.get("g_min"))
+        build = SingleDeviceConductanceConverter
     else:
-        raise AihwkitConversionError(f"aihwkit {kind}", [("class", f"{kind} has no aimcemu counterpart "
-                                                                   "(supported: single pair, N pair, dual pair, single device)")])
+        raise AihwkitConversionError(f"aihwkit {kind}", [(prefix + "class", f"{kind} has no aimcemu counterpart "
+                                                          "(supported: single pair, N pair, dual pair, single device)")])
+    limits = {"g_max": r.number("g_max"), "g_min": r.number("g_min")}
     r.finish(ignore=("scale_ratio",))  # scale_ratio is a cache of the last conversion
-    return conv
+    return build(**limits)
 
 
 def _builtin_fits() -> dict:
@@ -128,8 +183,8 @@ _FIXED = "aimcemu's model has this fit built in"
 
 
 def _pcm_fields(r: _Reader) -> dict:
-    return {"t_read": r.get("t_read"), "t0": r.get("t_0"), "prog_noise_scale": r.get("prog_noise_scale"),
-            "read_noise_scale": r.get("read_noise_scale"), "drift_scale": r.get("drift_scale")}
+    return {"t_read": r.number("t_read"), "t0": r.number("t_0"), "prog_noise_scale": r.number("prog_noise_scale"),
+            "read_noise_scale": r.number("read_noise_scale"), "drift_scale": r.number("drift_scale")}
 
 
 def _check_g_max(r: _Reader, converter) -> None:
@@ -141,20 +196,19 @@ def _check_g_max(r: _Reader, converter) -> None:
 def _pcm_like_from(r: _Reader, converter, cls_name: str):
 
     _check_g_max(r, converter)
-    fields = {**_pcm_fields(r), "prog_coeff": _floats(r.get("prog_coeff")),
-              "prog_coeff_g_max_reference": r.get("prog_coeff_g_max_reference")}
+    fields = {**_pcm_fields(r), "prog_coeff": r.floats("prog_coeff"),
+              "prog_coeff_g_max_reference": r.number("prog_coeff_g_max_reference")}
     if cls_name == "CustomDriftPCMLikeNoiseModel":
-        table = r.get("custom_drift_model")
-        return lambda: CustomDriftPCMLikeNoiseModel({k: _floats(v) for k, v in table.items()},
-                                                          converter=converter, **fields)
+        table = r.table("custom_drift_model")
+        return lambda: CustomDriftPCMLikeNoiseModel(table, converter=converter, **fields)
     return lambda: PCMLikeNoiseModel(converter=converter, **fields)
 
 
 def _hermes_from(r: _Reader, converter, cls_name: str):
 
     _check_g_max(r, converter)
-    devices = r.get("num_devices")
     hermes = _builtin_fits()["hermes"]
+    devices = r.integer("num_devices", tuple(sorted(hermes)))
     coeff, reference = hermes.get(devices, hermes[2])
     # aihwkit checks only its g_max argument against the fit's range, not a converter's g_max.
     if converter.g_max > reference:
@@ -169,8 +223,8 @@ def _hermes_from(r: _Reader, converter, cls_name: str):
 def _state_independent_from(r: _Reader, converter, cls_name: str):
 
     _check_g_max(r, converter)
-    fields = {**_pcm_fields(r), "prog_coeff": _floats(r.get("prog_coeff")), "drift_nu_mean": r.get("drift_nu_mean"),
-              "drift_nu_std": r.get("drift_nu_std")}
+    fields = {**_pcm_fields(r), "prog_coeff": r.floats("prog_coeff"), "drift_nu_mean": r.number("drift_nu_mean"),
+              "drift_nu_std": r.number("drift_nu_std")}
     # aihwkit's read sigma is |g_drift / g_max| * sqrt(...) in uS: read_q = 1/g_max here.
     return lambda: StateIndependentNoiseModel(converter=converter, read_q=1.0 / converter.g_max, **fields)
 
@@ -180,8 +234,8 @@ def _wan_from(r: _Reader, converter, cls_name: str):
     _check_g_max(r, converter)
     r.expect("coeff_dic", _builtin_fits()["wan_coeff_dic"], _FIXED)
     r.get("prog_coeff_g_max_reference")   # aihwkit stores 40 there and never uses it
-    scale = r.get("noise_scale")
-    reference = r.get("coeff_g_max_reference")
+    scale = r.number("noise_scale")
+    reference = r.number("coeff_g_max_reference")
     return lambda: ReRamWan2022NoiseModel(converter=converter, prog_noise_scale=scale, read_noise_scale=scale,
                                                 coeff_g_max_reference=reference)
 
@@ -195,8 +249,8 @@ def _cmo_from(r: _Reader, converter, cls_name: str):
         if value is not _MISSING and not _same(value, getattr(converter, attr)):
             r.problems.append((attr, f"{value} differs from the converter's {getattr(converter, attr)}"))
     r.expect("coeff_g_max_reference", converter.g_max, "aihwkit sets it to g_max")
-    fields = {"acceptance_range": r.get("acceptance_range"), "prog_noise_scale": r.get("prog_noise_scale"),
-              "read_noise_scale": r.get("read_noise_scale"), "drift_scale": r.get("drift_scale")}
+    fields = {"acceptance_range": r.number("acceptance_range"), "prog_noise_scale": r.number("prog_noise_scale"),
+              "read_noise_scale": r.number("read_noise_scale"), "drift_scale": r.number("drift_scale")}
     return lambda: ReRamCMONoiseModel(converter=converter, **fields)
 
 
@@ -225,7 +279,7 @@ def _noise_model_from(obj):
         raise AihwkitConversionError(f"aihwkit {r.name}", [("g_converter", f"{kind.__module__}.{kind.__name__} is not "
                                                                            "aihwkit's own converter class (a subclass's "
                                                                            "methods cannot be converted)")])
-    converter = _converter_from(converter_obj)
+    converter = _converter_from(converter_obj, "g_converter.")
     build = _NOISE_MODELS[r.name](r, converter, r.name)
     r.finish()
     return build()
