@@ -87,3 +87,71 @@ def test_a_lone_surrogate_as_a_grid_parameter_is_named(tmp_path):
                           ({"noise.drift_reference": ["\ud800"]}, "field 'drift_reference': not valid UTF-8")]:
         with pytest.raises(aimcemu.FormatError, match=_re(message)):
             sweeps.plan({**config, "grid": grid})
+
+
+# --- 2. grid values that are not plain ----------------------------------------------------------
+def _sweep(tmp_path, **changes) -> dict:
+    return {"output": str(tmp_path / "sw"), "noise": {"model": "pcm_like"}, "mapping": "all", "t": [0.0], **changes}
+
+
+@pytest.mark.parametrize("text, field", [
+    ("noise.prog_noise_scale: [2001-12-14]", "grid.noise.prog_noise_scale[0]"),
+    ("noise.prog_noise_scale: [1.0, !!binary aGVsbG8=]", "grid.noise.prog_noise_scale[1]"),
+    ("noise.prog_noise_scale: [!!set {a, b}]", "grid.noise.prog_noise_scale[0]"),
+    ("noise.prog_noise_scale: {early: 2001-12-14}", "grid.noise.prog_noise_scale[early]"),
+    ("noise: [{model: pcm_like, prog_noise_scale: 2001-12-14}]", "grid.noise[0].prog_noise_scale"),
+    ("noise: [{model: pcm_like, drift_scale: [!!binary aGVsbG8=]}]", "grid.noise[0].drift_scale[0]"),
+], ids=["date", "binary", "set", "labelled_date", "noise_axis_date", "noise_axis_nested_binary"])
+def test_a_grid_value_yaml_gives_as_a_date_binary_or_set_is_named(folder, capsys, text, field):
+    config = folder / "g.yaml"
+    config.write_text(f"output: {folder / 'sw'}\nmodel: {folder / 'model.h5'}\nnoise: pcm_like\nmapping: all\n"
+                      f"t: [0.0]\ngrid:\n  {text}\n")
+    message = assert_refused(["sweep", "-c", config, "--check"], folder, capsys, f"g.yaml: field '{field}': ")
+    assert "expected a number, a string, a list or a mapping" in message
+
+
+def test_numpy_grid_values_are_their_python_values(tmp_path):
+    plain = sweeps.plan(_sweep(tmp_path, grid={"noise.prog_noise_scale": [1, 2, 3], "noise.read_noise_scale": [1, 2],
+                                               "noise.drift_scale": [0.5, 1.0]}))
+    for scales, seeds, drifts in [(list(np.arange(1, 4)), [np.uint8(1), np.int64(2)], [np.float32(0.5), np.float64(1.0)]),
+                                  (np.arange(1, 4).tolist(), np.array([1, 2]), np.array([0.5, 1.0], dtype=np.float32))]:
+        planned = sweeps.plan(_sweep(tmp_path, grid={"noise.prog_noise_scale": scales, "noise.read_noise_scale": list(seeds),
+                                                     "noise.drift_scale": list(drifts)}))
+        assert planned.axes == plain.axes and planned.config == plain.config
+        assert [t.to_dict() for t in planned.tasks] == [t.to_dict() for t in plain.tasks]
+        assert all(type(label) in (int, float) for labels in planned.axes.values() for label in labels)
+    labelled = sweeps.plan(_sweep(tmp_path, grid={"noise.prog_noise_scale": {"low": np.float32(0.5), "high": np.int16(2)}}))
+    assert labelled.config["grid"]["noise.prog_noise_scale"] == [["low", 0.5], ["high", 2]]
+
+
+@pytest.mark.parametrize("value, field", [
+    (b"bytes", "grid.noise.prog_noise_scale[1]"), ({1, 2}, "grid.noise.prog_noise_scale[1]"),
+    (np.datetime64("2001-12-14"), "grid.noise.prog_noise_scale[1]"), (object(), "grid.noise.prog_noise_scale[1]"),
+    (np.complex64(1), "grid.noise.prog_noise_scale[1]")])
+def test_other_grid_value_types_are_refused_from_python(tmp_path, value, field):
+    with pytest.raises(aimcemu.FormatError, match=_re(f"<sweep>: field '{field}': expected a number, a string")):
+        sweeps.plan(_sweep(tmp_path, grid={"noise.prog_noise_scale": [1.0, value]}))
+
+
+# --- 3. a huge base-60 integer -------------------------------------------------------------------
+def test_a_huge_base_60_integer_is_refused_before_it_is_built(folder, capsys):
+    """PyYAML builds a YAML 1.1 sexagesimal int (1:59:59:...) in quadratic time: 1 MiB took about
+    40 s of CPU before its size was refused.  Its length is now checked first."""
+    import time
+    from aimcemu import yamlfile
+
+    config = folder / "sexa.yaml"
+    config.write_text("seed: 1" + ":59" * 170_000 + "\n")   # 510 KB: about 7 s before the fix
+    start = time.process_time()
+    assert_refused(["sweep", "-c", config, "--check"], folder, capsys, "sexa.yaml: field '<yaml>': an integer of 510001 "
+                   "characters (line 1)")
+    assert time.process_time() - start < 2.5
+    # the largest integers still read, in every spelling, underscores aside
+    big = 2**yamlfile.YAML_MAX_INT_BITS - 1
+    digits = []
+    rest = big
+    while rest:
+        rest, digit = divmod(rest, 60)
+        digits.append(str(digit))
+    for spelling in (f"-0b{big:b}", f"0x{big:x}", f"0{big:o}", f"+{big}", ":".join(reversed(digits)), f"0b_{'1_' * 4095}1"):
+        assert yamlfile.parse_yaml(f"seed: {spelling}\n", "<test>")["seed"] in (big, -big)
