@@ -10,6 +10,7 @@ traceback, a TypeError or an error that did not name its file or field:
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import yaml
 import aimcemu
 from aimcemu import mapping, sweeps
 from aimcemu.noise import PCMLikeNoiseModel, noise_model_from_dict
-from hostile import assert_refused, tiny_files
+from hostile import assert_refused, cli_run, tiny_files
 
 
 @pytest.fixture
@@ -155,3 +156,51 @@ def test_a_huge_base_60_integer_is_refused_before_it_is_built(folder, capsys):
         digits.append(str(digit))
     for spelling in (f"-0b{big:b}", f"0x{big:x}", f"0{big:o}", f"+{big}", ":".join(reversed(digits)), f"0b_{'1_' * 4095}1"):
         assert yamlfile.parse_yaml(f"seed: {spelling}\n", "<test>")["seed"] in (big, -big)
+
+
+# --- 4. a full disk names the file ---------------------------------------------------------------
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_during_an_atomic_write_names_the_file(folder, capsys, monkeypatch):
+    """write and fsync raise OSError without a file name ("[Errno 28] No space left on device"):
+    the error names the file being written (index.json, a report page, a perf table)."""
+    from aimcemu import files
+    from hostile import temporaries
+
+    monkeypatch.setattr(os, "fsync", _no_space)
+    with pytest.raises(OSError, match=_re(f"No space left on device: '{folder / 'x.json'}'")) as info:
+        files.atomic_write_json(folder / "x.json", {"a": 1})
+    assert info.value.errno == errno.ENOSPC
+    code, err = cli_run(["perf", "--model", folder / "model.h5", "--output", folder / "p.json"], capsys)
+    assert code == 2 and f"No space left on device: '{folder / 'p.json'}'" in err and "Traceback" not in err, err
+    assert not (folder / "p.json").exists() and temporaries(folder) == []
+
+
+def test_a_full_disk_when_the_lock_is_written_names_it_and_leaves_no_lock_file(folder, capsys, monkeypatch):
+    from aimcemu import files
+
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(os, "pwrite", _no_space)
+    sweep = folder / "new"
+    sweep.mkdir()
+    with pytest.raises(aimcemu.FormatError, match=_re(f"{sweep / '.aimcemu.lock'}: field 'file': cannot write the lock "
+                                                      "file: No space left on device")):
+        files.FolderLock(sweep)
+    assert list(sweep.iterdir()) == []
+    # a lock file that was there already (another sweep's) is left as it was
+    (sweep / ".aimcemu.lock").write_text('{"host": "h", "pid": 1, "since": "then"}')
+    with pytest.raises(aimcemu.FormatError, match="cannot write the lock file"):
+        files.FolderLock(sweep)
+    assert (sweep / ".aimcemu.lock").is_file()   # not removed: this call did not create it
+    (sweep / ".aimcemu.lock").unlink()
+    sweep.rmdir()
+    config = {"output": str(sweep), "model": str(folder / "model.h5"), "noise": "pcm_like", "mapping": "all", "t": [0.0]}
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(config))
+    code, err = cli_run(["sweep", "-c", folder / "sweep.yaml"], capsys)
+    assert code == 2 and "new/.aimcemu.lock: field 'file': cannot write the lock file: No space left" in err, err
+    assert not (sweep / ".aimcemu.lock").exists()
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    with files.FolderLock(folder):   # (a sanity check that the lock still works)
+        assert "pid" in (folder / ".aimcemu.lock").read_text()
