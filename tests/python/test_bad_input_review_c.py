@@ -204,3 +204,41 @@ def test_a_full_disk_when_the_lock_is_written_names_it_and_leaves_no_lock_file(f
     monkeypatch.setattr(os, "pwrite", real_pwrite)
     with files.FolderLock(folder):   # (a sanity check that the lock still works)
         assert "pid" in (folder / ".aimcemu.lock").read_text()
+
+
+# --- 5. a task file that is a link ---------------------------------------------------------------
+def _small_sweep(folder) -> Path:
+    """A finished 2-task sweep, run in this process (no pool)."""
+    config = {"output": str(folder / "sweep"), "model": str(folder / "model.h5"), "noise": {"model": "pcm_like"},
+              "mapping": "all", "t": [0.0, 3600.0], "chips": 2, "grid": {"noise.prog_noise_scale": [0.5, 3.0]}}
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(config))
+    plan = sweeps.plan(config)
+    plan.folder.mkdir()
+    summaries = sweeps._prepare_folder(plan)
+    for task in plan.tasks:
+        summaries[task.file] = sweeps.execute_task(task.to_dict(), os.fspath(plan.folder), 1)
+    sweeps._write_json_atomic(plan.folder / sweeps.INDEX_FILE, sweeps._index(plan, summaries))
+    return plan.folder
+
+
+def test_a_task_file_that_is_a_link_to_another_task_is_refused_by_open_sweep_and_report(folder, capsys):
+    from aimcemu import results
+
+    sweep_folder = _small_sweep(folder)
+    first, second = sorted((sweep_folder / "tasks").iterdir())
+    true_accuracy = results.open_sweep(sweep_folder).accuracy.values[0].copy()
+    first.unlink()
+    first.symlink_to(second.name)
+    for lazy in (False, True):
+        with pytest.raises(aimcemu.FormatError, match=_re(f"{first}: field 'file': is a symbolic link")):
+            results.open_sweep(sweep_folder, lazy=lazy)
+    assert_refused(["report", sweep_folder, "-o", folder / "pages/"], folder, capsys, f"{first}: field 'file': is a "
+                   "symbolic link", "rerun the sweep")
+    # a dangling link too; resuming removes the link and runs the task again
+    first.unlink()
+    first.symlink_to("missing.h5")
+    with pytest.raises(aimcemu.FormatError, match="is a symbolic link"):
+        results.open_sweep(sweep_folder)
+    code, err = cli_run(["sweep", "-c", folder / "sweep.yaml"], capsys)
+    assert code == 0, err
+    assert not first.is_symlink() and np.array_equal(results.open_sweep(sweep_folder).accuracy.values[0], true_accuracy)
