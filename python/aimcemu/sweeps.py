@@ -520,7 +520,7 @@ def _prepare_folder(p: SweepPlan) -> dict:
     if folder.exists() and not folder.is_dir():
         raise _error("output", f"{folder} exists and is not a folder")
     _check_existing_index(p)
-    (folder / TASK_FOLDER).mkdir(parents=True, exist_ok=True)
+    _make_task_folder(folder / TASK_FOLDER)
     files.remove_stale_temporaries(folder)
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
@@ -533,6 +533,18 @@ def _prepare_folder(p: SweepPlan) -> dict:
     for task, summary in zip(finished, summaries):
         done[task.file] = {**summary, "id": task.id, "file": task.file, "ran": False}
     return done
+
+
+def _make_task_folder(path: Path) -> None:
+    """The sweep's tasks/ folder, created if absent; a file, FIFO or dangling link of that name is
+    an error naming it (mkdir said only "[Errno 17] File exists")."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        kind = "a dangling symbolic link" if path.is_symlink() and not path.exists() else \
+            "not a folder (a file, FIFO or device)"
+        raise _core.FormatError(f"{path}: field 'file': exists and is {kind}; the sweep keeps its task files in a "
+                                "folder of that name: remove it") from None
 
 
 def _is_finished(folder: Path, task: Task) -> bool:

@@ -242,3 +242,29 @@ def test_a_task_file_that_is_a_link_to_another_task_is_refused_by_open_sweep_and
     code, err = cli_run(["sweep", "-c", folder / "sweep.yaml"], capsys)
     assert code == 0, err
     assert not first.is_symlink() and np.array_equal(results.open_sweep(sweep_folder).accuracy.values[0], true_accuracy)
+
+
+# --- 6. a sweep folder whose tasks/ is not a folder ----------------------------------------------
+@pytest.mark.parametrize("plant", ["file", "fifo", "dangling_link", "link_to_a_file"])
+def test_a_tasks_entry_that_is_not_a_folder_is_named(folder, capsys, plant):
+    sweep_folder = folder / "sweep"
+    sweep_folder.mkdir()
+    tasks = sweep_folder / "tasks"
+    if plant == "file":
+        tasks.write_text("x")
+    elif plant == "fifo":
+        os.mkfifo(tasks)
+    elif plant == "dangling_link":
+        tasks.symlink_to("nowhere")
+    else:
+        (folder / "data.txt").write_text("x")
+        tasks.symlink_to(folder / "data.txt")
+    config = {"output": str(sweep_folder), "model": str(folder / "model.h5"), "noise": "pcm_like", "mapping": "all",
+              "t": [0.0]}
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(config))
+    kind = "a dangling symbolic link" if plant == "dangling_link" else "not a folder"
+    code, err = cli_run(["sweep", "-c", folder / "sweep.yaml"], capsys)
+    assert code == 2 and f"{tasks}: field 'file': exists and is {kind}" in err and "Traceback" not in err, err
+    with pytest.raises(aimcemu.FormatError, match=_re(f"{tasks}: field 'file': exists and is {kind}")):
+        sweeps.sweep(config, progress=False)
+    assert tasks.is_symlink() or tasks.exists()   # left as it was
