@@ -10,6 +10,7 @@ reused).  Files of live writers and of other hosts are never touched.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -37,10 +38,15 @@ def atomic_write_bytes(path, data: bytes) -> None:
     remove_stale_temporaries(path.parent if str(path.parent) else ".")
     temp = _core.files.temporary_path(os.fspath(path))
     try:
-        with open(temp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(temp, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            if exc.filename is None:   # write, flush and fsync name no file: "[Errno 28] No space left on device"
+                exc.filename = os.fspath(path)
+            raise
         os.replace(temp, path)
     except BaseException:
         try:
@@ -272,7 +278,7 @@ class FolderLock:
 
         self.path = Path(folder) / self.NAME
         self._fd = -1
-        self._fd = self._open_lock_file()
+        self._fd, created = self._open_lock_file()
         deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
             try:
@@ -289,16 +295,28 @@ class FolderLock:
                         f"{folder}: another {what} is running in this folder ({holder}); wait for it to finish"
                         + (f" (waited {wait_s:g} s)" if wait_s > 0 else " or pass a wait time")) from None
                 time.sleep(0.2)
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                                        "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
-
-    def _open_lock_file(self) -> int:
-        """The lock file, created if absent.  Never through a link and never anything but a regular
-        file: the holder truncates and writes it, so a link planted there would have its target
-        overwritten (a model, a results file), and a FIFO or device would block or take the bytes."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                            "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
+        except OSError as exc:  # a full disk: name the file, and leave no empty lock file behind
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)  # still holding the lock: no other process holds this file
+            self.release()
+            raise fail(os.fspath(self.path), "file", f"cannot write the lock file: {exc.strerror}") from None
+
+    def _open_lock_file(self) -> tuple[int, bool]:
+        """The lock file, created if absent, and whether this call created it.  Never through a
+        link and never anything but a regular file: the holder truncates and writes it, so a link
+        planted there would have its target overwritten (a model, a results file), and a FIFO or
+        device would block or take the bytes."""
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            try:
+                fd, created = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644), True
+            except FileExistsError:   # (O_EXCL never follows a link: one is opened below, and refused)
+                fd, created = os.open(self.path, flags | os.O_CREAT, 0o644), False
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise fail(os.fspath(self.path), "file", "is a symbolic link; the lock file is written, so it is "
@@ -313,7 +331,7 @@ class FolderLock:
             os.close(fd)
             raise fail(os.fspath(self.path), "file", f"has {st.st_nlink} names (a hard link); the lock file is "
                                                      "written, so it must be its own file: remove it")
-        return fd
+        return fd, created
 
     def _holder(self) -> str:
         try:

@@ -52,8 +52,9 @@ def niu_noise_config(config: Mapping[str, Any]) -> dict:
 
 def _has_drift_reference(model_name: str) -> bool:
     try:
+        model_name.encode("utf-8")  # a lone surrogate: building the model names the field
         return any(row["name"] == "drift_reference" for row in _core.noise.param_table(model_name))
-    except (_core.FormatError, ValueError, KeyError):
+    except (_core.FormatError, ValueError, KeyError, UnicodeEncodeError):
         return False  # an unknown model: building it names the field
 
 

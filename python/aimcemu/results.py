@@ -517,7 +517,7 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     folder = Path(folder)
     index = read_index(folder)
     tasks = index["tasks"]
-    existing = {t["file"] for t in tasks if (folder / t["file"]).is_file()}
+    existing = {t["file"] for t in tasks if _is_task_file(folder / t["file"])}
     first_files = _first_files_of_models(folder, tasks, existing)
     layout = _SweepLayout(index, _sweep_layers(first_files))
     lazy = len(tasks) > 64 if lazy is None else lazy
@@ -547,6 +547,17 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
     ds["t"].attrs["units"] = "s"
     ds["file"] = (grid_dims, np.array([t["file"] for t in tasks], dtype=object).reshape(grid_shape))
     return ds
+
+
+def _is_task_file(path: Path) -> bool:
+    """Whether a task's file is there: a regular file (a missing one is a task not done yet).  A
+    symbolic link is refused: it could lead to another task's file, whose numbers would show under
+    this grid point (resuming the sweep removes such a link and runs its task again)."""
+    if path.is_symlink():
+        raise validate.fail(os.fspath(path), "file", "is a symbolic link; a task's file is never read through one "
+                                                     "(it could be another task's): delete it, or rerun the sweep, "
+                                                     "which removes it and runs the task again")
+    return path.is_file()
 
 
 def _read_columns(folder: Path, tasks: list[dict], existing: set[str], layout: _SweepLayout,

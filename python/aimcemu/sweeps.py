@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
 from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, check_executor, lost_task_reason, make_executor,
@@ -116,12 +118,16 @@ def load_config(path, source: str = "<arguments>") -> dict:
 
 
 def _axis_values(name: str, values) -> list[tuple[str, Any]]:
-    """(label, value) pairs of one grid axis; a dict gives labels explicitly."""
+    """(label, value) pairs of one grid axis; a dict gives labels explicitly.  Values are plain
+    (_plain_value): NumPy scalars become their Python values."""
     if isinstance(values, Mapping):
-        pairs = [(validate.text(_label_text(label), f"grid.{name}", "<sweep>"), value)
-                 for label, value in values.items()]
+        pairs = [(validate.text(_label_text(label), f"grid.{name}", "<sweep>"),
+                  _plain_value(value, f"grid.{name}[{label}]")) for label, value in values.items()]
     elif isinstance(values, (list, tuple)):
-        pairs = [(_label(value), value) for value in values]
+        pairs = []
+        for index, value in enumerate(values):
+            value = _plain_value(value, f"grid.{name}[{index}]")
+            pairs.append((_label(value, f"grid.{name}[{index}]"), value))
     else:
         raise _error(f"grid.{name}", f"expected a list of values or a mapping label -> value, got {values!r}")
     if not pairs:
@@ -132,6 +138,29 @@ def _axis_values(name: str, values) -> list[tuple[str, Any]]:
     return pairs
 
 
+def _plain_value(value, field_name: str):
+    """A grid value as plain data (what JSON holds and a task's id hashes): None, bools, numbers,
+    strings, and lists and mappings of them.  NumPy scalars (np.int64, np.float32, ...) become
+    their Python values; anything else (a YAML date, !!binary or !!set, a complex number, an
+    object) is an error naming the value's field, where json.dumps raised TypeError."""
+    if isinstance(value, np.generic) and isinstance(value, (np.bool_, np.integer, np.floating, np.str_)):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain_value(v, f"{field_name}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, Mapping):
+        plain = {}
+        for key, v in value.items():
+            key = _plain_value(key, field_name)
+            if isinstance(key, (list, tuple)):
+                raise _error(field_name, f"a mapping key is a list: {validate.short_repr(key)}")
+            plain[key] = _plain_value(v, f"{field_name}.{key}")
+        return plain
+    raise _error(field_name, f"expected a number, a string, a list or a mapping, got {type(value).__name__} "
+                             f"{validate.short_repr(value)}")
+
+
 def _label_text(label) -> str:
     """A mapping's label as text, spelled as _label spells a list value: YAML reads `off`, `no`
     and `yes` as booleans and `null` as None, which str() would make 'False', 'True', 'None'."""
@@ -140,7 +169,7 @@ def _label_text(label) -> str:
     return str(label)
 
 
-def _label(value):
+def _label(value, field_name: str = "grid"):
     """Numbers label themselves (so xarray coordinates stay numeric); other values by their text."""
     if value is None:
         return "none"
@@ -148,7 +177,10 @@ def _label(value):
         return str(value).lower()
     if isinstance(value, (str, int, float)):
         return value
-    return json.dumps(value, sort_keys=True)
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError) as exc:  # keys of several types cannot be sorted
+        raise _error(field_name, f"cannot label this value ({exc}); give the axis as a mapping label -> value") from None
 
 
 def _copied(value, field_name: str):
@@ -492,7 +524,7 @@ def _prepare_folder(p: SweepPlan) -> dict:
     if folder.exists() and not folder.is_dir():
         raise _error("output", f"{folder} exists and is not a folder")
     _check_existing_index(p)
-    (folder / TASK_FOLDER).mkdir(parents=True, exist_ok=True)
+    _make_task_folder(folder / TASK_FOLDER)
     files.remove_stale_temporaries(folder)
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
@@ -556,6 +588,18 @@ def _check_inputs_unchanged(p: SweepPlan) -> None:
                 f"{str(then.get('sha256') if isinstance(then, dict) else then)[:16]}... then, {now['sha256'][:16]}... now); "
                 f"their results would mix with runs on the new file under one grid: restore the file, or "
                 f"give the sweep a new output folder")
+
+
+def _make_task_folder(path: Path) -> None:
+    """The sweep's tasks/ folder, created if absent; a file, FIFO or dangling link of that name is
+    an error naming it (mkdir said only "[Errno 17] File exists")."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        kind = "a dangling symbolic link" if path.is_symlink() and not path.exists() else \
+            "not a folder (a file, FIFO or device)"
+        raise _core.FormatError(f"{path}: field 'file': exists and is {kind}; the sweep keeps its task files in a "
+                                "folder of that name: remove it") from None
 
 
 def _is_finished(folder: Path, task: Task) -> bool:

@@ -122,10 +122,16 @@ def _bounded_loader():
         def construct_yaml_int(self, node):
             # Python refuses to read or print an int of more than 4300 decimal digits (ValueError,
             # in the reader and in any message that shows the value): no option takes one anyway.
-            try:
-                value = super().construct_yaml_int(node)
-            except ValueError:
-                value = None
+            # The length is checked first: PyYAML builds a base-60 integer (1:59:59:...) in time
+            # quadratic in its length (40 s of CPU for 1 MiB).  No spelling of an int of at most
+            # YAML_MAX_INT_BITS bits needs more characters than a sign, "0b" and one digit per bit
+            # (underscores aside); only leading zeros could, and no option needs thousands.
+            value = None
+            if len(node.value.replace("_", "")) <= YAML_MAX_INT_BITS + 3:
+                try:
+                    value = super().construct_yaml_int(node)
+                except ValueError:
+                    pass
             if value is None or value.bit_length() > YAML_MAX_INT_BITS:
                 raise fail(self.source, "<yaml>", f"an integer of {len(node.value)} characters "
                                                   f"(line {node.start_mark.line + 1}); no option takes one that large")

@@ -72,9 +72,11 @@ class NoiseModel:
         cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or '')}\n\n{parameters.docstring_section(rows)}"
 
     def __init__(self, converter: ConductanceConverter | str | None = None, **params: Any) -> None:
+        for key in params:
+            _parameter_name(key)
         given = {k: parameters.core_value(k, v) for k, v in params.items() if v is not None}
         if isinstance(converter, str):  # a config names the converter and gives its fields flat
-            given["converter"] = converter
+            given["converter"] = validate.text(converter, "converter", "noise config")
         elif converter is not None:
             if not isinstance(converter, ConductanceConverter):
                 raise _core.FormatError(f"noise model '{self.model}': field 'converter': expected a converter object")
@@ -265,6 +267,15 @@ def _missing_space_hint(config: Any) -> str:
     return ""
 
 
+def _parameter_name(key: Any) -> str:
+    """A parameter name of a noise config: a str that is valid Unicode (a lone surrogate, as YAML's
+    "\\ud800" or a command-line byte that is not UTF-8 gives, would fail inside the core's binding);
+    the error shows the name with its bad character escaped."""
+    if not isinstance(key, str):
+        raise _core.FormatError(f"noise config: field {key!r}: parameter names are strings")
+    return validate.text(key, key.encode("utf-8", "backslashreplace").decode("ascii"), "noise config")
+
+
 def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
     """Builds a model from {"model": name, **params}; unknown names or params raise FormatError."""
     if not isinstance(config, Mapping) or "model" not in config:
@@ -272,13 +283,14 @@ def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
                                 + _missing_space_hint(config))
     name = config["model"]
     for key, value in config.items():
-        if not isinstance(key, str):
-            raise _core.FormatError(f"noise config: field {key!r}: parameter names are strings")
+        _parameter_name(key)
         # A YAML key left empty (or ~) is None, which the constructors read as "the default":
         # in a config it is more likely a value that was lost, so it is refused.
         if value is None:
             raise _core.FormatError(f"noise config: field {key!r}: no value (an empty YAML key or ~); "
                                     "leave the key out for its default" + _missing_space_hint(config))
+    if isinstance(name, str):
+        validate.text(name, "model", "noise config")
     cls = NoiseModel._registry.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _core.FormatError(f"noise config: field 'model': unknown noise model {name!r} "

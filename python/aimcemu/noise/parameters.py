@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import _core
-from ..validate import as_float
+from ..validate import as_float, text
 
 _noise = _core.noise
 
@@ -41,8 +41,8 @@ def core_value(name: str, value: Any):
     """A parameter as the C++ core takes it: a float, a list of floats or a string."""
     if isinstance(value, np.ndarray) and value.ndim == 0:   # np.array(20.0): the number it holds
         value = value[()]
-    if isinstance(value, str):
-        return value
+    if isinstance(value, str):   # valid Unicode: a lone surrogate would fail inside the binding
+        return text(value, name, "noise config")
     if isinstance(value, (bool, np.bool_)):
         raise _core.FormatError(f"noise config: field '{name}': expected a number, got a boolean")
     if isinstance(value, (int, float, np.integer, np.floating)):
