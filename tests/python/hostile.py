@@ -117,3 +117,17 @@ def tiny_files(folder: Path, images: int = 12) -> tuple[Path, Path]:
 def temporaries(folder: Path) -> list[Path]:
     """Hidden temporary files of atomic writers anywhere under `folder`."""
     return [p for p in Path(folder).rglob(".*") if _core.files.parse_temporary_name(p.name)]
+
+
+def sweep_in_process(config: dict) -> Path:
+    """The sweep of `config` run to the end in this process, task after task (no pool: fast), with
+    its index written as sweep() writes it; returns its folder."""
+    from aimcemu import sweeps
+
+    plan = sweeps.plan(config)
+    plan.folder.mkdir()
+    summaries = sweeps._prepare_folder(plan)
+    for task in plan.tasks:
+        summaries[task.file] = sweeps.execute_task(task.to_dict(), os.fspath(plan.folder), 1)
+    sweeps._write_json_atomic(plan.folder / sweeps.INDEX_FILE, sweeps._index(plan, summaries))
+    return plan.folder

@@ -21,6 +21,7 @@ import yaml
 import aimcemu
 from aimcemu import mapping, sweeps
 from aimcemu.noise import PCMLikeNoiseModel, noise_model_from_dict
+from hostile import sweep_in_process
 from hostile import assert_refused, cli_run, tiny_files
 
 
@@ -212,13 +213,7 @@ def _small_sweep(folder) -> Path:
     config = {"output": str(folder / "sweep"), "model": str(folder / "model.h5"), "noise": {"model": "pcm_like"},
               "mapping": "all", "t": [0.0, 3600.0], "chips": 2, "grid": {"noise.prog_noise_scale": [0.5, 3.0]}}
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config))
-    plan = sweeps.plan(config)
-    plan.folder.mkdir()
-    summaries = sweeps._prepare_folder(plan)
-    for task in plan.tasks:
-        summaries[task.file] = sweeps.execute_task(task.to_dict(), os.fspath(plan.folder), 1)
-    sweeps._write_json_atomic(plan.folder / sweeps.INDEX_FILE, sweeps._index(plan, summaries))
-    return plan.folder
+    return sweep_in_process(config)
 
 
 def test_a_task_file_that_is_a_link_to_another_task_is_refused_by_open_sweep_and_report(folder, capsys):

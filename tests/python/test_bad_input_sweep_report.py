@@ -19,7 +19,7 @@ import yaml
 
 import aimcemu
 from aimcemu import files, sweeps
-from hostile import Snapshot, assert_refused, cli_run, temporaries, tiny_files
+from hostile import Snapshot, assert_refused, cli_run, sweep_in_process, temporaries, tiny_files
 
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
 
@@ -183,14 +183,7 @@ def test_report_refuses_outputs_that_are_inputs_or_not_files(folder, capsys, res
 
 def small_sweep(folder) -> Path:
     """A finished 2-task sweep, run in this process (no pool) to keep the test fast."""
-    cfg = yaml.safe_load(sweep_config(folder, grid={"noise.prog_noise_scale": [0.5, 1.0]}).read_text())
-    plan = sweeps.plan(cfg)
-    plan.folder.mkdir()
-    summaries = sweeps._prepare_folder(plan)
-    for task in plan.tasks:
-        summaries[task.file] = sweeps.execute_task(task.to_dict(), os.fspath(plan.folder), 1)
-    sweeps._write_json_atomic(plan.folder / sweeps.INDEX_FILE, sweeps._index(plan, summaries))
-    return plan.folder
+    return sweep_in_process(yaml.safe_load(sweep_config(folder, grid={"noise.prog_noise_scale": [0.5, 1.0]}).read_text()))
 
 
 def test_report_names_the_broken_task_of_a_sweep(folder, capsys):

@@ -42,10 +42,11 @@ RNG = np.random.default_rng(3)
 CONV_WEIGHT = (RNG.normal(size=(4, 3, 3, 3)) * 2).astype(np.float32)
 
 
-def save_graph(path: Path, nodes, inits: dict, in_shape=("N", 3, 6, 6), out_rank: int = 4, opset: int = 13) -> Path:
-    """x [in_shape] -> nodes -> y, with the given initializers."""
+def save_graph(path: Path, nodes, inits: dict, in_shape=("N", 3, 6, 6), out_rank: int = 4, opset: int = 13,
+               output: str = "y") -> Path:
+    """x [in_shape] -> nodes -> `output`, with the given initializers."""
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [f"d{i}" for i in range(out_rank)])],
+                              [helper.make_tensor_value_info(output, TensorProto.FLOAT, [f"d{i}" for i in range(out_rank)])],
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8

@@ -17,26 +17,12 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from aimcemu.onnx_import import convert_onnx  # noqa: E402
 from aimcemu._netbuild import UnsupportedOperationError  # noqa: E402
 from test_import_hostile import assert_cli_refused, run_cli  # noqa: E402
+from test_import_refusals import images, save_graph  # noqa: E402
 
 RNG = np.random.default_rng(11)
 CONV_WEIGHT = RNG.normal(size=(4, 3, 3, 3)).astype(np.float32)
 BN = {"g": np.full(4, 2, np.float32), "b": np.zeros(4, np.float32), "m": np.full(4, 5, np.float32),
       "v": np.ones(4, np.float32)}
-
-
-def save_graph(path: Path, nodes, inits: dict, in_shape=("N", 3, 6, 6), out_rank: int = 4, opset: int = 13,
-               output: str = "y") -> Path:
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
-                              [helper.make_tensor_value_info(output, TensorProto.FLOAT, [f"d{i}" for i in range(out_rank)])],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    path.write_bytes(model.SerializeToString())
-    return path
-
-
-def images(count: int = 16, chw=(3, 6, 6), seed: int = 5) -> np.ndarray:
-    return np.random.default_rng(seed).normal(size=(count, *chw)).astype(np.float32)
 
 
 def refused(path: Path, *words: str, data=None) -> None:
