@@ -903,8 +903,10 @@ def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool,
             causes.append(f"PID {proc.pid} exited with status {proc.exitcode}")
         if proc in never_started:
             causes[-1] += " before it started any task (a start-up failure; its error is printed above)"
-    for proc in processes:
-        if proc.exitcode == WORKER_STOPPED_AFTER_TASK:  # SIGTERM sent to the worker alone
+    # A worker sent SIGTERM on its own stops after its task; when another worker died, the others
+    # stop that way too (the wind-down), and are no cause.
+    for proc in processes if not dead else []:
+        if proc.exitcode == WORKER_STOPPED_AFTER_TASK:
             causes.append(f"PID {proc.pid} was sent {_signal_name(int(signal.SIGTERM))} and stopped after its task "
                           "(its file is complete; to stop a sweep, signal its own process or its process group)")
     how = "; ".join(causes) or "a worker process ended abruptly"

@@ -28,9 +28,11 @@ def test_a_worker_stopped_by_sigterm_after_its_task_is_named():
 
 
 def test_a_killed_worker_names_its_signal_task_and_the_memory_hint():
-    text = message(-int(signal.SIGKILL), 0, started={100: [1]})
-    assert "PID 100 was killed by SIGKILL" in text and "tasks/1.h5 (grid point {'x': 1})" in text, text
-    assert "with fewer --workers if memory ran out" in text, text
+    # The other worker stopped after its task as the wind-down asked: no cause of its own.
+    text = message(-int(signal.SIGKILL), WORKER_STOPPED_AFTER_TASK, started={100: [1]})
+    assert "PID 100 was killed by SIGKILL (e.g. by the out-of-memory killer, or kill -9) while running task " \
+           "tasks/1.h5 (grid point {'x': 1})" in text, text
+    assert "PID 101" not in text and "with fewer --workers if memory ran out" in text, text
 
 
 def test_nothing_recorded_still_says_a_worker_ended():
