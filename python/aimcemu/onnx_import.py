@@ -20,6 +20,7 @@ offending node; an unreadable file or input without a known size raises aimcemu.
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import os
 import stat
@@ -1063,23 +1064,58 @@ def _bytes_per_image(model, input_name: str, chw) -> int:
 
 
 def _value_bytes(shapes, input_name: str, nchw: tuple[int, ...]) -> int:
-    """Bytes of the values ONNX shape inference sizes with the input at nchw (0 if it fails:
-    onnxruntime then names what is wrong)."""
+    """Bytes of the values that shape inference sizes with the input at nchw, each value at the
+    largest size either inference gives it: ONNX's own, and onnxruntime's symbolic inference,
+    which also follows a shape computed from the input's shape (Reshape(x, Shape(x)): ONNX's
+    leaves everything after it unsized, so a 55 KB file whose convolution needs 35 GB per image
+    passed the memory check).  0 if both fail: onnxruntime then names what is wrong."""
     dims = shapes.graph.input[_input_position(shapes.graph, input_name)].type.tensor_type.shape.dim
     for dim, value in zip(dims, nchw):
         dim.Clear()
         dim.dim_value = value
-    try:
-        inferred = onnx.shape_inference.infer_shapes(shapes, strict_mode=False)
-    except Exception:   # onnx's inference errors
-        return 0
-    bytes_of = {}     # by name: an output may be listed twice
-    for value in [*inferred.graph.value_info, *inferred.graph.output]:
+    bytes_of: dict[str, int] = {}     # by name: an output may be listed twice
+    _add_sized_values(_onnx_inferred(shapes), bytes_of)
+    computed = {name for node in shapes.graph.node for name in node.output if name}
+    if not computed <= bytes_of.keys():   # only then: the symbolic inference imports sympy (40 MB)
+        _add_sized_values(_symbolic_inferred(shapes), bytes_of)
+    return sum(bytes_of.values())
+
+
+def _add_sized_values(inferred, bytes_of: dict[str, int]) -> None:
+    """Each value `inferred` gives a whole shape, at its bytes (the larger where already there)."""
+    for value in [] if inferred is None else [*inferred.graph.value_info, *inferred.graph.output]:
         tensor = value.type.tensor_type
         sizes = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
         if tensor.HasField("shape") and all(v > 0 for v in sizes):
-            bytes_of[value.name] = math.prod(sizes) * _ITEMSIZE_OF_TYPE.get(tensor.elem_type, 4)
-    return sum(bytes_of.values())
+            size = math.prod(sizes) * _ITEMSIZE_OF_TYPE.get(tensor.elem_type, 4)
+            bytes_of[value.name] = max(bytes_of.get(value.name, 0), size)
+
+
+def _onnx_inferred(shapes):
+    try:
+        return onnx.shape_inference.infer_shapes(shapes, strict_mode=False)
+    except Exception:   # onnx's inference errors
+        return None
+
+
+def _symbolic_inferred(shapes):
+    """onnxruntime's symbolic shape inference of a copy of `shapes`; None where it is not
+    installed (it needs sympy) or fails."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except Exception:
+        return None
+    model = onnx.ModelProto()
+    model.CopyFrom(shapes)
+    logger = logging.getLogger("onnxruntime.tools.symbolic_shape_infer")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)   # its warnings about values it cannot size: ours is the message
+    try:
+        return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    except Exception:
+        return None
+    finally:
+        logger.setLevel(level)
 
 
 def _session(model, path: str):

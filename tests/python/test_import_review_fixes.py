@@ -14,6 +14,7 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+import aimcemu  # noqa: E402
 from aimcemu.onnx_import import convert_onnx  # noqa: E402
 from aimcemu._netbuild import UnsupportedOperationError  # noqa: E402
 from test_import_hostile import assert_cli_refused, run_cli  # noqa: E402
@@ -148,3 +149,21 @@ def test_cli_refuses_to_write_over_the_models_external_data(tmp_path):
         assert data.read_bytes() == before
     result = run_cli(["import", folder / "ext.onnx", "-o", tmp_path / "ok.h5", "--calibration", tmp_path / "cal.npy"], 120)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_a_shape_taken_from_the_input_does_not_hide_a_layer_from_the_memory_check(tmp_path, hide):
+    """Review rev_B: ONNX's shape inference leaves every value after Reshape(x, Shape(x)) unsized,
+    so this 55 KB file, whose convolution needs 35 GB per image, passed the memory check and
+    reached onnxruntime's allocator.  onnxruntime's symbolic inference sizes them: refused as the
+    same network without the Reshape is."""
+    front = ([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["x", "s"], ["xr"], name="rs")]
+             if hide else [helper.make_node("Identity", ["x"], ["xr"], name="rs")])
+    nodes = front + [helper.make_node("QuantizeLinear", ["xr", "sc", "z"], ["q"], name="q"),
+                     helper.make_node("DequantizeLinear", ["q", "sc", "z"], ["d"], name="dq"),
+                     helper.make_node("Conv", ["d", "w"], ["y"], name="c", pads=[1, 1, 1, 1])]
+    path = save_graph(tmp_path / "bomb.onnx", nodes, {"w": np.ones((512, 3, 3, 3), np.float32),
+                                                      "sc": np.array(0.1, np.float32), "z": np.array(0, np.int8)},
+                      in_shape=(1, 3, 4096, 4096))
+    with pytest.raises(aimcemu.FormatError, match=r"field 'input x': .*needs 3501\d{7} bytes"):
+        convert_onnx(path)
