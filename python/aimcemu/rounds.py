@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -174,6 +175,49 @@ class NoisyWeights:
         return niu.max_alpha(self.absmax[layer])
 
 
+class DeferredInterrupts:
+    """While the round loop runs, SIGINT and SIGTERM handlers that raise (Ctrl-C's
+    KeyboardInterrupt; `aimcemu run` makes SIGTERM raise it too) only record the signal, and
+    check() (the loop's own points, between rounds and their C++ calls) runs the handler there.
+    Why: a handler's exception is raised at whatever bytecode the main thread is at, which can be
+    inside queue.Queue or threading.Condition code while it hands a round to the writer thread;
+    one raised there lost the writer's wake-up, and `aimcemu run` hung after Ctrl-C, the main
+    thread joining a writer that waited for a round that never came.  A signal that comes while
+    the main thread runs C++ (the NIU, the PU) is raised as soon as that call returns, as before.
+    Outside the main thread (Dask worker threads) it changes nothing: only the main thread gets
+    Python's signal handlers."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict = {}
+        self._pending: list[tuple[int, Any]] = []
+
+    def __enter__(self) -> "DeferredInterrupts":
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                handler = signal.getsignal(signum)
+                if callable(handler):  # SIG_DFL and SIG_IGN stay as they are
+                    self._previous[signum] = handler
+                    signal.signal(signum, self._record)
+        return self
+
+    def _record(self, signum, frame) -> None:
+        self._pending.append((signum, frame))
+
+    def check(self) -> None:
+        """Runs the handler of a signal that came since (it raises, as it would have)."""
+        if self._pending:
+            signum, frame = self._pending.pop(0)
+            self._previous[signum](signum, frame)
+
+    def __exit__(self, kind, value, traceback) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        if kind is None:
+            self.check()
+
+
 class RoundWriter:
     """Writes noisy rounds into a results file on a background thread, so that writing round r
     overlaps computing round r + 1: the metrics the PU took during its pass (set_round_metrics),
@@ -253,13 +297,22 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
         from tqdm import tqdm
 
         bar = tqdm(bar, desc="noisy rounds", unit="round", disable=None, leave=False)
+    with DeferredInterrupts() as interrupts:
+        return _run_rounds(net_layers, net, images, cfg, noisy, round_alpha, reference, writer, emulator,
+                           settings, bar, times, interrupts)
+
+
+def _run_rounds(net_layers, net, images, cfg, noisy, round_alpha, reference, writer, emulator, settings, bar,
+                times: dict, interrupts: DeferredInterrupts) -> dict:
     background = RoundWriter(writer)
     try:
         for position, (round_id, chip, t, compensation) in enumerate(bar):
+            interrupts.check()
             start = time.perf_counter()
             published = noisy.write_round(emulator, chip, round_id, t, {
                 i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else None
             times["noise_s"] += time.perf_counter() - start
+            interrupts.check()
             start = time.perf_counter()
             # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
             hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
@@ -271,6 +324,7 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
                            if published else reference)
             check_activations(net_layers, activations, len(images))
             times["inference_s"] += time.perf_counter() - start
+            interrupts.check()
             background.put(position, activations, metrics)
             activations = metrics = None
     finally:
