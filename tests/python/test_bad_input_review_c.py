@@ -263,3 +263,11 @@ def test_a_tasks_entry_that_is_not_a_folder_is_named(folder, capsys, plant):
     with pytest.raises(aimcemu.FormatError, match=_re(f"{tasks}: field 'file': exists and is {kind}")):
         sweeps.sweep(config, progress=False)
     assert tasks.is_symlink() or tasks.exists()   # left as it was
+
+
+@pytest.mark.parametrize("key", ["\x80", "é", "\u2713"])
+def test_a_parameter_name_outside_ascii_but_valid_is_an_unknown_parameter(key):
+    """The escape for lone surrogates decoded the name as ASCII, so any valid non-ASCII name
+    ("\\x80", "é") raised UnicodeDecodeError (test_fuzz_config found it)."""
+    with pytest.raises(aimcemu.FormatError, match="unknown parameter"):
+        noise_model_from_dict({"model": "pcm_like", key: 1})

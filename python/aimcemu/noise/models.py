@@ -273,7 +273,8 @@ def _parameter_name(key: Any) -> str:
     the error shows the name with its bad character escaped."""
     if not isinstance(key, str):
         raise _core.FormatError(f"noise config: field {key!r}: parameter names are strings")
-    return validate.text(key, key.encode("utf-8", "backslashreplace").decode("ascii"), "noise config")
+    # Only what UTF-8 cannot hold (a lone surrogate) is escaped: "é" stays "é" ("\x80" is valid too).
+    return validate.text(key, key.encode("utf-8", "backslashreplace").decode("utf-8"), "noise config")
 
 
 def noise_model_from_dict(config: Mapping[str, Any]) -> NoiseModel:
