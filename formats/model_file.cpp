@@ -60,8 +60,6 @@ public:
     virtual ~WeightsSource() = default;
     virtual std::vector<std::int8_t> take(const FieldReader& r, const h5::Dataset& weights, const h5::Dims& dims,
                                           const std::string& field) = 0;
-    // Called after the last layer.
-    virtual void finish() {}
 };
 
 // The file itself (the in-process read).
@@ -241,7 +239,6 @@ Network read_model(const FieldReader& r, WeightsSource& weights) {
     const h5::Location layers = r.group(file, "layers", "layers");
     const auto names = r.children(layers, "layers");
     for (const auto& name : names) net.layers.push_back(read_layer(r, layers, name, version, weights));
-    weights.finish();
     return net;
 }
 
