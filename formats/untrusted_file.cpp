@@ -24,6 +24,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -622,23 +623,22 @@ std::string model_request(FileKind dataset_kind) {
 
 // N and M of a model report's "weights N structure M" (check_file.cpp), each a whole decimal
 // number; nullopt for anything else.
-std::optional<std::pair<std::uint64_t, std::uint64_t>> handed_over_sizes(std::string_view detail) {
-    const auto number_after = [&](std::string_view label, char end_char) -> std::optional<std::uint64_t> {
-        if (detail.substr(0, label.size()) != label) return std::nullopt;
-        detail.remove_prefix(label.size());
+std::optional<std::pair<std::uint64_t, std::uint64_t>> handed_over_sizes(const std::string& detail) {
+    std::istringstream words(detail);
+    std::string weights_label, weights, structure_label, structure;
+    words >> weights_label >> weights >> structure_label >> structure;
+    const auto number = [](const std::string& text) -> std::optional<std::uint64_t> {
         std::uint64_t value = 0;
-        const auto [end, parsed] = std::from_chars(detail.data(), detail.data() + detail.size(), value);
-        const std::size_t used = std::size_t(end - detail.data());
-        if (parsed != std::errc() || used == 0 || (end_char != '\0' ? used == detail.size() || *end != end_char : used != detail.size()))
-            return std::nullopt;
-        detail.remove_prefix(used);
+        const auto [end, parsed] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (text.empty() || parsed != std::errc() || end != text.data() + text.size()) return std::nullopt;
         return value;
     };
-    const auto weights = number_after("weights ", ' ');
-    if (!weights) return std::nullopt;
-    const auto structure = number_after(" structure ", '\0');
-    if (!structure) return std::nullopt;
-    return std::pair{*weights, *structure};
+    const auto n = number(weights), m = number(structure);
+    // Rebuilt from its four words, the detail must come back as it was: single spaces, nothing more.
+    if (weights_label != "weights" || structure_label != "structure" || !n || !m ||
+        detail != "weights " + weights + " structure " + structure)
+        return std::nullopt;
+    return std::pair{*n, *m};
 }
 
 }  // namespace

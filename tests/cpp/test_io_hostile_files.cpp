@@ -617,6 +617,21 @@ TEST_F(HostileFiles, AHandOverWithoutItsSizeIsRefused) {
     set_file_check_helper("");
     EXPECT_EQ(message.rfind(file + ": field 'file': the file check did not say how much of the model it handed over", 0), 0u)
         << message;
+    // Nor a report whose counts are not exactly "weights N structure M".
+    const Network net = load_model_in_process(file);
+    const std::string whole = write_hand_over(net, path("whole.bin"));
+    const std::string n = whole.substr(whole.find("weights ") + 8, whole.find(" structure") - whole.find("weights ") - 8);
+    for (const std::string& bad : std::vector<std::string>{"ok\nweights " + n, "ok\nweights " + n + " structure", "ok\nweights " + n + " structure 5 x",
+                                   "ok\nweights " + n + "  structure 5", "ok\nweights -1 structure 5", "ok\nweights 0x10 structure 5",
+                                   "ok\nstructure 5 weights " + n}) {
+        const std::string fake_bad = path("says-" + std::to_string(std::hash<std::string>{}(bad)) + ".sh");
+        touch(fake_bad, "#!/bin/sh\ncat '" + path("whole.bin") + "' >&3\n" + print_report(bad));
+        fs::permissions(fake_bad, fs::perms::owner_all);
+        set_file_check_helper(fake_bad);
+        const std::string refused = format_error_of([&] { load_model(file); });
+        set_file_check_helper("");
+        EXPECT_NE(refused.find("did not say how much of the model it handed over"), std::string::npos) << bad << ": " << refused;
+    }
 }
 
 // A network without GEMM layers hands over an empty memory file, and loads the same checked.
