@@ -298,36 +298,30 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
 
         bar = tqdm(bar, desc="noisy rounds", unit="round", disable=None, leave=False)
     with DeferredInterrupts() as interrupts:
-        return _run_rounds(net_layers, net, images, cfg, noisy, round_alpha, reference, writer, emulator,
-                           settings, bar, times, interrupts)
-
-
-def _run_rounds(net_layers, net, images, cfg, noisy, round_alpha, reference, writer, emulator, settings, bar,
-                times: dict, interrupts: DeferredInterrupts) -> dict:
-    background = RoundWriter(writer)
-    try:
-        for position, (round_id, chip, t, compensation) in enumerate(bar):
-            interrupts.check()
-            start = time.perf_counter()
-            published = noisy.write_round(emulator, chip, round_id, t, {
-                i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else None
-            times["noise_s"] += time.perf_counter() - start
-            interrupts.check()
-            start = time.perf_counter()
-            # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
-            hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
-            extra = {} if hook is None else {"peripherals": hook}
-            # The PU compares each layer the file does not store with the reference as it makes it;
-            # only the stored layers and the output come back to Python.
-            metrics = writer.round_metrics() if published else None
-            activations = (run_network(net, images, cfg.backend, cfg.threads, published, metrics=metrics, **extra)
-                           if published else reference)
-            check_activations(net_layers, activations, len(images))
-            times["inference_s"] += time.perf_counter() - start
-            interrupts.check()
-            background.put(position, activations, metrics)
-            activations = metrics = None
-    finally:
-        background.close()
-        times["write_s"] = background.wait_s
-    return times
+        background = RoundWriter(writer)
+        try:
+            for position, (round_id, chip, t, compensation) in enumerate(bar):
+                interrupts.check()
+                start = time.perf_counter()
+                published = noisy.write_round(emulator, chip, round_id, t, {
+                    i: round_alpha(i, chip, t, compensation) for i in noisy.clean}) if emulator is not None else None
+                times["noise_s"] += time.perf_counter() - start
+                interrupts.check()
+                start = time.perf_counter()
+                # With no AIMC layer every round is the reference, bit for bit: no need to run it again.
+                hook = peripheral_hook(net, settings, cfg.seed, chip, round_id)
+                extra = {} if hook is None else {"peripherals": hook}
+                # The PU compares each layer the file does not store with the reference as it makes it;
+                # only the stored layers and the output come back to Python.
+                metrics = writer.round_metrics() if published else None
+                activations = (run_network(net, images, cfg.backend, cfg.threads, published, metrics=metrics, **extra)
+                               if published else reference)
+                check_activations(net_layers, activations, len(images))
+                times["inference_s"] += time.perf_counter() - start
+                interrupts.check()
+                background.put(position, activations, metrics)
+                activations = metrics = None
+        finally:
+            background.close()
+            times["write_s"] = background.wait_s
+        return times
