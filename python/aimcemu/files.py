@@ -121,9 +121,10 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
 
 
 # What a temporary name adds to its target's (".NAME.tmp-HOST-PID-N", temporary_path): the dots and
-# dashes, a host tag of at most 32 characters, a PID of at most 7 digits (pid_max 4194304) and a
+# dashes, this host's tag (the core's host_tag), a PID of at most 7 digits (pid_max 4194304) and a
 # counter of at most 10.
-_TEMPORARY_NAME_EXTRA = len(".") + len(".tmp-") + 32 + len("-") + 7 + len("-") + 10
+def _temporary_name_extra() -> int:
+    return len(".") + len(".tmp-") + len(_core.files.host_tag()) + len("-") + 7 + len("-") + 10
 
 
 def _check_name_leaves_room_for_the_temporary(out: Path, field: str, source: str) -> None:
@@ -135,10 +136,10 @@ def _check_name_leaves_room_for_the_temporary(out: Path, field: str, source: str
         most = os.pathconf(out.parent if out.parent.is_dir() else ".", "PC_NAME_MAX")
     except (OSError, ValueError):
         most = 255
-    if name + _TEMPORARY_NAME_EXTRA > most:
+    extra = _temporary_name_extra()
+    if name + extra > most:
         raise fail(source, field, f"the file name is {name} bytes; it is written as a temporary file whose name "
-                                  f"adds up to {_TEMPORARY_NAME_EXTRA}, so at most {most - _TEMPORARY_NAME_EXTRA} "
-                                  f"bytes fit this file system's {most}")
+                                  f"adds up to {extra}, so at most {most - extra} bytes fit this file system's {most}")
 
 
 def _words(exc: OSError) -> str:

@@ -170,10 +170,14 @@ def test_a_name_without_room_for_its_temporary_file_is_refused_before_the_run(fi
     """Review rev_C: a 250-byte name (legal: the limit is 255) failed with "File name too long" only
     after the whole run, when its temporary file (the name plus ".tmp-HOST-PID-N") was created."""
     folder, model, _ = files
+    # ".", ".tmp-", this host's tag, "-", a 7-digit PID, "-", a 10-digit counter: the longest it adds
+    fits = os.pathconf(folder, "PC_NAME_MAX") - (1 + 5 + len(aimcemu._core.files.host_tag()) + 1 + 7 + 1 + 10)
     long_name = "r" * 247 + ".h5"
     refused([model, "-o", str(folder / long_name)], folder, capsys, "field 'output'",
-            "the file name is 250 bytes", "at most 198 bytes fit")
-    code, err = cli_run(["run", model, "-o", str(folder / ("r" * 195 + ".h5"))], capsys)
+            "the file name is 250 bytes", f"at most {fits} bytes fit")
+    refused([model, "-o", str(folder / ("r" * (fits - 2) + ".h5"))], folder, capsys, "field 'output'",
+            f"the file name is {fits + 1} bytes")
+    code, err = cli_run(["run", model, "-o", str(folder / ("r" * (fits - 3) + ".h5"))], capsys)
     assert code == 0, err
 
 
