@@ -1216,7 +1216,13 @@ def layer_cosines(imported: ImportedModel, path, images_nchw: np.ndarray, output
     existing = {o.name for o in model.graph.output}
     for name in set(quantized_name.values()) - existing:
         model.graph.output.append(onnx.ValueInfoProto(name=name))
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    # Unoptimised: the file's QDQ pairs computed as written, in float.  With graph optimisations
+    # onnxruntime fuses them into integer kernels whose result depends on the CPU: on AVX2 without
+    # VNNI its u8s8 kernel sums pairs of products in saturating int16 (vpmaddubsw), which moved a
+    # small network's last layer to cosine 0.983 against the file's own arithmetic.
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     values = dict(zip(names, _run_in_batches(session, names, np.asarray(images_nchw, dtype=np.float32),
                                                  os.fspath(path))))
