@@ -186,6 +186,18 @@ def refuse_calibration_type(type_name: str, source: str, batch: int | None = Non
 
 
 
+# Elements RangeStatistics.update converts to float64 at a time (8 MiB per temporary).
+UPDATE_CHUNK = 1 << 20
+
+
+def _abs_chunks(flat: np.ndarray):
+    """|flat| in float64, UPDATE_CHUNK elements at a time (each a new array the caller may change)."""
+    for start in range(0, flat.size, UPDATE_CHUNK):
+        yield np.abs(flat[start:start + UPDATE_CHUNK].astype(np.float64))
+    if flat.size == 0:
+        yield np.zeros(0)
+
+
 class RangeStatistics:
     """Per-value range statistics over calibration batches, in one pass.
 
@@ -206,15 +218,25 @@ class RangeStatistics:
         self._top: dict = {}
 
     def update(self, key, values: np.ndarray, where: str | None = None) -> None:
-        """values: one batch [N, ...] of the value named key; where: how errors name it (default: key)."""
-        values = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+        """values: one batch [N, ...] of the value named key; where: how errors name it (default: key).
+
+        The batch is read in chunks of UPDATE_CHUNK elements converted to float64 one at a time:
+        converting a whole value at once made temporaries of several times its size (float64
+        copy, |x|, scaled, binned), which set the importer's peak memory.  Two passes, since the
+        histogram's top follows the whole batch's peak."""
+        flat = np.asarray(values).ravel()
         batch = self.batches.get(key, 0)
         self.batches[key] = batch + 1
-        if not np.isfinite(values).all():
-            bad = "NaN" if np.isnan(values).any() else "Inf"
-            raise _core.FormatError(f"{self.source}: field '{where or key}': calibration produced {bad} at batch "
-                                    f"{batch} (counting from 0); no int8 scale can hold it")
-        peak = float(values.max()) if values.size else 0.0
+        peak, has_nan, has_inf = 0.0, False, False
+        for chunk in _abs_chunks(flat):
+            has_nan = has_nan or bool(np.isnan(chunk).any())
+            has_inf = has_inf or bool(np.isinf(chunk).any())
+            if chunk.size and not (has_nan or has_inf):
+                peak = max(peak, float(chunk.max()))
+        if has_nan or has_inf:
+            raise _core.FormatError(f"{self.source}: field '{where or key}': calibration produced "
+                                    f"{'NaN' if has_nan else 'Inf'} at batch {batch} (counting from 0); no int8 "
+                                    "scale can hold it")
         earlier_peak = self.peak.get(key, 0.0)
         self.peak[key] = max(earlier_peak, peak)
         if key not in self._hist:
@@ -231,8 +253,11 @@ class RangeStatistics:
             h = self._hist[key]
             self._hist[key] = np.concatenate([h.reshape(-1, 2).sum(axis=1), np.zeros(HISTOGRAM_BINS // 2, np.int64)])
             self._top[key] *= 2.0
-        bins = (values * (HISTOGRAM_BINS / self._top[key])).astype(np.int64)
-        self._hist[key] += np.bincount(np.minimum(bins, HISTOGRAM_BINS - 1), minlength=HISTOGRAM_BINS)
+        per_bin = HISTOGRAM_BINS / self._top[key]
+        for chunk in _abs_chunks(flat):
+            chunk *= per_bin
+            bins = np.minimum(chunk.astype(np.int64), HISTOGRAM_BINS - 1)
+            self._hist[key] += np.bincount(bins, minlength=HISTOGRAM_BINS)
 
     def max_abs(self, key) -> float:
         return self.peak[key]

@@ -50,6 +50,9 @@ MAX_IMAGE_DIM = nb.IMAGE_DIM_MAX
 _QDQ_TYPES = (np.int8, np.uint8)
 # Scale types of QuantizeLinear/DequantizeLinear read as they are.
 _SCALE_TYPES = (np.float32, np.float16, np.float64)
+# The input element types the importer can feed images in (_Graph.input_dtype).
+_INPUT_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
+                onnx.TensorProto.DOUBLE: np.float64}
 
 
 @dataclass
@@ -88,6 +91,7 @@ def convert_onnx(path, calibration_data=None, input_shape=None, name: str | None
     graph = _Graph(model, path)
     nb.check_parameters(graph.nodes, path)
     chw = graph.input_chw(input_shape)
+    graph.input_dtype()      # refused before any calibration work
     if calibration_data is None and not graph.qdq_ranges:
         raise _core.FormatError(f"{path}: field 'calibration_data': a float model (no QuantizeLinear) needs "
                                 "calibration_data to choose its scales")
@@ -435,6 +439,17 @@ class _Graph:
         """The input's dims, None where dynamic (no dim_value, or a dim_value of 0 or below)."""
         return [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
                 for d in self.input_info.type.tensor_type.shape.dim]
+
+    def input_dtype(self) -> type:
+        """The NumPy type of the images the model takes (calibration batches and the shape pass's
+        zero image are fed in it): float, float16 or double.  Anything else is refused naming the
+        input: an integer input has no float range to calibrate, and bfloat16 has no NumPy type."""
+        elem = self.input_info.type.tensor_type.elem_type
+        if elem not in _INPUT_TYPES:
+            name = onnx.TensorProto.DataType.Name(elem) if elem in onnx.TensorProto.DataType.values() else str(elem)
+            raise _core.FormatError(f"{self.path}: field 'input '{nb.printable(self.input_info.name)}'': element "
+                                    f"type {name} is not supported (expected FLOAT, FLOAT16 or DOUBLE images)")
+        return _INPUT_TYPES[elem]
 
     def fixed_batch(self) -> int | None:
         """The batch size the file fixes (torch.onnx.export writes 1 unless told otherwise), or None."""
@@ -943,8 +958,10 @@ def _run_onnxruntime(model, path: str, graph: _Graph, chw, calibration_data) -> 
     where[input_name] = "calibration_data"
     batches = _batches(calibration_data, chw, path)
     batches = _fixed_size(batches, batch_size, path) if batch_size else _cut(batches, max(1, MAX_RUN_BYTES // per_image))
+    dtype = graph.input_dtype()
     count = 0
     for batch in batches:
+        batch = _as_input_type(batch, dtype, path, count)
         try:
             outputs = session.run(names, {input_name: batch})
         except Exception as exc:  # onnxruntime's own error types
@@ -996,7 +1013,7 @@ def _input_position(onnx_graph, name: str) -> int:
 def _shapes(session, path: str, graph: _Graph, nchw: tuple[int, ...]) -> nb.RangeStatistics:
     """Every value's shape (without the batch) on zero images of shape nchw."""
     names = [o.name for o in session.get_outputs()]
-    image = np.zeros(nchw, np.float32)
+    image = np.zeros(nchw, graph.input_dtype())
     try:
         outputs = session.run(names, {graph.input.name: image})
     except Exception as exc:  # onnxruntime's own error types
@@ -1016,8 +1033,11 @@ def _cut(batches, size: int):
 
 
 # Bytes of values the importer's calibration batches are cut to: every value of the graph is an
-# output of its onnxruntime runs (for its range or shape), so a batch holds all of them at once.
-MAX_RUN_BYTES = 2 ** 30
+# output of its onnxruntime runs (for its range or shape), so a batch holds all of them at once,
+# about twice over (onnxruntime's tensors and the arrays its Python binding returns).  At 1 GiB
+# ResNet-50's calibration peaked at 2.9 GB; at 256 MiB (2 images of its 97 MiB) at 1.2 GB, and
+# ran faster (smaller runs stay nearer the caches), to the same ranges.
+MAX_RUN_BYTES = 2 ** 28
 
 
 def _refuse_if_too_large(path: str, graph: _Graph, what: str, needed: int) -> None:
@@ -1124,6 +1144,8 @@ def _session(model, path: str):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every value
     options.log_severity_level = 4   # its errors reach the user as FormatError, not as log lines too
+    # No arena: it kept the memory of every run's values after the run, beside the arrays returned.
+    options.enable_cpu_mem_arena = False
     try:
         return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime's own error types
@@ -1161,6 +1183,18 @@ def _batches(data, chw, path: str):
             raise _core.FormatError(f"{path}: field 'calibration_data': batch {index} (counting from 0): expected "
                                     f"images [N, {', '.join(map(str, chw))}], got {batch.shape}")
         yield batch
+
+
+def _as_input_type(batch: np.ndarray, dtype, path: str, index: int) -> np.ndarray:
+    """A float32 calibration batch in the model's input type.  float16 cannot hold values beyond
+    +-65504: such images are refused naming calibration_data (as Inf they would be blamed on
+    whichever node first produced it)."""
+    if dtype == np.float16:
+        largest = float(np.abs(batch).max()) if batch.size else 0.0
+        if largest > float(np.finfo(np.float16).max):
+            raise _core.FormatError(f"{path}: field 'calibration_data': batch {index} (counting from 0) holds "
+                                    f"{largest:g}, beyond the +-65504 of float16, the model's input type")
+    return batch.astype(dtype, copy=False)
 
 
 def _tensor_as_array(tensor) -> np.ndarray:
