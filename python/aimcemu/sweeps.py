@@ -781,18 +781,24 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
     summaries: dict = {}
     skipped = 0
     with _StopSignals() as stops:
+        new_folders: list[Path] = []
         try:
-            _make_folder(p.folder)
-            with files.FolderLock(p.folder, "sweep", wait_s):
-                summaries.update(_prepare_folder(p))
-                skipped = len(summaries)
-                _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-                todo = [t for t in p.tasks if t.file not in summaries]
-                interrupted, ran = False, 0
-                if todo:
-                    interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress, stops)
-                stops.ignore()  # the tasks are over: what is left is quick and leaves the folder tidy
-                files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
+            new_folders = _make_folder(p.folder)
+            with files.FolderLock(p.folder, "sweep", wait_s) as lock:
+                try:
+                    summaries.update(_prepare_folder(p))
+                    skipped = len(summaries)
+                    _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+                    todo = [t for t in p.tasks if t.file not in summaries]
+                    interrupted, ran = False, 0
+                    if todo:
+                        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress, stops)
+                    stops.ignore()  # the tasks are over: what is left is quick and leaves the folder tidy
+                    files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
+                except Exception:
+                    if new_folders:
+                        _empty_new_folder(p.folder, lock)
+                    raise
         except (_Interrupted, KeyboardInterrupt):
             # Before the pool started (its own wind-down returns interrupted): nothing ran, the
             # folder holds whole files only (the next call removes a temporary of an index
@@ -800,17 +806,40 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
             stops.ignore()
             return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=0, skipped=skipped,
                                interrupted=True, summaries=summaries, done=_finished_count(p))
+        except Exception:
+            files.remove_new_folders(new_folders)  # those this call made, while empty (a first write failed)
+            raise
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
 
 
-def _make_folder(folder: Path) -> None:
+def _make_folder(folder: Path) -> list[Path]:
     """The sweep folder, created (check_output_folder has found that it can be; this names the
-    folder if that changed since)."""
+    folder if that changed since); returns the folders this call created (files.create_folders),
+    which a call that fails before it wrote anything there removes again."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        return files.create_folders(folder)
     except OSError as exc:
         raise _core.FormatError(f"{folder}: field 'output': cannot create the sweep folder ({exc.strerror})") from None
+
+
+def _empty_new_folder(folder: Path, lock: files.FolderLock) -> None:
+    """After a failure in a sweep folder this call created: when the folder holds nothing but
+    what this call put there before any index or task file (its lock file, an empty tasks/),
+    those go, so that the folder itself can (a full disk at the first write).  Anything else
+    there, and it all stays."""
+    try:
+        entries = set(os.listdir(folder))
+    except OSError:
+        return
+    if not entries <= {files.FolderLock.NAME, TASK_FOLDER}:
+        return
+    if TASK_FOLDER in entries:
+        try:
+            (folder / TASK_FOLDER).rmdir()  # only while empty
+        except OSError:
+            return
+    lock.discard()
 
 
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress,
