@@ -555,6 +555,7 @@ def _prepare_folder(p: SweepPlan) -> dict:
         raise _error("output", f"{folder} exists and is not a folder")
     _check_existing_index(p)
     _make_task_folder(folder / TASK_FOLDER)
+    _check_task_names(p)
     files.remove_stale_temporaries(folder)
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
@@ -630,6 +631,25 @@ def _make_task_folder(path: Path) -> None:
             "not a folder (a file, FIFO or device)"
         raise _core.FormatError(f"{path}: field 'file': exists and is {kind}; the sweep keeps its task files in a "
                                 "folder of that name: remove it") from None
+
+
+def _check_task_names(p: SweepPlan) -> None:
+    """No task's file name is taken by a folder, FIFO, device or socket: the task's results file
+    is never written over one, and its run found it only after other tasks had run (and named
+    field 'output' of '<arguments>', the run's).  A symbolic link is no error (_is_finished
+    removes it and the task runs again)."""
+    for task in p.tasks:
+        path = p.folder / task.file
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:  # absent (or unreadable: the task's run says why)
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            continue
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                "a socket" if stat.S_ISSOCK(mode) else "a device")
+        raise _core.FormatError(f"{path}: field 'file': is {kind}, not the results file of its task (grid point "
+                                f"{task.point}); a task's results file is never written over one: remove it")
 
 
 def _is_finished(folder: Path, task: Task) -> bool:
@@ -717,6 +737,7 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         p = plan(config, output)
         check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
+        _check_task_names(p)
     result = _run_sweep(p, executor, workers, threads, progress, wait_s)
     _warn_capped_alphas(p, result.summaries, stacklevel=2)  # as sweep() would warn: the line that called it
     return result
