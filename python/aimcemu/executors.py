@@ -1,5 +1,5 @@
 """Where a sweep's tasks run: a local process pool, a Dask cluster, or any concurrent.futures
-executor, each seen through the same small interface (submit, as_completed, cancel, close).
+executor, each seen through the same small interface (submit, completions, cancel, close).
 
 Each task's C++ threads are chosen so that workers never oversubscribe a host: cores / workers
 on the local pool, cores / task slots per host on Dask, 1 on a generic executor unless told.
@@ -10,9 +10,11 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
+import queue
 import re
 import signal
 import threading
+import time
 import warnings
 from typing import Any, Callable, Mapping
 
@@ -176,8 +178,8 @@ class FuturesExecutor:
         del key  # concurrent.futures has no task names
         return self.pool.submit(fn, *args)
 
-    def as_completed(self, futures):
-        return cf.as_completed(futures)
+    def completions(self, futures) -> "FutureCompletions":
+        return FutureCompletions(futures)
 
     def cancel(self, futures) -> None:
         for fut in futures:
@@ -249,6 +251,45 @@ def _stop_signals_held():
             signal.raise_signal(sig)
 
 
+class FutureCompletions:
+    """concurrent.futures futures as they complete, waited for a slice at a time (wait): between
+    slices the sweep's coordinator looks for a stop signal (sweeps._StopSignals), which its
+    handler only records.  Each future's done callback puts it in a SimpleQueue (C code, safe
+    from any thread), so a slice costs nothing per pending future, where cf.wait and
+    cf.as_completed take every pending future's lock each time."""
+
+    def __init__(self, futures):
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        for fut in futures:
+            fut.add_done_callback(self._done.put)  # called at once for a future already done
+
+    def wait(self, timeout: float) -> list:
+        """The futures completed since the last call; waits up to `timeout` seconds for one."""
+        try:
+            batch = [self._done.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                batch.append(self._done.get_nowait())
+        return batch
+
+
+class DaskCompletions:
+    """Dask futures as they complete (distributed.as_completed, which tracks them on the client's
+    event loop), waited for a slice at a time as FutureCompletions are; a slice is a sleep, as
+    distributed's own blocking iteration polls every 0.1 s."""
+
+    def __init__(self, futures):
+        self._completed = require("distributed", "sweeps on a Dask cluster").as_completed(futures)
+
+    def wait(self, timeout: float) -> list:
+        """The futures completed since the last call; waits up to `timeout` seconds for one."""
+        if not self._completed.has_ready():
+            time.sleep(timeout)
+        return self._completed.next_batch(block=False)
+
+
 def local_pool(workers: int | None, task_count: int, threads: int) -> LocalPool:
     """A pool of spawned processes (no forked C++ thread pools); each task gets cores / workers
     C++ threads unless `threads` says otherwise."""
@@ -288,10 +329,8 @@ class DaskClient:
     def submit(self, fn: Callable, key: str, *args: Any):
         return self.client.submit(fn, *args, key=key, pure=False)
 
-    def as_completed(self, futures):
-        as_completed = require("distributed", "sweeps on a Dask cluster").as_completed
-
-        return as_completed(futures)
+    def completions(self, futures) -> "DaskCompletions":
+        return DaskCompletions(futures)
 
     def cancel(self, futures) -> None:
         self.client.cancel(list(futures))

@@ -202,26 +202,87 @@ def _pseudo_file_system(path: Path) -> str | None:
     return kind if kind in PSEUDO_FILE_SYSTEMS else None
 
 
-def make_folder(folder, field: str, source: str = "<arguments>") -> None:
+def make_folder(folder, field: str, source: str = "<arguments>") -> list[Path]:
     """Creates `folder` and its parents (an output's folder, just before the output is written);
-    an error names the field and says why in words ("cannot create folder X: not a directory")."""
+    returns the folders this call created (create_folders).  An error names the field and says
+    why in words ("cannot create folder X: not a directory")."""
     try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
+        return create_folders(folder)
     except FileExistsError:  # a file (or a link to one) at that name
         raise fail(source, field, f"cannot create folder {folder}: a file of that name exists") from None
     except OSError as exc:
         raise fail(source, field, f"cannot create folder {folder}: {_words(exc)}") from None
 
 
+def create_folders(folder) -> list[Path]:
+    """Creates `folder` and its missing parents, as Path.mkdir(parents=True, exist_ok=True) does,
+    and returns the folders this call created, outermost first (remove_new_folders takes them
+    away again when what goes in them cannot be written).  A folder another process makes
+    meanwhile is not counted.  On an error (FileExistsError: a file of that name) the folders
+    this call created are removed again."""
+    folder = Path(folder)
+    missing = []  # from `folder` up to its nearest existing ancestor (whatever that is: mkdir says)
+    for path in (folder, *folder.parents):
+        if path.exists():
+            break
+        missing.append(path)
+    if not missing and not folder.is_dir():
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.fspath(folder))
+    created: list[Path] = []
+    try:
+        for path in reversed(missing):
+            try:
+                path.mkdir()
+            except FileExistsError:
+                if not path.is_dir():
+                    raise
+                continue
+            created.append(path)
+    except BaseException:
+        remove_new_folders(created)
+        raise
+    return created
+
+
+def remove_new_folders(created: list[Path]) -> None:
+    """Removes the folders a call created (make_folder's list), innermost first, each only while
+    it is empty: a call that failed leaves the tree as it found it, and never takes away what
+    another process has put there since."""
+    for path in reversed(created):
+        try:
+            os.rmdir(path)
+        except OSError:  # not empty (or gone): it and the folders above it stay
+            return
+
+
+@contextlib.contextmanager
+def new_folder_for(folder, field: str, source: str = "<arguments>"):
+    """`with new_folder_for(output.parent, ...): write(output)`: the output's folder made
+    (make_folder) just before the write, and removed again, with the parents this call created,
+    when the write fails (a full disk) and leaves it empty."""
+    created = make_folder(folder, field, source)
+    try:
+        yield
+    except BaseException:
+        remove_new_folders(created)
+        raise
+
+
 class ClaimedFile:
     """An empty file created exclusively to reserve a new output name (claim_new_file); the writer
     later replaces it with the complete output.  release() removes it while it is still the
-    empty file claimed (the run failed), and never anything else."""
+    empty file claimed (the run failed), and never anything else; then the folders the claim
+    created for it, while they are empty."""
 
-    def __init__(self, path: Path, identity: tuple[int, int]):
+    def __init__(self, path: Path, identity: tuple[int, int], new_folders: list[Path] | None = None):
         self.path, self._identity = path, identity
+        self._new_folders = new_folders or []
 
     def release(self) -> None:
+        self._remove_claimed_file()
+        remove_new_folders(self._new_folders)
+
+    def _remove_claimed_file(self) -> None:
         try:
             st = os.lstat(self.path)
         except OSError:
@@ -242,7 +303,15 @@ def claim_new_file(path, field: str, source: str = "<arguments>") -> ClaimedFile
     empty with O_EXCL (its folder first), so an existing file is never replaced and two processes
     that pick the same default name in the same second still get two files."""
     path = Path(path)
-    make_folder(path.parent, field, source)
+    new_folders = make_folder(path.parent, field, source)
+    try:
+        return _claim_free_name(path, field, source, new_folders)
+    except BaseException:
+        remove_new_folders(new_folders)
+        raise
+
+
+def _claim_free_name(path: Path, field: str, source: str, new_folders: list[Path]) -> ClaimedFile:
     stem, suffix = path.stem, path.suffix
     for number in range(1, MAX_NAME_TRIES + 1):
         candidate = path if number == 1 else path.with_name(f"{stem}-{number}{suffix}")
@@ -256,7 +325,7 @@ def claim_new_file(path, field: str, source: str = "<arguments>") -> ClaimedFile
             st = os.fstat(fd)
         finally:
             os.close(fd)
-        return ClaimedFile(candidate, (st.st_dev, st.st_ino))
+        return ClaimedFile(candidate, (st.st_dev, st.st_ino), new_folders)
     raise fail(source, field, f"{path} and {MAX_NAME_TRIES - 1} numbered names after it are all taken")
 
 
@@ -279,7 +348,7 @@ class FolderLock:
 
         self.path = Path(folder) / self.NAME
         self._fd = -1
-        self._fd, created = self._open_lock_file()
+        self._fd, self.created = self._open_lock_file()
         deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
             try:
@@ -301,10 +370,7 @@ class FolderLock:
             os.pwrite(self._fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
                                             "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
         except OSError as exc:  # a full disk: name the file, and leave no empty lock file behind
-            if created:
-                with contextlib.suppress(OSError):
-                    os.unlink(self.path)  # still holding the lock: no other process holds this file
-            self.release()
+            self.discard()
             raise fail(os.fspath(self.path), "file", f"cannot write the lock file: {exc.strerror}") from None
 
     def _open_lock_file(self) -> tuple[int, bool]:
@@ -340,6 +406,15 @@ class FolderLock:
             return f"PID {info['pid']} on {info['host']} since {info['since']}"
         except (OSError, ValueError, KeyError, TypeError):
             return "holder unknown"
+
+    def discard(self) -> None:
+        """Removes the lock file if this lock created it, then releases the lock: a call that
+        fails in a folder it created leaves no file of its own there.  Removed while still held,
+        so no process that opens the name afterwards can hold the removed file."""
+        if self.created and self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+        self.release()
 
     def release(self) -> None:
         if self._fd >= 0:

@@ -361,7 +361,14 @@ def _plot_all(result: PerfResult, directory: Path) -> list[Path]:
 
     if directory.exists() and not directory.is_dir():
         raise _core.FormatError(f"<perf>: field 'plot': {directory} exists and is not a folder")
-    directory.mkdir(parents=True, exist_ok=True)
+    from .files import new_folder_for
+
+    with new_folder_for(directory, "plot", "<perf>"):  # taken away again if the first figure cannot be written
+        return _draw_figures(result, directory, plt)
+
+
+def _draw_figures(result: PerfResult, directory: Path, plt) -> list[Path]:
+    """Fig. 5(a), (b) and (c) as PNG files in `directory`."""
     files = []
     name = result.net.name
 

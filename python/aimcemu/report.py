@@ -356,7 +356,7 @@ def _output_path(results: Path, output, is_sweep: bool) -> Path:
 def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bool = True) -> Path:
     """Write the HTML report of a run file or sweep folder; returns its path (default:
     report.html inside a sweep folder, or <run>.html beside a run file)."""
-    from .files import atomic_write_text, make_folder
+    from .files import atomic_write_text, new_folder_for
 
     results = _check_results_path(results)
     output = _output_path(results, output, results.is_dir())
@@ -380,8 +380,8 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>aimcemu report: '
             f'{html.escape(results.name)}</title><style>{_STYLE}</style></head><body>\n'
             + "\n".join(parts) + "\n</body></html>\n")
-    make_folder(output.parent, "output", "<report>")
-    atomic_write_text(output, page)
+    with new_folder_for(output.parent, "output", "<report>"):  # taken away again if the write fails
+        atomic_write_text(output, page)
     return output
 
 
@@ -453,7 +453,7 @@ def _row_compensation(src: _Source, point: dict) -> str:
 
 def save_pngs(results, folder, layers: Sequence[str] | None = None) -> list[Path]:
     """The report's figures as PNG files in `folder`."""
-    from .files import atomic_write_bytes, output_file
+    from .files import atomic_write_bytes, new_folder_for, output_file
 
     results = _check_results_path(results)
     folder = Path(folder)
@@ -462,11 +462,11 @@ def save_pngs(results, folder, layers: Sequence[str] | None = None) -> list[Path
 
         raise fail("<report>", "png", f"{folder} exists and is not a folder")
     _, figures = build_figures(results, layers)
-    folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for title, png in figures.items():
-        name = "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_") + ".png"
-        path = output_file(folder / name, "png", "<report>", inputs=[("results file", results)])
-        atomic_write_bytes(path, png)
-        paths.append(path)
+    with new_folder_for(folder, "png", "<report>"):  # taken away again if the first write fails
+        for title, png in figures.items():
+            name = "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_") + ".png"
+            path = output_file(folder / name, "png", "<report>", inputs=[("results file", results)])
+            atomic_write_bytes(path, png)
+            paths.append(path)
     return paths

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import traceback
 
 import numpy as np
 
@@ -123,12 +124,17 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
         return _run_and_write(cfg, net, images, labels, placements, coordinates, kept, cache, out_path, overwrite,
                               progress)
     # A default name is a new file, never an existing one's: claimed (created empty, exclusively,
-    # with its folder) only now that the run is about to write, and removed if the run fails.
+    # with its folder) only now that the run is about to write, and removed if the run fails,
+    # with the folders the claim created.
     claim = claim_new_file(out_path, "output", cfg.sources.get("output", "<arguments>"))
     try:
         return _run_and_write(cfg, net, images, labels, placements, coordinates, kept, cache, claim.path, True,
                               progress)
-    except BaseException:
+    except BaseException as exc:
+        # The failed run's results writer removes its temporary file (beside the claimed one)
+        # only when it goes, and the error's traceback keeps it (a local of the frames the error
+        # passed) until the caller drops the error: the folder would not be empty yet.
+        traceback.clear_frames(exc.__traceback__)
         claim.release()
         raise
 

@@ -479,37 +479,67 @@ class _Interrupted(BaseException):
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How long the coordinator waits for a task to complete before it looks for a stop signal again:
+# the longest a signal waits to be acted on while tasks run.
+STOP_CHECK_S = 0.1
 
 
-def _raise_interrupt(signum, frame):
-    raise _Interrupted(signal.Signals(signum).name)
+class _StopSignals:
+    """SIGINT and SIGTERM in the coordinator, from the moment the sweep touches its folder until
+    it returns, so that a signal at any point ends in "interrupted", never in a traceback or a
+    silent death.  How a signal is taken depends on where the coordinator is:
 
+    - before the pool exists (the folder, its lock, reading a resumed folder, the first index
+      write) the handler raises _Interrupted at once: the coordinator runs only its own code,
+      file I/O and a checking subprocess there, and no other thread waits on it;
+    - while the pool runs (defer()) the handler only records the signal, and check() raises it
+      at the coordinator's own points: before each submission and between waits of at most
+      STOP_CHECK_S for a completion.  An exception raised by a handler lands at whatever bytecode
+      the main thread is at, which there is often concurrent.futures', threading's or the pool's
+      own code: raised inside _AcquireFutures (cf.as_completed) it left a future's lock taken,
+      and the pool's manager thread, setting that future's result, blocked for ever, and with it
+      the wind-down that waits for it (rounds.DeferredInterrupts fixed the same hazard in the
+      round loop);
+    - during the wind-down (ignore()) a signal is dropped: the running tasks finish and the files
+      stay whole.
 
-@contextlib.contextmanager
-def _stop_signals_interrupt():
-    """SIGINT and SIGTERM raise _Interrupted in the coordinator from the moment the sweep touches
-    its folder until it returns, so a signal at any point (resume reading, the first index write,
-    the pool's start) ends in "interrupted", never in a traceback or a silent death.  Only the
-    main thread can install handlers; elsewhere the caller's handling stays."""
-    if not _in_main_thread():
-        yield
-        return
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _raise_interrupt)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
+    Only the main thread can install handlers; elsewhere the caller's handling stays, and
+    check() never raises."""
+
+    def __init__(self) -> None:
+        self._mode = "raise"
+        self._pending: list[int] = []
+        self._previous: dict = {}
+
+    def __enter__(self) -> "_StopSignals":
+        if _in_main_thread():
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
             if handler is not None:  # None: a handler installed outside Python, which we cannot restore
                 signal.signal(sig, handler)
 
+    def _on_signal(self, signum, frame) -> None:
+        if self._mode == "raise":
+            raise _Interrupted(signal.Signals(signum).name)
+        if self._mode == "defer":
+            self._pending.append(signum)
 
-def _ignore_stop_signals() -> None:
-    """During a wind-down a second signal is ignored: the running tasks finish and the files stay whole."""
-    if _in_main_thread():
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+    def defer(self) -> None:
+        """From now on a signal is recorded, and raised by check()."""
+        self._mode = "defer"
+
+    def check(self) -> None:
+        """Raises _Interrupted when a signal came since defer()."""
+        if self._pending and self._mode == "defer":
+            raise _Interrupted(signal.Signals(self._pending[0]).name)
+
+    def ignore(self) -> None:
+        """From now on a signal is dropped (the wind-down, and what follows the tasks)."""
+        self._mode = "ignore"
 
 
 def _write_json_atomic(path: Path, data) -> None:
@@ -525,6 +555,7 @@ def _prepare_folder(p: SweepPlan) -> dict:
         raise _error("output", f"{folder} exists and is not a folder")
     _check_existing_index(p)
     _make_task_folder(folder / TASK_FOLDER)
+    _check_task_names(p)
     files.remove_stale_temporaries(folder)
     files.remove_stale_temporaries(folder / TASK_FOLDER)
     done = {}
@@ -600,6 +631,25 @@ def _make_task_folder(path: Path) -> None:
             "not a folder (a file, FIFO or device)"
         raise _core.FormatError(f"{path}: field 'file': exists and is {kind}; the sweep keeps its task files in a "
                                 "folder of that name: remove it") from None
+
+
+def _check_task_names(p: SweepPlan) -> None:
+    """No task's file name is taken by a folder, FIFO, device or socket: the task's results file
+    is never written over one, and its run found it only after other tasks had run (and named
+    field 'output' of '<arguments>', the run's).  A symbolic link is no error (_is_finished
+    removes it and the task runs again)."""
+    for task in p.tasks:
+        path = p.folder / task.file
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:  # absent (or unreadable: the task's run says why)
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            continue
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                "a socket" if stat.S_ISSOCK(mode) else "a device")
+        raise _core.FormatError(f"{path}: field 'file': is {kind}, not the results file of its task (grid point "
+                                f"{task.point}); a task's results file is never written over one: remove it")
 
 
 def _is_finished(folder: Path, task: Task) -> bool:
@@ -687,6 +737,7 @@ def sweep(config, output=None, *, executor=None, workers: int | None = None, thr
         p = plan(config, output)
         check_output_folder(p.folder, "<arguments>" if output is not None else "<sweep>")
         _check_existing_index(p)  # before anything is created in the folder (checked again under the lock)
+        _check_task_names(p)
     result = _run_sweep(p, executor, workers, threads, progress, wait_s)
     _warn_capped_alphas(p, result.summaries, stacklevel=2)  # as sweep() would warn: the line that called it
     return result
@@ -750,83 +801,116 @@ def validate_wait(value, field_name: str, source: str) -> float:
 def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> SweepResult:
     summaries: dict = {}
     skipped = 0
-    with _stop_signals_interrupt():
+    with _StopSignals() as stops:
+        new_folders: list[Path] = []
         try:
-            _make_folder(p.folder)
-            with files.FolderLock(p.folder, "sweep", wait_s):
-                summaries.update(_prepare_folder(p))
-                skipped = len(summaries)
-                _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-                todo = [t for t in p.tasks if t.file not in summaries]
-                interrupted, ran = False, 0
-                if todo:
-                    interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress)
-                _ignore_stop_signals()  # the tasks are over: what is left is quick and leaves the folder tidy
-                files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
+            new_folders = _make_folder(p.folder)
+            with files.FolderLock(p.folder, "sweep", wait_s) as lock:
+                try:
+                    summaries.update(_prepare_folder(p))
+                    skipped = len(summaries)
+                    _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
+                    todo = [t for t in p.tasks if t.file not in summaries]
+                    interrupted, ran = False, 0
+                    if todo:
+                        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress, stops)
+                    stops.ignore()  # the tasks are over: what is left is quick and leaves the folder tidy
+                    files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
+                except Exception:
+                    if new_folders:
+                        _empty_new_folder(p.folder, lock)
+                    raise
         except (_Interrupted, KeyboardInterrupt):
             # Before the pool started (its own wind-down returns interrupted): nothing ran, the
             # folder holds whole files only (the next call removes a temporary of an index
             # write cut short); say how many tasks are done from the files.
-            _ignore_stop_signals()
+            stops.ignore()
             return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=0, skipped=skipped,
                                interrupted=True, summaries=summaries, done=_finished_count(p))
+        except Exception:
+            files.remove_new_folders(new_folders)  # those this call made, while empty (a first write failed)
+            raise
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
 
 
-def _make_folder(folder: Path) -> None:
+def _make_folder(folder: Path) -> list[Path]:
     """The sweep folder, created (check_output_folder has found that it can be; this names the
-    folder if that changed since)."""
+    folder if that changed since); returns the folders this call created (files.create_folders),
+    which a call that fails before it wrote anything there removes again."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        return files.create_folders(folder)
     except OSError as exc:
         raise _core.FormatError(f"{folder}: field 'output': cannot create the sweep folder ({exc.strerror})") from None
 
 
-def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress):
-    """Submit every task, record each completion in the index; on SIGINT/SIGTERM cancel what has
-    not started, let running tasks finish (their files are complete), and return interrupted."""
+def _empty_new_folder(folder: Path, lock: files.FolderLock) -> None:
+    """After a failure in a sweep folder this call created: when the folder holds nothing but
+    what this call put there before any index or task file (its lock file, an empty tasks/),
+    those go, so that the folder itself can (a full disk at the first write).  Anything else
+    there, and it all stays."""
+    try:
+        entries = set(os.listdir(folder))
+    except OSError:
+        return
+    if not entries <= {files.FolderLock.NAME, TASK_FOLDER}:
+        return
+    if TASK_FOLDER in entries:
+        try:
+            (folder / TASK_FOLDER).rmdir()  # only while empty
+        except OSError:
+            return
+    lock.discard()
+
+
+def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress,
+               stops: _StopSignals | None = None):
+    """Submit every task, record each completion in the index; on SIGINT/SIGTERM (`stops`, which
+    defers them to this function's own points) cancel what has not started, let running tasks
+    finish (their files are complete), and return interrupted."""
+    stops = stops if stops is not None else _StopSignals()  # one that handles nothing: a caller without signals
+    stops.defer()
     from concurrent.futures.process import BrokenProcessPool
 
     from tqdm import tqdm
 
-    pool, futures, ran = None, [], 0
+    pool, futures = None, []
     bar = tqdm(total=len(p.tasks), initial=len(summaries), unit="task", desc="sweep",
                disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
         try:
-            pool = make_executor(executor, workers, len(todo), threads)
+            stops.check()
+            try:
+                pool = make_executor(executor, workers, len(todo), threads)
+            except Exception:
+                stops.check()  # a signal came while it connected to a Dask scheduler: the user's stop comes first
+                raise
             folder = pool.worker_folder(p.folder)
-            for number, task in enumerate(todo):  # one by one: a signal leaves `futures` complete
+            for number, task in enumerate(todo):
+                stops.check()
                 futures.append(pool.submit(execute_task, _task_key(folder, task), task.to_dict(), folder,
                                            pool.threads, task.config, number))
-            index = _IndexWriter(p)
-            for fut in pool.as_completed(futures):
-                summary = fut.result()
-                summaries[summary["file"]] = summary
-                ran += summary["ran"]
-                index.write_when_due(summaries)
-                bar.update(1)
-            index.write(summaries)
-            pool.close()  # in the try: a signal while the pool shuts down is an interruption like any other
+            _collect(p, pool, futures, summaries, bar, stops)
+            pool.close()
+            stops.check()  # a signal while the pool shut down is an interruption like any other
         except (_Interrupted, KeyboardInterrupt):
-            _ignore_stop_signals()
-            ran += _wind_down(p, todo, summaries, pool, futures)
-            return True, ran
+            stops.ignore()
+            _wind_down(p, todo, summaries, pool, futures)
+            return True, _ran_count(todo, summaries)
         except BrokenProcessPool:
             # A worker died (SIGKILL from the OOM killer, a crash): the pool fails every task
-            # it had not finished and stops the other workers, which finish their running
-            # task first (executors.init_worker).  Keep what finished, then say whose worker died.
-            _ignore_stop_signals()
+            # it had not finished and stops the other workers, which finish their running task
+            # first (executors.init_worker).  Keep what finished, then say whose worker died.
+            stops.ignore()
             processes = pool.worker_processes()
-            ran += _wind_down(p, todo, summaries, pool, futures)
+            _wind_down(p, todo, summaries, pool, futures)
             raise WorkerDiedError(_worker_death_message(p, todo, summaries, pool, processes)) from None
         except BaseException as exc:
             # A task failed (a full disk, a bad file found late) or was lost with the cluster (the
             # scheduler gone, KilledWorker): stop the others the same way, record what finished,
             # then report the error (that one, even if the index cannot be written either: the
             # next run rebuilds it from the files).
-            _ignore_stop_signals()
+            stops.ignore()
             _wind_down_after_failure(p, todo, summaries, pool, futures)
             reason = lost_task_reason(exc)
             if reason is not None:
@@ -835,8 +919,33 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
                                        "rerun the same command to run the rest") from None
             raise
     finally:
+        stops.ignore()
         bar.close()
-    return False, ran
+    return False, _ran_count(todo, summaries)
+
+
+def _collect(p: SweepPlan, pool, futures: list, summaries: dict, bar, stops: _StopSignals) -> None:
+    """Records each task's summary in `summaries` as it completes and writes the index when due
+    (_IndexWriter) and at the end.  It waits for completions STOP_CHECK_S at a time and looks
+    for a stop signal in between (stops.check() raises it)."""
+    index = _IndexWriter(p)
+    completions = pool.completions(futures)
+    left = len(futures)
+    while left:
+        stops.check()
+        for fut in completions.wait(STOP_CHECK_S):
+            summary = fut.result()
+            summaries[summary["file"]] = summary
+            left -= 1
+            index.write_when_due(summaries)
+            bar.update(1)
+    index.write(summaries)
+
+
+def _ran_count(todo: list[Task], summaries: dict) -> int:
+    """How many of `todo` this call ran: those whose summary says so (an attempt that found its
+    file written by another does not count) and those the wind-down found finished."""
+    return sum(bool(summaries[t.file]["ran"]) for t in todo if t.file in summaries)
 
 
 # The index is rewritten whole (and fsynced) on each write: after every completion that is
@@ -929,13 +1038,13 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> int:
+def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> None:
     """Cancels the tasks not started, waits for the running ones (their files are complete or
-    absent), adds every finished file to the index; returns how many it added."""
+    absent), adds every finished file to `summaries` and the index."""
     if pool is not None:
         pool.cancel([f for f in futures if not f.done()])
         pool.close()
-    return _record_finished(p, todo, summaries)
+    _record_finished(p, todo, summaries)
 
 
 def _wind_down_after_failure(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> None:

@@ -66,6 +66,32 @@ def test_run_on_a_full_disk(tmp_path, small_disk):
     assert list(disk.iterdir()) == [], "a partial or temporary file was left on the full disk"
 
 
+def test_run_into_a_new_folder_on_a_full_disk_leaves_no_folder(tmp_path, small_disk):
+    """The folder made for `-o sub/` goes again with the claimed name (it stayed, empty)."""
+    model, _ = tiny_files(tmp_path / "study", images=400)
+    disk = small_disk(128)
+    done = aimcemu_cli("run", model, "-o", f"{disk}/sub/deeper/", "--mapping", "all", "--noise", "pcm_like",
+                       "--chips", "4", "--layers", "all")
+    assert_clean_failure(done, "No space left on device", f"{disk}/sub/deeper/tiny_", ": field 'file'")
+    assert list(disk.iterdir()) == []
+
+
+def test_a_new_sweep_folder_on_a_full_disk_is_removed(tmp_path, small_disk):
+    """The sweep folder made on a disk that is already full: its lock file cannot be written."""
+    model, _ = tiny_files(tmp_path / "study", images=40)
+    disk = small_disk(64)
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f, pytest.raises(OSError, match="No space left"):
+        while True:
+            f.write(b"\0" * 4096)
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump({"model": os.fspath(model), "noise": {"model": "pcm_like"}, "mapping": "all",
+                                      "t": [0.0]}))
+    done = aimcemu_cli("sweep", "--config", config, "-o", disk / "sweep", "--no-progress")
+    assert_clean_failure(done, "No space left on device", f"{disk / 'sweep'}")
+    assert [p.name for p in disk.iterdir()] == ["filler"]
+
+
 def test_a_round_write_that_fills_the_disk_is_one_worded_error(small_disk):
     """The embedded default with 8 chips fills 2 MiB while a round's activations are written, on
     the results writer's thread: HDF5 printed its error stack there (39 lines) before the error."""

@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .. import modelfile
     from .._netbuild import DEFAULT_PERCENTILE
-    from ..files import make_folder, output_file
+    from ..files import new_folder_for, output_file
     from ..onnx_import import convert_onnx, external_data_files
     from ..validate import input_file
 
@@ -81,8 +81,9 @@ def main(args: argparse.Namespace) -> int:
     images = _calibration_images(calibration)
     imported = convert_onnx(model, images, input_shape, args.name, args.method,
                             args.percentile if args.percentile is not None else DEFAULT_PERCENTILE)
-    make_folder(output.parent, "output", "--output")  # only now: a refused import leaves no folder
-    modelfile.save_model(imported.network, output)
+    # Made only now, so a refused import leaves no folder; a failed write takes it away again.
+    with new_folder_for(output.parent, "output", "--output"):
+        modelfile.save_model(imported.network, output)
     net = imported.network
     print(f"model     {output}: {net.name}, {len(net.layers)} layers, {net.total_weights()} int8 weights")
     for move in imported.scale_moves:

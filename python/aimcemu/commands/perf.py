@@ -92,13 +92,14 @@ def main(args: argparse.Namespace) -> int:
             print()
         print(result.table_one())
     if output is not None:
-        from ..files import make_folder
+        from ..files import new_folder_for
 
-        make_folder(output.parent, "output", "--output")  # only now: a refused run leaves no folder
-        if output.suffix.lower() == ".csv":
-            result.to_csv(output)
-        else:
-            result.to_json(output)
+        # Made only now, so a refused run leaves no folder; a failed write takes it away again.
+        with new_folder_for(output.parent, "output", "--output"):
+            if output.suffix.lower() == ".csv":
+                result.to_csv(output)
+            else:
+                result.to_json(output)
     if args.plot:
         for path in result.plot(args.plot):
             print(f"wrote {path}", file=sys.stderr)
