@@ -81,6 +81,7 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
       ``default_name()``; without a default name it is refused.  The folder must be creatable (its
       nearest existing ancestor a writable folder); it is created here when `create_folder`, else
       by the caller just before it writes (make_folder), so that a refused run leaves no folder;
+    - a file's folder must be creatable too; the caller makes it just before it writes;
     - an existing folder, device, FIFO or socket is refused: only a regular file is replaced;
     - the output may not be one of the run's `inputs` ((field, path) pairs), compared by
       device and inode, so neither another name nor a hard or symbolic link gets past.
@@ -100,6 +101,9 @@ def output_file(path, field: str, source: str = "<arguments>", *, inputs: Iterab
         out = folder / default_name()
     else:
         out = Path(raw)
+        # Its folder is made when the output is written (as for a name ending in '/'): here
+        # only refused, before any work, when it cannot be (was found only by the write).
+        check_folder_creatable(out.parent, field, source)
     _check_name_leaves_room_for_the_temporary(out, field, source)
     try:
         st = os.stat(out)

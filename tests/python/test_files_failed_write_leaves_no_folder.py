@@ -60,6 +60,42 @@ def test_a_run_into_a_new_folder_that_cannot_write_removes_the_folder(study, mon
     assert os.listdir(out) == []  # new/ and new/sub/ are gone; out/, which was there, stays
 
 
+def test_a_run_into_a_named_file_in_a_new_folder_that_cannot_write_removes_the_folder(study, monkeypatch, capsys):
+    """A file name (no trailing '/') in folders that do not exist yet: they are made for the write
+    (the run used to fail only at its end, 'No such file or directory') and go again with it."""
+    model, data, out = study
+    monkeypatch.setattr(_core, "ResultsWriter", FullDiskAtCommit)
+    target = out / "new" / "sub" / "run.h5"
+    code = cli.main(["run", str(model), "--data", str(data), "-o", str(target), "--mapping", "all",
+                     "--noise", "pcm_like"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err == f"aimcemu run: error: {target}: field 'file': cannot write {target}: {NO_SPACE}\n"
+    assert os.listdir(out) == []
+
+
+def test_a_run_into_a_named_file_in_a_new_folder_makes_the_folder(study, capsys):
+    model, data, out = study
+    target = out / "new" / "sub" / "run.h5"
+    assert cli.main(["run", str(model), "--data", str(data), "-o", str(target)]) == 0, capsys.readouterr().err
+    assert os.listdir(out / "new" / "sub") == ["run.h5"]
+
+
+def test_a_named_file_whose_folder_cannot_be_made_is_refused_before_the_run(study, monkeypatch, capsys):
+    """Its folder's place taken by a file: refused naming the option, and nothing ran (the results
+    writer is never made)."""
+    model, data, out = study
+    (out / "taken").write_text("a file\n")
+    made = []
+    monkeypatch.setattr(_core, "ResultsWriter", lambda *args: made.append(args))
+    code = cli.main(["run", str(model), "--data", str(data), "-o", str(out / "taken" / "run.h5")])
+    err = capsys.readouterr().err
+    assert code == 2 and made == []
+    assert err == (f"aimcemu run: error: --output: field 'output': cannot create folder {out / 'taken'}: "
+                   f"{out / 'taken'} is not a folder\n")
+    assert os.listdir(out) == ["taken"]
+
+
 @pytest.mark.parametrize("failing", ["lock file", "index"])
 def test_a_new_sweep_folder_whose_first_write_fails_is_removed(study, monkeypatch, failing):
     model, data, out = study
