@@ -43,6 +43,7 @@ public:
 
     void set_registers(const PeriphRegisters& r) {
         top_->scale_i = std::uint32_t(r.scale);
+        top_->scale_shift_i = std::uint32_t(r.scale_shift);
         top_->sigma_i = std::uint32_t(r.sigma);
         top_->clip_i = r.clip;
         top_->bound_i = std::uint32_t(r.bound);
