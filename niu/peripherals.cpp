@@ -11,9 +11,13 @@ namespace aimcemu::niu {
 
 namespace {
 
-constexpr int kScaleFrac = gen::NIU_PERIPH_SCALE_FRAC;
 constexpr int kSigmaShift = gen::NIU_PERIPH_SIGMA_FRAC + gen::NIU_Z_FRAC;
 constexpr int kMantBits = gen::NIU_PERIPH_MANT_BITS;
+constexpr int kShiftMax = (1 << gen::NIU_PERIPH_SHIFT_BITS) - 1;
+constexpr int kScaleShiftMin = gen::NIU_PERIPH_SCALE_SHIFT_MIN;
+// The RTL sizes v0 for SCALE_SHIFT >= kScaleShiftMin; the largest DAC step the settings allow
+// (inp_bound at its limit, full scale 128, one step) must fit a normalised SCALE there.
+static_assert(2.0 * kMaxInpBound * 128.0 / 1.0 <= double(std::int64_t(1) << (kMantBits - 1 - kScaleShiftMin)));
 constexpr std::int64_t kBoundMax = (std::int64_t(1) << gen::NIU_PERIPH_BOUND_BITS) - 1;
 constexpr std::int64_t kInt32Max = 2147483647;
 
@@ -24,10 +28,22 @@ std::uint64_t to_register(double v, std::uint64_t most) {
     return v >= double(most) ? most : std::uint64_t(std::llround(v));
 }
 
+// dac_step = 2^e * f with f in [1, 2): SCALE = dac_step * 2^(30 - e) in [2^30, 2^31), so that it
+// keeps 31 significant bits at every step size (a step within 2^-31 below a power of two rounds
+// to 2^31 and saturates at 2^31 - 1, still within 2^-31).  A step below 2^-33 keeps the largest
+// shift (63) and a smaller mantissa: it gives 0 for every 32-bit accumulator, as the exact
+// |acc * dac_step| < 1/4 does.
+void set_dac_step(PeriphRegisters& r, double dac_step) {
+    r.scale_shift = kShiftMax;
+    if (dac_step >= std::ldexp(1.0, kMantBits - 1 - kShiftMax))
+        r.scale_shift = std::max(kScaleShiftMin, kMantBits - 1 - std::ilogb(dac_step));
+    r.scale = to_register(std::ldexp(dac_step, r.scale_shift), (std::uint64_t(1) << kMantBits) - 1);
+}
+
 }  // namespace
 
 std::int32_t periph_datapath(const PeriphRegisters& r, std::int32_t acc, std::int32_t z) {
-    std::int64_t v = rshr(std::int64_t(acc) * std::int64_t(r.scale), kScaleFrac);
+    std::int64_t v = rshr(std::int64_t(acc) * std::int64_t(r.scale), r.scale_shift);
     v += rshr(std::int64_t(r.sigma) * z, kSigmaShift);
     if (r.clip) v = clamp64(v, -r.bound, r.bound);
     if (!r.adc) return sat32(v);
@@ -38,10 +54,7 @@ std::int32_t periph_datapath(const PeriphRegisters& r, std::int32_t acc, std::in
 PeriphRegisters periph_registers(const PeripheralSettings& s, int s_w, int s_x) {
     PeriphRegisters r;
     const double unit = double(s_w) * double(s_x);   // accumulator units of a normalised output of 1
-    if (s.inp_steps > 0) {
-        const double dac_step = 2.0 * s.inp_bound * double(s_x) / double(s.inp_steps);
-        r.scale = to_register(std::ldexp(dac_step, kScaleFrac), (std::uint64_t(1) << gen::NIU_PERIPH_SCALE_BITS) - 1);
-    }
+    if (s.inp_steps > 0) set_dac_step(r, 2.0 * s.inp_bound * double(s_x) / double(s.inp_steps));
     r.sigma = to_register(std::ldexp(s.out_noise * unit, gen::NIU_PERIPH_SIGMA_FRAC),
                           (std::uint64_t(1) << gen::NIU_PERIPH_SIGMA_BITS) - 1);
     if (s.out_bound == PeripheralSettings::kUnbounded) return r;

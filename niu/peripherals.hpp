@@ -4,14 +4,14 @@
 // (pu_model/peripherals.hpp) and the image's scales into integer registers; the datapath then
 // digitises each accumulator with integers only:
 //
-//   v    = rshr(acc * SCALE, 16)                      DAC step: codes back to accumulator units
+//   v    = rshr(acc * SCALE, SCALE_SHIFT)             DAC step: codes back to accumulator units
 //        + rshr(SIGMA * z, 8 + 12)                    output noise, z ~ N(0, 1) in Q3.12
 //   v    = clamp(v, -BOUND, BOUND)                    if CLIP (out_bound)
 //   code = clamp(rshr(v * RECIP, RECIP_SHIFT), -CODE_MAX, CODE_MAX)                 if ADC
 //   y    = sat32(rshr(code * STEP, STEP_SHIFT))                                    if ADC
-// (RECIP = 2^RECIP_SHIFT / step in (2^30, 2^31] and STEP = step * 2^STEP_SHIFT in [2^30, 2^31)
-// are normalised mantissas: the ADC's thresholds and levels keep 31 significant bits at every
-// step size)
+// (SCALE = DAC step * 2^SCALE_SHIFT in [2^30, 2^31), RECIP = 2^RECIP_SHIFT / step in
+// (2^30, 2^31] and STEP = step * 2^STEP_SHIFT in [2^30, 2^31) are normalised mantissas: the DAC
+// step, the ADC's thresholds and its levels keep 31 significant bits at every step size)
 //   y    = sat32(v) otherwise
 //
 // z comes from the NIU's generator design: one xoshiro128++ stream per lane (R_g lanes), keyed
@@ -34,7 +34,9 @@ inline constexpr int kPeriphLanes = gen::NIU_PERIPH_LANES;
 
 // The block's registers for one (layer, image).
 struct PeriphRegisters {
-    std::uint64_t scale = std::uint64_t(1) << gen::NIU_PERIPH_SCALE_FRAC;  // DAC step, Q16.16
+    // DAC step = scale / 2^scale_shift (ideal: 1 = 2^30 / 2^30)
+    std::uint64_t scale = std::uint64_t(1) << (gen::NIU_PERIPH_MANT_BITS - 1);
+    int scale_shift = gen::NIU_PERIPH_MANT_BITS - 1;
     std::uint64_t sigma = 0;      // output-noise std, Q24.8
     bool clip = false;
     std::int64_t bound = 0;       // clipping bound (accumulator units)

@@ -108,13 +108,13 @@ PIPE_STAGES = STAGES_RNG + STAGES_GAUSS + STAGES_DEVICE + STAGES_BACK
 PERIPH_LANES = 8           # results per cycle: R_g, the WRB read rate of the paper's PUs
 PURPOSE_PERIPH = 0x50455249  # "PERI": output noise of the peripherals (fresh per round and image)
 PERIPH_ACC_BITS = 32       # accumulator in (DAC codes' GEMM, bias excluded) and result out
-PERIPH_SCALE_BITS = 32     # DAC step in accumulator units, unsigned Q16.16
-PERIPH_SCALE_FRAC = 16
 PERIPH_SIGMA_BITS = 32     # output-noise std in accumulator units, unsigned Q24.8
 PERIPH_SIGMA_FRAC = 8
 PERIPH_BOUND_BITS = 31     # clipping bound in accumulator units, unsigned (< 2^31)
-PERIPH_MANT_BITS = 31      # 1 / ADC step and ADC step as mantissas in [2^30, 2^31) with a shift:
-PERIPH_SHIFT_BITS = 6      # value = mantissa / 2^shift, so every ADC step keeps 31 significant bits
+PERIPH_MANT_BITS = 31      # DAC step (SCALE), 1 / ADC step and ADC step as 31-bit mantissas with a shift:
+PERIPH_SHIFT_BITS = 6      # value = mantissa / 2^shift, so every step size keeps 31 significant bits
+PERIPH_SCALE_SHIFT_MIN = 16  # the largest DAC step the settings allow (inp_bound 64, s_x 128, 1 step: 2^14)
+                             # is 2^30 / 2^16, so |rshr(acc * SCALE, SCALE_SHIFT)| <= 2^46
 PERIPH_CODE_BITS = 21      # ADC code, signed (|code| <= 2^19: at most 2^20 steps)
 PERIPH_PIPE_STAGES = 8     # a result enters, its digitised value leaves this many cycles later
 
@@ -397,13 +397,12 @@ def constants() -> list[tuple[str, int, str, str]]:
     v("NIU_PERIPH_LANES", PERIPH_LANES, "peripherals: results per cycle (R_g)")
     v("NIU_PURPOSE_PERIPH", PURPOSE_PERIPH, "stream key purpose: peripherals' output noise")
     w("NIU_PERIPH_ACC_BITS", PERIPH_ACC_BITS, "peripherals: accumulator in and result out (signed)")
-    w("NIU_PERIPH_SCALE_BITS", PERIPH_SCALE_BITS, "peripherals: DAC step (unsigned)")
-    v("NIU_PERIPH_SCALE_FRAC", PERIPH_SCALE_FRAC, "peripherals: DAC step fraction bits")
     w("NIU_PERIPH_SIGMA_BITS", PERIPH_SIGMA_BITS, "peripherals: output-noise std (unsigned)")
     v("NIU_PERIPH_SIGMA_FRAC", PERIPH_SIGMA_FRAC, "peripherals: output-noise std fraction bits")
     w("NIU_PERIPH_BOUND_BITS", PERIPH_BOUND_BITS, "peripherals: clipping bound (unsigned)")
-    w("NIU_PERIPH_MANT_BITS", PERIPH_MANT_BITS, "peripherals: 1 / ADC step and ADC step mantissas (unsigned)")
+    w("NIU_PERIPH_MANT_BITS", PERIPH_MANT_BITS, "peripherals: DAC step, 1 / ADC step and ADC step mantissas (unsigned)")
     w("NIU_PERIPH_SHIFT_BITS", PERIPH_SHIFT_BITS, "peripherals: their shifts")
+    v("NIU_PERIPH_SCALE_SHIFT_MIN", PERIPH_SCALE_SHIFT_MIN, "peripherals: smallest DAC step shift (largest DAC step)")
     w("NIU_PERIPH_CODE_BITS", PERIPH_CODE_BITS, "peripherals: ADC code (signed)")
     v("NIU_PERIPH_PIPE_STAGES", PERIPH_PIPE_STAGES, "peripherals: pipeline latency in cycles")
     w("NIU_AXI_DATA_BITS", AXI_DATA_BITS, "AXI4 data (one beat)")

@@ -2,11 +2,15 @@
 // write-reorder buffer's read side (R_g accumulators per cycle) and requantisation, each lane
 // turns the GEMM of the DAC codes into the value an ADC would digitise:
 //
-//   v    = rshr(acc * SCALE, 16) + rshr(SIGMA * z, 20)      DAC step back to accumulator units,
-//                                                           plus output noise (z: Q3.12 normal)
+//   v    = rshr(acc * SCALE, SCALE_SHIFT)                   DAC step back to accumulator units,
+//        + rshr(SIGMA * z, 20)                              plus output noise (z: Q3.12 normal)
 //   v    = clamp(v, -BOUND, BOUND)                          if CLIP
 //   y    = rshr(clamp(rshr(v * RECIP, RECIP_SHIFT), +-CODE_MAX) * STEP, STEP_SHIFT)   if ADC,
 //          else sat32(v)
+//
+// SCALE (the DAC step), RECIP and STEP are normalised mantissas with register shifts, so every
+// step size keeps 31 significant bits; the driver keeps SCALE_SHIFT in
+// [NIU_PERIPH_SCALE_SHIFT_MIN, 63], RECIP_SHIFT >= 31 and STEP_SHIFT >= 1.
 //
 // The C++ model is niu/peripherals.hpp (periph_datapath); the co-simulation
 // (tests/cosim/test_periph_cosim.cpp) compares every result bit for bit.
@@ -24,7 +28,8 @@ module pu_periph #(
   input  logic                                                clk_i,
   input  logic                                                rst_ni,
   // Registers of the current (layer, image), stable while its chunks flow.
-  input  logic [niu_constants_pkg::NIU_PERIPH_SCALE_BITS-1:0] scale_i,
+  input  logic [niu_constants_pkg::NIU_PERIPH_MANT_BITS-1:0]  scale_i,
+  input  logic [niu_constants_pkg::NIU_PERIPH_SHIFT_BITS-1:0] scale_shift_i,
   input  logic [niu_constants_pkg::NIU_PERIPH_SIGMA_BITS-1:0] sigma_i,
   input  logic                                                clip_i,
   input  logic [niu_constants_pkg::NIU_PERIPH_BOUND_BITS-1:0] bound_i,
@@ -87,8 +92,8 @@ module pu_periph #(
   for (genvar l = 0; l < Lanes; l++) begin : g_lane
     pu_periph_lane u_lane (
       .clk_i,
-      .scale_i, .sigma_i, .clip_i, .bound_i, .adc_i, .recip_i, .recip_shift_i, .step_i, .step_shift_i,
-      .code_max_i,
+      .scale_i, .scale_shift_i, .sigma_i, .clip_i, .bound_i, .adc_i, .recip_i, .recip_shift_i,
+      .step_i, .step_shift_i, .code_max_i,
       .acc_i (acc_i[l*AccBits +: AccBits]),
       .z_i   (z_all[l*ZBits +: ZBits]),
       .y_o   (y_o[l*AccBits +: AccBits])

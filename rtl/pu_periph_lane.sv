@@ -1,13 +1,16 @@
 // One lane of the analog tile peripherals (rtl/pu_periph.sv has the arithmetic), a pipeline of
 // NIU_PERIPH_PIPE_STAGES = 8 registers that moves every cycle:
-//   1 acc * SCALE        2 rshr 16 (the normal z arrives)   3 SIGMA * z
+//   1 acc * SCALE        2 rshr SCALE_SHIFT (z arrives)     3 SIGMA * z
 //   4 sum, clip          5 v * RECIP                        6 rshr RECIP_SHIFT, code clamp
 //   7 code * STEP        8 rshr STEP_SHIFT or v, saturation to 32 bits
-// rshr(p, s) = ((p >>> (s-1)) + 1) >>> 1 is the PU's round-half-up shift; the two ADC shifts are
-// registers (normalised mantissas keep 31 significant bits at every ADC step size).
+// rshr(p, s) = ((p >>> (s-1)) + 1) >>> 1 is the PU's round-half-up shift; the DAC's and the two
+// ADC shifts are registers (normalised mantissas keep 31 significant bits at every step size).
+// Stage 2's register-controlled rounding (a 64-bit barrel shift and an increment) is no deeper
+// than stage 6's, which also clamps, so the DAC shift adds no stage.
 module pu_periph_lane (
   input  logic                                                clk_i,
-  input  logic [niu_constants_pkg::NIU_PERIPH_SCALE_BITS-1:0] scale_i,
+  input  logic [niu_constants_pkg::NIU_PERIPH_MANT_BITS-1:0]  scale_i,
+  input  logic [niu_constants_pkg::NIU_PERIPH_SHIFT_BITS-1:0] scale_shift_i,  // >= SCALE_SHIFT_MIN
   input  logic [niu_constants_pkg::NIU_PERIPH_SIGMA_BITS-1:0] sigma_i,
   input  logic                                                clip_i,
   input  logic [niu_constants_pkg::NIU_PERIPH_BOUND_BITS-1:0] bound_i,
@@ -23,8 +26,8 @@ module pu_periph_lane (
 );
 
   localparam int AccBits   = niu_constants_pkg::NIU_PERIPH_ACC_BITS;
-  localparam int ScaleBits = niu_constants_pkg::NIU_PERIPH_SCALE_BITS;
-  localparam int ScaleFrac = niu_constants_pkg::NIU_PERIPH_SCALE_FRAC;
+  localparam int ScaleBits = niu_constants_pkg::NIU_PERIPH_MANT_BITS;
+  localparam int ScaleShiftMin = niu_constants_pkg::NIU_PERIPH_SCALE_SHIFT_MIN;
   localparam int SigmaBits = niu_constants_pkg::NIU_PERIPH_SIGMA_BITS;
   localparam int NoiseFrac = niu_constants_pkg::NIU_PERIPH_SIGMA_FRAC + niu_constants_pkg::NIU_Z_FRAC;
   localparam int RecipBits = niu_constants_pkg::NIU_PERIPH_MANT_BITS + 1;
@@ -33,7 +36,7 @@ module pu_periph_lane (
   localparam int ZBits     = niu_constants_pkg::NIU_Z_BITS;
 
   localparam int P1Bits = AccBits + ScaleBits + 1;      // acc * SCALE (SCALE unsigned)
-  localparam int V0Bits = P1Bits - ScaleFrac + 1;       // its rounding, with the carry
+  localparam int V0Bits = P1Bits - ScaleShiftMin + 1;   // its rounding, with the carry
   localparam int PnBits = SigmaBits + ZBits + 1;        // SIGMA * z
   localparam int NBits  = PnBits - NoiseFrac + 1;
   localparam int VBits  = V0Bits + 1;                   // v0 + noise
@@ -44,9 +47,10 @@ module pu_periph_lane (
   logic signed [P1Bits-1:0] p1_q;
   always_ff @(posedge clk_i) p1_q <= $signed(acc_i) * $signed({1'b0, scale_i});
 
-  // Stage 2: back to accumulator units.
+  // Stage 2: back to accumulator units, v0 = rshr(p1, SCALE_SHIFT).  |p1| < 2^62 and
+  // SCALE_SHIFT >= ScaleShiftMin, so p1 >>> (SCALE_SHIFT - 1) plus one fits V0Bits.
   logic signed [V0Bits-1:0] v0_q2, v0_q3;
-  always_ff @(posedge clk_i) v0_q2 <= V0Bits'((p1_q >>> (ScaleFrac - 1)) + 1) >>> 1;
+  always_ff @(posedge clk_i) v0_q2 <= V0Bits'((p1_q >>> (scale_shift_i - 1'b1)) + 1) >>> 1;
 
   // Stage 3: the noise product; v0 waits.
   logic signed [PnBits-1:0] pn_q;

@@ -52,7 +52,8 @@ Tensor8 tensor_of(const py::array_t<std::int8_t, py::array::c_style>& x) {
 
 py::dict registers_dict(const PeriphRegisters& r) {
     py::dict d;
-    d["scale"] = r.scale;
+    d["scale"] = r.scale;             // DAC step = scale / 2^scale_shift
+    d["scale_shift"] = r.scale_shift;
     d["sigma"] = r.sigma;
     d["clip"] = r.clip;
     d["bound"] = r.bound;

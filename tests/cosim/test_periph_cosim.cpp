@@ -2,19 +2,23 @@
 // C++ model (niu/peripherals.hpp), result for result.
 //
 // Each random case draws settings (ideal, noise only, bound only, ADC of 2..2^20 steps, DAC
-// steps, both noise managements), weight and input scales, and a (seed, chip, layer, round,
-// image) key; the harness loads the lanes' generator states, streams chunks of R_g accumulators
-// (random gaps between them: the generators step only on valid chunks) and compares every result
-// with periph_datapath() and the C++ streams.  A layer case runs Peripherals::apply_output on a
-// whole conv layer's accumulators (N not a multiple of R_g: padded chunks) and compares the RTL's
-// results with it.  Negative test: one wrong bit in one lane's loaded state changes that lane's
-// results and no other lane's.
+// steps with input bounds from 2^-26 to 64, both noise managements), weight and input scales, and
+// a (seed, chip, layer, round, image) key; the harness loads the lanes' generator states, streams
+// chunks of R_g accumulators (random gaps between them: the generators step only on valid chunks)
+// and compares every result with periph_datapath() and the C++ streams.  Further cases pin the
+// DAC step's shift at the ends of its range (SCALE_SHIFT 16, the largest step, to 63).  A layer
+// case runs Peripherals::apply_output on a whole conv layer's accumulators (N not a multiple of
+// R_g: padded chunks) and compares the RTL's results with it.  Negative test: one wrong bit in one
+// lane's loaded state changes that lane's results and no other lane's.
 #include <gtest/gtest.h>
 
 #include <pcg_random.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "Vpu_periph.h"
@@ -43,6 +47,7 @@ public:
 
     void set_registers(const PeriphRegisters& r) {
         top_->scale_i = std::uint32_t(r.scale);
+        top_->scale_shift_i = std::uint32_t(r.scale_shift);
         top_->sigma_i = std::uint32_t(r.sigma);
         top_->clip_i = r.clip;
         top_->bound_i = std::uint32_t(r.bound);
@@ -95,8 +100,11 @@ PeripheralSettings random_settings(pcg32& rng) {
     if (kind == 0) return s;                                   // ideal
     s.out_noise = kind == 2 ? 0.0 : 0.5 * double(rng(1000)) / 1000.0;
     s.noise_management = rng(2) ? NoiseManagement::AbsMax : NoiseManagement::None;
-    if (rng(2)) s.inp_steps = 2 + int(rng(253));
-    s.inp_bound = 0.25 + double(rng(8)) / 2.0;
+    if (rng(2)) s.inp_steps = 1 + int(rng(254));
+    // Half the bounds log-uniform over 2^-26 .. 64: DAC steps from below 2^-33 (SCALE_SHIFT 63)
+    // up to 2^13 (shift 17).
+    const double log_uniform = std::ldexp(1.0 + double(rng(1000)) / 1000.0, int(rng(32)) - 26);
+    s.inp_bound = rng(2) ? 0.25 + double(rng(8)) / 2.0 : log_uniform;
     if (kind >= 2) s.out_bound = 0.5 + double(rng(4000)) / 100.0;
     if (kind >= 3) s.out_steps = 1 << (1 + int(rng(20)));     // 2 .. 2^20 steps
     if (kind == 5) s.out_steps += int(rng(2));                 // odd step counts too
@@ -111,42 +119,92 @@ std::int32_t random_acc(pcg32& rng) {
     }
 }
 
+// Streams random chunks through the block with registers r and the lanes' streams of a random
+// key, and compares every result with the model.
+void expect_block_equals_model(pcg32& rng, const PeriphRegisters& r, const std::string& where) {
+    const std::uint64_t seed = rng(), chip = rng(4), layer = rng(50), round = rng(9), image = rng(1000);
+    Harness h;
+    h.set_registers(r);
+    std::array<RngState, kLanes> model{};
+    for (int l = 0; l < kLanes; ++l) {
+        model[std::size_t(l)] = periph_stream_state(seed, chip, layer, round, image, l);
+        h.load(l, model[std::size_t(l)]);
+    }
+    std::vector<std::array<std::int32_t, kLanes>> expected;
+    const int chunks = 40 + int(rng(200));
+    for (int k = 0; k < chunks; ++k) {
+        std::array<std::int32_t, kLanes> acc{}, y{};
+        for (int l = 0; l < kLanes; ++l) {
+            acc[std::size_t(l)] = random_acc(rng);
+            const std::int32_t z = gaussian_chip(xoshiro_next(model[std::size_t(l)]) >> 8);
+            y[std::size_t(l)] = periph_datapath(r, acc[std::size_t(l)], z);
+        }
+        expected.push_back(y);
+        while (rng(4) == 0) h.cycle(nullptr);   // gaps: nothing steps
+        h.cycle(&acc);
+    }
+    h.drain();
+    ASSERT_EQ(h.out.size(), expected.size()) << where;
+    for (std::size_t k = 0; k < expected.size(); ++k)
+        for (int l = 0; l < kLanes; ++l)
+            ASSERT_EQ(h.out[k][std::size_t(l)], expected[k][std::size_t(l)])
+                << where << " chunk " << k << " lane " << l << " adc " << r.adc << " clip " << r.clip
+                << " scale " << r.scale << " >> " << r.scale_shift;
+}
+
 }  // namespace
 
 TEST(PeriphCosim, RandomRegistersAndStreams) {
     pcg32 rng(2024);
+    int fewest_shift = 64, most_shift = 0;   // of the cases with a DAC
     for (int c = 0; c < 60; ++c) {
         const PeripheralSettings s = random_settings(rng);
         const int s_w = 1 + int(rng(127)), s_x = 1 + int(rng(128));
         const PeriphRegisters r = periph_registers(s, s_w, s_x);
-        const std::uint64_t seed = rng(), chip = rng(4), layer = rng(50), round = rng(9), image = rng(1000);
-        Harness h;
-        h.set_registers(r);
-        std::array<RngState, kLanes> model{};
-        for (int l = 0; l < kLanes; ++l) {
-            model[std::size_t(l)] = periph_stream_state(seed, chip, layer, round, image, l);
-            h.load(l, model[std::size_t(l)]);
+        if (s.inp_steps > 0) {
+            fewest_shift = std::min(fewest_shift, r.scale_shift);
+            most_shift = std::max(most_shift, r.scale_shift);
         }
-        std::vector<std::array<std::int32_t, kLanes>> expected;
-        const int chunks = 40 + int(rng(200));
-        for (int k = 0; k < chunks; ++k) {
-            std::array<std::int32_t, kLanes> acc{}, y{};
-            for (int l = 0; l < kLanes; ++l) {
-                acc[std::size_t(l)] = random_acc(rng);
-                const std::int32_t z = gaussian_chip(xoshiro_next(model[std::size_t(l)]) >> 8);
-                y[std::size_t(l)] = periph_datapath(r, acc[std::size_t(l)], z);
-            }
-            expected.push_back(y);
-            while (rng(4) == 0) h.cycle(nullptr);   // gaps: nothing steps
-            h.cycle(&acc);
-        }
-        h.drain();
-        ASSERT_EQ(h.out.size(), expected.size()) << "case " << c;
-        for (std::size_t k = 0; k < expected.size(); ++k)
-            for (int l = 0; l < kLanes; ++l)
-                ASSERT_EQ(h.out[k][std::size_t(l)], expected[k][std::size_t(l)])
-                    << "case " << c << " chunk " << k << " lane " << l << " adc " << r.adc << " clip " << r.clip;
+        expect_block_equals_model(rng, r, "case " + std::to_string(c));
+        if (HasFatalFailure()) return;
     }
+    // The draws reach both small and large DAC-step shifts (steps of about 2^6 and 2^-25).
+    EXPECT_LE(fewest_shift, 24);
+    EXPECT_GE(most_shift, 55);
+}
+
+// The DAC step at the ends of SCALE_SHIFT's range, with noise, bound and ADC on and off.
+TEST(PeriphCosim, DacStepsAtTheEndsOfTheShiftRange) {
+    struct Case {
+        double inp_bound;
+        int s_x, steps, shift;
+    };
+    const Case cases[] = {
+        {64.0, 128, 1, 16},                   // 2^14, the largest step the settings allow
+        {64.0, 127, 3, 18},
+        {1.0, 1, 254, 37},                    // 1/127: an image whose largest |x| is 1
+        {1e-3, 1, 254, 47},
+        {std::ldexp(1.0, -19), 1, 128, 55},   // 2^-25
+        {std::ldexp(1.5, -27), 1, 128, 63},   // 1.5 * 2^-33: the last normalised mantissa
+        {std::ldexp(1.0, -30), 1, 254, 63},   // below 2^-33: every product rounds to 0
+    };
+    pcg32 rng(7);
+    for (const Case& c : cases)
+        for (int variant = 0; variant < 3; ++variant) {
+            PeripheralSettings s;
+            s.inp_steps = c.steps;
+            s.inp_bound = c.inp_bound;
+            if (variant >= 1) s.out_noise = 0.05;
+            if (variant == 2) {
+                s.out_bound = 4.0;
+                s.out_steps = 254;
+            }
+            const PeriphRegisters r = periph_registers(s, 100, c.s_x);
+            ASSERT_EQ(r.scale_shift, c.shift) << "inp_bound " << c.inp_bound;
+            expect_block_equals_model(rng, r, "inp_bound " + std::to_string(c.inp_bound) + " variant " +
+                                                  std::to_string(variant));
+            if (HasFatalFailure()) return;
+        }
 }
 
 TEST(PeriphCosim, WholeLayerEqualsTheModelsApplyOutput) {

@@ -5,6 +5,7 @@
 // in tests/python/test_peripherals.py; the RTL co-simulation in tests/cosim/test_periph_cosim.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <pcg_random.hpp>
@@ -262,7 +263,9 @@ TEST(Peripherals, RegistersHoldTheSettingsInAccumulatorUnits) {
     const PeripheralSettings s = aihwkit_default();
     const PeriphRegisters r = periph_registers(s, 127, 100);
     const double unit = 127.0 * 100.0;
-    EXPECT_EQ(r.scale, std::uint64_t(std::llround(2.0 * 100.0 / 126.0 * 65536.0)));
+    // DAC step 200 / 126 = 2^0 * 1.587: a normalised 31-bit mantissa, shift 30.
+    EXPECT_EQ(r.scale_shift, 30);
+    EXPECT_EQ(r.scale, std::uint64_t(std::llround(std::ldexp(2.0 * 100.0 / 126.0, 30))));
     EXPECT_EQ(r.sigma, std::uint64_t(std::llround(0.06 * unit * 256.0)));
     EXPECT_TRUE(r.clip);
     EXPECT_TRUE(r.adc);
@@ -272,6 +275,19 @@ TEST(Peripherals, RegistersHoldTheSettingsInAccumulatorUnits) {
     EXPECT_EQ(r.step, std::uint64_t(std::llround(std::ldexp(step, 21))));
     EXPECT_EQ(r.recip_shift, 31 + 9);
     EXPECT_EQ(r.recip, std::uint64_t(std::llround(std::ldexp(1.0 / step, 40))));
+    // No DAC: SCALE is one, 2^30 / 2^30, and the stage passes every accumulator unchanged.
+    const PeriphRegisters ideal = periph_registers(PeripheralSettings{}, 127, 100);
+    EXPECT_EQ(ideal.scale, std::uint64_t(1) << 30);
+    EXPECT_EQ(ideal.scale_shift, 30);
+    for (std::int32_t acc : {std::numeric_limits<std::int32_t>::min(), -1, 0, 1, 2147483647})
+        EXPECT_EQ(periph_datapath(ideal, acc, 0), acc);
+    // A DAC step of 2^-25 (inp_bound 2^-19, one 128th of full scale 1): the same mantissa, shift 55.
+    PeripheralSettings tiny;
+    tiny.inp_steps = 128;
+    tiny.inp_bound = std::ldexp(1.0, -19);
+    const PeriphRegisters t = periph_registers(tiny, 1, 1);
+    EXPECT_EQ(t.scale, std::uint64_t(1) << 30);
+    EXPECT_EQ(t.scale_shift, 55);
     // An ADC finer than one accumulator unit leaves only the bound.
     PeripheralSettings fine;
     fine.out_bound = 1.0;
@@ -332,4 +348,125 @@ TEST(Peripherals, DacCodesAreAihwkitsDiscretisedInputs) {
     EXPECT_EQ(dac_full_scale(s, x, 4), 90);
     s.noise_management = NoiseManagement::None;
     EXPECT_EQ(dac_full_scale(s, x, 4), 128);
+}
+
+namespace {
+
+// Exact rational arithmetic for the DAC-step test below: acc * dac_step = num / den with
+// dac_step = 2 * inp_bound * s_x / steps and inp_bound's exact double value (an odd integer times
+// a power of two).  Products of a 32-bit accumulator, a 53-bit mantissa and s_x stay below 2^93.
+using Int128 = __int128;
+
+struct Rational {
+    Int128 num, den;   // den > 0
+};
+
+Rational exact_product(std::int32_t acc, double inp_bound, int s_x, int steps) {
+    int exponent = 0;
+    auto mantissa = std::int64_t(std::ldexp(std::frexp(inp_bound, &exponent), 53));   // exact
+    exponent -= 53;
+    while (mantissa % 2 == 0) {
+        mantissa /= 2;
+        ++exponent;
+    }
+    Rational r{Int128(acc) * 2 * mantissa * s_x, Int128(steps)};
+    if (exponent >= 0) r.num <<= exponent;
+    else r.den <<= -exponent;
+    return r;
+}
+
+Int128 floor_div(Int128 a, Int128 b) {   // b > 0
+    const Int128 q = a / b;
+    return q * b > a ? q - 1 : q;
+}
+
+// floor(num / den + 1/2), and the distance from num / den to the nearest rounding boundary (a
+// value k + 1/2), as a fraction of one unit.
+struct Rounded {
+    Int128 value;
+    double boundary_distance;
+};
+
+Rounded round_half_up(const Rational& r) {
+    const Int128 twice = 2 * r.den;
+    const Int128 value = floor_div(2 * r.num + r.den, twice);
+    const Int128 above = 2 * r.num + r.den - value * twice;   // in [0, 2 den): 0 = exactly on a boundary
+    return {value, double(std::min(above, twice - above)) / double(twice)};
+}
+
+std::int32_t saturate32(Int128 v) {
+    return std::int32_t(std::clamp<Int128>(v, std::numeric_limits<std::int32_t>::min(),
+                                           std::numeric_limits<std::int32_t>::max()));
+}
+
+// Accumulators: every value near zero, log-uniform magnitudes up to the int32 range, the extremes.
+std::vector<std::int32_t> accumulators(pcg32& rng) {
+    std::vector<std::int32_t> out;
+    for (std::int32_t a = -4096; a <= 4096; ++a) out.push_back(a);
+    for (int i = 0; i < 4000; ++i) {
+        const auto magnitude = std::int64_t(std::ldexp(1.0 + double(rng(1u << 20)) / double(1u << 20), int(rng(31))));
+        out.push_back(std::int32_t(std::min<std::int64_t>(magnitude, 2147483647) * (rng(2) ? 1 : -1)));
+    }
+    for (std::int32_t a : {std::numeric_limits<std::int32_t>::min(), -(1 << 30), (1 << 30), 2147483647})
+        out.push_back(a);
+    return out;
+}
+
+}  // namespace
+
+// The output stage folds the DAC step back into accumulator units: with no noise, bound or ADC its
+// result must be round-half-up(acc * dac_step), saturated to int32, for every DAC step the
+// settings allow, here 2^-25 .. 2^14.  The register holds dac_step to 31 significant bits
+// (relative error at most 2^-31, plus 2^-52 from the driver's doubles), so a value within
+// |acc * dac_step| * (2^-31 + 2^-50) of a rounding boundary may go either way (then it must be
+// one of the boundary's two neighbours; few values are that close).  All others, and every value
+// of a step with at most 31 significant bits, must be exact.  The reference is exact rational
+// arithmetic on the settings, not the driver's doubles.
+TEST(Peripherals, DacStepScalesAccumulatorsExactlyAtEveryStepSize) {
+    struct Case {
+        double inp_bound;
+        int s_x, steps;
+        bool step_has_31_bits;   // dac_step = m * 2^e with m < 2^31: no rounding boundary is uncertain
+    };
+    const std::vector<Case> cases = {
+        {1.0, 1, 254, false},                   // image whose largest |x| is 1: 1/127
+        {0.1, 1, 254, false},                   // 1/1270
+        {1e-3, 1, 254, false},                  // 1/127000, below 2^-16
+        {1.0, 128, 254, false},                 // noise management none: 128/127
+        {1.0, 37, 126, false},
+        {1.0, 111, 254, false},                 // 2^30 * dac_step ends in .992: a truncated SCALE is 2^-31 off
+        {std::ldexp(1.0, -19), 1, 128, true},   // 2^-25
+        {std::ldexp(1.0, -12), 3, 64, true},    // 3 * 2^-17
+        {0.75, 100, 8, true},                   // 18.75
+        {64.0, 128, 1, true},                   // 2^14, the largest step the settings allow
+    };
+    pcg32 rng(31);
+    const std::vector<std::int32_t> accs = accumulators(rng);
+    for (const Case& c : cases) {
+        PeripheralSettings s;
+        s.inp_steps = c.steps;
+        s.inp_bound = c.inp_bound;
+        const PeriphRegisters r = periph_registers(s, 1, c.s_x);
+        const double dac_step = 2.0 * c.inp_bound * c.s_x / c.steps;
+        int wrong = 0, small = 0, small_near_boundary = 0;   // small: |acc * dac_step| < 2^20
+        for (std::int32_t acc : accs) {
+            const Rounded exact = round_half_up(exact_product(acc, c.inp_bound, c.s_x, c.steps));
+            const std::int32_t expected = saturate32(exact.value);
+            const std::int32_t got = periph_datapath(r, acc, 0);
+            const double register_error = std::ldexp(1.0, -31) + std::ldexp(1.0, -50);   // relative
+            const double uncertain = c.step_has_31_bits ? -1.0 : std::abs(double(acc)) * dac_step * register_error;
+            const bool near = exact.boundary_distance <= uncertain;
+            const bool is_small = exact.value > -(1 << 20) && exact.value < (1 << 20);
+            small += is_small;
+            small_near_boundary += near && is_small;
+            const bool ok = near ? std::abs(std::int64_t(got) - expected) <= 1 : got == expected;
+            if (!ok && ++wrong == 1)
+                ADD_FAILURE() << "dac_step " << dac_step << " acc " << acc << ": got " << got << ", expected "
+                              << expected;
+        }
+        EXPECT_EQ(wrong, 0) << "dac_step " << dac_step << " (inp_bound " << c.inp_bound << ", s_x " << c.s_x
+                            << ", " << c.steps << " steps): " << wrong << " of " << accs.size() << " wrong";
+        // Below 2^20 the uncertain band is under 2^-11 of a unit: few values fall in it.
+        EXPECT_LT(small_near_boundary, small / 100) << "dac_step " << dac_step;
+    }
 }

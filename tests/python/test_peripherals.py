@@ -184,9 +184,12 @@ def test_dac_codes_follow_aihwkit_discretisation(core, rng):
             value = np.clip(np.floor(x / s_x / res + 0.5) * res, -inp_bound, inp_bound)
             expected = np.clip(np.round(value / res), -(steps // 2), steps // 2)
             assert np.array_equal(p.input_codes(0, x).astype(int), expected.astype(int)), (nm, steps)
-            # The DAC step folds back into accumulator units in the block: SCALE = res * s_x.
+            # The DAC step folds back into accumulator units in the block: res * s_x as a 31-bit
+            # normalised mantissa, SCALE = res * s_x * 2^SCALE_SHIFT in [2^30, 2^31).
             regs = p.registers(0, x)
-            assert regs["scale"] == round(res * s_x * 65536)
+            dac_step = 2 * inp_bound * s_x / steps
+            assert regs["scale_shift"] == 30 - (math.frexp(dac_step)[1] - 1)   # dac_step in [2^e, 2^(e+1))
+            assert regs["scale"] == round(math.ldexp(dac_step, regs["scale_shift"]))
 
 
 def test_dac_codes_of_a_tiny_input_bound_are_the_extreme_codes(core, rng):
