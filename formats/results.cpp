@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -550,6 +551,23 @@ void ResultsWriter::State::write_layer_metrics(int layer) {
     for (const auto& [name, values] : ls.series) create_round_series(group, name, round, rounds).write(values.data());
 }
 
+// ---- The rules shared with the reader ----
+
+void require_valid_round(const RoundInfo& round, const std::string& path, const std::string& field_prefix) {
+    if (round.chip < 0) throw FormatError(path, field_prefix + "chip", "negative chip " + std::to_string(round.chip));
+    if (!std::isfinite(round.t) || round.t < 0)
+        throw FormatError(path, field_prefix + "t", "times must be finite and >= 0");
+    if (round.niu_round < 0) throw FormatError(path, field_prefix + "niu_round", "negative NIU round id");
+    if (round.drift_compensation.empty()) throw FormatError(path, field_prefix + "drift_compensation", "empty name");
+}
+
+void require_class_labels(std::span<const std::int64_t> labels, std::int64_t classes, const std::string& path) {
+    for (const std::int64_t label : labels)
+        if (label < 0 || label >= classes)
+            throw FormatError(path, "labels",
+                              "label " + std::to_string(label) + " outside 0.." + std::to_string(classes - 1));
+}
+
 // ---- ResultsWriter ----
 
 namespace {
@@ -574,9 +592,9 @@ ResultsWriter::ResultsWriter(const std::string& path, const Network& net, Result
         throw FormatError(path, "model", "the network is not resolved");
     check_storable_names(net, path);
     const std::vector<bool> store = layers_to_store(net, spec);
+    require_class_labels(spec.labels, net.layers.at(std::size_t(net.output_index())).out_shape.size(), path);
     for (std::size_t r = 0; r < spec.rounds.size(); ++r)
-        if (spec.rounds[r].drift_compensation.empty())
-            throw FormatError(path, "rounds[" + std::to_string(r) + "].drift_compensation", "must name a compensation");
+        require_valid_round(spec.rounds[r], path, "rounds[" + std::to_string(r) + "].");
     try {
         state_ = std::make_unique<State>(path, net, std::move(spec));
         State& s = *state_;
