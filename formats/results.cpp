@@ -255,10 +255,11 @@ h5::Dataset create_round_series(const h5::Location& group, const std::string& na
 struct LayerMetric {
     const char* name;
     double (ActivationErrorSums::*value)() const;
+    const char* units;  // the CF `units` attribute; nullptr for a dimensionless ratio
 };
-constexpr LayerMetric kLayerMetrics[] = {{"snr_db", &ActivationErrorSums::snr_db},
-                                         {"cosine", &ActivationErrorSums::cosine},
-                                         {"mismatch_rate", &ActivationErrorSums::mismatch_rate}};
+constexpr LayerMetric kLayerMetrics[] = {{"snr_db", &ActivationErrorSums::snr_db, "dB"},
+                                         {"cosine", &ActivationErrorSums::cosine, nullptr},
+                                         {"mismatch_rate", &ActivationErrorSums::mismatch_rate, nullptr}};
 
 void create_root_skeleton(const h5::File& f, const SkeletonShape& shape) {
     const Network& net = shape.net;
@@ -332,7 +333,10 @@ void create_layer_skeleton(const h5::Location& layers_group, const SkeletonShape
         attach_all(activations, {&rounds.round, &image, &y, &x, &channel});
         mark_round_coordinates(activations);
     }
-    for (const LayerMetric& metric : kLayerMetrics) create_round_series(group, metric.name, rounds.round, shape.rounds);
+    for (const LayerMetric& metric : kLayerMetrics) {
+        const h5::Dataset ds = create_round_series(group, metric.name, rounds.round, shape.rounds);
+        if (metric.units) ds.write_attribute("units", metric.units);
+    }
 }
 
 std::vector<unsigned char> build_skeleton(const SkeletonShape& shape) {

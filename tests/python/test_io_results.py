@@ -192,3 +192,19 @@ def test_writer_refuses_what_the_reader_refuses(tmp_path, net, rng, case):
     with pytest.raises(aimcemu.FormatError, match=re.escape(f"{edited}: field '{reader_field}': {message}")):
         _core.read_results(os.fspath(edited))
 
+
+def test_snr_db_carries_its_unit_in_the_file(tmp_path, net, rng):
+    # Raw readers (h5py, xarray on a layer group) see the unit too, not only open_run (review R, D5).
+    reference, noisy = synthetic(net, rng, rounds=1)
+    write(tmp_path / "r.h5", net, np.arange(4), reference, noisy, layers="none")
+    with h5py.File(tmp_path / "r.h5", "r") as f:
+        for layer in net.layers:
+            g = f["layers"][layer.name]
+            assert g["snr_db"].attrs["units"] == "dB"
+            assert "units" not in g["cosine"].attrs and "units" not in g["mismatch_rate"].attrs
+    group = xr.open_dataset(tmp_path / "r.h5", group=f"layers/{net.layers[0].name}", engine="h5netcdf")
+    assert group["snr_db"].attrs["units"] == "dB"
+    group.close()
+    from aimcemu.results import open_run
+
+    assert open_run(tmp_path / "r.h5")["snr_db"].attrs == {"units": "dB"}
