@@ -1,6 +1,7 @@
 // Per-layer activation metrics: see metrics.hpp for the definitions.
 #include "analysis/metrics.hpp"
 
+#include "analysis/decibel.hpp"
 #include "analysis/metrics_kernels.hpp"
 
 #include <algorithm>
@@ -90,7 +91,7 @@ double ActivationErrorSums::snr_db() const {
     constexpr double inf = std::numeric_limits<double>::infinity();
     if (error_energy == 0) return inf;
     if (ref_energy == 0) return -inf;
-    return 10.0 * std::log10(double(ref_energy) / double(error_energy));
+    return decibel_ratio(ref_energy, error_energy);  // correctly rounded from the exact sums
 }
 
 double ActivationErrorSums::cosine() const {

@@ -2,7 +2,8 @@
 //
 // Definitions (also in docs/hdf5_layout.md), with sums taken exactly in int64 over all elements:
 //   snr_db        = 10 log10( sum ref^2 / sum (noisy - ref)^2 );  +inf when noisy == ref,
-//                   -inf when ref is all zero but noisy is not.
+//                   -inf when ref is all zero but noisy is not.  Correctly rounded from the two
+//                   exact sums without libm (decibel.hpp), so its bits do not depend on the CPU.
 //   cosine        = sum ref*noisy / sqrt(sum ref^2 * sum noisy^2);  1 when both are all zero,
 //                   0 when exactly one is.
 //   mismatch_rate = (number of elements where noisy != ref) / (number of elements);  0 when empty.

@@ -1,7 +1,9 @@
 // The exact-sum kernels behind ActivationErrorSums::accumulate (metrics.cpp dispatches).
 //
 // Each returns the same five integer sums over n elements; integer sums are exact, so every
-// kernel gives the same numbers and the metrics do not depend on the CPU.
+// kernel gives the same numbers.  The metrics derived from them do not depend on the CPU either:
+// cosine and mismatch rate are a few correctly rounded IEEE operations, and snr_db's logarithm is computed
+// without libm (decibel.hpp), since glibc's log10 differs in the last bit by CPU.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -254,10 +255,11 @@ h5::Dataset create_round_series(const h5::Location& group, const std::string& na
 struct LayerMetric {
     const char* name;
     double (ActivationErrorSums::*value)() const;
+    const char* units;  // the CF `units` attribute; nullptr for a dimensionless ratio
 };
-constexpr LayerMetric kLayerMetrics[] = {{"snr_db", &ActivationErrorSums::snr_db},
-                                         {"cosine", &ActivationErrorSums::cosine},
-                                         {"mismatch_rate", &ActivationErrorSums::mismatch_rate}};
+constexpr LayerMetric kLayerMetrics[] = {{"snr_db", &ActivationErrorSums::snr_db, "dB"},
+                                         {"cosine", &ActivationErrorSums::cosine, nullptr},
+                                         {"mismatch_rate", &ActivationErrorSums::mismatch_rate, nullptr}};
 
 void create_root_skeleton(const h5::File& f, const SkeletonShape& shape) {
     const Network& net = shape.net;
@@ -331,7 +333,10 @@ void create_layer_skeleton(const h5::Location& layers_group, const SkeletonShape
         attach_all(activations, {&rounds.round, &image, &y, &x, &channel});
         mark_round_coordinates(activations);
     }
-    for (const LayerMetric& metric : kLayerMetrics) create_round_series(group, metric.name, rounds.round, shape.rounds);
+    for (const LayerMetric& metric : kLayerMetrics) {
+        const h5::Dataset ds = create_round_series(group, metric.name, rounds.round, shape.rounds);
+        if (metric.units) ds.write_attribute("units", metric.units);
+    }
 }
 
 std::vector<unsigned char> build_skeleton(const SkeletonShape& shape) {
@@ -550,6 +555,23 @@ void ResultsWriter::State::write_layer_metrics(int layer) {
     for (const auto& [name, values] : ls.series) create_round_series(group, name, round, rounds).write(values.data());
 }
 
+// ---- The rules shared with the reader ----
+
+void require_valid_round(const RoundInfo& round, const std::string& path, const std::string& field_prefix) {
+    if (round.chip < 0) throw FormatError(path, field_prefix + "chip", "negative chip " + std::to_string(round.chip));
+    if (!std::isfinite(round.t) || round.t < 0)
+        throw FormatError(path, field_prefix + "t", "times must be finite and >= 0");
+    if (round.niu_round < 0) throw FormatError(path, field_prefix + "niu_round", "negative NIU round id");
+    if (round.drift_compensation.empty()) throw FormatError(path, field_prefix + "drift_compensation", "empty name");
+}
+
+void require_class_labels(std::span<const std::int64_t> labels, std::int64_t classes, const std::string& path) {
+    for (const std::int64_t label : labels)
+        if (label < 0 || label >= classes)
+            throw FormatError(path, "labels",
+                              "label " + std::to_string(label) + " outside 0.." + std::to_string(classes - 1));
+}
+
 // ---- ResultsWriter ----
 
 namespace {
@@ -574,9 +596,9 @@ ResultsWriter::ResultsWriter(const std::string& path, const Network& net, Result
         throw FormatError(path, "model", "the network is not resolved");
     check_storable_names(net, path);
     const std::vector<bool> store = layers_to_store(net, spec);
+    require_class_labels(spec.labels, net.layers.at(std::size_t(net.output_index())).out_shape.size(), path);
     for (std::size_t r = 0; r < spec.rounds.size(); ++r)
-        if (spec.rounds[r].drift_compensation.empty())
-            throw FormatError(path, "rounds[" + std::to_string(r) + "].drift_compensation", "must name a compensation");
+        require_valid_round(spec.rounds[r], path, "rounds[" + std::to_string(r) + "].");
     try {
         state_ = std::make_unique<State>(path, net, std::move(spec));
         State& s = *state_;

@@ -34,6 +34,13 @@ struct RoundInfo {
     std::string drift_compensation = "none";   // the round's drift compensation ("none", "global")
 };
 
+// The rules the reader holds a file's round coordinates and labels to; the writer applies the same
+// ones to what it is given, so it never commits a file its reader refuses.  Both throw a
+// FormatError naming `path` and the field (`field_prefix` + "chip", "t", "niu_round",
+// "drift_compensation"; "labels").
+void require_valid_round(const RoundInfo& round, const std::string& path, const std::string& field_prefix);
+void require_class_labels(std::span<const std::int64_t> labels, std::int64_t classes, const std::string& path);
+
 struct ResultsSpec {
     std::string config_json = "{}";          // the full resolved configuration
     std::vector<std::int64_t> labels;        // one per image; fixes the number of images

@@ -55,11 +55,8 @@ std::vector<RoundInfo> read_round_coordinates(const FieldReader& r, const h5::Lo
               "expected " + std::to_string(n) + " entries, found " + std::to_string(names.size()));
     std::vector<RoundInfo> out(position.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
-        r.require(chips[i] >= 0, prefix + "chip", "negative chip " + std::to_string(chips[i]));
-        r.require(std::isfinite(times[i]) && times[i] >= 0, prefix + "t", "times must be finite and >= 0");
-        r.require(niu_rounds[i] >= 0, prefix + "niu_round", "negative NIU round id");
-        r.require(!names[i].empty(), prefix + "drift_compensation", "empty name");
         out[i] = {niu_rounds[i], chips[i], times[i], names[i]};
+        require_valid_round(out[i], r.path(), prefix);  // the writer's rules (results.hpp)
     }
     return out;
 }
@@ -253,9 +250,7 @@ ResultsFileInfo read_results_in_process(const std::string& path, int file_fd) {
     r.require(info.class_names.empty() || std::int64_t(info.class_names.size()) == info.classes, "class_names",
               std::to_string(info.class_names.size()) + " names for " + std::to_string(info.classes) + " classes");
     info.labels = vector_of<std::int64_t>(r, file, "labels", "labels", is_integer, "integers", images);
-    for (auto label : info.labels)
-        if (label < 0 || label >= info.classes)
-            r.fail("labels", "label " + std::to_string(label) + " outside 0.." + std::to_string(info.classes - 1));
+    require_class_labels(info.labels, info.classes, r.path());
 
     const h5::Dataset predictions = r.dataset(file, "predictions", "predictions", is_integer, "integers");
     const h5::Dims prediction_dims{hsize_t(rounds), hsize_t(images)};

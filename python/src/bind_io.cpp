@@ -1,6 +1,7 @@
 // Bindings for the model file, the data set file, the results writer and the activation metrics.
 #include <mutex>
 #include <shared_mutex>
+#include <stdexcept>
 
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -475,6 +476,17 @@ void bind_io(py::module_& m) {
     metric("snr_db", &snr_db, "10 log10(sum ref^2 / sum (noisy-ref)^2); +inf when equal");
     metric("cosine_similarity", &cosine_similarity, "sum ref*noisy / sqrt(sum ref^2 sum noisy^2)");
     metric("mismatch_rate", &mismatch_rate, "fraction of elements where noisy != reference");
+    // Sums beyond what an array in memory reaches (tests use it up to 2^63 - 1); also pools rounds.
+    m.def("snr_db_from_sums", [](std::int64_t ref_energy, std::int64_t error_energy) {
+        if (ref_energy < 0) throw std::invalid_argument("snr_db_from_sums: ref_energy must be >= 0");
+        if (error_energy < 0) throw std::invalid_argument("snr_db_from_sums: error_energy must be >= 0");
+        ActivationErrorSums sums;
+        sums.ref_energy = ref_energy;
+        sums.error_energy = error_energy;
+        return sums.snr_db();
+    }, py::arg("ref_energy"), py::arg("error_energy"),
+          "snr_db from the exact sums: 10 log10(ref_energy / error_energy), correctly rounded; +inf when\n"
+          "error_energy == 0, -inf when only ref_energy is 0");
 }
 
 }  // namespace

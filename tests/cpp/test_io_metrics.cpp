@@ -25,6 +25,27 @@ TEST(Metrics, HandComputedSmallVectors) {
     EXPECT_DOUBLE_EQ(mismatch_rate(noisy, ref), 0.5);
 }
 
+// snr_db is 10 log10(ref / err) correctly rounded from the exact sums: the expected bits are Python's
+// decimal module at 60 digits (tests/python/test_snr_correctly_rounded.py checks thousands more).
+// glibc's log10 of the rounded quotient got the first two wrong on an FMA CPU.
+TEST(Metrics, SnrIsCorrectlyRoundedFromTheExactSums) {
+    const auto snr = [](std::int64_t ref_energy, std::int64_t error_energy) {
+        ActivationErrorSums s;
+        s.ref_energy = ref_energy;
+        s.error_energy = error_energy;
+        return s.snr_db();
+    };
+    constexpr std::int64_t kTop = std::numeric_limits<std::int64_t>::max();
+    EXPECT_EQ(snr(1051, 997), 0x1.d5259381eaef7p-3);
+    EXPECT_EQ(snr(149964, 336), 0x1.a7f192452f0e4p+4);
+    EXPECT_EQ(snr(kTop, 1), 0x1.7b4c3c4343b1dp+7);
+    EXPECT_EQ(snr(1, kTop), -0x1.7b4c3c4343b1dp+7);
+    // Ratios within one unit of 1, where double(ref) / double(err) would round to 1 and give 0 dB.
+    EXPECT_EQ(snr((std::int64_t(1) << 53) + 1, std::int64_t(1) << 53), 0x1.15f2ced384f29p-51);
+    EXPECT_EQ(snr(kTop, kTop - 1), 0x1.15f2ced384f29p-61);
+    EXPECT_EQ(snr(1000, 10), 20.0);
+}
+
 TEST(Metrics, EqualArraysAreInfiniteSnrUnitCosineNoMismatch) {
     const V a{-128, 127, 5, 0};
     EXPECT_EQ(snr_db(a, a), kInf);

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 
 import h5py
 import numpy as np
@@ -157,3 +158,53 @@ def test_metric_bindings_match_closed_forms(rng):
     assert _core.cosine_similarity(noisy, ref) == pytest.approx(cos, rel=1e-12)
     assert _core.mismatch_rate(noisy, ref) == pytest.approx(mis, rel=0)
     assert _core.snr_db(ref, ref) == math.inf
+
+
+# Each value the reader refuses in a file, given to the writer instead (review R, D2): the writer
+# refuses it with the reader's message, and the reader refuses a valid file edited to hold it.
+REFUSED = {
+    "label_above": ([0, 1, 12, 3], (0, 0, 0.0), "labels", "labels", "label 12 outside 0..9"),
+    "label_negative": ([0, 1, 2, -1], (0, 0, 0.0), "labels", "labels", "label -1 outside 0..9"),
+    "chip": ([0, 1, 2, 3], (0, -1, 0.0), "rounds[0].chip", "chip", "negative chip -1"),
+    "niu_round": ([0, 1, 2, 3], (-3, 0, 0.0), "rounds[0].niu_round", "niu_round", "negative NIU round id"),
+    "t_negative": ([0, 1, 2, 3], (0, 0, -5.0), "rounds[0].t", "t", "times must be finite and >= 0"),
+    "t_nan": ([0, 1, 2, 3], (0, 0, math.nan), "rounds[0].t", "t", "times must be finite and >= 0"),
+    "t_inf": ([0, 1, 2, 3], (0, 0, math.inf), "rounds[0].t", "t", "times must be finite and >= 0"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED.values(), ids=REFUSED.keys())
+def test_writer_refuses_what_the_reader_refuses(tmp_path, net, rng, case):
+    labels, bad_round, writer_field, reader_field, message = case
+    bad = tmp_path / "bad.h5"
+    with pytest.raises(aimcemu.FormatError, match=re.escape(f"{bad}: field '{writer_field}': {message}")):
+        _core.ResultsWriter(os.fspath(bad), net, np.array(labels), [bad_round])
+    assert os.listdir(tmp_path) == []  # nothing written, not even a temporary file
+
+    edited = tmp_path / "edited.h5"
+    reference, noisy = synthetic(net, rng, rounds=1)
+    write(edited, net, np.arange(4), reference, noisy, rounds=[(0, 0, 0.0)], layers="none")
+    with h5py.File(edited, "r+") as f:
+        if reader_field == "labels":
+            f["labels"][...] = labels
+        else:
+            f[reader_field][0] = bad_round[("niu_round", "chip", "t").index(reader_field)]
+    with pytest.raises(aimcemu.FormatError, match=re.escape(f"{edited}: field '{reader_field}': {message}")):
+        _core.read_results(os.fspath(edited))
+
+
+def test_snr_db_carries_its_unit_in_the_file(tmp_path, net, rng):
+    # Raw readers (h5py, xarray on a layer group) see the unit too, not only open_run (review R, D5).
+    reference, noisy = synthetic(net, rng, rounds=1)
+    write(tmp_path / "r.h5", net, np.arange(4), reference, noisy, layers="none")
+    with h5py.File(tmp_path / "r.h5", "r") as f:
+        for layer in net.layers:
+            g = f["layers"][layer.name]
+            assert g["snr_db"].attrs["units"] == "dB"
+            assert "units" not in g["cosine"].attrs and "units" not in g["mismatch_rate"].attrs
+    group = xr.open_dataset(tmp_path / "r.h5", group=f"layers/{net.layers[0].name}", engine="h5netcdf")
+    assert group["snr_db"].attrs["units"] == "dB"
+    group.close()
+    from aimcemu.results import open_run
+
+    assert open_run(tmp_path / "r.h5")["snr_db"].attrs == {"units": "dB"}
