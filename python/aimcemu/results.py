@@ -545,6 +545,8 @@ def open_sweep(folder, lazy: bool | None = None) -> "xarray.Dataset":
         coords["drift_compensation"] = list(layout.compensations)
     ds = xr.Dataset(data, coords=coords, attrs={"folder": os.fspath(folder), "config": index["config"]})
     ds["t"].attrs["units"] = "s"
+    if "snr_db" in ds:   # as open_run and the task files say
+        ds["snr_db"].attrs["units"] = "dB"
     ds["file"] = (grid_dims, np.array([t["file"] for t in tasks], dtype=object).reshape(grid_shape))
     return ds
 

@@ -113,6 +113,8 @@ def test_open_sweep_places_every_round_at_its_grid_point(small_sweep):
     assert np.isinf(ds["snr_db"].sel(mapping="head", layer="stem").values).all()
     lazy = analysis.open_sweep(small_sweep, lazy=True)
     assert lazy["snr_db"].chunks is not None
+    for opened in (ds, lazy):   # the unit the task files carry, as open_run gives it
+        assert opened["snr_db"].attrs["units"] == "dB" and opened["t"].attrs["units"] == "s"
     for name in ("accuracy", "snr_db", "cosine", "mismatch_rate", "reference_accuracy"):
         np.testing.assert_array_equal(lazy[name].values, ds[name].values)
 
