@@ -537,6 +537,10 @@ class _StopSignals:
         if self._pending and self._mode == "defer":
             raise _Interrupted(signal.Signals(self._pending[0]).name)
 
+    def pending(self) -> bool:
+        """Whether a signal came since defer() (also after ignore(): a wind-down asks why)."""
+        return bool(self._pending)
+
     def ignore(self) -> None:
         """From now on a signal is dropped (the wind-down, and what follows the tasks)."""
         self._mode = "ignore"
@@ -902,6 +906,12 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
             # it had not finished and stops the other workers, which finish their running task
             # first (executors.init_worker).  Keep what finished, then say whose worker died.
             stops.ignore()
+            if stops.pending():
+                # The signal came to the coordinator too (SIGTERM to the whole process group): its
+                # workers stopped after their tasks because of it, before the coordinator's next
+                # check.  The user's stop, not a death.
+                _wind_down(p, todo, summaries, pool, futures)
+                return True, _ran_count(todo, summaries)
             processes = pool.worker_processes()
             _wind_down(p, todo, summaries, pool, futures)
             raise WorkerDiedError(_worker_death_message(p, todo, summaries, pool, processes)) from None

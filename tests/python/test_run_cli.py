@@ -95,11 +95,12 @@ def test_bad_inputs_leave_no_output_file(files, tmp_path):
         aimcemu.run(model, wrong, output=out)
     with pytest.raises(aimcemu.FormatError, match="no layer named 'nope'"):
         aimcemu.run(model, output=out, layers="conv,nope")
-    with pytest.raises(aimcemu.FormatError, match="field 'file'"):
-        aimcemu.run(model, output=tmp_path / "no" / "such" / "folder.h5")
+    (tmp_path / "taken").write_text("a file where the output's folder would go\n")
+    with pytest.raises(aimcemu.FormatError, match=r"field 'output': cannot create folder .*taken is not a folder"):
+        aimcemu.run(model, output=tmp_path / "taken" / "such" / "folder.h5")
     with pytest.raises(FileNotFoundError):
         aimcemu.run(tmp_path / "absent" / "model.h5")
-    assert sorted(os.listdir(tmp_path)) == ["model", "wrong.h5"]
+    assert sorted(os.listdir(tmp_path)) == ["model", "taken", "wrong.h5"]
 
 
 def test_cli_run_prints_the_summary_table(files, tmp_path, capsys):
