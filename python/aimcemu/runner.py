@@ -33,7 +33,7 @@ from . import _core, modelfile, niu, process_memory, rounds, validate
 from .calibration import Alphas, calibrate, round_alpha
 from .config import (CALIBRATION_ROUND, DRIFT_COMPENSATIONS, RUN_DEFAULTS, RunConfig, format_time,
                      load_yaml_config, parse_compensations, parse_times)
-from .files import claim_new_file, make_folder, remove_new_folders
+from .files import claim_new_file, new_folder_for
 from .mapping import Mapping, Placement
 from .noise import READOUT_FLOOR
 from .reference import ContentDigest, ReferenceCache, compute_reference, process_cache
@@ -124,14 +124,13 @@ def execute(cfg: RunConfig, progress: bool = False, overwrite: bool = True,
     if not cfg.output_named_by_default:
         # A name the user gave: its folder made now (files.output_file found that it can be) and
         # taken away again, with the parents made for it, if the run fails.
-        created = make_folder(out_path.parent, "output", source)
-        try:
-            return _run_and_write(cfg, net, images, labels, placements, coordinates, kept, cache, out_path, overwrite,
-                                  progress)
-        except BaseException as exc:
-            traceback.clear_frames(exc.__traceback__)   # the results writer's temporary file goes with them
-            remove_new_folders(created)
-            raise
+        with new_folder_for(out_path.parent, "output", source):
+            try:
+                return _run_and_write(cfg, net, images, labels, placements, coordinates, kept, cache, out_path,
+                                      overwrite, progress)
+            except BaseException as exc:
+                traceback.clear_frames(exc.__traceback__)   # the results writer's temporary file goes with them
+                raise
     # A default name is a new file, never an existing one's: claimed (created empty, exclusively,
     # with its folder) only now that the run is about to write, and removed if the run fails,
     # with the folders the claim created.
