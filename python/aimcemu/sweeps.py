@@ -1068,16 +1068,13 @@ def _wind_down_after_failure(p: SweepPlan, todo: list[Task], summaries: dict, po
             _record_finished(p, todo, summaries)
 
 
-def _record_finished(p: SweepPlan, todo: list[Task], summaries: dict) -> int:
+def _record_finished(p: SweepPlan, todo: list[Task], summaries: dict) -> None:
     """Adds the tasks whose files are complete to `summaries` and writes the index."""
-    added = 0
     for task in todo:
         if task.file not in summaries and _is_finished(p.folder, task):
             summaries[task.file] = {**read_task_summary(p.folder / task.file), "id": task.id, "file": task.file,
                                   "ran": True}
-            added += 1
     _write_json_atomic(p.folder / INDEX_FILE, _index(p, summaries))
-    return added
 
 
 def _in_main_thread() -> bool:
