@@ -58,8 +58,10 @@ py::dict registers_dict(const PeriphRegisters& r) {
     d["clip"] = r.clip;
     d["bound"] = r.bound;
     d["adc"] = r.adc;
-    d["recip"] = r.recip;
-    d["step"] = r.step;
+    d["recip"] = r.recip;             // 1 / ADC step = recip / 2^recip_shift
+    d["recip_shift"] = r.recip_shift;
+    d["step"] = r.step;               // ADC step = step / 2^step_shift
+    d["step_shift"] = r.step_shift;
     d["code_max"] = r.code_max;
     return d;
 }

@@ -148,6 +148,15 @@ def test_adc_levels_equal_the_float_reference(core, rng, setup, steps):
     # A uniform error of variance res^2/12 has a sample mean square with SE sqrt(res^4/180/n).
     se = math.sqrt(res**4 / 180 / err.size)
     assert abs(mse - ref_mse) < 5 * se
+    # The registers a driver reads back describe that step: adc_step = 2^e * f with f in [1, 2)
+    # (e >= 0 here) gives STEP = f * 2^30 with STEP_SHIFT 30 - e and RECIP = 2^(31 + e) / adc_step
+    # with RECIP_SHIFT 31 + e (docs/peripherals.md); the shifts were missing from the dict.
+    regs = p.registers(0, x)
+    adc_step = res * unit
+    e = math.frexp(adc_step)[1] - 1
+    assert (regs["step_shift"], regs["recip_shift"]) == (30 - e, 31 + e), (regs, adc_step)
+    assert regs["step"] == math.floor(math.ldexp(adc_step, regs["step_shift"]) + 0.5)
+    assert regs["recip"] == math.floor(math.ldexp(1 / adc_step, regs["recip_shift"]) + 0.5)
     # Closed form: res^2/12, plus up to two uniform one-unit roundings (integer inputs and
     # outputs), 2/(12 unit^2), which matters only for fine ADCs (1.5 % at 1024 steps here).
     assert abs(mse - res**2 / 12) < 5 * se + 2 / (12 * unit**2)
