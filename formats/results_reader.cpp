@@ -71,6 +71,29 @@ void require_fraction(const FieldReader& r, const std::vector<double>& values, c
     for (double v : values) r.require(v >= 0.0 && v <= 1.0, field, "values must be in 0..1");
 }
 
+// The three metrics of a round derive from the same exact sums (analysis/metrics.hpp), so they
+// agree on the edge cases: noisy == ref in every element is mismatch_rate 0, and that alone gives
+// snr_db +inf (error energy 0) and cosine 1; snr_db -inf (reference all zero, noisy not) has
+// cosine 0.  A file that breaks one of these was not written by the writer: refused, naming the
+// metric that contradicts the mismatch rate (or the SNR) and the round.
+void require_consistent_metrics(const FieldReader& r, const ResultsLayerInfo& l, const std::string& prefix) {
+    constexpr double kCosineSlack = 4 * std::numeric_limits<double>::epsilon();
+    for (std::size_t k = 0; k < l.snr_db.size(); ++k) {
+        const bool identical = l.mismatch_rate[k] == 0.0;
+        const bool snr_infinite = l.snr_db[k] == std::numeric_limits<double>::infinity();
+        if (identical != snr_infinite)
+            r.fail(prefix + "snr_db", "round " + std::to_string(k) + ": " + std::to_string(l.snr_db[k]) +
+                                          " dB contradicts mismatch_rate " + std::to_string(l.mismatch_rate[k]) +
+                                          " (+inf exactly when no element differs)");
+        if (identical && !(std::abs(l.cosine[k] - 1.0) <= kCosineSlack))
+            r.fail(prefix + "cosine", "round " + std::to_string(k) + ": " + std::to_string(l.cosine[k]) +
+                                          " where no element differs (must be 1)");
+        if (l.snr_db[k] == -std::numeric_limits<double>::infinity() && l.cosine[k] != 0.0)
+            r.fail(prefix + "cosine", "round " + std::to_string(k) + ": " + std::to_string(l.cosine[k]) +
+                                          " where snr_db is -inf, an all-zero reference (must be 0)");
+    }
+}
+
 // A layer group repeats the root's round coordinates (so xarray sees them on the group alone);
 // a group whose rounds differ would give open_layer other coordinates than open_run.
 void require_same_rounds(const FieldReader& r, const std::vector<RoundInfo>& group, const std::vector<RoundInfo>& root,
@@ -187,6 +210,7 @@ ResultsLayerInfo read_layer(const FieldReader& r, const h5::Location& layers, co
     for (double v : l.cosine)
         if (!(v >= -kCosineBound && v <= kCosineBound)) r.fail(f + "cosine", "values must be in -1..1");
     require_fraction(r, l.mismatch_rate, f + "mismatch_rate");
+    require_consistent_metrics(r, l, f);
     if (l.activations_stored) {
         const h5::Dims ref{hsize_t(images), hsize_t(l.out_shape.h), hsize_t(l.out_shape.w), hsize_t(l.out_shape.c)};
         require_shape(r, g, "reference", f + "reference", is_int8, "int8", ref);

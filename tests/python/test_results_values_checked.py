@@ -36,6 +36,20 @@ def replaced(name, values):
     return edit
 
 
+def at(name, index, value):
+    """Element `index` of dataset `name` set to `value`."""
+    def edit(f):
+        f[name][index] = value
+    return edit
+
+
+def both(*edits):
+    def edit(f):
+        for one in edits:
+            one(f)
+    return edit
+
+
 def in_every_group(name, change):
     """The round coordinate `name` changed the same way at the root and in every layer group (a
     file whose coordinates agree with each other, but not with a sweep)."""
@@ -62,6 +76,16 @@ FORBIDDEN = {
     "cosine_above_one": (replaced("layers/conv/cosine", 7.0), "layers/conv/cosine", "values must be in -1..1"),
     "cosine_nan": (replaced("layers/fc/cosine", np.nan), "layers/fc/cosine", "values must be in -1..1"),
     "snr_nan": (replaced("layers/pool/snr_db", np.nan), "layers/pool/snr_db", "NaN"),
+    # The metrics of a round derive from the same sums: +inf dB exactly when no element differs,
+    # then cosine 1; -inf dB (all-zero reference) with cosine 0.
+    "snr_inf_with_mismatches": (at("layers/conv/snr_db", 0, np.inf), "layers/conv/snr_db",
+                                "round 0: inf dB contradicts mismatch_rate 0.30"),
+    "no_mismatch_with_finite_snr": (at("layers/fc/mismatch_rate", 2, 0.0), "layers/fc/snr_db",
+                                    "round 2: 8.07.* dB contradicts mismatch_rate 0.000"),
+    "no_mismatch_cosine_below_one": (both(at("layers/pool/mismatch_rate", 1, 0.0), at("layers/pool/snr_db", 1, np.inf)),
+                                     "layers/pool/cosine", "round 1: 0.99.* where no element differs"),
+    "snr_minus_inf_cosine_nonzero": (at("layers/mix/snr_db", 3, -np.inf), "layers/mix/cosine",
+                                     "round 3: 0.88.* where snr_db is -inf"),
     "label_of_no_class": (replaced("labels", [2, 1, 99, 0]), "labels", "label 99 outside 0..2"),
     "accuracy_of_other_predictions": (replaced("accuracy", lambda a: a[::-1]), "accuracy",
                                       "round 0: stored 0.5.*predictions match 1 of 4 labels"),
@@ -100,10 +124,13 @@ def test_the_values_the_layout_allows_still_read(tmp_path):
     """+-inf SNR (exact round, lost signal), cosine -1..1 (to rounding), every corpus file the writer
     made."""
     def edit(f):
+        # Round 0 exact (no element differs: +inf dB, cosine 1), round 1 a lost signal (all-zero
+        # reference: -inf dB, cosine 0); the metrics of a round agree with each other.
         f["layers/conv/snr_db"][:2] = [np.inf, -np.inf]
+        f["layers/conv/mismatch_rate"][0] = 0.0
         # 1 + 1 ulp: the writer's sum / sqrt(product) can round past 1 for a round proportional
         # to the reference
-        f["layers/conv/cosine"][:3] = [-1.0, 1.0, np.nextafter(1.0, 2.0)]
+        f["layers/conv/cosine"][:4] = [1.0, 0.0, -1.0, np.nextafter(1.0, 2.0)]
     ds = results.open_run(noisy_copy(tmp_path / "edges.h5", edit))
     assert ds["snr_db"].sel(layer="conv").values[:2].tolist() == [np.inf, -np.inf]
     for name in ("noisy.h5", "digital.h5"):
