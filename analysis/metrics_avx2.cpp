@@ -7,9 +7,10 @@
 // (a pair of terms is at most 2 * 255^2 = 130050, far from vpmaddwd's one overflowing case,
 // -32768 * -32768 twice).  A block of kMetricBlock = 2^15 elements spreads its terms evenly over the
 // 8 lanes, so a lane adds at most 2^15 / 8 = 2^12 terms of at most 65025 each:
-// 2^12 * 65025 = 266,342,400 < 2^31 - 1.  Halving the lanes only halves that margin (the block could
-// grow to 33025 * 8 elements before a lane overflows), so the shared block size stays; the per-block
-// lane totals go to the int64 sums.  Mismatches are a byte compare's mask, counted with popcnt.
+// 2^12 * 65025 = 266,342,400 < 2^31 - 1.  Half the AVX-512 kernel's lanes only halve its margin
+// (8 lanes would hold a block of up to 8 * 33025 elements; the plain loop's one int32 per sum is
+// what bounds the shared 2^15), so the block size stays; each block's lane totals go to the int64
+// sums.  Mismatches are a byte compare's mask, counted with popcnt.
 // Every sum is an exact integer, so the results equal the plain loop's bit for bit.
 //
 // Like the other ISA kernels: compiled for the ISA through a target pragma (with a clang attribute
