@@ -41,16 +41,34 @@ MetricSums metric_sums_scalar(const std::int8_t* noisy, const std::int8_t* refer
 
 namespace {
 
-bool kernel_available(const std::string& kernel) {
-    return kernel == "scalar" || (kernel == "avx512" && detail::cpu_has_avx512bw_metrics());
+struct MetricKernel {
+    const char* name;
+    bool (*available)();
+    detail::MetricSums (*sums)(const std::int8_t* noisy, const std::int8_t* reference, std::size_t n);
+};
+
+bool always() { return true; }
+
+// Fastest first; every kernel gives the same sums (metrics_kernels.hpp).
+constexpr MetricKernel kKernels[] = {
+    {"avx512", detail::cpu_has_avx512bw_metrics, detail::metric_sums_avx512},
+    {"avx2", detail::cpu_has_avx2_metrics, detail::metric_sums_avx2},
+    {"scalar", always, detail::metric_sums_scalar},
+};
+
+// The kernel named `name` if this CPU can run it, else nullptr.
+const MetricKernel* available_kernel(const std::string& name) {
+    for (const MetricKernel& k : kKernels)
+        if (name == k.name) return k.available() ? &k : nullptr;
+    return nullptr;
 }
 
 }  // namespace
 
 std::vector<std::string> metric_kernels() {
     std::vector<std::string> out;
-    if (kernel_available("avx512")) out.push_back("avx512");
-    out.push_back("scalar");
+    for (const MetricKernel& k : kKernels)
+        if (k.available()) out.emplace_back(k.name);
     return out;
 }
 
@@ -64,11 +82,10 @@ void ActivationErrorSums::accumulate_kernel(const std::string& kernel, std::span
     if (noisy.size() != reference.size())
         throw std::invalid_argument("metrics: noisy and reference activations differ in size (" +
                                     std::to_string(noisy.size()) + " vs " + std::to_string(reference.size()) + ")");
-    if (!kernel_available(kernel))
+    const MetricKernel* chosen = available_kernel(kernel);
+    if (chosen == nullptr)
         throw std::invalid_argument("metrics: kernel '" + kernel + "' is not available on this CPU");
-    const detail::MetricSums s = kernel == "avx512"
-                                     ? detail::metric_sums_avx512(noisy.data(), reference.data(), noisy.size())
-                                     : detail::metric_sums_scalar(noisy.data(), reference.data(), noisy.size());
+    const detail::MetricSums s = chosen->sums(noisy.data(), reference.data(), noisy.size());
     ref_energy += s.ref_energy;
     noisy_energy += s.noisy_energy;
     cross += s.cross;

@@ -39,8 +39,9 @@ struct ActivationErrorSums {
     double mismatch_rate() const;
 };
 
-// The sum kernels this CPU can run, fastest first: "avx512" (AVX-512BW) where the CPU has it, then
-// "scalar" (plain C++, vectorised by the compiler for the build's baseline).
+// The sum kernels this CPU can run, fastest first: "avx512" (AVX-512BW) where the CPU has it,
+// "avx2" where it has AVX2, then "scalar" (plain C++, vectorised by the compiler for the build's
+// baseline).
 std::vector<std::string> metric_kernels();
 
 double snr_db(std::span<const std::int8_t> noisy, std::span<const std::int8_t> reference);

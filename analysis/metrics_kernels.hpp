@@ -27,9 +27,13 @@ MetricSums metric_sums_scalar(const std::int8_t* noisy, const std::int8_t* refer
 // AVX-512BW, 64 elements per step (metrics_avx512.cpp); only called when cpu_has_avx512bw_metrics().
 MetricSums metric_sums_avx512(const std::int8_t* noisy, const std::int8_t* reference, std::size_t n);
 bool cpu_has_avx512bw_metrics();
+// AVX2, 32 elements per step (metrics_avx2.cpp); only called when cpu_has_avx2_metrics().
+MetricSums metric_sums_avx2(const std::int8_t* noisy, const std::int8_t* reference, std::size_t n);
+bool cpu_has_avx2_metrics();
 
 // Per-element terms are at most 255^2 = 65025 < 2^16, so a block of 2^15 elements sums exactly
-// in int32 lanes (2^15 * 65025 < 2^31); the int64 totals stay exact for any layer.
+// in int32 lanes (2^15 * 65025 < 2^31, even with the whole block in one lane, as in the plain
+// loop; the vector kernels spread it over 8 or 16 lanes); the int64 totals stay exact for any layer.
 inline constexpr std::size_t kMetricBlock = std::size_t(1) << 15;
 
 }  // namespace aimcemu::detail

@@ -8,6 +8,7 @@
 namespace aimcemu::test_cpu {
 
 struct VectorFeatures {
+    bool popcnt = false;  // not a vector ISA, but the metrics' AVX2 kernel counts with it
     bool avx2 = false, fma = false;
     bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
 };
@@ -15,7 +16,9 @@ struct VectorFeatures {
 inline VectorFeatures vector_features() {
     VectorFeatures f;
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return f;   // no XGETBV
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+    f.popcnt = ecx & bit_POPCNT;  // needs no register state saved by the OS
+    if (!(ecx & bit_OSXSAVE)) return f;  // no XGETBV
     const bool fma_cpu = ecx & bit_FMA;
     unsigned xcr0_lo = 0, xcr0_hi = 0;
     __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));

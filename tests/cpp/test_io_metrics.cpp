@@ -1,12 +1,16 @@
 // Activation metrics against hand-computed values and their closed forms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "analysis/metrics.hpp"
+#include "analysis/metrics_kernels.hpp"
+#include "cpuid_features.hpp"
 
 using namespace aimcemu;
 
@@ -123,37 +127,98 @@ ActivationErrorSums definition_sums(const V& noisy, const V& ref) {
     s.count = std::int64_t(ref.size());
     return s;
 }
+
+// What metric_kernels() must list on this CPU, from CPUID read by the test itself
+// (cpuid_features.hpp), so a broken CPU check fails here as well as a kernel that dropped out.
+std::vector<std::string> kernels_this_cpu_should_list() {
+    const test_cpu::VectorFeatures cpu = test_cpu::vector_features();
+    std::vector<std::string> expected;
+    if (cpu.avx512f && cpu.avx512bw) expected.push_back("avx512");
+    if (cpu.avx2 && cpu.popcnt) expected.push_back("avx2");
+    expected.push_back("scalar");
+    return expected;
+}
+
+// Runs `kernel` on noisy[offset, offset + n) and ref[offset, offset + n).
+ActivationErrorSums kernel_sums(const std::string& kernel, const V& noisy, const V& ref, std::size_t offset = 0) {
+    ActivationErrorSums got;
+    got.accumulate_kernel(kernel, std::span(noisy).subspan(offset), std::span(ref).subspan(offset));
+    return got;
+}
+
+// Random values, about one pair in five different (so both the mismatch count and the equal
+// pairs are exercised).
+std::pair<V, V> random_pairs(std::size_t n, std::uint32_t seed) {
+    std::uint32_t state = seed;
+    const auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    V noisy(n), ref(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        ref[i] = std::int8_t(next() >> 24);
+        noisy[i] = (next() >> 28) < 3 ? std::int8_t(next() >> 24) : ref[i];
+    }
+    return {noisy, ref};
+}
+
+constexpr std::size_t kBlock = detail::kMetricBlock;
+
 }  // namespace
 
+TEST(Metrics, TheKernelListHasEveryKernelThisCpuCanRunFastestFirst) {
+    EXPECT_EQ(metric_kernels(), kernels_this_cpu_should_list());
+}
+
+TEST(Metrics, AKernelThisCpuLacksIsRefusedByName) {
+    const auto listed = kernels_this_cpu_should_list();
+    ActivationErrorSums s;
+    for (const char* kernel : {"avx512", "avx2"}) {
+        if (std::find(listed.begin(), listed.end(), kernel) != listed.end()) continue;
+        try {
+            s.accumulate_kernel(kernel, V{1}, V{1});
+            ADD_FAILURE() << kernel << " ran on a CPU without it";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(std::string("'") + kernel + "' is not available"), std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_EQ(s, ActivationErrorSums{});  // nothing half-added
+}
+
 TEST(Metrics, EveryKernelGivesTheDefinitionsSumsForAnyLengthAndValues) {
-    // Lengths around the 64-element vector step and the 2^15-element int32 block; random values,
-    // then the extremes (every term at its largest) over more than one block.
-    const auto kernels = metric_kernels();
-    ASSERT_EQ(kernels.back(), "scalar");
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-        ASSERT_EQ(kernels.front(), "avx512") << "the AVX-512 kernel silently dropped out";
-    }
-    std::uint32_t state = 12345;
-    const auto next = [&] { return state = state * 1664525u + 1013904223u; };
-    for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 127u, 1000u, 32767u, 32768u, 32769u, 100000u}) {
-        V ref(n), noisy(n);
-        for (std::size_t i = 0; i < n; ++i) {
-            ref[i] = std::int8_t(next() >> 24);
-            noisy[i] = (next() >> 28) < 3 ? std::int8_t(next() >> 24) : ref[i];  // some equal, some not
-        }
-        const ActivationErrorSums expected = definition_sums(noisy, ref);
-        for (const auto& kernel : kernels) {
-            ActivationErrorSums got;
-            got.accumulate_kernel(kernel, noisy, ref);
-            EXPECT_EQ(got, expected) << kernel << ", " << n << " elements";
+    // Every length up to 200 (the 32- and 64-element vector steps and their tails), then lengths
+    // around the int32 block and twice it, each also starting one byte in, so a vector step
+    // straddles the block boundary at an odd address.
+    std::vector<std::size_t> lengths;
+    for (std::size_t n = 0; n <= 200; ++n) lengths.push_back(n);
+    for (std::size_t n : {std::size_t(1000), kBlock - 33, kBlock - 1, kBlock, kBlock + 1, kBlock + 31, kBlock + 33,
+                          2 * kBlock - 1, 2 * kBlock, 2 * kBlock + 1, 2 * kBlock + 17, std::size_t(100000)})
+        lengths.push_back(n);
+    for (std::size_t n : lengths) {
+        for (std::size_t offset : {0, 1}) {
+            const auto [noisy, ref] = random_pairs(n + offset, std::uint32_t(12345 + n));
+            const V noisy_part(noisy.begin() + offset, noisy.end()), ref_part(ref.begin() + offset, ref.end());
+            const ActivationErrorSums expected = definition_sums(noisy_part, ref_part);
+            ASSERT_EQ(kernel_sums("scalar", noisy, ref, offset), expected) << n << " elements";
+            for (const auto& kernel : metric_kernels())
+                EXPECT_EQ(kernel_sums(kernel, noisy, ref, offset), expected)
+                    << kernel << ", " << n << " elements from offset " << offset;
         }
     }
-    for (const auto& [a, b] : {std::pair{std::int8_t(127), std::int8_t(-128)}, {std::int8_t(-128), std::int8_t(-128)}}) {
-        const V noisy(3 * 32768 + 17, a), ref(3 * 32768 + 17, b);
-        for (const auto& kernel : kernels) {
-            ActivationErrorSums got;
-            got.accumulate_kernel(kernel, noisy, ref);
-            EXPECT_EQ(got, definition_sums(noisy, ref)) << kernel << ", extremes " << int(a) << " vs " << int(b);
+}
+
+TEST(Metrics, EveryKernelSumsTheExtremesExactlyAcrossBlocks) {
+    // Every term at its largest (255^2 for the error, 128^2 for the energies and the cross term)
+    // at lengths around one and two int32 blocks, and over 20 blocks: there a kernel that let its
+    // int32 lanes run past a block would overflow even with 16 lanes
+    // (20 * 2^15 / 16 * 65025 > 2^31).
+    using P = std::pair<std::int8_t, std::int8_t>;
+    for (const auto& [a, b] : {P{127, -128}, P{-128, 127}, P{-128, -128}, P{0, -128}}) {
+        for (std::size_t n : {kBlock - 1, kBlock, kBlock + 1, 2 * kBlock - 1, 2 * kBlock, 2 * kBlock + 1,
+                              3 * kBlock + 17, 20 * kBlock + 17}) {
+            const V noisy(n, a), ref(n, b);
+            const ActivationErrorSums expected = definition_sums(noisy, ref);
+            for (const auto& kernel : metric_kernels())
+                EXPECT_EQ(kernel_sums(kernel, noisy, ref), expected)
+                    << kernel << ", " << n << " elements of " << int(a) << " vs " << int(b);
         }
     }
 }
