@@ -12,8 +12,6 @@
 // attribute twin), entered only after cpu_has_avx512bw_metrics() said yes.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <bit>
 #include <cstdint>
 
 #include "analysis/metrics_kernels.hpp"
@@ -42,12 +40,12 @@ std::int64_t lane_total(__m512i v) {
 MetricSums metric_sums_avx512(const std::int8_t* noisy, const std::int8_t* reference, std::size_t n) {
     MetricSums total;
     for (std::size_t begin = 0; begin < n; begin += kMetricBlock) {
-        const std::size_t end = std::min(n, begin + kMetricBlock);
+        const std::size_t end = n - begin < kMetricBlock ? n : begin + kMetricBlock;
         __m512i rr = _mm512_setzero_si512(), nn = rr, rn = rr, dd = rr;
         std::size_t i = begin;
         for (; i + 64 <= end; i += 64) {
             const __m512i n8 = _mm512_loadu_si512(noisy + i), r8 = _mm512_loadu_si512(reference + i);
-            total.mismatches += std::popcount(std::uint64_t(_mm512_cmpneq_epi8_mask(n8, r8)));
+            total.mismatches += std::int64_t(_mm_popcnt_u64(_mm512_cmpneq_epi8_mask(n8, r8)));
             for (int half = 0; half < 2; ++half) {
                 const __m512i n16 = _mm512_cvtepi8_epi16(half ? _mm512_extracti64x4_epi64(n8, 1) : _mm512_castsi512_si256(n8));
                 const __m512i r16 = _mm512_cvtepi8_epi16(half ? _mm512_extracti64x4_epi64(r8, 1) : _mm512_castsi512_si256(r8));
