@@ -188,12 +188,14 @@ TEST(Im2col, NonSquareWindowsMatchTheDefinition) {
     }
 }
 
-// The masked-move path (AVX-512 moves for pixels whose window lies inside the input: one masked
-// ymm or zmm per kernel row up to 64 bytes, whole zmm and a masked rest beyond; on a CPU without
-// AVX-512BW every case runs the generic path) against the definition: kernel rows of 1..65 bytes
-// around the 32- and 64-byte limits, 127-129 and 192 bytes (whole zmm with and without a rest:
-// the 64-channel 3x3 window), the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70
-// bytes, a kernel wider than the input with no left pad (no pixel is inside), 1 and 2 threads.
+// The vector path of whichever kernel this CPU runs (AVX-512 moves for pixels whose window lies
+// inside the input: one masked ymm or zmm per kernel row up to 64 bytes, whole zmm and a masked
+// rest beyond; AVX2: whole 8/16/32-byte pieces where the row has room, exact pieces elsewhere;
+// on a CPU with neither every case runs the generic path) against the definition: kernel rows of
+// 1..65 bytes around the 32- and 64-byte limits, 127-129 and 192 bytes (whole zmm with and
+// without a rest: the 64-channel 3x3 window), the 3-channel 7x7/2 stem window, rows padded by 0,
+// 3, 64 and 70 bytes, a kernel wider than the input with no left pad (no pixel is inside), 1 and
+// 2 threads.
 TEST(Im2col, MaskedMovePathMatchesTheDefinitionAtItsLimits) {
     struct Case {
         WindowGeometry g;

@@ -289,9 +289,9 @@ TEST(PostProc, VectorisedLoopsEqualTheInt64DefinitionForEveryShift) {
 }
 
 TEST(PostProc, ResidualAddOfLongRunsEqualsTheDefinitionForEveryPairShiftAndTail) {
-    // residual_add runs 32 values per step on AVX-512BW (the plain loop elsewhere): every (y, r)
-    // pair of int8 values in one long run, for every alignment shift, both ReLUs, and runs that end
-    // anywhere in a step (the masked tail), starting at odd addresses.
+    // residual_add runs 32 values per step on AVX-512BW and AVX2 (the plain loop elsewhere):
+    // every (y, r) pair of int8 values in one long run, for every alignment shift, both ReLUs, and
+    // runs that end anywhere in a step (the masked or copied tail), starting at odd addresses.
     std::vector<std::int8_t> y0, r;
     for (int a = -128; a < 128; ++a)
         for (int b = -128; b < 128; ++b) {
