@@ -326,7 +326,7 @@ void run_table(const std::map<Shape, int>& shapes, int batch, int threads, doubl
     const FastKernel kernel = resolve_fast_kernel(g_kernel);
     const double peak = peak_macs_per_cycle(kernel, ghz) * 2 * ghz * threads;   // GOPS
     std::printf("\n== %d thread%s, batch %d, fast kernel %s, IM2COL %s, peak %.0f GOPS ==\n", threads,
-                threads == 1 ? "" : "s", batch, to_string(kernel), im2col_uses_avx512() ? "avx512" : "portable", peak);
+                threads == 1 ? "" : "s", batch, to_string(kernel), to_string(im2col_kernel()), peak);
     std::printf("%-20s %4s %5s %6s %3s | %8s %8s %6s %6s | %s\n", "in HxWxC k/s/p", "N", "M", "P", "cnt", "ours",
                 "oneDNN", "ratio", "%peak", "oneDNN implementation");
     for (const auto& [s, count] : shapes) {

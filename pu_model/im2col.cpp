@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 #include "pu_model/gemm.hpp"
@@ -83,18 +84,33 @@ void copy_xor(const std::int8_t* src, std::uint8_t mask, std::int64_t n, std::ui
 
 namespace {
 
-// Operand rows of output pixels [p_begin, p_end) of one image (see im2col_into); out points at
-// pixel p_begin's row (the rows may be a worker's scratch block rather than the whole operand).
-void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
-                   std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
+// Rows of `pixels` output pixels whose window lies wholly inside the input, with the vector
+// kernel `kernel` (not Portable); the arguments as detail::im2col_interior_avx2 takes them.
+void im2col_interior(SimdKernel kernel, const std::int8_t* src, const std::int8_t* src_end,
+                     std::int64_t src_pixel_step, std::int64_t src_row_step, int runs, int run_bytes,
+                     std::int64_t pixels, std::uint8_t xor_mask, std::uint8_t* dst, std::int64_t row_stride) {
+    if (kernel == SimdKernel::Avx512)
+        detail::im2col_interior_avx512(src, src_pixel_step, src_row_step, runs, run_bytes, pixels, xor_mask, dst,
+                                       row_stride);
+    else
+        detail::im2col_interior_avx2(src, src_end, src_pixel_step, src_row_step, runs, run_bytes, pixels, xor_mask,
+                                     dst, row_stride);
+}
+
+// Operand rows of output pixels [p_begin, p_end) of one image (see im2col_into) with `kernel`'s
+// moves; out points at pixel p_begin's row (the rows may be a worker's scratch block rather than
+// the whole operand).
+void im2col_pixels(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask,
+                   std::int64_t row_stride, std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
     const Window& w = g.window;
     const int ow = g.out_w(), kh = w.kernel_h, kw = w.kernel_w, c = g.in.c;
     const std::int64_t m = g.m();
     const std::int64_t kx_run = std::int64_t(kw) * c;   // one kernel row of a patch, contiguous in HWC
-    // With AVX-512BW, the pixels whose window lies wholly inside the input (ox in
-    // [ox_inside_begin, ox_inside_end)) copy their kernel rows with 64-byte and masked moves: the
-    // 21 bytes of a 3-channel 7x7 window in one, the 192 of a 64-channel 3x3 one in three.
-    const bool avx512 = im2col_uses_avx512();
+    // With a vector kernel, the pixels whose window lies wholly inside the input (ox in
+    // [ox_inside_begin, ox_inside_end)) copy their kernel rows without the per-run edge checks:
+    // AVX-512BW moves the 21 bytes of a 3-channel 7x7 window in one masked move and the 192 of a
+    // 64-channel 3x3 one in three; AVX2 moves 21 bytes as one 32-byte piece where there is room.
+    const bool vector = kernel != SimdKernel::Portable;
     const int ox_inside_begin = (w.pad_left + w.stride_w - 1) / w.stride_w;
     const int last_inside = g.in.w - kw + w.pad_left;   // ox * stride_w may reach this (if >= 0)
     const int ox_inside_end = last_inside < 0 ? ox_inside_begin
@@ -105,12 +121,12 @@ void im2col_pixels(const std::int8_t* x, const WindowGeometry& g, std::uint8_t x
         const int ox_from = int(std::max<std::int64_t>(0, p_begin - std::int64_t(oy) * ow));
         const int ox_to = int(std::min<std::int64_t>(ow, p_end - std::int64_t(oy) * ow));
         for (int ox = ox_from; ox < ox_to; ++ox) {
-            if (avx512 && rows_inside && ox >= ox_inside_begin && ox < ox_inside_end) {
+            if (vector && rows_inside && ox >= ox_inside_begin && ox < ox_inside_end) {
                 const int pixels = std::min(ox_to, ox_inside_end) - ox;
                 const std::int64_t in_row = std::int64_t(g.in.w) * c;
-                detail::im2col_interior_avx512(x + y0 * in_row + std::int64_t(ox * w.stride_w - w.pad_left) * c,
-                                               std::int64_t(w.stride_w) * c, in_row, kh, int(kx_run), pixels,
-                                               xor_mask, out + (std::int64_t(oy) * ow + ox - p_begin) * row_stride, row_stride);
+                im2col_interior(kernel, x + y0 * in_row + std::int64_t(ox * w.stride_w - w.pad_left) * c,
+                                x + g.in.size(), std::int64_t(w.stride_w) * c, in_row, kh, int(kx_run), pixels,
+                                xor_mask, out + (std::int64_t(oy) * ow + ox - p_begin) * row_stride, row_stride);
                 ox += pixels - 1;
                 continue;
             }
@@ -146,42 +162,88 @@ bool cpu_has_avx512bw() {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl");
 }
+
+SimdKernel best_simd_kernel() {
+    if (cpu_has_avx512bw()) return SimdKernel::Avx512;
+    if (cpu_has_avx2()) return SimdKernel::Avx2;
+    return SimdKernel::Portable;
+}
 }  // namespace detail
 
-bool im2col_uses_avx512() {
-    static const bool avx512 = detail::cpu_has_avx512bw();   // the CPU does not change
-    return avx512;
+const char* to_string(SimdKernel kernel) {
+    switch (kernel) {
+        case SimdKernel::Portable: return "portable";
+        case SimdKernel::Avx2: return "avx2";
+        case SimdKernel::Avx512: return "avx512";
+    }
+    return "unknown";
 }
+
+bool simd_kernel_available(SimdKernel kernel) {
+    switch (kernel) {
+        case SimdKernel::Portable: return true;
+        case SimdKernel::Avx2: return detail::cpu_has_avx2();
+        case SimdKernel::Avx512: return detail::cpu_has_avx512bw();
+    }
+    return false;
+}
+
+SimdKernel im2col_kernel() {
+    static const SimdKernel kernel = detail::best_simd_kernel();   // the CPU does not change
+    return kernel;
+}
+
+namespace {
+void require_available(SimdKernel kernel) {
+    if (!simd_kernel_available(kernel))
+        throw std::invalid_argument(std::string("SIMD kernel '") + to_string(kernel) + "' is not available on this CPU");
+}
+}  // namespace
 
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int threads) {
     // Below about 256 KiB of operand a second thread costs more than it saves.
     constexpr std::int64_t kMinBytesPerThread = std::int64_t(1) << 18;
+    const SimdKernel kernel = im2col_kernel();
     const int oh = g.out_h();
     const std::int64_t bytes = g.p() * row_stride;
     const int workers = int(std::min<std::int64_t>({std::int64_t(resolve_threads(threads)), std::int64_t(oh),
                                                      std::max<std::int64_t>(1, bytes / kMinBytesPerThread)}));
     if (workers <= 1) {
-        im2col_pixels(x, g, xor_mask, row_stride, out, 0, g.p());
+        im2col_pixels(kernel, x, g, xor_mask, row_stride, out, 0, g.p());
         return;
     }
     const int rows_per_part = (oh + workers - 1) / workers;
     const std::int64_t ow = g.out_w();
     parallel_for(workers, workers, [&](std::int64_t part) {
         const int begin = int(part) * rows_per_part, end = std::min(oh, begin + rows_per_part);
-        im2col_pixels(x, g, xor_mask, row_stride, out + begin * ow * row_stride, begin * ow, end * ow);
+        im2col_pixels(kernel, x, g, xor_mask, row_stride, out + begin * ow * row_stride, begin * ow, end * ow);
     });
 }
 
-void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
-                        std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
+namespace {
+void pixels_of_images(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask,
+                      std::int64_t row_stride, std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
     const std::int64_t image_pixels = g.p(), image_bytes = g.in.size();
     for (std::int64_t image = p_begin / image_pixels; image * image_pixels < p_end; ++image) {
         const std::int64_t first = image * image_pixels;
         const std::int64_t from = std::max(p_begin, first);
-        im2col_pixels(x + image * image_bytes, g, xor_mask, row_stride, out + (from - p_begin) * row_stride,
+        im2col_pixels(kernel, x + image * image_bytes, g, xor_mask, row_stride, out + (from - p_begin) * row_stride,
                       from - first, std::min(p_end, first + image_pixels) - first);
     }
+}
+}  // namespace
+
+void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
+                        std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end) {
+    pixels_of_images(im2col_kernel(), x, g, xor_mask, row_stride, out, p_begin, p_end);
+}
+
+void detail::im2col_pixels_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g,
+                                     std::uint8_t xor_mask, std::int64_t row_stride, std::uint8_t* out,
+                                     std::int64_t p_begin, std::int64_t p_end) {
+    require_available(kernel);
+    pixels_of_images(kernel, x, g, xor_mask, row_stride, out, p_begin, p_end);
 }
 
 std::int64_t padded_input_bytes(const WindowGeometry& g) {
@@ -189,27 +251,45 @@ std::int64_t padded_input_bytes(const WindowGeometry& g) {
     return std::int64_t(g.in.h + w.pad_top + w.pad_bottom) * (g.in.w + w.pad_left + w.pad_right) * g.in.c;
 }
 
-void pad_input_into(const std::int8_t* x, const WindowGeometry& g, std::int64_t images, std::uint8_t xor_mask,
-                    std::uint8_t* out) {
+namespace {
+// One input row's bytes XORed with the mask, with `kernel`'s moves.
+void xor_copy_row(SimdKernel kernel, const std::int8_t* src, std::uint8_t xor_mask, std::int64_t n, std::uint8_t* dst) {
+    switch (kernel) {
+        case SimdKernel::Avx512: return detail::xor_copy_avx512(src, xor_mask, n, dst);
+        case SimdKernel::Avx2: return detail::xor_copy_avx2(src, xor_mask, n, dst);
+        case SimdKernel::Portable: return copy_xor(src, xor_mask, n, dst);
+    }
+}
+
+void pad_images(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g, std::int64_t images,
+                std::uint8_t xor_mask, std::uint8_t* out) {
     const Window& w = g.window;
     const std::int64_t c = g.in.c, row_bytes = std::int64_t(g.in.w) * c;
     const std::int64_t left = w.pad_left * c, right = w.pad_right * c, padded_row = left + row_bytes + right;
-    const bool avx512 = im2col_uses_avx512();
     for (std::int64_t image = 0; image < images; ++image) {
         const std::int8_t* in = x + image * g.in.size();
         std::memset(out, xor_mask, std::size_t(w.pad_top * padded_row));
         out += w.pad_top * padded_row;
         for (int y = 0; y < g.in.h; ++y, out += padded_row) {
             if (left) std::memset(out, xor_mask, std::size_t(left));
-            if (avx512)
-                detail::xor_copy_avx512(in + y * row_bytes, xor_mask, row_bytes, out + left);
-            else
-                copy_xor(in + y * row_bytes, xor_mask, row_bytes, out + left);
+            xor_copy_row(kernel, in + y * row_bytes, xor_mask, row_bytes, out + left);
             if (right) std::memset(out + left + row_bytes, xor_mask, std::size_t(right));
         }
         std::memset(out, xor_mask, std::size_t(w.pad_bottom * padded_row));
         out += w.pad_bottom * padded_row;
     }
+}
+}  // namespace
+
+void pad_input_into(const std::int8_t* x, const WindowGeometry& g, std::int64_t images, std::uint8_t xor_mask,
+                    std::uint8_t* out) {
+    pad_images(im2col_kernel(), x, g, images, xor_mask, out);
+}
+
+void detail::pad_input_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g,
+                                 std::int64_t images, std::uint8_t xor_mask, std::uint8_t* out) {
+    require_available(kernel);
+    pad_images(kernel, x, g, images, xor_mask, out);
 }
 
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g) {

@@ -56,14 +56,28 @@ void pad_input_into(const std::int8_t* x, const WindowGeometry& g, std::int64_t 
 // Convenience: the plain int8 P x M operand.
 std::vector<std::int8_t> im2col(const std::int8_t* x, const WindowGeometry& g);
 
-// Whether IM2COL copies the windows that lie inside the input with AVX-512BW moves (else with
-// the portable word copies): the flag its dispatch reads, fixed at the first call.  Tests check it
-// against CPUID read on their own, so that the vector path cannot silently drop out.
-bool im2col_uses_avx512();
+// The forms of IM2COL's copies (and of the residual add, postproc.hpp): the widest the CPU has
+// runs, chosen at the first call and kept (the CPU does not change).  Every form writes the same
+// bytes; the vector ones only move them in fewer instructions.
+enum class SimdKernel { Portable, Avx2, Avx512 };
+const char* to_string(SimdKernel kernel);   // "portable", "avx2", "avx512"
+bool simd_kernel_available(SimdKernel kernel);
+// The kernel IM2COL (im2col_into, im2col_pixels_into, pad_input_into) runs.  Tests check it
+// against CPUID read on their own, so that a vector path cannot silently drop out.
+SimdKernel im2col_kernel();
 
 namespace detail {
 // Whether this CPU has AVX-512F/BW/VL (the masked byte moves of im2col_interior_avx512).
 bool cpu_has_avx512bw();
+// The widest SimdKernel this CPU has (avx512 > avx2 > portable), read from CPUID on every call.
+SimdKernel best_simd_kernel();
+// im2col_pixels_into and pad_input_into with a kernel named by the caller rather than
+// im2col_kernel(), so that tests compare every kernel the CPU has with the portable one.
+// Throws std::invalid_argument unless simd_kernel_available(kernel).
+void im2col_pixels_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask,
+                             std::int64_t row_stride, std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end);
+void pad_input_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g, std::int64_t images,
+                         std::uint8_t xor_mask, std::uint8_t* out);
 // Operand rows of `pixels` consecutive output pixels whose whole window lies inside the input:
 // row px is `runs` runs of `run_bytes` bytes, run r read from src + px * src_pixel_step +
 // r * src_row_step, each byte XORed with xor_mask, then xor_mask up to row_stride.
@@ -74,6 +88,14 @@ void im2col_interior_avx512(const std::int8_t* src, std::int64_t src_pixel_step,
 // dst[i] = src[i] ^ xor_mask for n bytes, 64 at a time (pad_input_into's rows; a padded copy
 // with the portable 8-byte words was 2 % of a ResNet-18 pass).  Call only when cpu_has_avx512bw().
 void xor_copy_avx512(const std::int8_t* src, std::uint8_t xor_mask, std::int64_t n, std::uint8_t* dst);
+// The same two with AVX2 (im2col_avx2.cpp; call only when cpu_has_avx2()).  Without byte masks
+// the interior kernel moves short runs as whole 8-, 16- or 32-byte pieces that may read past a
+// run: src_end is the end of the input it may read (never read at or past it), and the pieces
+// never write past row px's row_stride bytes.
+void im2col_interior_avx2(const std::int8_t* src, const std::int8_t* src_end, std::int64_t src_pixel_step,
+                          std::int64_t src_row_step, int runs, int run_bytes, std::int64_t pixels,
+                          std::uint8_t xor_mask, std::uint8_t* dst, std::int64_t row_stride);
+void xor_copy_avx2(const std::int8_t* src, std::uint8_t xor_mask, std::int64_t n, std::uint8_t* dst);
 }  // namespace detail
 
 }  // namespace aimcemu

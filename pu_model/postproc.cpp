@@ -2,6 +2,8 @@
 #include "pu_model/postproc.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -45,20 +47,42 @@ void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool
     });
 }
 
-bool residual_add_uses_avx512() {
-    static const bool avx512 = detail::cpu_has_avx512bw();   // the CPU does not change
-    return avx512;
+SimdKernel residual_add_kernel() {
+    static const SimdKernel kernel = detail::best_simd_kernel();   // the CPU does not change
+    return kernel;
 }
 
-void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {
-    if (residual_add_uses_avx512() && shift >= kAlignShiftRange.min && shift <= kAlignShiftRange.max)
-        return detail::residual_add_avx512(y, r, count, shift, relu);
+namespace {
+
+void residual_add_portable(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {
     const std::int32_t lo = relu ? 0 : -128;
     if (shift >= 0) {
         for (std::int64_t i = 0; i < count; ++i) y[i] = clamp8(std::int32_t(y[i]) + (std::int32_t(r[i]) << shift), lo);
         return;
     }
     for (std::int64_t i = 0; i < count; ++i) y[i] = clamp8(std::int32_t(y[i]) + round_shift32(r[i], -shift), lo);
+}
+
+void residual_add_by(SimdKernel kernel, std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift,
+                     bool relu) {
+    // The vector forms work in int16 lanes, exact only for the alignment range's shifts.
+    const bool in_range = shift >= kAlignShiftRange.min && shift <= kAlignShiftRange.max;
+    if (kernel == SimdKernel::Avx512 && in_range) return detail::residual_add_avx512(y, r, count, shift, relu);
+    if (kernel == SimdKernel::Avx2 && in_range) return detail::residual_add_avx2(y, r, count, shift, relu);
+    residual_add_portable(y, r, count, shift, relu);
+}
+
+}  // namespace
+
+void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu) {
+    residual_add_by(residual_add_kernel(), y, r, count, shift, relu);
+}
+
+void detail::residual_add_with(SimdKernel kernel, std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift,
+                               bool relu) {
+    if (!simd_kernel_available(kernel))
+        throw std::invalid_argument(std::string("SIMD kernel '") + to_string(kernel) + "' is not available on this CPU");
+    residual_add_by(kernel, y, r, count, shift, relu);
 }
 
 void add_tensors(const std::int8_t* a, int shift_a, const std::int8_t* b, int shift_b, std::int64_t count, bool relu,

@@ -31,14 +31,21 @@ void requantize(const std::int32_t* acc, std::int64_t count, int out_shift, bool
                 int threads = 1);
 // y[i] = sat8(y[i] + align(r[i], shift)), then ReLU if asked.
 void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu);
-// Whether residual_add runs its AVX-512BW form for shifts in the alignment range (the flag its
-// dispatch reads, fixed at the first call).  Tests check it against CPUID read on their own, so
-// that the vector path cannot silently drop out.
-bool residual_add_uses_avx512();
+// The kernel residual_add runs for shifts in the alignment range (-8..8; others take the portable
+// loop): the widest this CPU has, chosen at the first call and kept.  Tests check it against CPUID
+// read on their own, so that a vector path cannot silently drop out.
+SimdKernel residual_add_kernel();
 namespace detail {
+// residual_add with a kernel named by the caller (tests compare every kernel the CPU has with
+// the portable one).  Throws std::invalid_argument unless simd_kernel_available(kernel).
+void residual_add_with(SimdKernel kernel, std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift,
+                       bool relu);
 // residual_add in 32-value AVX-512BW steps (postproc_avx512.cpp; call only when
 // cpu_has_avx512bw(); shift in the alignment range -8..8).  residual_add dispatches to it.
 void residual_add_avx512(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu);
+// The same in 32-value AVX2 steps (postproc_avx2.cpp; call only when cpu_has_avx2(); shift in
+// -8..8).
+void residual_add_avx2(std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift, bool relu);
 }  // namespace detail
 // out[i] = sat8(align(a[i], shift_a) + align(b[i], shift_b)), then ReLU if asked.
 void add_tensors(const std::int8_t* a, int shift_a, const std::int8_t* b, int shift_b, std::int64_t count, bool relu,

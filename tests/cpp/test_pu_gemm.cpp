@@ -22,6 +22,7 @@
 #include "pu_model/im2col.hpp"
 #include "pu_model/postproc.hpp"
 #include "pu_model/sa_cycle.hpp"
+#include "guarded_buffer.hpp"
 
 using namespace aimcemu;
 
@@ -187,12 +188,14 @@ TEST(Im2col, NonSquareWindowsMatchTheDefinition) {
     }
 }
 
-// The masked-move path (AVX-512 moves for pixels whose window lies inside the input: one masked
-// ymm or zmm per kernel row up to 64 bytes, whole zmm and a masked rest beyond; on a CPU without
-// AVX-512BW every case runs the generic path) against the definition: kernel rows of 1..65 bytes
-// around the 32- and 64-byte limits, 127-129 and 192 bytes (whole zmm with and without a rest:
-// the 64-channel 3x3 window), the 3-channel 7x7/2 stem window, rows padded by 0, 3, 64 and 70
-// bytes, a kernel wider than the input with no left pad (no pixel is inside), 1 and 2 threads.
+// The vector path of whichever kernel this CPU runs (AVX-512 moves for pixels whose window lies
+// inside the input: one masked ymm or zmm per kernel row up to 64 bytes, whole zmm and a masked
+// rest beyond; AVX2: whole 8/16/32-byte pieces where the row has room, exact pieces elsewhere;
+// on a CPU with neither every case runs the generic path) against the definition: kernel rows of
+// 1..65 bytes around the 32- and 64-byte limits, 127-129 and 192 bytes (whole zmm with and
+// without a rest: the 64-channel 3x3 window), the 3-channel 7x7/2 stem window, rows padded by 0,
+// 3, 64 and 70 bytes, a kernel wider than the input with no left pad (no pixel is inside), 1 and
+// 2 threads.
 TEST(Im2col, MaskedMovePathMatchesTheDefinitionAtItsLimits) {
     struct Case {
         WindowGeometry g;
@@ -271,6 +274,103 @@ TEST(Im2col, PixelRangesOfABatchEqualTheWholeOperand) {
                 begin = end;
             }
             ASSERT_EQ(pieces, whole) << "in " << g.in.h << "x" << g.in.w << "x" << g.in.c << ", trial " << trial;
+        }
+    }
+}
+
+namespace {
+
+// The vector kernels of IM2COL (avx2, avx512) this CPU has; the portable one is their reference.
+std::vector<SimdKernel> vector_simd_kernels() {
+    std::vector<SimdKernel> kernels;
+    for (SimdKernel k : {SimdKernel::Avx2, SimdKernel::Avx512})
+        if (simd_kernel_available(k)) kernels.push_back(k);
+    return kernels;
+}
+
+// A random window geometry: kernel 1..7 per axis, stride 1..3, any pads, the smallest input the
+// window fits plus 0..9 (odd and even widths), channels 1..130.
+WindowGeometry random_window_geometry(pcg32& rng) {
+    WindowGeometry g;
+    Window& w = g.window;
+    w.kernel_h = 1 + int(rng(7));
+    w.kernel_w = 1 + int(rng(7));
+    w.stride_h = 1 + int(rng(3));
+    w.stride_w = 1 + int(rng(3));
+    w.pad_top = int(rng(std::uint32_t(w.kernel_h)));
+    w.pad_bottom = int(rng(std::uint32_t(w.kernel_h)));
+    w.pad_left = int(rng(std::uint32_t(w.kernel_w)));
+    w.pad_right = int(rng(std::uint32_t(w.kernel_w)));
+    g.in = {std::max(1, w.kernel_h - w.pad_top - w.pad_bottom) + int(rng(10)),
+            std::max(1, w.kernel_w - w.pad_left - w.pad_right) + int(rng(10)), 1 + int(rng(130))};
+    return g;
+}
+
+std::string describe(const WindowGeometry& g) {
+    const Window& w = g.window;
+    return "in " + std::to_string(g.in.h) + "x" + std::to_string(g.in.w) + "x" + std::to_string(g.in.c) + " k" +
+           std::to_string(w.kernel_h) + "x" + std::to_string(w.kernel_w) + " s" + std::to_string(w.stride_h) + "," +
+           std::to_string(w.stride_w) + " p" + std::to_string(w.pad_top) + "," + std::to_string(w.pad_bottom) + "," +
+           std::to_string(w.pad_left) + "," + std::to_string(w.pad_right);
+}
+
+// Rows [p_begin, p_end) of `images` images' operand with `kernel` and with the portable kernel,
+// compared byte for byte.  The input ends at a guard page (a load past the last image's last byte
+// faults) and so does the kernel's output (a store past the last row faults); both outputs start
+// as 0x5A, so a byte either kernel leaves unwritten shows too.
+void expect_im2col_kernel_equals_portable(SimdKernel kernel, const WindowGeometry& g, int images, std::uint8_t mask,
+                                          std::int64_t row_stride, std::int64_t p_begin, std::int64_t p_end,
+                                          pcg32& rng) {
+    test_data::GuardedBuffer x(std::size_t(g.in.size() * images));
+    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = std::uint8_t(rng(256));
+    const std::size_t bytes = std::size_t((p_end - p_begin) * row_stride);
+    std::vector<std::uint8_t> expect(bytes, 0x5A);
+    detail::im2col_pixels_into_with(SimdKernel::Portable, x.int8(), g, mask, row_stride, expect.data(), p_begin, p_end);
+    test_data::GuardedBuffer got(bytes, 0x5A);
+    detail::im2col_pixels_into_with(kernel, x.int8(), g, mask, row_stride, got.data(), p_begin, p_end);
+    const auto first_diff = std::mismatch(expect.begin(), expect.end(), got.data()).first - expect.begin();
+    ASSERT_EQ(first_diff, std::ptrdiff_t(bytes))
+        << to_string(kernel) << " differs from portable at row " << p_begin + first_diff / row_stride << ", byte "
+        << first_diff % row_stride << ": " << describe(g) << ", " << images << " images, mask " << int(mask)
+        << ", row stride " << row_stride << " (m " << g.m() << "), rows " << p_begin << ".." << p_end;
+}
+
+}  // namespace
+
+// Every vector kernel of IM2COL the CPU has writes the bytes of the portable kernel: the ResNet
+// stem (7x7x3/2, 21-byte runs), a 56x56x64 3x3 layer (192-byte runs), 1x1 windows whose last
+// pixel is the input's last bytes, then 400 random geometries (channels 1..130, kernels 1..7,
+// strides 1..3, any pads, odd widths), each with both masks, a random row padding (0 to 35 bytes:
+// whether a whole 32-byte piece fits the last run), the whole operand of 1 or 2 images and a random
+// cut of it.  Inputs end at a guard page, so an over-long load at the last pixel faults.
+TEST(Im2col, EveryVectorKernelWritesThePortableBytesOverRandomGeometries) {
+    const auto kernels = vector_simd_kernels();
+    if (kernels.empty()) GTEST_SKIP() << "this CPU has no AVX2";
+    std::vector<WindowGeometry> shapes = {
+        {{23, 23, 3}, Window::square(7, 2, 3)},    // stem, odd width
+        {{29, 29, 3}, Window::square(7, 2, 0)},    // stem without padding: the last window ends the input
+        {{56, 56, 64}, Window::square(3, 1, 1)},   // 56x56x64 3x3
+        {{7, 9, 3}, Window::square(1, 1, 0)},      // 3-byte runs, last pixel = last 3 bytes
+        {{5, 5, 1}, Window::square(1, 1, 0)},      // 1-byte runs
+        {{6, 7, 8}, Window{2, 3, 1, 2, 0, 0, 0, 0}},
+        {{6, 7, 16}, Window{2, 2, 1, 1, 0, 0, 0, 0}},
+        {{6, 7, 130}, Window::square(3, 2, 1)},
+    };
+    pcg32 rng(41);
+    for (int i = 0; i < 400; ++i) shapes.push_back(random_window_geometry(rng));
+    const std::int64_t paddings[] = {0, 1, 3, 4, 11, 32, 35};
+    for (const WindowGeometry& g : shapes) {
+        g.validate("test");
+        const std::int64_t row_stride = g.m() + paddings[rng(7)];
+        const int images = 1 + int(rng(2));
+        const std::int64_t rows = g.p() * images;
+        const std::int64_t cut_begin = rng(std::uint32_t(rows));
+        const std::int64_t cut_end = cut_begin + 1 + rng(std::uint32_t(rows - cut_begin));
+        for (SimdKernel kernel : kernels) {
+            for (std::uint8_t mask : {std::uint8_t(0), std::uint8_t(0x80)})
+                expect_im2col_kernel_equals_portable(kernel, g, images, mask, row_stride, 0, rows, rng);
+            expect_im2col_kernel_equals_portable(kernel, g, images, 0x80, row_stride, cut_begin, cut_end, rng);
+            if (HasFatalFailure()) return;
         }
     }
 }
@@ -922,6 +1022,32 @@ TEST(Im2col, PaddedInputIsTheInputXoredInsideItsPadding) {
             pad_input_into(x.data(), g, images, 0x80, got.data());
             ASSERT_EQ(got, expect) << "in " << g.in.h << "x" << g.in.w << "x" << c << ", " << images << " images";
         }
+}
+
+// pad_input_into with every vector kernel the CPU has against the portable one: rows of 1 to
+// 390 bytes (whole 32- and 64-byte moves and every length of rest), both masks, 1 to 3 images;
+// the input ends at a guard page and so does the output.
+TEST(Im2col, PaddedInputOfEveryVectorKernelEqualsThePortableOne) {
+    const auto kernels = vector_simd_kernels();
+    if (kernels.empty()) GTEST_SKIP() << "this CPU has no AVX2";
+    pcg32 rng(43);
+    for (int i = 0; i < 300; ++i) {
+        WindowGeometry g = random_window_geometry(rng);
+        g.in.w = 1 + int(rng(3));   // rows of 1..3 pixels x 1..130 channels
+        const int images = 1 + int(rng(3));
+        const std::uint8_t mask = rng(2) ? 0x80 : 0x00;
+        test_data::GuardedBuffer x(std::size_t(g.in.size() * images));
+        for (std::size_t b = 0; b < x.size(); ++b) x.data()[b] = std::uint8_t(rng(256));
+        const std::size_t bytes = std::size_t(padded_input_bytes(g) * images);
+        std::vector<std::uint8_t> expect(bytes, 0x5A);
+        detail::pad_input_into_with(SimdKernel::Portable, x.int8(), g, images, mask, expect.data());
+        for (SimdKernel kernel : kernels) {
+            test_data::GuardedBuffer got(bytes, 0x5A);
+            detail::pad_input_into_with(kernel, x.int8(), g, images, mask, got.data());
+            ASSERT_TRUE(std::equal(expect.begin(), expect.end(), got.data()))
+                << to_string(kernel) << ", " << describe(g) << ", " << images << " images, mask " << int(mask);
+        }
+    }
 }
 
 TEST(Gemm, VnniConvReadInPlaceEqualsTheDirectConvolution) {

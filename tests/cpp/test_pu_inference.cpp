@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <string>
 
 #include <pcg_random.hpp>
 
@@ -12,6 +13,7 @@
 #include "pu_model/postproc.hpp"
 #include "formats/zoo.hpp"
 #include "cpuid_features.hpp"
+#include "guarded_buffer.hpp"
 #include "random_layers.hpp"
 
 using namespace aimcemu;
@@ -287,9 +289,9 @@ TEST(PostProc, VectorisedLoopsEqualTheInt64DefinitionForEveryShift) {
 }
 
 TEST(PostProc, ResidualAddOfLongRunsEqualsTheDefinitionForEveryPairShiftAndTail) {
-    // residual_add runs 32 values per step on AVX-512BW (the plain loop elsewhere): every (y, r)
-    // pair of int8 values in one long run, for every alignment shift, both ReLUs, and runs that end
-    // anywhere in a step (the masked tail), starting at odd addresses.
+    // residual_add runs 32 values per step on AVX-512BW and AVX2 (the plain loop elsewhere):
+    // every (y, r) pair of int8 values in one long run, for every alignment shift, both ReLUs, and
+    // runs that end anywhere in a step (the masked or copied tail), starting at odd addresses.
     std::vector<std::int8_t> y0, r;
     for (int a = -128; a < 128; ++a)
         for (int b = -128; b < 128; ++b) {
@@ -313,16 +315,64 @@ TEST(PostProc, ResidualAddOfLongRunsEqualsTheDefinitionForEveryPairShiftAndTail)
             }
 }
 
-TEST(PostProc, Im2colAndResidualAddTakeTheAvx512PathWhereTheCpuHasIt) {
-    // Both have an AVX-512BW form and a portable one that write the same bytes, so every other
-    // test stays green when the vector path drops out (a broken feature check): this one compares
-    // the flags their dispatch reads with CPUID and XCR0 read here.
+TEST(PostProc, ResidualAddOfEveryVectorKernelEqualsThePortableOne) {
+    // Each vector form the CPU has (avx2, avx512) against the portable loop: every count from 0
+    // to 100 and long runs that end anywhere in a 32-value step, random values with every int8
+    // extreme mixed in, every shift of the alignment range and the two past it on each side (those
+    // take the portable loop in every form), both ReLUs.  y and r each end at a guard page, so a
+    // vector step that reads or writes past the last value faults.
+    std::vector<SimdKernel> kernels;
+    for (SimdKernel k : {SimdKernel::Avx2, SimdKernel::Avx512})
+        if (simd_kernel_available(k)) kernels.push_back(k);
+    if (kernels.empty()) GTEST_SKIP() << "this CPU has no AVX2";
+    pcg32 rng(17);
+    std::vector<std::int64_t> counts;
+    for (std::int64_t n = 0; n <= 100; ++n) counts.push_back(n);
+    for (std::int64_t n = 4096; n < 4096 + 33; ++n) counts.push_back(n);
+    const std::int8_t extremes[] = {-128, -127, -1, 0, 1, 126, 127};
+    for (const std::int64_t count : counts) {
+        std::vector<std::int8_t> y0(static_cast<std::size_t>(count)), r(static_cast<std::size_t>(count));
+        for (std::int64_t i = 0; i < count; ++i) {
+            y0[std::size_t(i)] = rng(4) == 0 ? extremes[rng(7)] : std::int8_t(rng(256));
+            r[std::size_t(i)] = rng(4) == 0 ? extremes[rng(7)] : std::int8_t(rng(256));
+        }
+        test_data::GuardedBuffer r_guarded(static_cast<std::size_t>(count));
+        std::copy(r.begin(), r.end(), r_guarded.int8());
+        for (int shift = -10; shift <= 10; ++shift)
+            for (bool relu : {false, true}) {
+                std::vector<std::int8_t> expect = y0;
+                detail::residual_add_with(SimdKernel::Portable, expect.data(), r.data(), count, shift, relu);
+                for (SimdKernel kernel : kernels) {
+                    test_data::GuardedBuffer y(static_cast<std::size_t>(count));
+                    std::copy(y0.begin(), y0.end(), y.int8());
+                    detail::residual_add_with(kernel, y.int8(), r_guarded.int8(), count, shift, relu);
+                    ASSERT_TRUE(std::equal(expect.begin(), expect.end(), y.int8()))
+                        << to_string(kernel) << ", count " << count << ", shift " << shift << ", relu " << relu;
+                }
+            }
+    }
+}
+
+TEST(PostProc, Im2colAndResidualAddTakeTheWidestVectorPathTheCpuHas) {
+    // Both have AVX-512BW, AVX2 and portable forms that write the same bytes, so every other test
+    // stays green when a vector path drops out (a broken feature check, a wrong order of
+    // preference): this one compares the kernels their dispatch chose with CPUID and XCR0 read
+    // here.  avx512 > avx2 > portable.
     const test_cpu::VectorFeatures cpu = test_cpu::vector_features();
     const bool avx512bw = cpu.avx512f && cpu.avx512bw && cpu.avx512vl;
-    EXPECT_EQ(im2col_uses_avx512(), avx512bw) << "CPUID says AVX-512F/BW/VL " << (avx512bw ? "present" : "absent");
-    EXPECT_EQ(residual_add_uses_avx512(), avx512bw) << "CPUID says AVX-512F/BW/VL " << (avx512bw ? "present" : "absent");
-    std::cout << "[ path     ] im2col " << (im2col_uses_avx512() ? "avx512" : "portable") << ", residual add "
-              << (residual_add_uses_avx512() ? "avx512" : "portable") << "\n";
+    const SimdKernel widest = avx512bw ? SimdKernel::Avx512 : cpu.avx2 ? SimdKernel::Avx2 : SimdKernel::Portable;
+    const std::string cpuid = std::string("CPUID says AVX-512F/BW/VL ") + (avx512bw ? "present" : "absent") +
+                              ", AVX2 " + (cpu.avx2 ? "present" : "absent");
+    EXPECT_EQ(to_string(im2col_kernel()), std::string(to_string(widest))) << cpuid;
+    EXPECT_EQ(to_string(residual_add_kernel()), std::string(to_string(widest))) << cpuid;
+    if (cpu.avx2)   // what the task that added the AVX2 forms is about: a Zen 3 must not fall back
+        EXPECT_NE(im2col_kernel(), SimdKernel::Portable) << cpuid;
+    for (SimdKernel k : {SimdKernel::Portable, SimdKernel::Avx2, SimdKernel::Avx512})
+        EXPECT_EQ(simd_kernel_available(k), k == SimdKernel::Portable || (k == SimdKernel::Avx2 && cpu.avx2) ||
+                                                (k == SimdKernel::Avx512 && avx512bw))
+            << to_string(k) << ", " << cpuid;
+    std::cout << "[ path     ] im2col " << to_string(im2col_kernel()) << ", residual add "
+              << to_string(residual_add_kernel()) << "\n";
 }
 
 TEST(PostProc, ResidualAlignBothSignsAndSaturation) {
