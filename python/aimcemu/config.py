@@ -411,6 +411,9 @@ class RunConfig:
             noise = None
         return {
             **{k: copy.deepcopy(v) for k, v in self.options.items() if k not in ("mapping", "noise")},
+            # The selection as resolved ("all", "none" or a list of names), so that "conv1,fc" from
+            # the command line and ["conv1", "fc"] from a sweep are stored alike.
+            "layers": copy.deepcopy(self.layers),
             "model": self.model, "data": self.data, "output": os.fspath(out_path), "model_name": net.name,
             "images": int(images), "mapping": None if self.mapping is None else self.mapping.to_dict(),
             "mapping_source": None if self.mapping is None else self.mapping.source, "noise": noise,

@@ -77,6 +77,18 @@ def test_default_output_goes_to_results_folder(files, tmp_path, monkeypatch):
         assert "activations" not in f["layers/conv"] and "activations" in f["layers/fc"]
 
 
+def test_stored_layer_selection_is_the_resolved_one(files, tmp_path):
+    """A comma-separated selection (the command line's form) and a list (a sweep's) store the
+    same list of names in the file's config; "all" and "none" stay as they are."""
+    stored = {}
+    for name, layers in (("text", "conv, fc"), ("list", ["conv", "fc"]), ("none", "none")):
+        out = tmp_path / f"{name}.h5"
+        aimcemu.run(files[0], output=out, layers=layers)
+        with h5py.File(out, "r") as f:
+            stored[name] = json.loads(f.attrs["config"])["layers"]
+    assert stored == {"text": ["conv", "fc"], "list": ["conv", "fc"], "none": "none"}
+
+
 def test_config_dict_is_used_and_explicit_arguments_override_it(files, tmp_path):
     model = files[0]
     summary = aimcemu.run(config={"model": os.fspath(model), "output": os.fspath(tmp_path / "a.h5"), "layers": "none"},
