@@ -71,6 +71,17 @@ std::vector<std::int32_t> direct_conv(const std::vector<std::int8_t>& x, const W
     return acc;
 }
 
+// Strides 1..3 and four independent pads below the kernel's extent, drawn in that order (the
+// kernel sizes already set): the random geometries of the tests below share these draws.
+void random_strides_and_pads(Window& w, pcg32& rng) {
+    w.stride_h = 1 + int(rng(3));
+    w.stride_w = 1 + int(rng(3));
+    w.pad_top = int(rng(std::uint32_t(w.kernel_h)));
+    w.pad_bottom = int(rng(std::uint32_t(w.kernel_h)));
+    w.pad_left = int(rng(std::uint32_t(w.kernel_w)));
+    w.pad_right = int(rng(std::uint32_t(w.kernel_w)));
+}
+
 struct ConvCase {
     WindowGeometry g;
     int n;
@@ -118,12 +129,7 @@ std::vector<ConvCase> nonsquare_cases(int count, std::uint64_t seed) {
         Window& w = c.g.window;
         w.kernel_h = kernels[rng(5)];
         w.kernel_w = kernels[rng(5)];
-        w.stride_h = 1 + int(rng(3));
-        w.stride_w = 1 + int(rng(3));
-        w.pad_top = int(rng(std::uint32_t(w.kernel_h)));
-        w.pad_bottom = int(rng(std::uint32_t(w.kernel_h)));
-        w.pad_left = int(rng(std::uint32_t(w.kernel_w)));
-        w.pad_right = int(rng(std::uint32_t(w.kernel_w)));
+        random_strides_and_pads(w, rng);
         // The smallest input the window fits in, plus 0..5.
         c.g.in = {std::max(1, w.kernel_h - w.pad_top - w.pad_bottom) + int(rng(6)),
                   std::max(1, w.kernel_w - w.pad_left - w.pad_right) + int(rng(6)), channels[rng(6)]};
@@ -295,12 +301,7 @@ WindowGeometry random_window_geometry(pcg32& rng) {
     Window& w = g.window;
     w.kernel_h = 1 + int(rng(7));
     w.kernel_w = 1 + int(rng(7));
-    w.stride_h = 1 + int(rng(3));
-    w.stride_w = 1 + int(rng(3));
-    w.pad_top = int(rng(std::uint32_t(w.kernel_h)));
-    w.pad_bottom = int(rng(std::uint32_t(w.kernel_h)));
-    w.pad_left = int(rng(std::uint32_t(w.kernel_w)));
-    w.pad_right = int(rng(std::uint32_t(w.kernel_w)));
+    random_strides_and_pads(w, rng);
     g.in = {std::max(1, w.kernel_h - w.pad_top - w.pad_bottom) + int(rng(10)),
             std::max(1, w.kernel_w - w.pad_left - w.pad_right) + int(rng(10)), 1 + int(rng(130))};
     return g;
