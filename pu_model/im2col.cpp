@@ -193,12 +193,10 @@ SimdKernel im2col_kernel() {
     return kernel;
 }
 
-namespace {
-void require_available(SimdKernel kernel) {
+void detail::require_simd_kernel(SimdKernel kernel) {
     if (!simd_kernel_available(kernel))
         throw std::invalid_argument(std::string("SIMD kernel '") + to_string(kernel) + "' is not available on this CPU");
 }
-}  // namespace
 
 void im2col_into(const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask, std::int64_t row_stride,
                  std::uint8_t* out, int threads) {
@@ -242,7 +240,7 @@ void im2col_pixels_into(const std::int8_t* x, const WindowGeometry& g, std::uint
 void detail::im2col_pixels_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g,
                                      std::uint8_t xor_mask, std::int64_t row_stride, std::uint8_t* out,
                                      std::int64_t p_begin, std::int64_t p_end) {
-    require_available(kernel);
+    require_simd_kernel(kernel);
     pixels_of_images(kernel, x, g, xor_mask, row_stride, out, p_begin, p_end);
 }
 
@@ -288,7 +286,7 @@ void pad_input_into(const std::int8_t* x, const WindowGeometry& g, std::int64_t 
 
 void detail::pad_input_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g,
                                  std::int64_t images, std::uint8_t xor_mask, std::uint8_t* out) {
-    require_available(kernel);
+    require_simd_kernel(kernel);
     pad_images(kernel, x, g, images, xor_mask, out);
 }
 

@@ -73,7 +73,8 @@ bool cpu_has_avx512bw();
 SimdKernel best_simd_kernel();
 // im2col_pixels_into and pad_input_into with a kernel named by the caller rather than
 // im2col_kernel(), so that tests compare every kernel the CPU has with the portable one.
-// Throws std::invalid_argument unless simd_kernel_available(kernel).
+// Throws std::invalid_argument unless simd_kernel_available(kernel) (require_simd_kernel).
+void require_simd_kernel(SimdKernel kernel);
 void im2col_pixels_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g, std::uint8_t xor_mask,
                              std::int64_t row_stride, std::uint8_t* out, std::int64_t p_begin, std::int64_t p_end);
 void pad_input_into_with(SimdKernel kernel, const std::int8_t* x, const WindowGeometry& g, std::int64_t images,

@@ -2,8 +2,6 @@
 #include "pu_model/postproc.hpp"
 
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -80,8 +78,7 @@ void residual_add(std::int8_t* y, const std::int8_t* r, std::int64_t count, int 
 
 void detail::residual_add_with(SimdKernel kernel, std::int8_t* y, const std::int8_t* r, std::int64_t count, int shift,
                                bool relu) {
-    if (!simd_kernel_available(kernel))
-        throw std::invalid_argument(std::string("SIMD kernel '") + to_string(kernel) + "' is not available on this CPU");
+    require_simd_kernel(kernel);
     residual_add_by(kernel, y, r, count, shift, relu);
 }
 

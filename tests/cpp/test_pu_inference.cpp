@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -373,6 +374,43 @@ TEST(PostProc, Im2colAndResidualAddTakeTheWidestVectorPathTheCpuHas) {
             << to_string(k) << ", " << cpuid;
     std::cout << "[ path     ] im2col " << to_string(im2col_kernel()) << ", residual add "
               << to_string(residual_add_kernel()) << "\n";
+}
+
+TEST(PostProc, AKernelTheCpuLacksIsRefusedByNameAndWritesNothing) {
+    // The *_with entry points run the kernel a test names; one the CPU lacks would die of an
+    // illegal instruction, so it is refused before a byte is touched (on a CPU with every form
+    // this checks only that the available ones run).
+    const WindowGeometry g{{4, 5, 3}, Window{3, 3, 1, 1, 1, 1, 1, 1}};
+    const std::vector<std::int8_t> x(std::size_t(g.in.size()), 7);
+    for (SimdKernel k : {SimdKernel::Portable, SimdKernel::Avx2, SimdKernel::Avx512}) {
+        std::vector<std::uint8_t> operand(std::size_t(g.p() * g.m()), 0xAB);
+        std::vector<std::uint8_t> padded(std::size_t(padded_input_bytes(g)), 0xAB);
+        std::int8_t y[3] = {1, 2, 3};
+        const std::int8_t r[3] = {4, 5, 6};
+        const auto im2col_call = [&] { detail::im2col_pixels_into_with(k, x.data(), g, 0, g.m(), operand.data(), 0, g.p()); };
+        const auto pad_call = [&] { detail::pad_input_into_with(k, x.data(), g, 1, 0, padded.data()); };
+        const auto residual_call = [&] { detail::residual_add_with(k, y, r, 3, 0, false); };
+        if (simd_kernel_available(k)) {
+            EXPECT_NO_THROW(im2col_call()) << to_string(k);
+            EXPECT_NO_THROW(pad_call()) << to_string(k);
+            EXPECT_NO_THROW(residual_call()) << to_string(k);
+            continue;
+        }
+        for (const auto& call : {std::function<void()>(im2col_call), std::function<void()>(pad_call),
+                                 std::function<void()>(residual_call)}) {
+            try {
+                call();
+                ADD_FAILURE() << to_string(k) << " ran on a CPU without it";
+            } catch (const std::invalid_argument& e) {
+                EXPECT_NE(std::string(e.what()).find(std::string("'") + to_string(k) + "' is not available"),
+                          std::string::npos) << e.what();
+            }
+        }
+        EXPECT_TRUE(std::all_of(operand.begin(), operand.end(), [](std::uint8_t b) { return b == 0xAB; }));
+        EXPECT_TRUE(std::all_of(padded.begin(), padded.end(), [](std::uint8_t b) { return b == 0xAB; }));
+        EXPECT_EQ(y[0], 1);
+        EXPECT_EQ(y[2], 3);
+    }
 }
 
 TEST(PostProc, ResidualAlignBothSignsAndSaturation) {
