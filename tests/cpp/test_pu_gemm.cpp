@@ -440,7 +440,8 @@ TEST(Gemm, ExtremeOperandsAtTheDeepestLayerStayExact) {
 TEST(Gemm, UnsignedOperandsAtTheSaturationBoundStayExact) {
     // The AVX2 kernel sums pairs of u8 x s8 products in 16-bit lanes.  Post-ReLU activations
     // (0..127) against -128 give pairs of -32512, the closest to saturation the unsigned path gets;
-    // a block with one negative byte takes the split path, where x = -128 gives pairs of -32768.
+    // a block with one negative byte takes the wide (int16) path (where x = w = -128 everywhere,
+    // pairs of +32768, one past int16, is ExtremeOperandsAtTheDeepestLayerStayExact's case).
     // Pixels alternate between all-non-negative blocks and blocks with a single -128 so that both
     // paths meet in one GEMM.  The last check shows the data can catch a saturating kernel: with
     // x offset to u8 (x + 128, what a VNNI-less u8s8 kernel does) the same pairs saturate.
