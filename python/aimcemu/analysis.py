@@ -34,8 +34,9 @@ __all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_s
 # --- one run ------------------------------------------------------------------------------------
 def error_stats(path, layers=None) -> "xarray.Dataset":
     """Mean and standard deviation of the activation error (noisy - reference, in int8 codes)
-    per layer and round, over all images and elements; exact sums in int64, one round in memory
-    at a time.  layers: names, or None for every layer with stored activations."""
+    per layer and round, over all images and elements; exact sums in int64.  Memory: the layer's
+    int8 reference and one int8 round, plus fixed-size chunks for the arithmetic (never an int64
+    copy of a whole round).  layers: names, or None for every layer with stored activations."""
     import h5py
 
     xr = xarray_module()
@@ -47,16 +48,46 @@ def error_stats(path, layers=None) -> "xarray.Dataset":
         std = np.full((len(names), rounds), np.nan)
         for i, name in enumerate(names):
             group = f["layers"][name]
-            ref = _read(group, "reference", (), path).astype(np.int64)
+            ref = _read(group, "reference", (), path).reshape(-1)
+            n = ref.size
             for r in range(rounds):
-                err = _read(group, "activations", r, path).astype(np.int64) - ref
-                n = err.size
-                total, squares = int(err.sum()), int((err * err).sum())
+                total, squares = _error_sums(_read(group, "activations", r, path).reshape(-1), ref)
                 mean[i, r] = total / n if n else np.nan
                 std[i, r] = math.sqrt(max(squares / n - (total / n) ** 2, 0.0)) if n else np.nan
     coords = {"layer": names, **round_coords(coordinates_of(info))}
     return xr.Dataset({"error_mean": (("layer", "round"), mean), "error_std": (("layer", "round"), std)},
                       coords=coords)
+
+
+# Elements per step of error_stats' and activation_histograms' arithmetic: bounds their
+# temporaries (int16 and int32 errors, bincount's index copy) at a few tens of MiB.
+CHUNK_ELEMENTS = 1 << 22
+
+
+def _chunks(flat: np.ndarray):
+    """Consecutive slices (views) of a 1-D array, CHUNK_ELEMENTS long."""
+    for start in range(0, flat.size, CHUNK_ELEMENTS):
+        yield flat[start:start + CHUNK_ELEMENTS]
+
+
+def _error_sums(noisy: np.ndarray, ref: np.ndarray) -> tuple[int, int]:
+    """Exact sum and sum of squares of noisy - ref (flat int8 arrays of one size): the errors
+    lie in -255..255 (int16) and their squares below 2^16 (int32); the sums are int64."""
+    total = squares = 0
+    for a, b in zip(_chunks(noisy), _chunks(ref)):
+        err = a.astype(np.int16) - b
+        total += int(err.sum(dtype=np.int64))
+        wide = err.astype(np.int32)
+        squares += int(np.multiply(wide, wide, out=wide).sum(dtype=np.int64))
+    return total, squares
+
+
+def _value_counts(values: np.ndarray) -> np.ndarray:
+    """Counts of each int8 value -128..127 in a flat int8 array, in that order."""
+    counts = np.zeros(256, np.int64)
+    for chunk in _chunks(values):
+        counts += np.bincount(chunk.view(np.uint8) ^ np.uint8(0x80), minlength=256)  # int8 v -> v + 128
+    return counts
 
 
 def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None) -> "xarray.Dataset":
@@ -74,11 +105,9 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
         noisy_counts = np.zeros((len(names), 256), np.int64)
         for i, name in enumerate(names):
             group = f["layers"][name]
-            ref_counts[i] = np.bincount(_read(group, "reference", (), path).ravel().astype(np.int64) + 128,
-                                        minlength=256)
+            ref_counts[i] = _value_counts(_read(group, "reference", (), path).reshape(-1))
             for r in chosen:
-                noisy_counts[i] += np.bincount(_read(group, "activations", r, path).ravel().astype(np.int64) + 128,
-                                               minlength=256)
+                noisy_counts[i] += _value_counts(_read(group, "activations", r, path).reshape(-1))
     return xr.Dataset({"reference": (("layer", "value"), ref_counts), "noisy": (("layer", "value"), noisy_counts)},
                       coords={"layer": names, "value": np.arange(-128, 128)}, attrs={"rounds": len(chosen)})
 

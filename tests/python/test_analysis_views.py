@@ -52,7 +52,10 @@ def test_open_run_matches_the_file(noisy_run):
     assert ds.sizes["round"] == 12 and ds.attrs["config"]["chips"] == 3
 
 
-def test_error_stats_and_histograms_equal_numpy(noisy_run):
+@pytest.mark.parametrize("chunk", [None, 1000])  # the default, and steps that split every round unevenly
+def test_error_stats_and_histograms_equal_numpy(noisy_run, chunk, monkeypatch):
+    if chunk:
+        monkeypatch.setattr(analysis, "CHUNK_ELEMENTS", chunk)
     err = analysis.error_stats(noisy_run, ["stem", "classifier"])
     hist = analysis.activation_histograms(noisy_run, ["stem", "classifier"], rounds=[0, 5])
     with h5py.File(noisy_run) as f:
@@ -69,6 +72,28 @@ def test_error_stats_and_histograms_equal_numpy(noisy_run):
             values, counts = np.unique(noisy[[0, 5]].astype(np.int64), return_counts=True)
             np.testing.assert_array_equal(hist["noisy"].sel(layer=name, value=values).values, counts)
             assert hist["noisy"].sel(layer=name).sum() == 2 * ref.size
+
+
+def test_error_stats_and_histograms_hold_no_wide_copy_of_a_round(noisy_run, monkeypatch):
+    # Both converted whole rounds to int64 (error_stats: reference, round, error and its square,
+    # about 32 bytes per element; the histograms 16): a ResNet-50 run's stem round of 64 images
+    # (51 MB of int8) took 1.6 GB.  Now: the int8 reference and round plus fixed-size chunks.
+    import tracemalloc
+
+    monkeypatch.setattr(analysis, "CHUNK_ELEMENTS", 1024)
+    with h5py.File(noisy_run) as f:
+        round_bytes = f["layers"]["stem"]["reference"].nbytes  # int8: one byte per element
+    assert round_bytes >= 40_000, "too small a layer to tell a chunked pass from a whole-round one"
+    for view in (lambda: analysis.error_stats(noisy_run, ["stem"]),
+                 lambda: analysis.activation_histograms(noisy_run, ["stem"])):
+        view()  # imports and caches outside the measurement
+        tracemalloc.start()
+        try:
+            view()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 3 * round_bytes + 64 * 1024, (peak, round_bytes)
 
 
 def test_layers_without_stored_activations_are_refused(tmp_path, small_data):
