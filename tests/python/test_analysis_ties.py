@@ -3,10 +3,13 @@ the largest logit shared by 2+ classes; accuracy_low: every tie broken against t
 accuracy_high: the label wins whenever it is among the maxima; accuracy_expected: 1/k when the
 label is among k maxima), on a real noisy run of the embedded model and on a hand-built file
 whose ties are known in closed form; and its refusals (predictions that are not the first
-maximum of their logits, a file without logits, a damaged logits chunk)."""
+maximum of their logits, a file without logits, a damaged logits chunk); and the report's
+"tied logits" column, present only for a run with ties."""
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 from fractions import Fraction
 
@@ -16,6 +19,7 @@ import pytest
 
 import aimcemu
 from aimcemu import _core, analysis
+from aimcemu.report import report
 
 pytest.importorskip("xarray")
 
@@ -40,15 +44,16 @@ def ties_by_loops(logits, labels) -> dict:
 # --- a real run ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def noisy_run(tmp_path_factory):
-    """The embedded model on its whole test set (450 images), every layer on pcm_like, no drift
-    compensation: at 1 h and 1 d the output layer saturates and logits tie in every round."""
+    """The embedded model on its whole test set (450 images), every layer on pcm_like, each round
+    without and with global drift compensation: without, at 1 h and 1 d, the output layer
+    saturates and logits tie in every round; with, they tie in a few."""
     try:
         aimcemu.modelfile.embedded_paths()
     except FileNotFoundError:
         pytest.skip("the embedded model is not shipped in this checkout")
     out = tmp_path_factory.mktemp("ties") / "run.h5"
     return aimcemu.run(output=str(out), mapping="all", noise={"model": "pcm_like"}, t=(3600.0, 86400.0), chips=3,
-                       rounds=2, seed=5, layers="none").path
+                       rounds=2, seed=5, drift_compensation=["none", "global"], layers="none").path
 
 
 def test_a_real_run_equals_the_loops_bit_for_bit(noisy_run):
@@ -60,17 +65,46 @@ def test_a_real_run_equals_the_loops_bit_for_bit(noisy_run):
         np.testing.assert_array_equal(ties["chip"].values, f["chip"][()])
         reference = ties_by_loops(f["reference_logits"][()], labels)
         assert ties["reference_accuracy"].item() == f["reference_accuracy"][()]
-    assert ties.sizes["round"] == 12 and ties.attrs["images"] == 450
+    assert ties.sizes["round"] == 24 and ties.attrs["images"] == 450
     for r in range(len(logits)):
         for name, value in ties_by_loops(logits[r], labels).items():
             assert ties[name].values[r] == value, (name, r)
     for name, value in reference.items():
         assert ties[f"reference_{name}"].item() == value, name
     # The run is a real test of ties: some round has them and they move its accuracy.
-    assert (ties["tied"] > 0).all() and (ties["accuracy_high"] > ties["accuracy_low"]).any()
+    uncompensated = ties.where(ties["drift_compensation"] == "none", drop=True)
+    assert (uncompensated["tied"] > 0).all() and (ties["accuracy_high"] > ties["accuracy_low"]).any()
     assert ((ties["accuracy_low"] <= ties["accuracy"]) & (ties["accuracy"] <= ties["accuracy_high"])).all()
     assert ((ties["accuracy_low"] <= ties["accuracy_expected"])
             & (ties["accuracy_expected"] <= ties["accuracy_high"])).all()
+
+
+def test_the_report_shows_each_rows_ties_and_tie_break_range(noisy_run, tmp_path):
+    """Per compensation and t: the mean over its rounds of the loops' tied share, low and high,
+    as the row's accuracy is the mean over its rounds."""
+    page = report(noisy_run, tmp_path / "run.html", niu=False).read_text()
+    assert "<th>chips</th><th>tied logits</th></tr>" in page
+    with h5py.File(noisy_run) as f:
+        labels, logits, times = f["labels"][()], f["logits"][()], f["t"][()]
+        compensations = f["drift_compensation"].asstr()[()]
+    for compensation, t in itertools.product(("none", "global"), (3600.0, 86400.0)):
+        rounds = np.flatnonzero((times == t) & (compensations == compensation))
+        counted = [ties_by_loops(logits[r], labels) for r in rounds]
+        tied, low, high = (np.mean([c[name] for c in counted]) for name in ("tied", "accuracy_low", "accuracy_high"))
+        assert len(rounds) == 6
+        cell = f"<td>{100 * tied:.2g} % of images; any tie-break gives {low:.4f}-{high:.4f}</td>" if tied else "<td></td>"
+        assert re.search(rf"<tr><td>{compensation}</td><td>{t:g}</td>(<td>[^<]*</td>){{3}}{cell}</tr>", page), \
+            (compensation, t, cell)
+
+
+def test_the_report_of_a_run_without_ties_is_unchanged(tmp_path):
+    """The corpus's noisy run has no tied logits: no column, the table as before."""
+    corpus = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "fuzz_results_file", "noisy.h5")
+    path = shutil.copyfile(corpus, tmp_path / "noisy.h5")
+    assert not analysis.prediction_ties(path)["tied"].any()
+    page = report(path, tmp_path / "noisy.html", niu=False).read_text()
+    assert "tied" not in page and "tie-break" not in page
+    assert "<th>mean</th><th>95 % CI</th><th>chips</th></tr>" in page
 
 
 # --- a file with known ties ---------------------------------------------------------------------
