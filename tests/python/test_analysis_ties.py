@@ -20,6 +20,7 @@ import pytest
 import aimcemu
 from aimcemu import _core, analysis
 from aimcemu.report import report
+from test_analysis_docs import code_blocks, run_example
 
 pytest.importorskip("xarray")
 
@@ -77,6 +78,24 @@ def test_a_real_run_equals_the_loops_bit_for_bit(noisy_run):
     assert ((ties["accuracy_low"] <= ties["accuracy"]) & (ties["accuracy"] <= ties["accuracy_high"])).all()
     assert ((ties["accuracy_low"] <= ties["accuracy_expected"])
             & (ties["accuracy_expected"] <= ties["accuracy_high"])).all()
+
+
+def test_the_example_of_the_docs_gives_the_loops_means(noisy_run):
+    """docs/analysis.md's example, run as written on the real run: per compensation and t the
+    mean of each variable over its rounds, and the reference's tied share."""
+    (block,) = [b for b in code_blocks("analysis.md", "python") if "prediction_ties" in b]
+    table, reference_tied = run_example(block, noisy_run)[-2:]
+    with h5py.File(noisy_run) as f:
+        labels, logits, times, accuracy = f["labels"][()], f["logits"][()], f["t"][()], f["accuracy"][()]
+        compensations = f["drift_compensation"].asstr()[()]
+        assert reference_tied == ties_by_loops(f["reference_logits"][()], labels)["tied"]
+    assert len(table) == 4
+    for (compensation, t), row in table.iterrows():
+        rounds = np.flatnonzero((times == t) & (compensations == compensation))
+        counted = [ties_by_loops(logits[r], labels) for r in rounds]
+        for name in ("tied", "accuracy_low", "accuracy_expected", "accuracy_high"):
+            assert row[name] == pytest.approx(np.mean([c[name] for c in counted]), rel=1e-12), name
+        assert row["accuracy"] == pytest.approx(accuracy[rounds].mean(), rel=1e-12)
 
 
 def test_the_report_shows_each_rows_ties_and_tie_break_range(noisy_run, tmp_path):
