@@ -6,6 +6,7 @@
     acc = analysis.accuracy_vs_t(sw)                      # mean and 95 % CI over chips, per t
     hist = analysis.activation_histograms("results/run.h5", "stem")
     err = analysis.error_stats("results/run.h5")          # mean and std of noisy - reference
+    ties = analysis.prediction_ties("results/run.h5")     # tied logits; accuracy under any tie-break
     table = analysis.layer_sensitivity(noise={"model": "pcm_like"}, t=[86400], chips=8, output="sens")
 
 Opening files and sweep folders is aimcemu.results (open_run, open_sweep and round_coordinates
@@ -17,18 +18,19 @@ from __future__ import annotations
 
 import math
 import os
+from fractions import Fraction
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from . import modelfile
+from . import modelfile, validate
 from ._optional import require
 from .results import (METRICS, checked_layer_names, coordinates_of, open_checked, open_layer, open_run, open_sweep,
                       read_errors_named, round_coordinates, round_coords, round_slots, xarray_module)
 from .sweeps import sweep
 
 __all__ = ["open_run", "open_layer", "open_sweep", "round_coordinates", "error_stats", "activation_histograms",
-           "accuracy_vs_t", "run_as_grid", "snr_over_t", "layer_sensitivity", "rank_layers", "format_table",
+           "prediction_ties", "accuracy_vs_t", "run_as_grid", "snr_over_t", "layer_sensitivity", "rank_layers", "format_table",
            "student_t_quantile", "interval_over_chips", "METRICS"]
 
 # --- one run ------------------------------------------------------------------------------------
@@ -110,6 +112,98 @@ def activation_histograms(path, layers=None, rounds: Sequence[int] | None = None
                 noisy_counts[i] += _value_counts(_read(group, "activations", r, path).reshape(-1))
     return xr.Dataset({"reference": (("layer", "value"), ref_counts), "noisy": (("layer", "value"), noisy_counts)},
                       coords={"layer": names, "value": np.arange(-128, 128)}, attrs={"rounds": len(chosen)})
+
+
+# What prediction_ties counts per round (and, prefixed reference_, of the reference).
+TIE_FIELDS = ("tied", "accuracy_low", "accuracy_high", "accuracy_expected")
+
+
+def prediction_ties(path) -> "xarray.Dataset":
+    """How much of each accuracy is tie-breaking.  Accuracy is the argmax of the int8 output layer
+    with the first maximum winning, and int8 logits tie often (most of all under noise, where
+    they saturate at 127): then the class order decides.  Per round, over the images:
+
+    tied               share whose largest logit is shared by 2+ classes
+    accuracy_low       every tie broken against the label (the label is the only maximum)
+    accuracy_high      the label wins whenever it is among the tied maxima
+    accuracy_expected  a uniform random tie-break: sum of 1/k where the label is among k maxima
+    accuracy           the stored accuracy (first maximum), within [low, high]
+
+    and the same of the noise-free reference as scalars (reference_tied, ...,
+    reference_accuracy, as open_run gives it); a digital run has no rounds (round has length 0).
+    The logits are read one round at a time.  Stored predictions that are not the first maximum
+    of their logits are a FormatError naming the file and the field (`predictions`,
+    `reference_predictions`); the file's check refuses a file without logits."""
+    import h5py
+
+    xr = xarray_module()
+    source = os.fspath(path)
+    info, file = open_checked(path)
+    labels = np.asarray(info["labels"], dtype=np.int64)
+    rounds = len(info["chip"])
+    per_round = {name: np.zeros(rounds) for name in TIE_FIELDS}
+    per_round["accuracy"] = np.asarray(info["accuracy"], dtype=np.float64)
+    with file, h5py.File(file, "r") as f:
+        reference = _ties_of(_read_root(f, "reference_logits", (), source),
+                             _read_root(f, "reference_predictions", (), source), labels, source,
+                             "reference_predictions")
+        reference["accuracy"] = float(info["reference_accuracy"])
+        for r in range(rounds):
+            counted = _ties_of(_read_root(f, "logits", r, source), _read_root(f, "predictions", r, source), labels,
+                               source, "predictions", r)
+            for name in TIE_FIELDS:
+                per_round[name][r] = counted[name]
+    data = {name: (("round",), values) for name, values in per_round.items()}
+    data.update({f"reference_{name}": ((), value) for name, value in reference.items()})
+    return xr.Dataset(data, coords=round_coords(coordinates_of(info)),
+                      attrs={"path": source, "images": len(labels)})
+
+
+def _ties_of(logits: np.ndarray, predictions: np.ndarray, labels: np.ndarray, source: str, field: str,
+             round_index: int | None = None) -> dict[str, float]:
+    """TIE_FIELDS of one round's logits [image, class] against the labels, after checking that
+    the stored predictions are the first maximum of each image's logits."""
+    _check_first_maximum(logits, predictions, source, field, round_index)
+    images = len(labels)
+    maxima = logits == logits.max(axis=1, keepdims=True)
+    k = maxima.sum(axis=1)                                 # classes sharing each image's largest logit
+    label_is_a_maximum = maxima[np.arange(images), labels]
+    # The sum of 1/k over images whose label is among the maxima, exact from the counts per k,
+    # so that the value is the correctly rounded share whatever the image order.
+    with_label = np.bincount(k[label_is_a_maximum], minlength=logits.shape[1] + 1)
+    expected = sum((Fraction(int(count), ties) for ties, count in enumerate(with_label) if count), Fraction(0))
+    return {"tied": _share(int((k > 1).sum()), images),
+            "accuracy_low": _share(int((label_is_a_maximum & (k == 1)).sum()), images),
+            "accuracy_high": _share(int(label_is_a_maximum.sum()), images),
+            "accuracy_expected": _share(expected, images)}
+
+
+def _share(count, images: int) -> float:
+    """count / images as the writer computes accuracy (0 when there are no images)."""
+    return float(count / images) if images else 0.0
+
+
+def _check_first_maximum(logits: np.ndarray, predictions: np.ndarray, source: str, field: str,
+                         round_index: int | None) -> None:
+    """The writer stores argmax with the first maximum winning; predictions that differ from it
+    (an edited or foreign file) would make every tie count here wrong.  The file's check reads
+    no logits, so this is the first comparison of the two."""
+    first = logits.argmax(axis=1)
+    wrong = np.flatnonzero(first != predictions)
+    if wrong.size:
+        i = int(wrong[0])
+        at = f"[{round_index}, {i}]" if round_index is not None else f"[{i}]"
+        logits_field = "logits" if round_index is not None else "reference_logits"
+        raise validate.fail(source, field, f"{field}{at} is class {int(predictions[i])}, but the first maximum of "
+                                           f"{logits_field}{at} is class {int(first[i])} "
+                                           f"({wrong.size} image(s) disagree)")
+
+
+def _read_root(f, dataset: str, where, source: str) -> np.ndarray:
+    """f[dataset][where] of a results file's root; a damaged chunk (the check reads no logits)
+    is a FormatError naming the file and the dataset."""
+    with read_errors_named(source, dataset):
+        return f[dataset][where]
 
 
 def _read(group, dataset: str, where, path) -> np.ndarray:

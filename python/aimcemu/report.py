@@ -387,9 +387,12 @@ def report(results, output=None, *, layers: Sequence[str] | None = None, niu: bo
 
 def _accuracy_rows(src: _Source) -> list[dict]:
     """One row per grid point and t; an "alpha capped" column, when some alpha was capped, says
-    which of the "global" rows ran with alphas the NIU held at its limit (niu.max_alpha)."""
+    which of the "global" rows ran with alphas the NIU held at its limit (niu.max_alpha); a
+    "tied logits" column, when some round of a run file had tied logits, how much of each row's
+    accuracy is tie-breaking."""
     acc = analysis.accuracy_vs_t(src.ds)
     capped = _CappedAlphas(src)
+    ties = _TieBreaks(src)
     rows = []
     for point in src.points():
         sel = acc.sel(point) if point else acc
@@ -400,8 +403,39 @@ def _accuracy_rows(src: _Source) -> list[dict]:
                    "chips": int(sel["n"][i])}
             if capped:  # the column appears only when some alpha was capped
                 row["alpha capped"] = capped.note(point, float(t))
+            if ties:  # the column appears only when some round had tied logits
+                row["tied logits"] = ties.note(point, float(t))
             rows.append(row)
     return rows
+
+
+class _TieBreaks:
+    """Of a run file (analysis.prediction_ties), per table row: the share of images whose largest
+    logit was shared by 2+ classes, and the accuracies every tie broken against, or for, the
+    label would give, averaged over the row's rounds as its mean is (in a run every chip has
+    the same rounds at each t).  A sweep's report leaves them out: they would read the logits of
+    every task file, where the rest of the report reads none."""
+
+    def __init__(self, src: _Source):
+        self.src, self.ties = src, None
+        if not src.is_sweep and src.run.sizes["round"]:
+            ties = analysis.prediction_ties(src.path)
+            if bool((ties["tied"] > 0).any()):
+                self.ties = ties
+
+    def __bool__(self) -> bool:
+        return self.ties is not None
+
+    def note(self, point: dict, t: float) -> str:
+        """"1.3 % of images; any tie-break gives 0.7011-0.7133" for a row whose rounds had ties,
+        else ""."""
+        ties = self.ties
+        rounds = (ties["t"] == t) & (ties["drift_compensation"] == _row_compensation(self.src, point))
+        tied = float(ties["tied"].where(rounds).mean())
+        if not tied > 0:
+            return ""
+        low, high = (float(ties[name].where(rounds).mean()) for name in ("accuracy_low", "accuracy_high"))
+        return f"{100 * tied:.2g} % of images; any tie-break gives {low:.4f}-{high:.4f}"
 
 
 class _CappedAlphas:

@@ -25,8 +25,11 @@ CORPUS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "fuzz_r
 
 
 def code_blocks(doc: str, language: str) -> list[str]:
+    """The fenced blocks of `doc` in `language` ("" for none).  Fences are paired in order, so a
+    block's closing fence is never read as the opening of a block without a language."""
     text = open(os.path.join(DOCS, doc), encoding="utf-8").read()
-    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, flags=re.S | re.M)
+    return [body for fence_language, body in blocks if fence_language == language]
 
 
 @pytest.fixture
