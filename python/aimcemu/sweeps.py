@@ -1005,23 +1005,21 @@ def _task_key(folder: str, task: Task) -> str:
 
 
 def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool, processes) -> str:
-    """Which worker died, how, and which task it was running (what the pool recorded).  A worker
-    that died before it started any task failed to start: most often a script that calls sweep()
-    without a main guard, which each spawned worker imports and so runs again."""
+    """Which worker died, how, and when: while running a task (what the pool recorded), between
+    tasks, or before it started any.  `summaries` holds every finished task, those whose file the
+    wind-down found complete included (_record_finished): a worker killed after its task's file
+    was renamed into place, before its summary reached the coordinator, lost nothing, and is said
+    to have died between tasks.  A worker that died before it started any task failed to start:
+    most often a script that calls sweep() without a main guard, which each spawned worker
+    imports and so runs again."""
     dead = [proc for proc in processes if proc.exitcode not in (None, 0, WORKER_STOPPED_AFTER_TASK)]
-    lost = [todo[number] for proc in dead for number in pool.tasks_started_by(proc.pid)
-            if todo[number].file not in summaries]
-    never_started = [proc for proc in dead if not pool.tasks_started_by(proc.pid)]
+    lost = []
     causes = []
     for proc in dead:
-        if proc.exitcode < 0:
-            name = _signal_name(-proc.exitcode)
-            likely = " (e.g. by the out-of-memory killer, or kill -9)" if proc.exitcode == -signal.SIGKILL else ""
-            causes.append(f"PID {proc.pid} was killed by {name}{likely}")
-        else:
-            causes.append(f"PID {proc.pid} exited with status {proc.exitcode}")
-        if proc in never_started:
-            causes[-1] += " before it started any task (a start-up failure; its error is printed above)"
+        started = [todo[number] for number in pool.tasks_started_by(proc.pid)]
+        its_lost = [task for task in started if task.file not in summaries]
+        lost += its_lost
+        causes.append(_how_it_ended(proc) + _when_it_died(started, its_lost))
     # A worker sent SIGTERM on its own stops after its task; when another worker died, the others
     # stop that way too (the wind-down), and are no cause.
     for proc in processes if not dead else []:
@@ -1029,16 +1027,34 @@ def _worker_death_message(p: SweepPlan, todo: list[Task], summaries: dict, pool,
             causes.append(f"PID {proc.pid} was sent {_signal_name(int(signal.SIGTERM))} and stopped after its task "
                           "(its file is complete; to stop a sweep, signal its own process or its process group)")
     how = "; ".join(causes) or "a worker process ended abruptly"
-    which = (f" while running task {', '.join(f'{t.file} (grid point {t.point})' for t in lost)}" if lost else "")
     hints = []
-    if any(proc.exitcode > 0 for proc in never_started):
+    if any(proc.exitcode > 0 and not pool.tasks_started_by(proc.pid) for proc in dead):
         hints.append("a script that calls sweep() must call it under `if __name__ == \"__main__\":`, since "
                      "each worker process imports the script first")
     if lost or any(proc.exitcode == -signal.SIGKILL for proc in dead) or not causes:
         hints.append("with fewer --workers if memory ran out")
-    return (f"{p.folder}: a sweep worker process died: {how}{which}. The {len(summaries)} of {len(p.tasks)} "
+    return (f"{p.folder}: a sweep worker process died: {how}. The {len(summaries)} of {len(p.tasks)} "
             f"tasks that finished are kept; rerun the same command to run the rest"
             + (f" ({'; '.join(hints)})" if hints else ""))
+
+
+def _how_it_ended(proc) -> str:
+    """'PID n was killed by SIGNAL' or 'PID n exited with status k'."""
+    if proc.exitcode < 0:
+        likely = " (e.g. by the out-of-memory killer, or kill -9)" if proc.exitcode == -signal.SIGKILL else ""
+        return f"PID {proc.pid} was killed by {_signal_name(-proc.exitcode)}{likely}"
+    return f"PID {proc.pid} exited with status {proc.exitcode}"
+
+
+def _when_it_died(started: list[Task], lost: list[Task]) -> str:
+    """What a dead worker was doing: the tasks it had started whose files are not complete, or
+    nothing (between tasks: its last task's file was complete and it had not started another),
+    or it had started no task at all."""
+    if lost:
+        return f" while running task {', '.join(f'{t.file} (grid point {t.point})' for t in lost)}"
+    if started:
+        return " between tasks (every task it started had finished: its file is complete)"
+    return " before it started any task (a start-up failure; its error is printed above)"
 
 
 def _signal_name(number: int) -> str:

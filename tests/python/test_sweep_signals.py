@@ -1,8 +1,8 @@
 """``aimcemu sweep`` under signals and kills at the awkward moments: before its pool exists, while
 its workers are still starting, SIGTERM to the whole process group (timeout, systemd, docker
-stop, scancel), and a worker killed by SIGKILL (the out-of-memory killer).  Each ends with a
-message and an exit status (130 interrupted, 2 a dead worker), never a traceback, the running
-tasks finished and a folder that the same command then completes."""
+stop, scancel), and a worker killed by SIGKILL (the out-of-memory killer) in a task or between
+tasks.  Each ends with a message and an exit status (130 interrupted, 2 a dead worker), never a
+traceback, the running tasks finished and a folder that the same command then completes."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from aimcemu.files import FolderLock
+from hostile import tiny_files
 
 TASKS = 6
 
@@ -88,31 +90,145 @@ def final_name(temporary: Path) -> str:
     return temporary.name.split(".tmp")[0].lstrip(".")
 
 
+def process_state(pid: int) -> str:
+    """The state letter in /proc/PID/stat (R running, S sleeping, T stopped, Z zombie...)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rfind(")") + 2]
+
+
+def both_workers_stopped_while_writing(tasks: Path, sweep) -> dict[int, Path]:
+    """Stops (SIGSTOP) both pool workers at a moment when each holds the temporary file of a task,
+    so each is certainly in the middle of that task (a temporary exists until its rename) and stays
+    there until it is killed or continued: PID -> temporary.  Polling alone could not tell: a worker
+    seen writing may have renamed its file and be between tasks when the signal lands."""
+    while True:
+        def two_writers():
+            writing = {writer_pid(t): t for t in temporaries(tasks)}
+            return writing if len(writing) == 2 else None
+
+        writing = wait_until(two_writers, sweep, step_s=0.002)
+        for pid in writing:
+            os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: all(process_state(pid) == "T" for pid in writing), sweep, timeout_s=30)
+        if all(t.exists() for t in writing.values()):
+            return writing
+        for pid in writing:  # one had finished its task meanwhile: try again
+            os.kill(pid, signal.SIGCONT)
+
+
 def test_a_worker_killed_by_sigkill_is_a_clear_error_and_the_other_running_task_finishes(sweep_yaml):
     # Was a BrokenProcessPool traceback, exit status 1, and the other worker's task killed too.
+    # The killed worker and the other one are both stopped in the middle of a task first: killed
+    # at a moment a poll had found it writing, the worker was at times already past its rename,
+    # between tasks (the message then rightly names no task; test_a_worker_killed_between_tasks).
     tasks = sweep_yaml.parent / "sweep" / "tasks"
     sweep = start(sweep_yaml)
-    writers: dict[int, Path] = {}
-
-    def second_writer():  # both workers past their start-up: each has written a task
-        writers.update((writer_pid(t), t) for t in temporaries(tasks))
-        return len(writers) == 2
-
-    wait_until(second_writer, sweep, step_s=0.002)
-    first, second = writers  # the first is in a later task now; the second is writing its first
-    os.kill(first, signal.SIGKILL)
-    out, err = sweep.communicate(timeout=300)
+    try:
+        writing = both_workers_stopped_while_writing(tasks, sweep)
+        killed, other = sorted(writing, key=lambda pid: writing[pid].name)
+        os.kill(killed, signal.SIGKILL)
+        os.kill(other, signal.SIGCONT)
+        out, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:  # failed on the way: no sweep (nor stopped worker) left behind
+            os.killpg(sweep.pid, signal.SIGKILL)
     assert sweep.returncode == 2, err
     assert "Traceback" not in err
     message = re.search(r"aimcemu sweep: error: .*: a sweep worker process died: PID (\d+) was killed by SIGKILL "
                         r"\(e\.g\. by the out-of-memory killer, or kill -9\) while running task tasks/(\S+\.h5)", err)
-    assert message and int(message.group(1)) == first, err
+    assert message and int(message.group(1)) == killed, err
+    assert message.group(2) == final_name(writing[killed]), err
     done = finished(tasks)
-    assert final_name(writers[second]) in done  # the other worker's running task finished
+    assert final_name(writing[other]) in done  # the other worker's running task finished
     assert message.group(2) not in done
     index = json.loads((tasks.parent / "index.json").read_text())
     assert {os.path.basename(t["file"]) for t in index["tasks"] if t["done"]} == done
     resume_completes(sweep_yaml)
+
+
+# A sweep run by a script that pauses one worker (the first to get there) in a chosen window until
+# the test kills it: each spawned worker imports the script, so the pause is in the workers too.
+PAUSING_SWEEP = textwrap.dedent("""\
+    import functools, multiprocessing, os, sys, time
+    from aimcemu import cli, sweeps
+
+    window, marker, config = sys.argv[1:4]
+
+    def pause_once(what):
+        if multiprocessing.parent_process() is None:  # the coordinator reads summaries too
+            return
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:  # another worker paused already
+            return
+        os.write(fd, f"{os.getpid()} {what}\\n".encode())
+        os.close(fd)
+        time.sleep(300)  # until the test kills this worker
+
+    if window == "after_rename":  # its task's file is complete; its summary is not sent yet
+        read_task_summary = sweeps.read_task_summary
+
+        def paused_read(path, *args, **kwargs):
+            pause_once(os.path.basename(path))
+            return read_task_summary(path, *args, **kwargs)
+
+        sweeps.read_task_summary = paused_read
+    else:  # "next_task": its first task's summary is sent; its next task has not started
+        execute_task, calls = sweeps.execute_task, []
+
+        @functools.wraps(execute_task)
+        def paused_execute(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 2:
+                pause_once("-")
+            return execute_task(*args, **kwargs)
+
+        sweeps.execute_task = paused_execute
+
+    if __name__ == "__main__":
+        sys.exit(cli.main(["sweep", "--config", config, "--workers", "2", "--no-progress"]))
+""")
+
+
+@pytest.mark.parametrize("window", ["after_rename", "next_task"])
+def test_a_worker_killed_between_tasks_is_a_clear_error_naming_no_task(tmp_path, window):
+    # The windows where test_a_worker_killed_by_sigkill... once killed its worker under load:
+    # after the rename of its task's file, before its summary came back, and after the summary,
+    # before its next task.  The message said only "PID n was killed by SIGKILL (...)"; the
+    # task whose file is complete must count as done in the index.
+    model, data = tiny_files(tmp_path)
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump({"output": str(tmp_path / "sweep"), "model": str(model), "data": str(data),
+                                      "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0],
+                                      "grid": {"noise.prog_noise_scale": [0.25 * (k + 1) for k in range(TASKS)]}}))
+    script, marker = tmp_path / "pausing_sweep.py", tmp_path / "paused"
+    script.write_text(PAUSING_SWEEP)
+    sweep = subprocess.Popen([sys.executable, str(script), window, str(marker), str(config)], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        paused = wait_until(lambda: marker.exists() and marker.read_text().endswith("\n") and marker.read_text(), sweep)
+        pid, renamed = paused.split()
+        os.kill(int(pid), signal.SIGKILL)
+        out, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == 2, err
+    assert "Traceback" not in err
+    tasks = tmp_path / "sweep" / "tasks"
+    done = finished(tasks)
+    assert f"PID {pid} was killed by SIGKILL (e.g. by the out-of-memory killer, or kill -9) between tasks (every " \
+           f"task it started had finished: its file is complete). The {len(done)} of {TASKS} tasks that finished " \
+           "are kept" in err, err
+    assert "while running task" not in err, err
+    if window == "after_rename":
+        assert renamed in done
+    index = json.loads((tasks.parent / "index.json").read_text())
+    assert {os.path.basename(t["file"]) for t in index["tasks"] if t["done"]} == done
+    assert not temporaries(tasks)
 
 
 def test_sigterm_to_the_whole_group_lets_the_running_tasks_finish(sweep_yaml):

@@ -2,15 +2,25 @@
 built from what the pool recorded; here from stand-ins for the pool and its processes).
 Review rev_C: a worker sent SIGTERM on its own finishes its task and exits with
 WORKER_STOPPED_AFTER_TASK, which the message did not count, so it said only "a worker process
-ended abruptly ... (with fewer --workers if memory ran out)"."""
+ended abruptly ... (with fewer --workers if memory ran out)".  A worker killed between tasks (or
+after renaming its task's file into place, before its summary came back) lost nothing: the
+message said only "PID n was killed by SIGKILL", which test_sweep_signals read as a worker cut
+short in a task; it now says "between tasks", and the index counts that file as done."""
 from __future__ import annotations
 
+import concurrent.futures as cf
+import json
 import signal
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from types import SimpleNamespace
 
-from aimcemu import sweeps
+import pytest
+import yaml
+
+from aimcemu import cli, executors, sweeps
 from aimcemu.executors import WORKER_STOPPED_AFTER_TASK
+from hostile import tiny_files
 
 
 def message(*exit_codes, started=None):
@@ -38,3 +48,71 @@ def test_a_killed_worker_names_its_signal_task_and_the_memory_hint():
 def test_nothing_recorded_still_says_a_worker_ended():
     text = message(0, None)
     assert "a worker process ended abruptly" in text and "memory ran out" in text, text
+
+
+def test_a_worker_killed_between_tasks_says_so_and_names_no_task():
+    # Task 0, the only one it started, has its summary: it died after that task, before another.
+    # The message said only "PID 100 was killed by SIGKILL (...)", as if it had been cut short.
+    text = message(-int(signal.SIGKILL), WORKER_STOPPED_AFTER_TASK, started={100: [0]})
+    assert "PID 100 was killed by SIGKILL (e.g. by the out-of-memory killer, or kill -9) between tasks (every " \
+           "task it started had finished: its file is complete)." in text, text
+    assert "while running task" not in text and "with fewer --workers if memory ran out" in text, text
+
+
+class DyingWorkerPool(cf.Executor):
+    """A local pool whose worker PID 4242 takes task 0 and is killed by SIGKILL: after it renamed
+    the task's file into place but before its summary reached the coordinator (`file_complete`),
+    or in the middle of the task.  The pool then fails every task it had not reported
+    (BrokenProcessPool), as concurrent.futures' process pool does."""
+    PID = 4242
+
+    def __init__(self, file_complete: bool):
+        self.file_complete = file_complete
+
+    def submit(self, fn, *args):
+        number = args[-1]
+        if number == 0 and self.file_complete:
+            fn(*args)  # the task's file is complete; its summary is lost with the worker
+        future = cf.Future()
+        future.set_exception(BrokenProcessPool("A process in the process pool was terminated abruptly"))
+        return future
+
+
+class DyingLocalPool(executors.FuturesExecutor):
+    def __init__(self, file_complete: bool):
+        super().__init__(DyingWorkerPool(file_complete), threads=1)
+
+    def worker_processes(self) -> list:
+        return [SimpleNamespace(pid=DyingWorkerPool.PID, exitcode=-int(signal.SIGKILL))]
+
+    def tasks_started_by(self, pid: int) -> list[int]:
+        return [0] if pid == DyingWorkerPool.PID else []
+
+
+@pytest.mark.parametrize("file_complete", [True, False], ids=["after-its-file-was-complete", "during-its-task"])
+def test_a_worker_killed_before_its_summary_came_back_is_judged_by_its_file(tmp_path, capsys, monkeypatch,
+                                                                           file_complete):
+    # A worker killed after the rename of its task's file, before its summary came back: the task
+    # is done (its file is complete, and the index says so), and the message names no task.
+    model, data = tiny_files(tmp_path)
+    config = {"output": str(tmp_path / "sweep"), "model": str(model), "data": str(data),
+              "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0],
+              "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0]}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setattr(sweeps, "make_executor", lambda *args: DyingLocalPool(file_complete))
+    code = cli.main(["sweep", "-c", str(path), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err, err
+    first = sweeps.plan(config).tasks[0]
+    on_disk = {f"tasks/{p.name}" for p in (tmp_path / "sweep" / "tasks").glob("*.h5")}
+    index = json.loads((tmp_path / "sweep" / "index.json").read_text())
+    assert {t["file"] for t in index["tasks"] if t["done"]} == on_disk == ({first.file} if file_complete else set())
+    killed = "PID 4242 was killed by SIGKILL (e.g. by the out-of-memory killer, or kill -9)"
+    if file_complete:
+        assert f"{killed} between tasks (every task it started had finished: its file is complete). " \
+               "The 1 of 3 tasks that finished are kept" in err, err
+        assert "while running task" not in err, err
+    else:
+        assert f"{killed} while running task {first.file} (grid point {first.point}). " \
+               "The 0 of 3 tasks that finished are kept" in err, err
