@@ -913,20 +913,23 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
                 _wind_down(p, todo, summaries, pool, futures)
                 return True, _ran_count(todo, summaries)
             processes = pool.worker_processes()
-            _wind_down(p, todo, summaries, pool, futures)
-            raise WorkerDiedError(_worker_death_message(p, todo, summaries, pool, processes)) from None
+            # The death is the news: a wind-down that cannot write the index (a full disk) must
+            # not replace it with its own error.
+            shortfall = _wind_down_after_failure(p, todo, summaries, pool, futures)
+            raise WorkerDiedError(_worker_death_message(p, todo, summaries, pool, processes)
+                                  + _index_shortfall(shortfall)) from None
         except BaseException as exc:
             # A task failed (a full disk, a bad file found late) or was lost with the cluster (the
             # scheduler gone, KilledWorker): stop the others the same way, record what finished,
             # then report the error (that one, even if the index cannot be written either: the
             # next run rebuilds it from the files).
             stops.ignore()
-            _wind_down_after_failure(p, todo, summaries, pool, futures)
+            shortfall = _wind_down_after_failure(p, todo, summaries, pool, futures)
             reason = lost_task_reason(exc)
             if reason is not None:
                 raise ClusterLostError(f"{p.folder}: the sweep lost its tasks: {reason} ({_exception_text(exc)}). "
                                        f"The {len(summaries)} of {len(p.tasks)} tasks that finished are kept; "
-                                       "rerun the same command to run the rest") from None
+                                       "rerun the same command to run the rest" + _index_shortfall(shortfall)) from None
             raise
     finally:
         stops.ignore()
@@ -1073,15 +1076,26 @@ def _wind_down(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -
     _record_finished(p, todo, summaries)
 
 
-def _wind_down_after_failure(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> None:
+def _wind_down_after_failure(p: SweepPlan, todo: list[Task], summaries: dict, pool, futures) -> str | None:
     """_wind_down on the way to reporting another error, which must not be hidden by this one:
     when the pool cannot be stopped (its scheduler is gone) the finished files are still
-    recorded; when the index cannot be written the next call rebuilds it from the files."""
+    recorded; when the index cannot be written the next call rebuilds it from the files.
+    Returns what went wrong in the wind-down (for the other error's message), or None."""
     try:
         _wind_down(p, todo, summaries, pool, futures)
-    except Exception:
+        return None
+    except Exception as exc:
         with contextlib.suppress(Exception):
             _record_finished(p, todo, summaries)
+        return _exception_text(exc)
+
+
+def _index_shortfall(problem: str | None) -> str:
+    """The sentence a failure's message gains when its wind-down could not finish."""
+    if problem is None:
+        return ""
+    return (f". The wind-down fell short ({problem}): {INDEX_FILE} may not list every finished task; "
+            "the next run finds them from their files")
 
 
 def _record_finished(p: SweepPlan, todo: list[Task], summaries: dict) -> None:

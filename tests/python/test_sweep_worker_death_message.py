@@ -116,3 +116,43 @@ def test_a_worker_killed_before_its_summary_came_back_is_judged_by_its_file(tmp_
     else:
         assert f"{killed} while running task {first.file} (grid point {first.point}). " \
                "The 0 of 3 tasks that finished are kept" in err, err
+
+
+def test_a_worker_death_is_reported_even_when_the_index_cannot_be_written(tmp_path, capsys, monkeypatch):
+    # The wind-down of a worker death wrote the index unguarded: on a full disk its OSError
+    # replaced the death message (which worker, which task, what is kept).  Now the death is
+    # reported and says the index may lag; a rerun finds the finished task from its file.
+    model, data = tiny_files(tmp_path)
+    config = {"output": str(tmp_path / "sweep"), "model": str(model), "data": str(data),
+              "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0],
+              "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0]}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setattr(sweeps, "make_executor", lambda *args: DyingLocalPool(file_complete=True))
+    write_index = sweeps._write_json_atomic
+    writes = []
+
+    def full_disk_after_the_first_write(target, data):
+        writes.append(target)
+        if len(writes) > 1:  # the first is the sweep's initial index, before any task
+            raise OSError(28, "No space left on device", str(target))
+        write_index(target, data)
+
+    monkeypatch.setattr(sweeps, "_write_json_atomic", full_disk_after_the_first_write)
+    code = cli.main(["sweep", "-c", str(path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert "PID 4242 was killed by SIGKILL (e.g. by the out-of-memory killer, or kill -9) between tasks" in err, err
+    assert "The 1 of 3 tasks that finished are kept" in err, err
+    assert "The wind-down fell short (OSError: [Errno 28] No space left on device" in err, err
+    assert "index.json may not list every finished task; the next run finds them from their files" in err, err
+    # The index on disk still says nothing is done; the rerun (space back, a pool that works)
+    # counts the finished file and runs only the other two tasks.
+    index = json.loads((tmp_path / "sweep" / "index.json").read_text())
+    assert not any(t["done"] for t in index["tasks"]), index
+    monkeypatch.undo()
+    assert cli.main(["sweep", "-c", str(path), "--no-progress", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    index = json.loads((tmp_path / "sweep" / "index.json").read_text())
+    assert all(t["done"] for t in index["tasks"]), index
+    assert "sweep complete: 3 tasks (2 run now, 1 already done)" in out, out
