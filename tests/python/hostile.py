@@ -103,6 +103,20 @@ def tiny_network(name: str = "tiny", class_names: tuple[str, ...] = ("a", "b", "
     return net
 
 
+def one_linear_layer_network(name: str, classes: int):
+    """A single linear layer from 4 inputs to `classes` outputs (weights 0, 1, 2, ..., no bias,
+    shift 2): its activations are the logits a results file stores, easy to set by hand."""
+    fc = _core.Layer()
+    fc.name, fc.kind, fc.out_channels, fc.out_shift = "fc", _core.LayerKind.linear, classes, 2
+    fc.weights = np.arange(4 * classes, dtype=np.int8)
+    fc.bias = np.zeros(classes, np.int8)
+    net = _core.Network()
+    net.name, net.input_shape, net.input_frac_bits = name, _core.Shape3(1, 1, 4), 7
+    net.layers = [fc]
+    net.resolve()
+    return net
+
+
 def tiny_files(folder: Path, images: int = 12) -> tuple[Path, Path]:
     """model.h5 and test_set.h5 (`images` 6x6x1 images) in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ import pytest
 import aimcemu
 from aimcemu import _core, analysis
 from aimcemu.report import report
+from hostile import one_linear_layer_network
 from test_analysis_docs import code_blocks, run_example
 
 pytest.importorskip("xarray")
@@ -152,15 +153,7 @@ REFERENCE_KNOWN = {"tied": 0.0, "accuracy_low": 3 / 4, "accuracy_high": 3 / 4, "
 
 def classifier():
     """One linear layer with 4 outputs: its activations are the logits the file stores."""
-    fc = _core.Layer()
-    fc.name, fc.kind, fc.out_channels, fc.out_shift = "fc", _core.LayerKind.linear, 4, 2
-    fc.weights = np.arange(16, dtype=np.int8)
-    fc.bias = np.zeros(4, np.int8)
-    net = _core.Network()
-    net.name, net.input_shape, net.input_frac_bits = "ties", _core.Shape3(1, 1, 4), 7
-    net.layers = [fc]
-    net.resolve()
-    return net
+    return one_linear_layer_network("ties", 4)
 
 
 def write_logits(path, round_logits=ROUND_LOGITS):

@@ -10,6 +10,7 @@ import pytest
 
 import aimcemu
 from aimcemu import _core
+from hostile import one_linear_layer_network
 
 pytestmark = pytest.mark.skipif(not hasattr(_core.ResultsWriter, "set_layer_series"),
                                 reason="this _core's ResultsWriter has no per-layer series")
@@ -17,15 +18,7 @@ pytestmark = pytest.mark.skipif(not hasattr(_core.ResultsWriter, "set_layer_seri
 
 def tiny_net():
     """One linear layer, 4 inputs -> 3 classes."""
-    fc = _core.Layer()
-    fc.name, fc.kind, fc.out_channels, fc.out_shift = "fc", _core.LayerKind.linear, 3, 2
-    fc.weights = np.arange(12, dtype=np.int8)
-    fc.bias = np.zeros(3, np.int8)
-    net = _core.Network()
-    net.name, net.input_shape, net.input_frac_bits = "tiny", _core.Shape3(1, 1, 4), 7
-    net.layers = [fc]
-    net.resolve()
-    return net
+    return one_linear_layer_network("tiny", 3)
 
 
 def write(path, series=None, attributes=None):

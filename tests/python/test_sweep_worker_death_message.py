@@ -89,17 +89,23 @@ class DyingLocalPool(executors.FuturesExecutor):
         return [0] if pid == DyingWorkerPool.PID else []
 
 
+def three_task_sweep(folder: Path) -> tuple[dict, Path]:
+    """A sweep of three tasks of the tiny model (its config, and the YAML file that holds it)."""
+    model, data = tiny_files(folder)
+    config = {"output": str(folder / "sweep"), "model": str(model), "data": str(data),
+              "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0],
+              "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0]}}
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return config, path
+
+
 @pytest.mark.parametrize("file_complete", [True, False], ids=["after-its-file-was-complete", "during-its-task"])
 def test_a_worker_killed_before_its_summary_came_back_is_judged_by_its_file(tmp_path, capsys, monkeypatch,
                                                                            file_complete):
     # A worker killed after the rename of its task's file, before its summary came back: the task
     # is done (its file is complete, and the index says so), and the message names no task.
-    model, data = tiny_files(tmp_path)
-    config = {"output": str(tmp_path / "sweep"), "model": str(model), "data": str(data),
-              "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0],
-              "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0]}}
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(config))
+    config, path = three_task_sweep(tmp_path)
     monkeypatch.setattr(sweeps, "make_executor", lambda *args: DyingLocalPool(file_complete))
     code = cli.main(["sweep", "-c", str(path), "--no-progress"])
     out, err = capsys.readouterr()
@@ -122,12 +128,7 @@ def test_a_worker_death_is_reported_even_when_the_index_cannot_be_written(tmp_pa
     # The wind-down of a worker death wrote the index unguarded: on a full disk its OSError
     # replaced the death message (which worker, which task, what is kept).  Now the death is
     # reported and says the index may lag; a rerun finds the finished task from its file.
-    model, data = tiny_files(tmp_path)
-    config = {"output": str(tmp_path / "sweep"), "model": str(model), "data": str(data),
-              "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0],
-              "grid": {"noise.prog_noise_scale": [0.5, 1.0, 2.0]}}
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(config))
+    config, path = three_task_sweep(tmp_path)
     monkeypatch.setattr(sweeps, "make_executor", lambda *args: DyingLocalPool(file_complete=True))
     write_index = sweeps._write_json_atomic
     writes = []
