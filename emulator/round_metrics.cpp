@@ -84,6 +84,14 @@ void RoundMetrics::check_writer(const ResultsWriter& writer, const Network& net,
     }
 }
 
+void RoundMetrics::claim_round(std::size_t round_index, const std::string& source) const {
+    std::int64_t expected = kNotStored;
+    if (!stored_round_.compare_exchange_strong(expected, std::int64_t(round_index)))
+        throw FormatError(source, "metrics",
+                          "already stored as round " + std::to_string(expected) + "; they measured one pass, so round " +
+                              std::to_string(round_index) + " needs its own (ResultsWriter.round_metrics() per round)");
+}
+
 std::vector<bool> RoundMetrics::keep() const {
     std::vector<bool> keep(layers_.size());
     for (std::size_t l = 0; l < layers_.size(); ++l) keep[l] = !layers_[l].measured;

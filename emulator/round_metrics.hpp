@@ -10,6 +10,7 @@
 // the metrics are bit-identical to ResultsWriter::set_round on the whole layer, for any thread
 // count.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,14 @@ public:
     // other bytes of the same size would otherwise be stored as this file's metrics.
     void check_writer(const ResultsWriter& writer, const Network& net, const std::string& source) const;
 
+    // Claims these metrics for round `round_index` of the writer that stores them: FormatError
+    // ("metrics") when they were stored for a round already.  A RoundMetrics measures one pass,
+    // so the same sums stored for a second round would repeat the first round's metrics under the
+    // second's coordinates without a word.  release_round() takes back the claim of a store that
+    // failed, so that the caller may store the metrics again.
+    void claim_round(std::size_t round_index, const std::string& source) const;
+    void release_round() const { stored_round_.store(kNotStored); }
+
     std::size_t layer_count() const { return layers_.size(); }
     bool measured(int layer) const { return layers_.at(std::size_t(layer)).measured; }
     // One flag per layer: true for the layers a run must still return (those not measured).
@@ -70,6 +79,8 @@ private:
         mutable ActivationErrorSums totals;
     };
     std::vector<LayerSums> layers_;
+    static constexpr std::int64_t kNotStored = -1;
+    mutable std::atomic<std::int64_t> stored_round_{kNotStored};  // claim_round's round
 };
 
 }  // namespace aimcemu

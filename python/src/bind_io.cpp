@@ -294,9 +294,15 @@ public:
         py::gil_scoped_release release;
         const std::shared_lock layers(layers_lock_);
         metrics.check_writer(*writer_, net_, "<results>");
-        const std::lock_guard rounds(rounds_lock_);
-        for (int l = 0; l < int(net_.layers.size()); ++l)
-            if (metrics.measured(l)) writer_->set_round_sums(round_index, l, metrics.sums(l));
+        metrics.claim_round(round_index, "<results>");
+        try {
+            const std::lock_guard rounds(rounds_lock_);
+            for (int l = 0; l < int(net_.layers.size()); ++l)
+                if (metrics.measured(l)) writer_->set_round_sums(round_index, l, metrics.sums(l));
+        } catch (...) {
+            metrics.release_round();  // nothing of theirs counts as stored: they may be stored again
+            throw;
+        }
     }
 
     bool reference_needed(const py::object& layer) const {
@@ -453,7 +459,8 @@ void bind_io(py::module_& m) {
              "the file does not store with its reference as it computes it; the reference must be set and the\n"
              "writer not committed.  It shares the reference (no copy) and may outlive commit and the writer")
         .def("set_round_metrics", &PyResultsWriter::set_round_metrics, py::arg("round_index"), py::arg("metrics"),
-             "Round round_index of every layer `metrics` measured (the others go through set_round)")
+             "Round round_index of every layer `metrics` measured (the others go through set_round); a RoundMetrics\n"
+             "is stored for one round only (FormatError naming 'metrics' for a second)")
         .def("set_layer_series", &PyResultsWriter::set_layer_series, py::arg("layer"), py::arg("name"), py::arg("values"),
              "A per-round float64 series of a layer, stored as layers/NAME/<name> [round] at commit")
         .def("set_layer_attribute", &PyResultsWriter::set_layer_attribute, py::arg("layer"), py::arg("name"),

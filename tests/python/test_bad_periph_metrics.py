@@ -171,6 +171,24 @@ other_metrics = other.round_metrics()
 emu.run_published(images, threads=1, metrics=other_metrics)
 other.set_round_metrics(0, other_metrics)
 """,
+    # One RoundMetrics measures one pass; stored for two rounds it gave the second round the
+    # first's metrics without a word.  A store that fails (here: no pass measured them, so their
+    # sums cover no values) does not count: the same metrics store once their pass has run.
+    "set_round_metrics_for_two_rounds": WRITER.replace("[(0, 0, 0.0)]", "[(0, 0, 0.0), (1, 0, 0.0)]") + """
+for l in range(len(net.layers)):
+    w.set_reference(l, acts[l])
+m = w.round_metrics()
+emu = _core.niu.Emulator(net, [])
+emu.write_round([])
+unmeasured = w.round_metrics()
+refused(lambda: w.set_round_metrics(1, unmeasured), "layers/" + net.layers[unmeasured.measured[0]].name + "/activations")
+emu.run_published(images, threads=1, metrics=unmeasured)
+w.set_round_metrics(1, unmeasured)
+emu.run_published(images, threads=1, metrics=m)
+w.set_round_metrics(0, m)
+message = refused(lambda: w.set_round_metrics(1, m), "metrics")
+assert "already stored as round 0" in message and "round 1 needs its own" in message, message
+""",
     # The metrics kept spans into the writer's own reference copies; commit() freed them.  The
     # emulator runs with no AIMC layer, so every round equals the reference exactly.
     "metrics_after_commit": WRITER + """
