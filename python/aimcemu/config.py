@@ -347,6 +347,16 @@ class RunConfig:
         machine's CPUs: threads_used()), read on the machine that runs it."""
         return threads_used(self.threads)
 
+    def stored_layers(self, net_layers) -> str | list[str]:
+        """The layer selection in one form for the same selection, as results files store it:
+        "none", "all" (also for a list that names every layer), or the names in network order,
+        each once.  The names were checked against the network (runner.stored_layer_names)."""
+        if self.layers in ("all", "none"):
+            return self.layers
+        chosen = set(self.layers)
+        names = [layer.name for layer in net_layers if layer.name in chosen]
+        return "all" if len(names) == len(net_layers) else names
+
     @property
     def noisy(self) -> bool:
         """Whether the run has noisy rounds (a mapping puts layers on AIMC)."""
@@ -428,9 +438,9 @@ class RunConfig:
             noise = None
         return {
             **{k: copy.deepcopy(v) for k, v in self.options.items() if k not in ("mapping", "noise")},
-            # The selection as resolved ("all", "none" or a list of names), so that "conv1,fc" from
-            # the command line and ["conv1", "fc"] from a sweep are stored alike.
-            "layers": copy.deepcopy(self.layers),
+            # The selection in one form (stored_layers), so that "fc,conv1" from the command line
+            # and ["conv1", "fc"] from a sweep are stored alike.
+            "layers": self.stored_layers(net.layers),
             # threads stays as requested (0: all cores, so that rerunning this config behaves the
             # same); threads_used says what ran on this machine.
             "threads_used": self.threads_used,
