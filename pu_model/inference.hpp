@@ -83,7 +83,12 @@ struct LayerOutputObserver {
 
 struct RunOptions {
     GemmBackend backend = GemmBackend::Fast;
-    int threads = 1;                         // 0 = all hardware threads; results never depend on it
+    // 0 = all hardware threads (resolve_threads); results never depend on it.  The default stays 1,
+    // not Python's 0: a C++ caller often runs passes in parallel itself (worker processes, a
+    // thread pool of its own), where every core per pass would oversubscribe the machine unasked;
+    // more threads are asked for, not imposed.  Python never relies on it:
+    // aimcemu.run passes its resolved count (the results file's config.threads_used).
+    int threads = 1;
     FastKernel kernel = FastKernel::Auto;    // which fast kernel (Fast backend only)
     SaConfig sa;                             // the modelled array (CycleSA backend only)
     const WeightView* weights = nullptr;

@@ -194,6 +194,17 @@ def parse_compensations(value: Any, source: str = "<arguments>", field: str = "d
     return names
 
 
+def threads_used(requested: int) -> int:
+    """The worker threads the PU and NIU models get for a requested count (0 = all cores):
+    the count itself, else the machine's CPUs.  The C++ core's resolve_threads (pu_model/gemm.cpp)
+    and the NIU's for_beat_parts read 0 as std::thread::hardware_concurrency(), which libstdc++
+    takes from the online CPUs, as os.cpu_count() does (neither looks at the CPU affinity); a run
+    passes this count to the core instead of 0, so the count a results file stores (threads_used)
+    is the one the core was given.  One call may still start fewer threads when it has less work
+    to share out (fewer images than threads)."""
+    return requested if requested > 0 else min(os.cpu_count() or 1, validate.MAX_THREADS)
+
+
 def layer_selection(layers: Any, source: str = "<arguments>") -> str | list[str]:
     """"all", "none", or a list of layer names (a comma-separated string is split); a
     selection that names no layer (",", an empty list) is an error, not "store nothing"."""
@@ -331,6 +342,22 @@ class RunConfig:
         return self.compensations[0] if len(self.compensations) == 1 else list(self.compensations)
 
     @property
+    def threads_used(self) -> int:
+        """The worker threads this run's PU and NIU models use (threads, 0 resolved to the
+        machine's CPUs: threads_used()), read on the machine that runs it."""
+        return threads_used(self.threads)
+
+    def stored_layers(self, net_layers) -> str | list[str]:
+        """The layer selection in one form for the same selection, as results files store it:
+        "none", "all" (also for a list that names every layer), or the names in network order,
+        each once.  The names were checked against the network (runner.stored_layer_names)."""
+        if self.layers in ("all", "none"):
+            return self.layers
+        chosen = set(self.layers)
+        names = [layer.name for layer in net_layers if layer.name in chosen]
+        return "all" if len(names) == len(net_layers) else names
+
+    @property
     def noisy(self) -> bool:
         """Whether the run has noisy rounds (a mapping puts layers on AIMC)."""
         return self.mapping is not None
@@ -411,9 +438,12 @@ class RunConfig:
             noise = None
         return {
             **{k: copy.deepcopy(v) for k, v in self.options.items() if k not in ("mapping", "noise")},
-            # The selection as resolved ("all", "none" or a list of names), so that "conv1,fc" from
-            # the command line and ["conv1", "fc"] from a sweep are stored alike.
-            "layers": copy.deepcopy(self.layers),
+            # The selection in one form (stored_layers), so that "fc,conv1" from the command line
+            # and ["conv1", "fc"] from a sweep are stored alike.
+            "layers": self.stored_layers(net.layers),
+            # threads stays as requested (0: all cores, so that rerunning this config behaves the
+            # same); threads_used says what ran on this machine.
+            "threads_used": self.threads_used,
             "model": self.model, "data": self.data, "output": os.fspath(out_path), "model_name": net.name,
             "images": int(images), "mapping": None if self.mapping is None else self.mapping.to_dict(),
             "mapping_source": None if self.mapping is None else self.mapping.source, "noise": noise,

@@ -314,7 +314,7 @@ def run_rounds(net, images, cfg: RunConfig, noisy: NoisyWeights, round_alpha: Ca
                 # The PU compares each layer the file does not store with the reference as it makes it;
                 # only the stored layers and the output come back to Python.
                 metrics = writer.round_metrics() if published else None
-                activations = (run_network(net, images, cfg.backend, cfg.threads, published, metrics=metrics, **extra)
+                activations = (run_network(net, images, cfg.backend, cfg.threads_used, published, metrics=metrics, **extra)
                                if published else reference)
                 check_activations(net_layers, activations, len(images))
                 times["inference_s"] += time.perf_counter() - start

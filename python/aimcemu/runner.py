@@ -159,7 +159,8 @@ def _run_and_write(cfg: RunConfig, net, images, labels, placements, coordinates,
     digest = kept.content if kept is not None else None
     content = ContentDigest(net, images) if cache is not None and digest is None else None
     try:
-        noisy = NoisyWeights(net, placements, cfg.seed, cfg.threads) if placements is not None else None
+        # The resolved count, not 0: the core then runs the threads the stored config's threads_used names.
+        noisy = NoisyWeights(net, placements, cfg.seed, cfg.threads_used) if placements is not None else None
         start = time.perf_counter()
         alphas, capped = calibrate(noisy, cfg) if noisy is not None else ({}, [])
         calibration_s = time.perf_counter() - start
@@ -181,13 +182,13 @@ def _run_and_write(cfg: RunConfig, net, images, labels, placements, coordinates,
     needed = [i for i in range(len(net_layers)) if writer.reference_needed(i)]
     start = time.perf_counter()
     if cache is None:
-        reference = compute_reference(net, images, needed, cfg.backend, cfg.threads)
+        reference = compute_reference(net, images, needed, cfg.backend, cfg.threads_used)
     else:
         if digest is None:
             digest = content.result()
             if kept is not None:
                 kept.content = digest  # the kept inputs' key, computed once
-        reference, _ = cache.get_or_compute(net, images, needed, cfg.backend, cfg.threads, digest)
+        reference, _ = cache.get_or_compute(net, images, needed, cfg.backend, cfg.threads_used, digest)
     inference_s = time.perf_counter() - start
 
     start = time.perf_counter()

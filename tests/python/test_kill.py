@@ -133,10 +133,11 @@ def file_content(path: Path) -> dict:
     def visit(name, obj):
         for key, value in obj.attrs.items():
             if key == "config":
-                # Run-specific keys.  threads too: a resumed sweep sizes each task's C++ threads by the
+                # Run-specific keys.  threads (and threads_used) too: a resumed sweep sizes each task's C++ threads by the
                 # tasks left (the last task gets every core), and results are bit-identical for any
                 # thread count, which the datasets compared below check.
-                value = {k: v for k, v in json.loads(value).items() if k not in ("created", "output", "threads")}
+                run_specific = ("created", "output", "threads", "threads_used")
+                value = {k: v for k, v in json.loads(value).items() if k not in run_specific}
             elif key in ("DIMENSION_LIST", "REFERENCE_LIST"):
                 continue  # object references: addresses within the file
             out[f"{name}@{key}"] = value

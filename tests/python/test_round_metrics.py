@@ -52,7 +52,7 @@ def contents(path) -> dict:
             for key, value in obj.attrs.items():
                 if name == "/" and key == "config":
                     config = json.loads(value)
-                    for varies in ("created", "threads"):
+                    for varies in ("created", "threads", "threads_used"):
                         config.pop(varies, None)
                     value = json.dumps(config, sort_keys=True).replace(str(path.parent), "<dir>")
                 out[f"{name}@{key}"] = plain(value)
