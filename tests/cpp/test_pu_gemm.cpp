@@ -463,6 +463,40 @@ TEST(Gemm, UnsignedOperandsAtTheSaturationBoundStayExact) {
     EXPECT_LT(offset_pair, -32768) << "the operands would not expose a saturating u8 x s8 kernel";
 }
 
+TEST(Gemm, ASingleNegativeByteAnywhereInARowIsMultipliedExactly) {
+    // The AVX2 kernel multiplies a block of rows as unsigned bytes unless one of its bytes is
+    // negative (then the wide, int16 path); a -128 that the check misses is read as +128.  One
+    // -128 at a time, in the last column of a row (depths not a multiple of 4 or 32, so that it
+    // sits in the check's tail) and in the first, in rows at the edges of the kernel's row tiles
+    // (6) and blocks (96 rows at these depths, 36 past depth 1024).  A check that stopped one
+    // byte short of a row passed every other test here (review of 2026-12-04).
+    const std::int64_t n = 20, p = 200;
+    pcg32 rng(5);
+    for (std::int64_t m : {1, 2, 3, 5, 31, 33, 63, 147, 150, 1030}) {
+        std::vector<std::int8_t> w(std::size_t(n * m)), bias(static_cast<std::size_t>(n));
+        for (auto& v : w) {   // -127..127 without 0: every column's weights see the -128
+            const int r = int(rng(255)) - 127;
+            v = std::int8_t(r == 0 ? 1 : r);
+        }
+        for (auto& v : bias) v = std::int8_t(int(rng(256)) - 128);
+        std::vector<std::int8_t> x(std::size_t(p * m));
+        for (auto& v : x) v = std::int8_t(rng(128));   // 0..127: the unsigned path's operands
+        for (std::int64_t row : {0, 5, 6, 35, 36, 95, 96, 199})
+            for (std::int64_t column : {m - 1, std::int64_t(0)}) {
+                std::vector<std::int8_t> one = x;
+                one[std::size_t(row * m + column)] = -128;
+                std::vector<std::int32_t> ref(std::size_t(n * p)), acc(ref.size());
+                gemm_reference(w.data(), one.data(), m, bias.data(), 4, n, m, p, ref.data());
+                for (FastKernel k : available_fast_kernels()) {
+                    std::fill(acc.begin(), acc.end(), 0);
+                    gemm_fast(w.data(), one.data(), bias.data(), 4, n, m, p, acc.data(), 1, k);
+                    ASSERT_EQ(acc, ref) << to_string(k) << ": m " << m << ", -128 at row " << row << ", column "
+                                        << column;
+                }
+            }
+    }
+}
+
 namespace {
 
 // The kernels this CPU must offer, from CPUID read here (independently of gemm.cpp), unless the
