@@ -1080,21 +1080,24 @@ def _wind_down_after_failure(p: SweepPlan, todo: list[Task], summaries: dict, po
     """_wind_down on the way to reporting another error, which must not be hidden by this one:
     when the pool cannot be stopped (its scheduler is gone) the finished files are still
     recorded; when the index cannot be written the next call rebuilds it from the files.
-    Returns what went wrong in the wind-down (for the other error's message), or None."""
+    Returns why the index could not be written (for the other error's message), or None when it
+    was: a pool that could not be stopped changes nothing the user has to know."""
     try:
         _wind_down(p, todo, summaries, pool, futures)
         return None
-    except Exception as exc:
-        with contextlib.suppress(Exception):
+    except Exception:
+        try:
             _record_finished(p, todo, summaries)
-        return _exception_text(exc)
+            return None
+        except Exception as exc:
+            return _exception_text(exc)
 
 
 def _index_shortfall(problem: str | None) -> str:
-    """The sentence a failure's message gains when its wind-down could not finish."""
+    """The sentence a failure's message gains when its wind-down could not write the index."""
     if problem is None:
         return ""
-    return (f". The wind-down fell short ({problem}): {INDEX_FILE} may not list every finished task; "
+    return (f". {INDEX_FILE} could not be updated ({problem}): it may not list every finished task; "
             "the next run finds them from their files")
 
 
