@@ -88,8 +88,9 @@ void RoundMetrics::claim_round(std::size_t round_index, const std::string& sourc
     std::int64_t expected = kNotStored;
     if (!stored_round_.compare_exchange_strong(expected, std::int64_t(round_index)))
         throw FormatError(source, "metrics",
-                          "already stored as round " + std::to_string(expected) + "; they measured one pass, so round " +
-                              std::to_string(round_index) + " needs its own (ResultsWriter.round_metrics() per round)");
+                          "already stored as round " + std::to_string(expected) +
+                              "; a RoundMetrics measures one pass and is stored once: each round needs its own "
+                              "(ResultsWriter.round_metrics() per round)");
 }
 
 std::vector<bool> RoundMetrics::keep() const {

@@ -187,7 +187,8 @@ w.set_round_metrics(1, unmeasured)
 emu.run_published(images, threads=1, metrics=m)
 w.set_round_metrics(0, m)
 message = refused(lambda: w.set_round_metrics(1, m), "metrics")
-assert "already stored as round 0" in message and "round 1 needs its own" in message, message
+assert "already stored as round 0" in message and "each round needs its own" in message, message
+refused(lambda: w.set_round_metrics(0, m), "metrics")   # the same round again: stored once
 """,
     # The metrics kept spans into the writer's own reference copies; commit() freed them.  The
     # emulator runs with no AIMC layer, so every round equals the reference exactly.
