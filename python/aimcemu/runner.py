@@ -301,7 +301,7 @@ def _summary(cfg: RunConfig, net, out_path, labels, writer, placements, coordina
                 for i, l in enumerate(net_layers)],
         inference_s=inference_s, write_s=write_s, noise_s=noise_s,
         round_chip=[c[1] for c in coordinates], round_t=[c[2] for c in coordinates],
-        round_index=[c[0] for c in coordinates], drift_alpha=drift_alpha, drift_alpha_capped=capped,
+        niu_round=[c[0] for c in coordinates], drift_alpha=drift_alpha, drift_alpha_capped=capped,
         drift_compensation=cfg.drift_compensation, round_compensation=[c[3] for c in coordinates])
 
 

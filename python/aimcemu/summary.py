@@ -6,6 +6,7 @@ accuracy vs t as a table over chips.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,8 +28,10 @@ class LayerSummary:
 class RunSummary:
     """What one run produced; ``os.fspath(summary)`` is the results file.
 
-    Noisy rounds are listed in file order with their coordinates (round_chip, round_t,
-    round_index = the NIU round id, round_compensation); ``drift_alpha[layer]`` is the [chip][t]
+    Noisy rounds are listed in file order (position k is the file's round k) with their
+    coordinates round_chip, round_t, niu_round (the NIU round id 0..rounds-1, the read-noise key:
+    it repeats across chips and t, as the file's niu_round does) and round_compensation.
+    ``round_index`` is niu_round's old name, kept for older callers.  ``drift_alpha[layer]`` is the [chip][t]
     global-compensation factor of each AIMC layer (all 1.0 when "global" is not among the
     compensations; rounds under "none" always use 1.0).  ``drift_compensation`` is the name, or
     the list of names when the run covers several.  ``drift_alpha_capped`` lists the global
@@ -45,7 +48,7 @@ class RunSummary:
     write_s: float = 0.0            # the results file: the reference, the wait for the round writer, commit
     round_chip: list[int] = field(default_factory=list)
     round_t: list[float] = field(default_factory=list)
-    round_index: list[int] = field(default_factory=list)
+    niu_round: list[int] = field(default_factory=list)
     drift_alpha: dict[str, list[list[float]]] = field(default_factory=dict)
     drift_compensation: str | list[str] = "none"
     noise_s: float = 0.0
@@ -54,6 +57,14 @@ class RunSummary:
 
     def __fspath__(self) -> str:
         return self.path
+
+    @property
+    def round_index(self) -> list[int]:
+        """niu_round under its old name, which read like the round's position (it is not: it
+        repeats across chips and t)."""
+        warnings.warn("RunSummary.round_index is niu_round (the NIU round id, not the round's position); "
+                      "use niu_round", DeprecationWarning, stacklevel=2)
+        return self.niu_round
 
     def compensations(self) -> list[str]:
         """The drift compensations of the run, in round order."""

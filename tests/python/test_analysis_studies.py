@@ -161,7 +161,7 @@ def test_one_chip_has_no_spread_in_analysis_and_in_the_run_summary():
     for name in ("std", "ci_low", "ci_high"):
         assert np.isnan(acc[name].values).all(), name
     summary = RunSummary(path="r.h5", model="m", images=10, accuracy=0.9, round_accuracy=[0.8, 0.7],
-                         round_chip=[0, 0], round_t=[0.0, 3600.0], round_index=[0, 0])
+                         round_chip=[0, 0], round_t=[0.0, 3600.0], niu_round=[0, 0])
     rows = summary.accuracy_vs_t()
     assert [r["chips"] for r in rows] == [1, 1] and all(math.isnan(r["std"]) for r in rows)
     assert all(line.split()[5] == "n/a" for line in summary.format_accuracy_table().splitlines()[2:])
@@ -171,7 +171,7 @@ def test_one_chip_has_no_spread_in_analysis_and_in_the_run_summary():
 
 def test_run_summary_and_analysis_agree_over_several_chips():
     summary = RunSummary(path="r.h5", model="m", images=10, accuracy=0.9, round_accuracy=[0.8, 0.6, 0.7, 0.9],
-                         round_chip=[0, 0, 1, 1], round_t=[0.0, 0.0, 0.0, 0.0], round_index=[0, 1, 0, 1])
+                         round_chip=[0, 0, 1, 1], round_t=[0.0, 0.0, 0.0, 0.0], niu_round=[0, 1, 0, 1])
     row = summary.accuracy_vs_t()[0]
     acc = analysis.accuracy_vs_t(grid_of([[0.7], [0.8]]))
     assert row["std"] == pytest.approx(float(acc["std"][0]), rel=1e-12)

@@ -62,7 +62,7 @@ def test_noisy_rounds_run_through_the_emulator_and_equal_the_direct_path(digits,
     out = tmp_path / "run.h5"
     summary = aimcemu.run(model, data, out, mapping=mapping, noise=PCM, t=times, chips=2, rounds=2, seed=7,
                           drift_compensation="global", layers="all")
-    coordinates = list(zip(summary.round_index, summary.round_chip, summary.round_t))
+    coordinates = list(zip(summary.niu_round, summary.round_chip, summary.round_t))
     assert len(emulators) == 1
     emulator = emulators[0]
     assert sorted(emulator.aimc_layers) == sorted(noise_of)
@@ -70,6 +70,12 @@ def test_noisy_rounds_run_through_the_emulator_and_equal_the_direct_path(digits,
     assert emulator.written == list(range(1, len(coordinates) + 1))
     assert emulator.ran == emulator.written
     with h5py.File(out, "r") as f:
+        # niu_round is the file's niu_round (the NIU round id, repeating across chips and t), not
+        # the position; its old name round_index still answers, with a DeprecationWarning.
+        np.testing.assert_array_equal(f["niu_round"][()], summary.niu_round)
+        assert summary.niu_round == [0, 1] * 4
+        with pytest.warns(DeprecationWarning, match="use niu_round"):
+            assert summary.round_index == summary.niu_round
         for position, (round_id, chip, t) in enumerate(coordinates):
             direct = {i: niu.apply(layers[i].weights, noise, seed=7, chip=chip, round=round_id, t=t, layer=i,
                                    alpha=summary.drift_alpha[layers[i].name][chip][times.index(t)])

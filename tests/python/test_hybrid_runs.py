@@ -74,7 +74,7 @@ def test_noisy_weights_are_the_niu_apis_and_activations_the_pu_models(digits, ca
     aimc = [1, 2, 6]
     # chip-major enumeration, NIU round id = round
     expected_coords = [(r, c, t) for c in range(2) for t in (0.0, 3600.0) for r in range(2)]
-    assert list(zip(summary.round_index, summary.round_chip, summary.round_t)) == expected_coords
+    assert list(zip(summary.niu_round, summary.round_chip, summary.round_t)) == expected_coords
     weights = round_weights(captured)
     assert len(weights) == len(expected_coords)
     with h5py.File(out, "r") as f:
@@ -401,7 +401,7 @@ def test_both_compensations_use_the_same_niu_draws_and_differ_only_in_alpha(digi
     summary = aimcemu.run(model, data, out, mapping="all", noise=PCM, t=times, chips=2, rounds=2, seed=5,
                           drift_compensation=["none", "global"], layers="none")
     expected = [(r, c, t, name) for name in ("none", "global") for c in range(2) for t in times for r in range(2)]
-    assert list(zip(summary.round_index, summary.round_chip, summary.round_t, summary.round_compensation)) == expected
+    assert list(zip(summary.niu_round, summary.round_chip, summary.round_t, summary.round_compensation)) == expected
     # One calibration readout per (chip, t), shared by every compensation (t = 0 is the baseline).
     assert sorted(calibrations) == sorted((c, t) for c in range(2) for t in times)
     weights = round_weights(captured)

@@ -86,7 +86,7 @@ def format_summary(summary) -> str:
         per_compensation = f" x {len(compensations)} compensations" if len(compensations) > 1 else ""
         lines.append(f"rounds    {len(summary.round_accuracy)} noisy "
                      f"({len(set(summary.round_chip))} chips x {len(set(summary.round_t))} t x "
-                     f"{len(set(summary.round_index))} rounds{per_compensation})")
+                     f"{len(set(summary.niu_round))} rounds{per_compensation})")
     lines.append(f"time      {summary.inference_s:.3f} s inference, {summary.noise_s:.3f} s NIU, "
                  f"{summary.write_s:.3f} s writing")
     lines.append("")
