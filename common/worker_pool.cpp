@@ -7,9 +7,23 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
 #include <unistd.h>
 
 namespace aimcemu {
+
+int usable_cpus() {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+        const int allowed = CPU_COUNT(&mask);
+        if (allowed > 0) return allowed;
+    }
+    // No mask (or more CPUs than a cpu_set_t holds: EINVAL): every online CPU.
+    const unsigned online = std::thread::hardware_concurrency();
+    return online == 0 ? 1 : int(online);
+}
+
 namespace {
 
 thread_local bool t_inside_job = false;

@@ -14,6 +14,12 @@
 
 namespace aimcemu {
 
+// The CPUs this thread may run on (its affinity mask: what taskset, cgroups' cpusets and batch
+// schedulers such as SLURM allow), at least 1; the online CPUs where the mask cannot be read.
+// What a thread count of 0 ("all cores") means everywhere: std::thread::hardware_concurrency
+// counts every online CPU, so a run limited to 4 CPUs of a 128-CPU node started 128 threads.
+int usable_cpus();
+
 // Runs fn(i) for i in [0, count) on `workers` threads including the caller; items come from a
 // shared counter.  Rethrows the first exception once every worker has stopped.
 void run_on_worker_pool(std::int64_t count, int workers, const std::function<void(std::int64_t)>& fn);

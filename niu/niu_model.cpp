@@ -94,7 +94,7 @@ std::uint64_t beats_of(std::uint64_t count) { return (count + kBeatLanes - 1) / 
 // Contiguous parts keep each thread on its own cache lines of the input and output.
 template <class Part>
 void for_beat_parts(std::uint64_t beats, int threads, std::uint64_t min_beats, const Part& part) {
-    int workers = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    int workers = threads > 0 ? threads : usable_cpus();
     workers = int(std::min<std::uint64_t>(std::uint64_t(workers), std::max<std::uint64_t>(1, beats / min_beats)));
     const std::uint64_t parts = std::uint64_t(workers);
     run_on_worker_pool(std::int64_t(parts), workers, [&](std::int64_t p) {

@@ -19,7 +19,7 @@ namespace aimcemu::noise {
 namespace {
 
 int resolve_threads(int requested, std::size_t num_weights) {
-    int n = requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
+    int n = requested > 0 ? requested : usable_cpus();
     const std::size_t chunks = (num_weights + kChunkWeights - 1) / kChunkWeights;
     return int(std::max<std::size_t>(1, std::min<std::size_t>(std::size_t(n), chunks)));
 }

@@ -662,8 +662,7 @@ void check_threads(int threads, const std::string& field) {
 
 int resolve_threads(int threads) {
     if (threads > 0) return std::min(threads, kMaxThreads);
-    const unsigned hw = std::thread::hardware_concurrency();
-    return hw == 0 ? 1 : int(std::min<unsigned>(hw, kMaxThreads));
+    return std::min(usable_cpus(), kMaxThreads);
 }
 
 void parallel_for(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fn) {

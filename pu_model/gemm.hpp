@@ -171,7 +171,8 @@ inline constexpr int kMaxThreads = 4096;
 // FormatError("<memory>", field) unless 0 <= threads <= kMaxThreads (0 = all cores).  Every entry
 // point that takes a thread count from a caller checks it once, before any work.
 void check_threads(int threads, const std::string& field = "threads");
-// Threads actually used for a request (0 = hardware concurrency, at least 1, at most kMaxThreads).
+// Threads actually used for a request (0 = the CPUs this thread may run on, usable_cpus(); at
+// least 1, at most kMaxThreads).
 int resolve_threads(int threads);
 // Runs fn(i) for i in [0, count) on up to `threads` threads (items taken from a shared counter).
 // Results are deterministic as long as fn(i) writes only item i's outputs.  Rethrows the first

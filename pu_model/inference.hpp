@@ -83,7 +83,7 @@ struct LayerOutputObserver {
 
 struct RunOptions {
     GemmBackend backend = GemmBackend::Fast;
-    // 0 = all hardware threads (resolve_threads); results never depend on it.  The default stays 1,
+    // 0 = every CPU this thread may run on (resolve_threads); results never depend on it.  The default stays 1,
     // not Python's 0: a C++ caller often runs passes in parallel itself (worker processes, a
     // thread pool of its own), where every core per pass would oversubscribe the machine unasked;
     // more threads are asked for, not imposed.  Python never relies on it:

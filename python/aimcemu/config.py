@@ -195,14 +195,13 @@ def parse_compensations(value: Any, source: str = "<arguments>", field: str = "d
 
 
 def threads_used(requested: int) -> int:
-    """The worker threads the PU and NIU models get for a requested count (0 = all cores):
-    the count itself, else the machine's CPUs.  The C++ core's resolve_threads (pu_model/gemm.cpp)
-    and the NIU's for_beat_parts read 0 as std::thread::hardware_concurrency(), which libstdc++
-    takes from the online CPUs, as os.cpu_count() does (neither looks at the CPU affinity); a run
-    passes this count to the core instead of 0, so the count a results file stores (threads_used)
-    is the one the core was given.  One call may still start fewer threads when it has less work
-    to share out (fewer images than threads)."""
-    return requested if requested > 0 else min(os.cpu_count() or 1, validate.MAX_THREADS)
+    """The worker threads the PU and NIU models get for a requested count: the count itself, or
+    for 0 the CPUs this process may run on (its affinity mask: taskset, cpusets, SLURM), as the
+    core resolves 0 (_core.resolve_threads, the same function).  A run passes this count to the
+    core instead of 0, so the count a results file stores (threads_used) is the one the core was
+    given.  One call may still start fewer threads when it has less work to share out (fewer
+    images than threads)."""
+    return int(_core.resolve_threads(validate.threads(requested)))
 
 
 def layer_selection(layers: Any, source: str = "<arguments>") -> str | list[str]:

@@ -56,11 +56,8 @@ def lost_task_reason(exc: BaseException) -> str | None:
 
 
 def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    """The cores this process may run on (its affinity mask), as the core counts them for 0 threads."""
+    return int(_core.resolve_threads(0))
 
 
 # SIGINT and SIGTERM: the coordinator handles both (it stops handing out tasks and waits for the

@@ -409,6 +409,12 @@ void bind_pu(py::module_& m) {
             if (fast_kernel_available(k)) names.emplace_back(to_string(k));
         return names;
     }, "Fast GEMM kernels available in this build on this CPU; 'auto' picks the first.");
+    m.def("resolve_threads", [](int threads) {
+        check_threads(threads);
+        return resolve_threads(threads);
+    }, py::arg("threads"),
+          "The worker threads a thread count gives (0 = the CPUs this process may run on: its affinity\n"
+          "mask, as taskset, cpusets and batch schedulers set it), as every call of the core resolves it.");
 }
 
 }  // namespace

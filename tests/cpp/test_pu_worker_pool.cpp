@@ -4,14 +4,17 @@
 // pool of its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/worker_pool.hpp"
 #include "pu_model/gemm.hpp"
 #include "pu_model/im2col.hpp"
 #include "pu_model/postproc.hpp"
@@ -118,4 +121,31 @@ TEST(WorkerPool, ForkedChildRunsJobsWhileTheParentsPoolIsBusy) {
     stop = true;
     busy.join();
     EXPECT_EQ(children_ok, kForks);
+}
+
+// 0 threads ("all cores") is the CPUs this thread may run on: a job limited by taskset, a cpuset
+// or a batch scheduler to some CPUs of a large node ran one thread per online CPU of the node.
+// Checked on a thread of its own, restricted to its first allowed CPU (the mask is per thread).
+TEST(WorkerPool, AllCoresMeansTheCpusThisThreadMayRunOn) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    EXPECT_EQ(usable_cpus(), CPU_COUNT(&allowed));
+    EXPECT_EQ(resolve_threads(0), std::min(CPU_COUNT(&allowed), kMaxThreads));
+    if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs 2 CPUs to restrict a thread to one";
+    int first = 0;
+    while (!CPU_ISSET(first, &allowed)) ++first;
+    int seen_usable = 0, seen_resolved = 0;
+    std::thread restricted([&] {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(first, &one);
+        if (sched_setaffinity(0, sizeof(one), &one) != 0) return;
+        seen_usable = usable_cpus();
+        seen_resolved = resolve_threads(0);
+    });
+    restricted.join();
+    EXPECT_EQ(seen_usable, 1);
+    EXPECT_EQ(seen_resolved, 1);
+    EXPECT_EQ(resolve_threads(3), 3);   // an explicit count is never cut to the mask
 }

@@ -57,11 +57,11 @@ def threads_given(monkeypatch):
     return given
 
 
-@pytest.mark.parametrize("threads, used", [(0, os.cpu_count()), (1, 1), (3, 3)])
+@pytest.mark.parametrize("threads, used", [(0, len(os.sched_getaffinity(0))), (1, 1), (3, 3)])
 def test_a_run_stores_threads_as_requested_and_the_count_it_ran(tiny, tmp_path, threads_given, threads, used):
-    """threads=0 stores 0 and threads_used = the machine's CPUs (what the core's resolve_threads
-    reads 0 as: std::thread::hardware_concurrency, libstdc++'s online CPUs, as os.cpu_count); an
-    explicit count is stored as itself twice.  The core is handed that very count everywhere."""
+    """threads=0 stores 0 and threads_used = the CPUs this process may run on (its affinity mask,
+    what the core's resolve_threads reads 0 as); an explicit count is stored as itself twice.
+    The core is handed that very count everywhere."""
     model, data = tiny
     out = tmp_path / "run.h5"
     aimcemu.run(model, data, out, threads=threads, **NOISY)
@@ -70,6 +70,37 @@ def test_a_run_stores_threads_as_requested_and_the_count_it_ran(tiny, tmp_path, 
     assert type(config["threads_used"]) is int and config["threads_used"] >= 1
     # the reference pass, and every noisy round's NIU write and PU pass (at least), all with that count
     assert len(threads_given) >= 1 + 2 * config["noisy_rounds"] and set(threads_given) == {used}
+
+
+AFFINITY_CHILD = """
+import json, os, sys
+import h5py
+import aimcemu
+from aimcemu import _core
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+print(json.dumps({"core": _core.resolve_threads(0), "explicit": _core.resolve_threads(3)}))
+aimcemu.run(sys.argv[1], sys.argv[2], sys.argv[3], threads=0, mapping="all", noise={"model": "pcm_like"})
+with h5py.File(sys.argv[3], "r") as f:
+    print(json.loads(f.attrs["config"])["threads_used"])
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to restrict the process to one")
+def test_all_cores_means_the_cpus_the_process_may_run_on(tiny, tmp_path):
+    """Under an affinity mask of one CPU (taskset, a cpuset, a SLURM allocation), 0 threads is 1
+    thread, in the core and in the stored config: the core counted every online CPU
+    (std::thread::hardware_concurrency), so a job given 4 CPUs of a 128-CPU node ran 128 threads."""
+    import subprocess
+    import sys
+
+    model, data = tiny
+    out = tmp_path / "one_cpu.h5"
+    child = subprocess.run([sys.executable, "-c", AFFINITY_CHILD, os.fspath(model), os.fspath(data), os.fspath(out)],
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    resolved, stored = child.stdout.splitlines()[-2:]
+    assert json.loads(resolved) == {"core": 1, "explicit": 3}
+    assert int(stored) == 1
 
 
 def test_a_sweep_task_stores_the_threads_its_worker_gave_it(tiny, tmp_path):
