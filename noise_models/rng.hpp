@@ -22,7 +22,7 @@
 // Blocks: pcg32 is a 64-bit LCG, so four interleaved copies of the state, each stepping by
 // A^4 and C(A^3 + A^2 + A + 1), produce the stream's outputs four at a time without the
 // multiply latency chain of one state (fill_raw; the same outputs as calling gen() n times).
-// On the AVX-512 path eight copies run in 64-bit vector lanes (simd::pcg32_outputs).
+// On the AVX2 and AVX-512 paths eight copies run in 64-bit vector lanes (simd::pcg32_outputs).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -67,7 +67,7 @@ public:
     using pcg32::pcg32;
 
     void fill_raw(std::uint32_t* out, std::size_t n) {
-        if (n >= 16 && simd::pcg32_outputs(state_, increment(), out, n)) return;   // AVX-512: eight lanes
+        if (n >= 16 && simd::pcg32_outputs(state_, increment(), out, n)) return;   // AVX2, AVX-512: eight lanes
         constexpr std::uint64_t a = 6364136223846793005ULL;   // pcg32's LCG multiplier
         const std::uint64_t c = increment();
         const std::uint64_t a2 = a * a, a4 = a2 * a2;

@@ -81,8 +81,8 @@ void box_muller(const std::uint32_t* raw, double* z, std::size_t n) {
 }
 
 bool pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
-    if (!wide()) return false;
-    avx512::pcg32_outputs(state, increment, out, n);
+    if (!available()) return false;
+    wide() ? avx512::pcg32_outputs(state, increment, out, n) : avx2::pcg32_outputs(state, increment, out, n);
     return true;
 }
 

@@ -61,8 +61,8 @@ void box_muller(const std::uint32_t* raw, double* z, std::size_t n);
 
 // pcg32's outputs from a state: XSH-RR of the 64-bit LCG (multiplier 6364136223846793005, the
 // stream's odd increment), exactly what n calls of pcg32 return; advances `state` by n steps.
-// Returns false and does nothing when the active path has no vector generator (AVX2 keeps
-// rng.hpp's four interleaved scalar states); AVX-512 runs eight states in 64-bit lanes.
+// Returns false and does nothing on the scalar path (rng.hpp's four interleaved scalar states
+// serve it); AVX2 and AVX-512 run eight states in 64-bit lanes.
 bool pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
 
 // The PCM-like device physics (pcm.hpp, aihwkit's PCMLikeNoiseModel) on a block of weights

@@ -114,7 +114,60 @@ inline V odds(V a, V b) { return _mm256_permute4x64_pd(_mm256_unpackhi_pd(a, b),
 inline V interleave_lo(V a, V b) { return _mm256_permute2f128_pd(_mm256_unpacklo_pd(a, b), _mm256_unpackhi_pd(a, b), 0x20); }
 inline V interleave_hi(V a, V b) { return _mm256_permute2f128_pd(_mm256_unpacklo_pd(a, b), _mm256_unpackhi_pd(a, b), 0x31); }
 
+
+// A 64-bit product's low half from 32-bit multiplies (AVX2 has no vpmullq):
+// lo64(s a) = s_lo a_lo + ((s_hi a_lo + s_lo a_hi) << 32), where a_hi holds a's high half.
+inline __m256i mul_lo64(__m256i s, __m256i a, __m256i a_hi) {
+    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(s, 32), a), _mm256_mul_epu32(s, a_hi));
+    return _mm256_add_epi64(_mm256_mul_epu32(s, a), _mm256_slli_epi64(cross, 32));
+}
+
+// XSH-RR of four states; each output in the low 32 bits of its 64-bit lane (high bits garbage).
+inline __m256i xsh_rr(__m256i s) {
+    const __m256i xorshifted = _mm256_srli_epi64(_mm256_xor_si256(_mm256_srli_epi64(s, 18), s), 27);
+    const __m256i rot = _mm256_srli_epi64(s, 59);
+    // Rotate the low 32 bits right by rot: 32-bit shifts act on the low half on its own.
+    const __m256i left = _mm256_and_si256(_mm256_sub_epi32(_mm256_set1_epi64x(32), rot), _mm256_set1_epi64x(31));
+    return _mm256_or_si256(_mm256_srlv_epi32(xorshifted, rot), _mm256_sllv_epi32(xorshifted, left));
+}
+
 }  // namespace
+
+// Eight states in two vectors: `even` holds the states 0, 2, 4, 6 steps ahead, `odd` 1, 3, 5, 7,
+// so that one shift and one blend put the eight outputs in order.  Both step by A^8 and
+// C (A^7 + ... + A + 1).  The two vectors' chains are independent, which keeps the multiplier
+// busy where one chain (three multiplies deep) would wait on itself.
+void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
+    constexpr std::uint64_t a = 6364136223846793005ULL;   // pcg32's LCG multiplier
+    std::uint64_t lane[8], a8 = 1, c8 = 0;
+    lane[0] = state;
+    for (int k = 1; k < 8; ++k) lane[k] = lane[k - 1] * a + increment;
+    for (int k = 0; k < 8; ++k) {
+        c8 = c8 * a + increment;
+        a8 *= a;
+    }
+    __m256i even = _mm256_setr_epi64x(std::int64_t(lane[0]), std::int64_t(lane[2]), std::int64_t(lane[4]), std::int64_t(lane[6]));
+    __m256i odd = _mm256_setr_epi64x(std::int64_t(lane[1]), std::int64_t(lane[3]), std::int64_t(lane[5]), std::int64_t(lane[7]));
+    const __m256i step_mul = _mm256_set1_epi64x(std::int64_t(a8)), step_mul_hi = _mm256_set1_epi64x(std::int64_t(a8 >> 32));
+    const __m256i step_add = _mm256_set1_epi64x(std::int64_t(c8));
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        // Dwords: even lane k's output at 2k, odd lane k's (shifted up) at 2k + 1.
+        const __m256i outputs = _mm256_blend_epi32(xsh_rr(even), _mm256_slli_epi64(xsh_rr(odd), 32), 0xAA);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), outputs);
+        even = _mm256_add_epi64(mul_lo64(even, step_mul, step_mul_hi), step_add);
+        odd = _mm256_add_epi64(mul_lo64(odd, step_mul, step_mul_hi), step_add);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane), even);
+    std::uint64_t next = lane[0];   // the state after the i outputs written
+    for (; i < n; ++i) {
+        const auto xorshifted = std::uint32_t(((next >> 18u) ^ next) >> 27u);
+        const auto rot = std::uint32_t(next >> 59u);
+        out[i] = (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+        next = next * a + increment;
+    }
+    state = next;
+}
 
 #include "noise_models/simd_body.inc"
 

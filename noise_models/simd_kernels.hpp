@@ -22,7 +22,8 @@
     void pcm_like_read_reconverted(const PcmLikeBlock& c, double log_time, double read_factor, double scale_prog, \
                                    double scale_read, const double* g_prog, const double* nu, const double* z_read, \
                                    std::size_t weights, double* g_out, double* w_out);                  \
-    void single_pair_convert(const double* w, std::size_t n, double scale, double g_max, double g_min, double* g);
+    void single_pair_convert(const double* w, std::size_t n, double scale, double g_max, double g_min, double* g); \
+    void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
 
 namespace aimcemu::noise::simd {
 namespace avx2 {
@@ -30,7 +31,6 @@ AIMCEMU_SIMD_KERNELS
 }
 namespace avx512 {
 AIMCEMU_SIMD_KERNELS
-void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
 }
 }  // namespace aimcemu::noise::simd
 
