@@ -80,6 +80,35 @@ void box_muller(const std::uint32_t* raw, double* z, std::size_t n) {
     wide() ? avx512::box_muller(raw, z, n) : avx2::box_muller(raw, z, n);
 }
 
+namespace detail {
+
+constexpr std::uint64_t kPcg32Multiplier = 6364136223846793005ULL;   // pcg32's LCG multiplier A
+
+Pcg32Lanes pcg32_lanes(std::uint64_t state, std::uint64_t increment) {
+    Pcg32Lanes lanes{};
+    lanes.state[0] = state;
+    for (int k = 1; k < 8; ++k) lanes.state[k] = lanes.state[k - 1] * kPcg32Multiplier + increment;
+    lanes.multiplier = 1;
+    lanes.increment = 0;
+    for (int k = 0; k < 8; ++k) {
+        lanes.increment = lanes.increment * kPcg32Multiplier + increment;
+        lanes.multiplier *= kPcg32Multiplier;
+    }
+    return lanes;
+}
+
+std::uint64_t pcg32_outputs_scalar(std::uint64_t state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {   // XSH-RR: rotate ((s >> 18) ^ s) >> 27 right by s >> 59
+        const auto xorshifted = std::uint32_t(((state >> 18u) ^ state) >> 27u);
+        const auto rot = std::uint32_t(state >> 59u);
+        out[i] = (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+        state = state * kPcg32Multiplier + increment;
+    }
+    return state;
+}
+
+}  // namespace detail
+
 bool pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
     if (!available()) return false;
     wide() ? avx512::pcg32_outputs(state, increment, out, n) : avx2::pcg32_outputs(state, increment, out, n);

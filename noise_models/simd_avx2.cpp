@@ -134,22 +134,16 @@ inline __m256i xsh_rr(__m256i s) {
 }  // namespace
 
 // Eight states in two vectors: `even` holds the states 0, 2, 4, 6 steps ahead, `odd` 1, 3, 5, 7,
-// so that one shift and one blend put the eight outputs in order.  Both step by A^8 and
-// C (A^7 + ... + A + 1).  The two vectors' chains are independent, which keeps the multiplier
+// so that one shift and one blend put the eight outputs in order.  The two vectors' chains are independent, which keeps the multiplier
 // busy where one chain (three multiplies deep) would wait on itself.
 void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
-    constexpr std::uint64_t a = 6364136223846793005ULL;   // pcg32's LCG multiplier
-    std::uint64_t lane[8], a8 = 1, c8 = 0;
-    lane[0] = state;
-    for (int k = 1; k < 8; ++k) lane[k] = lane[k - 1] * a + increment;
-    for (int k = 0; k < 8; ++k) {
-        c8 = c8 * a + increment;
-        a8 *= a;
-    }
+    const detail::Pcg32Lanes lanes = detail::pcg32_lanes(state, increment);
+    const std::uint64_t* lane = lanes.state;
     __m256i even = _mm256_setr_epi64x(std::int64_t(lane[0]), std::int64_t(lane[2]), std::int64_t(lane[4]), std::int64_t(lane[6]));
     __m256i odd = _mm256_setr_epi64x(std::int64_t(lane[1]), std::int64_t(lane[3]), std::int64_t(lane[5]), std::int64_t(lane[7]));
-    const __m256i step_mul = _mm256_set1_epi64x(std::int64_t(a8)), step_mul_hi = _mm256_set1_epi64x(std::int64_t(a8 >> 32));
-    const __m256i step_add = _mm256_set1_epi64x(std::int64_t(c8));
+    const __m256i step_mul = _mm256_set1_epi64x(std::int64_t(lanes.multiplier));
+    const __m256i step_mul_hi = _mm256_set1_epi64x(std::int64_t(lanes.multiplier >> 32));
+    const __m256i step_add = _mm256_set1_epi64x(std::int64_t(lanes.increment));
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         // Dwords: even lane k's output at 2k, odd lane k's (shifted up) at 2k + 1.
@@ -158,15 +152,8 @@ void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t*
         even = _mm256_add_epi64(mul_lo64(even, step_mul, step_mul_hi), step_add);
         odd = _mm256_add_epi64(mul_lo64(odd, step_mul, step_mul_hi), step_add);
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane), even);
-    std::uint64_t next = lane[0];   // the state after the i outputs written
-    for (; i < n; ++i) {
-        const auto xorshifted = std::uint32_t(((next >> 18u) ^ next) >> 27u);
-        const auto rot = std::uint32_t(next >> 59u);
-        out[i] = (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
-        next = next * a + increment;
-    }
-    state = next;
+    // The state after the i outputs written is even's first lane.
+    state = detail::pcg32_outputs_scalar(std::uint64_t(_mm256_extract_epi64(even, 0)), increment, out + i, n - i);
 }
 
 #include "noise_models/simd_body.inc"

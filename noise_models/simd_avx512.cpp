@@ -112,17 +112,10 @@ inline V odds(V a, V b) { return _mm512_permutex2var_pd(a, _mm512_setr_epi64(1, 
 #include "noise_models/simd_body.inc"
 
 void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n) {
-    constexpr std::uint64_t a = 6364136223846793005ULL;   // pcg32's LCG multiplier
-    // Lane k holds the state k steps ahead; all eight step by A^8 and C (A^7 + ... + A + 1).
-    std::uint64_t lane[8], a8 = 1, c8 = 0;
-    lane[0] = state;
-    for (int k = 1; k < 8; ++k) lane[k] = lane[k - 1] * a + increment;
-    for (int k = 0; k < 8; ++k) {
-        c8 = c8 * a + increment;
-        a8 *= a;
-    }
-    __m512i s = _mm512_loadu_si512(lane);
-    const __m512i mul = _mm512_set1_epi64(std::int64_t(a8)), add = _mm512_set1_epi64(std::int64_t(c8));
+    // Lane k holds the state k steps ahead; all eight step together (detail::pcg32_lanes).
+    const detail::Pcg32Lanes lanes = detail::pcg32_lanes(state, increment);
+    __m512i s = _mm512_loadu_si512(lanes.state);
+    const __m512i mul = _mm512_set1_epi64(std::int64_t(lanes.multiplier)), add = _mm512_set1_epi64(std::int64_t(lanes.increment));
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         // XSH-RR: rotate the 32 bits ((s >> 18) ^ s) >> 27 right by s >> 59.
@@ -131,15 +124,8 @@ void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t*
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_rorv_epi32(xorshifted, rot));
         s = _mm512_add_epi64(_mm512_mullo_epi64(s, mul), add);
     }
-    _mm512_storeu_si512(lane, s);
-    std::uint64_t next = lane[0];   // the state after the i outputs written
-    for (; i < n; ++i) {
-        const auto xorshifted = std::uint32_t(((next >> 18u) ^ next) >> 27u);
-        const auto rot = std::uint32_t(next >> 59u);
-        out[i] = (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
-        next = next * a + increment;
-    }
-    state = next;
+    // The state after the i outputs written is s's first lane.
+    state = detail::pcg32_outputs_scalar(std::uint64_t(_mm_cvtsi128_si64(_mm512_castsi512_si128(s))), increment, out + i, n - i);
 }
 
 }  // namespace aimcemu::noise::simd::avx512

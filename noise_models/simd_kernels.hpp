@@ -26,6 +26,18 @@
     void pcg32_outputs(std::uint64_t& state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
 
 namespace aimcemu::noise::simd {
+namespace detail {
+// What the vector pcg32 generators share (simd.cpp, compiled for the baseline ISA).
+// Eight states, state[k] being `state` k steps on; all eight step together by x -> x * multiplier
+// + increment, with multiplier = A^8 and increment = C (A^7 + ... + A + 1).
+struct Pcg32Lanes {
+    std::uint64_t state[8];
+    std::uint64_t multiplier, increment;
+};
+Pcg32Lanes pcg32_lanes(std::uint64_t state, std::uint64_t increment);
+// n outputs one call at a time from `state` (the vector loops' tail); returns the state after them.
+std::uint64_t pcg32_outputs_scalar(std::uint64_t state, std::uint64_t increment, std::uint32_t* out, std::size_t n);
+}  // namespace detail
 namespace avx2 {
 AIMCEMU_SIMD_KERNELS
 }
