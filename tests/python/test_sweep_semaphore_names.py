@@ -1,0 +1,256 @@
+"""A local sweep's pool leaves no named semaphore in /dev/shm, however it ends.
+
+With the spawn start method, the pool's queues hold named POSIX semaphores (/dev/shm/sem.NAME),
+whose names multiprocessing's resource tracker process removes should the sweep die.  A SIGKILL
+to the whole process group (a batch system ending a job, the out-of-memory killer) killed the
+tracker too, and every killed sweep left five names in /dev/shm until the machine restarted.
+Now the pool removes them once its workers have opened them, before any task starts, and a
+kill while the workers are still starting leaves names that the next sweep on the folder
+removes (docs/reliability.md, "Sweeps and hard kills").
+
+The names a sweep made are read from its coordinator's memory map (/proc/PID/maps lists each
+semaphore it has mapped, "(deleted)" once the name is gone), so the tests do not depend on how
+the names are chosen; names other processes on the machine make meanwhile are not looked at.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aimcemu import executors
+from aimcemu.files import FolderLock
+from hostile import tiny_files
+
+SEMAPHORE_FOLDER = Path("/dev/shm")
+# What multiprocessing's resource tracker prints for names it had to remove, or could not.
+TRACKER_COMPLAINTS = ("resource_tracker", "leaked semaphore", "KeyError", "Traceback")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="named semaphores in /dev/shm: Linux")
+
+
+def sweep_config(tmp_path: Path, tasks: int = 4) -> Path:
+    """A sweep of `tasks` tasks of about a second each, on a tiny model."""
+    model, data = tiny_files(tmp_path / "study", images=200)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"output": str(tmp_path / "sweep"), "model": str(model), "data": str(data),
+                                    "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0, 3600.0], "chips": 40,
+                                    "grid": {"noise.prog_noise_scale": [0.25 * (k + 1) for k in range(tasks)]}}))
+    return path
+
+
+def sweep_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "aimcemu", "sweep", "--config", str(config), "--workers", "2", "--no-progress"]
+
+
+def start_in_own_group(argv: list[str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kwargs)
+
+
+def semaphores_mapped_by(pid: int) -> set[int]:
+    """The named semaphores process `pid` has mapped, as their inode numbers in /dev/shm (the
+    map shows the temporary name glibc made each one under, not the name it then got)."""
+    inodes = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith(f"{SEMAPHORE_FOLDER}/sem."):
+            inodes.add(int(fields[4]))
+    return inodes
+
+
+def names_of(semaphores: set[int]) -> set[str]:
+    """The names in /dev/shm that the semaphores (inode numbers) have now."""
+    names = set()
+    for path in SEMAPHORE_FOLDER.glob("sem.*"):
+        try:
+            if path.stat().st_ino in semaphores:
+                names.add(path.name)
+        except FileNotFoundError:  # another process's, removed meanwhile
+            pass
+    return names
+
+
+def names_recorded_in(folder: Path) -> set[Path]:
+    """The names in /dev/shm with the prefix that the folder's lock file records for the pool
+    of the last sweep there (other sweeps on the machine may be running: theirs are not looked at)."""
+    prefix = json.loads((folder / FolderLock.NAME).read_text())[executors.SEMAPHORE_PREFIX_FIELD]
+    return set(SEMAPHORE_FOLDER.glob(f"sem.{prefix}-*"))
+
+
+def live_processes_in_group(group: int) -> list[int]:
+    found = []
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat_path.read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+            found.append(int(stat_path.parent.name))
+    return found
+
+
+def wait_until(condition, process: subprocess.Popen, timeout_s: float = 120.0):
+    """Polls `condition` until it returns something true (returned); fails if `process` ends first."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := condition()):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+    return found
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL to the whole process group of `process` (its own session), then waits until no
+    process of the group is left (the coordinator, its workers, the resource tracker)."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+    deadline = time.monotonic() + 30.0
+    while live_processes_in_group(process.pid):
+        assert time.monotonic() < deadline, f"alive after kill -9: {live_processes_in_group(process.pid)}"
+        time.sleep(0.01)
+
+
+def a_task_is_running(folder: Path) -> bool:
+    """A task's temporary results file exists (a worker is in the middle of that task)."""
+    tasks = folder / "tasks"
+    return tasks.is_dir() and any(tasks.glob(".*.tmp*"))
+
+
+def assert_quiet(stderr: str) -> None:
+    for complaint in TRACKER_COMPLAINTS:
+        assert complaint not in stderr, stderr
+
+
+def test_a_group_sigkill_while_tasks_run_leaves_no_semaphore_name(tmp_path):
+    # Each `kill -9 -PGID` of a running sweep left its pool's five /dev/shm/sem.mp-* names for good.
+    config = sweep_config(tmp_path)
+    sweep = start_in_own_group(sweep_command(config))
+    try:
+        wait_until(lambda: a_task_is_running(tmp_path / "sweep"), sweep)
+        semaphores = semaphores_mapped_by(sweep.pid)
+        kill_group(sweep)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert semaphores, "the coordinator had no named semaphore mapped: the test sees nothing"
+    assert not names_of(semaphores), f"left in {SEMAPHORE_FOLDER}"
+    assert not names_recorded_in(tmp_path / "sweep")
+
+
+# A sweep whose workers stop while they start, before they open the pool's semaphores: a worker
+# runs the script as __mp_main__ first thing (spawn's bootstrap), before it unpickles the pool's
+# queues.  The pool has made its semaphores by then (it starts its workers after).
+STARTING_WORKERS_SWEEP = textwrap.dedent("""\
+    import os, sys, time
+    from aimcemu import cli
+
+    config, marker = sys.argv[1:3]
+    if __name__ == "__mp_main__":  # a pool worker, starting
+        with open(marker, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        time.sleep(300)  # until the test kills the process group
+    if __name__ == "__main__":
+        sys.exit(cli.main(["sweep", "--config", config, "--workers", "2", "--no-progress"]))
+""")
+
+
+def test_a_group_sigkill_while_workers_start_leaves_names_the_next_sweep_removes(tmp_path):
+    # The earliest kill that can leave a name: the pool exists, no worker has opened its
+    # semaphores, so their names must stay until one has.  They stayed for good.
+    config = sweep_config(tmp_path)
+    script, marker = tmp_path / "starting_workers.py", tmp_path / "worker_started"
+    script.write_text(STARTING_WORKERS_SWEEP)
+    sweep = start_in_own_group([sys.executable, str(script), str(config), str(marker)], cwd=tmp_path)
+    try:
+        wait_until(lambda: marker.exists() and marker.read_text().endswith("\n"), sweep)
+        semaphores = semaphores_mapped_by(sweep.pid)
+        names = names_of(semaphores)
+        kill_group(sweep)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert names, "the coordinator's semaphores had no name: the test sees nothing"
+    # Nothing could remove them: this is the window the next sweep closes.
+    assert names_of(semaphores) == names
+    again = subprocess.run(sweep_command(config), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert_quiet(again.stderr)
+    assert not names_of(semaphores), f"left in {SEMAPHORE_FOLDER} after the next sweep"
+    assert not names_recorded_in(tmp_path / "sweep")
+
+
+@pytest.mark.parametrize("stop", ["none", "SIGINT"])
+def test_a_sweep_that_ends_or_is_interrupted_leaves_no_name_and_no_tracker_warning(tmp_path, stop):
+    # The pool removes its names itself, early: the resource tracker must neither find them left
+    # at exit ("leaked semaphore objects") nor be told twice (a KeyError in the tracker).
+    config = sweep_config(tmp_path)
+    sweep = start_in_own_group(sweep_command(config))
+    try:
+        wait_until(lambda: a_task_is_running(tmp_path / "sweep"), sweep)
+        semaphores = semaphores_mapped_by(sweep.pid)
+        if stop == "SIGINT":
+            os.killpg(sweep.pid, signal.SIGINT)  # a terminal's Ctrl-C
+        out, err = sweep.communicate(timeout=300)  # the tracker's stderr is this one: it has exited too
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == (130 if stop == "SIGINT" else 0), err
+    assert_quiet(err)
+    assert semaphores
+    assert not names_of(semaphores)
+    assert not names_recorded_in(tmp_path / "sweep")
+
+
+def named_semaphore(name: str):
+    """A named POSIX semaphore left in /dev/shm as a killed pool leaves its own (it is not
+    removed when the object goes)."""
+    import _multiprocessing
+
+    return _multiprocessing.SemLock(1, 1, 1, name, False)
+
+
+def test_the_next_sweep_removes_only_the_names_its_folder_recorded(tmp_path):
+    # The lock file is only a file: what it names is removed only when it is a prefix aimcemu
+    # makes, recorded on this host, and only names with that prefix go.
+    prefix = executors.new_semaphore_prefix()
+    other = executors.new_semaphore_prefix()
+    kept = [named_semaphore(f"/{other}-kept"), named_semaphore(f"/{prefix}x-kept")]
+    left = [named_semaphore(f"/{prefix}-a"), named_semaphore(f"/{prefix}-b")]
+    try:
+        for fields in ({"host": "elsewhere", executors.SEMAPHORE_PREFIX_FIELD: prefix},
+                       {"host": socket.gethostname(), executors.SEMAPHORE_PREFIX_FIELD: "mp"},
+                       {"host": socket.gethostname(), executors.SEMAPHORE_PREFIX_FIELD: f"{prefix}/../x"},
+                       {"host": socket.gethostname(), executors.SEMAPHORE_PREFIX_FIELD: [prefix]},
+                       {"host": socket.gethostname()}):
+            assert executors.remove_leftover_semaphores(fields) == [], fields
+        assert all((SEMAPHORE_FOLDER / f"sem.{sem.name[1:]}").exists() for sem in kept + left)
+        lock_folder = tmp_path / "sweep"
+        lock_folder.mkdir()
+        (lock_folder / FolderLock.NAME).write_text(json.dumps({"host": socket.gethostname(), "pid": 1,
+                                                               executors.SEMAPHORE_PREFIX_FIELD: prefix}))
+        removed = []
+        with FolderLock(lock_folder, clean_up_after=lambda fields: removed.extend(
+                executors.remove_leftover_semaphores(fields))):
+            pass
+        assert sorted(removed) == sorted(f"sem.{sem.name[1:]}" for sem in left)
+        assert not any((SEMAPHORE_FOLDER / f"sem.{sem.name[1:]}").exists() for sem in left)
+        assert all((SEMAPHORE_FOLDER / f"sem.{sem.name[1:]}").exists() for sem in kept)
+    finally:
+        import _multiprocessing
+
+        for sem in kept + left:
+            try:
+                _multiprocessing.sem_unlink(sem.name)
+            except FileNotFoundError:
+                pass
