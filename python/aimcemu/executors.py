@@ -389,7 +389,9 @@ def remove_leftover_semaphores(holder: Mapping) -> list[str]:
     from _multiprocessing import sem_unlink
 
     prefix = holder.get(SEMAPHORE_PREFIX_FIELD)
-    if not isinstance(prefix, str) or not _SEMAPHORE_PREFIX.fullmatch(prefix) or holder.get("host") != socket.gethostname():
+    if not isinstance(prefix, str) or not _SEMAPHORE_PREFIX.fullmatch(prefix):
+        return []
+    if holder.get("host") != socket.gethostname():  # /dev/shm is the host's own
         return []
     try:
         entries = os.listdir(_SEMAPHORE_FOLDER)

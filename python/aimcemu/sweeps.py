@@ -55,9 +55,9 @@ import numpy as np
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import (SEMAPHORE_PREFIX_FIELD, WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, check_executor,
-                        is_local, lost_task_reason, make_executor, new_semaphore_prefix, remove_leftover_semaphores,
-                        running_task, task_threads)
+from .executors import (SEMAPHORE_PREFIX_FIELD, WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError,
+                        check_executor, is_local, lost_task_reason, make_executor, new_semaphore_prefix,
+                        remove_leftover_semaphores, running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)

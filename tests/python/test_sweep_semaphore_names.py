@@ -222,17 +222,19 @@ def named_semaphore(name: str):
 
 def test_the_next_sweep_removes_only_the_names_its_folder_recorded(tmp_path):
     # The lock file is only a file: what it names is removed only when it is a prefix aimcemu
-    # makes, recorded on this host, and only names with that prefix go.
+    # makes, recorded on this host, and only names with that prefix go.  (Every refused prefix
+    # starts with this test's own, so a check that let one through removes only this test's names.)
     prefix = executors.new_semaphore_prefix()
     other = executors.new_semaphore_prefix()
     kept = [named_semaphore(f"/{other}-kept"), named_semaphore(f"/{prefix}x-kept")]
     left = [named_semaphore(f"/{prefix}-a"), named_semaphore(f"/{prefix}-b")]
+    here = socket.gethostname()
     try:
         for fields in ({"host": "elsewhere", executors.SEMAPHORE_PREFIX_FIELD: prefix},
-                       {"host": socket.gethostname(), executors.SEMAPHORE_PREFIX_FIELD: "mp"},
-                       {"host": socket.gethostname(), executors.SEMAPHORE_PREFIX_FIELD: f"{prefix}/../x"},
-                       {"host": socket.gethostname(), executors.SEMAPHORE_PREFIX_FIELD: [prefix]},
-                       {"host": socket.gethostname()}):
+                       {"host": here, executors.SEMAPHORE_PREFIX_FIELD: f"{prefix}x"},
+                       {"host": here, executors.SEMAPHORE_PREFIX_FIELD: f"{prefix}-a/../../x"},
+                       {"host": here, executors.SEMAPHORE_PREFIX_FIELD: [prefix]},
+                       {"host": here}):
             assert executors.remove_leftover_semaphores(fields) == [], fields
         assert all((SEMAPHORE_FOLDER / f"sem.{sem.name[1:]}").exists() for sem in kept + left)
         lock_folder = tmp_path / "sweep"
