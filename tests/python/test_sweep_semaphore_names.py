@@ -8,12 +8,16 @@ Now the pool removes them once its workers have opened them, before any task sta
 kill while the workers are still starting leaves names that the next sweep on the folder
 removes (docs/reliability.md, "Sweeps and hard kills").
 
+test_no_task_starts_while_the_pools_semaphores_have_names pins what the first kill test relies
+on: a task starts only after every worker has opened the semaphores and the names are gone.
+
 The names a sweep made are read from its coordinator's memory map (/proc/PID/maps lists each
 semaphore it has mapped, "(deleted)" once the name is gone), so the tests do not depend on how
 the names are chosen; names other processes on the machine make meanwhile are not looked at.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -210,6 +214,38 @@ def test_a_sweep_that_ends_or_is_interrupted_leaves_no_name_and_no_tracker_warni
     assert semaphores
     assert not names_of(semaphores)
     assert not names_recorded_in(tmp_path / "sweep")
+
+
+def second_worker_starts_late(folder: Path, *init_args) -> None:
+    """A pool worker's initializer: the second worker to get here gives a task 2 s to start
+    before it goes on (to executors.init_worker, which says it has opened the semaphores).  A
+    task that started meanwhile would have run while the names still existed."""
+    try:
+        os.close(os.open(folder / "first_worker", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        deadline = time.monotonic() + 2.0
+        while not any(folder.glob("task-*")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    executors.init_worker(*init_args)
+
+
+def names_at_task_start(folder: Path, prefix: str, number: int) -> list[str]:
+    """A task: the names with the pool's prefix when it starts."""
+    (folder / f"task-{number}").touch()
+    return sorted(path.name for path in SEMAPHORE_FOLDER.glob(f"sem.{prefix}-*"))
+
+
+def test_no_task_starts_while_the_pools_semaphores_have_names(tmp_path, monkeypatch):
+    # What makes a kill at any moment after the first task start leave nothing: the first
+    # worker would take a task as soon as it had started, while the second was still starting.
+    monkeypatch.setattr(executors, "init_worker", functools.partial(second_worker_starts_late, tmp_path))
+    pool = executors.local_pool(2, 4, 1)
+    try:
+        futures = [pool.submit(names_at_task_start, "-", tmp_path, pool.semaphore_prefix, n) for n in range(4)]
+        assert [future.result(timeout=120) for future in futures] == [[]] * 4
+    finally:
+        pool.close()
+    assert not list(SEMAPHORE_FOLDER.glob(f"sem.{pool.semaphore_prefix}-*"))
 
 
 def named_semaphore(name: str):
