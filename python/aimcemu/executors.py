@@ -257,8 +257,8 @@ class LocalPool(FuturesExecutor):
         worker processes (multiprocessing.Process); on failure none is left running."""
         try:
             with _stop_signals_held():
-                self.pool._launch_processes()
-            self.pool._start_executor_manager_thread()  # it stops the workers at shutdown
+                cf.ProcessPoolExecutor._launch_processes(self.pool)
+            cf.ProcessPoolExecutor._start_executor_manager_thread(self.pool)  # it stops the workers at shutdown
         except BaseException:
             for process in self.pool._processes.values():
                 process.kill()
@@ -311,7 +311,7 @@ def _semaphores_named(prefix: str):
     the process ("/mp"), set back afterwards.  One pool at a time: the setting is the process's."""
     from multiprocessing import process
 
-    config = process.current_process()._config
+    config = process._current_process._config  # what process.current_process() returns
     with _semprefix_lock:
         previous = config.get("semprefix", "/mp")
         config["semprefix"] = "/" + prefix
