@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import os
 import queue
 import re
@@ -219,52 +220,66 @@ class FuturesExecutor:
 
 
 class LocalPool(FuturesExecutor):
-    """A pool of spawned aimcemu worker processes (init_worker), all started at once, with
-    SIGINT and SIGTERM blocked, so they inherit the block and a signal cannot reach them before
-    their handlers exist.  It can tell which task a dead worker had started, and it removes the
-    names of its semaphores before any task starts (_SemaphoreNames), so that a SIGKILL to the
-    whole process group leaves none behind."""
+    """A pool of spawned aimcemu worker processes (init_worker), spawned with SIGINT and SIGTERM
+    blocked, so they inherit the block and a signal cannot reach them before their handlers
+    exist.  It can tell which task a dead worker had started.  It starts all its workers at once
+    and removes the names of its semaphores before any task starts (_SemaphoreNames), so that a
+    SIGKILL to the whole process group leaves none behind: `names_removed_early`.  On a Python
+    whose multiprocessing differs from the private parts that uses (_has_what_early_removal_uses,
+    and what only a pool can show), it is False and the pool works as before that removal: workers
+    spawned on demand by submit(), the names left to multiprocessing and its resource tracker."""
 
     def __init__(self, workers: int, threads: int, task_count: int, semaphore_prefix: str | None = None):
         import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
-        self.task_starts = context.RawArray("q", max(1, task_count))  # lock-free: one writer per entry
+        self._context = multiprocessing.get_context("spawn")
+        self.task_starts = self._context.RawArray("q", max(1, task_count))  # lock-free: one writer per entry
         self.semaphore_prefix = semaphore_prefix or new_semaphore_prefix()
-        started_reader, started = context.Pipe(duplex=False)
-        names_removed_reader, names_removed = context.Pipe(duplex=False)
-        with _semaphores_named(self.semaphore_prefix):
-            pool = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker,
-                                          initargs=(threads, os.getpid(), self.task_starts, started,
-                                                    names_removed_reader))
+        self._processes: list = []
+        self._names: _SemaphoreNames | None = None
+        initargs = (threads, os.getpid(), self.task_starts)
+        pool = self._pool_removing_names_early(workers, initargs) if _has_what_early_removal_uses() else None
+        self.names_removed_early = pool is not None
+        if pool is None:
+            pool = cf.ProcessPoolExecutor(workers, mp_context=self._context, initializer=init_worker, initargs=initargs)
         super().__init__(pool, threads, owned=True)
-        self._names = _SemaphoreNames(self.semaphore_prefix)
+
+    def _pool_removing_names_early(self, workers: int, initargs: tuple) -> cf.ProcessPoolExecutor | None:
+        """A pool with every worker started, whose semaphore names go once all have opened them
+        (ProcessPoolExecutor would start them one per submit(), and fewer when one is idle by then).
+        None, with nothing of it left running, when multiprocessing turns out to differ from what
+        this uses (_InternalsDiffer); any other failure is raised, likewise with nothing left."""
+        started_reader, started = self._context.Pipe(duplex=False)
+        names_removed_reader, names_removed = self._context.Pipe(duplex=False)
+        pool = names = None
         try:
-            self._processes = self._start_workers()
-        except BaseException:
-            self._names.remove()  # the workers it started are dead: none needs them
-            names_removed.close()
+            with _semaphores_named(self.semaphore_prefix):
+                pool = cf.ProcessPoolExecutor(workers, mp_context=self._context, initializer=init_worker,
+                                              initargs=(*initargs, started, names_removed_reader))
+            names = _SemaphoreNames(self.semaphore_prefix)
+            processes = _start_every_worker(pool)
+        except BaseException as exc:
+            started_reader.close()
+            names_removed.close()  # first: a worker left waiting on it could not be stopped
+            if pool is not None:
+                pool.shutdown(wait=True)  # its own finalizers remove the names it made, when it is freed
+            if isinstance(exc, _INTERNALS_DIFFER):
+                return None
+            if names is not None:
+                names.remove()
             raise
         finally:
             started.close()  # the workers hold their own ends
             names_removed_reader.close()
-        self._names.remove_once_opened(started_reader, names_removed, self._processes)
+        names.remove_once_opened(started_reader, names_removed, processes)
+        self._names = names
+        return pool
 
-    def _start_workers(self) -> list:
-        """Every worker, now (ProcessPoolExecutor would start them one per submit(), and fewer
-        when one is idle by then): the names can only go once all have opened them.  Private
-        ProcessPoolExecutor methods, as it does itself with the fork start method.  Returns the
-        worker processes (multiprocessing.Process); on failure none is left running."""
-        try:
-            with _stop_signals_held():
-                cf.ProcessPoolExecutor._launch_processes(self.pool)
-            cf.ProcessPoolExecutor._start_executor_manager_thread(self.pool)  # it stops the workers at shutdown
-        except BaseException:
-            for process in self.pool._processes.values():
-                process.kill()
-                process.join()
-            raise
-        return list(self.pool._processes.values())
+    def submit(self, fn: Callable, key: str, *args: Any):
+        with _stop_signals_held():  # without the early removal, workers are spawned on demand, here
+            future = super().submit(fn, key, *args)
+            self._processes = list((self.pool._processes or {}).values())  # private: the only handle on them
+        return future
 
     def worker_processes(self) -> list:
         """The worker processes (multiprocessing.Process: pid, exitcode once ended)."""
@@ -276,7 +291,25 @@ class LocalPool(FuturesExecutor):
 
     def close(self) -> None:
         super().close()  # every worker has exited when it returns
-        self._names.close()
+        if self._names is not None:
+            self._names.close()
+
+
+def _start_every_worker(pool: cf.ProcessPoolExecutor) -> list:
+    """Starts all of `pool`'s workers now, through private ProcessPoolExecutor methods (as it does
+    itself with the fork start method), and returns them (multiprocessing.Process); on failure
+    none is left running."""
+    try:
+        with _stop_signals_held():
+            cf.ProcessPoolExecutor._launch_processes(pool)
+        cf.ProcessPoolExecutor._start_executor_manager_thread(pool)  # it stops the workers at shutdown
+        return list(pool._processes.values())
+    except BaseException:
+        processes = getattr(pool, "_processes", None)
+        for process in processes.values() if isinstance(processes, dict) else ():
+            process.kill()
+            process.join()
+        raise
 
 
 # --- The local pool's semaphore names ---------------------------------------------------------------
@@ -291,10 +324,39 @@ class LocalPool(FuturesExecutor):
 # - each pool's names start with a prefix of its own, which a sweep writes into its folder's lock
 #   file before the pool exists; the next sweep on that folder, once it holds the lock, removes any
 #   names with that prefix (remove_leftover_semaphores): a kill while the workers were starting.
+# Both use private parts of multiprocessing.  A Python where they are missing or differ gets the
+# pool as it was before (LocalPool.names_removed_early False), never a broken sweep.
 SEMAPHORE_PREFIX_FIELD = "semaphore_prefix"  # the lock file's field (aimcemu.files.FolderLock's note)
 _SEMAPHORE_PREFIX = re.compile(r"mp-aimcemu-[0-9a-f]{16}")
 _SEMAPHORE_FOLDER = "/dev/shm"  # where glibc keeps the semaphore named "/NAME", as "sem.NAME"
 _semprefix_lock = threading.Lock()
+
+
+class _InternalsDiffer(RuntimeError):
+    """What the pool found of multiprocessing's private parts is not what the early removal expects."""
+
+
+# What a use of a private part that is missing or reshaped raises.
+_INTERNALS_DIFFER = (AttributeError, TypeError, KeyError, IndexError, _InternalsDiffer)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_what_early_removal_uses() -> bool:
+    """Whether this Python has, of the shape expected, the private parts of multiprocessing that
+    the early removal of a pool's semaphore names uses.  Checked once; what only a pool can show
+    (that the names follow semprefix, and the finalizers find exactly them) LocalPool checks."""
+    try:
+        import _multiprocessing
+        from multiprocessing import process, synchronize, util
+
+        return (isinstance(process._current_process._config, dict)
+                and isinstance(util._finalizer_registry, dict)
+                and callable(synchronize.SemLock._cleanup)
+                and callable(_multiprocessing.sem_unlink)
+                and callable(cf.ProcessPoolExecutor._launch_processes)
+                and callable(cf.ProcessPoolExecutor._start_executor_manager_thread))
+    except (ImportError, AttributeError):
+        return False
 
 
 def new_semaphore_prefix() -> str:
@@ -321,6 +383,15 @@ def _semaphores_named(prefix: str):
             config["semprefix"] = previous
 
 
+def _names_with_prefix(prefix: str) -> set[str] | None:
+    """The semaphore names ("/NAME") that start with "PREFIX-" now; None where no folder lists them."""
+    try:
+        entries = os.listdir(_SEMAPHORE_FOLDER)
+    except OSError:  # not Linux
+        return None
+    return {"/" + entry[len("sem."):] for entry in entries if entry.startswith(f"sem.{prefix}-")}
+
+
 class _SemaphoreNames:
     """The names of one pool's semaphores, removed as soon as every worker has opened them.
 
@@ -333,13 +404,21 @@ class _SemaphoreNames:
     name could not, and the pool starts no worker after its first ones."""
 
     def __init__(self, prefix: str):
+        """Finds the finalizers of the semaphores named with `prefix`; _InternalsDiffer unless
+        there are some and their names are exactly those /dev/shm lists with it (where it does)."""
         from multiprocessing import synchronize, util
 
-        name_start = f"/{prefix}-"
-        self._finalizers = [f for f in list(util._finalizer_registry.values())
-                            if getattr(f, "_callback", None) is synchronize.SemLock._cleanup
-                            and str((getattr(f, "_args", None) or ("",))[0]).startswith(name_start)]
+        finalizers = {}  # name: its finalizer (util.Finalize; getattr: a private attribute of multiprocessing's)
+        for finalizer in list(util._finalizer_registry.values()):
+            if getattr(finalizer, "_callback", None) is synchronize.SemLock._cleanup:
+                name = getattr(finalizer, "_args")[0]
+                if isinstance(name, str) and name.startswith(f"/{prefix}-"):
+                    finalizers[name] = finalizer
+        self._finalizers = list(finalizers.values())
         self._watcher: threading.Thread | None = None
+        names, listed = set(finalizers), _names_with_prefix(prefix)
+        if not names or (listed is not None and names != listed):
+            raise _InternalsDiffer(f"the finalizers name {sorted(names)}, {_SEMAPHORE_FOLDER} lists {listed}")
 
     def remove_once_opened(self, started, names_removed, processes: list) -> None:
         self._watcher = threading.Thread(target=self._watch, args=(started, names_removed, processes),
@@ -367,9 +446,11 @@ class _SemaphoreNames:
             names_removed.close()  # whatever happened: the workers must not wait for ever
 
     def remove(self) -> None:
-        """Removes the names now (once: a finalizer runs only once, whichever thread calls it)."""
+        """Removes the names now (once: a finalizer runs only once, whichever thread calls it).
+        A finalizer that fails for want of what it expects leaves its name to the resource
+        tracker, as without the early removal."""
         for finalizer in self._finalizers:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError, *_INTERNALS_DIFFER):
                 finalizer()
 
     def close(self) -> None:
@@ -386,23 +467,21 @@ def remove_leftover_semaphores(holder: Mapping) -> list[str]:
     folder's lock file written by its last holder, which no longer holds it), on the host that
     recorded it.  Returns the names removed.  Any other name, and a prefix not of the form
     new_semaphore_prefix() makes, is left alone: the lock file is only a file."""
-    from _multiprocessing import sem_unlink
+    try:
+        from _multiprocessing import sem_unlink
+    except ImportError:  # a Python without it: the names stay, as before aimcemu removed them
+        return []
 
     prefix = holder.get(SEMAPHORE_PREFIX_FIELD)
     if not isinstance(prefix, str) or not _SEMAPHORE_PREFIX.fullmatch(prefix):
         return []
     if holder.get("host") != socket.gethostname():  # /dev/shm is the host's own
         return []
-    try:
-        entries = os.listdir(_SEMAPHORE_FOLDER)
-    except OSError:  # not Linux: no folder lists the names
-        return []
     removed = []
-    for entry in entries:
-        if entry.startswith(f"sem.{prefix}-"):
-            with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
-                sem_unlink("/" + entry[len("sem."):])
-                removed.append(entry)
+    for name in sorted(_names_with_prefix(prefix) or ()):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
+            sem_unlink(name)
+            removed.append("sem." + name[1:])
     return removed
 
 
