@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aimcemu import executors
+from aimcemu import executors, results
 from aimcemu.files import FolderLock
 from hostile import tiny_files
 
@@ -42,9 +42,10 @@ TRACKER_COMPLAINTS = ("resource_tracker", "leaked semaphore", "KeyError", "Trace
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="named semaphores in /dev/shm: Linux")
 
 
-def sweep_config(tmp_path: Path, tasks: int = 4) -> Path:
-    """A sweep of `tasks` tasks of about a second each, on a tiny model."""
-    model, data = tiny_files(tmp_path / "study", images=200)
+def sweep_config(tmp_path: Path, tasks: int = 4, study: tuple[Path, Path] | None = None) -> Path:
+    """A sweep of `tasks` tasks of about a second each, on a tiny model (`study`: its model and
+    data files, made anew when not given)."""
+    model, data = study or tiny_files(tmp_path / "study", images=200)
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump({"output": str(tmp_path / "sweep"), "model": str(model), "data": str(data),
                                     "noise": {"model": "pcm_like"}, "mapping": "all", "t": [1.0, 3600.0], "chips": 40,
@@ -245,6 +246,7 @@ def test_no_task_starts_while_the_pools_semaphores_have_names(tmp_path, monkeypa
         assert [future.result(timeout=120) for future in futures] == [[]] * 4
     finally:
         pool.close()
+    assert pool.names_removed_early  # on this Python: a newer one may need executors updated
     assert not list(SEMAPHORE_FOLDER.glob(f"sem.{pool.semaphore_prefix}-*"))
 
 
@@ -292,3 +294,122 @@ def test_the_next_sweep_removes_only_the_names_its_folder_recorded(tmp_path):
                 _multiprocessing.sem_unlink(sem.name)
             except FileNotFoundError:
                 pass
+
+
+# --- A Python whose multiprocessing differs -------------------------------------------------------
+# The early removal uses private parts of multiprocessing; a Python that renames or reshapes one must
+# get the pool as it was before (workers spawned on demand, names left to the resource tracker), not
+# a broken sweep.  Each sweep below runs in a process of its own with one of them broken first
+# (pytest's MonkeyPatch, in that process: the resource tracker's complaints come at its exit).
+# Removing util._finalizer_registry outright is not among them: multiprocessing's own Finalize needs
+# it, so no pool could start; "finalizers reshaped" stands for a registry the pool cannot read.
+BROKEN_INTERNAL_SWEEP = textwrap.dedent("""\
+    import json, sys, types
+    import _multiprocessing
+    import concurrent.futures as cf
+    from multiprocessing import process, synchronize, util
+
+    import pytest
+    from aimcemu import cli, executors
+
+
+    def call(callback, *args):
+        return callback(*args)
+
+
+    class FinalizeKeepingItsCallbackElsewhere(util.Finalize):
+        def __init__(self, obj, callback, args=(), kwargs=None, exitpriority=None):
+            super().__init__(obj, call, (callback, *args), kwargs, exitpriority)
+
+
+    def break_internal(patch, broken):
+        if broken == "semprefix config read-only":
+            util.get_temp_dir()  # now: multiprocessing would store it in the config
+            patch.setattr(process._current_process, "_config",
+                          types.MappingProxyType(dict(process._current_process._config)))
+        elif broken == "semprefix ignored":
+            patch.setattr(synchronize.SemLock, "_make_name",
+                          staticmethod(lambda: f"/mp-{next(synchronize.SemLock._rand)}"))
+        elif broken == "finalizers reshaped":
+            patch.setattr(util, "Finalize", FinalizeKeepingItsCallbackElsewhere)
+        elif broken == "launch method missing":
+            patch.delattr(cf.ProcessPoolExecutor, "_launch_processes")
+        elif broken == "launch method fails after starting the workers":
+            launch = cf.ProcessPoolExecutor._launch_processes
+
+            def launch_then_fail(pool):
+                launch(pool)
+                raise TypeError("a reshaped _launch_processes")
+
+            patch.setattr(cf.ProcessPoolExecutor, "_launch_processes", launch_then_fail)
+        elif broken == "sem_unlink missing":
+            patch.delattr(_multiprocessing, "sem_unlink")
+        else:
+            raise ValueError(broken)
+
+
+    def recording(local_pool, record):
+        def made(*args, **kwargs):
+            pool = local_pool(*args, **kwargs)
+            with open(record, "a") as f:
+                f.write(json.dumps(pool.names_removed_early) + "\\n")
+            return pool
+        return made
+
+
+    if __name__ == "__main__":
+        config, broken, record = sys.argv[1:4]
+        patch = pytest.MonkeyPatch()
+        if broken != "nothing":
+            break_internal(patch, broken)
+        patch.setattr(executors, "local_pool", recording(executors.local_pool, record))
+        try:
+            status = cli.main(["sweep", "--config", config, "--workers", "2", "--no-progress"])
+        finally:  # multiprocessing's own clean-up at exit writes the config
+            patch.undo()
+        sys.exit(status)
+""")
+BROKEN_INTERNALS = ["semprefix config read-only", "semprefix ignored", "finalizers reshaped", "launch method missing",
+                    "launch method fails after starting the workers", "sem_unlink missing"]
+
+
+def sweep_with(tmp_path: Path, study: tuple[Path, Path], broken: str) -> tuple[Path, list, str]:
+    """A two-task sweep of `study` run with `broken` broken first: its folder, what each LocalPool
+    said of names_removed_early, and its stderr (the resource tracker's too)."""
+    config = sweep_config(tmp_path, tasks=2, study=study)
+    script, record = tmp_path / "broken_internal_sweep.py", tmp_path / "pools"
+    script.write_text(BROKEN_INTERNAL_SWEEP)
+    done = subprocess.run([sys.executable, str(script), str(config), broken, str(record)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "sweep", [json.loads(line) for line in record.read_text().splitlines()], done.stderr
+
+
+def task_summaries(folder: Path) -> dict:
+    index = results.read_index(folder)
+    assert all(task["done"] for task in index["tasks"])
+    return {task["file"]: task["summary"] for task in index["tasks"]}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> tuple[Path, Path]:
+    return tiny_files(tmp_path_factory.mktemp("study"), images=200)
+
+
+@pytest.fixture(scope="module")
+def summaries_of_an_unbroken_sweep(tmp_path_factory, study) -> dict:
+    folder, pools, stderr = sweep_with(tmp_path_factory.mktemp("unbroken"), study, "nothing")
+    assert pools == [True]
+    assert stderr == ""
+    return task_summaries(folder)
+
+
+@pytest.mark.parametrize("broken", BROKEN_INTERNALS)
+def test_a_python_whose_multiprocessing_differs_gets_the_pool_as_before(tmp_path, study, broken,
+                                                                        summaries_of_an_unbroken_sweep):
+    # Each of these broke every local sweep (an exception, or a traceback of the resource tracker).
+    folder, pools, stderr = sweep_with(tmp_path, study, broken)
+    assert pools == [False], "the pool did not take the fallback"
+    assert stderr == ""  # no warning, no traceback, nothing from the resource tracker
+    assert task_summaries(folder) == summaries_of_an_unbroken_sweep
+    assert not names_recorded_in(folder)
