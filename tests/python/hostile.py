@@ -145,3 +145,17 @@ def sweep_in_process(config: dict) -> Path:
         summaries[task.file] = sweeps.execute_task(task.to_dict(), os.fspath(plan.folder), 1)
     sweeps._write_json_atomic(plan.folder / sweeps.INDEX_FILE, sweeps._index(plan, summaries))
     return plan.folder
+
+
+def live_processes_in_group(group: int) -> list[str]:
+    """Processes (not zombies) whose process group is `group`, as 'pid command' lines."""
+    found = []
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat_path.read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+            found.append(f"{stat_path.parent.name} {text[text.find('(') + 1:text.rfind(')')]}")
+    return found

@@ -28,25 +28,11 @@ import yaml
 
 import aimcemu
 from aimcemu import _core, results
-from hostile import temporaries, tiny_files
+from hostile import live_processes_in_group, temporaries, tiny_files
 
 
 def command(*argv) -> list[str]:
     return [sys.executable, "-m", "aimcemu", *map(os.fspath, argv)]
-
-
-def live_processes_in_group(group: int) -> list[str]:
-    """Processes (not zombies) whose process group is `group`, as 'pid command' lines."""
-    found = []
-    for stat_path in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat_path.read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2:].split()
-        if int(fields[2]) == group and fields[0] not in ("Z", "X"):
-            found.append(f"{stat_path.parent.name} {text[text.find('(') + 1:text.rfind(')')]}")
-    return found
 
 
 def kill_at(argv, delay_s: float, env=None) -> int:

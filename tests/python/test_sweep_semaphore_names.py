@@ -33,7 +33,7 @@ import yaml
 
 from aimcemu import executors, results
 from aimcemu.files import FolderLock
-from hostile import tiny_files
+from hostile import live_processes_in_group, tiny_files
 
 SEMAPHORE_FOLDER = Path("/dev/shm")
 # What multiprocessing's resource tracker prints for names it had to remove, or could not.
@@ -90,19 +90,6 @@ def names_recorded_in(folder: Path) -> set[Path]:
     of the last sweep there (other sweeps on the machine may be running: theirs are not looked at)."""
     prefix = json.loads((folder / FolderLock.NAME).read_text())[executors.SEMAPHORE_PREFIX_FIELD]
     return set(SEMAPHORE_FOLDER.glob(f"sem.{prefix}-*"))
-
-
-def live_processes_in_group(group: int) -> list[int]:
-    found = []
-    for stat_path in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat_path.read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2:].split()
-        if int(fields[2]) == group and fields[0] not in ("Z", "X"):
-            found.append(int(stat_path.parent.name))
-    return found
 
 
 def wait_until(condition, process: subprocess.Popen, timeout_s: float = 120.0):
