@@ -55,9 +55,8 @@ import numpy as np
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import (SEMAPHORE_PREFIX_FIELD, WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError,
-                        check_executor, is_local, lost_task_reason, make_executor, new_semaphore_prefix,
-                        remove_leftover_semaphores, running_task, task_threads)
+from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, check_executor, lost_task_reason, make_executor,
+                        running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)
@@ -810,9 +809,7 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
         new_folders: list[Path] = []
         try:
             new_folders = _make_folder(p.folder)
-            semaphore_prefix = new_semaphore_prefix() if is_local(executor) else None
-            with files.FolderLock(p.folder, "sweep", wait_s, note=_lock_note(semaphore_prefix),
-                                  clean_up_after=remove_leftover_semaphores) as lock:
+            with files.FolderLock(p.folder, "sweep", wait_s) as lock:
                 try:
                     summaries.update(_prepare_folder(p))
                     skipped = len(summaries)
@@ -820,8 +817,7 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
                     todo = [t for t in p.tasks if t.file not in summaries]
                     interrupted, ran = False, 0
                     if todo:
-                        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress, stops,
-                                                      semaphore_prefix)
+                        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress, stops)
                     stops.ignore()  # the tasks are over: what is left is quick and leaves the folder tidy
                     files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
                 except Exception:
@@ -840,13 +836,6 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
             raise
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
-
-
-def _lock_note(semaphore_prefix: str | None) -> dict:
-    """What the lock file records for the next sweep on the folder to clean up should this one be
-    killed with its process group: the prefix of the local pool's semaphore names (executors:
-    "The local pool's semaphore names")."""
-    return {SEMAPHORE_PREFIX_FIELD: semaphore_prefix} if semaphore_prefix else {}
 
 
 def _make_folder(folder: Path) -> list[Path]:
@@ -879,11 +868,10 @@ def _empty_new_folder(folder: Path, lock: files.FolderLock) -> None:
 
 
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress,
-               stops: _StopSignals | None = None, semaphore_prefix: str | None = None):
+               stops: _StopSignals | None = None):
     """Submit every task, record each completion in the index; on SIGINT/SIGTERM (`stops`, which
     defers them to this function's own points) cancel what has not started, let running tasks
-    finish (their files are complete), and return interrupted.  semaphore_prefix: what the
-    folder's lock file records for the local pool's semaphore names (_lock_note)."""
+    finish (their files are complete), and return interrupted."""
     stops = stops if stops is not None else _StopSignals()  # one that handles nothing: a caller without signals
     stops.defer()
     from concurrent.futures.process import BrokenProcessPool
@@ -897,7 +885,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
         try:
             stops.check()
             try:
-                pool = make_executor(executor, workers, len(todo), threads, semaphore_prefix)
+                pool = make_executor(executor, workers, len(todo), threads)
             except Exception:
                 stops.check()  # a signal came while it connected to a Dask scheduler: the user's stop comes first
                 raise
