@@ -238,7 +238,8 @@ class LocalPool(FuturesExecutor):
         self._processes: list = []
         self._names: _SemaphoreNames | None = None
         initargs = (threads, os.getpid(), self.task_starts)
-        pool = self._pool_removing_names_early(workers, initargs) if _has_what_early_removal_uses() else None
+        self.why_names_not_removed_early = "" if _has_what_early_removal_uses() else "a private part is missing"
+        pool = None if self.why_names_not_removed_early else self._pool_removing_names_early(workers, initargs)
         self.names_removed_early = pool is not None
         if pool is None:
             pool = cf.ProcessPoolExecutor(workers, mp_context=self._context, initializer=init_worker, initargs=initargs)
@@ -264,6 +265,7 @@ class LocalPool(FuturesExecutor):
             if pool is not None:
                 pool.shutdown(wait=True)  # its own finalizers remove the names it made, when it is freed
             if isinstance(exc, _INTERNALS_DIFFER):
+                self.why_names_not_removed_early = f"{type(exc).__name__}: {exc}"
                 return None
             if names is not None:
                 names.remove()

@@ -233,7 +233,7 @@ def test_no_task_starts_while_the_pools_semaphores_have_names(tmp_path, monkeypa
         assert [future.result(timeout=120) for future in futures] == [[]] * 4
     finally:
         pool.close()
-    assert pool.names_removed_early  # on this Python: a newer one may need executors updated
+    assert pool.names_removed_early, pool.why_names_not_removed_early  # on this Python: a newer one may need executors updated
     assert not list(SEMAPHORE_FOLDER.glob(f"sem.{pool.semaphore_prefix}-*"))
 
 
