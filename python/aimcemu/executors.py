@@ -331,7 +331,7 @@ def _start_every_worker(pool: cf.ProcessPoolExecutor) -> list:
 SEMAPHORE_PREFIX_FIELD = "semaphore_prefix"  # the lock file's field (aimcemu.files.FolderLock's note)
 _SEMAPHORE_PREFIX = re.compile(r"mp-aimcemu-[0-9a-f]{16}")
 _SEMAPHORE_FOLDER = "/dev/shm"  # where glibc keeps the semaphore named "/NAME", as "sem.NAME"
-_semprefix_lock = threading.Lock()
+_make_name_lock = threading.Lock()
 
 
 class _InternalsDiffer(RuntimeError):
@@ -346,12 +346,12 @@ _INTERNALS_DIFFER = (AttributeError, TypeError, KeyError, IndexError, _Internals
 def _has_what_early_removal_uses() -> bool:
     """Whether this Python has, of the shape expected, the private parts of multiprocessing that
     the early removal of a pool's semaphore names uses.  Checked once; what only a pool can show
-    (that the names follow semprefix, and the finalizers find exactly them) LocalPool checks."""
+    (that the names are the ones _make_name gives, and the finalizers find exactly them) LocalPool checks."""
     try:
         import _multiprocessing
-        from multiprocessing import process, synchronize, util
+        from multiprocessing import synchronize, util
 
-        return (isinstance(process._current_process._config, dict)
+        return (isinstance(synchronize.SemLock.__dict__.get("_make_name"), staticmethod)
                 and isinstance(util._finalizer_registry, dict)
                 and callable(synchronize.SemLock._cleanup)
                 and callable(_multiprocessing.sem_unlink)
@@ -370,19 +370,25 @@ def new_semaphore_prefix() -> str:
 
 @contextlib.contextmanager
 def _semaphores_named(prefix: str):
-    """The semaphores multiprocessing creates meanwhile are named "/PREFIX-<random>": it names
-    them "<semprefix>-<random>" (synchronize.SemLock._make_name), semprefix being a setting of
-    the process ("/mp"), set back afterwards.  One pool at a time: the setting is the process's."""
-    from multiprocessing import process
+    """The semaphores multiprocessing creates meanwhile are named "/PREFIX-<random>".  It asks
+    synchronize.SemLock._make_name for each name ("<semprefix>-<random>" by default); that
+    static method is replaced for the while and put back afterwards, whatever it was: a library
+    may have put its own there (joblib's loky, imported by scikit-learn, names every semaphore of
+    the process "/loky-<pid>-<random>"), so the process's semprefix setting alone would not do.
+    One pool at a time: the method is the process's."""
+    import secrets
+    from multiprocessing import synchronize
 
-    config = process._current_process._config  # what process.current_process() returns
-    with _semprefix_lock:
-        previous = config.get("semprefix", "/mp")
-        config["semprefix"] = "/" + prefix
+    def pool_name() -> str:
+        return f"/{prefix}-{secrets.token_hex(4)}"  # SemLock draws again should a name exist
+
+    with _make_name_lock:
+        previous = synchronize.SemLock.__dict__["_make_name"]
+        synchronize.SemLock._make_name = staticmethod(pool_name)
         try:
             yield
         finally:
-            config["semprefix"] = previous
+            synchronize.SemLock._make_name = previous
 
 
 def _names_with_prefix(prefix: str) -> set[str] | None:

@@ -237,6 +237,26 @@ def test_no_task_starts_while_the_pools_semaphores_have_names(tmp_path, monkeypa
     assert not list(SEMAPHORE_FOLDER.glob(f"sem.{pool.semaphore_prefix}-*"))
 
 
+def test_a_library_naming_the_processs_semaphores_its_own_way_does_not_stop_the_early_removal(tmp_path, monkeypatch):
+    # joblib's loky (imported with scikit-learn) replaces SemLock._make_name for the whole process
+    # ("/loky-<pid>-<random>").  Pools once chose their names through the process's semprefix
+    # setting, which that ignores: in the full test suite, after a test had imported scikit-learn,
+    # every pool took the fallback and a killed sweep left its names again.
+    from multiprocessing import get_context, synchronize
+
+    lokys_way = staticmethod(lambda: f"/loky-{os.getpid()}-{next(synchronize.SemLock._rand)}")
+    monkeypatch.setattr(synchronize.SemLock, "_make_name", lokys_way)
+    pool = executors.local_pool(2, 4, 1)
+    try:
+        futures = [pool.submit(names_at_task_start, "-", tmp_path, pool.semaphore_prefix, n) for n in range(2)]
+        assert [future.result(timeout=120) for future in futures] == [[]] * 2
+    finally:
+        pool.close()
+    assert pool.names_removed_early, pool.why_names_not_removed_early
+    assert synchronize.SemLock.__dict__["_make_name"] is lokys_way  # the library's again, for what it makes next
+    assert get_context("spawn").Lock()._semlock.name.startswith(f"/loky-{os.getpid()}-")
+
+
 def named_semaphore(name: str):
     """A named POSIX semaphore left in /dev/shm as a killed pool leaves its own (it is not
     removed when the object goes)."""
@@ -291,10 +311,10 @@ def test_the_next_sweep_removes_only_the_names_its_folder_recorded(tmp_path):
 # Removing util._finalizer_registry outright is not among them: multiprocessing's own Finalize needs
 # it, so no pool could start; "finalizers reshaped" stands for a registry the pool cannot read.
 BROKEN_INTERNAL_SWEEP = textwrap.dedent("""\
-    import json, sys, types
+    import json, sys
     import _multiprocessing
     import concurrent.futures as cf
-    from multiprocessing import process, synchronize, util
+    from multiprocessing import synchronize, util
 
     import pytest
     from aimcemu import cli, executors
@@ -310,13 +330,13 @@ BROKEN_INTERNAL_SWEEP = textwrap.dedent("""\
 
 
     def break_internal(patch, broken):
-        if broken == "semprefix config read-only":
-            util.get_temp_dir()  # now: multiprocessing would store it in the config
-            patch.setattr(process._current_process, "_config",
-                          types.MappingProxyType(dict(process._current_process._config)))
-        elif broken == "semprefix ignored":
-            patch.setattr(synchronize.SemLock, "_make_name",
-                          staticmethod(lambda: f"/mp-{next(synchronize.SemLock._rand)}"))
+        if broken == "names not from _make_name":
+            make_semlock = _multiprocessing.SemLock
+
+            def semlock_naming_itself(kind, value, maxvalue, name, unlink):
+                return make_semlock(kind, value, maxvalue, f"/mp-{next(synchronize.SemLock._rand)}", unlink)
+
+            patch.setattr(_multiprocessing, "SemLock", semlock_naming_itself)
         elif broken == "finalizers reshaped":
             patch.setattr(util, "Finalize", FinalizeKeepingItsCallbackElsewhere)
         elif broken == "launch method missing":
@@ -356,7 +376,7 @@ BROKEN_INTERNAL_SWEEP = textwrap.dedent("""\
             patch.undo()
         sys.exit(status)
 """)
-BROKEN_INTERNALS = ["semprefix config read-only", "semprefix ignored", "finalizers reshaped", "launch method missing",
+BROKEN_INTERNALS = ["names not from _make_name", "finalizers reshaped", "launch method missing",
                     "launch method fails after starting the workers", "sem_unlink missing"]
 
 
