@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import os
 import queue
 import re
 import signal
+import socket
 import threading
 import time
 import warnings
@@ -103,15 +105,20 @@ class running_task:
             os._exit(WORKER_STOPPED_AFTER_TASK)
 
 
-def init_worker(threads: int, parent: int, task_starts=None) -> None:
+def init_worker(threads: int, parent: int, task_starts=None, started=None, names_removed=None) -> None:
     """A local pool worker: OpenMP-using libraries get the same thread budget as the C++ core,
     SIGINT and SIGTERM are left to the coordinating process (above), and the worker dies with the
     coordinator however it dies (kill -9 included), so no orphan keeps writing.  The worker
     starts with both signals blocked (the coordinator blocks them while it spawns workers), so
     a signal that comes while it is still importing waits for these handlers: no traceback.
     The worker is aimcemu's own process, so it also keeps freed memory for its next task
-    (process_memory.keep_freed_memory: glibc's malloc thresholds, and the kept model and data set)."""
+    (process_memory.keep_freed_memory: glibc's malloc thresholds, and the kept model and data set).
+    `started` and `names_removed` (LocalPool's pipes): the worker says it has opened the pool's
+    semaphores, first thing, and takes no task until the coordinator has removed their names
+    (_SemaphoreNames)."""
     global _task_starts
+    if started is not None:
+        _report_started(started)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_terminate)
     _task_starts = task_starts
@@ -125,6 +132,24 @@ def init_worker(threads: int, parent: int, task_starts=None) -> None:
     # from what their files record (sweeps._warn_capped_alphas).
     warnings.filterwarnings("ignore", message=CAPPED_ALPHA_WARNING, category=RuntimeWarning)
     die_with_parent(parent)
+    if names_removed is not None:
+        _wait_for_eof(names_removed)
+
+
+def _report_started(started) -> None:
+    """Tells the coordinator that this worker has opened the pool's semaphores: the spawn
+    bootstrap opened them by name when it unpickled the pool's queues, before the initializer."""
+    with contextlib.suppress(OSError):  # the coordinator is gone: die_with_parent ends this worker
+        started.send(os.getpid())
+    started.close()
+
+
+def _wait_for_eof(connection) -> None:
+    """Waits until the other end of a pipe is closed (by the coordinator, or as it dies)."""
+    with contextlib.suppress(EOFError, OSError):
+        while True:
+            connection.recv_bytes()
+    connection.close()
 
 
 def die_with_parent(parent: int) -> None:
@@ -195,22 +220,65 @@ class FuturesExecutor:
 
 
 class LocalPool(FuturesExecutor):
-    """A pool of spawned aimcemu worker processes (init_worker): it spawns them with SIGINT and
-    SIGTERM blocked, so they inherit the block and a signal cannot reach them before their
-    handlers exist, and it can tell which task a dead worker had started."""
+    """A pool of spawned aimcemu worker processes (init_worker), spawned with SIGINT and SIGTERM
+    blocked, so they inherit the block and a signal cannot reach them before their handlers
+    exist.  It can tell which task a dead worker had started.  It starts all its workers at once
+    and removes the names of its semaphores before any task starts (_SemaphoreNames), so that a
+    SIGKILL to the whole process group leaves none behind: `names_removed_early`.  On a Python
+    whose multiprocessing differs from the private parts that uses (_has_what_early_removal_uses,
+    and what only a pool can show), it is False and the pool works as before that removal: workers
+    spawned on demand by submit(), the names left to multiprocessing and its resource tracker."""
 
-    def __init__(self, workers: int, threads: int, task_count: int):
+    def __init__(self, workers: int, threads: int, task_count: int, semaphore_prefix: str | None = None):
         import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
-        self.task_starts = context.RawArray("q", max(1, task_count))  # lock-free: one writer per entry
-        pool = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker,
-                                      initargs=(threads, os.getpid(), self.task_starts))
-        super().__init__(pool, threads, owned=True)
+        self._context = multiprocessing.get_context("spawn")
+        self.task_starts = self._context.RawArray("q", max(1, task_count))  # lock-free: one writer per entry
+        self.semaphore_prefix = semaphore_prefix or new_semaphore_prefix()
         self._processes: list = []
+        self._names: _SemaphoreNames | None = None
+        initargs = (threads, os.getpid(), self.task_starts)
+        self.why_names_not_removed_early = "" if _has_what_early_removal_uses() else "a private part is missing"
+        pool = None if self.why_names_not_removed_early else self._pool_removing_names_early(workers, initargs)
+        self.names_removed_early = pool is not None
+        if pool is None:
+            pool = cf.ProcessPoolExecutor(workers, mp_context=self._context, initializer=init_worker, initargs=initargs)
+        super().__init__(pool, threads, owned=True)
+
+    def _pool_removing_names_early(self, workers: int, initargs: tuple) -> cf.ProcessPoolExecutor | None:
+        """A pool with every worker started, whose semaphore names go once all have opened them
+        (ProcessPoolExecutor would start them one per submit(), and fewer when one is idle by then).
+        None, with nothing of it left running, when multiprocessing turns out to differ from what
+        this uses (_InternalsDiffer); any other failure is raised, likewise with nothing left."""
+        started_reader, started = self._context.Pipe(duplex=False)
+        names_removed_reader, names_removed = self._context.Pipe(duplex=False)
+        pool = names = None
+        try:
+            with _semaphores_named(self.semaphore_prefix):
+                pool = cf.ProcessPoolExecutor(workers, mp_context=self._context, initializer=init_worker,
+                                              initargs=(*initargs, started, names_removed_reader))
+            names = _SemaphoreNames(self.semaphore_prefix)
+            processes = _start_every_worker(pool)
+        except BaseException as exc:
+            started_reader.close()
+            names_removed.close()  # first: a worker left waiting on it could not be stopped
+            if pool is not None:
+                pool.shutdown(wait=True)  # its own finalizers remove the names it made, when it is freed
+            if isinstance(exc, _INTERNALS_DIFFER):
+                self.why_names_not_removed_early = f"{type(exc).__name__}: {exc}"
+                return None
+            if names is not None:
+                names.remove()
+            raise
+        finally:
+            started.close()  # the workers hold their own ends
+            names_removed_reader.close()
+        names.remove_once_opened(started_reader, names_removed, processes)
+        self._names = names
+        return pool
 
     def submit(self, fn: Callable, key: str, *args: Any):
-        with _stop_signals_held():  # workers are spawned on demand, here
+        with _stop_signals_held():  # without the early removal, workers are spawned on demand, here
             future = super().submit(fn, key, *args)
             self._processes = list((self.pool._processes or {}).values())  # private: the only handle on them
         return future
@@ -222,6 +290,207 @@ class LocalPool(FuturesExecutor):
     def tasks_started_by(self, pid: int) -> list[int]:
         """The numbers of the tasks that worker `pid` started."""
         return [number for number, starter in enumerate(self.task_starts) if starter == pid]
+
+    def close(self) -> None:
+        super().close()  # every worker has exited when it returns
+        if self._names is not None:
+            self._names.close()
+
+
+def _start_every_worker(pool: cf.ProcessPoolExecutor) -> list:
+    """Starts all of `pool`'s workers now, through private ProcessPoolExecutor methods (as it does
+    itself with the fork start method), and returns them (multiprocessing.Process); on failure
+    none is left running."""
+    try:
+        with _stop_signals_held():
+            cf.ProcessPoolExecutor._launch_processes(pool)
+        cf.ProcessPoolExecutor._start_executor_manager_thread(pool)  # it stops the workers at shutdown
+        return list(pool._processes.values())
+    except BaseException:
+        processes = getattr(pool, "_processes", None)
+        for process in processes.values() if isinstance(processes, dict) else ():
+            process.kill()
+            process.join()
+        raise
+
+
+# --- The local pool's semaphore names ---------------------------------------------------------------
+# With the spawn start method, multiprocessing makes each lock and semaphore of the pool's queues a
+# named POSIX semaphore (/dev/shm/sem.NAME on Linux; five per ProcessPoolExecutor), which each worker
+# opens by name as it starts.  It removes the names when the pool is freed, or, should the process
+# die first, leaves that to its resource tracker process; a SIGKILL to the whole process group (a
+# batch system ending a job, the out-of-memory killer) kills the tracker too, and the names stayed
+# until the machine restarted.  Two things close that:
+# - the pool removes the names itself once every worker has opened them, before any task starts
+#   (_SemaphoreNames): a kill after that leaves nothing;
+# - each pool's names start with a prefix of its own, which a sweep writes into its folder's lock
+#   file before the pool exists; the next sweep on that folder, once it holds the lock, removes any
+#   names with that prefix (remove_leftover_semaphores): a kill while the workers were starting.
+# Both use private parts of multiprocessing.  A Python where they are missing or differ gets the
+# pool as it was before (LocalPool.names_removed_early False), never a broken sweep.
+SEMAPHORE_PREFIX_FIELD = "semaphore_prefix"  # the lock file's field (aimcemu.files.FolderLock's note)
+_SEMAPHORE_PREFIX = re.compile(r"mp-aimcemu-[0-9a-f]{16}")
+_SEMAPHORE_FOLDER = "/dev/shm"  # where glibc keeps the semaphore named "/NAME", as "sem.NAME"
+_make_name_lock = threading.Lock()
+
+
+class _InternalsDiffer(RuntimeError):
+    """What the pool found of multiprocessing's private parts is not what the early removal expects."""
+
+
+# What a use of a private part that is missing or reshaped raises.
+_INTERNALS_DIFFER = (AttributeError, TypeError, KeyError, IndexError, _InternalsDiffer)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_what_early_removal_uses() -> bool:
+    """Whether this Python has, of the shape expected, the private parts of multiprocessing that
+    the early removal of a pool's semaphore names uses.  Checked once; what only a pool can show
+    (that the names are the ones _make_name gives, and the finalizers find exactly them) LocalPool checks."""
+    try:
+        import _multiprocessing
+        from multiprocessing import synchronize, util
+
+        return (isinstance(synchronize.SemLock.__dict__.get("_make_name"), staticmethod)
+                and isinstance(util._finalizer_registry, dict)
+                and callable(synchronize.SemLock._cleanup)
+                and callable(_multiprocessing.sem_unlink)
+                and callable(cf.ProcessPoolExecutor._launch_processes)
+                and callable(cf.ProcessPoolExecutor._start_executor_manager_thread))
+    except (ImportError, AttributeError):
+        return False
+
+
+def new_semaphore_prefix() -> str:
+    """A prefix for one pool's semaphore names, unique to it (64 random bits)."""
+    import secrets
+
+    return f"mp-aimcemu-{secrets.token_hex(8)}"
+
+
+@contextlib.contextmanager
+def _semaphores_named(prefix: str):
+    """The semaphores multiprocessing creates meanwhile are named "/PREFIX-<random>".  It asks
+    synchronize.SemLock._make_name for each name ("<semprefix>-<random>" by default); that
+    static method is replaced for the while and put back afterwards, whatever it was: a library
+    may have put its own there (joblib's loky, imported by scikit-learn, names every semaphore of
+    the process "/loky-<pid>-<random>"), so the process's semprefix setting alone would not do.
+    One pool at a time: the method is the process's."""
+    import secrets
+    from multiprocessing import synchronize
+
+    def pool_name() -> str:
+        return f"/{prefix}-{secrets.token_hex(4)}"  # SemLock draws again should a name exist
+
+    with _make_name_lock:
+        previous = synchronize.SemLock.__dict__["_make_name"]
+        synchronize.SemLock._make_name = staticmethod(pool_name)
+        try:
+            yield
+        finally:
+            synchronize.SemLock._make_name = previous
+
+
+def _names_with_prefix(prefix: str) -> set[str] | None:
+    """The semaphore names ("/NAME") that start with "PREFIX-" now; None where no folder lists them."""
+    try:
+        entries = os.listdir(_SEMAPHORE_FOLDER)
+    except OSError:  # not Linux
+        return None
+    return {"/" + entry[len("sem."):] for entry in entries if entry.startswith(f"sem.{prefix}-")}
+
+
+class _SemaphoreNames:
+    """The names of one pool's semaphores, removed as soon as every worker has opened them.
+
+    Each worker says so from its initializer (init_worker: the spawn bootstrap has opened them
+    by then); a worker that died before it said so needs them no more.  A watcher thread waits for
+    that, removes the names the way multiprocessing itself does when the pool is freed (its
+    finalizer for each: sem_unlink and the resource tracker told, so it warns of no leak), then
+    closes the pipe the workers wait on before their first task (`names_removed`).  The
+    semaphores live on in the processes that opened them; only a process that would open one by
+    name could not, and the pool starts no worker after its first ones."""
+
+    def __init__(self, prefix: str):
+        """Finds the finalizers of the semaphores named with `prefix`; _InternalsDiffer unless
+        there are some and their names are exactly those /dev/shm lists with it (where it does)."""
+        from multiprocessing import synchronize, util
+
+        finalizers = {}  # name: its finalizer (util.Finalize; getattr: a private attribute of multiprocessing's)
+        for finalizer in list(util._finalizer_registry.values()):
+            if getattr(finalizer, "_callback", None) is synchronize.SemLock._cleanup:
+                name = getattr(finalizer, "_args")[0]
+                if isinstance(name, str) and name.startswith(f"/{prefix}-"):
+                    finalizers[name] = finalizer
+        self._finalizers = list(finalizers.values())
+        self._watcher: threading.Thread | None = None
+        names, listed = set(finalizers), _names_with_prefix(prefix)
+        if not names or (listed is not None and names != listed):
+            raise _InternalsDiffer(f"the finalizers name {sorted(names)}, {_SEMAPHORE_FOLDER} lists {listed}")
+
+    def remove_once_opened(self, started, names_removed, processes: list) -> None:
+        self._watcher = threading.Thread(target=self._watch, args=(started, names_removed, processes),
+                                         name="aimcemu-semaphore-names", daemon=True)
+        self._watcher.start()
+
+    def _watch(self, started, names_removed, processes: list) -> None:
+        from multiprocessing.connection import wait
+
+        try:
+            not_opened = {process.pid: process.sentinel for process in processes}
+            with started:
+                while not_opened:
+                    ready = wait([started, *not_opened.values()])
+                    if started in ready:
+                        try:
+                            not_opened.pop(started.recv(), None)
+                        except EOFError:  # every worker has reported in or died
+                            break
+                    for pid, sentinel in list(not_opened.items()):
+                        if sentinel in ready:  # died before it opened them
+                            del not_opened[pid]
+            self.remove()
+        finally:
+            names_removed.close()  # whatever happened: the workers must not wait for ever
+
+    def remove(self) -> None:
+        """Removes the names now (once: a finalizer runs only once, whichever thread calls it).
+        A finalizer that fails for want of what it expects leaves its name to the resource
+        tracker, as without the early removal."""
+        for finalizer in self._finalizers:
+            with contextlib.suppress(FileNotFoundError, *_INTERNALS_DIFFER):
+                finalizer()
+
+    def close(self) -> None:
+        """After the workers have exited: the watcher has seen them go; the names go now if it
+        has not removed them."""
+        if self._watcher is not None:
+            self._watcher.join()
+        self.remove()
+
+
+def remove_leftover_semaphores(holder: Mapping) -> list[str]:
+    """Removes the semaphore names a sweep's local pool left behind when it was killed with its
+    whole process group: those starting with the prefix recorded in `holder` (the fields of a
+    folder's lock file written by its last holder, which no longer holds it), on the host that
+    recorded it.  Returns the names removed.  Any other name, and a prefix not of the form
+    new_semaphore_prefix() makes, is left alone: the lock file is only a file."""
+    try:
+        from _multiprocessing import sem_unlink
+    except ImportError:  # a Python without it: the names stay, as before aimcemu removed them
+        return []
+
+    prefix = holder.get(SEMAPHORE_PREFIX_FIELD)
+    if not isinstance(prefix, str) or not _SEMAPHORE_PREFIX.fullmatch(prefix):
+        return []
+    if holder.get("host") != socket.gethostname():  # /dev/shm is the host's own
+        return []
+    removed = []
+    for name in sorted(_names_with_prefix(prefix) or ()):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
+            sem_unlink(name)
+            removed.append("sem." + name[1:])
+    return removed
 
 
 @contextlib.contextmanager
@@ -287,13 +556,13 @@ class DaskCompletions:
         return self._completed.next_batch(block=False)
 
 
-def local_pool(workers: int | None, task_count: int, threads: int) -> LocalPool:
+def local_pool(workers: int | None, task_count: int, threads: int, semaphore_prefix: str | None = None) -> LocalPool:
     """A pool of spawned processes (no forked C++ thread pools); each task gets cores / workers
-    C++ threads unless `threads` says otherwise."""
+    C++ threads unless `threads` says otherwise.  semaphore_prefix: see LocalPool."""
     available = cores()
     workers = max(1, min(workers or available, task_count or 1))
     threads = threads if threads > 0 else max(1, available // workers)
-    return LocalPool(workers, threads, task_count)
+    return LocalPool(workers, threads, task_count, semaphore_prefix)
 
 
 class DaskClient:
@@ -386,11 +655,16 @@ def check_executor(executor, source: str = "<arguments>", field: str = "executor
                                 f"such as tcp://host:8786, got {validate.short_repr(executor)}")
 
 
-def make_executor(executor, workers: int | None, task_count: int, threads: int):
-    """None/"local" (a process pool), a scheduler address or a distributed.Client, or any
-    concurrent.futures.Executor."""
-    if executor is None or executor == "local":
-        return local_pool(workers, task_count, threads)
+def is_local(executor) -> bool:
+    """Whether `executor` (make_executor's) means the local process pool."""
+    return executor is None or (isinstance(executor, str) and executor == "local")
+
+
+def make_executor(executor, workers: int | None, task_count: int, threads: int, semaphore_prefix: str | None = None):
+    """None/"local" (a process pool, its semaphores named with `semaphore_prefix`), a scheduler
+    address or a distributed.Client, or any concurrent.futures.Executor."""
+    if is_local(executor):
+        return local_pool(workers, task_count, threads, semaphore_prefix)
     if isinstance(executor, str):
         return DaskClient(executor)
     if _is_dask_client(executor):

@@ -342,12 +342,16 @@ class FolderLock:
     """An exclusive lock on a folder for as long as the object lives (``with FolderLock(...)``):
     flock(2) on a hidden file ``.aimcemu.lock`` in it, which the kernel releases when the holder
     exits however it exits, so a killed sweep never leaves the folder locked.  The file holds
-    the holder's host, PID and start time, for the message a second process gets.  wait_s: how
-    long to wait for the holder to finish (0: refuse at once)."""
+    the holder's host, PID and start time, for the message a second process gets, and the fields
+    of `note`: what the next holder is to clean up should this one be killed.  wait_s: how long
+    to wait for the holder to finish (0: refuse at once).  clean_up_after(fields) is called once
+    the lock is taken, with the last holder's fields ({} when none could be read), before they
+    are replaced: that holder no longer holds the lock (it finished, or it died)."""
 
     NAME = ".aimcemu.lock"
 
-    def __init__(self, folder, what: str = "sweep", wait_s: float = 0.0):
+    def __init__(self, folder, what: str = "sweep", wait_s: float = 0.0, note: dict | None = None,
+                 clean_up_after: Callable[[dict], Any] | None = None):
         import fcntl
 
         self.path = Path(folder) / self.NAME
@@ -369,10 +373,12 @@ class FolderLock:
                         f"{folder}: another {what} is running in this folder ({holder}); wait for it to finish"
                         + (f" (waited {wait_s:g} s)" if wait_s > 0 else " or pass a wait time")) from None
                 time.sleep(0.2)
+        if clean_up_after is not None:  # before its fields are replaced: a call cut short leaves them for the next
+            clean_up_after(self._holder_fields())
         try:
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                                            "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
+                                            "since": time.strftime("%Y-%m-%d %H:%M:%S"), **(note or {})}).encode(), 0)
         except OSError as exc:  # a full disk: name the file, and leave no empty lock file behind
             self.discard()
             raise fail(os.fspath(self.path), "file", f"cannot write the lock file: {exc.strerror}") from None
@@ -404,11 +410,20 @@ class FolderLock:
                                                      "written, so it must be its own file: remove it")
         return fd, created
 
-    def _holder(self) -> str:
+    def _holder_fields(self) -> dict:
+        """What the lock file holds (a JSON object), or {} when it cannot be read as one (the file
+        is only ever written by FolderLock, but anyone can write into it: "[[[..." is a RecursionError)."""
         try:
-            info = json.loads(os.pread(self._fd, 4096, 0) or b"{}")
+            fields = json.loads(os.pread(self._fd, 4096, 0) or b"{}")
+        except (OSError, ValueError, RecursionError):
+            return {}
+        return fields if isinstance(fields, dict) else {}
+
+    def _holder(self) -> str:
+        info = self._holder_fields()
+        try:
             return f"PID {info['pid']} on {info['host']} since {info['since']}"
-        except (OSError, ValueError, KeyError, TypeError):
+        except KeyError:
             return "holder unknown"
 
     def discard(self) -> None:

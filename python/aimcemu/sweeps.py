@@ -55,8 +55,9 @@ import numpy as np
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import (WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError, check_executor, lost_task_reason, make_executor,
-                        running_task, task_threads)
+from .executors import (SEMAPHORE_PREFIX_FIELD, WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError,
+                        check_executor, is_local, lost_task_reason, make_executor, new_semaphore_prefix,
+                        remove_leftover_semaphores, running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)
@@ -809,7 +810,9 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
         new_folders: list[Path] = []
         try:
             new_folders = _make_folder(p.folder)
-            with files.FolderLock(p.folder, "sweep", wait_s) as lock:
+            semaphore_prefix = new_semaphore_prefix() if is_local(executor) else None
+            with files.FolderLock(p.folder, "sweep", wait_s, note=_lock_note(semaphore_prefix),
+                                  clean_up_after=remove_leftover_semaphores) as lock:
                 try:
                     summaries.update(_prepare_folder(p))
                     skipped = len(summaries)
@@ -817,7 +820,8 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
                     todo = [t for t in p.tasks if t.file not in summaries]
                     interrupted, ran = False, 0
                     if todo:
-                        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress, stops)
+                        interrupted, ran = _run_tasks(p, todo, summaries, executor, workers, threads, progress, stops,
+                                                      semaphore_prefix)
                     stops.ignore()  # the tasks are over: what is left is quick and leaves the folder tidy
                     files.remove_stale_temporaries(p.folder / TASK_FOLDER)  # of workers killed in this call
                 except Exception:
@@ -836,6 +840,13 @@ def _run_sweep(p: SweepPlan, executor, workers, threads, progress, wait_s) -> Sw
             raise
     return SweepResult(folder=os.fspath(p.folder), total=len(p.tasks), ran=ran, skipped=skipped,
                        interrupted=interrupted, summaries=summaries)
+
+
+def _lock_note(semaphore_prefix: str | None) -> dict:
+    """What the lock file records for the next sweep on the folder to clean up should this one be
+    killed with its process group: the prefix of the local pool's semaphore names (executors:
+    "The local pool's semaphore names")."""
+    return {SEMAPHORE_PREFIX_FIELD: semaphore_prefix} if semaphore_prefix else {}
 
 
 def _make_folder(folder: Path) -> list[Path]:
@@ -868,10 +879,11 @@ def _empty_new_folder(folder: Path, lock: files.FolderLock) -> None:
 
 
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress,
-               stops: _StopSignals | None = None):
+               stops: _StopSignals | None = None, semaphore_prefix: str | None = None):
     """Submit every task, record each completion in the index; on SIGINT/SIGTERM (`stops`, which
     defers them to this function's own points) cancel what has not started, let running tasks
-    finish (their files are complete), and return interrupted."""
+    finish (their files are complete), and return interrupted.  semaphore_prefix: what the
+    folder's lock file records for the local pool's semaphore names (_lock_note)."""
     stops = stops if stops is not None else _StopSignals()  # one that handles nothing: a caller without signals
     stops.defer()
     from concurrent.futures.process import BrokenProcessPool
@@ -885,7 +897,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
         try:
             stops.check()
             try:
-                pool = make_executor(executor, workers, len(todo), threads)
+                pool = make_executor(executor, workers, len(todo), threads, semaphore_prefix)
             except Exception:
                 stops.check()  # a signal came while it connected to a Dask scheduler: the user's stop comes first
                 raise
