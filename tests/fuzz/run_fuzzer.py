@@ -25,12 +25,14 @@ by kind) and writes it as JSON with --json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -84,7 +86,31 @@ def replay(binary: str, artifact: Path, timeout_s: int = 5) -> str:
     return done.stdout + done.stderr
 
 
+@contextlib.contextmanager
+def scratch_for_harnesses():
+    """A folder for the harnesses' scratch files (AIMCEMU_FUZZ_SCRATCH, tests/fuzz/fuzz_input.hpp),
+    in /dev/shm where there is one, removed at the end: a harness process that crashes (every
+    finding does, and libFuzzer's fork mode starts many processes) cannot remove its own."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    folder = tempfile.mkdtemp(prefix="aimcemu-fuzz-run-", dir=base)
+    previous = os.environ.get("AIMCEMU_FUZZ_SCRATCH")
+    os.environ["AIMCEMU_FUZZ_SCRATCH"] = folder
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if previous is None:
+            del os.environ["AIMCEMU_FUZZ_SCRATCH"]
+        else:
+            os.environ["AIMCEMU_FUZZ_SCRATCH"] = previous
+
+
 def main() -> int:
+    with scratch_for_harnesses():
+        return fuzz(parse_arguments())
+
+
+def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("binary")
     parser.add_argument("--seeds", required=True, type=Path)
@@ -96,8 +122,10 @@ def main() -> int:
                         help="seconds one input may take (a hang in libhdf5 would otherwise cost this each time)")
     parser.add_argument("--keep-hdf5", type=Path, default=None, help="copy libhdf5 findings here")
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def fuzz(args: argparse.Namespace) -> int:
     name = Path(args.binary).name
     corpus, artifacts = args.work / "corpus", args.work / "artifacts"
     corpus.mkdir(parents=True, exist_ok=True)
