@@ -568,12 +568,19 @@ def local_pool(workers: int | None, task_count: int, threads: int, semaphore_pre
 class DaskClient:
     """Tasks as Dask futures; the client's worker threads decide concurrency."""
 
-    def __init__(self, client_or_address):
+    def __init__(self, client_or_address, check_stop: Callable[[], None] | None = None):
+        """check_stop: called every STOP_CHECK_S while connecting to a scheduler by address; what
+        it raises (a user's stop) ends the wait."""
         Client = require("distributed", "sweeps on a Dask cluster").Client
 
         self.own = isinstance(client_or_address, str)
         try:
-            self.client = Client(client_or_address) if self.own else client_or_address
+            if not self.own:
+                self.client = client_or_address
+            elif check_stop is None:
+                self.client = Client(client_or_address)
+            else:
+                self.client = _connect_checking(functools.partial(Client, client_or_address), check_stop)
         except (ValueError, TypeError) as exc:  # "bogus": "missing port number", from Dask's parser
             raise _core.FormatError(f"<sweep>: field 'executor': not a scheduler address "
                                     f"(tcp://host:port): {client_or_address!r} ({exc})") from None
@@ -615,6 +622,47 @@ class DaskClient:
     def tasks_started_by(self, pid: int) -> list[int]:
         del pid
         return []
+
+
+# How often the coordinator looks for a user's stop while it waits for a scheduler to answer.
+STOP_CHECK_S = 0.1
+
+
+def _connect_checking(connect: Callable[[], Any], check_stop: Callable[[], None]):
+    """connect() (a distributed.Client made for an address) run in a thread of its own, while
+    this thread calls check_stop() every STOP_CHECK_S: a scheduler that does not answer keeps
+    Dask waiting for its connect timeout (30 s by default, longer when the host accepts the
+    connection and says nothing), and the coordinator handles signals only at its own points.
+    What check_stop raises ends the wait; the connection, should it still come, is closed."""
+    outcome: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def run() -> None:
+        try:
+            client, error = connect(), None
+        except BaseException as exc:  # handed to the waiting thread
+            client, error = None, exc
+        with lock:
+            if outcome.get("abandoned") and client is not None:
+                client.close()
+            outcome.update(client=client, error=error)
+
+    thread = threading.Thread(target=run, name="aimcemu-dask-connect", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(STOP_CHECK_S)
+            check_stop()
+    except BaseException:
+        with lock:
+            outcome["abandoned"] = True
+            late = outcome.get("client")
+        if late is not None:
+            late.close()
+        raise
+    if outcome["error"] is not None:
+        raise outcome["error"]
+    return outcome["client"]
 
 
 @contextlib.contextmanager
@@ -660,13 +708,15 @@ def is_local(executor) -> bool:
     return executor is None or (isinstance(executor, str) and executor == "local")
 
 
-def make_executor(executor, workers: int | None, task_count: int, threads: int, semaphore_prefix: str | None = None):
+def make_executor(executor, workers: int | None, task_count: int, threads: int, semaphore_prefix: str | None = None,
+                  check_stop: Callable[[], None] | None = None):
     """None/"local" (a process pool, its semaphores named with `semaphore_prefix`), a scheduler
-    address or a distributed.Client, or any concurrent.futures.Executor."""
+    address (connected to while check_stop is called: DaskClient) or a distributed.Client, or any
+    concurrent.futures.Executor."""
     if is_local(executor):
         return local_pool(workers, task_count, threads, semaphore_prefix)
     if isinstance(executor, str):
-        return DaskClient(executor)
+        return DaskClient(executor, check_stop)
     if _is_dask_client(executor):
         return DaskClient(executor)
     if isinstance(executor, cf.Executor):

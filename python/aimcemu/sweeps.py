@@ -55,8 +55,8 @@ import numpy as np
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import (SEMAPHORE_PREFIX_FIELD, WORKER_STOPPED_AFTER_TASK, ClusterLostError, WorkerDiedError,
-                        check_executor, is_local, lost_task_reason, make_executor, new_semaphore_prefix,
+from .executors import (SEMAPHORE_PREFIX_FIELD, STOP_CHECK_S, WORKER_STOPPED_AFTER_TASK, ClusterLostError,
+                        WorkerDiedError, check_executor, is_local, lost_task_reason, make_executor, new_semaphore_prefix,
                         remove_leftover_semaphores, running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
@@ -480,9 +480,9 @@ class _Interrupted(BaseException):
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# How long the coordinator waits for a task to complete before it looks for a stop signal again:
-# the longest a signal waits to be acted on while tasks run.
-STOP_CHECK_S = 0.1
+# STOP_CHECK_S (aimcemu.executors): how long the coordinator waits for a task to complete, or for a
+# Dask scheduler to answer, before it looks for a stop signal again: the longest a signal waits
+# to be acted on while tasks run.
 
 
 class _StopSignals:
@@ -897,7 +897,7 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
         try:
             stops.check()
             try:
-                pool = make_executor(executor, workers, len(todo), threads, semaphore_prefix)
+                pool = make_executor(executor, workers, len(todo), threads, semaphore_prefix, stops.check)
             except Exception:
                 stops.check()  # a signal came while it connected to a Dask scheduler: the user's stop comes first
                 raise
