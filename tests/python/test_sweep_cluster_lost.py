@@ -95,6 +95,24 @@ def test_a_task_that_fails_on_its_own_keeps_its_error(config):
 
 
 @pytest.mark.slow
+def stop_group(process, grace_s: float = 20.0) -> None:
+    """Ends `process` and its process group: SIGTERM (a Dask worker's nanny then stops its worker,
+    and multiprocessing's resource tracker, which ignores the signal, removes what they leave),
+    then SIGKILL whatever is left after `grace_s`."""
+    import os
+    import signal
+    import subprocess
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def test_a_dask_scheduler_killed_mid_sweep_gives_a_worded_error_and_the_rerun_resumes(tmp_path, tmp_path_factory):
     """The real thing: `aimcemu sweep --scheduler` while the scheduler process is killed (-9)."""
     import os
@@ -137,10 +155,8 @@ def test_a_dask_scheduler_killed_mid_sweep_gives_a_worded_error_and_the_rerun_re
         os.kill(scheduler.pid, signal.SIGKILL)
         out, err = client.communicate(timeout=120)
     finally:
-        for process in started:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        for process in started:  # SIGTERM first: a SIGKILL to the worker's group, its resource
+            stop_group(process)  # tracker included, left its six semaphore names in /dev/shm
     finished = len(list(tasks.glob("*.h5")))
     assert client.returncode == 2, out + err
     assert "Traceback" not in err and "sweep complete" not in out
