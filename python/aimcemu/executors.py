@@ -15,6 +15,7 @@ import queue
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -259,6 +260,7 @@ class LocalPool(FuturesExecutor):
                                               initargs=(*initargs, started, names_removed_reader))
             names = _SemaphoreNames(self.semaphore_prefix)
             processes = _start_every_worker(pool)
+            names.remove_once_opened(started_reader, names_removed, processes)
         except BaseException as exc:
             started_reader.close()
             names_removed.close()  # first: a worker left waiting on it could not be stopped
@@ -273,7 +275,6 @@ class LocalPool(FuturesExecutor):
         finally:
             started.close()  # the workers hold their own ends
             names_removed_reader.close()
-        names.remove_once_opened(started_reader, names_removed, processes)
         self._names = names
         return pool
 
@@ -351,7 +352,9 @@ def _has_what_early_removal_uses() -> bool:
         import _multiprocessing
         from multiprocessing import synchronize, util
 
-        return (isinstance(synchronize.SemLock.__dict__.get("_make_name"), staticmethod)
+        # Linux only: the names' length (macOS allows 31 characters) and /dev/shm's listing.
+        return (sys.platform.startswith("linux")
+                and "_make_name" in synchronize.SemLock.__dict__
                 and isinstance(util._finalizer_registry, dict)
                 and callable(synchronize.SemLock._cleanup)
                 and callable(_multiprocessing.sem_unlink)
@@ -384,8 +387,8 @@ def _semaphores_named(prefix: str):
 
     with _make_name_lock:
         previous = synchronize.SemLock.__dict__["_make_name"]
-        synchronize.SemLock._make_name = staticmethod(pool_name)
         try:
+            synchronize.SemLock._make_name = staticmethod(pool_name)
             yield
         finally:
             synchronize.SemLock._make_name = previous
@@ -458,7 +461,7 @@ class _SemaphoreNames:
         A finalizer that fails for want of what it expects leaves its name to the resource
         tracker, as without the early removal."""
         for finalizer in self._finalizers:
-            with contextlib.suppress(FileNotFoundError, *_INTERNALS_DIFFER):
+            with contextlib.suppress(OSError, *_INTERNALS_DIFFER):  # the name gone already, or the tracker's pipe
                 finalizer()
 
     def close(self) -> None:
@@ -584,7 +587,13 @@ class DaskClient:
         except (ValueError, TypeError) as exc:  # "bogus": "missing port number", from Dask's parser
             raise _core.FormatError(f"<sweep>: field 'executor': not a scheduler address "
                                     f"(tcp://host:port): {client_or_address!r} ({exc})") from None
-        self.threads = self._threads_per_worker()
+        try:
+            self.threads = self._threads_per_worker()
+        except BaseException:
+            if self.own:  # a client this made: nobody else would close it
+                with contextlib.suppress(Exception):
+                    self.client.close()
+            raise
 
     def _threads_per_worker(self) -> dict:
         """cores of each worker's host / task slots on that host (at least 1)."""
@@ -644,7 +653,8 @@ def _connect_checking(connect: Callable[[], Any], check_stop: Callable[[], None]
             client, error = None, exc
         with lock:
             if outcome.get("abandoned") and client is not None:
-                client.close()
+                with contextlib.suppress(Exception):  # nobody is left to tell
+                    client.close()
             outcome.update(client=client, error=error)
 
     thread = threading.Thread(target=run, name="aimcemu-dask-connect", daemon=True)
@@ -658,7 +668,8 @@ def _connect_checking(connect: Callable[[], Any], check_stop: Callable[[], None]
             outcome["abandoned"] = True
             late = outcome.get("client")
         if late is not None:
-            late.close()
+            with contextlib.suppress(Exception):  # the user's stop is what to report
+                late.close()
         raise
     if outcome["error"] is not None:
         raise outcome["error"]

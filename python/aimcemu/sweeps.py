@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import itertools
 import json
@@ -55,9 +56,9 @@ import numpy as np
 
 from . import _core, files, modelfile, peripherals, validate
 from .config import NOISY_ONLY, SWEEP_DEFAULTS, RunConfig, load_yaml_config, parse_times
-from .executors import (SEMAPHORE_PREFIX_FIELD, STOP_CHECK_S, WORKER_STOPPED_AFTER_TASK, ClusterLostError,
-                        WorkerDiedError, check_executor, is_local, lost_task_reason, make_executor, new_semaphore_prefix,
-                        remove_leftover_semaphores, running_task, task_threads)
+from .executors import (SEMAPHORE_PREFIX_FIELD, STOP_CHECK_S, STOP_SIGNALS, WORKER_STOPPED_AFTER_TASK,
+                        ClusterLostError, WorkerDiedError, check_executor, is_local, lost_task_reason, make_executor,
+                        new_semaphore_prefix, remove_leftover_semaphores, running_task, task_threads)
 from .mapping import resolve_noise_model
 from .results import (FORMAT, FORMAT_VERSION, INDEX_FILE, TASK_FOLDER, read_index, read_task_summaries,
                       read_task_summary)
@@ -479,10 +480,9 @@ class _Interrupted(BaseException):
     `except Exception` on the way (tqdm's monitor thread start is one) swallows it."""
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# STOP_CHECK_S (aimcemu.executors): how long the coordinator waits for a task to complete, or for a
-# Dask scheduler to answer, before it looks for a stop signal again: the longest a signal waits
-# to be acted on while tasks run.
+# From aimcemu.executors: STOP_SIGNALS, the signals that stop a sweep, and STOP_CHECK_S, how long
+# the coordinator waits for a task to complete, or for a Dask scheduler to answer, before it looks
+# for one again (the longest a signal waits to be acted on while tasks run).
 
 
 class _StopSignals:
@@ -878,6 +878,23 @@ def _empty_new_folder(folder: Path, lock: files.FolderLock) -> None:
     lock.discard()
 
 
+@functools.lru_cache(maxsize=None)
+def _progress_bar_class():
+    """tqdm's bar with a thread lock of its own.  tqdm's default lock (made by its first bar,
+    drawn or not) holds a multiprocessing RLock, which on a Python whose default start method is
+    not fork (3.14's forkserver) is a named semaphore outside the pool's prefix: a group SIGKILL
+    left its name in /dev/shm.  Only the coordinator draws the sweep's bar, so a thread lock is all
+    it needs, and the process's other tqdm bars keep tqdm's own lock."""
+    import threading
+
+    from tqdm import tqdm
+
+    class SweepProgressBar(tqdm):
+        _lock = threading.RLock()  # tqdm.get_lock() makes none when the class has one
+
+    return SweepProgressBar
+
+
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress,
                stops: _StopSignals | None = None, semaphore_prefix: str | None = None):
     """Submit every task, record each completion in the index; on SIGINT/SIGTERM (`stops`, which
@@ -888,17 +905,15 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     stops.defer()
     from concurrent.futures.process import BrokenProcessPool
 
-    from tqdm import tqdm
-
     pool, futures = None, []
-    bar = tqdm(total=len(p.tasks), initial=len(summaries), unit="task", desc="sweep",
-               disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    bar = _progress_bar_class()(total=len(p.tasks), initial=len(summaries), unit="task", desc="sweep",
+                                disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
         try:
             stops.check()
             try:
                 pool = make_executor(executor, workers, len(todo), threads, semaphore_prefix, stops.check)
-            except Exception:
+            except BaseException:  # Dask's asyncio.CancelledError is not an Exception
                 stops.check()  # a signal came while it connected to a Dask scheduler: the user's stop comes first
                 raise
             folder = pool.worker_folder(p.folder)

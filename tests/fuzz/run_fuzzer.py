@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -106,6 +107,7 @@ def scratch_for_harnesses():
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # ctest's timeout: clean up first
     with scratch_for_harnesses():
         return fuzz(parse_arguments())
 

@@ -94,25 +94,28 @@ def test_a_task_that_fails_on_its_own_keeps_its_error(config):
         aimcemu.sweep(config, executor=LosingExecutor(ValueError("a task's own error")), progress=False)
 
 
-@pytest.mark.slow
 def stop_group(process, grace_s: float = 20.0) -> None:
     """Ends `process` and its process group: SIGTERM (a Dask worker's nanny then stops its worker,
     and multiprocessing's resource tracker, which ignores the signal, removes what they leave),
     then SIGKILL whatever is left after `grace_s`."""
     import os
     import signal
-    import subprocess
+    import time
 
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+    from hostile import live_processes_in_group
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 60.0)):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        deadline = time.monotonic() + wait_s
+        while live_processes_in_group(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not live_processes_in_group(process.pid):
+            break
+    process.wait()
 
 
+@pytest.mark.slow
 def test_a_dask_scheduler_killed_mid_sweep_gives_a_worded_error_and_the_rerun_resumes(tmp_path, tmp_path_factory):
     """The real thing: `aimcemu sweep --scheduler` while the scheduler process is killed (-9)."""
     import os

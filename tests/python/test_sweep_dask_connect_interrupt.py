@@ -15,12 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from aimcemu import executors
 from hostile import tiny_files
 
 pytest.importorskip("distributed")
@@ -38,19 +40,30 @@ def sweep_config(tmp_path: Path) -> Path:
     return path
 
 
+def accept_while_alive(server: socket.socket, sweep: subprocess.Popen, timeout_s: float = 120.0) -> socket.socket:
+    """The sweep's connection to `server`; the sweep's own output should it end first."""
+    server.settimeout(0.2)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return server.accept()[0]
+        except TimeoutError:
+            assert sweep.poll() is None, sweep.communicate()
+    raise AssertionError(f"the sweep did not connect in {timeout_s} s")
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_connecting_to_a_silent_scheduler_stops_the_sweep_at_once(tmp_path, stop):
     config = sweep_config(tmp_path)
     with socket.socket() as silent_scheduler:
         silent_scheduler.bind(("127.0.0.1", 0))
         silent_scheduler.listen()
-        silent_scheduler.settimeout(120)
         address = f"tcp://127.0.0.1:{silent_scheduler.getsockname()[1]}"
         sweep = subprocess.Popen([sys.executable, "-m", "aimcemu", "sweep", "--config", str(config),
                                   "--scheduler", address, "--no-progress"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            connection, _ = silent_scheduler.accept()  # the sweep is in Dask's handshake now
+            connection = accept_while_alive(silent_scheduler, sweep)  # the sweep is in Dask's handshake now
             with connection:
                 time.sleep(0.3)  # well inside the handshake's wait
                 sent = time.monotonic()
@@ -65,3 +78,47 @@ def test_a_signal_while_connecting_to_a_silent_scheduler_stops_the_sweep_at_once
     assert took < STOP_WITHIN_S, f"the sweep stopped {took:.1f} s after the signal"
     assert "interrupted" in err, err
     assert "Traceback" not in err, err
+
+
+class Stopped(Exception):
+    """What the fake check_stop raises: the user's stop."""
+
+
+class FakeClient:
+    closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_client_that_connects_after_the_stop_is_closed():
+    connected, client = threading.Event(), FakeClient()
+    stops = iter([None, None, Stopped()])  # the stop comes at the third check
+
+    def connect():
+        connected.wait(10)  # until the caller has given up
+        return client
+
+    def check_stop():
+        stop = next(stops)
+        if stop is not None:
+            raise stop
+
+    with pytest.raises(Stopped):
+        executors._connect_checking(connect, check_stop)
+    assert not client.closed
+    connected.set()
+    deadline = time.monotonic() + 10
+    while not client.closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.closed, "the late connection was left open"
+
+
+def test_a_connect_error_reaches_the_caller_and_a_quick_client_is_returned():
+    def refused():
+        raise OSError("Timed out trying to connect")
+
+    with pytest.raises(OSError, match="Timed out trying to connect"):
+        executors._connect_checking(refused, lambda: None)
+    client = FakeClient()
+    assert executors._connect_checking(lambda: client, lambda: None) is client and not client.closed

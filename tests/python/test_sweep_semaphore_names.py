@@ -124,10 +124,21 @@ def assert_quiet(stderr: str) -> None:
         assert complaint not in stderr, stderr
 
 
-def test_a_group_sigkill_while_tasks_run_leaves_no_semaphore_name(tmp_path):
+# The aimcemu command run in a Python whose default start method is forkserver (Python 3.14 on
+# Linux; fork before), where every multiprocessing lock made without a context of its own gets a
+# name: tqdm's first progress bar makes one.
+FORKSERVER_DEFAULT_COMMAND = ("import multiprocessing, sys; multiprocessing.set_start_method('forkserver'); "
+                              "from aimcemu import cli; sys.exit(cli.main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize("default_start", ["fork", "forkserver"])
+def test_a_group_sigkill_while_tasks_run_leaves_no_semaphore_name(tmp_path, default_start):
     # Each `kill -9 -PGID` of a running sweep left its pool's five /dev/shm/sem.mp-* names for good.
     config = sweep_config(tmp_path)
-    sweep = start_in_own_group(sweep_command(config))
+    command = sweep_command(config)
+    if default_start == "forkserver":
+        command[1:3] = ["-c", FORKSERVER_DEFAULT_COMMAND]  # in place of "-m aimcemu"
+    sweep = start_in_own_group(command)
     try:
         wait_until(lambda: a_task_is_running(tmp_path / "sweep"), sweep)
         semaphores = semaphores_mapped_by(sweep.pid)
@@ -227,10 +238,16 @@ def test_no_task_starts_while_the_pools_semaphores_have_names(tmp_path, monkeypa
     # What makes a kill at any moment after the first task start leave nothing: the first
     # worker would take a task as soon as it had started, while the second was still starting.
     monkeypatch.setattr(executors, "init_worker", functools.partial(second_worker_starts_late, tmp_path))
-    pool = executors.local_pool(2, 4, 1)
+    assert_no_task_sees_the_names(tmp_path, tasks=4)
+
+
+def assert_no_task_sees_the_names(tmp_path: Path, tasks: int) -> None:
+    """Runs `tasks` tasks on a two-worker local pool: none finds the pool's names at its start,
+    the pool took the early removal, and no name is left once it is closed."""
+    pool = executors.local_pool(2, tasks, 1)
     try:
-        futures = [pool.submit(names_at_task_start, "-", tmp_path, pool.semaphore_prefix, n) for n in range(4)]
-        assert [future.result(timeout=120) for future in futures] == [[]] * 4
+        futures = [pool.submit(names_at_task_start, "-", tmp_path, pool.semaphore_prefix, n) for n in range(tasks)]
+        assert [future.result(timeout=120) for future in futures] == [[]] * tasks
     finally:
         pool.close()
     assert pool.names_removed_early, pool.why_names_not_removed_early  # on this Python: a newer one may need executors updated
@@ -246,13 +263,7 @@ def test_a_library_naming_the_processs_semaphores_its_own_way_does_not_stop_the_
 
     lokys_way = staticmethod(lambda: f"/loky-{os.getpid()}-{next(synchronize.SemLock._rand)}")
     monkeypatch.setattr(synchronize.SemLock, "_make_name", lokys_way)
-    pool = executors.local_pool(2, 4, 1)
-    try:
-        futures = [pool.submit(names_at_task_start, "-", tmp_path, pool.semaphore_prefix, n) for n in range(2)]
-        assert [future.result(timeout=120) for future in futures] == [[]] * 2
-    finally:
-        pool.close()
-    assert pool.names_removed_early, pool.why_names_not_removed_early
+    assert_no_task_sees_the_names(tmp_path, tasks=2)
     assert synchronize.SemLock.__dict__["_make_name"] is lokys_way  # the library's again, for what it makes next
     assert get_context("spawn").Lock()._semlock.name.startswith(f"/loky-{os.getpid()}-")
 
