@@ -8,6 +8,7 @@ naming no argument or gives a wrong result (a RoundMetrics of another network, i
 which fails the test instead of killing pytest.  The child asserts; the test checks it exited cleanly."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -227,7 +228,8 @@ for l in measured:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_refused_or_right_never_a_crash(case):
+def test_refused_or_right_never_a_crash(case, tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))  # the child's tempfile.mkdtemp() folders, removed by pytest
     child = subprocess.run([sys.executable, "-c", textwrap.dedent(CASES[case])], capture_output=True, text=True,
-                           timeout=300)
+                           timeout=300, env=env)
     assert child.returncode == 0, f"exit {child.returncode}\n{child.stdout}\n{child.stderr}"

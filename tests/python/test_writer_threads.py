@@ -149,8 +149,9 @@ for attempt in range(20):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_concurrent_calls_on_one_writer_give_a_serial_result(case):
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+def test_concurrent_calls_on_one_writer_give_a_serial_result(case, tmp_path):
+    # TMPDIR: the child's tempfile.mkdtemp() folders, removed by pytest (they were left in /tmp)
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", TMPDIR=str(tmp_path))
     child = subprocess.run([sys.executable, "-c", textwrap.dedent(CASES[case])], capture_output=True, text=True,
                            timeout=300, env=env)
     assert child.returncode == 0, f"exit {child.returncode}\n{child.stdout}\n{child.stderr}"
