@@ -98,7 +98,7 @@ def wait_until(condition, process: subprocess.Popen, timeout_s: float = 120.0):
     while not (found := condition()):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
+        time.sleep(0.01)  # the states waited for last a second or more; leave the CPU to the sweep
     return found
 
 
