@@ -225,9 +225,9 @@ class LocalPool(FuturesExecutor):
     blocked, so they inherit the block and a signal cannot reach them before their handlers
     exist.  It can tell which task a dead worker had started.  It starts all its workers at once
     and removes the names of its semaphores before any task starts (_SemaphoreNames), so that a
-    SIGKILL to the whole process group leaves none behind: `names_removed_early`.  On a Python
-    whose multiprocessing differs from the private parts that uses (_has_what_early_removal_uses,
-    and what only a pool can show), it is False and the pool works as before that removal: workers
+    SIGKILL to the whole process group leaves none behind: `names_removed_early`.  Outside Linux,
+    and on a Python whose multiprocessing differs from the private parts that uses
+    (_has_what_early_removal_uses, and what only a pool can show), it is False and the pool works as before that removal: workers
     spawned on demand by submit(), the names left to multiprocessing and its resource tracker."""
 
     def __init__(self, workers: int, threads: int, task_count: int, semaphore_prefix: str | None = None):
