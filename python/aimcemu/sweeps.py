@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import hashlib
 import itertools
 import json
@@ -47,6 +46,7 @@ import re
 import signal
 import stat
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -878,21 +878,23 @@ def _empty_new_folder(folder: Path, lock: files.FolderLock) -> None:
     lock.discard()
 
 
-@functools.lru_cache(maxsize=None)
-def _progress_bar_class():
+# The sweep's progress bars' lock (_progress_bar).
+_PROGRESS_BAR_LOCK = threading.RLock()
+
+
+def _progress_bar(**kwargs):
     """tqdm's bar with a thread lock of its own.  tqdm's default lock (made by its first bar,
     drawn or not) holds a multiprocessing RLock, which on a Python whose default start method is
     not fork (3.14's forkserver) is a named semaphore outside the pool's prefix: a group SIGKILL
     left its name in /dev/shm.  Only the coordinator draws the sweep's bar, so a thread lock is all
-    it needs, and the process's other tqdm bars keep tqdm's own lock."""
-    import threading
+    it needs, and the process's other tqdm bars keep tqdm's own lock.  tqdm.tqdm is looked up at
+    each call (a caller may have replaced it)."""
+    import tqdm
 
-    from tqdm import tqdm
+    class SweepProgressBar(tqdm.tqdm):
+        _lock = _PROGRESS_BAR_LOCK  # tqdm's get_lock() makes none when the class has one
 
-    class SweepProgressBar(tqdm):
-        _lock = threading.RLock()  # tqdm.get_lock() makes none when the class has one
-
-    return SweepProgressBar
+    return SweepProgressBar(**kwargs)
 
 
 def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, workers, threads, progress,
@@ -906,8 +908,8 @@ def _run_tasks(p: SweepPlan, todo: list[Task], summaries: dict, executor, worker
     from concurrent.futures.process import BrokenProcessPool
 
     pool, futures = None, []
-    bar = _progress_bar_class()(total=len(p.tasks), initial=len(summaries), unit="task", desc="sweep",
-                                disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    bar = _progress_bar(total=len(p.tasks), initial=len(summaries), unit="task", desc="sweep",
+                        disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
         try:
             stops.check()
