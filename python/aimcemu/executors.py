@@ -227,8 +227,9 @@ class LocalPool(FuturesExecutor):
     and removes the names of its semaphores before any task starts (_SemaphoreNames), so that a
     SIGKILL to the whole process group leaves none behind: `names_removed_early`.  Outside Linux,
     and on a Python whose multiprocessing differs from the private parts that uses
-    (_has_what_early_removal_uses, and what only a pool can show), it is False and the pool works as before that removal: workers
-    spawned on demand by submit(), the names left to multiprocessing and its resource tracker."""
+    (_has_what_early_removal_uses, and what only a pool can show), it is False and the pool works
+    as before that removal: workers spawned on demand by submit(), the names left to
+    multiprocessing and its resource tracker (`why_names_not_removed_early` says which)."""
 
     def __init__(self, workers: int, threads: int, task_count: int, semaphore_prefix: str | None = None):
         import multiprocessing
@@ -239,7 +240,8 @@ class LocalPool(FuturesExecutor):
         self._processes: list = []
         self._names: _SemaphoreNames | None = None
         initargs = (threads, os.getpid(), self.task_starts)
-        self.why_names_not_removed_early = "" if _has_what_early_removal_uses() else "a private part is missing"
+        self.why_names_not_removed_early = ("" if _has_what_early_removal_uses() else
+                                            "not Linux, or a private part of multiprocessing is missing")
         pool = None if self.why_names_not_removed_early else self._pool_removing_names_early(workers, initargs)
         self.names_removed_early = pool is not None
         if pool is None:
