@@ -94,16 +94,11 @@ def scratch_for_harnesses():
     finding does, and libFuzzer's fork mode starts many processes) cannot remove its own."""
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     folder = tempfile.mkdtemp(prefix="aimcemu-fuzz-run-", dir=base)
-    previous = os.environ.get("AIMCEMU_FUZZ_SCRATCH")
-    os.environ["AIMCEMU_FUZZ_SCRATCH"] = folder
+    os.environ["AIMCEMU_FUZZ_SCRATCH"] = folder  # this script's children inherit it
     try:
         yield
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        if previous is None:
-            del os.environ["AIMCEMU_FUZZ_SCRATCH"]
-        else:
-            os.environ["AIMCEMU_FUZZ_SCRATCH"] = previous
 
 
 def main() -> int:
